@@ -1,0 +1,78 @@
+/*
+ * generic: the backend for every filesystem, through the VFS only.
+ *
+ * All of the generic checks are the core's (the walk visitors in
+ * inode_check.c, extents.c, xattrs.c, names.c, dataverify.c), because every
+ * other backend runs them too.  What is left for this backend is what only
+ * statfs can tell: phase 2 checks the free/total counters for consistency,
+ * phase 6 compares what the walk counted with what statfs claims (an info:
+ * a live filesystem, reserved blocks and metadata make them differ).
+ */
+#include "backends/backend.h"
+
+#include <sys/statvfs.h>
+
+#include "checks.h"
+#include "context.h"
+#include "report.h"
+
+const char *statvfs_insane(const struct statvfs *sv)
+{
+	if (sv->f_bfree > sv->f_blocks)
+		return "more free blocks than blocks";
+	if (sv->f_bavail > sv->f_bfree)
+		return "more blocks available than free";
+	if (sv->f_files && sv->f_ffree > sv->f_files)
+		return "more free inodes than inodes";
+	return NULL;
+}
+
+static int generic_scan_metadata(struct scrub_ctx *ctx)
+{
+	const char *why = statvfs_insane(&ctx->svfs);
+
+	if (why) {
+		/* Look again: statfs of a live fs is a snapshot of moving counters. */
+		struct statvfs again;
+
+		if (fstatvfs(ctx->mnt_fd, &again) == 0 && (why = statvfs_insane(&again)))
+			str_error(ctx, CHECK_STATFS_COUNTERS, NULL, NULL, 0,
+				  "statfs counters are inconsistent: %s (blocks %llu, free %llu, "
+				  "available %llu, inodes %llu, free inodes %llu)", why,
+				  (unsigned long long)again.f_blocks,
+				  (unsigned long long)again.f_bfree,
+				  (unsigned long long)again.f_bavail,
+				  (unsigned long long)again.f_files,
+				  (unsigned long long)again.f_ffree);
+	}
+	report_verbose(ctx, "Phase 2: the generic backend has no metadata of its own to "
+		       "check beyond statfs.");
+	return 0;
+}
+
+static int generic_summary(struct scrub_ctx *ctx)
+{
+	struct statvfs sv;
+	const struct scrub_stats *s = &ctx->stats;
+	unsigned long long found = s->dirs + s->files + s->symlinks + s->specials;
+
+	if (fstatvfs(ctx->mnt_fd, &sv) < 0)
+		return 0;
+	if (sv.f_files)
+		str_info(ctx, CHECK_SUMMARY_COUNTS, NULL, NULL, 0,
+			 "%llu inodes found by name; statfs reports %llu in use",
+			 found, (unsigned long long)(sv.f_files - sv.f_ffree));
+	str_info(ctx, CHECK_SUMMARY_COUNTS, NULL, NULL, 0,
+		 "%llu KiB allocated to the inodes found; statfs reports %llu KiB in use",
+		 s->blocks / 2,
+		 (unsigned long long)((sv.f_blocks - sv.f_bfree) * sv.f_frsize / 1024));
+	return 0;
+}
+
+const struct scrub_ops generic_ops = {
+	.name = "generic",
+	.repair_tool = "fsck",
+	.match = NULL,		/* matches every filesystem */
+	.scan_metadata = generic_scan_metadata,
+	.summary = generic_summary,
+};

@@ -1,0 +1,50 @@
+/*
+ * checks: the stable identifier of every finding fscrub can report.
+ *
+ * An id names one check, not one message: the text report prints it in
+ * brackets, the tests match on it, and man/fscrub.8 lists every one of them
+ * under CHECKS.  Never rename an id; add a new one instead.
+ */
+#ifndef FSCRUB_CHECKS_H
+#define FSCRUB_CHECKS_H
+
+/* directory entries */
+#define CHECK_DIRENT_INO	"dirent.ino"	/* d_ino != the inode the name resolves to */
+#define CHECK_DIRENT_TYPE	"dirent.type"	/* d_type != the inode's file type */
+#define CHECK_DIR_DOT		"dir.dot"	/* "." is not the directory itself */
+#define CHECK_DIR_DOTDOT	"dir.dotdot"	/* ".." is not the directory we came from */
+#define CHECK_DIR_NLINK		"dir.nlink"	/* nlink != 2 + subdirectories */
+#define CHECK_DIR_UNREADABLE	"dir.unreadable"	/* open or getdents fails with a media/corruption error */
+/* names */
+#define CHECK_NAME_EMPTY	"name.empty"
+#define CHECK_NAME_SLASH	"name.slash"
+#define CHECK_NAME_DUPLICATE	"name.duplicate"
+#define CHECK_NAME_ENCODING	"name.encoding"	/* warning: not valid UTF-8 */
+#define CHECK_NAME_CONTROL	"name.control"	/* warning: control characters */
+/* inodes */
+#define CHECK_INODE_UNREADABLE	"inode.unreadable"	/* stat/open fails with a media/corruption error */
+#define CHECK_INODE_NLINK_ZERO	"inode.nlink_zero"	/* reachable by a name but nlink is 0 */
+#define CHECK_NLINK_COUNT	"nlink.count"	/* nlink != names found */
+#define CHECK_SYMLINK_SIZE	"symlink.size"	/* readlink length != st_size */
+#define CHECK_SYMLINK_EMPTY	"symlink.empty"
+#define CHECK_SYMLINK_UNREADABLE "symlink.unreadable"
+/* extent maps */
+#define CHECK_EXTENT_UNREADABLE	"extent.unreadable"	/* FIEMAP fails with a media/corruption error */
+#define CHECK_EXTENT_ZERO_LENGTH "extent.zero_length"
+#define CHECK_EXTENT_OVERLAP	"extent.overlap"	/* logical ranges overlap or go backwards */
+#define CHECK_EXTENT_PAST_DEVICE "extent.past_device"
+#define CHECK_EXTENT_LAST_FLAG	"extent.last_flag"	/* FIEMAP_EXTENT_LAST on an extent that is not the last */
+#define CHECK_EXTENT_UNSUPPORTED "extent.unsupported"	/* info, once per filesystem */
+/* extended attributes */
+#define CHECK_XATTR_UNREADABLE	"xattr.unreadable"
+#define CHECK_XATTR_SIZE	"xattr.size"	/* value length differs between probe and read */
+#define CHECK_XATTR_MISSING	"xattr.missing"	/* listed but cannot be found */
+/* data */
+#define CHECK_DATA_READ		"data.read"	/* a data read failed at an offset */
+/* filesystem-wide */
+#define CHECK_STATFS_COUNTERS	"statfs.counters"	/* free > total in statfs */
+#define CHECK_SUMMARY_COUNTS	"summary.counts"	/* info: counted vs statfs */
+#define CHECK_WALK_SUBMOUNT	"walk.submount"	/* info: a mount inside was not entered */
+#define CHECK_WALK_MOVED	"walk.moved"	/* info: a directory moved away while queued */
+
+#endif

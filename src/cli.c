@@ -1,0 +1,189 @@
+/*
+ * cli: option parsing and validation; see cli.h.  Every bad value is a
+ * usage error (exit 16) with a one-line reason, never a silent default.
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backends/backend.h"
+#include "context.h"
+#include "report.h"
+
+/* More threads than this only add contention on two queues and a cache. */
+#define MAX_THREADS 1024
+
+static const struct option long_options[] = {
+	{ "max-errors",	 required_argument, NULL, 'a' },
+	{ "background",	 no_argument,	    NULL, 'b' },
+	{ "progress-fd", required_argument, NULL, 'C' },
+	{ "debug",	 no_argument,	    NULL, 'd' },
+	{ "help",	 no_argument,	    NULL, 'h' },
+	{ "threads",	 required_argument, NULL, 'j' },
+	{ "mtab",	 required_argument, NULL, 'm' },
+	{ "no-modify",	 no_argument,	    NULL, 'n' },
+	{ "type",	 required_argument, NULL, 't' },
+	{ "times",	 no_argument,	    NULL, 'T' },
+	{ "verbose",	 no_argument,	    NULL, 'v' },
+	{ "version",	 no_argument,	    NULL, 'V' },
+	{ "verify-data", no_argument,	    NULL, 'x' },
+	{ NULL, 0, NULL, 0 },
+};
+
+void cli_usage(FILE *f)
+{
+	fputs("Usage: fscrub [OPTIONS] MOUNTPOINT|DEVICE\n"
+	      "\n"
+	      "Check a mounted filesystem for corruption and media errors.\n"
+	      "\n"
+	      "Options:\n"
+	      "  -a, --max-errors N   stop after N errors\n"
+	      "  -b, --background     idle I/O class, nice 19, one thread\n"
+	      "  -C, --progress-fd FD write progress to file descriptor FD\n"
+	      "  -d, --debug          print where each finding was made (implies -v)\n"
+	      "  -h, --help           show this help and exit\n"
+	      "  -j, --threads N      use N threads (default: online CPUs)\n"
+	      "  -m, --mtab FILE      read mounts from FILE instead of the kernel\n"
+	      "  -n, --no-modify      check only, change nothing\n"
+	      "  -t, --type NAME      use backend NAME instead of choosing by type\n"
+	      "  -T, --times          print time, CPU and memory used by each phase\n"
+	      "  -v, --verbose        say what is being done, and print infos\n"
+	      "  -V, --version        print the version and exit\n"
+	      "  -x, --verify-data    read all file data back\n"
+	      "\n"
+	      "Exit status: 0 clean, 4 errors left uncorrected, 8 operational error,\n"
+	      "16 usage error, 32 cancelled.  See fscrub(8).\n", f);
+}
+
+static int usage_error(const char *fmt, const char *arg)
+{
+	fputs("fscrub: ", stderr);
+	fprintf(stderr, fmt, arg);
+	fputs("\nTry 'fscrub --help' for more information.\n", stderr);
+	return EXIT_USAGE;
+}
+
+/* A whole positive decimal number no larger than max, or false. */
+static bool parse_count(const char *s, unsigned long long max, unsigned long long *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (!s || !*s || *s == '-' || *s == '+')
+		return false;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end || v == 0 || v > max)
+		return false;
+	*out = v;
+	return true;
+}
+
+static unsigned online_cpus(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n > 0 ? (unsigned)(n > MAX_THREADS ? MAX_THREADS : n) : 1;
+}
+
+int cli_parse(int argc, char **argv, struct scrub_options *opt)
+{
+	unsigned long long v;
+	int c;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+a:bC:dhj:m:nt:TvVx", long_options, NULL)) != -1) {
+		switch (c) {
+		case 'a':
+			if (!parse_count(optarg, ~0ULL, &v))
+				return usage_error("-a needs a positive number of errors, not '%s'",
+						   optarg);
+			opt->max_errors = v;
+			break;
+		case 'b':
+			opt->background = true;
+			break;
+		case 'C': {
+			/* fd 0 is allowed: fsck -C0 means stdout in some tools, here an fd. */
+			char *end;
+			long fd;
+
+			errno = 0;
+			fd = strtol(optarg, &end, 10);
+			if (errno || *end || !*optarg || fd < 0 || fd > 1 << 20)
+				return usage_error("-C needs a file descriptor number, not '%s'",
+						   optarg);
+			if (fcntl((int)fd, F_GETFD) < 0)
+				return usage_error("-C: file descriptor %s is not open", optarg);
+			opt->progress_fd = (int)fd;
+			break;
+		}
+		case 'd':
+			opt->debug = true;
+			opt->verbose = true;
+			break;
+		case 'h':
+			cli_usage(stdout);
+			return EXIT_CLEAN;
+		case 'j':
+			if (!parse_count(optarg, MAX_THREADS, &v))
+				return usage_error("-j needs a number of threads from 1 to 1024, "
+						   "not '%s'", optarg);
+			opt->nr_threads = (unsigned)v;
+			opt->threads_given = true;
+			break;
+		case 'm':
+			if (access(optarg, R_OK) < 0) {
+				fprintf(stderr, "fscrub: cannot read the mount table '%s': %s\n",
+					optarg, strerror(errno));
+				return EXIT_USAGE;
+			}
+			opt->mtab = optarg;
+			break;
+		case 'n':
+			opt->check_only = true;
+			break;
+		case 't':
+			if (!backend_find(optarg)) {
+				fprintf(stderr, "fscrub: unknown filesystem type '%s' for -t "
+					"(known: %s)\n", optarg, backend_names());
+				return EXIT_USAGE;
+			}
+			opt->backend = optarg;
+			break;
+		case 'T':
+			opt->timing = true;
+			break;
+		case 'v':
+			opt->verbose = true;
+			break;
+		case 'V':
+			printf("fscrub version %s\n", FSCRUB_VERSION);
+			return EXIT_CLEAN;
+		case 'x':
+			opt->verify_data = true;
+			break;
+		case '?':
+		default:
+			if (optopt && strchr("aCjmt", optopt))
+				return usage_error("option -%s needs an argument",
+						   (char[]){ (char)optopt, 0 });
+			if (optopt)
+				return usage_error("unknown option -%s", (char[]){ (char)optopt, 0 });
+			return usage_error("unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind == argc)
+		return usage_error("%s", "missing MOUNTPOINT or DEVICE");
+	if (optind + 1 < argc)
+		return usage_error("too many arguments, starting at '%s'", argv[optind + 1]);
+	opt->target = argv[optind];
+	if (!opt->threads_given)
+		opt->nr_threads = opt->background ? 1 : online_cpus();
+	return -1;
+}

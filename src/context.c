@@ -1,0 +1,68 @@
+/*
+ * context: life cycle of struct scrub_ctx.
+ */
+#include "context.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backends/backend.h"
+#include "linktable.h"
+
+volatile sig_atomic_t scrub_cancelled;
+
+void scrub_ctx_init(struct scrub_ctx *ctx)
+{
+	memset(ctx, 0, sizeof(*ctx));
+	ctx->mnt_fd = -1;
+	ctx->walk_fd = -1;
+	ctx->opt.progress_fd = -1;
+	pthread_mutex_init(&ctx->report_lock, NULL);
+	pthread_mutex_init(&ctx->suspects_lock, NULL);
+}
+
+static void put_linked_dir(struct dir_node *dir, void *arg)
+{
+	struct scrub_ctx *ctx = arg;
+
+	dir_node_put(&ctx->dcache, dir);
+}
+
+void scrub_ctx_release(struct scrub_ctx *ctx)
+{
+	if (ctx->ops && ctx->ops->cleanup)
+		ctx->ops->cleanup(ctx);
+	linktable_free(ctx->links, put_linked_dir, ctx);
+	ctx->links = NULL;
+	while (ctx->dotdot_suspects) {
+		struct dotdot_suspect *s = ctx->dotdot_suspects;
+
+		ctx->dotdot_suspects = s->next;
+		dir_node_put(&ctx->dcache, s->dir);
+		free(s);
+	}
+	if (ctx->walk_fd >= 0 && ctx->walk_fd != ctx->mnt_fd)
+		close(ctx->walk_fd);
+	if (ctx->mnt_fd >= 0)
+		close(ctx->mnt_fd);
+	free(ctx->mntpoint);
+	free(ctx->source);
+	free(ctx->fstype);
+	free(ctx->fsroot);
+	pthread_mutex_destroy(&ctx->report_lock);
+	pthread_mutex_destroy(&ctx->suspects_lock);
+}
+
+void scrub_stats_add(struct scrub_stats *to, const struct scrub_stats *from)
+{
+	to->dirs += from->dirs;
+	to->files += from->files;
+	to->symlinks += from->symlinks;
+	to->specials += from->specials;
+	to->entries += from->entries;
+	to->extents += from->extents;
+	to->xattrs += from->xattrs;
+	to->bytes_read += from->bytes_read;
+	to->blocks += from->blocks;
+}

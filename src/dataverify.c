@@ -1,0 +1,189 @@
+/*
+ * dataverify: the per-file data reader; see dataverify.h.
+ */
+#include "dataverify.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "checks.h"
+#include "report.h"
+#include "strbuf.h"
+
+/* 4 MiB reads: large enough to stream a disk, small enough per thread. */
+#define VERIFY_CHUNK (4U << 20)
+/* O_DIRECT alignment that every block device and filesystem accepts. */
+#define DIO_ALIGN 4096U
+/* Granularity when a failed read is bisected into good and bad ranges. */
+#define BAD_RANGE_STEP 4096U
+/* At most this many bad ranges are itemised per file. */
+#define MAX_BAD_RANGES 16
+
+struct verify_thread {
+	char *buf;
+};
+
+static void *verify_thread_init(struct scrub_ctx *ctx, unsigned index)
+{
+	struct verify_thread *vt = xcalloc(1, sizeof(*vt));
+
+	(void)ctx;
+	(void)index;
+	if (posix_memalign((void **)&vt->buf, DIO_ALIGN, VERIFY_CHUNK))
+		vt->buf = NULL;
+	return vt;
+}
+
+static void verify_thread_free(void *p)
+{
+	struct verify_thread *vt = p;
+
+	free(vt->buf);
+	free(vt);
+}
+
+struct verify_file {
+	struct walk_thread *t;
+	const struct walk_dir *d;
+	const struct walk_entry *e;
+	int fd;
+	bool direct;
+	unsigned nr_bad;
+};
+
+static void report_bad_range(struct verify_file *vf, uint64_t off, uint64_t len, int err)
+{
+	struct scrub_ctx *ctx = vf->t->ctx;
+
+	if (++vf->nr_bad > MAX_BAD_RANGES) {
+		if (vf->nr_bad == MAX_BAD_RANGES + 1)
+			str_error(ctx, CHECK_DATA_READ, vf->d->node, vf->e->name,
+				  vf->e->stx.stx_ino, "more than %d unreadable ranges; "
+				  "further ones are not listed", MAX_BAD_RANGES);
+		return;
+	}
+	str_error(ctx, CHECK_DATA_READ, vf->d->node, vf->e->name, vf->e->stx.stx_ino,
+		  "read error at offset %llu (%llu bytes): %s", (unsigned long long)off,
+		  (unsigned long long)len, strerror(err));
+}
+
+/* pread that drops O_DIRECT for the rest of the file if it is refused. */
+static ssize_t verify_pread(struct verify_file *vf, char *buf, size_t len, uint64_t off)
+{
+	ssize_t n = pread(vf->fd, buf, len, (off_t)off);
+
+	if (n < 0 && errno == EINVAL && vf->direct) {
+		int fl = fcntl(vf->fd, F_GETFL);
+
+		if (fl >= 0 && fcntl(vf->fd, F_SETFL, fl & ~O_DIRECT) == 0) {
+			vf->direct = false;
+			posix_fadvise(vf->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+			n = pread(vf->fd, buf, len, (off_t)off);
+		}
+	}
+	return n;
+}
+
+/* A read of [off, off+len) failed: find and report the bad ranges in it. */
+static void bisect_failure(struct verify_file *vf, char *buf, uint64_t off, uint64_t len)
+{
+	uint64_t bad_start = 0, bad_len = 0;
+	int bad_err = 0;
+
+	for (uint64_t pos = off; pos < off + len && !scrub_should_stop(vf->t->ctx);
+	     pos += BAD_RANGE_STEP) {
+		ssize_t n = verify_pread(vf, buf, BAD_RANGE_STEP, pos);
+
+		if (n >= 0 || !errno_is_corruption(errno)) {
+			if (bad_len)
+				report_bad_range(vf, bad_start, bad_len, bad_err);
+			bad_len = 0;
+			if (n == 0)
+				return;		/* end of file */
+			continue;
+		}
+		if (!bad_len)
+			bad_start = pos, bad_err = errno;
+		bad_len += BAD_RANGE_STEP;
+	}
+	if (bad_len)
+		report_bad_range(vf, bad_start, bad_len, bad_err);
+}
+
+/* Read [start, end) of the file; returns false to give up on the file. */
+static bool verify_range(struct verify_file *vf, char *buf, uint64_t start, uint64_t end)
+{
+	struct scrub_ctx *ctx = vf->t->ctx;
+
+	for (uint64_t off = start & ~(uint64_t)(DIO_ALIGN - 1); off < end;) {
+		size_t want = VERIFY_CHUNK;
+
+		if (scrub_should_stop(ctx))
+			return false;
+		if (end - off < want)
+			want = (size_t)((end - off + DIO_ALIGN - 1) & ~(uint64_t)(DIO_ALIGN - 1));
+		ssize_t n = verify_pread(vf, buf, want, off);
+
+		if (n < 0) {
+			if (!errno_is_corruption(errno)) {
+				report_operational(ctx, vf->d->node, vf->e->name, errno,
+						   "cannot read at offset %llu",
+						   (unsigned long long)off);
+				return false;
+			}
+			bisect_failure(vf, buf, off, want);
+			off += want;
+			continue;
+		}
+		if (n == 0)
+			return false;	/* truncated meanwhile: the rest is gone */
+		vf->t->stats.bytes_read += (unsigned long long)n;
+		if (!vf->direct)
+			posix_fadvise(vf->fd, (off_t)off, n, POSIX_FADV_DONTNEED);
+		off += (uint64_t)n;
+	}
+	return true;
+}
+
+static void verify_entry(struct walk_thread *t, struct walk_dir *d,
+			 const struct walk_entry *e)
+{
+	struct verify_thread *vt = t->vstate;
+	struct verify_file vf = { .t = t, .d = d, .e = e, .direct = true };
+
+	if (e->stat_err || e->submount || !S_ISREG(e->stx.stx_mode) || !vt->buf)
+		return;
+	vf.fd = walk_open_file(t, d, e, O_DIRECT);
+	if (vf.fd == -EINVAL) {
+		vf.direct = false;
+		vf.fd = walk_open_file(t, d, e, 0);
+	}
+	if (vf.fd < 0)
+		return;
+	t->stats.files++;
+	if (!vf.direct)
+		posix_fadvise(vf.fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	for (uint64_t pos = 0;;) {
+		off_t data = lseek(vf.fd, (off_t)pos, SEEK_DATA);
+
+		if (data < 0)
+			break;		/* ENXIO: no more data */
+		off_t hole = lseek(vf.fd, data, SEEK_HOLE);
+		if (hole < 0 || hole <= data)
+			break;
+		if (!verify_range(&vf, vt->buf, (uint64_t)data, (uint64_t)hole))
+			break;
+		pos = (uint64_t)hole;
+	}
+	close(vf.fd);
+}
+
+const struct walk_visitor dataverify_visitor = {
+	.name = "data verification",
+	.thread_init = verify_thread_init,
+	.thread_free = verify_thread_free,
+	.entry = verify_entry,
+};

@@ -1,0 +1,231 @@
+/*
+ * dircache: directory nodes and the descriptor LRU; see dircache.h.
+ */
+#include "dircache.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "strbuf.h"
+
+#define DIR_OPEN_FLAGS (O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME)
+
+void dircache_init(struct dircache *dc, unsigned budget)
+{
+	pthread_mutex_init(&dc->lock, NULL);
+	dc->lru.lru_next = dc->lru.lru_prev = &dc->lru;
+	dc->nr_open = 0;
+	dc->peak_open = 0;
+	dc->budget = budget ? budget : 1;
+	dc->open_flags = DIR_OPEN_FLAGS;
+}
+
+void dircache_release(struct dircache *dc)
+{
+	pthread_mutex_destroy(&dc->lock);
+}
+
+static struct dir_node *node_alloc(const char *name, size_t namelen)
+{
+	struct dir_node *node = xmalloc(sizeof(*node) + namelen + 1);
+
+	memset(node, 0, sizeof(*node));
+	atomic_init(&node->refs, 1);
+	node->fd = -1;
+	node->namelen = (uint16_t)namelen;
+	memcpy(node->name, name, namelen);
+	node->name[namelen] = '\0';
+	return node;
+}
+
+struct dir_node *dir_node_new_root(int fd, uint64_t dev, uint64_t ino)
+{
+	struct dir_node *node = node_alloc("", 0);
+
+	node->fd = fd;
+	node->dev = dev;
+	node->ino = ino;
+	return node;
+}
+
+struct dir_node *dir_node_new(struct dir_node *parent, const char *name,
+			      size_t namelen, uint64_t dev, uint64_t ino)
+{
+	struct dir_node *node = node_alloc(name, namelen);
+
+	dir_node_get(parent);
+	node->parent = parent;
+	node->depth = parent->depth + 1;
+	node->dev = dev;
+	node->ino = ino;
+	return node;
+}
+
+void dir_node_get(struct dir_node *node)
+{
+	atomic_fetch_add_explicit(&node->refs, 1, memory_order_relaxed);
+}
+
+static void lru_unlink(struct dir_node *node)
+{
+	node->lru_prev->lru_next = node->lru_next;
+	node->lru_next->lru_prev = node->lru_prev;
+	node->lru_next = node->lru_prev = NULL;
+}
+
+static void lru_push_front(struct dircache *dc, struct dir_node *node)
+{
+	node->lru_next = dc->lru.lru_next;
+	node->lru_prev = &dc->lru;
+	dc->lru.lru_next->lru_prev = node;
+	dc->lru.lru_next = node;
+}
+
+void dir_node_put(struct dircache *dc, struct dir_node *node)
+{
+	/* Iterative, not recursive: a chain can be 20 000 directories long. */
+	while (node) {
+		if (atomic_fetch_sub_explicit(&node->refs, 1, memory_order_acq_rel) != 1)
+			return;
+		struct dir_node *parent = node->parent;
+
+		if (node->fd >= 0) {
+			if (parent) {
+				pthread_mutex_lock(&dc->lock);
+				lru_unlink(node);
+				dc->nr_open--;
+				pthread_mutex_unlock(&dc->lock);
+			}
+			close(node->fd);
+		}
+		free(node);
+		node = parent;
+	}
+}
+
+/* Close least recently used, unpinned descriptors beyond the budget. */
+static void evict_locked(struct dircache *dc)
+{
+	struct dir_node *node = dc->lru.lru_prev;
+
+	while (dc->nr_open > dc->budget && node != &dc->lru) {
+		struct dir_node *prev = node->lru_prev;
+
+		if (node->pins == 0) {
+			lru_unlink(node);
+			close(node->fd);
+			node->fd = -1;
+			dc->nr_open--;
+		}
+		node = prev;
+	}
+}
+
+static int open_child(struct dircache *dc, int parent_fd, const struct dir_node *node)
+{
+	int flags = __atomic_load_n(&dc->open_flags, __ATOMIC_RELAXED);
+	int fd = openat(parent_fd, node->name, flags);
+	struct stat st;
+
+	if (fd < 0 && errno == EPERM && (flags & O_NOATIME)) {
+		/* O_NOATIME needs ownership or CAP_FOWNER; without it, go on. */
+		__atomic_and_fetch(&dc->open_flags, ~O_NOATIME, __ATOMIC_RELAXED);
+		fd = openat(parent_fd, node->name, flags & ~O_NOATIME);
+	}
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0) {
+		int err = -errno;
+
+		close(fd);
+		return err;
+	}
+	if ((uint64_t)st.st_dev != node->dev || (uint64_t)st.st_ino != node->ino) {
+		close(fd);
+		return -ESTALE;
+	}
+	return fd;
+}
+
+int dircache_pin(struct dircache *dc, struct dir_node *node, int *fdp)
+{
+	struct dir_node *anc;
+	struct dir_node **chain = NULL;
+	size_t nchain = 0;
+	int fd, err = 0;
+
+	pthread_mutex_lock(&dc->lock);
+	if (node->fd >= 0) {
+		node->pins++;
+		if (node->parent) {
+			lru_unlink(node);
+			lru_push_front(dc, node);
+		}
+		*fdp = node->fd;
+		pthread_mutex_unlock(&dc->lock);
+		return 0;
+	}
+	/* Find the nearest open ancestor; the root is always open. */
+	for (anc = node->parent; anc->fd < 0; anc = anc->parent)
+		nchain++;
+	anc->pins++;
+	pthread_mutex_unlock(&dc->lock);
+
+	/* chain[] = the closed ancestors from just below anc down to node's parent. */
+	if (nchain) {
+		chain = xmalloc(nchain * sizeof(*chain));
+		size_t i = nchain;
+		for (struct dir_node *n = node->parent; n != anc; n = n->parent)
+			chain[--i] = n;
+	}
+	fd = anc->fd;
+	for (size_t i = 0; i <= nchain; i++) {
+		struct dir_node *next = i < nchain ? chain[i] : node;
+		int nfd = open_child(dc, fd, next);
+
+		if (fd != anc->fd)
+			close(fd);
+		if (nfd < 0) {
+			err = nfd;
+			fd = -1;
+			break;
+		}
+		fd = nfd;
+	}
+	free(chain);
+
+	pthread_mutex_lock(&dc->lock);
+	anc->pins--;
+	if (err) {
+		pthread_mutex_unlock(&dc->lock);
+		return err;
+	}
+	if (node->fd >= 0) {
+		/* Another thread opened it meanwhile: use theirs. */
+		close(fd);
+	} else {
+		node->fd = fd;
+		dc->nr_open++;
+		if (dc->nr_open > dc->peak_open)
+			dc->peak_open = dc->nr_open;
+		lru_push_front(dc, node);
+	}
+	node->pins++;
+	*fdp = node->fd;
+	evict_locked(dc);
+	pthread_mutex_unlock(&dc->lock);
+	return 0;
+}
+
+void dircache_unpin(struct dircache *dc, struct dir_node *node)
+{
+	pthread_mutex_lock(&dc->lock);
+	node->pins--;
+	if (node->parent && node->fd >= 0 && node->pins == 0)
+		evict_locked(dc);
+	pthread_mutex_unlock(&dc->lock);
+}

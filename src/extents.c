@@ -1,0 +1,281 @@
+/*
+ * extents: FIEMAP/FIBMAP extent map checks; see extents.h.
+ */
+#include "extents.h"
+
+#include <errno.h>
+#include <linux/fs.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "checks.h"
+#include "report.h"
+#include "strbuf.h"
+#include "walk.h"
+
+/*
+ * 512 extents per FIEMAP call (28 KiB): one call maps almost every file,
+ * and a 100 000-extent file takes 200 calls.
+ */
+#define FIEMAP_BATCH 512
+
+/*
+ * FIBMAP maps one block per ioctl: stop after 2^20 blocks (4 GiB at 4 KiB)
+ * per file so that a filesystem without FIEMAP is still scanned in time.
+ */
+#define FIBMAP_MAX_BLOCKS (1U << 20)
+
+/* Extents whose physical offset means nothing on the device. */
+#define EXTENT_PHYS_UNKNOWN (FIEMAP_EXTENT_UNKNOWN | FIEMAP_EXTENT_DELALLOC)
+
+void extent_cursor_init(struct extent_cursor *cur, uint64_t dev_size)
+{
+	memset(cur, 0, sizeof(*cur));
+	cur->dev_size = dev_size;
+}
+
+static enum extent_problem flag_problem(struct extent_cursor *cur,
+					const struct fiemap_extent *x,
+					enum extent_problem p)
+{
+	cur->bad_logical = x->fe_logical;
+	cur->bad_physical = x->fe_physical;
+	cur->bad_length = x->fe_length;
+	return p;
+}
+
+enum extent_problem extent_validate(struct extent_cursor *cur,
+				    const struct fiemap_extent *ext, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		const struct fiemap_extent *x = &ext[i];
+
+		cur->nr_extents++;
+		if (cur->saw_last)
+			return flag_problem(cur, x, EXTENT_LAST_FLAG);
+		if (x->fe_length == 0)
+			return flag_problem(cur, x, EXTENT_ZERO_LENGTH);
+		if (cur->have_prev && x->fe_logical < cur->next_logical)
+			return flag_problem(cur, x, EXTENT_OVERLAP);
+		if (cur->dev_size && !(x->fe_flags & EXTENT_PHYS_UNKNOWN) &&
+		    (x->fe_physical >= cur->dev_size ||
+		     x->fe_length > cur->dev_size - x->fe_physical))
+			return flag_problem(cur, x, EXTENT_PAST_DEVICE);
+		cur->have_prev = true;
+		cur->next_logical = x->fe_logical + x->fe_length;
+		if (x->fe_flags & FIEMAP_EXTENT_LAST)
+			cur->saw_last = true;
+	}
+	return EXTENT_OK;
+}
+
+void extent_buf_init(struct extent_buf *eb)
+{
+	eb->max_extents = FIEMAP_BATCH;
+	eb->fm = xcalloc(1, sizeof(struct fiemap) +
+			 FIEMAP_BATCH * sizeof(struct fiemap_extent));
+}
+
+void extent_buf_release(struct extent_buf *eb)
+{
+	free(eb->fm);
+	eb->fm = NULL;
+}
+
+/*
+ * Map one fork of fd from offset 0 to the end and validate it.  Returns 0
+ * with *problem set (EXTENT_OK if none), or a negative errno from FIEMAP.
+ */
+static int map_fork(struct extent_buf *eb, int fd, uint32_t flags,
+		    struct extent_cursor *cur, enum extent_problem *problem)
+{
+	uint64_t start = 0;
+
+	*problem = EXTENT_OK;
+	for (;;) {
+		struct fiemap *fm = eb->fm;
+
+		memset(fm, 0, sizeof(*fm));
+		fm->fm_start = start;
+		fm->fm_length = FIEMAP_MAX_OFFSET - start;
+		fm->fm_flags = flags;
+		fm->fm_extent_count = eb->max_extents;
+		if (ioctl(fd, FS_IOC_FIEMAP, fm) < 0)
+			return -errno;
+		if (fm->fm_mapped_extents == 0)
+			return 0;
+		*problem = extent_validate(cur, fm->fm_extents, fm->fm_mapped_extents);
+		if (*problem != EXTENT_OK)
+			return 0;
+		const struct fiemap_extent *last = &fm->fm_extents[fm->fm_mapped_extents - 1];
+		if ((last->fe_flags & FIEMAP_EXTENT_LAST) ||
+		    fm->fm_mapped_extents < eb->max_extents)
+			return 0;
+		start = last->fe_logical + last->fe_length;
+	}
+}
+
+static bool fiemap_unsupported(int err)
+{
+	return err == EOPNOTSUPP || err == ENOTTY || err == EBADR || err == EINVAL;
+}
+
+static void report_problem(struct walk_thread *t, const struct walk_dir *d,
+			   const struct walk_entry *e, const char *fork,
+			   enum extent_problem p, const struct extent_cursor *c)
+{
+	struct scrub_ctx *ctx = t->ctx;
+	unsigned long long lo = c->bad_logical, ph = c->bad_physical, len = c->bad_length;
+	uint64_t ino = e->stx.stx_ino;
+
+	switch (p) {
+	case EXTENT_ZERO_LENGTH:
+		str_error(ctx, CHECK_EXTENT_ZERO_LENGTH, d->node, e->name, ino,
+			  "%s: zero-length extent at file offset %llu (physical %llu)",
+			  fork, lo, ph);
+		break;
+	case EXTENT_OVERLAP:
+		str_error(ctx, CHECK_EXTENT_OVERLAP, d->node, e->name, ino,
+			  "%s: extent at file offset %llu (%llu bytes) overlaps or precedes "
+			  "the previous extent", fork, lo, len);
+		break;
+	case EXTENT_PAST_DEVICE:
+		str_error(ctx, CHECK_EXTENT_PAST_DEVICE, d->node, e->name, ino,
+			  "%s: extent at file offset %llu maps device bytes %llu-%llu, past "
+			  "the end of the device (%llu bytes)", fork, lo, ph, ph + len - 1,
+			  (unsigned long long)ctx->dev_size);
+		break;
+	case EXTENT_LAST_FLAG:
+		str_error(ctx, CHECK_EXTENT_LAST_FLAG, d->node, e->name, ino,
+			  "%s: extent at file offset %llu follows an extent flagged as the "
+			  "last one", fork, lo);
+		break;
+	case EXTENT_OK:
+		break;
+	}
+}
+
+/* Has the file changed since the walk's statx?  (Then a finding is a race.) */
+static bool file_changed(int fd, const struct walk_entry *e)
+{
+	struct statx now;
+
+	return walk_statx(fd, NULL, &now) < 0 || !stx_unchanged(&now, &e->stx);
+}
+
+/* Check one fork; returns false if FIEMAP is not supported for that fork. */
+static bool check_fork(struct walk_thread *t, struct extent_buf *eb,
+		       const struct walk_dir *d, const struct walk_entry *e, int fd,
+		       uint32_t flags, const char *fork)
+{
+	struct scrub_ctx *ctx = t->ctx;
+	struct extent_cursor cur;
+	enum extent_problem p;
+	int ret;
+
+	extent_cursor_init(&cur, ctx->dev_size);
+	ret = map_fork(eb, fd, flags, &cur, &p);
+	if (ret < 0 && fiemap_unsupported(-ret))
+		return false;
+	t->stats.extents += cur.nr_extents;
+	if (ret == 0 && p == EXTENT_OK)
+		return true;
+
+	/* Look again from scratch before saying anything. */
+	extent_cursor_init(&cur, ctx->dev_size);
+	ret = map_fork(eb, fd, flags, &cur, &p);
+	if (ret == 0 && p == EXTENT_OK)
+		return true;
+	if (file_changed(fd, e)) {
+		str_changed(ctx, ret < 0 ? CHECK_EXTENT_UNREADABLE : CHECK_EXTENT_OVERLAP,
+			    d->node, e->name, e->stx.stx_ino, "%s map", fork);
+	} else if (ret < 0 && errno_is_corruption(-ret)) {
+		str_error(ctx, CHECK_EXTENT_UNREADABLE, d->node, e->name, e->stx.stx_ino,
+			  "cannot map the %s: %s", fork, strerror(-ret));
+	} else if (ret < 0) {
+		report_operational(ctx, d->node, e->name, -ret, "FIEMAP of the %s", fork);
+	} else {
+		report_problem(t, d, e, fork, p, &cur);
+	}
+	return true;
+}
+
+/* FIBMAP: one block at a time, holes read as 0; check against the device. */
+static void check_fibmap(struct walk_thread *t, const struct walk_dir *d,
+			 const struct walk_entry *e, int fd)
+{
+	struct scrub_ctx *ctx = t->ctx;
+	int bsz = 0;
+
+	if (ioctl(fd, FIGETBSZ, &bsz) < 0 || bsz <= 0) {
+		str_info(ctx, CHECK_EXTENT_UNSUPPORTED, NULL, NULL, 0,
+			 "FIGETBSZ fails: extent maps are not checked");
+		atomic_store(&ctx->fiemap_state, -2);
+		return;
+	}
+	uint64_t nblocks = (e->stx.stx_size + (uint64_t)bsz - 1) / (uint64_t)bsz;
+	if (nblocks > FIBMAP_MAX_BLOCKS)
+		nblocks = FIBMAP_MAX_BLOCKS;
+	for (uint64_t i = 0; i < nblocks && !scrub_should_stop(ctx); i++) {
+		int blk = (int)i;
+
+		if (ioctl(fd, FIBMAP, &blk) < 0) {
+			int fibmap = -1;
+
+			/* No bmap, or no CAP_SYS_RAWIO: say so once. */
+			if (atomic_compare_exchange_strong(&ctx->fiemap_state, &fibmap, -2))
+				str_info(ctx, CHECK_EXTENT_UNSUPPORTED, NULL, NULL, 0,
+					 "FIBMAP fails too (%s): extent maps are not checked",
+					 strerror(errno));
+			return;
+		}
+		t->stats.extents += blk != 0;
+		if (blk && ctx->dev_size &&
+		    ((uint64_t)(unsigned)blk + 1) * (uint64_t)bsz > ctx->dev_size &&
+		    !file_changed(fd, e)) {
+			str_error(ctx, CHECK_EXTENT_PAST_DEVICE, d->node, e->name,
+				  e->stx.stx_ino,
+				  "block at file offset %llu maps device block %u, past the end "
+				  "of the device (%llu bytes)",
+				  (unsigned long long)i * (unsigned)bsz, (unsigned)blk,
+				  (unsigned long long)ctx->dev_size);
+			return;
+		}
+	}
+}
+
+void extents_check_file(struct walk_thread *t, struct extent_buf *eb,
+			const struct walk_dir *d, const struct walk_entry *e, int fd)
+{
+	struct scrub_ctx *ctx = t->ctx;
+	/* fiemap_state: 0 not yet known, 1 FIEMAP works, -1 use FIBMAP, -2 neither */
+	int state = atomic_load(&ctx->fiemap_state);
+
+	if (state >= 0) {
+		if (check_fork(t, eb, d, e, fd, 0, "data fork")) {
+			atomic_store(&ctx->fiemap_state, 1);
+		} else {
+			int unknown = 0;
+
+			if (atomic_compare_exchange_strong(&ctx->fiemap_state, &unknown, -1))
+				str_info(ctx, CHECK_EXTENT_UNSUPPORTED, NULL, NULL, 0,
+					 "the filesystem does not support FIEMAP: extent maps "
+					 "are checked with FIBMAP");
+			state = -1;
+		}
+	}
+	if (state == -1) {
+		check_fibmap(t, d, e, fd);
+		return;
+	}
+	if (state < 0)
+		return;
+	if (atomic_load(&ctx->fiemap_xattr_state) >= 0) {
+		if (check_fork(t, eb, d, e, fd, FIEMAP_FLAG_XATTR, "attribute fork"))
+			atomic_store(&ctx->fiemap_xattr_state, 1);
+		else
+			atomic_store(&ctx->fiemap_xattr_state, -1);
+	}
+}

@@ -1,0 +1,63 @@
+/*
+ * extents: the extent map of a regular file (FIEMAP, with a FIBMAP
+ * fallback) checked for internal consistency.
+ *
+ * Checks, per fork (data, and the xattr fork where FIEMAP_FLAG_XATTR is
+ * supported): no zero-length extent; logical ranges strictly increasing
+ * and not overlapping; FIEMAP_EXTENT_LAST only on the final extent; no
+ * extent that ends past the end of the device (only where FIEMAP physical
+ * offsets are offsets on the mount's block device: ctx->dev_size != 0).
+ * Extents whose physical location is unknown (delalloc, unknown) are not
+ * checked against the device.  A filesystem without FIEMAP is said so once.
+ */
+#ifndef FSCRUB_EXTENTS_H
+#define FSCRUB_EXTENTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <linux/fiemap.h>
+
+struct walk_thread;
+struct walk_dir;
+struct walk_entry;
+
+/* The result of validating extents: what is wrong first, if anything. */
+enum extent_problem {
+	EXTENT_OK = 0,
+	EXTENT_ZERO_LENGTH,
+	EXTENT_OVERLAP,
+	EXTENT_PAST_DEVICE,
+	EXTENT_LAST_FLAG,
+};
+
+/* Validation state carried across FIEMAP batches of one fork. */
+struct extent_cursor {
+	uint64_t next_logical;		/* end of the previous extent */
+	bool have_prev;
+	bool saw_last;			/* an extent with FIEMAP_EXTENT_LAST was seen */
+	uint64_t dev_size;		/* 0: do not check physical offsets */
+	unsigned long long nr_extents;
+	/* Where the problem is, for the report. */
+	uint64_t bad_logical, bad_physical, bad_length;
+};
+
+void extent_cursor_init(struct extent_cursor *cur, uint64_t dev_size);
+/* Validate a batch in logical order; stops at the first problem. */
+enum extent_problem extent_validate(struct extent_cursor *cur,
+				    const struct fiemap_extent *ext, size_t n);
+
+/* Per-thread FIEMAP buffer. */
+struct extent_buf {
+	struct fiemap *fm;
+	unsigned max_extents;
+};
+
+void extent_buf_init(struct extent_buf *eb);
+void extent_buf_release(struct extent_buf *eb);
+
+/* Check the extent maps of the open regular file fd (phase 3). */
+void extents_check_file(struct walk_thread *t, struct extent_buf *eb,
+			const struct walk_dir *d, const struct walk_entry *e, int fd);
+
+#endif

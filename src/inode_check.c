@@ -1,0 +1,608 @@
+/*
+ * inode_check: the phase 3 visitor and the phase 4 reconciliation; see
+ * inode_check.h for what is checked and the re-check rule.
+ */
+#include "inode_check.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backends/backend.h"
+#include "checks.h"
+#include "extents.h"
+#include "linktable.h"
+#include "names.h"
+#include "report.h"
+#include "strbuf.h"
+#include "xattrs.h"
+
+/*
+ * A directory with more suspects than this is not a race: report what is
+ * confirmed among the first ones and say the rest were not examined.
+ */
+#define MAX_SUSPECTS 4096
+
+/* A directory entry that looked wrong on the first read. */
+struct suspect {
+	const char *check;
+	char *name;
+	size_t namelen;
+	uint64_t d_ino;
+	unsigned char d_type;
+	struct statx stx;		/* the inode on the first look (if stat worked) */
+	/* second read of the directory */
+	unsigned seen;
+	uint64_t re_dino;
+	unsigned char re_dtype;
+};
+
+struct check_thread {
+	struct name_set names;
+	struct suspect *suspects;
+	size_t nr_suspects, alloc_suspects;
+	bool suspects_overflow;
+	struct xattr_buf xattrs;
+	struct extent_buf extents;
+	char *linkbuf;
+	size_t linkbuf_size;
+};
+
+static void *check_thread_init(struct scrub_ctx *ctx, unsigned index)
+{
+	struct check_thread *ct = xcalloc(1, sizeof(*ct));
+
+	(void)ctx;
+	(void)index;
+	name_set_init(&ct->names);
+	xattr_buf_init(&ct->xattrs);
+	extent_buf_init(&ct->extents);
+	ct->linkbuf_size = 4097;
+	ct->linkbuf = xmalloc(ct->linkbuf_size);
+	return ct;
+}
+
+static void clear_suspects(struct check_thread *ct)
+{
+	for (size_t i = 0; i < ct->nr_suspects; i++)
+		free(ct->suspects[i].name);
+	ct->nr_suspects = 0;
+	ct->suspects_overflow = false;
+}
+
+static void check_thread_free(void *p)
+{
+	struct check_thread *ct = p;
+
+	clear_suspects(ct);
+	free(ct->suspects);
+	name_set_release(&ct->names);
+	xattr_buf_release(&ct->xattrs);
+	extent_buf_release(&ct->extents);
+	free(ct->linkbuf);
+	free(ct);
+}
+
+static void add_suspect(struct check_thread *ct, const char *check,
+			const struct walk_entry *e)
+{
+	if (ct->nr_suspects >= MAX_SUSPECTS) {
+		ct->suspects_overflow = true;
+		return;
+	}
+	if (ct->nr_suspects == ct->alloc_suspects) {
+		ct->alloc_suspects = ct->alloc_suspects ? ct->alloc_suspects * 2 : 8;
+		ct->suspects = xrealloc(ct->suspects, ct->alloc_suspects * sizeof(*ct->suspects));
+	}
+	struct suspect *s = &ct->suspects[ct->nr_suspects++];
+
+	memset(s, 0, sizeof(*s));
+	s->check = check;
+	s->name = xstrndup(e->name, e->namelen);
+	s->namelen = e->namelen;
+	s->d_ino = e->d_ino;
+	s->d_type = e->d_type;
+	s->stx = e->stx;
+}
+
+static unsigned char mode_to_dtype(uint16_t mode)
+{
+	return (unsigned char)((mode & S_IFMT) >> 12);
+}
+
+static const char *dtype_name(unsigned char t)
+{
+	switch (t) {
+	case DT_REG: return "regular file";
+	case DT_DIR: return "directory";
+	case DT_LNK: return "symlink";
+	case DT_CHR: return "character device";
+	case DT_BLK: return "block device";
+	case DT_FIFO: return "FIFO";
+	case DT_SOCK: return "socket";
+	default: return "unknown type";
+	}
+}
+
+/* The name itself: corruption (empty, '/'), suspicious bytes, duplicates. */
+static void check_name(struct walk_thread *t, struct check_thread *ct,
+		       struct walk_dir *d, const struct walk_entry *e)
+{
+	unsigned flags = names_classify(e->name, e->namelen);
+
+	if (flags & NAME_EMPTY)
+		add_suspect(ct, CHECK_NAME_EMPTY, e);
+	if (flags & NAME_SLASH)
+		add_suspect(ct, CHECK_NAME_SLASH, e);
+	if (flags & NAME_BAD_UTF8)
+		str_warn(t->ctx, CHECK_NAME_ENCODING, d->node, e->name, e->d_ino,
+			 "name is not valid UTF-8");
+	if (flags & NAME_CONTROL)
+		str_warn(t->ctx, CHECK_NAME_CONTROL, d->node, e->name, e->d_ino,
+			 "name contains control characters");
+	if (name_set_insert(&ct->names, name_hash(e->name, e->namelen)))
+		add_suspect(ct, CHECK_NAME_DUPLICATE, e);
+}
+
+/* statx failed: a vanished name is a race, EIO/EUCLEAN is damage. */
+static void stat_failed(struct walk_thread *t, struct walk_dir *d,
+			const struct walk_entry *e)
+{
+	struct scrub_ctx *ctx = t->ctx;
+	struct statx stx;
+	int err = e->stat_err;
+
+	if (err == EINVAL && (e->namelen == 0 || memchr(e->name, '/', e->namelen)))
+		return;		/* a bad name, reported by check_name */
+	if (err == ENOENT)
+		return;		/* removed since getdents: nothing to check */
+	if (errno_is_corruption(err)) {
+		int again = walk_statx(d->fd, e->name, &stx);
+
+		if (again == 0 || -again == ENOENT)
+			return;		/* readable now, or gone */
+		err = -again;
+	}
+	if (errno_is_corruption(err))
+		str_error(ctx, CHECK_INODE_UNREADABLE, d->node, e->name, e->d_ino,
+			  "cannot read the inode: %s", strerror(err));
+	else
+		report_operational(ctx, d->node, e->name, err, "cannot stat");
+}
+
+/* A reachable inode with nlink 0: look again before saying so. */
+static void check_nlink_zero(struct walk_thread *t, struct walk_dir *d,
+			     const struct walk_entry *e)
+{
+	struct statx again;
+
+	if (e->stx.stx_nlink != 0)
+		return;
+	if (walk_statx(d->fd, e->name, &again) < 0 || again.stx_ino != e->stx.stx_ino ||
+	    again.stx_nlink != 0)
+		return;
+	str_error(t->ctx, CHECK_INODE_NLINK_ZERO, d->node, e->name, e->stx.stx_ino,
+		  "inode is reachable by this name but its link count is 0");
+}
+
+/* readlink length against st_size; read again before reporting. */
+static void check_symlink(struct walk_thread *t, struct check_thread *ct,
+			  struct walk_dir *d, const struct walk_entry *e)
+{
+	struct scrub_ctx *ctx = t->ctx;
+	size_t want = e->stx.stx_size + 2;
+	ssize_t n;
+
+	/* Size the buffer from st_size, but never trust a damaged st_size far. */
+	if (want > ct->linkbuf_size && want <= 65536) {
+		ct->linkbuf_size = want;
+		ct->linkbuf = xrealloc(ct->linkbuf, want);
+	}
+	for (int look = 0; look < 2; look++) {
+		struct statx now;
+
+		n = readlinkat(d->fd, e->name, ct->linkbuf, ct->linkbuf_size);
+		if (n < 0 && (errno == ENOENT || errno == EINVAL))
+			return;		/* gone or replaced by a non-symlink */
+		if (n >= 0 && (uint64_t)n == e->stx.stx_size && n > 0)
+			return;
+		if (walk_statx(d->fd, e->name, &now) < 0 || !stx_unchanged(&now, &e->stx)) {
+			str_changed(ctx, CHECK_SYMLINK_SIZE, d->node, e->name,
+				    e->stx.stx_ino, "symlink");
+			return;
+		}
+	}
+	if (n < 0 && errno_is_corruption(errno))
+		str_error(ctx, CHECK_SYMLINK_UNREADABLE, d->node, e->name, e->stx.stx_ino,
+			  "cannot read the symlink target: %s", strerror(errno));
+	else if (n < 0)
+		report_operational(ctx, d->node, e->name, errno, "cannot read the symlink");
+	else if (n == 0)
+		str_error(ctx, CHECK_SYMLINK_EMPTY, d->node, e->name, e->stx.stx_ino,
+			  "symlink has an empty target");
+	else if ((size_t)n >= ct->linkbuf_size)
+		str_error(ctx, CHECK_SYMLINK_SIZE, d->node, e->name, e->stx.stx_ino,
+			  "symlink target is longer than its size of %llu bytes",
+			  (unsigned long long)e->stx.stx_size);
+	else
+		str_error(ctx, CHECK_SYMLINK_SIZE, d->node, e->name, e->stx.stx_ino,
+			  "symlink target is %zd bytes but its size is %llu bytes", n,
+			  (unsigned long long)e->stx.stx_size);
+}
+
+static void check_regular(struct walk_thread *t, struct check_thread *ct,
+			  struct walk_dir *d, const struct walk_entry *e)
+{
+	struct scrub_ctx *ctx = t->ctx;
+	int fd = walk_open_file(t, d, e, 0);
+
+	if (fd < 0)
+		return;
+	extents_check_file(t, &ct->extents, d, e, fd);
+	xattrs_check_entry(t, &ct->xattrs, d, e, fd);
+	if (ctx->ops->check_inode)
+		ctx->ops->check_inode(t, d, e, fd);
+	close(fd);
+}
+
+static void inode_entry(struct walk_thread *t, struct walk_dir *d,
+			const struct walk_entry *e)
+{
+	struct scrub_ctx *ctx = t->ctx;
+	struct check_thread *ct = t->vstate;
+	const struct statx *stx = &e->stx;
+
+	check_name(t, ct, d, e);
+	if (e->stat_err) {
+		stat_failed(t, d, e);
+		return;
+	}
+	if (e->submount) {
+		str_info(ctx, CHECK_WALK_SUBMOUNT, d->node, e->name, 0,
+			 "another filesystem is mounted here: not entered");
+		atomic_store(&ctx->names_hidden, true);
+		return;
+	}
+	/* btrfs subvolumes: d_ino is the subvolume id, not the root inode. */
+	if (e->d_ino != stx->stx_ino && stx_devno(stx) == d->node->dev)
+		add_suspect(ct, CHECK_DIRENT_INO, e);
+	if (e->d_type != DT_UNKNOWN && e->d_type != mode_to_dtype(stx->stx_mode))
+		add_suspect(ct, CHECK_DIRENT_TYPE, e);
+	check_nlink_zero(t, d, e);
+
+	bool first = true;
+	if (!S_ISDIR(stx->stx_mode) && stx->stx_nlink > 1)
+		first = linktable_add(ctx->links, stx_devno(stx), stx->stx_ino,
+				      stx->stx_nlink, stx_ns(&stx->stx_ctime), d->node,
+				      e->name, e->namelen);
+	if (first && !S_ISDIR(stx->stx_mode))
+		t->stats.blocks += stx->stx_blocks;
+
+	switch (stx->stx_mode & S_IFMT) {
+	case S_IFREG:
+		t->stats.files++;
+		check_regular(t, ct, d, e);
+		return;
+	case S_IFDIR:
+		return;		/* checked when it is read */
+	case S_IFLNK:
+		t->stats.symlinks++;
+		check_symlink(t, ct, d, e);
+		break;
+	default:
+		t->stats.specials++;
+		break;
+	}
+	xattrs_check_entry(t, &ct->xattrs, d, e, -1);
+	if (ctx->ops->check_inode)
+		ctx->ops->check_inode(t, d, e, -1);
+}
+
+static void inode_dir_begin(struct walk_thread *t, struct walk_dir *d)
+{
+	struct check_thread *ct = t->vstate;
+
+	(void)d;
+	name_set_reset(&ct->names);
+	clear_suspects(ct);
+}
+
+static int suspect_cmp(const void *a, const void *b)
+{
+	const struct suspect *x = a, *y = b;
+
+	if (x->namelen != y->namelen)
+		return x->namelen < y->namelen ? -1 : 1;
+	return memcmp(x->name, y->name, x->namelen);
+}
+
+/* Second read of the directory: what do the suspects' entries say now? */
+struct reread {
+	struct check_thread *ct;
+	uint64_t dot_ino;
+};
+
+static int reread_entry(void *arg, const char *name, size_t namelen,
+			uint64_t d_ino, unsigned char d_type)
+{
+	struct reread *rr = arg;
+	struct check_thread *ct = rr->ct;
+	size_t lo = 0, hi = ct->nr_suspects;
+
+	if (namelen == 1 && name[0] == '.')
+		rr->dot_ino = d_ino;
+	/* lower bound by (length, bytes), then every suspect with this name */
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		const struct suspect *s = &ct->suspects[mid];
+		int c = s->namelen != namelen ? (s->namelen < namelen ? -1 : 1)
+					      : memcmp(s->name, name, namelen);
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (size_t i = lo; i < ct->nr_suspects; i++) {
+		struct suspect *s = &ct->suspects[i];
+
+		if (s->namelen != namelen || memcmp(s->name, name, namelen))
+			break;
+		s->seen++;
+		s->re_dino = d_ino;
+		s->re_dtype = d_type;
+	}
+	return 0;
+}
+
+/* Report one suspect that survived the second look. */
+static void confirm_suspect(struct walk_thread *t, struct walk_dir *d, struct suspect *s)
+{
+	struct scrub_ctx *ctx = t->ctx;
+	struct statx now;
+	struct strbuf esc = STRBUF_INIT;
+
+	if (!strcmp(s->check, CHECK_NAME_EMPTY) || !strcmp(s->check, CHECK_NAME_SLASH)) {
+		if (!s->seen)
+			return;
+		names_escape(&esc, s->name, s->namelen);
+		str_error(ctx, s->check, d->node, NULL, s->d_ino,
+			  "directory has an entry with an invalid name '%s' (inode %llu)",
+			  esc.buf, (unsigned long long)s->d_ino);
+		strbuf_release(&esc);
+		return;
+	}
+	if (!strcmp(s->check, CHECK_NAME_DUPLICATE)) {
+		if (s->seen >= 2)
+			str_error(ctx, s->check, d->node, s->name, 0,
+				  "name appears %u times in the directory", s->seen);
+		return;
+	}
+	/* dirent vs inode: same dirent and the same inode on the second look? */
+	if (s->seen != 1 || s->re_dino != s->d_ino || s->re_dtype != s->d_type)
+		return;
+	if (walk_statx(d->fd, s->name, &now) < 0 || !stx_unchanged(&now, &s->stx)) {
+		str_changed(ctx, s->check, d->node, s->name, s->d_ino, "directory entry");
+		return;
+	}
+	if (!strcmp(s->check, CHECK_DIRENT_INO))
+		str_error(ctx, s->check, d->node, s->name, s->stx.stx_ino,
+			  "directory entry says inode %llu, the name resolves to inode %llu",
+			  (unsigned long long)s->d_ino, (unsigned long long)s->stx.stx_ino);
+	else
+		str_error(ctx, s->check, d->node, s->name, s->stx.stx_ino,
+			  "directory entry says %s, the inode is a %s", dtype_name(s->d_type),
+			  dtype_name(mode_to_dtype(s->stx.stx_mode)));
+}
+
+/* Directory-level suspects: ".", nlink; decided with the same rule. */
+static void check_dir_itself(struct walk_thread *t, struct walk_dir *d,
+			     const struct statx *after, uint64_t dot_ino)
+{
+	struct scrub_ctx *ctx = t->ctx;
+	uint64_t nlink = d->before.stx_nlink;
+
+	if (d->seen_dot && d->dot_ino != d->before.stx_ino && dot_ino == d->dot_ino)
+		str_error(ctx, CHECK_DIR_DOT, d->node, NULL, d->before.stx_ino,
+			  "'.' points to inode %llu, not to the directory itself",
+			  (unsigned long long)d->dot_ino);
+	/*
+	 * nlink 1 means "not counted" (btrfs, overlayfs merged directories,
+	 * ext4 dir_nlink beyond 65000 subdirectories), as find(1) assumes.
+	 */
+	if (nlink != 1 && nlink != 2 + d->nr_subdirs && after->stx_nlink == nlink &&
+	    !d->read_err)
+		str_error(ctx, CHECK_DIR_NLINK, d->node, NULL, d->before.stx_ino,
+			  "directory link count is %llu but it has %llu subdirectories "
+			  "(expected %llu)", (unsigned long long)nlink, d->nr_subdirs,
+			  d->nr_subdirs + 2);
+}
+
+static bool dir_needs_second_look(const struct walk_dir *d, const struct check_thread *ct)
+{
+	uint64_t nlink = d->before.stx_nlink;
+
+	return ct->nr_suspects ||
+	       (d->seen_dot && d->dot_ino != d->before.stx_ino) ||
+	       (nlink != 1 && nlink != 2 + d->nr_subdirs && !d->read_err);
+}
+
+static void queue_dotdot_suspect(struct scrub_ctx *ctx, struct walk_dir *d)
+{
+	struct dotdot_suspect *s = xmalloc(sizeof(*s));
+
+	dir_node_get(d->node);
+	s->dir = d->node;
+	s->dotdot_ino = d->dotdot_ino;
+	pthread_mutex_lock(&ctx->suspects_lock);
+	s->next = ctx->dotdot_suspects;
+	ctx->dotdot_suspects = s;
+	pthread_mutex_unlock(&ctx->suspects_lock);
+}
+
+static void report_read_error(struct walk_thread *t, struct walk_dir *d)
+{
+	struct scrub_ctx *ctx = t->ctx;
+
+	if (errno_is_corruption(d->read_err))
+		str_error(ctx, CHECK_DIR_UNREADABLE, d->node, NULL, d->before.stx_ino,
+			  "cannot read the directory entries: %s", strerror(d->read_err));
+	else
+		report_operational(ctx, d->node, NULL, d->read_err,
+				   "cannot read the directory");
+	/* Names in the unread part are not seen: link counts cannot be trusted. */
+	atomic_store(&ctx->names_hidden, true);
+}
+
+static void inode_dir_end(struct walk_thread *t, struct walk_dir *d)
+{
+	struct scrub_ctx *ctx = t->ctx;
+	struct check_thread *ct = t->vstate;
+	struct statx after;
+
+	if (d->read_err)
+		report_read_error(t, d);
+	xattrs_check_dir(t, &ct->xattrs, d);
+	if (d->node->parent && d->seen_dotdot && d->dotdot_ino != d->node->parent->ino)
+		queue_dotdot_suspect(ctx, d);
+	if (ctx->ops->check_dir)
+		ctx->ops->check_dir(t, d);
+	if (!dir_needs_second_look(d, ct))
+		return;
+
+	if (walk_statx(d->fd, NULL, &after) < 0 || !stx_unchanged(&after, &d->before)) {
+		for (size_t i = 0; i < ct->nr_suspects; i++)
+			str_changed(ctx, ct->suspects[i].check, d->node, ct->suspects[i].name,
+				    ct->suspects[i].d_ino, "directory");
+		if (!ct->nr_suspects)
+			str_changed(ctx, CHECK_DIR_NLINK, d->node, NULL, d->before.stx_ino,
+				    "directory");
+		return;
+	}
+	struct reread rr = { .ct = ct, .dot_ino = d->dot_ino };
+
+	qsort(ct->suspects, ct->nr_suspects, sizeof(*ct->suspects), suspect_cmp);
+	int ret = dirent_iterate(d->fd, t->dents, t->dents_size, reread_entry, &rr);
+	struct statx final;
+
+	if (ret < 0 || walk_statx(d->fd, NULL, &final) < 0 || !stx_unchanged(&final, &d->before)) {
+		str_changed(ctx, CHECK_DIR_NLINK, d->node, NULL, d->before.stx_ino,
+			    "directory (second read)");
+		return;
+	}
+	for (size_t i = 0; i < ct->nr_suspects; i++)
+		confirm_suspect(t, d, &ct->suspects[i]);
+	if (ct->suspects_overflow)
+		str_info(ctx, CHECK_DIRENT_INO, d->node, NULL, d->before.stx_ino,
+			 "more than %d suspicious entries: only the first were examined",
+			 MAX_SUSPECTS);
+	check_dir_itself(t, d, &final, rr.dot_ino);
+}
+
+const struct walk_visitor inode_check_visitor = {
+	.name = "inode checks",
+	.thread_init = check_thread_init,
+	.thread_free = check_thread_free,
+	.dir_begin = inode_dir_begin,
+	.entry = inode_entry,
+	.dir_end = inode_dir_end,
+};
+
+/* ---- phase 4 ---------------------------------------------------------- */
+
+struct dotdot_look {
+	uint64_t dotdot_ino;
+	bool seen;
+};
+
+static int find_dotdot(void *arg, const char *name, size_t namelen,
+		       uint64_t d_ino, unsigned char d_type)
+{
+	struct dotdot_look *l = arg;
+
+	(void)d_type;
+	if (namelen == 2 && name[0] == '.' && name[1] == '.') {
+		l->dotdot_ino = d_ino;
+		l->seen = true;
+		return 1;
+	}
+	return 0;
+}
+
+/* Is dir still at parent/name, with ".." still pointing elsewhere? */
+static void recheck_dotdot(struct scrub_ctx *ctx, struct dotdot_suspect *s, char *buf,
+			   size_t bufsize)
+{
+	struct dir_node *dir = s->dir, *parent = dir->parent;
+	struct dotdot_look look = { 0 };
+	struct statx at_name, before, after;
+	int fd, pfd;
+
+	if (dircache_pin(&ctx->dcache, dir, &fd) < 0) {
+		str_changed(ctx, CHECK_DIR_DOTDOT, dir, NULL, dir->ino, "directory");
+		return;
+	}
+	if (dircache_pin(&ctx->dcache, parent, &pfd) < 0) {
+		dircache_unpin(&ctx->dcache, dir);
+		str_changed(ctx, CHECK_DIR_DOTDOT, dir, NULL, dir->ino, "parent directory");
+		return;
+	}
+	bool ok = walk_statx(fd, NULL, &before) == 0 &&
+		  dirent_iterate(fd, buf, bufsize, find_dotdot, &look) >= 0 &&
+		  walk_statx(pfd, dir->name, &at_name) == 0 &&
+		  walk_statx(fd, NULL, &after) == 0;
+
+	if (!ok || !look.seen || at_name.stx_ino != dir->ino || !stx_unchanged(&before, &after))
+		str_changed(ctx, CHECK_DIR_DOTDOT, dir, NULL, dir->ino, "directory");
+	else if (look.dotdot_ino != parent->ino && look.dotdot_ino == s->dotdot_ino)
+		str_error(ctx, CHECK_DIR_DOTDOT, dir, NULL, dir->ino,
+			  "'..' points to inode %llu, but the directory is in inode %llu",
+			  (unsigned long long)look.dotdot_ino, (unsigned long long)parent->ino);
+	dircache_unpin(&ctx->dcache, parent);
+	dircache_unpin(&ctx->dcache, dir);
+}
+
+static void recheck_links(struct link_entry *e, void *arg)
+{
+	struct scrub_ctx *ctx = arg;
+	struct statx now;
+	int fd;
+
+	if (scrub_should_stop(ctx))
+		return;
+	if (e->changed || !e->dir || dircache_pin(&ctx->dcache, e->dir, &fd) < 0) {
+		str_changed(ctx, CHECK_NLINK_COUNT, e->dir, e->name, e->ino, "link count");
+		return;
+	}
+	int ret = walk_statx(fd, e->name, &now);
+
+	dircache_unpin(&ctx->dcache, e->dir);
+	if (ret < 0 || now.stx_ino != e->ino || now.stx_nlink != e->nlink ||
+	    stx_ns(&now.stx_ctime) != e->ctime_ns) {
+		str_changed(ctx, CHECK_NLINK_COUNT, e->dir, e->name, e->ino, "link count");
+	} else if (e->found < e->nlink && atomic_load(&ctx->names_hidden)) {
+		str_info(ctx, CHECK_NLINK_COUNT, e->dir, e->name, e->ino,
+			 "link count is %u but %u names were found; the others may be in "
+			 "places the walk could not see", e->nlink, e->found);
+	} else {
+		str_error(ctx, CHECK_NLINK_COUNT, e->dir, e->name, e->ino,
+			  "link count is %u but %u %s found", e->nlink, e->found,
+			  e->found == 1 ? "name was" : "names were");
+	}
+}
+
+void inode_check_links(struct scrub_ctx *ctx)
+{
+	size_t bufsize = 64 * 1024;
+	char *buf = xmalloc(bufsize);
+
+	for (struct dotdot_suspect *s = ctx->dotdot_suspects; s; s = s->next) {
+		if (scrub_should_stop(ctx))
+			break;
+		recheck_dotdot(ctx, s, buf, bufsize);
+	}
+	free(buf);
+	linktable_for_each_mismatch(ctx->links, recheck_links, ctx);
+}

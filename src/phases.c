@@ -1,0 +1,408 @@
+/*
+ * phases: the phase list, phase 1 (finding the filesystem) and the -T
+ * accounting; see phases.h.  Later phases live in the modules they name.
+ */
+#include "phases.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backends/backend.h"
+#include "checks.h"
+#include "context.h"
+#include "dataverify.h"
+#include "inode_check.h"
+#include "linktable.h"
+#include "mountpoint.h"
+#include "report.h"
+#include "strbuf.h"
+#include "walk.h"
+
+#ifndef OPEN_TREE_CLONE
+#define OPEN_TREE_CLONE 1
+#endif
+#ifndef OPEN_TREE_CLOEXEC
+#define OPEN_TREE_CLOEXEC O_CLOEXEC
+#endif
+
+/*
+ * Descriptors kept for everything but directories: stdio, the mount, the
+ * clone, -C, one open file per thread and some slack for libraries.
+ */
+#define FD_RESERVE 16
+/*
+ * More cached directory descriptors than this buy nothing: the walk is
+ * depth-first, so the few most recent directories are the ones reused.
+ */
+#define FD_BUDGET_MAX 4096
+
+/* Filesystems with nothing on a medium to check. */
+static const char *const pseudo_fstypes[] = {
+	"proc", "sysfs", "devpts", "cgroup", "cgroup2", "debugfs", "tracefs",
+	"securityfs", "bpf", "pstore", "efivarfs", "configfs", "fusectl",
+	"binfmt_misc", "mqueue", "nsfs", "selinuxfs", "autofs", "rpc_pipefs",
+	"hugetlbfs", NULL,
+};
+
+static bool is_pseudo(const char *fstype)
+{
+	for (int i = 0; pseudo_fstypes[i]; i++)
+		if (!strcmp(fstype, pseudo_fstypes[i]))
+			return true;
+	return false;
+}
+
+static int open_dir_noatime(int dirfd, const char *path)
+{
+	int fd = openat(dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOATIME);
+
+	if (fd < 0 && errno == EPERM)
+		fd = openat(dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	return fd;
+}
+
+/*
+ * Walk a private, detached clone of the mount (open_tree): it has no
+ * submounts, so the walk cannot cross into another filesystem and sees the
+ * directories that other mounts cover.  mnt_fd stays open, so umount of
+ * the real mount still fails with EBUSY while fscrub runs.
+ */
+static void open_walk_root(struct scrub_ctx *ctx)
+{
+	int tree = (int)syscall(SYS_open_tree, ctx->mnt_fd, "",
+				OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+
+	if (tree >= 0) {
+		ctx->walk_fd = open_dir_noatime(tree, ".");
+		close(tree);
+		if (ctx->walk_fd >= 0) {
+			ctx->walk_is_clone = true;
+			return;
+		}
+	}
+	report_verbose(ctx, "Phase 1: cannot clone the mount (%s): submounts are skipped "
+		       "and the directories under them are not seen", strerror(errno));
+	ctx->walk_fd = ctx->mnt_fd;
+}
+
+/* Size of the mount's block device, if FIEMAP offsets are offsets on it. */
+static uint64_t device_size(const struct scrub_ctx *ctx)
+{
+	struct stat st;
+	char path[64];
+	unsigned long long sectors;
+	FILE *f;
+
+	if (stat(ctx->source, &st) < 0 || !S_ISBLK(st.st_mode) ||
+	    major(st.st_rdev) != ctx->root_stx.stx_dev_major ||
+	    minor(st.st_rdev) != ctx->root_stx.stx_dev_minor)
+		return 0;
+	snprintf(path, sizeof(path), "/sys/dev/block/%u:%u/size", major(st.st_rdev),
+		 minor(st.st_rdev));
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	if (fscanf(f, "%llu", &sectors) != 1)
+		sectors = 0;
+	fclose(f);
+	return sectors * 512;	/* sysfs sizes are in 512-byte sectors */
+}
+
+/* Split the descriptor limit between the directory cache and the threads. */
+static int set_fd_budget(struct scrub_ctx *ctx)
+{
+	struct rlimit rl;
+	unsigned long long avail;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max > 65536 ? 65536 : rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		rl.rlim_cur = 1024;
+	avail = rl.rlim_cur > FD_RESERVE ? rl.rlim_cur - FD_RESERVE : 0;
+	/* Each thread pins up to two directories and opens one file. */
+	while (ctx->opt.nr_threads > 1 && avail < 4ULL * ctx->opt.nr_threads)
+		ctx->opt.nr_threads--;
+	if (avail < 4) {
+		fprintf(stderr, "fscrub: the open file limit (%llu) is too low to scrub\n",
+			(unsigned long long)rl.rlim_cur);
+		return EXIT_OPERATIONAL;
+	}
+	avail -= ctx->opt.nr_threads;
+	ctx->fd_budget = avail > FD_BUDGET_MAX ? FD_BUDGET_MAX : (unsigned)avail;
+	dircache_init(&ctx->dcache, ctx->fd_budget);
+	return 0;
+}
+
+static void note_submount(const char *target, const char *fstype, void *arg)
+{
+	struct scrub_ctx *ctx = arg;
+
+	report_verbose(ctx, "Phase 1: not entering %s (%s): another filesystem",
+		       target, fstype ? fstype : "unknown");
+}
+
+static void list_submounts(struct scrub_ctx *ctx, int id)
+{
+	int err;
+	struct libmnt_table *tb;
+
+	if (!ctx->opt.verbose || !id)
+		return;
+	tb = mount_table_load(ctx->opt.mtab, &err);
+	if (tb) {
+		mount_for_each_child(tb, id, note_submount, ctx);
+		mount_table_free(tb);
+	}
+}
+
+static int phase1_find_fs(struct scrub_ctx *ctx)
+{
+	struct mount_info mi;
+	struct strbuf err = STRBUF_INIT;
+	struct statx stx;
+	int ret = mount_resolve(ctx->opt.target, ctx->opt.mtab, &mi, &err);
+
+	if (ret) {
+		fprintf(stderr, "fscrub: %s\n", err.buf);
+		strbuf_release(&err);
+		mount_info_release(&mi);
+		return ret;
+	}
+	strbuf_release(&err);
+	ctx->mntpoint = mi.target;
+	ctx->source = mi.source;
+	ctx->fstype = mi.fstype;
+	ctx->fsroot = mi.fsroot;
+	if (mi.nr_mounts > 1)
+		fprintf(stderr, "fscrub: %s is mounted in %u places; scrubbing %s\n",
+			ctx->opt.target, mi.nr_mounts, ctx->mntpoint);
+
+	if (is_pseudo(ctx->fstype)) {
+		fprintf(stderr, "fscrub: '%s' is a %s filesystem: there is nothing to scrub\n",
+			ctx->mntpoint, ctx->fstype);
+		return EXIT_USAGE;
+	}
+	ctx->mnt_fd = open_dir_noatime(AT_FDCWD, ctx->mntpoint);
+	if (ctx->mnt_fd < 0) {
+		fprintf(stderr, "fscrub: cannot open '%s': %s\n", ctx->mntpoint, strerror(errno));
+		return EXIT_OPERATIONAL;
+	}
+	if (walk_statx(ctx->mnt_fd, NULL, &stx) == 0 &&
+	    (stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) &&
+	    !(stx.stx_attributes & STATX_ATTR_MOUNT_ROOT)) {
+		fprintf(stderr, "fscrub: '%s' is not a mount point\n", ctx->mntpoint);
+		return EXIT_USAGE;
+	}
+	if (fstatfs(ctx->mnt_fd, &ctx->sfs) < 0 || fstatvfs(ctx->mnt_fd, &ctx->svfs) < 0) {
+		fprintf(stderr, "fscrub: cannot statfs '%s': %s\n", ctx->mntpoint, strerror(errno));
+		return EXIT_OPERATIONAL;
+	}
+	ctx->ops = backend_select(ctx);
+	open_walk_root(ctx);
+	if (walk_statx(ctx->walk_fd, NULL, &ctx->root_stx) < 0) {
+		fprintf(stderr, "fscrub: cannot stat '%s': %s\n", ctx->mntpoint, strerror(errno));
+		return EXIT_OPERATIONAL;
+	}
+	if (ctx->root_stx.stx_mask & STATX_MNT_ID) {
+		ctx->have_mnt_id = true;
+		ctx->walk_mnt_id = ctx->root_stx.stx_mnt_id;
+	}
+	ctx->dev_size = device_size(ctx);
+	ctx->proc_fd_ok = access("/proc/self/fd", R_OK | X_OK) == 0;
+	ctx->links = linktable_new();
+	ret = set_fd_budget(ctx);
+	if (ret)
+		return ret;
+
+	report_verbose(ctx, "Phase 1: scrubbing %s (%s) with %s backend", ctx->mntpoint,
+		       ctx->fstype, ctx->ops->name);
+	report_verbose(ctx, "Phase 1: source %s, %u threads, %u directory descriptors%s",
+		       ctx->source, ctx->opt.nr_threads, ctx->fd_budget,
+		       ctx->opt.check_only ? ", check only (-n)" : "");
+	if (strcmp(ctx->fsroot, "/")) {
+		report_verbose(ctx, "Phase 1: the mount shows only %s of the filesystem: "
+			       "link counts are checked against the names under it", ctx->fsroot);
+		atomic_store(&ctx->names_hidden, true);
+	}
+	if (ctx->walk_is_clone)
+		report_verbose(ctx, "Phase 1: walking a private clone of the mount: "
+			       "submounts are not entered, covered directories are seen");
+	else
+		atomic_store(&ctx->names_hidden, true);
+	list_submounts(ctx, mi.id);
+	if (!ctx->proc_fd_ok)
+		str_info(ctx, CHECK_XATTR_UNREADABLE, NULL, NULL, 0,
+			 "/proc is not mounted: attributes of symlinks and special files "
+			 "are not checked");
+	if (getenv("FSCRUB_DEBUG_NO_FIEMAP")) {
+		/* Fault-injection knob for the tests: take the FIBMAP path. */
+		atomic_store(&ctx->fiemap_state, -1);
+		str_info(ctx, CHECK_EXTENT_UNSUPPORTED, NULL, NULL, 0,
+			 "FSCRUB_DEBUG_NO_FIEMAP: extent maps are checked with FIBMAP");
+	}
+	if (ctx->ops->scan_fs) {
+		ret = ctx->ops->scan_fs(ctx);
+		if (ret < 0) {
+			report_operational(ctx, NULL, NULL, -ret, "%s backend setup",
+					   ctx->ops->name);
+			return EXIT_OPERATIONAL;
+		}
+	}
+	return 0;
+}
+
+/* A backend hook's failure is operational; the run goes on. */
+static void run_hook(struct scrub_ctx *ctx, int (*hook)(struct scrub_ctx *), const char *what)
+{
+	int ret;
+
+	if (!hook)
+		return;
+	ret = hook(ctx);
+	if (ret < 0)
+		report_operational(ctx, NULL, NULL, -ret, "%s backend: %s", ctx->ops->name, what);
+}
+
+static int phase2_metadata(struct scrub_ctx *ctx, unsigned long long *items)
+{
+	(void)items;
+	run_hook(ctx, ctx->ops->scan_metadata, "metadata scan");
+	return 0;
+}
+
+static int phase3_inodes(struct scrub_ctx *ctx, unsigned long long *items)
+{
+	struct scrub_stats stats = { 0 };
+	int ret = walk_tree(ctx, &inode_check_visitor, &stats, items);
+
+	ctx->stats = stats;
+	if (ret < 0) {
+		report_operational(ctx, NULL, NULL, -ret, "cannot start the tree walk");
+		return EXIT_OPERATIONAL;
+	}
+	*items = stats.entries;
+	report_verbose(ctx, "Phase 3: %llu directories, %llu files, %llu symlinks, %llu "
+		       "special files, %llu extents, %llu attributes",
+		       stats.dirs, stats.files, stats.symlinks, stats.specials,
+		       stats.extents, stats.xattrs);
+	run_hook(ctx, ctx->ops->scan_inodes, "inode scan");
+	return 0;
+}
+
+static int phase4_links(struct scrub_ctx *ctx, unsigned long long *items)
+{
+	*items = linktable_count(ctx->links);
+	inode_check_links(ctx);
+	return 0;
+}
+
+static int phase5_data(struct scrub_ctx *ctx, unsigned long long *items)
+{
+	struct scrub_stats stats = { 0 };
+	int ret;
+
+	if (ctx->ops->scan_data) {
+		run_hook(ctx, ctx->ops->scan_data, "data verification");
+		return 0;
+	}
+	ret = walk_tree(ctx, &dataverify_visitor, &stats, NULL);
+	if (ret < 0) {
+		report_operational(ctx, NULL, NULL, -ret, "cannot start the data scan");
+		return EXIT_OPERATIONAL;
+	}
+	*items = stats.bytes_read;
+	ctx->stats.bytes_read = stats.bytes_read;
+	report_verbose(ctx, "Phase 5: %llu bytes read from %llu files", stats.bytes_read,
+		       stats.files);
+	return 0;
+}
+
+static int phase6_summary(struct scrub_ctx *ctx, unsigned long long *items)
+{
+	(void)items;
+	run_hook(ctx, ctx->ops->summary, "summary");
+	return 0;
+}
+
+struct phase {
+	const char *title;
+	const char *unit;	/* what the -T item count counts */
+	int (*run)(struct scrub_ctx *ctx, unsigned long long *items);
+	bool data_only;		/* only with -x */
+};
+
+static const struct phase phases[] = {
+	{ "Find the filesystem", "", NULL, false },
+	{ "Check filesystem metadata", "", phase2_metadata, false },
+	{ "Scan all inodes and the directory tree", "entries", phase3_inodes, false },
+	{ "Check link counts and back pointers", "multiply-linked inodes", phase4_links, false },
+	{ "Verify file data", "bytes", phase5_data, true },
+	{ "Check summary counters", "", phase6_summary, false },
+};
+
+struct phase_clock {
+	struct timespec wall;
+	struct rusage ru;
+};
+
+static void clock_now(struct phase_clock *c)
+{
+	clock_gettime(CLOCK_MONOTONIC, &c->wall);
+	getrusage(RUSAGE_SELF, &c->ru);
+}
+
+static double tv_sec(const struct timeval *a, const struct timeval *b)
+{
+	return (double)(b->tv_sec - a->tv_sec) + (double)(b->tv_usec - a->tv_usec) / 1e6;
+}
+
+static void print_timing(struct scrub_ctx *ctx, int n, const struct phase *p,
+			 const struct phase_clock *a, const struct phase_clock *b,
+			 unsigned long long items)
+{
+	double wall = (double)(b->wall.tv_sec - a->wall.tv_sec) +
+		      (double)(b->wall.tv_nsec - a->wall.tv_nsec) / 1e9;
+
+	printf("Phase %d: wall %.3fs, user %.3fs, system %.3fs, peak RSS %.1f MiB",
+	       n, wall, tv_sec(&a->ru.ru_utime, &b->ru.ru_utime),
+	       tv_sec(&a->ru.ru_stime, &b->ru.ru_stime), (double)b->ru.ru_maxrss / 1024.0);
+	if (p->unit[0])
+		printf(", %llu %s", items, p->unit);
+	printf("\n");
+	fflush(stdout);
+	(void)ctx;
+}
+
+int phases_run(struct scrub_ctx *ctx)
+{
+	for (size_t i = 0; i < sizeof(phases) / sizeof(phases[0]); i++) {
+		const struct phase *p = &phases[i];
+		struct phase_clock start, end;
+		unsigned long long items = 0;
+		int ret;
+
+		if (p->data_only && !ctx->opt.verify_data)
+			continue;
+		if (scrub_should_stop(ctx))
+			break;
+		clock_now(&start);
+		report_verbose(ctx, "Phase %zu: %s.", i + 1, p->title);
+		ret = p->run ? p->run(ctx, &items) : phase1_find_fs(ctx);
+		if (ret)
+			return ret;
+		clock_now(&end);
+		if (ctx->opt.timing)
+			print_timing(ctx, (int)i + 1, p, &start, &end, items);
+	}
+	return 0;
+}

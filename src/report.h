@@ -1,0 +1,94 @@
+/*
+ * report: the one place where findings are classified, counted and printed.
+ *
+ * Every check calls str_error(), str_warn() or str_info() once, where it
+ * decides; nothing else prints findings and nothing else computes the exit
+ * code.  The text form is
+ *
+ *     Error: PATH (inode N): message [check.id]
+ *
+ * on standard output (with " [file.c:line]" appended under -d).  Errors and
+ * warnings are always printed, infos only with -v (they are always counted).
+ * Operational problems (fscrub could not do part of its job) go to standard
+ * error as "fscrub: ..." and make the exit code include 8.
+ *
+ * Thread-safe: output is serialised and the counters are atomic.
+ */
+#ifndef FSCRUB_REPORT_H
+#define FSCRUB_REPORT_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+struct scrub_ctx;
+struct dir_node;
+
+enum severity {
+	SEV_INFO,
+	SEV_WARNING,
+	SEV_ERROR,
+};
+
+/* fsck(8) exit code bits. */
+enum scrub_exit {
+	EXIT_CLEAN		= 0,
+	EXIT_CORRECTED		= 1,
+	EXIT_UNCORRECTED	= 4,
+	EXIT_OPERATIONAL	= 8,
+	EXIT_USAGE		= 16,
+	EXIT_CANCELLED		= 32,
+};
+
+/*
+ * Report a finding about the object at dir/name (name NULL: dir itself; dir
+ * NULL: the filesystem).  ino 0 omits the inode.  Use the macros below so
+ * that -d can print where the finding was made.
+ */
+void report_at(struct scrub_ctx *ctx, enum severity sev, const char *check,
+	       const struct dir_node *dir, const char *name, uint64_t ino,
+	       const char *file, int line, const char *fmt, ...)
+	__attribute__((format(printf, 9, 10)));
+
+#define str_error(ctx, check, dir, name, ino, ...) \
+	report_at(ctx, SEV_ERROR, check, dir, name, ino, __FILE__, __LINE__, __VA_ARGS__)
+#define str_warn(ctx, check, dir, name, ino, ...) \
+	report_at(ctx, SEV_WARNING, check, dir, name, ino, __FILE__, __LINE__, __VA_ARGS__)
+#define str_info(ctx, check, dir, name, ino, ...) \
+	report_at(ctx, SEV_INFO, check, dir, name, ino, __FILE__, __LINE__, __VA_ARGS__)
+
+/*
+ * A finding whose object changed while it was being checked: never an
+ * error, an info that says so (the live-filesystem rule).
+ */
+#define str_changed(ctx, check, dir, name, ino, ...) \
+	report_at(ctx, SEV_INFO, check, dir, name, ino, __FILE__, __LINE__, \
+		  "changed while being checked: " __VA_ARGS__)
+
+/*
+ * fscrub could not check something (err is a positive errno, 0 for none):
+ * "fscrub: PATH: what: strerror" on stderr; the exit code gets bit 8.
+ */
+void report_operational(struct scrub_ctx *ctx, const struct dir_node *dir,
+			const char *name, int err, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+
+/* Verbose-only progress notes on stdout ("-v"), serialised with findings. */
+void report_verbose(struct scrub_ctx *ctx, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Build the printable (escaped) path of dir/name into out. */
+struct strbuf;
+void report_path(struct scrub_ctx *ctx, struct strbuf *out,
+		 const struct dir_node *dir, const char *name);
+
+/* The summary line(s) at the end of a run, on stdout. */
+void report_summary(struct scrub_ctx *ctx);
+
+/* The fsck(8) exit code for what has been reported so far. */
+int report_exit_code(const struct scrub_ctx *ctx);
+
+/* True once the scan must stop: cancelled by a signal or -a reached. */
+bool scrub_should_stop(const struct scrub_ctx *ctx);
+
+#endif

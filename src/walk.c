@@ -1,0 +1,296 @@
+/*
+ * walk: the parallel directory-tree walk; see walk.h.
+ */
+#include "walk.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "checks.h"
+#include "report.h"
+#include "strbuf.h"
+#include "workqueue.h"
+
+#ifndef EFSCORRUPTED
+#define EFSCORRUPTED EUCLEAN
+#endif
+#ifndef EFSBADCRC
+#define EFSBADCRC EBADMSG
+#endif
+
+/*
+ * 64 KiB of getdents64 records: a few hundred entries per call, enough to
+ * amortise the syscall without holding much memory per thread.
+ */
+#define DENTS_BUFSIZE (64 * 1024)
+
+#define WALK_STATX_MASK (STATX_TYPE | STATX_MODE | STATX_NLINK | STATX_INO | \
+			 STATX_SIZE | STATX_BLOCKS | STATX_MTIME | STATX_CTIME | \
+			 STATX_MNT_ID)
+
+bool errno_is_corruption(int err)
+{
+	return err == EIO || err == EFSCORRUPTED || err == EFSBADCRC;
+}
+
+int walk_statx(int dirfd, const char *name, struct statx *stx)
+{
+	int flags = AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | AT_STATX_SYNC_AS_STAT;
+
+	if (!name || !*name)
+		flags |= AT_EMPTY_PATH;
+	if (statx(dirfd, name ? name : "", flags, WALK_STATX_MASK, stx) < 0)
+		return -errno;
+	return 0;
+}
+
+bool stx_unchanged(const struct statx *a, const struct statx *b)
+{
+	return a->stx_ino == b->stx_ino && a->stx_nlink == b->stx_nlink &&
+	       a->stx_size == b->stx_size && a->stx_mode == b->stx_mode &&
+	       stx_ns(&a->stx_ctime) == stx_ns(&b->stx_ctime) &&
+	       stx_ns(&a->stx_mtime) == stx_ns(&b->stx_mtime);
+}
+
+#define FILE_OPEN_FLAGS (O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC)
+
+int walk_open_file(struct walk_thread *t, const struct walk_dir *d,
+		   const struct walk_entry *e, int extra_flags)
+{
+	struct scrub_ctx *ctx = t->ctx;
+	int flags = FILE_OPEN_FLAGS | O_NOATIME | extra_flags;
+	int fd = openat(d->fd, e->name, flags);
+	struct statx now;
+
+	if (fd < 0 && errno == EPERM)
+		fd = openat(d->fd, e->name, flags & ~O_NOATIME);
+	if (fd < 0 && errno_is_corruption(errno))
+		fd = openat(d->fd, e->name, flags & ~O_NOATIME);	/* look again */
+	if (fd < 0) {
+		int err = errno;
+
+		if (err == EINVAL && (extra_flags & O_DIRECT))
+			return -EINVAL;
+		if (err == ENOENT || err == ELOOP || err == ENXIO || err == EWOULDBLOCK ||
+		    err == ENOTDIR)
+			return -1;	/* gone, replaced or leased: not ours to check */
+		if (errno_is_corruption(err))
+			str_error(ctx, CHECK_INODE_UNREADABLE, d->node, e->name,
+				  e->stx.stx_ino, "cannot open the file: %s", strerror(err));
+		else
+			report_operational(ctx, d->node, e->name, err, "cannot open");
+		return -1;
+	}
+	if (walk_statx(fd, NULL, &now) < 0 || now.stx_ino != e->stx.stx_ino) {
+		close(fd);
+		return -1;	/* replaced since the walk's statx */
+	}
+	return fd;
+}
+
+struct linux_dirent64 {
+	uint64_t d_ino;
+	int64_t d_off;
+	unsigned short d_reclen;
+	unsigned char d_type;
+	char d_name[];
+};
+
+/* Iterate one getdents64 buffer; see dirent_iterate(). */
+static int dirent_buffer(char *buf, long n, dirent_fn fn, void *arg)
+{
+	for (long pos = 0; pos < n;) {
+		struct linux_dirent64 *d = (struct linux_dirent64 *)(buf + pos);
+		size_t max = d->d_reclen - offsetof(struct linux_dirent64, d_name);
+		size_t len = strnlen(d->d_name, max);
+		int ret = fn(arg, d->d_name, len, d->d_ino, d->d_type);
+
+		if (ret)
+			return ret;
+		pos += d->d_reclen;
+	}
+	return 0;
+}
+
+int dirent_iterate(int fd, char *buf, size_t bufsize, dirent_fn fn, void *arg)
+{
+	if (lseek(fd, 0, SEEK_SET) < 0)
+		return -errno;
+	for (;;) {
+		long n = syscall(SYS_getdents64, fd, buf, bufsize);
+
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return 0;
+		int ret = dirent_buffer(buf, n, fn, arg);
+		if (ret)
+			return ret;
+	}
+}
+
+struct walk_state {
+	struct scrub_ctx *ctx;
+	const struct walk_visitor *v;
+	struct workqueue wq;
+	struct walk_thread *threads;
+};
+
+struct dir_visit {
+	struct walk_state *ws;
+	struct walk_thread *t;
+	struct walk_dir *d;
+};
+
+static bool is_submount(const struct scrub_ctx *ctx, const struct statx *stx)
+{
+	if (ctx->have_mnt_id && (stx->stx_mask & STATX_MNT_ID))
+		return stx->stx_mnt_id != ctx->walk_mnt_id;
+	return (stx->stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) &&
+	       (stx->stx_attributes & STATX_ATTR_MOUNT_ROOT);
+}
+
+static int visit_entry(void *arg, const char *name, size_t namelen,
+		       uint64_t d_ino, unsigned char d_type)
+{
+	struct dir_visit *dv = arg;
+	struct scrub_ctx *ctx = dv->ws->ctx;
+	struct walk_dir *d = dv->d;
+	struct walk_entry e = {
+		.name = name, .namelen = namelen, .d_ino = d_ino, .d_type = d_type,
+	};
+
+	if (scrub_should_stop(ctx))
+		return 1;
+	if (namelen == 1 && name[0] == '.') {
+		d->seen_dot = true;
+		d->dot_ino = d_ino;
+		return 0;
+	}
+	if (namelen == 2 && name[0] == '.' && name[1] == '.') {
+		d->seen_dotdot = true;
+		d->dotdot_ino = d_ino;
+		return 0;
+	}
+	d->nr_entries++;
+	dv->t->stats.entries++;
+	/* A name with '/' or NUL cannot be looked up; the visitor reports it. */
+	if (namelen == 0 || memchr(name, '/', namelen)) {
+		e.stat_err = EINVAL;
+	} else {
+		int ret = walk_statx(d->fd, name, &e.stx);
+
+		e.stat_err = ret < 0 ? -ret : 0;
+	}
+	if (!e.stat_err && S_ISDIR(e.stx.stx_mode)) {
+		d->nr_subdirs++;
+		e.submount = is_submount(ctx, &e.stx);
+	}
+	dv->ws->v->entry(dv->t, d, &e);
+	if (!e.stat_err && S_ISDIR(e.stx.stx_mode) && !e.submount) {
+		struct dir_node *child = dir_node_new(d->node, name, namelen,
+						      stx_devno(&e.stx), e.stx.stx_ino);
+		workqueue_add(&dv->ws->wq, &child->work);
+	}
+	return 0;
+}
+
+static void walk_dir_fail(struct scrub_ctx *ctx, struct dir_node *node, int err)
+{
+	if (err == ESTALE || err == ENOENT || err == ENOTDIR || err == ELOOP)
+		str_changed(ctx, CHECK_WALK_MOVED, node, NULL, node->ino,
+			    "directory was moved, replaced or removed before it was read");
+	else if (errno_is_corruption(err))
+		str_error(ctx, CHECK_DIR_UNREADABLE, node, NULL, node->ino,
+			  "cannot open directory: %s", strerror(err));
+	else
+		report_operational(ctx, node, NULL, err, "cannot open directory");
+}
+
+static void walk_one_dir(struct workqueue *wq, struct wq_item *item,
+			 unsigned thread, void *arg)
+{
+	struct walk_state *ws = arg;
+	struct scrub_ctx *ctx = ws->ctx;
+	struct dir_node *node = (struct dir_node *)item;
+	struct walk_thread *t = &ws->threads[thread];
+	struct walk_dir d = { .node = node };
+	struct dir_visit dv = { .ws = ws, .t = t, .d = &d };
+	int ret;
+
+	(void)wq;
+	if (scrub_should_stop(ctx))
+		goto out;
+	ret = dircache_pin(&ctx->dcache, node, &d.fd);
+	if (ret < 0 && errno_is_corruption(-ret))
+		ret = dircache_pin(&ctx->dcache, node, &d.fd);	/* look again */
+	if (ret < 0) {
+		walk_dir_fail(ctx, node, -ret);
+		goto out;
+	}
+	ret = walk_statx(d.fd, NULL, &d.before);
+	if (ret < 0) {
+		walk_dir_fail(ctx, node, -ret);
+		dircache_unpin(&ctx->dcache, node);
+		goto out;
+	}
+	t->stats.dirs++;
+	t->stats.blocks += d.before.stx_blocks;
+	if (ws->v->dir_begin)
+		ws->v->dir_begin(t, &d);
+	ret = dirent_iterate(d.fd, t->dents, t->dents_size, visit_entry, &dv);
+	if (ret < 0)
+		d.read_err = -ret;
+	if (ws->v->dir_end && !scrub_should_stop(ctx))
+		ws->v->dir_end(t, &d);
+	dircache_unpin(&ctx->dcache, node);
+out:
+	dir_node_put(&ctx->dcache, node);
+}
+
+int walk_tree(struct scrub_ctx *ctx, const struct walk_visitor *v,
+	      struct scrub_stats *stats, unsigned long long *items)
+{
+	struct walk_state ws = { .ctx = ctx, .v = v };
+	unsigned n = ctx->opt.nr_threads ? ctx->opt.nr_threads : 1;
+	int fd = fcntl(ctx->walk_fd, F_DUPFD_CLOEXEC, 3);
+	int ret;
+
+	if (fd < 0)
+		return -errno;
+	ws.threads = xcalloc(n, sizeof(*ws.threads));
+	for (unsigned i = 0; i < n; i++) {
+		ws.threads[i].ctx = ctx;
+		ws.threads[i].index = i;
+		ws.threads[i].dents_size = DENTS_BUFSIZE;
+		ws.threads[i].dents = xmalloc(DENTS_BUFSIZE);
+		if (v->thread_init)
+			ws.threads[i].vstate = v->thread_init(ctx, i);
+	}
+	struct dir_node *root = dir_node_new_root(fd, stx_devno(&ctx->root_stx),
+						  ctx->root_stx.stx_ino);
+
+	ret = workqueue_init(&ws.wq, n, walk_one_dir, &ws);
+	if (ret < 0) {
+		dir_node_put(&ctx->dcache, root);
+	} else {
+		workqueue_add(&ws.wq, &root->work);
+		workqueue_wait(&ws.wq);
+		if (items)
+			*items = ws.wq.done;
+		workqueue_destroy(&ws.wq);
+	}
+	for (unsigned i = 0; i < n; i++) {
+		scrub_stats_add(stats, &ws.threads[i].stats);
+		if (v->thread_free)
+			v->thread_free(ws.threads[i].vstate);
+		free(ws.threads[i].dents);
+	}
+	free(ws.threads);
+	return ret;
+}

@@ -1,0 +1,116 @@
+/*
+ * walk: the parallel walk of the directory tree from the mount root.
+ *
+ * The walk owns traversal and nothing else: it reads each directory with
+ * getdents64 through a descriptor from the dircache, statx()es every entry
+ * relative to that descriptor (AT_SYMLINK_NOFOLLOW, never following a
+ * link), queues subdirectories that are on the same mount, and hands every
+ * entry to a visitor.  Phase 3 (inode_check.c) and phase 5 (dataverify.c)
+ * are visitors; a backend adds its own per-inode checks through its ops.
+ *
+ * Never crossing into another mount: an entry whose statx mount id differs
+ * from the root's (or, on kernels without STATX_MNT_ID, that is a mount
+ * root) is reported as a skipped submount and not entered.  btrfs
+ * subvolumes have their own st_dev but the same mount id, so they are part
+ * of the walk.
+ */
+#ifndef FSCRUB_WALK_H
+#define FSCRUB_WALK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#include "context.h"
+
+struct walk_entry {
+	const char *name;
+	size_t namelen;
+	uint64_t d_ino;
+	unsigned char d_type;		/* DT_* from getdents64 */
+	int stat_err;			/* positive errno if statx failed */
+	bool submount;			/* a mount point of another mount */
+	struct statx stx;
+};
+
+struct walk_dir {
+	struct dir_node *node;
+	int fd;				/* pinned for the visit */
+	struct statx before;		/* the directory before it was read */
+	bool seen_dot, seen_dotdot;
+	uint64_t dot_ino, dotdot_ino;	/* d_ino of "." and ".." */
+	unsigned long long nr_entries;	/* excluding "." and ".." */
+	unsigned long long nr_subdirs;	/* entries that are directories */
+	int read_err;			/* positive errno if getdents failed */
+};
+
+struct walk_thread {
+	struct scrub_ctx *ctx;
+	unsigned index;
+	struct scrub_stats stats;
+	char *dents;			/* getdents64 buffer */
+	size_t dents_size;
+	void *vstate;			/* the visitor's per-thread state */
+};
+
+struct walk_visitor {
+	const char *name;
+	void *(*thread_init)(struct scrub_ctx *ctx, unsigned index);
+	void (*thread_free)(void *vstate);
+	void (*dir_begin)(struct walk_thread *t, struct walk_dir *d);
+	void (*entry)(struct walk_thread *t, struct walk_dir *d,
+		      const struct walk_entry *e);
+	void (*dir_end)(struct walk_thread *t, struct walk_dir *d);
+};
+
+/*
+ * Walk the whole tree with ctx->opt.nr_threads threads.  Per-thread
+ * counters are added to *stats; *items gets the number of directories
+ * processed.  Returns 0 or a negative errno if the walk could not start.
+ */
+int walk_tree(struct scrub_ctx *ctx, const struct walk_visitor *v,
+	      struct scrub_stats *stats, unsigned long long *items);
+
+/*
+ * Iterate over the entries of an open directory from its start, "." and
+ * ".." included, calling fn for each; a non-zero return from fn stops the
+ * iteration and is returned.  Returns 0, fn's value, or a negative errno.
+ */
+typedef int (*dirent_fn)(void *arg, const char *name, size_t namelen,
+			 uint64_t d_ino, unsigned char d_type);
+int dirent_iterate(int fd, char *buf, size_t bufsize, dirent_fn fn, void *arg);
+
+/*
+ * Open a regular file found by the walk: read-only, no atime update, never
+ * following a symlink, not waiting for a lease, with extra_flags added
+ * (O_DIRECT).  Returns the fd; -EINVAL if extra_flags had O_DIRECT and the
+ * filesystem refuses it; or -1 when the file cannot be checked (a race is
+ * ignored, damage and operational failures are already reported).
+ */
+int walk_open_file(struct walk_thread *t, const struct walk_dir *d,
+		   const struct walk_entry *e, int extra_flags);
+
+/* The statx() fscrub uses everywhere: no following, no automount. */
+int walk_statx(int dirfd, const char *name, struct statx *stx);
+
+/* True for the errno values that mean media or metadata damage. */
+bool errno_is_corruption(int err);
+
+/* statx timestamps as nanoseconds. */
+static inline uint64_t stx_ns(const struct statx_timestamp *t)
+{
+	return (uint64_t)t->tv_sec * 1000000000ULL + t->tv_nsec;
+}
+
+/* The st_dev of a statx result. */
+static inline uint64_t stx_devno(const struct statx *stx)
+{
+	return makedev(stx->stx_dev_major, stx->stx_dev_minor);
+}
+
+/* True if the inode looks the same in both snapshots (no change seen). */
+bool stx_unchanged(const struct statx *a, const struct statx *b);
+
+#endif

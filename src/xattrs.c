@@ -1,0 +1,247 @@
+/*
+ * xattrs: extended attribute checks; see xattrs.h.
+ */
+#include "xattrs.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/xattr.h>
+
+#include "checks.h"
+#include "report.h"
+#include "strbuf.h"
+#include "walk.h"
+
+/* Where to read attributes: an open descriptor, or a path not to follow. */
+struct xattr_src {
+	int fd;			/* >= 0: read through it */
+	const char *longpath;	/* else: "/proc/self/fd/DIRFD/NAME" */
+};
+
+static ssize_t src_list(const struct xattr_src *s, char *buf, size_t size)
+{
+	return s->fd >= 0 ? flistxattr(s->fd, buf, size) : llistxattr(s->longpath, buf, size);
+}
+
+static ssize_t src_get(const struct xattr_src *s, const char *name, void *buf, size_t size)
+{
+	return s->fd >= 0 ? fgetxattr(s->fd, name, buf, size)
+			  : lgetxattr(s->longpath, name, buf, size);
+}
+
+void xattr_buf_init(struct xattr_buf *xb)
+{
+	xb->names_size = 4096;
+	xb->names = xmalloc(xb->names_size);
+	xb->value_size = 4096;
+	xb->value = xmalloc(xb->value_size);
+}
+
+void xattr_buf_release(struct xattr_buf *xb)
+{
+	free(xb->names);
+	free(xb->value);
+}
+
+static bool xattr_unsupported(int err)
+{
+	return err == ENOTSUP || err == EOPNOTSUPP || err == ENOSYS;
+}
+
+/* Grow-and-retry listxattr; returns the list length or a negative errno. */
+static ssize_t list_names(const struct xattr_src *s, struct xattr_buf *xb)
+{
+	/* Attributes can be added between the probe and the read: retry a few times. */
+	for (int tries = 0; tries < 8; tries++) {
+		ssize_t n = src_list(s, xb->names, xb->names_size);
+
+		if (n >= 0)
+			return n;
+		if (errno != ERANGE)
+			return -errno;
+		n = src_list(s, NULL, 0);
+		if (n < 0)
+			return -errno;
+		xb->names_size = (size_t)n + 256;
+		xb->names = xrealloc(xb->names, xb->names_size);
+	}
+	return -ERANGE;
+}
+
+/* Is name still in the attribute list? */
+static bool still_listed(const struct xattr_src *s, struct xattr_buf *xb, const char *name)
+{
+	ssize_t n = list_names(s, xb);
+
+	for (ssize_t off = 0; n > 0 && off < n; off += (ssize_t)strlen(xb->names + off) + 1)
+		if (!strcmp(xb->names + off, name))
+			return true;
+	return false;
+}
+
+enum value_result { VALUE_OK, VALUE_GONE, VALUE_SIZE, VALUE_ERROR };
+
+/* Size one value, then read it; *err gets the errno for VALUE_ERROR. */
+static enum value_result read_value(const struct xattr_src *s, struct xattr_buf *xb,
+				    const char *name, int *err, ssize_t *probe, ssize_t *got)
+{
+	*probe = src_get(s, name, NULL, 0);
+	if (*probe < 0) {
+		*err = errno;
+		return errno == ENODATA ? VALUE_GONE : VALUE_ERROR;
+	}
+	if ((size_t)*probe > xb->value_size) {
+		xb->value_size = (size_t)*probe;
+		xb->value = xrealloc(xb->value, xb->value_size);
+	}
+	*got = src_get(s, name, xb->value, (size_t)*probe);
+	if (*got < 0) {
+		*err = errno;
+		if (errno == ENODATA)
+			return VALUE_GONE;
+		if (errno == ERANGE)
+			return VALUE_SIZE;	/* grew since the probe */
+		return VALUE_ERROR;
+	}
+	return *got == *probe ? VALUE_OK : VALUE_SIZE;
+}
+
+struct xattr_target {
+	struct walk_thread *t;
+	const struct dir_node *dir;
+	const char *name;		/* NULL: dir itself */
+	uint64_t ino;
+	int inode_fd;			/* to tell whether the inode changed; -1: use dirfd+name */
+	int dirfd;
+	const struct statx *stx;	/* the inode as the walk saw it */
+};
+
+static bool target_changed(const struct xattr_target *tg)
+{
+	struct statx now;
+	int ret = tg->inode_fd >= 0 ? walk_statx(tg->inode_fd, NULL, &now)
+				    : walk_statx(tg->dirfd, tg->name, &now);
+
+	return ret < 0 || !stx_unchanged(&now, tg->stx);
+}
+
+static void check_one(const struct xattr_target *tg, const struct xattr_src *s,
+		      struct xattr_buf *xb, const char *xname)
+{
+	struct scrub_ctx *ctx = tg->t->ctx;
+	ssize_t probe, got;
+	int err = 0;
+	enum value_result r = read_value(s, xb, xname, &err, &probe, &got);
+
+	if (r == VALUE_OK)
+		return;
+	/* Look again: another process may be changing this attribute. */
+	r = read_value(s, xb, xname, &err, &probe, &got);
+	if (r == VALUE_OK)
+		return;
+	if (r == VALUE_GONE && !still_listed(s, xb, xname))
+		return;		/* removed meanwhile */
+	if (target_changed(tg)) {
+		str_changed(ctx, CHECK_XATTR_SIZE, tg->dir, tg->name, tg->ino,
+			    "attribute '%s'", xname);
+		return;
+	}
+	switch (r) {
+	case VALUE_GONE:
+		str_error(ctx, CHECK_XATTR_MISSING, tg->dir, tg->name, tg->ino,
+			  "attribute '%s' is listed but cannot be read: %s", xname,
+			  strerror(err));
+		break;
+	case VALUE_SIZE:
+		str_error(ctx, CHECK_XATTR_SIZE, tg->dir, tg->name, tg->ino,
+			  "attribute '%s' is %zd bytes by its size but %zd bytes were read",
+			  xname, probe, got);
+		break;
+	case VALUE_ERROR:
+		if (errno_is_corruption(err))
+			str_error(ctx, CHECK_XATTR_UNREADABLE, tg->dir, tg->name, tg->ino,
+				  "cannot read attribute '%s': %s", xname, strerror(err));
+		else
+			report_operational(ctx, tg->dir, tg->name, err,
+					   "cannot read attribute '%s'", xname);
+		break;
+	case VALUE_OK:
+		break;
+	}
+}
+
+static void check_all(const struct xattr_target *tg, const struct xattr_src *s,
+		      struct xattr_buf *xb)
+{
+	struct scrub_ctx *ctx = tg->t->ctx;
+	ssize_t n = list_names(s, xb);
+
+	if (n < 0 && xattr_unsupported(-n))
+		return;
+	if (n < 0 && (-n == ENOENT || -n == ELOOP))
+		return;		/* the name went away; the walk reports races */
+	if (n < 0 && errno_is_corruption(-n))
+		n = list_names(s, xb);	/* look again */
+	if (n < 0) {
+		if (!errno_is_corruption(-n))
+			report_operational(ctx, tg->dir, tg->name, (int)-n,
+					   "cannot list attributes");
+		else if (target_changed(tg))
+			str_changed(ctx, CHECK_XATTR_UNREADABLE, tg->dir, tg->name,
+				    tg->ino, "attribute list");
+		else
+			str_error(ctx, CHECK_XATTR_UNREADABLE, tg->dir, tg->name, tg->ino,
+				  "cannot list attributes: %s", strerror((int)-n));
+		return;
+	}
+	/* Copy the list: checking one value may re-list into xb->names. */
+	char *list = xmalloc((size_t)n + 1);
+
+	memcpy(list, xb->names, (size_t)n);
+	list[n] = '\0';
+	for (ssize_t off = 0; off < n; off += (ssize_t)strlen(list + off) + 1) {
+		if (list[off] == '\0')
+			continue;
+		tg->t->stats.xattrs++;
+		check_one(tg, s, xb, list + off);
+	}
+	free(list);
+}
+
+void xattrs_check_entry(struct walk_thread *t, struct xattr_buf *xb,
+			const struct walk_dir *d, const struct walk_entry *e, int fd)
+{
+	struct xattr_target tg = {
+		.t = t, .dir = d->node, .name = e->name, .ino = e->stx.stx_ino,
+		.inode_fd = fd, .dirfd = d->fd, .stx = &e->stx,
+	};
+	struct xattr_src s = { .fd = fd };
+
+	if (fd < 0) {
+		struct strbuf p = STRBUF_INIT;
+
+		if (!t->ctx->proc_fd_ok)
+			return;		/* said once in phase 1 */
+
+		strbuf_addf(&p, "/proc/self/fd/%d/", d->fd);
+		strbuf_add(&p, e->name, e->namelen);
+		s.longpath = p.buf;
+		check_all(&tg, &s, xb);
+		strbuf_release(&p);
+		return;
+	}
+	check_all(&tg, &s, xb);
+}
+
+void xattrs_check_dir(struct walk_thread *t, struct xattr_buf *xb, const struct walk_dir *d)
+{
+	struct xattr_target tg = {
+		.t = t, .dir = d->node, .name = NULL, .ino = d->before.stx_ino,
+		.inode_fd = d->fd, .dirfd = d->fd, .stx = &d->before,
+	};
+	struct xattr_src s = { .fd = d->fd };
+
+	check_all(&tg, &s, xb);
+}
