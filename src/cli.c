@@ -97,7 +97,7 @@ int cli_parse(int argc, char **argv, struct scrub_options *opt)
 	int c;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+a:bC:dhj:m:nt:TvVx", long_options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "a:bC:dhj:m:nt:TvVx", long_options, NULL)) != -1) {
 		switch (c) {
 		case 'a':
 			if (!parse_count(optarg, ~0ULL, &v))

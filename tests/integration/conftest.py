@@ -1,0 +1,194 @@
+"""pytest glue for the fscrub integration tests.
+
+The tests build real filesystems (fsimage.py), break them with each
+filesystem's own offline tools (faults.py) and run the fscrub binary named
+by $FSCRUB (default: build/fscrub).  They need root and loop devices; a
+test skips only when something it needs is truly missing, and says what.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+import fsimage  # noqa: E402
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FSCRUB = os.environ.get("FSCRUB", os.path.join(TOP, "build", "fscrub"))
+
+# Severity: PATH (inode N): message [check.id] [file.c:line]?
+FINDING = re.compile(r"^(Error|Warning|Info): (.*?)(?: \(inode (\d+)\))?: (.*) "
+                     r"\[([a-z_]+\.[a-z_]+)\](?: \[[^\]]+:\d+\])?$")
+SUMMARY = re.compile(r"^(.*): (?:scan cancelled; so far |stopped after \d+ errors? \(-a\); so far )?"
+                     r"(\d+) errors? and (\d+) warnings? found\.")
+SANITIZER = re.compile(r"(AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer|runtime error:)")
+
+
+class Finding:
+    def __init__(self, m):
+        self.severity, self.path, ino, self.message, self.check = m.groups()
+        self.inode = int(ino) if ino else None
+
+    def __repr__(self):
+        return "%s %s %s (inode %s): %s" % (self.severity, self.check, self.path,
+                                            self.inode, self.message)
+
+
+class Result:
+    def __init__(self, proc, args):
+        self.args = args
+        self.rc = proc.returncode
+        self.stdout = proc.stdout
+        self.stderr = proc.stderr
+        self.findings = []
+        self.summary = None
+        for line in self.stdout.splitlines():
+            m = FINDING.match(line)
+            if m:
+                self.findings.append(Finding(m))
+                continue
+            m = SUMMARY.match(line)
+            if m:
+                self.summary = (m.group(1), int(m.group(2)), int(m.group(3)))
+
+    def of(self, severity=None, check=None):
+        return [f for f in self.findings
+                if (severity is None or f.severity == severity)
+                and (check is None or f.check == check)]
+
+    @property
+    def errors(self):
+        return self.of("Error")
+
+    @property
+    def warnings(self):
+        return self.of("Warning")
+
+    def __repr__(self):
+        return "fscrub %s -> %d\n--- stdout\n%s--- stderr\n%s" % (
+            " ".join(self.args), self.rc, self.stdout, self.stderr)
+
+
+def check_sanitizers(text):
+    assert not SANITIZER.search(text), "sanitizer report:\n" + text
+
+
+def run_fscrub(*args, env=None, timeout=600, **kw):
+    """Run fscrub and parse its report; never hides a sanitizer report."""
+    args = [str(a) for a in args]
+    e = dict(os.environ)
+    if env:
+        e.update(env)
+    proc = subprocess.run([FSCRUB] + args, capture_output=True, text=True,
+                          errors="surrogateescape", env=e, timeout=timeout, **kw)
+    check_sanitizers(proc.stderr)
+    return Result(proc, args)
+
+
+def escaped(path):
+    """A path as fscrub prints it (see names_escape in src/names.c)."""
+    if isinstance(path, str):
+        path = path.encode("utf-8", "surrogateescape")
+    out = []
+    i = 0
+    while i < len(path):
+        c = path[i]
+        n = _utf8_len(path, i)
+        if n and not _is_control(path[i:i + n]) and c != 0x5c:
+            out.append(path[i:i + n].decode())
+            i += n
+            continue
+        for b in path[i:i + (n or 1)]:
+            out.append({0x5c: "\\\\", 0x0a: "\\n", 0x09: "\\t", 0x0d: "\\r"}.get(
+                b, "\\x%02x" % b))
+        i += n or 1
+    return "".join(out)
+
+
+def _utf8_len(b, i):
+    for n in (1, 2, 3, 4):
+        try:
+            b[i:i + n].decode("utf-8")
+            return n
+        except UnicodeDecodeError:
+            continue
+    return 0
+
+
+def _is_control(seq):
+    cp = ord(seq.decode())
+    return cp < 0x20 or cp == 0x7f or 0x80 <= cp <= 0x9f
+
+
+def need_root():
+    if os.geteuid() != 0:
+        pytest.skip("needs root (loop devices and mounts)")
+
+
+def need_tools(*tools):
+    for t in tools:
+        if shutil.which(t) is None:
+            pytest.skip("%s is not installed" % t)
+
+
+MKFS_TOOL = {"xfs": "mkfs.xfs", "ext4": "mkfs.ext4", "btrfs": "mkfs.btrfs",
+             "squashfs": "mksquashfs", "erofs": "mkfs.erofs"}
+
+
+def need_fs(fstype):
+    """Skip unless the kernel has fstype and its mkfs tool is installed."""
+    need_root()
+    if fstype in MKFS_TOOL:
+        need_tools(MKFS_TOOL[fstype])
+    kname = {"overlay": "overlay"}.get(fstype, fstype)
+    with open("/proc/filesystems") as f:
+        known = {line.split()[-1] for line in f if line.strip()}
+    if kname not in known:
+        subprocess.run(["modprobe", kname], capture_output=True)
+        with open("/proc/filesystems") as f:
+            known = {line.split()[-1] for line in f if line.strip()}
+        if kname not in known:
+            pytest.skip("the kernel has no %s" % kname)
+
+
+@pytest.fixture
+def workdir():
+    """A scratch directory under /tmp, removed afterwards (mounts inside it
+    are cleaned up by the fixtures that made them)."""
+    d = tempfile.mkdtemp(prefix="fscrub-test-")
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def image_factory(workdir):
+    """Make Image objects that are always unmounted and detached afterwards."""
+    made = []
+
+    def make(fstype, size_mb=256, mkfs_args=(), name=None):
+        need_fs(fstype)
+        img = fsimage.Image(workdir, fstype, size_mb=size_mb, mkfs_args=mkfs_args,
+                            name=name)
+        made.append(img)
+        return img
+
+    yield make
+    for img in reversed(made):
+        img.cleanup(remove=True)
+
+
+@pytest.fixture
+def cleanups():
+    """A list of callables run (last first) at teardown, even on failure."""
+    todo = []
+    yield todo
+    for fn in reversed(todo):
+        try:
+            fn()
+        except Exception as e:  # keep cleaning up
+            print("cleanup failed: %r" % e, file=sys.stderr)

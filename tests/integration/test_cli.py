@@ -1,0 +1,143 @@
+"""The command line and bad input: every mistake gets one clear line and
+the documented fsck(8) exit code (16 usage, 8 operational), never a crash
+or a silent success."""
+
+import os
+import subprocess
+
+import pytest
+
+from conftest import FSCRUB, need_root, run_fscrub
+import fsimage
+
+
+def one_line_error(r, code, text):
+    assert r.rc == code, r
+    lines = [l for l in r.stderr.splitlines() if l.startswith("fscrub: ")]
+    assert lines and text in lines[0], r
+    assert r.stdout == "" or "Usage" not in r.stdout
+
+
+def test_no_argument():
+    one_line_error(run_fscrub(), 16, "missing MOUNTPOINT or DEVICE")
+
+
+def test_unknown_option():
+    one_line_error(run_fscrub("-q", "/"), 16, "unknown option -q")
+    one_line_error(run_fscrub("--frobnicate", "/"), 16, "unknown option '--frobnicate'")
+
+
+def test_too_many_arguments():
+    one_line_error(run_fscrub("/", "/tmp"), 16, "too many arguments")
+
+
+@pytest.mark.parametrize("args,text", [
+    (("-j", "0"), "-j needs a number of threads"),
+    (("-j", "abc"), "-j needs a number of threads"),
+    (("-j", "5000"), "-j needs a number of threads"),
+    (("-a", "-1"), "-a needs a positive number"),
+    (("-a", "0"), "-a needs a positive number"),
+    (("-C", "x"), "-C needs a file descriptor"),
+    (("-C", "987"), "file descriptor 987 is not open"),
+    (("-t", "nosuchfs"), "unknown filesystem type 'nosuchfs'"),
+    (("-m", "/nonexistent/mtab"), "cannot read the mount table '/nonexistent/mtab'"),
+])
+def test_bad_option_values(args, text):
+    one_line_error(run_fscrub(*args, "/"), 16, text)
+
+
+def test_missing_option_argument():
+    one_line_error(run_fscrub("/", "-j"), 16, "option -j needs an argument")
+
+
+def test_help_and_version():
+    r = run_fscrub("--help")
+    assert r.rc == 0 and r.stdout.startswith("Usage: fscrub")
+    # every option in the usage text is in the man page
+    man = open(os.path.join(os.path.dirname(FSCRUB), "..", "man", "fscrub.8")).read()
+    for opt in ("max-errors", "background", "progress-fd", "debug", "threads", "mtab",
+                "no-modify", "type", "times", "verbose", "version", "verify-data"):
+        assert "--" + opt in r.stdout
+        assert "\\-\\-" + opt.replace("-", "\\-") in man, opt
+    r = run_fscrub("-V")
+    assert r.rc == 0 and r.stdout.startswith("fscrub version ")
+
+
+def test_nonexistent_path():
+    one_line_error(run_fscrub("/nonexistent/fscrub"), 16,
+                   "cannot access '/nonexistent/fscrub': No such file or directory")
+
+
+def test_regular_file(workdir):
+    p = os.path.join(workdir, "file")
+    open(p, "w").close()
+    one_line_error(run_fscrub(p), 16, "is not a mount point or a block device")
+
+
+def test_directory_not_a_mountpoint(workdir):
+    one_line_error(run_fscrub(workdir), 16, "'%s' is not a mount point" % workdir)
+
+
+def test_pseudo_filesystem():
+    one_line_error(run_fscrub("/proc"), 16, "is a proc filesystem")
+
+
+def test_unmounted_device(image_factory):
+    img = image_factory("ext4", size_mb=32)
+    img.mkfs()
+    dev = img.attach()
+    one_line_error(run_fscrub(dev), 16, "'%s' is not mounted" % dev)
+
+
+def test_device_argument_mounted_twice(image_factory, cleanups, workdir):
+    img = image_factory("ext4", size_mb=32)
+    img.mkfs()
+    mnt = img.mount()
+    other = os.path.join(workdir, "bind")
+    os.mkdir(other)
+    subprocess.run(["mount", "--bind", mnt, other], check=True)
+    cleanups.append(lambda: subprocess.run(["umount", other], check=True))
+    r = run_fscrub(img.dev)
+    assert r.rc == 0, r
+    assert "is mounted in 2 places; scrubbing %s" % mnt in r.stderr, r
+    assert r.summary[0] == mnt
+
+
+def test_mount_table_from_file(image_factory, workdir):
+    """-m: the table named decides what is a mount point."""
+    img = image_factory("ext4", size_mb=32)
+    img.mkfs()
+    mnt = img.mount()
+    table = os.path.join(workdir, "mtab")
+    with open(table, "w") as f:
+        f.write("%s %s ext4 rw 0 0\n" % (img.dev, mnt))
+    r = run_fscrub("-m", table, "-v", img.dev)
+    assert r.rc == 0, r
+    assert "scrubbing %s (ext4)" % mnt in r.stdout
+    with open(table, "w") as f:
+        f.write("/dev/nothing /elsewhere ext4 rw 0 0\n")
+    one_line_error(run_fscrub("-m", table, mnt), 16, "is not a mount point")
+
+
+def test_verbose_and_timing(image_factory):
+    img = image_factory("ext4", size_mb=32)
+    img.mkfs()
+    mnt = img.mount()
+    r = run_fscrub("-v", "-T", "-b", mnt)
+    assert r.rc == 0, r
+    assert "scrubbing %s (ext4) with generic backend" % mnt in r.stdout
+    assert "1 threads" in r.stdout          # -b: one thread
+    for n in (1, 2, 3, 4, 6):
+        assert "Phase %d: wall " % n in r.stdout, r
+    assert "peak RSS" in r.stdout and "entries" in r.stdout
+
+
+def test_debug_prints_source_location(image_factory):
+    img = image_factory("ext4", size_mb=32)
+    img.mkfs()
+    mnt = img.mount()
+    os.mkfifo(os.path.join(mnt, "bad\nname"))
+    r = run_fscrub("-d", mnt)
+    assert r.rc == 0, r
+    line = [l for l in r.stdout.splitlines() if l.startswith("Warning:")][0]
+    assert line.endswith("[name.control] [inode_check.c:%s]" % line.rsplit(":", 1)[1][:-1])

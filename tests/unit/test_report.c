@@ -1,0 +1,141 @@
+/* Unit tests for report.c: line format, escaping, counters, exit codes. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "checks.h"
+#include "context.h"
+#include "report.h"
+#include "strbuf.h"
+
+/* Run fn with stdout redirected, and return what it printed. */
+static char *capture(void (*fn)(struct scrub_ctx *), struct scrub_ctx *ctx)
+{
+	char path[] = "/tmp/fscrub-report-XXXXXX";
+	int fd = mkstemp(path), saved = dup(1);
+	static char buf[4096];
+	ssize_t n;
+
+	fflush(stdout);
+	dup2(fd, 1);
+	fn(ctx);
+	fflush(stdout);
+	dup2(saved, 1);
+	close(saved);
+	n = pread(fd, buf, sizeof(buf) - 1, 0);
+	buf[n > 0 ? n : 0] = '\0';
+	close(fd);
+	unlink(path);
+	return buf;
+}
+
+static struct dir_node *root, *sub;
+
+static void emit_error(struct scrub_ctx *ctx)
+{
+	str_error(ctx, CHECK_NLINK_COUNT, sub, "bad\nname", 42, "link count is %u", 3u);
+}
+
+static void emit_info(struct scrub_ctx *ctx)
+{
+	str_changed(ctx, CHECK_DIRENT_INO, sub, "x", 7, "directory entry");
+}
+
+static void setup_ctx(struct scrub_ctx *ctx)
+{
+	scrub_ctx_init(ctx);
+	ctx->mntpoint = xstrdup("/mnt");
+	ctx->opt.target = "/mnt";
+	root = dir_node_new_root(-1, 1, 128);
+	sub = dir_node_new(root, "d\tir", 4, 1, 129);
+}
+
+static void release_ctx(struct scrub_ctx *ctx)
+{
+	dircache_init(&ctx->dcache, 4);
+	dir_node_put(&ctx->dcache, sub);
+	dir_node_put(&ctx->dcache, root);
+	scrub_ctx_release(ctx);
+}
+
+static void test_error_line(void **state)
+{
+	struct scrub_ctx ctx;
+
+	(void)state;
+	setup_ctx(&ctx);
+	assert_string_equal(capture(emit_error, &ctx),
+			    "Error: /mnt/d\\tir/bad\\nname (inode 42): link count is 3 [nlink.count]\n");
+	assert_int_equal(report_exit_code(&ctx), 4);
+	ctx.opt.debug = true;
+	char *out = capture(emit_error, &ctx);
+	assert_true(strstr(out, "[nlink.count] [") && strstr(out, "test_report.c:"));
+	release_ctx(&ctx);
+}
+
+static void test_info_only_verbose(void **state)
+{
+	struct scrub_ctx ctx;
+
+	(void)state;
+	setup_ctx(&ctx);
+	assert_string_equal(capture(emit_info, &ctx), "");
+	assert_int_equal(ctx.nr_infos, 1);
+	assert_int_equal(report_exit_code(&ctx), 0);
+	ctx.opt.verbose = true;
+	assert_string_equal(capture(emit_info, &ctx),
+			    "Info: /mnt/d\\tir/x (inode 7): changed while being checked: "
+			    "directory entry [dirent.ino]\n");
+	release_ctx(&ctx);
+}
+
+static void test_summary_and_codes(void **state)
+{
+	struct scrub_ctx ctx;
+
+	(void)state;
+	setup_ctx(&ctx);
+	assert_string_equal(capture(report_summary, &ctx), "/mnt: 0 errors and 0 warnings found.\n");
+	capture(emit_error, &ctx);
+	assert_string_equal(capture(report_summary, &ctx),
+			    "/mnt: 1 error and 0 warnings found. Unmount and run fsck.\n");
+	atomic_store(&ctx.nr_operational, 1);
+	assert_int_equal(report_exit_code(&ctx), 4 | 8);
+	scrub_cancelled = 1;
+	assert_int_equal(report_exit_code(&ctx), 4 | 8 | 32);
+	assert_non_null(strstr(capture(report_summary, &ctx), "scan cancelled"));
+	scrub_cancelled = 0;
+	release_ctx(&ctx);
+}
+
+static void test_max_errors(void **state)
+{
+	struct scrub_ctx ctx;
+
+	(void)state;
+	setup_ctx(&ctx);
+	ctx.opt.max_errors = 2;
+	capture(emit_error, &ctx);
+	assert_false(scrub_should_stop(&ctx));
+	capture(emit_error, &ctx);
+	assert_true(scrub_should_stop(&ctx));
+	assert_non_null(strstr(capture(report_summary, &ctx), "stopped after 2 errors (-a)"));
+	release_ctx(&ctx);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_error_line),
+		cmocka_unit_test(test_info_only_verbose),
+		cmocka_unit_test(test_summary_and_codes),
+		cmocka_unit_test(test_max_errors),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
