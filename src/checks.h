@@ -14,6 +14,7 @@
 #define CHECK_DIR_DOT		"dir.dot"	/* "." is not the directory itself */
 #define CHECK_DIR_DOTDOT	"dir.dotdot"	/* ".." is not the directory we came from */
 #define CHECK_DIR_NLINK		"dir.nlink"	/* nlink != 2 + subdirectories */
+#define CHECK_DIR_MULTIPLY_LINKED "dir.multiply_linked"	/* a directory with two names */
 #define CHECK_DIR_UNREADABLE	"dir.unreadable"	/* open or getdents fails with a media/corruption error */
 /* names */
 #define CHECK_NAME_EMPTY	"name.empty"

@@ -65,4 +65,5 @@ void scrub_stats_add(struct scrub_stats *to, const struct scrub_stats *from)
 	to->xattrs += from->xattrs;
 	to->bytes_read += from->bytes_read;
 	to->blocks += from->blocks;
+	to->inodes += from->inodes;
 }

@@ -22,6 +22,17 @@
 struct scrub_ops;
 struct linktable;
 
+/* What a filesystem does not promise, so the checks that rely on it are off. */
+enum fs_quirks {
+	/*
+	 * getdents d_ino is not the st_ino of the same inode: overlayfs
+	 * passes through its layers' numbers for some directories (".." of
+	 * non-merged ones), FUSE reports what the daemon says unless
+	 * use_ino.  dirent.ino, dir.dot and dir.dotdot are not checked.
+	 */
+	QUIRK_DINO_UNRELATED	= (1 << 0),
+};
+
 struct scrub_options {
 	bool debug;		/* -d: file:line on reports, implies verbose */
 	bool verbose;		/* -v */
@@ -45,6 +56,7 @@ struct scrub_stats {
 	unsigned long long extents, xattrs;
 	unsigned long long bytes_read;		/* -x */
 	unsigned long long blocks;		/* st_blocks of inodes seen, 512 B units */
+	unsigned long long inodes;		/* distinct inodes seen */
 };
 
 /* A ".." that did not point back, to be looked at again in phase 4. */
@@ -80,9 +92,13 @@ struct scrub_ctx {
 	pthread_mutex_t suspects_lock;
 	struct dotdot_suspect *dotdot_suspects;
 	atomic_bool names_hidden;	/* a name may be invisible (covered mount point) */
-	atomic_int fiemap_state;	/* 0 unknown, 1 FIEMAP, -1 FIBMAP, -2 neither */
-	atomic_int fiemap_xattr_state;
+	bool no_fiemap;			/* FSCRUB_DEBUG_NO_FIEMAP: always FIBMAP */
+	atomic_bool fiemap_missing_said;	/* "no FIEMAP" was reported */
+	atomic_bool fibmap_broken;	/* FIBMAP failed once: not tried again */
+	atomic_bool fiemap_xattr_broken;	/* FIEMAP_FLAG_XATTR refused once */
 	unsigned fd_budget;
+	uint64_t changed_since_ns;	/* ctime at or after this: changed during the scan */
+	unsigned quirks;	/* enum fs_quirks, set by the backend in phase 1 */
 	bool proc_fd_ok;	/* /proc/self/fd works: xattrs of non-files by path */
 
 	/* Totals, summed from the threads after each phase. */

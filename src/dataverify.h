@@ -15,6 +15,7 @@
 
 #include "walk.h"
 
+/* Its walk_tree() arg: a struct inoset for the multiply-linked files read. */
 extern const struct walk_visitor dataverify_visitor;
 
 #endif

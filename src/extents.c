@@ -209,28 +209,18 @@ static void check_fibmap(struct walk_thread *t, const struct walk_dir *d,
 	struct scrub_ctx *ctx = t->ctx;
 	int bsz = 0;
 
-	if (ioctl(fd, FIGETBSZ, &bsz) < 0 || bsz <= 0) {
-		str_info(ctx, CHECK_EXTENT_UNSUPPORTED, NULL, NULL, 0,
-			 "FIGETBSZ fails: extent maps are not checked");
-		atomic_store(&ctx->fiemap_state, -2);
+	if (atomic_load(&ctx->fibmap_broken))
 		return;
-	}
+	if (ioctl(fd, FIGETBSZ, &bsz) < 0 || bsz <= 0)
+		goto broken;
 	uint64_t nblocks = (e->stx.stx_size + (uint64_t)bsz - 1) / (uint64_t)bsz;
 	if (nblocks > FIBMAP_MAX_BLOCKS)
 		nblocks = FIBMAP_MAX_BLOCKS;
 	for (uint64_t i = 0; i < nblocks && !scrub_should_stop(ctx); i++) {
 		int blk = (int)i;
 
-		if (ioctl(fd, FIBMAP, &blk) < 0) {
-			int fibmap = -1;
-
-			/* No bmap, or no CAP_SYS_RAWIO: say so once. */
-			if (atomic_compare_exchange_strong(&ctx->fiemap_state, &fibmap, -2))
-				str_info(ctx, CHECK_EXTENT_UNSUPPORTED, NULL, NULL, 0,
-					 "FIBMAP fails too (%s): extent maps are not checked",
-					 strerror(errno));
-			return;
-		}
+		if (ioctl(fd, FIBMAP, &blk) < 0)
+			goto broken;
 		t->stats.extents += blk != 0;
 		if (blk && ctx->dev_size &&
 		    ((uint64_t)(unsigned)blk + 1) * (uint64_t)bsz > ctx->dev_size &&
@@ -244,38 +234,36 @@ static void check_fibmap(struct walk_thread *t, const struct walk_dir *d,
 			return;
 		}
 	}
+	return;
+broken:
+	/* No bmap, or no CAP_SYS_RAWIO: say so once and stop trying. */
+	if (!atomic_exchange(&ctx->fibmap_broken, true))
+		str_info(ctx, CHECK_EXTENT_UNSUPPORTED, NULL, NULL, 0,
+			 "FIBMAP fails too (%s): those extent maps are not checked",
+			 strerror(errno));
 }
 
 void extents_check_file(struct walk_thread *t, struct extent_buf *eb,
 			const struct walk_dir *d, const struct walk_entry *e, int fd)
 {
 	struct scrub_ctx *ctx = t->ctx;
-	/* fiemap_state: 0 not yet known, 1 FIEMAP works, -1 use FIBMAP, -2 neither */
-	int state = atomic_load(&ctx->fiemap_state);
 
-	if (state >= 0) {
+	/*
+	 * FIEMAP support is per file, not per filesystem: on overlayfs each
+	 * file is served by one of the layers.  A refused FIEMAP costs one
+	 * ioctl, so it is tried on every file; the fallback is said once.
+	 */
+	if (!ctx->no_fiemap) {
 		if (check_fork(t, eb, d, e, fd, 0, "data fork")) {
-			atomic_store(&ctx->fiemap_state, 1);
-		} else {
-			int unknown = 0;
-
-			if (atomic_compare_exchange_strong(&ctx->fiemap_state, &unknown, -1))
-				str_info(ctx, CHECK_EXTENT_UNSUPPORTED, NULL, NULL, 0,
-					 "the filesystem does not support FIEMAP: extent maps "
-					 "are checked with FIBMAP");
-			state = -1;
+			if (!atomic_load(&ctx->fiemap_xattr_broken) &&
+			    !check_fork(t, eb, d, e, fd, FIEMAP_FLAG_XATTR, "attribute fork"))
+				atomic_store(&ctx->fiemap_xattr_broken, true);
+			return;
 		}
+		if (!atomic_exchange(&ctx->fiemap_missing_said, true))
+			str_info(ctx, CHECK_EXTENT_UNSUPPORTED, d->node, e->name, e->stx.stx_ino,
+				 "FIEMAP is not supported here: extent maps are checked with "
+				 "FIBMAP where possible");
 	}
-	if (state == -1) {
-		check_fibmap(t, d, e, fd);
-		return;
-	}
-	if (state < 0)
-		return;
-	if (atomic_load(&ctx->fiemap_xattr_state) >= 0) {
-		if (check_fork(t, eb, d, e, fd, FIEMAP_FLAG_XATTR, "attribute fork"))
-			atomic_store(&ctx->fiemap_xattr_state, 1);
-		else
-			atomic_store(&ctx->fiemap_xattr_state, -1);
-	}
+	check_fibmap(t, d, e, fd);
 }

@@ -64,7 +64,7 @@ static void shard_grow(struct shard *s)
 
 bool linktable_add(struct linktable *lt, uint64_t dev, uint64_t ino,
 		   uint32_t nlink, uint64_t ctime_ns, struct dir_node *dir,
-		   const char *name, size_t namelen)
+		   const char *name, size_t namelen, unsigned names)
 {
 	uint64_t h = key_hash(dev, ino);
 	struct shard *s = &lt->shards[h % NR_SHARDS];
@@ -87,7 +87,7 @@ bool linktable_add(struct linktable *lt, uint64_t dev, uint64_t ino,
 	e->ino = ino;
 	e->nlink = nlink;
 	e->ctime_ns = ctime_ns;
-	e->found = 1;
+	e->found = names;
 	if (dir) {
 		dir_node_get(dir);
 		e->dir = dir;

@@ -37,12 +37,13 @@ struct link_entry {
 
 struct linktable *linktable_new(void);
 /*
- * Record one name of an inode; dir gets a reference on first sighting.
- * Returns true on the first sighting of the inode.
+ * Record a name of an inode; dir gets a reference on first sighting.  A new
+ * entry starts at names found (2 for a single-link inode reached twice),
+ * an existing one counts one more.  Returns true on the first sighting.
  */
 bool linktable_add(struct linktable *lt, uint64_t dev, uint64_t ino,
 		   uint32_t nlink, uint64_t ctime_ns, struct dir_node *dir,
-		   const char *name, size_t namelen);
+		   const char *name, size_t namelen, unsigned names);
 size_t linktable_count(const struct linktable *lt);
 /* Call fn for every entry whose found != nlink (single-threaded, after the walk). */
 void linktable_for_each_mismatch(struct linktable *lt,

@@ -20,6 +20,7 @@
 #include "context.h"
 #include "dataverify.h"
 #include "inode_check.h"
+#include "inoset.h"
 #include "linktable.h"
 #include "mountpoint.h"
 #include "report.h"
@@ -246,7 +247,7 @@ static int phase1_find_fs(struct scrub_ctx *ctx)
 			 "are not checked");
 	if (getenv("FSCRUB_DEBUG_NO_FIEMAP")) {
 		/* Fault-injection knob for the tests: take the FIBMAP path. */
-		atomic_store(&ctx->fiemap_state, -1);
+		ctx->no_fiemap = true;
 		str_info(ctx, CHECK_EXTENT_UNSUPPORTED, NULL, NULL, 0,
 			 "FSCRUB_DEBUG_NO_FIEMAP: extent maps are checked with FIBMAP");
 	}
@@ -283,7 +284,17 @@ static int phase2_metadata(struct scrub_ctx *ctx, unsigned long long *items)
 static int phase3_inodes(struct scrub_ctx *ctx, unsigned long long *items)
 {
 	struct scrub_stats stats = { 0 };
-	int ret = walk_tree(ctx, &inode_check_visitor, &stats, items);
+	struct timespec now;
+	int ret;
+
+	/*
+	 * Timestamps are coarse (a clock tick, or a whole second on some
+	 * filesystems): an inode whose ctime is within 2 s before the scan
+	 * began is treated as changed during it.
+	 */
+	clock_gettime(CLOCK_REALTIME, &now);
+	ctx->changed_since_ns = ((uint64_t)now.tv_sec - 2) * 1000000000ULL + (uint64_t)now.tv_nsec;
+	ret = walk_tree(ctx, &inode_check_visitor, NULL, &stats, items);
 
 	ctx->stats = stats;
 	if (ret < 0) {
@@ -315,7 +326,10 @@ static int phase5_data(struct scrub_ctx *ctx, unsigned long long *items)
 		run_hook(ctx, ctx->ops->scan_data, "data verification");
 		return 0;
 	}
-	ret = walk_tree(ctx, &dataverify_visitor, &stats, NULL);
+	struct inoset *linked = inoset_new();
+
+	ret = walk_tree(ctx, &dataverify_visitor, linked, &stats, NULL);
+	inoset_free(linked);
 	if (ret < 0) {
 		report_operational(ctx, NULL, NULL, -ret, "cannot start the data scan");
 		return EXIT_OPERATIONAL;

@@ -14,6 +14,7 @@
 #include "checks.h"
 #include "report.h"
 #include "strbuf.h"
+#include "inoset.h"
 #include "workqueue.h"
 
 #ifndef EFSCORRUPTED
@@ -137,6 +138,7 @@ int dirent_iterate(int fd, char *buf, size_t bufsize, dirent_fn fn, void *arg)
 struct walk_state {
 	struct scrub_ctx *ctx;
 	const struct walk_visitor *v;
+	struct inoset *seen;		/* directories and single-link inodes reached */
 	struct workqueue wq;
 	struct walk_thread *threads;
 };
@@ -153,6 +155,26 @@ static bool is_submount(const struct scrub_ctx *ctx, const struct statx *stx)
 		return stx->stx_mnt_id != ctx->walk_mnt_id;
 	return (stx->stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) &&
 	       (stx->stx_attributes & STATX_ATTR_MOUNT_ROOT);
+}
+
+bool stx_changed_during_scan(const struct scrub_ctx *ctx, const struct statx *stx)
+{
+	return stx_ns(&stx->stx_ctime) >= ctx->changed_since_ns;
+}
+
+/* A directory reached by a second name: moved during the scan, or damage. */
+static void second_dir_name(struct scrub_ctx *ctx, struct walk_dir *d,
+			    const struct walk_entry *e)
+{
+	struct statx again;
+
+	if (stx_changed_during_scan(ctx, &e->stx) ||
+	    walk_statx(d->fd, e->name, &again) < 0 || !stx_unchanged(&again, &e->stx))
+		str_changed(ctx, CHECK_WALK_MOVED, d->node, e->name, e->stx.stx_ino,
+			    "directory reached a second time: moved during the scan");
+	else
+		str_error(ctx, CHECK_DIR_MULTIPLY_LINKED, d->node, e->name, e->stx.stx_ino,
+			  "directory was already reached by another name");
 }
 
 static int visit_entry(void *arg, const char *name, size_t namelen,
@@ -191,8 +213,14 @@ static int visit_entry(void *arg, const char *name, size_t namelen,
 		d->nr_subdirs++;
 		e.submount = is_submount(ctx, &e.stx);
 	}
+	if (!e.stat_err && !e.submount &&
+	    (S_ISDIR(e.stx.stx_mode) || e.stx.stx_nlink == 1))
+		e.seen_before = inoset_test_and_set(dv->ws->seen, stx_devno(&e.stx),
+						    e.stx.stx_ino);
 	dv->ws->v->entry(dv->t, d, &e);
-	if (!e.stat_err && S_ISDIR(e.stx.stx_mode) && !e.submount) {
+	if (e.seen_before && S_ISDIR(e.stx.stx_mode))
+		second_dir_name(ctx, d, &e);
+	else if (!e.stat_err && S_ISDIR(e.stx.stx_mode) && !e.submount) {
 		struct dir_node *child = dir_node_new(d->node, name, namelen,
 						      stx_devno(&e.stx), e.stx.stx_ino);
 		workqueue_add(&dv->ws->wq, &child->work);
@@ -202,6 +230,8 @@ static int visit_entry(void *arg, const char *name, size_t namelen,
 
 static void walk_dir_fail(struct scrub_ctx *ctx, struct dir_node *node, int err)
 {
+	/* The names below it are not seen: link counts cannot be trusted. */
+	atomic_store(&ctx->names_hidden, true);
 	if (err == ESTALE || err == ENOENT || err == ENOTDIR || err == ELOOP)
 		str_changed(ctx, CHECK_WALK_MOVED, node, NULL, node->ino,
 			    "directory was moved, replaced or removed before it was read");
@@ -240,6 +270,7 @@ static void walk_one_dir(struct workqueue *wq, struct wq_item *item,
 		goto out;
 	}
 	t->stats.dirs++;
+	t->stats.inodes++;
 	t->stats.blocks += d.before.stx_blocks;
 	if (ws->v->dir_begin)
 		ws->v->dir_begin(t, &d);
@@ -253,22 +284,26 @@ out:
 	dir_node_put(&ctx->dcache, node);
 }
 
-int walk_tree(struct scrub_ctx *ctx, const struct walk_visitor *v,
+int walk_tree(struct scrub_ctx *ctx, const struct walk_visitor *v, void *arg,
 	      struct scrub_stats *stats, unsigned long long *items)
 {
-	struct walk_state ws = { .ctx = ctx, .v = v };
+	struct walk_state ws = { .ctx = ctx, .v = v, .seen = inoset_new() };
 	unsigned n = ctx->opt.nr_threads ? ctx->opt.nr_threads : 1;
 	int fd = fcntl(ctx->walk_fd, F_DUPFD_CLOEXEC, 3);
 	int ret;
 
-	if (fd < 0)
+	if (fd < 0) {
+		inoset_free(ws.seen);
 		return -errno;
+	}
+	inoset_test_and_set(ws.seen, stx_devno(&ctx->root_stx), ctx->root_stx.stx_ino);
 	ws.threads = xcalloc(n, sizeof(*ws.threads));
 	for (unsigned i = 0; i < n; i++) {
 		ws.threads[i].ctx = ctx;
 		ws.threads[i].index = i;
 		ws.threads[i].dents_size = DENTS_BUFSIZE;
 		ws.threads[i].dents = xmalloc(DENTS_BUFSIZE);
+		ws.threads[i].varg = arg;
 		if (v->thread_init)
 			ws.threads[i].vstate = v->thread_init(ctx, i);
 	}
@@ -292,5 +327,6 @@ int walk_tree(struct scrub_ctx *ctx, const struct walk_visitor *v,
 		free(ws.threads[i].dents);
 	}
 	free(ws.threads);
+	inoset_free(ws.seen);
 	return ret;
 }

@@ -32,6 +32,11 @@ struct walk_entry {
 	unsigned char d_type;		/* DT_* from getdents64 */
 	int stat_err;			/* positive errno if statx failed */
 	bool submount;			/* a mount point of another mount */
+	/*
+	 * For directories and single-link inodes: this (st_dev, st_ino) was
+	 * already reached by another name in this walk.
+	 */
+	bool seen_before;
 	struct statx stx;
 };
 
@@ -53,6 +58,7 @@ struct walk_thread {
 	char *dents;			/* getdents64 buffer */
 	size_t dents_size;
 	void *vstate;			/* the visitor's per-thread state */
+	void *varg;			/* walk_tree()'s arg */
 };
 
 struct walk_visitor {
@@ -66,12 +72,19 @@ struct walk_visitor {
 };
 
 /*
- * Walk the whole tree with ctx->opt.nr_threads threads.  Per-thread
- * counters are added to *stats; *items gets the number of directories
- * processed.  Returns 0 or a negative errno if the walk could not start.
+ * Walk the whole tree with ctx->opt.nr_threads threads; arg is handed to
+ * the visitor as walk_thread.varg.  Per-thread counters are added to
+ * *stats; *items gets the number of directories processed.  A directory
+ * already reached by another name is not entered twice: if it changed
+ * since the scan began it moved (an info), else it has two names (an
+ * error, dir.multiply_linked).  Returns 0 or a negative errno if the walk
+ * could not start.
  */
-int walk_tree(struct scrub_ctx *ctx, const struct walk_visitor *v,
+int walk_tree(struct scrub_ctx *ctx, const struct walk_visitor *v, void *arg,
 	      struct scrub_stats *stats, unsigned long long *items);
+
+/* Did this inode change since shortly before the scan began? */
+bool stx_changed_during_scan(const struct scrub_ctx *ctx, const struct statx *stx);
 
 /*
  * Iterate over the entries of an open directory from its start, "." and

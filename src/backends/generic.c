@@ -10,6 +10,7 @@
  */
 #include "backends/backend.h"
 
+#include <string.h>
 #include <sys/statvfs.h>
 
 #include "checks.h"
@@ -25,6 +26,25 @@ const char *statvfs_insane(const struct statvfs *sv)
 	if (sv->f_files && sv->f_ffree > sv->f_files)
 		return "more free inodes than inodes";
 	return NULL;
+}
+
+/* Filesystems whose getdents d_ino is not comparable with st_ino. */
+static bool dino_unrelated(const char *fstype)
+{
+	return !strcmp(fstype, "overlay") || !strcmp(fstype, "fuse") ||
+	       !strcmp(fstype, "fuseblk") || !strncmp(fstype, "fuse.", 5) ||
+	       !strcmp(fstype, "cifs") || !strcmp(fstype, "smb3");
+}
+
+static int generic_scan_fs(struct scrub_ctx *ctx)
+{
+	if (dino_unrelated(ctx->fstype)) {
+		ctx->quirks |= QUIRK_DINO_UNRELATED;
+		report_verbose(ctx, "Phase 1: %s does not keep directory entry inode numbers "
+			       "equal to st_ino: dirent.ino, dir.dot and dir.dotdot are not "
+			       "checked", ctx->fstype);
+	}
+	return 0;
 }
 
 static int generic_scan_metadata(struct scrub_ctx *ctx)
@@ -54,7 +74,7 @@ static int generic_summary(struct scrub_ctx *ctx)
 {
 	struct statvfs sv;
 	const struct scrub_stats *s = &ctx->stats;
-	unsigned long long found = s->dirs + s->files + s->symlinks + s->specials;
+	unsigned long long found = s->inodes;
 
 	if (fstatvfs(ctx->mnt_fd, &sv) < 0)
 		return 0;
@@ -73,6 +93,7 @@ const struct scrub_ops generic_ops = {
 	.name = "generic",
 	.repair_tool = "fsck",
 	.match = NULL,		/* matches every filesystem */
+	.scan_fs = generic_scan_fs,
 	.scan_metadata = generic_scan_metadata,
 	.summary = generic_summary,
 };
