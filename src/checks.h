@@ -10,6 +10,7 @@
 
 /* directory entries */
 #define CHECK_DIRENT_INO	"dirent.ino"	/* d_ino != the inode the name resolves to */
+#define CHECK_DIRENT_DANGLING	"dirent.dangling"	/* the entry's inode cannot be found */
 #define CHECK_DIRENT_TYPE	"dirent.type"	/* d_type != the inode's file type */
 #define CHECK_DIR_DOT		"dir.dot"	/* "." is not the directory itself */
 #define CHECK_DIR_DOTDOT	"dir.dotdot"	/* ".." is not the directory we came from */

@@ -148,8 +148,8 @@ static void check_name(struct walk_thread *t, struct check_thread *ct,
 }
 
 /* statx failed: a vanished name is a race, EIO/EUCLEAN is damage. */
-static void stat_failed(struct walk_thread *t, struct walk_dir *d,
-			const struct walk_entry *e)
+static void stat_failed(struct walk_thread *t, struct check_thread *ct,
+			struct walk_dir *d, const struct walk_entry *e)
 {
 	struct scrub_ctx *ctx = t->ctx;
 	struct statx stx;
@@ -157,8 +157,11 @@ static void stat_failed(struct walk_thread *t, struct walk_dir *d,
 
 	if (err == EINVAL && (e->namelen == 0 || memchr(e->name, '/', e->namelen)))
 		return;		/* a bad name, reported by check_name */
-	if (err == ENOENT)
-		return;		/* removed since getdents: nothing to check */
+	if (err == ENOENT) {
+		/* Removed since getdents, or an entry naming a free inode. */
+		add_suspect(ct, CHECK_DIRENT_DANGLING, e);
+		return;
+	}
 	if (errno_is_corruption(err)) {
 		int again = walk_statx(d->fd, e->name, &stx);
 
@@ -277,7 +280,7 @@ static void inode_entry(struct walk_thread *t, struct walk_dir *d,
 
 	check_name(t, ct, d, e);
 	if (e->stat_err) {
-		stat_failed(t, d, e);
+		stat_failed(t, ct, d, e);
 		return;
 	}
 	if (e->submount) {
@@ -350,6 +353,7 @@ static int suspect_cmp(const void *a, const void *b)
 struct reread {
 	struct check_thread *ct;
 	uint64_t dot_ino;
+	bool seen_dot, seen_dotdot;
 };
 
 static int reread_entry(void *arg, const char *name, size_t namelen,
@@ -359,8 +363,12 @@ static int reread_entry(void *arg, const char *name, size_t namelen,
 	struct check_thread *ct = rr->ct;
 	size_t lo = 0, hi = ct->nr_suspects;
 
-	if (namelen == 1 && name[0] == '.')
+	if (namelen == 1 && name[0] == '.') {
 		rr->dot_ino = d_ino;
+		rr->seen_dot = true;
+	}
+	if (namelen == 2 && name[0] == '.' && name[1] == '.')
+		rr->seen_dotdot = true;
 	/* lower bound by (length, bytes), then every suspect with this name */
 	while (lo < hi) {
 		size_t mid = (lo + hi) / 2;
@@ -410,6 +418,13 @@ static void confirm_suspect(struct walk_thread *t, struct walk_dir *d, struct su
 	/* dirent vs inode: same dirent and the same inode on the second look? */
 	if (s->seen != 1 || s->re_dino != s->d_ino || s->re_dtype != s->d_type)
 		return;
+	if (!strcmp(s->check, CHECK_DIRENT_DANGLING)) {
+		if (walk_statx(d->fd, s->name, &now) == -ENOENT)
+			str_error(ctx, s->check, d->node, s->name, s->d_ino,
+				  "directory entry points to inode %llu, which cannot be found",
+				  (unsigned long long)s->d_ino);
+		return;
+	}
 	if (walk_statx(d->fd, s->name, &now) < 0 || !stx_unchanged(&now, &s->stx)) {
 		str_changed(ctx, s->check, d->node, s->name, s->d_ino, "directory entry");
 		return;
@@ -425,8 +440,18 @@ static void confirm_suspect(struct walk_thread *t, struct walk_dir *d, struct su
 }
 
 /* Directory-level suspects: ".", nlink; decided with the same rule. */
+/*
+ * Every Linux filesystem returns "." and ".." (ext4 returns nothing at all
+ * from a directory block that fails its checksum); FUSE daemons may not.
+ */
+static bool dots_missing(const struct scrub_ctx *ctx, const struct walk_dir *d)
+{
+	return (!d->seen_dot || !d->seen_dotdot) && !d->read_err &&
+	       !(ctx->quirks & QUIRK_DINO_UNRELATED);
+}
+
 static void check_dir_itself(struct walk_thread *t, struct walk_dir *d,
-			     const struct statx *after, uint64_t dot_ino)
+			     const struct statx *after, uint64_t dot_ino, bool seen_dots)
 {
 	struct scrub_ctx *ctx = t->ctx;
 	uint64_t nlink = d->before.stx_nlink;
@@ -436,6 +461,10 @@ static void check_dir_itself(struct walk_thread *t, struct walk_dir *d,
 		str_error(ctx, CHECK_DIR_DOT, d->node, NULL, d->before.stx_ino,
 			  "'.' points to inode %llu, not to the directory itself",
 			  (unsigned long long)d->dot_ino);
+	if (dots_missing(ctx, d) && !seen_dots)
+		str_error(ctx, CHECK_DIR_DOT, d->node, NULL, d->before.stx_ino,
+			  "reading the directory returns no '%s' entry",
+			  d->seen_dot ? ".." : ".");
 	/*
 	 * nlink 1 means "not counted" (btrfs, overlayfs merged directories,
 	 * ext4 dir_nlink beyond 65000 subdirectories), as find(1) assumes.
@@ -454,7 +483,7 @@ static bool dir_needs_second_look(const struct scrub_ctx *ctx, const struct walk
 	uint64_t nlink = d->before.stx_nlink;
 	bool dino_unrelated = ctx->quirks & QUIRK_DINO_UNRELATED;
 
-	return ct->nr_suspects ||
+	return ct->nr_suspects || dots_missing(ctx, d) ||
 	       (d->seen_dot && d->dot_ino != d->before.stx_ino && !dino_unrelated) ||
 	       (nlink != 1 && nlink != 2 + d->nr_subdirs && !d->read_err);
 }
@@ -529,7 +558,7 @@ static void inode_dir_end(struct walk_thread *t, struct walk_dir *d)
 		str_info(ctx, CHECK_DIRENT_INO, d->node, NULL, d->before.stx_ino,
 			 "more than %d suspicious entries: only the first were examined",
 			 MAX_SUSPECTS);
-	check_dir_itself(t, d, &final, rr.dot_ino);
+	check_dir_itself(t, d, &final, rr.dot_ino, rr.seen_dot && rr.seen_dotdot);
 }
 
 const struct walk_visitor inode_check_visitor = {

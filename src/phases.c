@@ -288,12 +288,14 @@ static int phase3_inodes(struct scrub_ctx *ctx, unsigned long long *items)
 	int ret;
 
 	/*
-	 * Timestamps are coarse (a clock tick, or a whole second on some
-	 * filesystems): an inode whose ctime is within 2 s before the scan
+	 * Timestamps are coarse: the kernel's coarse clock lags by up to a
+	 * tick, and some filesystems (ext4 with 128-byte inodes) keep whole
+	 * seconds, so a change at or after the start may carry a ctime up to
+	 * 1 s before it.  An inode whose ctime is within 1 s before the scan
 	 * began is treated as changed during it.
 	 */
 	clock_gettime(CLOCK_REALTIME, &now);
-	ctx->changed_since_ns = ((uint64_t)now.tv_sec - 2) * 1000000000ULL + (uint64_t)now.tv_nsec;
+	ctx->changed_since_ns = ((uint64_t)now.tv_sec - 1) * 1000000000ULL + (uint64_t)now.tv_nsec;
 	ret = walk_tree(ctx, &inode_check_visitor, NULL, &stats, items);
 
 	ctx->stats = stats;
