@@ -78,7 +78,9 @@ static int open_dir_noatime(int dirfd, const char *path)
  */
 static void open_walk_root(struct scrub_ctx *ctx)
 {
-	int tree = (int)syscall(SYS_open_tree, ctx->mnt_fd, "",
+	/* FSCRUB_DEBUG_NO_CLONE: fault-injection knob for the fallback's tests. */
+	int tree = getenv("FSCRUB_DEBUG_NO_CLONE") ? (errno = EPERM, -1) :
+		   (int)syscall(SYS_open_tree, ctx->mnt_fd, "",
 				OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
 
 	if (tree >= 0) {

@@ -1,0 +1,79 @@
+"""SIGINT/SIGTERM stop a scan cleanly with exit status 32 and a partial
+summary; -b really runs at nice 19 in the idle I/O class.  The scan is
+caught mid-way by waiting for its "Phase 5" line (-v) and freezing it
+with SIGSTOP before the signal under test is sent."""
+
+import os
+import signal
+import subprocess
+
+import pytest
+
+from conftest import FSCRUB, check_sanitizers, need_tools, SUMMARY
+
+
+@pytest.fixture
+def big_fs(image_factory):
+    """ext4 on a direct-I/O loop device with 768 MiB of file data."""
+    img = image_factory("ext4", size_mb=1024)
+    img.mkfs()
+    img.attach(direct_io=True)
+    mnt = img.mount()
+    for i in range(3):
+        with open(os.path.join(mnt, "data%d" % i), "wb") as f:
+            for _ in range(256):
+                f.write(os.urandom(1 << 20))
+    img.remount()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+    return img.mnt
+
+
+def start_and_freeze(*args):
+    """Start fscrub -v -x ..., stop it as soon as phase 5 begins."""
+    p = subprocess.Popen([FSCRUB, "-v", "-x"] + list(args), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    out = []
+    for line in p.stdout:
+        out.append(line)
+        if line.startswith("Phase 5: Verify file data."):
+            p.send_signal(signal.SIGSTOP)
+            return p, out
+    p.wait()
+    pytest.fail("fscrub ended before phase 5:\n" + "".join(out))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_cancels_with_partial_summary(big_fs, sig):
+    p, out = start_and_freeze("-j", "1", big_fs)
+    p.send_signal(sig)
+    p.send_signal(signal.SIGCONT)
+    rest, err = p.communicate(timeout=120)
+    check_sanitizers(err)
+    out = "".join(out) + rest
+    assert p.returncode == 32, out + err
+    last = out.splitlines()[-1]
+    m = SUMMARY.match(last)
+    assert m and "scan cancelled; so far 0 errors and 0 warnings found." in last, out
+    # it stopped mid-way: phase 6 never ran and not all data was read
+    assert "Phase 6" not in out
+
+
+def test_background_priority(big_fs):
+    need_tools("ionice")
+    p, out = start_and_freeze("-b", big_fs)
+    try:
+        with open("/proc/%d/stat" % p.pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        nice = int(fields[16])          # field 19 of stat(5), after pid and comm
+        # every thread there is (workers inherit the class from main)
+        tids = os.listdir("/proc/%d/task" % p.pid)
+        io = subprocess.run(["ionice", "-p"] + tids, capture_output=True,
+                            text=True).stdout
+    finally:
+        p.send_signal(signal.SIGCONT)
+        p.communicate(timeout=300)
+    assert nice == 19
+    assert io.split() == ["idle"] * len(tids), io
+    assert p.returncode == 0
+    assert "1 threads" in "".join(out)

@@ -1,0 +1,190 @@
+"""The walk's boundaries: other mounts are never entered, covered
+directories are still seen (the private clone), what cannot be seen makes
+link-count shortfalls infos rather than errors, symlinks are never
+followed, device nodes and FIFOs are never opened, and depth is not
+limited by PATH_MAX or by the open file limit."""
+
+import os
+import resource
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from conftest import escaped, need_tools, run_fscrub
+import faults
+import fsimage
+
+
+def mount(cleanups, *args):
+    subprocess.run(["mount"] + list(args), check=True)
+    cleanups.append(lambda: subprocess.run(["umount", args[-1]], check=True))
+
+
+@pytest.fixture
+def covered(image_factory, cleanups, workdir):
+    """ext4 with cov/link2 a hard link of top/file, and a tmpfs mounted on
+    cov/ that holds a name fscrub would warn about if it entered it."""
+    img = image_factory("ext4", size_mb=64)
+    img.mkfs()
+    mnt = img.mount()
+    os.makedirs(os.path.join(mnt, "top"))
+    os.makedirs(os.path.join(mnt, "cov"))
+    with open(os.path.join(mnt, "top", "file"), "w") as f:
+        f.write("two names\n")
+    os.link(os.path.join(mnt, "top", "file"), os.path.join(mnt, "cov", "link2"))
+    mount(cleanups, "-t", "tmpfs", "fscrub-cover", os.path.join(mnt, "cov"))
+    os.mkfifo(os.path.join(mnt, "cov", "inside\ntmpfs"))
+    time.sleep(1.1)   # past the changed-during-scan margin (src/phases.c)
+    return mnt
+
+
+def test_covered_directory_seen_through_clone(covered):
+    r = run_fscrub("-v", covered)
+    assert r.rc == 0 and r.errors == [] and r.warnings == [], r
+    assert "walking a private clone of the mount" in r.stdout
+    assert "not entering %s/cov (tmpfs)" % covered in r.stdout, r
+    assert not r.of(check="nlink.count"), r
+
+
+def test_covered_directory_without_clone(covered):
+    """Without the clone the covered name is invisible: the link count
+    shortfall is an info saying why, and the submount is not entered."""
+    r = run_fscrub("-v", covered, env={"FSCRUB_DEBUG_NO_CLONE": "1"})
+    assert r.rc == 0 and r.errors == [] and r.warnings == [], r
+    assert "cannot clone the mount" in r.stdout
+    sub = r.of("Info", "walk.submount")
+    assert [f.path for f in sub] == [covered + "/cov"], r
+    info = r.of("Info", "nlink.count")
+    assert info and "the others may be in places the walk could not see" in info[0].message
+
+
+def test_bind_mount_of_a_subdirectory(image_factory, cleanups, workdir):
+    img = image_factory("ext4", size_mb=64)
+    img.mkfs()
+    mnt = img.mount()
+    os.makedirs(os.path.join(mnt, "sub"))
+    with open(os.path.join(mnt, "outside"), "w") as f:
+        f.write("x\n")
+    os.link(os.path.join(mnt, "outside"), os.path.join(mnt, "sub", "inside"))
+    time.sleep(1.1)   # past the changed-during-scan margin (src/phases.c)
+    bind = os.path.join(workdir, "bind")
+    os.mkdir(bind)
+    mount(cleanups, "--bind", os.path.join(mnt, "sub"), bind)
+    r = run_fscrub("-v", bind)
+    assert r.rc == 0 and r.errors == [], r
+    assert "the mount shows only /sub of the filesystem" in r.stdout
+    info = r.of("Info", "nlink.count")
+    assert info and "the others may be in places the walk could not see" in info[0].message
+
+
+def test_stacked_mount_point_scrubs_the_top(image_factory, cleanups):
+    img = image_factory("ext4", size_mb=64)
+    img.mkfs()
+    mnt = img.mount()
+    mount(cleanups, "-t", "tmpfs", "fscrub-top", mnt)
+    r = run_fscrub("-v", mnt)
+    assert r.rc == 0, r
+    assert "scrubbing %s (tmpfs)" % mnt in r.stdout
+
+
+def test_symlinks_not_followed(image_factory):
+    img = image_factory("ext4", size_mb=64)
+    img.mkfs()
+    mnt = img.mount()
+    os.symlink("/", os.path.join(mnt, "to-root"))
+    os.symlink("..", os.path.join(mnt, "loop"))
+    r = run_fscrub("-v", mnt)
+    assert r.rc == 0 and r.errors == [], r
+    assert "Phase 3: 2 directories, 0 files, 2 symlinks" in r.stdout, r
+
+
+def test_special_files_never_opened(image_factory):
+    """xattrs of FIFOs, device nodes and symlinks are read by path: strace
+    shows no open of them, yet their attributes are counted."""
+    need_tools("strace", "setfattr")
+    img = image_factory("ext4", size_mb=64)
+    img.mkfs()
+    mnt = img.mount()
+    os.mkfifo(os.path.join(mnt, "fifo"))
+    os.mknod(os.path.join(mnt, "null"), 0o600 | 0o020000, os.makedev(1, 3))
+    os.symlink("fifo", os.path.join(mnt, "link"))
+    for name in ("fifo", "null", "link"):
+        subprocess.run(["setfattr", "-h", "-n", "trusted.fscrub", "-v", "1",
+                        os.path.join(mnt, name)], check=True)
+    from conftest import FSCRUB
+    p = subprocess.run(["strace", "-f", "-qq", "-e", "trace=open,openat,openat2",
+                        FSCRUB, "-v", mnt], capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    opens = [l for l in p.stderr.splitlines() if "open" in l]
+    for name in ("fifo", "null", "link"):
+        assert not [l for l in opens if '"%s"' % name in l], opens
+    assert "3 attributes" in p.stdout, p.stdout
+
+
+def test_deep_chain_with_32_descriptors(workdir, cleanups):
+    """3000 nested directories (a path of ~12 KB) with RLIMIT_NOFILE 32:
+    the descriptor cache reopens evicted parents one level at a time."""
+    mnt = os.path.join(workdir, "deep")
+    os.mkdir(mnt)
+    mount(cleanups, "-t", "tmpfs", "fscrub-deep", mnt)
+    fd = os.open(mnt, os.O_RDONLY)
+    for i in range(3000):
+        os.mkdir("d%03d" % (i % 1000), dir_fd=fd)
+        nfd = os.open("d%03d" % (i % 1000), os.O_RDONLY, dir_fd=fd)
+        if i % 500 == 0:
+            os.mkdir("side", dir_fd=nfd)      # a branch to evict the chain's fds
+        os.close(fd)
+        fd = nfd
+    os.mknod("bottom\x01", 0o600 | 0o010000, dir_fd=fd)
+    os.close(fd)
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (32, 32))
+    r = run_fscrub("-v", "-j", "2", mnt, preexec_fn=limit)
+    assert r.rc == 0 and r.errors == [], r
+    assert "Phase 3: 3007 directories" in r.stdout, r
+    w = r.of("Warning", "name.control")
+    assert len(w) == 1 and w[0].path.endswith("/d999/bottom\\x01"), r
+    assert len(w[0].path) > 12000
+
+
+def test_xattr_block_unreadable(image_factory):
+    """An ext4 file whose attributes live in an external block (3000-byte
+    value); the block is zeroed offline: listing them fails."""
+    img = image_factory("ext4", size_mb=64)
+    img.mkfs()
+    mnt = img.mount()
+    p = os.path.join(mnt, "attrs")
+    with open(p, "w") as f:
+        f.write("x\n")
+    os.setxattr(p, "user.big", b"v" * 3000)
+    ino = os.stat(p).st_ino
+    img.offline()
+    out = faults.debugfs(img, "stat <%d>" % ino)
+    acl = int(out.split("File ACL: ")[1].split()[0])
+    assert acl > 0, out
+    bs = 4096
+    with open(img.path, "r+b") as f:
+        f.seek(acl * bs)
+        f.write(b"\0" * bs)
+    time.sleep(1.1)   # past the changed-during-scan margin
+    mnt = img.mount()
+    r = run_fscrub(mnt)
+    assert r.rc == 4, r
+    hits = r.of("Error", "xattr.unreadable")
+    assert [h.path for h in hits] == [escaped(p)] and hits[0].inode == ino, r
+
+
+def test_fibmap_fallback(image_factory):
+    """With FIEMAP disabled (knob), extent maps are checked with FIBMAP."""
+    img = image_factory("ext4", size_mb=64)
+    img.mkfs()
+    mnt = img.mount()
+    fsimage.make_tree(mnt, deep=False)
+    r = run_fscrub("-v", mnt, env={"FSCRUB_DEBUG_NO_FIEMAP": "1"})
+    assert r.rc == 0 and r.errors == [], r
+    assert "checked with FIBMAP" in r.stdout
+    extents = int(r.stdout.split(" extents, ")[0].rsplit(" ", 1)[1])
+    assert extents > 40, r     # FIBMAP mapped blocks: the fragmented file alone has 40
