@@ -543,7 +543,8 @@ static void inode_dir_end(struct walk_thread *t, struct walk_dir *d)
 	}
 	struct reread rr = { .ct = ct, .dot_ino = d->dot_ino };
 
-	qsort(ct->suspects, ct->nr_suspects, sizeof(*ct->suspects), suspect_cmp);
+	if (ct->nr_suspects)
+		qsort(ct->suspects, ct->nr_suspects, sizeof(*ct->suspects), suspect_cmp);
 	int ret = dirent_iterate(d->fd, t->dents, t->dents_size, reread_entry, &rr);
 	struct statx final;
 

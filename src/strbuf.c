@@ -115,14 +115,20 @@ void strbuf_addch(struct strbuf *sb, char c)
 
 void strbuf_vaddf(struct strbuf *sb, const char *fmt, va_list ap)
 {
+	/* Most messages fit: format once into the stack, copy once. */
+	char small[256];
 	va_list cp;
 	int n;
 
 	va_copy(cp, ap);
-	n = vsnprintf(NULL, 0, fmt, cp);
+	n = vsnprintf(small, sizeof(small), fmt, cp);
 	va_end(cp);
 	if (n < 0)
 		return;
+	if ((size_t)n < sizeof(small)) {
+		strbuf_add(sb, small, (size_t)n);
+		return;
+	}
 	strbuf_grow(sb, (size_t)n);
 	vsnprintf(sb->buf + sb->len, (size_t)n + 1, fmt, ap);
 	sb->len += (size_t)n;
