@@ -31,6 +31,11 @@ enum fs_quirks {
 	 * use_ino.  dirent.ino, dir.dot and dir.dotdot are not checked.
 	 */
 	QUIRK_DINO_UNRELATED	= (1 << 0),
+	/*
+	 * Directory link counts are whatever a daemon or a server says (FUSE,
+	 * CIFS, 9p): dir.nlink is not checked.
+	 */
+	QUIRK_DIR_NLINK_ANY	= (1 << 1),
 };
 
 struct scrub_options {

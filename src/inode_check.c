@@ -470,7 +470,7 @@ static void check_dir_itself(struct walk_thread *t, struct walk_dir *d,
 	 * ext4 dir_nlink beyond 65000 subdirectories), as find(1) assumes.
 	 */
 	if (nlink != 1 && nlink != 2 + d->nr_subdirs && after->stx_nlink == nlink &&
-	    !d->read_err)
+	    !d->read_err && !(ctx->quirks & QUIRK_DIR_NLINK_ANY))
 		str_error(ctx, CHECK_DIR_NLINK, d->node, NULL, d->before.stx_ino,
 			  "directory link count is %llu but it has %llu subdirectories "
 			  "(expected %llu)", (unsigned long long)nlink, d->nr_subdirs,
@@ -485,7 +485,8 @@ static bool dir_needs_second_look(const struct scrub_ctx *ctx, const struct walk
 
 	return ct->nr_suspects || dots_missing(ctx, d) ||
 	       (d->seen_dot && d->dot_ino != d->before.stx_ino && !dino_unrelated) ||
-	       (nlink != 1 && nlink != 2 + d->nr_subdirs && !d->read_err);
+	       (nlink != 1 && nlink != 2 + d->nr_subdirs && !d->read_err &&
+		!(ctx->quirks & QUIRK_DIR_NLINK_ANY));
 }
 
 static void queue_dotdot_suspect(struct scrub_ctx *ctx, struct walk_dir *d)

@@ -28,21 +28,32 @@ const char *statvfs_insane(const struct statvfs *sv)
 	return NULL;
 }
 
-/* Filesystems whose getdents d_ino is not comparable with st_ino. */
-static bool dino_unrelated(const char *fstype)
+static bool is_fuse(const char *fstype)
 {
-	return !strcmp(fstype, "overlay") || !strcmp(fstype, "fuse") ||
-	       !strcmp(fstype, "fuseblk") || !strncmp(fstype, "fuse.", 5) ||
-	       !strcmp(fstype, "cifs") || !strcmp(fstype, "smb3");
+	return !strcmp(fstype, "fuse") || !strcmp(fstype, "fuseblk") ||
+	       !strncmp(fstype, "fuse.", 5);
 }
 
+static bool is_remote(const char *fstype)
+{
+	return !strcmp(fstype, "cifs") || !strcmp(fstype, "smb3") || !strcmp(fstype, "9p");
+}
+
+/* Phase 1: the conventions of filesystems that do not promise everything. */
 static int generic_scan_fs(struct scrub_ctx *ctx)
 {
-	if (dino_unrelated(ctx->fstype)) {
+	const char *t = ctx->fstype;
+
+	if (!strcmp(t, "overlay") || is_fuse(t) || is_remote(t)) {
 		ctx->quirks |= QUIRK_DINO_UNRELATED;
 		report_verbose(ctx, "Phase 1: %s does not keep directory entry inode numbers "
 			       "equal to st_ino: dirent.ino, dir.dot and dir.dotdot are not "
-			       "checked", ctx->fstype);
+			       "checked", t);
+	}
+	if (is_fuse(t) || is_remote(t)) {
+		ctx->quirks |= QUIRK_DIR_NLINK_ANY;
+		report_verbose(ctx, "Phase 1: %s directory link counts come from a daemon or "
+			       "a server: dir.nlink is not checked", t);
 	}
 	return 0;
 }
