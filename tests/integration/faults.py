@@ -733,6 +733,33 @@ def xfs_read_error(img, mode="zero", pieces=40):
 # 8. directory entry pointing at the wrong inode
 # ----------------------------------------------------------------------------
 
+def _dirent_ino_victim(img, fault, target):
+    """Build the victims of the *_dirent_ino faults: directory <fault> with
+    'victim' and 'b', and <fault>.t/target.  Returns (rel, tgt, new, ino,
+    dino): the victim's path, the target's path, the inode number the
+    dirent is to name (the target's, or a freed one), the victim's inode
+    and its directory's inode."""
+    if target not in ("existing", "free"):
+        raise ValueError("target must be 'existing' or 'free'")
+    with _Online(img) as mnt:
+        d = _fresh_dir(mnt, fault)
+        rel = d + "/victim"
+        _write(os.path.join(mnt, rel), b"victim\n")
+        _write(os.path.join(mnt, d, "b"), b"b\n")
+        td = _fresh_dir(mnt, d + ".t")
+        tgt = td + "/target"
+        _write(os.path.join(mnt, tgt), b"target\n")
+        if target == "free":
+            _write(os.path.join(mnt, td, "gone"), b"")
+            new = inode_of(os.path.join(mnt, td, "gone"))
+            os.unlink(os.path.join(mnt, td, "gone"))
+        else:
+            new = inode_of(os.path.join(mnt, tgt))
+        ino = inode_of(os.path.join(mnt, rel))
+        dino = inode_of(os.path.join(mnt, d))
+    return rel, tgt, new, ino, dino
+
+
 def xfs_dirent_ino(img, target="existing"):
     """Short-form directory ``xfs_dirent_ino`` holds 'victim' and 'b'; the
     dirent 'victim' gets u3.sfdir3.list[i].inumber.i4 =
@@ -772,24 +799,7 @@ def xfs_dirent_ino(img, target="existing"):
     other name for target='existing'), 'expect': {...}}.
     """
     _need(img, "xfs")
-    with _Online(img) as mnt:
-        d = _fresh_dir(mnt, "xfs_dirent_ino")
-        rel = d + "/victim"
-        _write(os.path.join(mnt, rel), b"victim\n")
-        _write(os.path.join(mnt, d, "b"), b"b\n")
-        td = _fresh_dir(mnt, d + ".t")
-        tgt = td + "/target"
-        _write(os.path.join(mnt, tgt), b"target\n")
-        if target == "free":
-            _write(os.path.join(mnt, td, "gone"), b"")
-            new = inode_of(os.path.join(mnt, td, "gone"))
-            os.unlink(os.path.join(mnt, td, "gone"))
-        elif target == "existing":
-            new = inode_of(os.path.join(mnt, tgt))
-        else:
-            raise ValueError("target must be 'existing' or 'free'")
-        ino = inode_of(os.path.join(mnt, rel))
-        dino = inode_of(os.path.join(mnt, d))
+    rel, tgt, new, ino, dino = _dirent_ino_victim(img, "xfs_dirent_ino", target)
     i = _xfs_sfdir_index(img, dino, "victim")
     xfs_db(img, "inode %d" % dino, "write u3.sfdir3.list[%d].inumber.i4 %d" % (i, new))
     exp = ({"d_ino": new, "st_ino": new, "st_nlink": 1, "read": b"target\n"}
@@ -828,24 +838,7 @@ def ext4_dirent_ino(img, target="existing"):
     names), 'orphan_inode', 'dir_inode', 'target', 'expect': {...}}.
     """
     _need(img, "ext4")
-    with _Online(img) as mnt:
-        d = _fresh_dir(mnt, "ext4_dirent_ino")
-        rel = d + "/victim"
-        _write(os.path.join(mnt, rel), b"victim\n")
-        _write(os.path.join(mnt, d, "b"), b"b\n")
-        td = _fresh_dir(mnt, d + ".t")
-        tgt = td + "/target"
-        _write(os.path.join(mnt, tgt), b"target\n")
-        if target == "free":
-            _write(os.path.join(mnt, td, "gone"), b"")
-            new = inode_of(os.path.join(mnt, td, "gone"))
-            os.unlink(os.path.join(mnt, td, "gone"))
-        elif target == "existing":
-            new = inode_of(os.path.join(mnt, tgt))
-        else:
-            raise ValueError("target must be 'existing' or 'free'")
-        ino = inode_of(os.path.join(mnt, rel))
-        dino = inode_of(os.path.join(mnt, d))
+    rel, tgt, new, ino, dino = _dirent_ino_victim(img, "ext4_dirent_ino", target)
     sb = _ext4_sb(img)
     blk = _ext4_first_block(img, dino)
     off = blk * sb["block_size"]
