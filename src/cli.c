@@ -15,6 +15,9 @@
 #include "context.h"
 #include "report.h"
 
+/* Long options without a short form. */
+enum { OPT_JSON = 256, OPT_METRICS };
+
 /* More threads than this only add contention on two queues and a cache. */
 #define MAX_THREADS 1024
 
@@ -32,6 +35,8 @@ static const struct option long_options[] = {
 	{ "verbose",	 no_argument,	    NULL, 'v' },
 	{ "version",	 no_argument,	    NULL, 'V' },
 	{ "verify-data", no_argument,	    NULL, 'x' },
+	{ "json",	 required_argument, NULL, OPT_JSON },
+	{ "metrics",	 required_argument, NULL, OPT_METRICS },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -44,7 +49,7 @@ void cli_usage(FILE *f)
 	      "Options:\n"
 	      "  -a, --max-errors N   stop after N errors\n"
 	      "  -b, --background     idle I/O class, nice 19, one thread\n"
-	      "  -C, --progress-fd FD write progress to file descriptor FD\n"
+	      "  -C, --progress-fd FD write progress lines (or a bar on a terminal) to FD\n"
 	      "  -d, --debug          print where each finding was made (implies -v)\n"
 	      "  -h, --help           show this help and exit\n"
 	      "  -j, --threads N      use N threads (default: online CPUs)\n"
@@ -55,6 +60,8 @@ void cli_usage(FILE *f)
 	      "  -v, --verbose        say what is being done, and print infos\n"
 	      "  -V, --version        print the version and exit\n"
 	      "  -x, --verify-data    read all file data back\n"
+	      "      --json FILE      write a JSON report to FILE ('-': standard output)\n"
+	      "      --metrics FILE   write Prometheus metrics to FILE\n"
 	      "\n"
 	      "Exit status: 0 clean, 4 errors left uncorrected, 8 operational error,\n"
 	      "16 usage error, 32 cancelled.  See fscrub(8).\n", f);
@@ -82,6 +89,18 @@ static bool parse_count(const char *s, unsigned long long max, unsigned long lon
 		return false;
 	*out = v;
 	return true;
+}
+
+/* Can a file be created beside path (where its temporary file goes)? */
+static bool writable_dir_of(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path))
+			  : strdup(".");
+	bool ok = dir && access(dir, W_OK | X_OK) == 0;
+
+	free(dir);
+	return ok && *path && path[strlen(path) - 1] != '/';
 }
 
 static unsigned online_cpus(void)
@@ -168,11 +187,21 @@ int cli_parse(int argc, char **argv, struct scrub_options *opt)
 		case 'x':
 			opt->verify_data = true;
 			break;
+		case OPT_JSON:
+			opt->json_path = optarg;
+			break;
+		case OPT_METRICS:
+			if (!writable_dir_of(optarg))
+				return usage_error("cannot write the metrics file '%s'", optarg);
+			opt->metrics_path = optarg;
+			break;
 		case '?':
 		default:
 			if (optopt && strchr("aCjmt", optopt))
 				return usage_error("option -%s needs an argument",
 						   (char[]){ (char)optopt, 0 });
+			if (optopt == OPT_JSON || optopt == OPT_METRICS)
+				return usage_error("option %s needs an argument", argv[optind - 1]);
 			if (optopt)
 				return usage_error("unknown option -%s", (char[]){ (char)optopt, 0 });
 			return usage_error("unknown option '%s'", argv[optind - 1]);

@@ -18,6 +18,7 @@ void scrub_ctx_init(struct scrub_ctx *ctx)
 	ctx->mnt_fd = -1;
 	ctx->walk_fd = -1;
 	ctx->opt.progress_fd = -1;
+	ctx->text_out = stdout;
 	pthread_mutex_init(&ctx->report_lock, NULL);
 	pthread_mutex_init(&ctx->suspects_lock, NULL);
 }

@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
@@ -21,6 +22,8 @@
 
 struct scrub_ops;
 struct linktable;
+struct progress;
+struct json_report;
 
 /* What a filesystem does not promise, so the checks that rely on it are off. */
 enum fs_quirks {
@@ -52,6 +55,8 @@ struct scrub_options {
 	int progress_fd;	/* -C, -1 if not given */
 	const char *backend;	/* -t, NULL = choose by filesystem type */
 	const char *target;	/* MOUNTPOINT|DEVICE as given */
+	const char *json_path;	/* --json FILE, "-" for stdout */
+	const char *metrics_path;	/* --metrics FILE */
 };
 
 /* Per-thread counters, summed after each phase; no atomics on hot paths. */
@@ -108,6 +113,12 @@ struct scrub_ctx {
 
 	/* Totals, summed from the threads after each phase. */
 	struct scrub_stats stats;
+
+	/* Output besides the text report. */
+	struct progress *progress;	/* -C / -v status (progress.c) */
+	atomic_ullong progress_done;	/* work done in the current phase */
+	struct json_report *json;	/* --json (json_report.c) */
+	FILE *text_out;			/* the text report: stdout, or stderr with --json - */
 
 	/* Report state (report.c). */
 	pthread_mutex_t report_lock;

@@ -11,6 +11,7 @@
 
 #include "checks.h"
 #include "inoset.h"
+#include "progress.h"
 #include "report.h"
 #include "strbuf.h"
 
@@ -66,9 +67,9 @@ static void report_bad_range(struct verify_file *vf, uint64_t off, uint64_t len,
 				  "further ones are not listed", MAX_BAD_RANGES);
 		return;
 	}
-	str_error(ctx, CHECK_DATA_READ, vf->d->node, vf->e->name, vf->e->stx.stx_ino,
-		  "read error at offset %llu (%llu bytes): %s", (unsigned long long)off,
-		  (unsigned long long)len, strerror(err));
+	str_error_range(ctx, CHECK_DATA_READ, vf->d->node, vf->e->name, vf->e->stx.stx_ino,
+			off, len, "read error at offset %llu (%llu bytes): %s",
+			(unsigned long long)off, (unsigned long long)len, strerror(err));
 }
 
 /* pread that drops O_DIRECT for the rest of the file if it is refused. */
@@ -142,6 +143,7 @@ static bool verify_range(struct verify_file *vf, char *buf, uint64_t start, uint
 		if (n == 0)
 			return false;	/* truncated meanwhile: the rest is gone */
 		vf->t->stats.bytes_read += (unsigned long long)n;
+		progress_add(&ctx->progress_done, (unsigned long long)n);
 		if (!vf->direct)
 			posix_fadvise(vf->fd, (off_t)off, n, POSIX_FADV_DONTNEED);
 		off += (uint64_t)n;

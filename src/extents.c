@@ -132,23 +132,23 @@ static void report_problem(struct walk_thread *t, const struct walk_dir *d,
 
 	switch (p) {
 	case EXTENT_ZERO_LENGTH:
-		str_error(ctx, CHECK_EXTENT_ZERO_LENGTH, d->node, e->name, ino,
+		str_error_range(ctx, CHECK_EXTENT_ZERO_LENGTH, d->node, e->name, ino, lo, len,
 			  "%s: zero-length extent at file offset %llu (physical %llu)",
 			  fork, lo, ph);
 		break;
 	case EXTENT_OVERLAP:
-		str_error(ctx, CHECK_EXTENT_OVERLAP, d->node, e->name, ino,
+		str_error_range(ctx, CHECK_EXTENT_OVERLAP, d->node, e->name, ino, lo, len,
 			  "%s: extent at file offset %llu (%llu bytes) overlaps or precedes "
 			  "the previous extent", fork, lo, len);
 		break;
 	case EXTENT_PAST_DEVICE:
-		str_error(ctx, CHECK_EXTENT_PAST_DEVICE, d->node, e->name, ino,
+		str_error_range(ctx, CHECK_EXTENT_PAST_DEVICE, d->node, e->name, ino, lo, len,
 			  "%s: extent at file offset %llu maps device bytes %llu-%llu, past "
 			  "the end of the device (%llu bytes)", fork, lo, ph, ph + len - 1,
 			  (unsigned long long)ctx->dev_size);
 		break;
 	case EXTENT_LAST_FLAG:
-		str_error(ctx, CHECK_EXTENT_LAST_FLAG, d->node, e->name, ino,
+		str_error_range(ctx, CHECK_EXTENT_LAST_FLAG, d->node, e->name, ino, lo, len,
 			  "%s: extent at file offset %llu follows an extent flagged as the "
 			  "last one", fork, lo);
 		break;

@@ -16,6 +16,7 @@
 #include "extents.h"
 #include "linktable.h"
 #include "names.h"
+#include "progress.h"
 #include "report.h"
 #include "strbuf.h"
 #include "xattrs.h"
@@ -308,6 +309,7 @@ static void inode_entry(struct walk_thread *t, struct walk_dir *d,
 	}
 	if (first && !S_ISDIR(stx->stx_mode)) {
 		t->stats.inodes++;
+		progress_add(&ctx->progress_done, 1);
 		t->stats.blocks += stx->stx_blocks;
 	}
 

@@ -11,11 +11,15 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "context.h"
+#include "json_report.h"
+#include "metrics.h"
 #include "phases.h"
+#include "progress.h"
 #include "report.h"
 
 /* From linux/ioprio.h, which older userspace headers lack. */
@@ -53,27 +57,58 @@ static void go_background(void)
 		fprintf(stderr, "fscrub: cannot set nice 19: %s\n", strerror(errno));
 }
 
+static double elapsed_since(const struct timespec *t)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (double)(now.tv_sec - t->tv_sec) + (double)(now.tv_nsec - t->tv_nsec) / 1e9;
+}
+
+/* The JSON report and the metrics, after the text summary. */
+static int write_outputs(struct scrub_ctx *ctx, int code, const struct timespec *start)
+{
+	int err;
+
+	if (ctx->opt.metrics_path && (err = metrics_write(ctx, code, elapsed_since(start)))) {
+		fprintf(stderr, "fscrub: cannot write the metrics file '%s': %s\n",
+			ctx->opt.metrics_path, strerror(err));
+		code |= EXIT_OPERATIONAL;
+	}
+	if (ctx->json && (err = json_report_finish(ctx, code))) {
+		fprintf(stderr, "fscrub: cannot write the JSON report '%s': %s\n",
+			ctx->opt.json_path, strerror(err));
+		code |= EXIT_OPERATIONAL;
+	}
+	return code;
+}
+
 int main(int argc, char **argv)
 {
 	struct scrub_ctx ctx;
-	int ret;
+	struct timespec start;
+	int ret, err;
 
+	clock_gettime(CLOCK_MONOTONIC, &start);
 	scrub_ctx_init(&ctx);
 	ret = cli_parse(argc, argv, &ctx.opt);
 	if (ret >= 0)
 		return ret;
+	if (ctx.opt.json_path && (err = json_report_open(&ctx))) {
+		fprintf(stderr, "fscrub: cannot write the JSON report '%s': %s\n",
+			ctx.opt.json_path, strerror(err));
+		return EXIT_USAGE;
+	}
 	setup_signals();
 	if (ctx.opt.background)
 		go_background();
 
 	ret = phases_run(&ctx);
+	progress_stop(&ctx);
 	/* Failing to find the filesystem needs no summary: the message said it. */
-	if (ret == EXIT_USAGE || (ret && ctx.mnt_fd < 0)) {
-		scrub_ctx_release(&ctx);
-		return ret;
-	}
-	report_summary(&ctx);
-	ret |= report_exit_code(&ctx);
+	if (!(ret == EXIT_USAGE || (ret && ctx.mnt_fd < 0)))
+		report_summary(&ctx);
+	ret = write_outputs(&ctx, ret | report_exit_code(&ctx), &start);
 	scrub_ctx_release(&ctx);
 	return ret;
 }

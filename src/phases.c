@@ -21,6 +21,8 @@
 #include "dataverify.h"
 #include "inode_check.h"
 #include "inoset.h"
+#include "json_report.h"
+#include "progress.h"
 #include "linktable.h"
 #include "mountpoint.h"
 #include "report.h"
@@ -355,17 +357,19 @@ static int phase6_summary(struct scrub_ctx *ctx, unsigned long long *items)
 struct phase {
 	const char *title;
 	const char *unit;	/* what the -T item count counts */
+	const char *progress_unit;	/* what -C counts (totals from statfs) */
 	int (*run)(struct scrub_ctx *ctx, unsigned long long *items);
 	bool data_only;		/* only with -x */
 };
 
 static const struct phase phases[] = {
-	{ "Find the filesystem", "", NULL, false },
-	{ "Check filesystem metadata", "", phase2_metadata, false },
-	{ "Scan all inodes and the directory tree", "entries", phase3_inodes, false },
-	{ "Check link counts and back pointers", "multiply-linked inodes", phase4_links, false },
-	{ "Verify file data", "bytes", phase5_data, true },
-	{ "Check summary counters", "", phase6_summary, false },
+	{ "Find the filesystem", "", "steps", NULL, false },
+	{ "Check filesystem metadata", "", "steps", phase2_metadata, false },
+	{ "Scan all inodes and the directory tree", "entries", "inodes", phase3_inodes, false },
+	{ "Check link counts and back pointers", "multiply-linked inodes", "steps",
+	  phase4_links, false },
+	{ "Verify file data", "bytes", "bytes", phase5_data, true },
+	{ "Check summary counters", "", "steps", phase6_summary, false },
 };
 
 struct phase_clock {
@@ -384,21 +388,40 @@ static double tv_sec(const struct timeval *a, const struct timeval *b)
 	return (double)(b->tv_sec - a->tv_sec) + (double)(b->tv_usec - a->tv_usec) / 1e6;
 }
 
-static void print_timing(struct scrub_ctx *ctx, int n, const struct phase *p,
-			 const struct phase_clock *a, const struct phase_clock *b,
-			 unsigned long long items)
+/* -T and the JSON report's "phases". */
+static void account_phase(struct scrub_ctx *ctx, int n, const struct phase *p,
+			  const struct phase_clock *a, const struct phase_clock *b,
+			  unsigned long long items)
 {
 	double wall = (double)(b->wall.tv_sec - a->wall.tv_sec) +
 		      (double)(b->wall.tv_nsec - a->wall.tv_nsec) / 1e9;
+	double user = tv_sec(&a->ru.ru_utime, &b->ru.ru_utime);
+	double sys = tv_sec(&a->ru.ru_stime, &b->ru.ru_stime);
 
-	printf("Phase %d: wall %.3fs, user %.3fs, system %.3fs, peak RSS %.1f MiB",
-	       n, wall, tv_sec(&a->ru.ru_utime, &b->ru.ru_utime),
-	       tv_sec(&a->ru.ru_stime, &b->ru.ru_stime), (double)b->ru.ru_maxrss / 1024.0);
+	json_report_phase(ctx, n, p->title, wall, user, sys, items, p->unit);
+	if (!ctx->opt.timing)
+		return;
 	if (p->unit[0])
-		printf(", %llu %s", items, p->unit);
-	printf("\n");
-	fflush(stdout);
-	(void)ctx;
+		report_text(ctx, "Phase %d: wall %.3fs, user %.3fs, system %.3fs, peak RSS "
+			    "%.1f MiB, %llu %s", n, wall, user, sys,
+			    (double)b->ru.ru_maxrss / 1024.0, items, p->unit);
+	else
+		report_text(ctx, "Phase %d: wall %.3fs, user %.3fs, system %.3fs, peak RSS "
+			    "%.1f MiB", n, wall, user, sys, (double)b->ru.ru_maxrss / 1024.0);
+}
+
+/* What a phase will count to, from statfs now: inodes or bytes in use. */
+static unsigned long long phase_total(const struct scrub_ctx *ctx, size_t i)
+{
+	struct statvfs sv;
+
+	if (fstatvfs(ctx->mnt_fd, &sv) < 0)
+		return 0;
+	if (i == 2)
+		return sv.f_files > sv.f_ffree ? sv.f_files - sv.f_ffree : 0;
+	if (i == 4)
+		return (sv.f_blocks - sv.f_bfree) * sv.f_frsize;
+	return 0;
 }
 
 int phases_run(struct scrub_ctx *ctx)
@@ -415,12 +438,17 @@ int phases_run(struct scrub_ctx *ctx)
 			break;
 		clock_now(&start);
 		report_verbose(ctx, "Phase %zu: %s.", i + 1, p->title);
+		if (i > 0)
+			progress_phase(ctx, (int)i + 1, p->title, phase_total(ctx, i),
+				       p->progress_unit);
 		ret = p->run ? p->run(ctx, &items) : phase1_find_fs(ctx);
 		if (ret)
 			return ret;
+		progress_phase_end(ctx);
+		if (i == 0 && (ret = progress_start(ctx)) < 0)
+			report_operational(ctx, NULL, NULL, -ret, "cannot start the progress reporter");
 		clock_now(&end);
-		if (ctx->opt.timing)
-			print_timing(ctx, (int)i + 1, p, &start, &end, items);
+		account_phase(ctx, (int)i + 1, p, &start, &end, items);
 	}
 	return 0;
 }

@@ -15,7 +15,9 @@
 #include "backends/backend.h"
 #include "context.h"
 #include "dircache.h"
+#include "json_report.h"
 #include "names.h"
+#include "progress.h"
 #include "strbuf.h"
 
 static const char *severity_label[] = {
@@ -66,55 +68,105 @@ static void emit_line(struct scrub_ctx *ctx, const struct strbuf *line)
 {
 	if (ctx->output_failed)
 		return;
-	if (fwrite(line->buf, 1, line->len, stdout) != line->len || fflush(stdout) != 0) {
+	if (fwrite(line->buf, 1, line->len, ctx->text_out) != line->len ||
+	    fflush(ctx->text_out) != 0) {
 		ctx->output_failed = true;
 		fprintf(stderr, "fscrub: unable to write the report: %s\n", strerror(errno));
 	}
 }
 
-void report_at(struct scrub_ctx *ctx, enum severity sev, const char *check,
-	       const struct dir_node *dir, const char *name, uint64_t ino,
-	       const char *file, int line, const char *fmt, ...)
+/* Count a finding; false if it is not to be printed (an info without -v). */
+static bool count_finding(struct scrub_ctx *ctx, enum severity sev)
 {
-	struct strbuf sb = STRBUF_INIT;
-	va_list ap;
-
 	switch (sev) {
 	case SEV_ERROR: {
 		unsigned long long n = atomic_fetch_add(&ctx->nr_errors, 1) + 1;
 
 		if (ctx->opt.max_errors && n >= ctx->opt.max_errors)
 			atomic_store(&ctx->aborted, true);
-		break;
+		return true;
 	}
 	case SEV_WARNING:
 		atomic_fetch_add(&ctx->nr_warnings, 1);
-		break;
+		return true;
 	case SEV_INFO:
 		atomic_fetch_add(&ctx->nr_infos, 1);
-		if (!ctx->opt.verbose)
-			return;
-		break;
+		return ctx->opt.verbose;
 	}
+	return true;
+}
 
-	strbuf_addstr(&sb, severity_label[sev]);
-	strbuf_addstr(&sb, ": ");
-	report_path(ctx, &sb, dir, name);
-	if (ino)
-		strbuf_addf(&sb, " (inode %llu)", (unsigned long long)ino);
-	strbuf_addstr(&sb, ": ");
-	va_start(ap, fmt);
-	strbuf_vaddf(&sb, fmt, ap);
-	va_end(ap);
-	strbuf_addf(&sb, " [%s]", check);
+static void format_text(struct scrub_ctx *ctx, const struct finding *f, struct strbuf *sb)
+{
+	strbuf_addstr(sb, severity_label[f->severity]);
+	strbuf_addstr(sb, ": ");
+	strbuf_addstr(sb, f->path);
+	if (f->ino)
+		strbuf_addf(sb, " (inode %llu)", (unsigned long long)f->ino);
+	strbuf_addstr(sb, ": ");
+	strbuf_addstr(sb, f->message);
+	strbuf_addf(sb, " [%s]", f->check);
 	if (ctx->opt.debug)
-		strbuf_addf(&sb, " [%s:%d]", source_name(file), line);
-	strbuf_addch(&sb, '\n');
+		strbuf_addf(sb, " [%s:%d]", source_name(f->file), f->line);
+	strbuf_addch(sb, '\n');
+}
 
+static void vreport(struct scrub_ctx *ctx, struct finding *f, const struct dir_node *dir,
+		    const char *name, const char *fmt, va_list ap)
+{
+	struct strbuf path = STRBUF_INIT, msg = STRBUF_INIT, line = STRBUF_INIT;
+	bool print = count_finding(ctx, f->severity);
+
+	/* JSON gets every finding, infos too; text gets infos only with -v. */
+	if (!print && !ctx->json)
+		return;
+	report_path(ctx, &path, dir, name);
+	strbuf_vaddf(&msg, fmt, ap);
+	f->path = path.buf;
+	f->message = msg.buf;
+	if (print)
+		format_text(ctx, f, &line);
 	pthread_mutex_lock(&ctx->report_lock);
-	emit_line(ctx, &sb);
+	if (print) {
+		progress_clear_line(ctx);
+		emit_line(ctx, &line);
+	}
+	if (ctx->json)
+		json_report_finding(ctx, f);
 	pthread_mutex_unlock(&ctx->report_lock);
-	strbuf_release(&sb);
+	strbuf_release(&path);
+	strbuf_release(&msg);
+	strbuf_release(&line);
+}
+
+void report_at(struct scrub_ctx *ctx, enum severity sev, const char *check,
+	       const struct dir_node *dir, const char *name, uint64_t ino,
+	       const char *file, int line, const char *fmt, ...)
+{
+	struct finding f = {
+		.severity = sev, .check = check, .ino = ino, .file = file, .line = line,
+	};
+	va_list ap;
+
+	va_start(ap, fmt);
+	vreport(ctx, &f, dir, name, fmt, ap);
+	va_end(ap);
+}
+
+void report_range_at(struct scrub_ctx *ctx, enum severity sev, const char *check,
+		     const struct dir_node *dir, const char *name, uint64_t ino,
+		     uint64_t offset, uint64_t length, const char *file, int line,
+		     const char *fmt, ...)
+{
+	struct finding f = {
+		.severity = sev, .check = check, .ino = ino, .file = file, .line = line,
+		.has_range = true, .offset = offset, .length = length,
+	};
+	va_list ap;
+
+	va_start(ap, fmt);
+	vreport(ctx, &f, dir, name, fmt, ap);
+	va_end(ap);
 }
 
 void report_operational(struct scrub_ctx *ctx, const struct dir_node *dir,
@@ -139,21 +191,37 @@ void report_operational(struct scrub_ctx *ctx, const struct dir_node *dir,
 	strbuf_release(&sb);
 }
 
-void report_verbose(struct scrub_ctx *ctx, const char *fmt, ...)
+static void vreport_text(struct scrub_ctx *ctx, const char *fmt, va_list ap)
 {
 	struct strbuf sb = STRBUF_INIT;
+
+	strbuf_vaddf(&sb, fmt, ap);
+	strbuf_addch(&sb, '\n');
+	pthread_mutex_lock(&ctx->report_lock);
+	progress_clear_line(ctx);
+	emit_line(ctx, &sb);
+	pthread_mutex_unlock(&ctx->report_lock);
+	strbuf_release(&sb);
+}
+
+void report_text(struct scrub_ctx *ctx, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vreport_text(ctx, fmt, ap);
+	va_end(ap);
+}
+
+void report_verbose(struct scrub_ctx *ctx, const char *fmt, ...)
+{
 	va_list ap;
 
 	if (!ctx->opt.verbose)
 		return;
 	va_start(ap, fmt);
-	strbuf_vaddf(&sb, fmt, ap);
+	vreport_text(ctx, fmt, ap);
 	va_end(ap);
-	strbuf_addch(&sb, '\n');
-	pthread_mutex_lock(&ctx->report_lock);
-	emit_line(ctx, &sb);
-	pthread_mutex_unlock(&ctx->report_lock);
-	strbuf_release(&sb);
 }
 
 static const char *plural(unsigned long long n, const char *one, const char *many)
@@ -190,6 +258,7 @@ void report_summary(struct scrub_ctx *ctx)
 			    operr, plural(operr, "error", "errors"));
 	strbuf_addch(&sb, '\n');
 	pthread_mutex_lock(&ctx->report_lock);
+	progress_clear_line(ctx);
 	emit_line(ctx, &sb);
 	pthread_mutex_unlock(&ctx->report_lock);
 	strbuf_release(&sb);

@@ -40,6 +40,19 @@ enum scrub_exit {
 	EXIT_CANCELLED		= 32,
 };
 
+/* One finding, as the sinks (text, JSON) receive it. */
+struct finding {
+	enum severity severity;
+	const char *check;
+	const char *path;		/* escaped, as printed */
+	uint64_t ino;			/* 0: none */
+	bool has_range;			/* offset and length mean something */
+	uint64_t offset, length;	/* bytes, in the file (or device) */
+	const char *message;
+	const char *file;		/* source of the check, for -d */
+	int line;
+};
+
 /*
  * Report a finding about the object at dir/name (name NULL: dir itself; dir
  * NULL: the filesystem).  ino 0 omits the inode.  Use the macros below so
@@ -49,6 +62,16 @@ void report_at(struct scrub_ctx *ctx, enum severity sev, const char *check,
 	       const struct dir_node *dir, const char *name, uint64_t ino,
 	       const char *file, int line, const char *fmt, ...)
 	__attribute__((format(printf, 9, 10)));
+/* The same, about the byte range [offset, offset + length) of the object. */
+void report_range_at(struct scrub_ctx *ctx, enum severity sev, const char *check,
+		     const struct dir_node *dir, const char *name, uint64_t ino,
+		     uint64_t offset, uint64_t length, const char *file, int line,
+		     const char *fmt, ...)
+	__attribute__((format(printf, 11, 12)));
+
+#define str_error_range(ctx, check, dir, name, ino, off, len, ...) \
+	report_range_at(ctx, SEV_ERROR, check, dir, name, ino, off, len, \
+			__FILE__, __LINE__, __VA_ARGS__)
 
 #define str_error(ctx, check, dir, name, ino, ...) \
 	report_at(ctx, SEV_ERROR, check, dir, name, ino, __FILE__, __LINE__, __VA_ARGS__)
@@ -73,7 +96,10 @@ void report_operational(struct scrub_ctx *ctx, const struct dir_node *dir,
 			const char *name, int err, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
 
-/* Verbose-only progress notes on stdout ("-v"), serialised with findings. */
+/* A line of the text report (e.g. -T), serialised with findings. */
+void report_text(struct scrub_ctx *ctx, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* The same, only with -v. */
 void report_verbose(struct scrub_ctx *ctx, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 

@@ -15,6 +15,7 @@
 #include "report.h"
 #include "strbuf.h"
 #include "inoset.h"
+#include "progress.h"
 #include "workqueue.h"
 
 #ifndef EFSCORRUPTED
@@ -271,6 +272,7 @@ static void walk_one_dir(struct workqueue *wq, struct wq_item *item,
 	}
 	t->stats.dirs++;
 	t->stats.inodes++;
+	progress_add(&ctx->progress_done, 1);
 	t->stats.blocks += d.before.stx_blocks;
 	if (ws->v->dir_begin)
 		ws->v->dir_begin(t, &d);

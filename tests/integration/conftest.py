@@ -192,3 +192,23 @@ def cleanups():
             fn()
         except Exception as e:  # keep cleaning up
             print("cleanup failed: %r" % e, file=sys.stderr)
+
+
+@pytest.fixture
+def big_fs(image_factory):
+    """ext4 on a direct-I/O loop device with 768 MiB of file data."""
+    img = image_factory("ext4", size_mb=1024)
+    img.mkfs()
+    img.attach(direct_io=True)
+    mnt = img.mount()
+    block = os.urandom(1 << 20)
+    for i in range(3):
+        with open(os.path.join(mnt, "data%d" % i), "wb") as f:
+            for _ in range(256):
+                f.write(block)
+    img.offline()
+    img.attach(direct_io=True)      # reads go to the disk, not the host's cache
+    img.mount()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+    return img.mnt

@@ -56,7 +56,8 @@ def test_help_and_version():
     # every option in the usage text is in the man page
     man = open(os.path.join(os.path.dirname(FSCRUB), "..", "man", "fscrub.8")).read()
     for opt in ("max-errors", "background", "progress-fd", "debug", "threads", "mtab",
-                "no-modify", "type", "times", "verbose", "version", "verify-data"):
+                "no-modify", "type", "times", "verbose", "version", "verify-data",
+                "json", "metrics"):
         assert "--" + opt in r.stdout
         assert "\\-\\-" + opt.replace("-", "\\-") in man, opt
     r = run_fscrub("-V")

@@ -12,23 +12,6 @@ import pytest
 from conftest import FSCRUB, check_sanitizers, need_tools, SUMMARY
 
 
-@pytest.fixture
-def big_fs(image_factory):
-    """ext4 on a direct-I/O loop device with 768 MiB of file data."""
-    img = image_factory("ext4", size_mb=1024)
-    img.mkfs()
-    img.attach(direct_io=True)
-    mnt = img.mount()
-    for i in range(3):
-        with open(os.path.join(mnt, "data%d" % i), "wb") as f:
-            for _ in range(256):
-                f.write(os.urandom(1 << 20))
-    img.remount()
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("3\n")
-    return img.mnt
-
-
 def start_and_freeze(*args):
     """Start fscrub -v -x ..., stop it as soon as phase 5 begins."""
     p = subprocess.Popen([FSCRUB, "-v", "-x"] + list(args), stdout=subprocess.PIPE,

@@ -1,0 +1,237 @@
+/*
+ * json_report: the streamed JSON report; see json_report.h.
+ */
+#include "json_report.h"
+
+#include <errno.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backends/backend.h"
+#include "context.h"
+#include "names.h"
+#include "report.h"
+#include "strbuf.h"
+
+struct json_report {
+	FILE *f;
+	char *path;		/* final name; NULL for stdout */
+	char *tmp;		/* where it is written until complete */
+	bool began;		/* the header and "findings": [ are out */
+	unsigned long long nr_findings;
+	json_object *phases;
+	char started[32];
+	int err;		/* first write error (errno) */
+};
+
+static const char *severity_name[] = {
+	[SEV_INFO] = "info", [SEV_WARNING] = "warning", [SEV_ERROR] = "error",
+};
+
+static void iso8601_now(char *buf, size_t size)
+{
+	time_t t = time(NULL);
+	struct tm tm;
+
+	gmtime_r(&t, &tm);
+	strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* A string from the system (a path, a device name) made printable. */
+static json_object *escaped_string(const char *s)
+{
+	struct strbuf sb = STRBUF_INIT;
+	json_object *o;
+
+	if (!s)
+		return NULL;
+	names_escape(&sb, s, strlen(s));
+	o = json_object_new_string(sb.buf);
+	strbuf_release(&sb);
+	return o;
+}
+
+static void put(struct json_report *j, const char *s)
+{
+	if (!j->err && fputs(s, j->f) == EOF)
+		j->err = errno ? errno : EIO;
+}
+
+/* Write "key":value, and free the value. */
+static void put_member(struct json_report *j, const char *key, json_object *v, bool comma)
+{
+	json_object *k = json_object_new_string(key);
+
+	put(j, json_object_to_json_string_ext(k, JSON_C_TO_STRING_PLAIN));
+	put(j, ":");
+	put(j, v ? json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN) : "null");
+	if (comma)
+		put(j, ",");
+	json_object_put(k);
+	json_object_put(v);
+}
+
+int json_report_open(struct scrub_ctx *ctx)
+{
+	struct json_report *j = xcalloc(1, sizeof(*j));
+	const char *path = ctx->opt.json_path;
+
+	if (!strcmp(path, "-")) {
+		j->f = stdout;
+		ctx->text_out = stderr;	/* standard output is the JSON's alone */
+	} else {
+		struct strbuf tmp = STRBUF_INIT;
+
+		strbuf_addf(&tmp, "%s.tmp.%ld", path, (long)getpid());
+		j->f = fopen(tmp.buf, "we");
+		if (!j->f) {
+			int err = errno;
+
+			strbuf_release(&tmp);
+			free(j);
+			return err;
+		}
+		j->path = xstrdup(path);
+		j->tmp = strbuf_detach(&tmp);
+	}
+	j->phases = json_object_new_array();
+	iso8601_now(j->started, sizeof(j->started));
+	ctx->json = j;
+	return 0;
+}
+
+static void begin(struct scrub_ctx *ctx, struct json_report *j)
+{
+	json_object *fs = json_object_new_object();
+	json_object *opt = json_object_new_object();
+
+	j->began = true;
+	json_object_object_add(fs, "mountpoint", escaped_string(ctx->mntpoint));
+	json_object_object_add(fs, "source", escaped_string(ctx->source));
+	json_object_object_add(fs, "type", escaped_string(ctx->fstype));
+	json_object_object_add(fs, "fsroot", escaped_string(ctx->fsroot));
+	json_object_object_add(opt, "target", escaped_string(ctx->opt.target));
+	json_object_object_add(opt, "check_only", json_object_new_boolean(ctx->opt.check_only));
+	json_object_object_add(opt, "verify_data", json_object_new_boolean(ctx->opt.verify_data));
+	json_object_object_add(opt, "background", json_object_new_boolean(ctx->opt.background));
+	json_object_object_add(opt, "threads", json_object_new_int((int)ctx->opt.nr_threads));
+	json_object_object_add(opt, "max_errors",
+			       json_object_new_int64((int64_t)ctx->opt.max_errors));
+	put(j, "{");
+	put_member(j, "fscrub_version", json_object_new_string(FSCRUB_VERSION), true);
+	put_member(j, "started", json_object_new_string(j->started), true);
+	put_member(j, "filesystem", ctx->mntpoint ? fs : NULL, true);
+	if (!ctx->mntpoint)
+		json_object_put(fs);
+	put_member(j, "backend", ctx->ops ? json_object_new_string(ctx->ops->name) : NULL, true);
+	put_member(j, "options", opt, true);
+	put(j, "\"findings\":[");
+}
+
+void json_report_finding(struct scrub_ctx *ctx, const struct finding *f)
+{
+	struct json_report *j = ctx->json;
+	json_object *o = json_object_new_object();
+
+	if (!j->began)
+		begin(ctx, j);
+	json_object_object_add(o, "severity", json_object_new_string(severity_name[f->severity]));
+	json_object_object_add(o, "check", json_object_new_string(f->check));
+	json_object_object_add(o, "path", json_object_new_string(f->path));
+	json_object_object_add(o, "inode", f->ino ? json_object_new_int64((int64_t)f->ino) : NULL);
+	json_object_object_add(o, "offset",
+			       f->has_range ? json_object_new_int64((int64_t)f->offset) : NULL);
+	json_object_object_add(o, "length",
+			       f->has_range ? json_object_new_int64((int64_t)f->length) : NULL);
+	json_object_object_add(o, "message", json_object_new_string(f->message));
+	if (j->nr_findings++)
+		put(j, ",");
+	put(j, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+	json_object_put(o);
+}
+
+void json_report_phase(struct scrub_ctx *ctx, int number, const char *title,
+		       double wall, double user, double sys, unsigned long long items,
+		       const char *unit)
+{
+	json_object *o = json_object_new_object();
+
+	if (!ctx->json)
+		return;
+	json_object_object_add(o, "number", json_object_new_int(number));
+	json_object_object_add(o, "title", json_object_new_string(title));
+	json_object_object_add(o, "wall_seconds", json_object_new_double(wall));
+	json_object_object_add(o, "user_seconds", json_object_new_double(user));
+	json_object_object_add(o, "system_seconds", json_object_new_double(sys));
+	json_object_object_add(o, "items", json_object_new_int64((int64_t)items));
+	json_object_object_add(o, "unit", json_object_new_string(unit));
+	json_object_array_add(ctx->json->phases, o);
+}
+
+static json_object *counts_object(const struct scrub_ctx *ctx)
+{
+	json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "errors", json_object_new_int64((int64_t)ctx->nr_errors));
+	json_object_object_add(o, "warnings", json_object_new_int64((int64_t)ctx->nr_warnings));
+	json_object_object_add(o, "infos", json_object_new_int64((int64_t)ctx->nr_infos));
+	json_object_object_add(o, "operational",
+			       json_object_new_int64((int64_t)ctx->nr_operational));
+	return o;
+}
+
+static json_object *stats_object(const struct scrub_stats *s)
+{
+	json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "directories", json_object_new_int64((int64_t)s->dirs));
+	json_object_object_add(o, "files", json_object_new_int64((int64_t)s->files));
+	json_object_object_add(o, "symlinks", json_object_new_int64((int64_t)s->symlinks));
+	json_object_object_add(o, "special_files", json_object_new_int64((int64_t)s->specials));
+	json_object_object_add(o, "inodes", json_object_new_int64((int64_t)s->inodes));
+	json_object_object_add(o, "extents", json_object_new_int64((int64_t)s->extents));
+	json_object_object_add(o, "xattrs", json_object_new_int64((int64_t)s->xattrs));
+	json_object_object_add(o, "bytes_read", json_object_new_int64((int64_t)s->bytes_read));
+	return o;
+}
+
+int json_report_finish(struct scrub_ctx *ctx, int exit_code)
+{
+	struct json_report *j = ctx->json;
+	char finished[32];
+	int err;
+
+	if (!j)
+		return 0;
+	if (!j->began)
+		begin(ctx, j);
+	iso8601_now(finished, sizeof(finished));
+	put(j, "],");
+	put_member(j, "phases", j->phases, true);
+	put_member(j, "counts", counts_object(ctx), true);
+	put_member(j, "stats", stats_object(&ctx->stats), true);
+	put_member(j, "cancelled", json_object_new_boolean(scrub_cancelled), true);
+	put_member(j, "finished", json_object_new_string(finished), true);
+	put_member(j, "exit_code", json_object_new_int(exit_code), false);
+	put(j, "}\n");
+	if (!j->err && fflush(j->f) == EOF)
+		j->err = errno ? errno : EIO;
+	if (j->path) {
+		if (fclose(j->f) == EOF && !j->err)
+			j->err = errno ? errno : EIO;
+		if (!j->err && rename(j->tmp, j->path) < 0)
+			j->err = errno;
+		if (j->err)
+			unlink(j->tmp);
+	}
+	err = j->err;
+	free(j->path);
+	free(j->tmp);
+	free(j);
+	ctx->json = NULL;
+	return err;
+}

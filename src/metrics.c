@@ -1,0 +1,91 @@
+/*
+ * metrics: Prometheus textfile output; see metrics.h.
+ */
+#include "metrics.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backends/backend.h"
+#include "context.h"
+#include "names.h"
+#include "strbuf.h"
+
+/* A label value: names_escape() makes it printable, then \ " and newline. */
+static void add_label(struct strbuf *sb, const char *key, const char *value, bool comma)
+{
+	struct strbuf esc = STRBUF_INIT;
+
+	names_escape(&esc, value ? value : "", value ? strlen(value) : 0);
+	strbuf_addf(sb, "%s=\"", key);
+	for (size_t i = 0; i < esc.len; i++) {
+		if (esc.buf[i] == '\\' || esc.buf[i] == '"')
+			strbuf_addch(sb, '\\');
+		strbuf_addch(sb, esc.buf[i]);
+	}
+	strbuf_addstr(sb, comma ? "\"," : "\"");
+	strbuf_release(&esc);
+}
+
+static void add_metric(struct strbuf *sb, const char *labels, const char *name,
+		       const char *help, double value)
+{
+	strbuf_addf(sb, "# HELP fscrub_%s %s\n# TYPE fscrub_%s gauge\n", name, help, name);
+	strbuf_addf(sb, "fscrub_%s{%s} %.15g\n", name, labels, value);
+}
+
+int metrics_write(struct scrub_ctx *ctx, int exit_code, double duration)
+{
+	struct strbuf labels = STRBUF_INIT, body = STRBUF_INIT, tmp = STRBUF_INIT;
+	const struct scrub_stats *s = &ctx->stats;
+	const char *path = ctx->opt.metrics_path;
+	struct timespec now;
+	FILE *f;
+	int err = 0;
+
+	add_label(&labels, "mountpoint", ctx->mntpoint ? ctx->mntpoint : ctx->opt.target, true);
+	add_label(&labels, "fstype", ctx->fstype ? ctx->fstype : "unknown", true);
+	add_label(&labels, "backend", ctx->ops ? ctx->ops->name : "none", false);
+	clock_gettime(CLOCK_REALTIME, &now);
+	add_metric(&body, labels.buf, "last_run_end_time_seconds",
+		   "When the last scrub ended (Unix time).",
+		   (double)now.tv_sec + (double)now.tv_nsec / 1e9);
+	add_metric(&body, labels.buf, "last_run_duration_seconds",
+		   "How long the last scrub took.", duration);
+	add_metric(&body, labels.buf, "last_run_exit_code",
+		   "fsck(8) exit code of the last scrub (0 clean, 4 errors, 8 operational, "
+		   "32 cancelled).", exit_code);
+	add_metric(&body, labels.buf, "last_run_errors", "Errors found by the last scrub.",
+		   (double)ctx->nr_errors);
+	add_metric(&body, labels.buf, "last_run_warnings", "Warnings found by the last scrub.",
+		   (double)ctx->nr_warnings);
+	add_metric(&body, labels.buf, "last_run_operational_errors",
+		   "Things the last scrub could not check.", (double)ctx->nr_operational);
+	add_metric(&body, labels.buf, "last_run_inodes_checked",
+		   "Inodes the last scrub checked.", (double)s->inodes);
+	add_metric(&body, labels.buf, "last_run_bytes_checked",
+		   "File data bytes the last scrub read back (-x).", (double)s->bytes_read);
+
+	strbuf_addf(&tmp, "%s.tmp.%ld", path, (long)getpid());
+	f = fopen(tmp.buf, "we");
+	if (!f) {
+		err = errno;
+	} else {
+		if (fwrite(body.buf, 1, body.len, f) != body.len || fflush(f) == EOF ||
+		    fsync(fileno(f)) < 0)
+			err = errno ? errno : EIO;
+		if (fclose(f) == EOF && !err)
+			err = errno ? errno : EIO;
+		if (!err && rename(tmp.buf, path) < 0)
+			err = errno;
+		if (err)
+			unlink(tmp.buf);
+	}
+	strbuf_release(&labels);
+	strbuf_release(&body);
+	strbuf_release(&tmp);
+	return err;
+}

@@ -1,0 +1,19 @@
+/*
+ * metrics: --metrics FILE, the result of the run in Prometheus text format
+ * for node_exporter's textfile collector.
+ *
+ * One sample per metric, labelled with the mount point, the filesystem
+ * type and the backend, so one file per filesystem (or one directory of
+ * them) feeds a dashboard and an alert on fscrub_last_run_exit_code.  The
+ * file is written to FILE.tmp.PID and renamed over FILE, so the collector
+ * never reads half of it.
+ */
+#ifndef FSCRUB_METRICS_H
+#define FSCRUB_METRICS_H
+
+struct scrub_ctx;
+
+/* Returns 0 or a positive errno (exit bit 8). */
+int metrics_write(struct scrub_ctx *ctx, int exit_code, double duration_seconds);
+
+#endif

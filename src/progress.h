@@ -1,0 +1,45 @@
+/*
+ * progress: how far the scan is, for people and for programs.
+ *
+ * -C FD writes the line e2fsck -C and xfs_scrub -C write, about every half
+ * second: "PHASE DONE TOTAL MOUNTPOINT".  When FD is a terminal it draws a
+ * one-line bar instead (phase, percent, rate, ETA), at most four times a
+ * second, erased at the end.  -v prints a status line every 10 seconds.
+ *
+ * Totals come from statfs before each phase: inodes in use for phase 3,
+ * bytes in use for phase 5, so the percentage is honest from the start.
+ * On a live filesystem the count can pass the total: DONE is held just
+ * below TOTAL until the phase ends, when one line says DONE == TOTAL.
+ * Where statfs has no inode count (btrfs), TOTAL is DONE + 1 until the end.
+ *
+ * A background thread does the writing; the scan only adds to one atomic
+ * counter (progress_add), so the walk never waits for a slow terminal.
+ */
+#ifndef FSCRUB_PROGRESS_H
+#define FSCRUB_PROGRESS_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+struct scrub_ctx;
+
+/* Start the reporter if -C or -v asks for one (after phase 1). */
+int progress_start(struct scrub_ctx *ctx);
+/* A phase begins: its number, title, total (0: unknown) and unit. */
+void progress_phase(struct scrub_ctx *ctx, int phase, const char *title,
+		    unsigned long long total, const char *unit);
+/* The phase is over: a last line with DONE == TOTAL. */
+void progress_phase_end(struct scrub_ctx *ctx);
+/* Stop the reporter and erase the bar. */
+void progress_stop(struct scrub_ctx *ctx);
+
+/* Findings are about to be printed on the terminal: clear the bar's line. */
+void progress_clear_line(struct scrub_ctx *ctx);
+
+/* Count work done in the current phase (cheap; callable from any thread). */
+static inline void progress_add(atomic_ullong *counter, unsigned long long n)
+{
+	atomic_fetch_add_explicit(counter, n, memory_order_relaxed);
+}
+
+#endif

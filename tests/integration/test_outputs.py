@@ -1,0 +1,194 @@
+"""What fscrub writes besides the text report: the JSON report (--json),
+Prometheus metrics (--metrics) and progress (-C FD: fsck lines, or a bar
+on a terminal; -v status lines).  Each is parsed and checked against the
+text report of the same run."""
+
+import json
+import os
+import pty
+import re
+import subprocess
+import time
+
+import pytest
+
+from conftest import FSCRUB, FINDING, check_sanitizers, run_fscrub
+import faults
+
+
+@pytest.fixture
+def faulty_ext4(image_factory):
+    """ext4 with a wrong link count, an unreadable file and a newline name."""
+    img = image_factory("ext4", size_mb=128)
+    img.mkfs()
+    mnt = img.mount()
+    os.mkfifo(os.path.join(mnt, "odd\nname"))
+    img.offline()
+    nl = faults.ext4_wrong_nlink(img, nlink=4)
+    rd = faults.ext4_read_error(img)
+    time.sleep(1.1)     # past the changed-during-scan margin
+    img.mount()
+    return img.mnt, nl, rd
+
+
+def findings_of_json(doc):
+    return [(f["severity"].capitalize(), f["path"], f["inode"], f["message"], f["check"])
+            for f in doc["findings"]]
+
+
+def findings_of_text(text):
+    out = []
+    for line in text.splitlines():
+        m = FINDING.match(line)
+        if m:
+            sev, path, ino, msg, check = m.groups()
+            out.append((sev, path, int(ino) if ino else None, msg, check))
+    return out
+
+
+def test_json_agrees_with_text(faulty_ext4, workdir):
+    mnt, nl, rd = faulty_ext4
+    out = os.path.join(workdir, "report.json")
+    r = run_fscrub("-v", "-x", "--json", out, mnt)
+    assert r.rc == 4, r
+    doc = json.load(open(out))
+    assert findings_of_json(doc) == findings_of_text(r.stdout)
+    assert doc["exit_code"] == 4 and doc["cancelled"] is False
+    assert doc["filesystem"]["mountpoint"] == mnt and doc["filesystem"]["type"] == "ext4"
+    assert doc["backend"] == "generic" and doc["options"]["verify_data"] is True
+    assert doc["counts"]["errors"] == r.summary[1] and doc["counts"]["warnings"] == r.summary[2]
+    assert [p["number"] for p in doc["phases"]] == [1, 2, 3, 4, 5, 6]
+    assert all(p["wall_seconds"] >= 0 for p in doc["phases"])
+    assert doc["stats"]["bytes_read"] > 0 and doc["stats"]["inodes"] > 5
+    reads = [f for f in doc["findings"] if f["check"] == "data.read"]
+    assert reads and reads[0]["offset"] == 0 and reads[0]["length"] == rd["size"]
+    assert [f for f in doc["findings"] if f["check"] == "nlink.count"][0]["inode"] == nl["inode"]
+    # written atomically: no temporary file is left
+    assert not [n for n in os.listdir(workdir) if ".tmp." in n]
+
+
+def test_json_to_stdout_moves_the_text_to_stderr(faulty_ext4):
+    mnt, nl, rd = faulty_ext4
+    r = run_fscrub("--json", "-", mnt)
+    assert r.rc == 4
+    doc = json.loads(r.stdout)
+    assert doc["counts"]["errors"] >= 2
+    assert "Unmount and run fsck." in r.stderr
+    # without -v infos are not in the text, but JSON has every finding
+    text = findings_of_text(r.stderr)
+    assert [f for f in findings_of_json(doc) if f[0] != "Info"] == text
+
+
+def test_json_unwritable_is_a_usage_error(faulty_ext4):
+    mnt, _, _ = faulty_ext4
+    r = run_fscrub("--json", "/nonexistent/dir/r.json", mnt)
+    assert r.rc == 16 and "cannot write the JSON report" in r.stderr
+
+
+def test_json_enospc_is_operational_and_keeps_the_text(faulty_ext4, workdir, cleanups):
+    mnt, _, _ = faulty_ext4
+    full = os.path.join(workdir, "full")
+    os.mkdir(full)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "fscrub-full", full], check=True)
+    cleanups.append(lambda: subprocess.run(["umount", full], check=True))
+    subprocess.run(["dd", "if=/dev/zero", "of=" + os.path.join(full, "filler"), "bs=4k"],
+                   capture_output=True)
+    r = run_fscrub("-v", "--json", os.path.join(full, "r.json"), mnt)
+    assert r.rc == 4 | 8, r
+    assert "cannot write the JSON report" in r.stderr and "No space left" in r.stderr
+    assert "Unmount and run fsck." in r.stdout          # the text report is whole
+    assert not [n for n in os.listdir(full) if n.startswith("r.json")]
+
+
+def parse_prom(text):
+    samples = {}
+    for line in text.splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        m = re.match(r'^(fscrub_[a-z_]+)\{(.*)\} (\S+)$', line)
+        assert m, line
+        labels = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(2)))
+        samples[m.group(1)] = (labels, float(m.group(3)))
+    return samples
+
+
+def test_metrics(faulty_ext4, workdir):
+    mnt, _, _ = faulty_ext4
+    out = os.path.join(workdir, "fscrub.prom")
+    r = run_fscrub("-x", "--metrics", out, mnt)
+    assert r.rc == 4
+    m = parse_prom(open(out).read())
+    labels, code = m["fscrub_last_run_exit_code"]
+    assert code == 4 and labels == {"mountpoint": mnt, "fstype": "ext4", "backend": "generic"}
+    assert m["fscrub_last_run_errors"][1] == r.summary[1]
+    assert m["fscrub_last_run_warnings"][1] == r.summary[2]
+    assert m["fscrub_last_run_bytes_checked"][1] > 0
+    assert m["fscrub_last_run_inodes_checked"][1] > 5
+    assert abs(m["fscrub_last_run_end_time_seconds"][1] - time.time()) < 60
+    assert 0 < m["fscrub_last_run_duration_seconds"][1] < 60
+    assert not [n for n in os.listdir(workdir) if ".tmp." in n]
+    r = run_fscrub("--metrics", "/nonexistent/x.prom", mnt)
+    assert r.rc == 16 and "cannot write the metrics file" in r.stderr
+
+
+def test_progress_lines(faulty_ext4):
+    """-C FD on a pipe: 'PHASE DONE TOTAL MOUNTPOINT', monotonic, each
+    phase ending at its total."""
+    mnt, _, _ = faulty_ext4
+    rfd, wfd = os.pipe()
+    p = subprocess.Popen([FSCRUB, "-x", "-C", str(wfd), mnt], pass_fds=(wfd,),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    os.close(wfd)
+    lines = os.fdopen(rfd).read().splitlines()
+    out, err = p.communicate()
+    check_sanitizers(err)
+    assert p.returncode == 4
+    phases = {}
+    for line in lines:
+        ph, done, total, where = line.split(" ", 3)
+        assert where == mnt
+        phases.setdefault(int(ph), []).append((int(done), int(total)))
+    assert sorted(phases) == [2, 3, 4, 5, 6], lines
+    for ph, seq in phases.items():
+        dones = [d for d, _ in seq]
+        assert dones == sorted(dones), (ph, seq)
+        assert all(d <= t for d, t in seq), (ph, seq)
+        assert seq[-1][0] == seq[-1][1], (ph, seq)     # ends at its total
+    st = os.statvfs(mnt)
+    assert phases[3][0][1] == st.f_files - st.f_ffree    # total from statfs
+
+
+def test_progress_bar_on_a_terminal(big_fs):
+    master, slave = pty.openpty()
+    p = subprocess.Popen([FSCRUB, "-x", "-j", "1", "-C", str(slave), big_fs],
+                         pass_fds=(slave,), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:         # EIO: the last writer closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    out, err = p.communicate()
+    os.close(master)
+    check_sanitizers(err.decode())
+    assert p.returncode == 0, out + err
+    tty = b"".join(chunks).decode()
+    frames = [f for f in tty.split("\r") if f.startswith("Phase 5: Verify file data")]
+    assert frames, repr(tty[:500])
+    assert re.search(r"\d+\.\d%", frames[0]) and "/s" in frames[0] and "ETA" in frames[0], frames
+    assert tty.endswith("\r\x1b[K")           # erased at the end
+    assert "\n" not in tty                    # one line, redrawn in place
+    # at most a few redraws a second
+    assert len(frames) < 20 * 60
+
+
+def test_verbose_status_line(big_fs):
+    r = run_fscrub("-v", "-x", "-j", "1", big_fs, env={"FSCRUB_DEBUG_STATUS_MS": "100"})
+    assert r.rc == 0, r
+    status = [l for l in r.stdout.splitlines()
+              if re.match(r"^Phase 5: Verify file data +\d+\.\d% \d+/\d+ bytes \d+/s", l)]
+    assert status, r
