@@ -158,10 +158,11 @@ void json_report_phase(struct scrub_ctx *ctx, int number, const char *title,
 		       double wall, double user, double sys, unsigned long long items,
 		       const char *unit)
 {
-	json_object *o = json_object_new_object();
+	json_object *o;
 
 	if (!ctx->json)
 		return;
+	o = json_object_new_object();
 	json_object_object_add(o, "number", json_object_new_int(number));
 	json_object_object_add(o, "title", json_object_new_string(title));
 	json_object_object_add(o, "wall_seconds", json_object_new_double(wall));
