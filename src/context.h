@@ -87,6 +87,7 @@ struct scrub_ctx {
 	int mnt_fd;		/* the visible mount root, held so umount says EBUSY */
 	int walk_fd;		/* root of the tree walked: a private clone or mnt_fd */
 	bool walk_is_clone;	/* walk_fd is a detached clone: no submounts in it */
+	bool walk_is_readonly;	/* ... made read-only and noatime */
 	uint64_t walk_mnt_id;	/* statx mount id of walk_fd, if known */
 	bool have_mnt_id;
 	struct statx root_stx;

@@ -29,12 +29,7 @@
 #include "strbuf.h"
 #include "walk.h"
 
-#ifndef OPEN_TREE_CLONE
-#define OPEN_TREE_CLONE 1
-#endif
-#ifndef OPEN_TREE_CLOEXEC
-#define OPEN_TREE_CLOEXEC O_CLOEXEC
-#endif
+#include <sys/mount.h>
 
 /*
  * Descriptors kept for everything but directories: stdio, the mount, the
@@ -77,7 +72,25 @@ static int open_dir_noatime(int dirfd, const char *path)
  * submounts, so the walk cannot cross into another filesystem and sees the
  * directories that other mounts cover.  mnt_fd stays open, so umount of
  * the real mount still fails with EBUSY while fscrub runs.
+ *
+ * The clone is made read-only and noatime: nothing fscrub does through it
+ * can write to the filesystem, and readlink() (which has no O_NOATIME)
+ * does not update a symlink's atime.
  */
+static void restrict_clone(struct scrub_ctx *ctx, int tree)
+{
+	struct mount_attr attr = {
+		.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOATIME,
+		.attr_clr = MOUNT_ATTR__ATIME,
+	};
+
+	if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) == 0)
+		ctx->walk_is_readonly = true;
+	else
+		report_verbose(ctx, "Phase 1: cannot make the clone read-only and noatime (%s)",
+			       strerror(errno));
+}
+
 static void open_walk_root(struct scrub_ctx *ctx)
 {
 	/* FSCRUB_DEBUG_NO_CLONE: fault-injection knob for the fallback's tests. */
@@ -86,6 +99,7 @@ static void open_walk_root(struct scrub_ctx *ctx)
 				OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
 
 	if (tree >= 0) {
+		restrict_clone(ctx, tree);
 		ctx->walk_fd = open_dir_noatime(tree, ".");
 		close(tree);
 		if (ctx->walk_fd >= 0) {
@@ -240,8 +254,9 @@ static int phase1_find_fs(struct scrub_ctx *ctx)
 		atomic_store(&ctx->names_hidden, true);
 	}
 	if (ctx->walk_is_clone)
-		report_verbose(ctx, "Phase 1: walking a private clone of the mount: "
-			       "submounts are not entered, covered directories are seen");
+		report_verbose(ctx, "Phase 1: walking a private%s clone of the mount: "
+			       "submounts are not entered, covered directories are seen",
+			       ctx->walk_is_readonly ? " read-only, noatime" : "");
 	else
 		atomic_store(&ctx->names_hidden, true);
 	list_submounts(ctx, mi.id);
