@@ -84,6 +84,7 @@ struct scrub_ctx {
 	char *source;		/* mount source (device) */
 	char *fstype;		/* type from the mount table */
 	char *fsroot;		/* root of the mount within the fs ("/" normally) */
+	int table_mnt_id;	/* its id in the kernel's mount table, 0 if unknown */
 	int mnt_fd;		/* the visible mount root, held so umount says EBUSY */
 	int walk_fd;		/* root of the tree walked: a private clone or mnt_fd */
 	bool walk_is_clone;	/* walk_fd is a detached clone: no submounts in it */
@@ -103,6 +104,7 @@ struct scrub_ctx {
 	pthread_mutex_t suspects_lock;
 	struct dotdot_suspect *dotdot_suspects;
 	atomic_bool names_hidden;	/* a name may be invisible (covered mount point) */
+	atomic_bool dirs_changed;	/* a directory changed during the scan */
 	bool no_fiemap;			/* FSCRUB_DEBUG_NO_FIEMAP: always FIBMAP */
 	atomic_bool fiemap_missing_said;	/* "no FIEMAP" was reported */
 	atomic_bool fibmap_broken;	/* FIBMAP failed once: not tried again */

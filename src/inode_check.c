@@ -721,6 +721,17 @@ static void recount_links(struct scrub_ctx *ctx, struct link_suspects *ls)
 		if (again != e->found)
 			str_changed(ctx, CHECK_NLINK_COUNT, e->dir, e->name, e->ino,
 				    "%u names found, then %u", e->found, again);
+		else if (e->found < e->nlink && atomic_load(&ctx->dirs_changed))
+			/*
+			 * A directory moved from the part of the tree not yet read
+			 * into the part already read is seen by no walk, and
+			 * nothing about the inodes below it changes.  Once any
+			 * directory changed during the scan, a missing name is
+			 * not proof; an extra name still is.
+			 */
+			str_changed(ctx, CHECK_NLINK_COUNT, e->dir, e->name, e->ino,
+				    "link count is %u but %u names were found while directories "
+				    "were changing", e->nlink, e->found);
 		else if (e->found < e->nlink && atomic_load(&ctx->names_hidden))
 			str_info(ctx, CHECK_NLINK_COUNT, e->dir, e->name, e->ino,
 				 "link count is %u but %u names were found; the others may be "

@@ -116,6 +116,24 @@ unsigned mount_find_by_devno(struct libmnt_table *tb, dev_t devno, struct mount_
 	return n;
 }
 
+bool mount_id_attached(int id)
+{
+	int err;
+	struct libmnt_table *tb = mount_table_load(NULL, &err);
+	bool found = false;
+
+	if (!tb)
+		return true;	/* cannot tell: do not claim it went away */
+	struct libmnt_iter *it = mnt_new_iter(MNT_ITER_FORWARD);
+	struct libmnt_fs *fs;
+
+	while (it && !found && mnt_table_next_fs(tb, it, &fs) == 0)
+		found = mnt_fs_get_id(fs) == id;
+	mnt_free_iter(it);
+	mount_table_free(tb);
+	return found || !it;
+}
+
 void mount_for_each_child(struct libmnt_table *tb, int id,
 			  void (*fn)(const char *target, const char *fstype, void *arg),
 			  void *arg)

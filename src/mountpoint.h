@@ -12,6 +12,7 @@
 #ifndef FSCRUB_MOUNTPOINT_H
 #define FSCRUB_MOUNTPOINT_H
 
+#include <stdbool.h>
 #include <sys/types.h>
 
 #include "strbuf.h"
@@ -44,6 +45,9 @@ void mount_table_free(struct libmnt_table *tb);
 int mount_find_by_target(struct libmnt_table *tb, const char *path, struct mount_info *mi);
 /* Returns the number of mounts of the device (0: not mounted). */
 unsigned mount_find_by_devno(struct libmnt_table *tb, dev_t devno, struct mount_info *mi);
+
+/* Is the mount with this id still in the kernel's mount table? */
+bool mount_id_attached(int id);
 
 /* Mount points directly below mount id (for -v); fn is called per submount. */
 void mount_for_each_child(struct libmnt_table *tb, int id,

@@ -202,6 +202,7 @@ static int phase1_find_fs(struct scrub_ctx *ctx)
 	ctx->source = mi.source;
 	ctx->fstype = mi.fstype;
 	ctx->fsroot = mi.fsroot;
+	ctx->table_mnt_id = ctx->opt.mtab ? 0 : mi.id;
 	if (mi.nr_mounts > 1)
 		fprintf(stderr, "fscrub: %s is mounted in %u places; scrubbing %s\n",
 			ctx->opt.target, mi.nr_mounts, ctx->mntpoint);
@@ -439,6 +440,19 @@ static unsigned long long phase_total(const struct scrub_ctx *ctx, size_t i)
 	return 0;
 }
 
+/*
+ * A lazy unmount (umount -l) detaches the mount while fscrub still holds
+ * it: the scan could go on through the clone, but the administrator asked
+ * for the filesystem to go away.  Stop with an operational error.
+ */
+static bool unmounted_meanwhile(struct scrub_ctx *ctx)
+{
+	if (!ctx->table_mnt_id || mount_id_attached(ctx->table_mnt_id))
+		return false;
+	report_operational(ctx, NULL, NULL, 0, "the filesystem was unmounted during the scan");
+	return true;
+}
+
 int phases_run(struct scrub_ctx *ctx)
 {
 	for (size_t i = 0; i < sizeof(phases) / sizeof(phases[0]); i++) {
@@ -460,6 +474,8 @@ int phases_run(struct scrub_ctx *ctx)
 		if (ret)
 			return ret;
 		progress_phase_end(ctx);
+		if (i > 0 && unmounted_meanwhile(ctx))
+			return EXIT_OPERATIONAL;
 		if (i == 0 && (ret = progress_start(ctx)) < 0)
 			report_operational(ctx, NULL, NULL, -ret, "cannot start the progress reporter");
 		clock_now(&end);

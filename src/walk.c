@@ -270,6 +270,13 @@ static void walk_one_dir(struct workqueue *wq, struct wq_item *item,
 		dircache_unpin(&ctx->dcache, node);
 		goto out;
 	}
+	/*
+	 * A directory that changed during the scan may have lost a
+	 * subdirectory to the part of the tree already read: the names in it
+	 * are then seen by neither walk (see inode_check_links()).
+	 */
+	if (stx_changed_during_scan(ctx, &d.before))
+		atomic_store(&ctx->dirs_changed, true);
 	t->stats.dirs++;
 	t->stats.inodes++;
 	progress_add(&ctx->progress_done, 1);
