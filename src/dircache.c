@@ -14,10 +14,13 @@
 
 #define DIR_OPEN_FLAGS (O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME)
 
+static struct dir_node *node_alloc(const char *name, size_t namelen);
+
 void dircache_init(struct dircache *dc, unsigned budget)
 {
 	pthread_mutex_init(&dc->lock, NULL);
-	dc->lru.lru_next = dc->lru.lru_prev = &dc->lru;
+	dc->lru = node_alloc("", 0);
+	dc->lru->lru_next = dc->lru->lru_prev = dc->lru;
 	dc->nr_open = 0;
 	dc->peak_open = 0;
 	dc->budget = budget ? budget : 1;
@@ -26,6 +29,8 @@ void dircache_init(struct dircache *dc, unsigned budget)
 
 void dircache_release(struct dircache *dc)
 {
+	free(dc->lru);
+	dc->lru = NULL;
 	pthread_mutex_destroy(&dc->lock);
 }
 
@@ -79,10 +84,10 @@ static void lru_unlink(struct dir_node *node)
 
 static void lru_push_front(struct dircache *dc, struct dir_node *node)
 {
-	node->lru_next = dc->lru.lru_next;
-	node->lru_prev = &dc->lru;
-	dc->lru.lru_next->lru_prev = node;
-	dc->lru.lru_next = node;
+	node->lru_next = dc->lru->lru_next;
+	node->lru_prev = dc->lru;
+	dc->lru->lru_next->lru_prev = node;
+	dc->lru->lru_next = node;
 }
 
 void dir_node_put(struct dircache *dc, struct dir_node *node)
@@ -110,9 +115,9 @@ void dir_node_put(struct dircache *dc, struct dir_node *node)
 /* Close least recently used, unpinned descriptors beyond the budget. */
 static void evict_locked(struct dircache *dc)
 {
-	struct dir_node *node = dc->lru.lru_prev;
+	struct dir_node *node = dc->lru->lru_prev;
 
-	while (dc->nr_open > dc->budget && node != &dc->lru) {
+	while (dc->nr_open > dc->budget && node != dc->lru) {
 		struct dir_node *prev = node->lru_prev;
 
 		if (node->pins == 0) {

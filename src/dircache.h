@@ -44,7 +44,7 @@ struct dir_node {
 
 struct dircache {
 	pthread_mutex_t lock;
-	struct dir_node lru;		/* list head: lru.lru_next is most recent */
+	struct dir_node *lru;		/* list head (a sentinel): lru->lru_next is most recent */
 	unsigned nr_open;		/* descriptors held in the cache */
 	unsigned budget;		/* most descriptors the cache keeps */
 	unsigned peak_open;

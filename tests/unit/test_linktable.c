@@ -60,6 +60,7 @@ static void test_counts_and_mismatch(void **state)
 	assert_ptr_equal(s.e[0]->dir, root);
 	linktable_free(lt, put_dir, &dc);
 	dir_node_put(&dc, root);
+	dircache_release(&dc);
 }
 
 static void test_changed_between_sightings(void **state)
