@@ -21,11 +21,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "shardhash.h"
+
 struct dir_node;
 struct linktable;
 
 struct link_entry {
-	struct link_entry *next;
+	struct shard_link link;	/* first: the table's hash chain */
 	uint64_t dev, ino;
 	uint64_t ctime_ns;	/* ctime at the first sighting */
 	uint32_t nlink;		/* st_nlink at the first sighting */
