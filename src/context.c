@@ -43,6 +43,7 @@ void scrub_ctx_release(struct scrub_ctx *ctx)
 		dir_node_put(&ctx->dcache, s->dir);
 		free(s);
 	}
+	xlink_list_release(&ctx->xlinks);
 	if (ctx->dcache.lru)
 		dircache_release(&ctx->dcache);
 	if (ctx->walk_fd >= 0 && ctx->walk_fd != ctx->mnt_fd)

@@ -18,6 +18,7 @@
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
 
+#include "crosslink.h"
 #include "dircache.h"
 
 struct scrub_ops;
@@ -113,6 +114,8 @@ struct scrub_ctx {
 	uint64_t changed_since_ns;	/* ctime at or after this: changed during the scan */
 	unsigned quirks;	/* enum fs_quirks, set by the backend in phase 1 */
 	bool proc_fd_ok;	/* /proc/self/fd works: xattrs of non-files by path */
+
+	struct xlink_list xlinks;	/* data extents for the cross-link check (phase 3 -> 4) */
 
 	/* Totals, summed from the threads after each phase. */
 	struct scrub_stats stats;

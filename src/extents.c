@@ -89,7 +89,8 @@ void extent_buf_release(struct extent_buf *eb)
  * with *problem set (EXTENT_OK if none), or a negative errno from FIEMAP.
  */
 static int map_fork(struct extent_buf *eb, int fd, uint32_t flags,
-		    struct extent_cursor *cur, enum extent_problem *problem)
+		    struct extent_cursor *cur, enum extent_problem *problem,
+		    const struct walk_entry *collect_for, bool recent)
 {
 	uint64_t start = 0;
 
@@ -109,6 +110,9 @@ static int map_fork(struct extent_buf *eb, int fd, uint32_t flags,
 		*problem = extent_validate(cur, fm->fm_extents, fm->fm_mapped_extents);
 		if (*problem != EXTENT_OK)
 			return 0;
+		if (collect_for && eb->collect)
+			crosslink_collect(eb->collect, collect_for->stx.stx_ino, recent,
+					  fm->fm_extents, fm->fm_mapped_extents);
 		const struct fiemap_extent *last = &fm->fm_extents[fm->fm_mapped_extents - 1];
 		if ((last->fe_flags & FIEMAP_EXTENT_LAST) ||
 		    fm->fm_mapped_extents < eb->max_extents)
@@ -176,7 +180,8 @@ static bool check_fork(struct walk_thread *t, struct extent_buf *eb,
 	int ret;
 
 	extent_cursor_init(&cur, ctx->dev_size);
-	ret = map_fork(eb, fd, flags, &cur, &p);
+	ret = map_fork(eb, fd, flags, &cur, &p, flags ? NULL : e,
+		       stx_changed_during_scan(ctx, &e->stx));
 	if (ret < 0 && fiemap_unsupported(-ret))
 		return false;
 	t->stats.extents += cur.nr_extents;
@@ -185,7 +190,7 @@ static bool check_fork(struct walk_thread *t, struct extent_buf *eb,
 
 	/* Look again from scratch before saying anything. */
 	extent_cursor_init(&cur, ctx->dev_size);
-	ret = map_fork(eb, fd, flags, &cur, &p);
+	ret = map_fork(eb, fd, flags, &cur, &p, NULL, false);
 	if (ret == 0 && p == EXTENT_OK)
 		return true;
 	if (file_changed(fd, e)) {

@@ -18,6 +18,8 @@
 #include <stdint.h>
 #include <linux/fiemap.h>
 
+#include "crosslink.h"
+
 struct walk_thread;
 struct walk_dir;
 struct walk_entry;
@@ -47,10 +49,11 @@ void extent_cursor_init(struct extent_cursor *cur, uint64_t dev_size);
 enum extent_problem extent_validate(struct extent_cursor *cur,
 				    const struct fiemap_extent *ext, size_t n);
 
-/* Per-thread FIEMAP buffer. */
+/* Per-thread FIEMAP buffer, and the data extents kept for phase 4. */
 struct extent_buf {
 	struct fiemap *fm;
 	unsigned max_extents;
+	struct xlink_list *collect;	/* NULL: not collecting */
 };
 
 void extent_buf_init(struct extent_buf *eb);

@@ -13,6 +13,7 @@
 
 #include "backends/backend.h"
 #include "checks.h"
+#include "crosslink.h"
 #include "extents.h"
 #include "linktable.h"
 #include "names.h"
@@ -42,12 +43,14 @@ struct suspect {
 };
 
 struct check_thread {
+	struct scrub_ctx *ctx;
 	struct name_set names;
 	struct suspect *suspects;
 	size_t nr_suspects, alloc_suspects;
 	bool suspects_overflow;
 	struct xattr_buf xattrs;
 	struct extent_buf extents;
+	struct xlink_list xlinks;
 	char *linkbuf;
 	size_t linkbuf_size;
 };
@@ -56,11 +59,14 @@ static void *check_thread_init(struct scrub_ctx *ctx, unsigned index)
 {
 	struct check_thread *ct = xcalloc(1, sizeof(*ct));
 
-	(void)ctx;
 	(void)index;
 	name_set_init(&ct->names);
 	xattr_buf_init(&ct->xattrs);
 	extent_buf_init(&ct->extents);
+	/* Physical offsets mean something only on the mount's own device. */
+	if (ctx->dev_size)
+		ct->extents.collect = &ct->xlinks;
+	ct->ctx = ctx;
 	ct->linkbuf_size = 4097;
 	ct->linkbuf = xmalloc(ct->linkbuf_size);
 	return ct;
@@ -78,6 +84,7 @@ static void check_thread_free(void *p)
 {
 	struct check_thread *ct = p;
 
+	crosslink_merge(ct->ctx, &ct->xlinks);	/* walk threads are gone: no lock */
 	clear_suspects(ct);
 	free(ct->suspects);
 	name_set_release(&ct->names);
@@ -760,4 +767,5 @@ void inode_check_links(struct scrub_ctx *ctx)
 		recount_links(ctx, &ls);
 	free(ls.e);
 	free(ls.recount);
+	crosslink_check(ctx);
 }

@@ -382,7 +382,7 @@ static const struct phase phases[] = {
 	{ "Find the filesystem", "", "steps", NULL, false },
 	{ "Check filesystem metadata", "", "steps", phase2_metadata, false },
 	{ "Scan all inodes and the directory tree", "entries", "inodes", phase3_inodes, false },
-	{ "Check link counts and back pointers", "multiply-linked inodes", "steps",
+	{ "Check link counts, back pointers and cross-linked blocks", "multiply-linked inodes", "steps",
 	  phase4_links, false },
 	{ "Verify file data", "bytes", "bytes", phase5_data, true },
 	{ "Check summary counters", "", "steps", phase6_summary, false },

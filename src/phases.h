@@ -4,7 +4,7 @@
  *   Phase 1: Find the filesystem (mount, type, backend, limits).
  *   Phase 2: Check filesystem metadata (the backend's own checks).
  *   Phase 3: Scan all inodes and the directory tree.
- *   Phase 4: Check link counts and back pointers.
+ *   Phase 4: Check link counts, back pointers and cross-linked blocks.
  *   Phase 5: Verify file data (only with -x).
  *   Phase 6: Check summary counters.
  *

@@ -18,6 +18,9 @@ import os
 import random
 
 SEED = 1234
+# Directory moves nest directories ever deeper: keep the paths the workers
+# use (not fscrub, which needs no paths) well below PATH_MAX.
+MAX_DEPTH = 24
 
 
 def populate(area, dirs=40, files=15, size=4096):
@@ -61,7 +64,8 @@ def _worker(area, seed, counter, stop, max_ops):
     serial = 0
     done = 0
     ignorable = (errno.ENOENT, errno.EEXIST, errno.ENOTEMPTY, errno.EINVAL,
-                 errno.ENOTDIR, errno.EISDIR, errno.EXDEV, errno.EMLINK, errno.ENOSPC)
+                 errno.ENOTDIR, errno.EISDIR, errno.EXDEV, errno.EMLINK, errno.ENOSPC,
+                 errno.ENAMETOOLONG)
 
     def fresh(parent):
         nonlocal serial
@@ -90,7 +94,9 @@ def _worker(area, seed, counter, stop, max_ops):
             elif op == 4 and len(dirs) > 2:             # move a whole directory
                 src = dirs[rnd.randrange(1, len(dirs))]
                 parent = rnd.choice(dirs)
-                if parent == src or parent.startswith(src + "/"):
+                # not into itself, and not so deep that paths pass PATH_MAX
+                if parent == src or parent.startswith(src + "/") or \
+                        parent.count("/") - area.count("/") > MAX_DEPTH:
                     continue
                 dst = fresh(parent)
                 os.rename(src, dst)

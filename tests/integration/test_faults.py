@@ -186,3 +186,47 @@ def test_max_errors_stops_early(prepared):
     r = run_fscrub("-a", "1", mnt)
     assert r.rc == 4 and len(r.errors) == 1, r
     assert "stopped after 1 error (-a)" in r.stdout
+
+
+def _two_files(img, size=65536):
+    mnt = img.mount()
+    for name in ("a", "b"):
+        with open(os.path.join(mnt, name), "wb") as f:
+            f.write(os.urandom(size))
+    if img.fstype == "xfs":
+        subprocess.run(["cp", "--reflink=always", os.path.join(mnt, "a"),
+                        os.path.join(mnt, "a-reflink")], check=True)
+    ia, ib = (os.stat(os.path.join(mnt, n)).st_ino for n in ("a", "b"))
+    img.offline()
+    return ia, ib
+
+
+def test_xfs_crosslinked_extent(prepared):
+    """b's only extent pointed at a's blocks (xfs_db write
+    u3.bmx[0].startblock); a also has a reflinked copy, which is fine."""
+    img = prepared("xfs")
+    ia, ib = _two_files(img)
+    out = faults.xfs_db(img, "inode %d" % ia, "print u3.bmx[0].startblock", write=False)
+    start = int(out.split("=")[-1])
+    faults.xfs_db(img, "inode %d" % ib, "write u3.bmx[0].startblock %d" % start)
+    mnt, r = scrub_faulty(img)
+    hits = r.of("Error", "extent.crosslinked")
+    assert r.rc == 4 and len(hits) == 1, r
+    assert hits[0].path in (escaped(os.path.join(mnt, "a")), escaped(os.path.join(mnt, "a-reflink")))
+    assert escaped(os.path.join(mnt, "b")) in hits[0].message
+    assert "and not as shared extents" in hits[0].message
+
+
+def test_ext4_crosslinked_extent(prepared):
+    """b's in-inode extent's start block (i_block[5], ee_start_lo) set to
+    a's with debugfs."""
+    img = prepared("ext4")
+    ia, ib = _two_files(img)
+    out = faults.debugfs(img, "stat <%d>" % ia)
+    start = int(out.split("(0-15):")[1].split("-")[0])
+    faults.debugfs(img, "set_inode_field <%d> block[5] %d" % (ib, start), write=True)
+    mnt, r = scrub_faulty(img)
+    hits = r.of("Error", "extent.crosslinked")
+    assert r.rc == 4 and len(hits) == 1, r
+    paths = {hits[0].path, hits[0].message.split(" are also mapped by ")[1].split(" (inode")[0]}
+    assert paths == {escaped(os.path.join(mnt, "a")), escaped(os.path.join(mnt, "b"))}, r
