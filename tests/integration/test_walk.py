@@ -43,7 +43,7 @@ def covered(image_factory, cleanups, workdir):
 def test_covered_directory_seen_through_clone(covered):
     r = run_fscrub("-v", covered)
     assert r.rc == 0 and r.errors == [] and r.warnings == [], r
-    assert "walking a private clone of the mount" in r.stdout
+    assert "walking a private read-only, noatime clone of the mount" in r.stdout
     assert "not entering %s/cov (tmpfs)" % covered in r.stdout, r
     assert not r.of(check="nlink.count"), r
 
