@@ -2,7 +2,8 @@
 """Soak: fscrub on a filesystem under constant churn (tests/integration/
 churn.py: create, write, truncate, rename files and directories, link,
 unlink, replace symlinks), REPS rounds per filesystem, each round one
-metadata scan (-b) and one data scan (-b -x).  The acceptance figure is
+metadata scan and one data scan (-x), at normal priority (with -b the
+scan gets almost no CPU next to two busy workers on a small machine).  The acceptance figure is
 the number of errors and warnings (beyond the fixture's odd names): it
 must be 0.  Also printed: operations per scan, scan time, infos per scan.
 
@@ -34,7 +35,7 @@ ODD_NAMES = ("[name.control]", "[name.encoding]")
 
 def scan(mnt, c, *args):
     before, t0 = c.ops(), time.monotonic()
-    p = subprocess.run([FSCRUB, "-v"] + list(args) + [mnt], capture_output=True,
+    p = subprocess.run([FSCRUB] + list(args) + [mnt], capture_output=True,
                        text=True, errors="replace")
     lines = p.stdout.splitlines()
     bad = [l for l in lines if l.startswith("Error:") or
@@ -52,7 +53,7 @@ def soak(fstype, workdir):
         fs = fsimage.Image(workdir, fstype, size_mb=1024)
         fs.mkfs()
         mnt = fs.mount()
-    results = {"-b": [], "-b -x": []}
+    results = {"-v": [], "-v -x": []}
     try:
         fsimage.make_tree(mnt, deep=False)
         c = churn.Churn(mnt, workers=2, dirs=400, files=40)

@@ -12,6 +12,7 @@ rounds per filesystem."""
 import os
 import signal
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -27,9 +28,12 @@ def frozen_scan(c, mnt, *args):
     """Run fscrub -C; freeze it mid-walk until MIN_OPS operations ran."""
     start = c.ops()
     rfd, wfd = os.pipe()
+    # The report goes to files, not pipes: this loop reads only the
+    # progress pipe, and a full report pipe would stall fscrub.
+    out_f = tempfile.TemporaryFile("w+", errors="surrogateescape")
+    err_f = tempfile.TemporaryFile("w+", errors="surrogateescape")
     p = subprocess.Popen([FSCRUB, "-C", str(wfd)] + list(args) + [mnt], pass_fds=(wfd,),
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         errors="surrogateescape")
+                         stdout=out_f, stderr=err_f)
     os.close(wfd)
     froze = False
     with os.fdopen(rfd) as progress:
@@ -42,7 +46,10 @@ def frozen_scan(c, mnt, *args):
                     time.sleep(0.05)
                 p.send_signal(signal.SIGCONT)
                 froze = True
-    out, err = p.communicate(timeout=600)
+    p.wait(timeout=600)
+    out_f.seek(0)
+    err_f.seek(0)
+    out, err = out_f.read(), err_f.read()
     check_sanitizers(err)
     r = Result(subprocess.CompletedProcess(p.args, p.returncode, out, err), list(args))
     return c.ops() - start, r
