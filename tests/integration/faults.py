@@ -441,6 +441,25 @@ def ext4_symlink_size(img, size=40):
 # 5. XFS: '..' of a short-form directory points to the wrong directory
 # ----------------------------------------------------------------------------
 
+def _dotdot_victim(img, fault, to):
+    """Build the victims of the *_dotdot faults: <fault>/child (a short
+    directory with f1, f2) beside <fault>/other (a directory) and
+    <fault>/file.  Returns (rel, ino, parent, wrong): the child's path, its
+    inode, its real parent's inode and the inode of <fault>/<to>."""
+    with _Online(img) as mnt:
+        d = _fresh_dir(mnt, fault)
+        rel = d + "/child"
+        os.mkdir(os.path.join(mnt, rel))
+        _write(os.path.join(mnt, rel, "f1"), b"1\n")
+        _write(os.path.join(mnt, rel, "f2"), b"2\n")
+        os.mkdir(os.path.join(mnt, d, "other"))
+        _write(os.path.join(mnt, d, "file"), b"not a dir\n")
+        ino = inode_of(os.path.join(mnt, rel))
+        parent = inode_of(os.path.join(mnt, d))
+        wrong = inode_of(os.path.join(mnt, d, to))
+    return rel, ino, parent, wrong
+
+
 def xfs_dotdot(img, to="other"):
     """Short-form directory ``xfs_dotdot/child`` (2 entries) gets
     u3.sfdir3.hdr.parent.i4 = inode of ``xfs_dotdot/other`` (a sibling
@@ -465,17 +484,7 @@ def xfs_dotdot(img, to="other"):
     'dotdot_ondisk', 'real_parent', 'expect': {...}}.
     """
     _need(img, "xfs")
-    with _Online(img) as mnt:
-        d = _fresh_dir(mnt, "xfs_dotdot")
-        rel = d + "/child"
-        os.mkdir(os.path.join(mnt, rel))
-        _write(os.path.join(mnt, rel, "f1"), b"1\n")
-        _write(os.path.join(mnt, rel, "f2"), b"2\n")
-        os.mkdir(os.path.join(mnt, d, "other"))
-        _write(os.path.join(mnt, d, "file"), b"not a dir\n")
-        ino = inode_of(os.path.join(mnt, rel))
-        parent = inode_of(os.path.join(mnt, d))
-        wrong = inode_of(os.path.join(mnt, d, to))
+    rel, ino, parent, wrong = _dotdot_victim(img, "xfs_dotdot", to)
     fmt = xfs_field(img, ino, "core.format")
     if not fmt.startswith("1"):
         raise RuntimeError("child dir not short form: core.format = %s" % fmt)
@@ -534,17 +543,7 @@ def ext4_dotdot(img, to="other", fix_csum=True):
     'none', 'expect': {...}}.
     """
     _need(img, "ext4")
-    with _Online(img) as mnt:
-        d = _fresh_dir(mnt, "ext4_dotdot")
-        rel = d + "/child"
-        os.mkdir(os.path.join(mnt, rel))
-        _write(os.path.join(mnt, rel, "f1"), b"1\n")
-        _write(os.path.join(mnt, rel, "f2"), b"2\n")
-        os.mkdir(os.path.join(mnt, d, "other"))
-        _write(os.path.join(mnt, d, "file"), b"not a dir\n")
-        ino = inode_of(os.path.join(mnt, rel))
-        parent = inode_of(os.path.join(mnt, d))
-        wrong = inode_of(os.path.join(mnt, d, to))
+    rel, ino, parent, wrong = _dotdot_victim(img, "ext4_dotdot", to)
     sb = _ext4_sb(img)
     blk = _ext4_first_block(img, ino)
     off = blk * sb["block_size"]
