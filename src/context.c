@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "backends/backend.h"
+#include "inoset.h"
 #include "linktable.h"
 
 volatile sig_atomic_t scrub_cancelled;
@@ -35,6 +36,7 @@ void scrub_ctx_release(struct scrub_ctx *ctx)
 	if (ctx->ops && ctx->ops->cleanup)
 		ctx->ops->cleanup(ctx);
 	linktable_free(ctx->links, put_linked_dir, ctx);
+	inoset_free(ctx->reached);
 	ctx->links = NULL;
 	while (ctx->dotdot_suspects) {
 		struct dotdot_suspect *s = ctx->dotdot_suspects;

@@ -23,6 +23,7 @@
 
 struct scrub_ops;
 struct linktable;
+struct inoset;
 struct progress;
 struct json_report;
 
@@ -115,6 +116,7 @@ struct scrub_ctx {
 	unsigned quirks;	/* enum fs_quirks, set by the backend in phase 1 */
 	bool proc_fd_ok;	/* /proc/self/fd works: xattrs of non-files by path */
 
+	struct inoset *reached;		/* every inode phase 3's walk reached (walk.h) */
 	struct xlink_list xlinks;	/* data extents for the cross-link check (phase 3 -> 4) */
 
 	/* Totals, summed from the threads after each phase. */
@@ -128,7 +130,7 @@ struct scrub_ctx {
 
 	/* Report state (report.c). */
 	pthread_mutex_t report_lock;
-	atomic_ullong nr_errors, nr_warnings, nr_infos, nr_operational;
+	atomic_ullong nr_errors, nr_warnings, nr_infos, nr_operational, nr_repaired;
 	atomic_bool aborted;		/* -a reached */
 	bool output_failed;		/* stdout could not be written */
 };

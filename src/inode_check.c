@@ -579,6 +579,7 @@ const struct walk_visitor inode_check_visitor = {
 	.dir_begin = inode_dir_begin,
 	.entry = inode_entry,
 	.dir_end = inode_dir_end,
+	.keep_reached = true,
 };
 
 /* ---- phase 4 ---------------------------------------------------------- */

@@ -50,6 +50,30 @@ void inoset_free(struct inoset *set)
 	free(set);
 }
 
+static struct chunk *find_chunk(struct shard *s, uint64_t h, uint64_t dev, uint64_t base)
+{
+	for (struct shard_link *l = shard_bucket(s, h); l; l = l->next) {
+		struct chunk *x = (struct chunk *)l;
+
+		if (x->dev == dev && x->base == base)
+			return x;
+	}
+	return NULL;
+}
+
+bool inoset_test(struct inoset *set, uint64_t dev, uint64_t ino)
+{
+	uint64_t base = ino >> CHUNK_SHIFT;
+	uint64_t h = chunk_hash(dev, base);
+	struct shard *s = shardhash_lock(&set->h, h);
+	unsigned bit = (unsigned)(ino & ((1U << CHUNK_SHIFT) - 1));
+	struct chunk *c = find_chunk(s, h, dev, base);
+	bool was = c && (c->bits[bit / 64] & (1ULL << (bit % 64)));
+
+	shardhash_unlock(s);
+	return was;
+}
+
 bool inoset_test_and_set(struct inoset *set, uint64_t dev, uint64_t ino)
 {
 	uint64_t base = ino >> CHUNK_SHIFT;
@@ -57,17 +81,9 @@ bool inoset_test_and_set(struct inoset *set, uint64_t dev, uint64_t ino)
 	struct shard *s = shardhash_lock(&set->h, h);
 	unsigned bit = (unsigned)(ino & ((1U << CHUNK_SHIFT) - 1));
 	uint64_t mask = 1ULL << (bit % 64);
-	struct chunk *c = NULL;
+	struct chunk *c = find_chunk(s, h, dev, base);
 	bool was;
 
-	for (struct shard_link *l = shard_bucket(s, h); l; l = l->next) {
-		struct chunk *x = (struct chunk *)l;
-
-		if (x->dev == dev && x->base == base) {
-			c = x;
-			break;
-		}
-	}
 	if (!c) {
 		c = xcalloc(1, sizeof(*c));
 		c->dev = dev;

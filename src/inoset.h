@@ -21,6 +21,8 @@ struct inoset *inoset_new(void);
 void inoset_free(struct inoset *set);
 /* Add (dev, ino); return true if it was already in the set. */
 bool inoset_test_and_set(struct inoset *set, uint64_t dev, uint64_t ino);
+/* Is (dev, ino) in the set? */
+bool inoset_test(struct inoset *set, uint64_t dev, uint64_t ino);
 /* Memory held by the set, for -T and the man page's bound. */
 size_t inoset_bytes(const struct inoset *set);
 

@@ -30,6 +30,7 @@ struct json_report {
 
 static const char *severity_name[] = {
 	[SEV_INFO] = "info", [SEV_WARNING] = "warning", [SEV_ERROR] = "error",
+	[SEV_REPAIRED] = "repaired",
 };
 
 static void iso8601_now(char *buf, size_t size)
@@ -182,6 +183,7 @@ static json_object *counts_object(const struct scrub_ctx *ctx)
 	json_object_object_add(o, "infos", json_object_new_int64((int64_t)ctx->nr_infos));
 	json_object_object_add(o, "operational",
 			       json_object_new_int64((int64_t)ctx->nr_operational));
+	json_object_object_add(o, "repaired", json_object_new_int64((int64_t)ctx->nr_repaired));
 	return o;
 }
 

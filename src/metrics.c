@@ -56,12 +56,15 @@ int metrics_write(struct scrub_ctx *ctx, int exit_code, double duration)
 	add_metric(&body, labels.buf, "last_run_duration_seconds",
 		   "How long the last scrub took.", duration);
 	add_metric(&body, labels.buf, "last_run_exit_code",
-		   "fsck(8) exit code of the last scrub (0 clean, 4 errors, 8 operational, "
+		   "fsck(8) exit code of the last scrub (0 clean, 1 repaired, 4 errors, "
+		   "8 operational, "
 		   "32 cancelled).", exit_code);
 	add_metric(&body, labels.buf, "last_run_errors", "Errors found by the last scrub.",
 		   (double)ctx->nr_errors);
 	add_metric(&body, labels.buf, "last_run_warnings", "Warnings found by the last scrub.",
 		   (double)ctx->nr_warnings);
+	add_metric(&body, labels.buf, "last_run_repaired", "Problems the last scrub repaired.",
+		   (double)ctx->nr_repaired);
 	add_metric(&body, labels.buf, "last_run_operational_errors",
 		   "Things the last scrub could not check.", (double)ctx->nr_operational);
 	add_metric(&body, labels.buf, "last_run_inodes_checked",

@@ -24,6 +24,7 @@ static const char *severity_label[] = {
 	[SEV_INFO] = "Info",
 	[SEV_WARNING] = "Warning",
 	[SEV_ERROR] = "Error",
+	[SEV_REPAIRED] = "Repaired",
 };
 
 void report_path(struct scrub_ctx *ctx, struct strbuf *out,
@@ -92,6 +93,9 @@ static bool count_finding(struct scrub_ctx *ctx, enum severity sev)
 	case SEV_INFO:
 		atomic_fetch_add(&ctx->nr_infos, 1);
 		return ctx->opt.verbose;
+	case SEV_REPAIRED:
+		atomic_fetch_add(&ctx->nr_repaired, 1);
+		return true;
 	}
 	return true;
 }
@@ -235,6 +239,7 @@ void report_summary(struct scrub_ctx *ctx)
 	unsigned long long errors = atomic_load(&ctx->nr_errors);
 	unsigned long long warnings = atomic_load(&ctx->nr_warnings);
 	unsigned long long operr = atomic_load(&ctx->nr_operational);
+	unsigned long long repaired = atomic_load(&ctx->nr_repaired);
 	const char *tool = ctx->ops && ctx->ops->repair_tool ? ctx->ops->repair_tool : "fsck";
 
 	names_escape(&sb, ctx->mntpoint ? ctx->mntpoint : ctx->opt.target,
@@ -248,6 +253,9 @@ void report_summary(struct scrub_ctx *ctx)
 	strbuf_addf(&sb, "%llu %s and %llu %s found.", errors,
 		    plural(errors, "error", "errors"), warnings,
 		    plural(warnings, "warning", "warnings"));
+	if (repaired)
+		strbuf_addf(&sb, " %llu %s repaired.", repaired,
+			    plural(repaired, "problem", "problems"));
 	if (errors)
 		strbuf_addf(&sb, " Unmount and run %s.", tool);
 	if (ctx->opt.verbose)
@@ -270,6 +278,8 @@ int report_exit_code(const struct scrub_ctx *ctx)
 
 	if (atomic_load(&ctx->nr_errors))
 		code |= EXIT_UNCORRECTED;
+	else if (atomic_load(&ctx->nr_repaired))
+		code |= EXIT_CORRECTED;
 	if (atomic_load(&ctx->nr_operational) || ctx->output_failed)
 		code |= EXIT_OPERATIONAL;
 	if (scrub_cancelled)

@@ -28,6 +28,12 @@ enum severity {
 	SEV_INFO,
 	SEV_WARNING,
 	SEV_ERROR,
+	/*
+	 * Something was wrong and fscrub corrected it (never under -n): it is
+	 * printed like an error but counted apart, and makes the exit code 1
+	 * unless an error remains.
+	 */
+	SEV_REPAIRED,
 };
 
 /* fsck(8) exit code bits. */
@@ -79,6 +85,9 @@ void report_range_at(struct scrub_ctx *ctx, enum severity sev, const char *check
 	report_at(ctx, SEV_WARNING, check, dir, name, ino, __FILE__, __LINE__, __VA_ARGS__)
 #define str_info(ctx, check, dir, name, ino, ...) \
 	report_at(ctx, SEV_INFO, check, dir, name, ino, __FILE__, __LINE__, __VA_ARGS__)
+
+#define str_repaired(ctx, check, dir, name, ino, ...) \
+	report_at(ctx, SEV_REPAIRED, check, dir, name, ino, __FILE__, __LINE__, __VA_ARGS__)
 
 /*
  * A finding whose object changed while it was being checked: never an

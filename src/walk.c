@@ -139,7 +139,7 @@ int dirent_iterate(int fd, char *buf, size_t bufsize, dirent_fn fn, void *arg)
 struct walk_state {
 	struct scrub_ctx *ctx;
 	const struct walk_visitor *v;
-	struct inoset *seen;		/* directories and single-link inodes reached */
+	struct inoset *seen;		/* every inode reached */
 	struct workqueue wq;
 	struct walk_thread *threads;
 };
@@ -214,10 +214,14 @@ static int visit_entry(void *arg, const char *name, size_t namelen,
 		d->nr_subdirs++;
 		e.submount = is_submount(ctx, &e.stx);
 	}
-	if (!e.stat_err && !e.submount &&
-	    (S_ISDIR(e.stx.stx_mode) || e.stx.stx_nlink == 1))
-		e.seen_before = inoset_test_and_set(dv->ws->seen, stx_devno(&e.stx),
-						    e.stx.stx_ino);
+	if (!e.stat_err && !e.submount) {
+		/* Every inode goes in, for walk_reached(); a second name of a
+		 * multiply-linked file is not "seen before", it is expected. */
+		bool seen = inoset_test_and_set(dv->ws->seen, stx_devno(&e.stx),
+						e.stx.stx_ino);
+
+		e.seen_before = seen && (S_ISDIR(e.stx.stx_mode) || e.stx.stx_nlink == 1);
+	}
 	dv->ws->v->entry(dv->t, d, &e);
 	if (e.seen_before && S_ISDIR(e.stx.stx_mode))
 		second_dir_name(ctx, d, &e);
@@ -336,6 +340,16 @@ int walk_tree(struct scrub_ctx *ctx, const struct walk_visitor *v, void *arg,
 		free(ws.threads[i].dents);
 	}
 	free(ws.threads);
-	inoset_free(ws.seen);
+	if (v->keep_reached && ret >= 0) {
+		inoset_free(ctx->reached);
+		ctx->reached = ws.seen;
+	} else {
+		inoset_free(ws.seen);
+	}
 	return ret;
+}
+
+bool walk_reached(const struct scrub_ctx *ctx, uint64_t dev, uint64_t ino)
+{
+	return ctx->reached && inoset_test(ctx->reached, dev, ino);
 }

@@ -69,6 +69,8 @@ struct walk_visitor {
 	void (*entry)(struct walk_thread *t, struct walk_dir *d,
 		      const struct walk_entry *e);
 	void (*dir_end)(struct walk_thread *t, struct walk_dir *d);
+	/* Keep the set of inodes reached in ctx->reached (phase 3's walk). */
+	bool keep_reached;
 };
 
 /*
@@ -84,6 +86,11 @@ int walk_tree(struct scrub_ctx *ctx, const struct walk_visitor *v, void *arg,
 	      struct scrub_stats *stats, unsigned long long *items);
 
 /* Did this inode change since shortly before the scan began? */
+/*
+ * Was (dev, ino) reached by a name in phase 3's walk?  For the backends'
+ * orphan checks in their scan_inodes hook (false before the walk).
+ */
+bool walk_reached(const struct scrub_ctx *ctx, uint64_t dev, uint64_t ino);
 bool stx_changed_during_scan(const struct scrub_ctx *ctx, const struct statx *stx);
 
 /*

@@ -47,6 +47,11 @@ static void emit_info(struct scrub_ctx *ctx)
 	str_changed(ctx, CHECK_DIRENT_INO, sub, "x", 7, "directory entry");
 }
 
+static void emit_repaired(struct scrub_ctx *ctx)
+{
+	str_repaired(ctx, CHECK_NLINK_COUNT, sub, "x", 7, "link count set to %u", 1u);
+}
+
 static void setup_ctx(struct scrub_ctx *ctx)
 {
 	scrub_ctx_init(ctx);
@@ -129,6 +134,23 @@ static void test_max_errors(void **state)
 	release_ctx(&ctx);
 }
 
+/* A repair alone is exit 1; with an error left it is 4 (1 not added). */
+static void test_repaired(void **state)
+{
+	struct scrub_ctx ctx;
+
+	(void)state;
+	setup_ctx(&ctx);
+	assert_string_equal(capture(emit_repaired, &ctx),
+			    "Repaired: /mnt/d\\tir/x (inode 7): link count set to 1 [nlink.count]\n");
+	assert_int_equal(report_exit_code(&ctx), 1);
+	assert_string_equal(capture(report_summary, &ctx),
+			    "/mnt: 0 errors and 0 warnings found. 1 problem repaired.\n");
+	capture(emit_error, &ctx);
+	assert_int_equal(report_exit_code(&ctx), 4);
+	release_ctx(&ctx);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -136,6 +158,7 @@ int main(void)
 		cmocka_unit_test(test_info_only_verbose),
 		cmocka_unit_test(test_summary_and_codes),
 		cmocka_unit_test(test_max_errors),
+		cmocka_unit_test(test_repaired),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
