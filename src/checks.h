@@ -44,6 +44,10 @@
 #define CHECK_XATTR_MISSING	"xattr.missing"	/* listed but cannot be found */
 /* data */
 #define CHECK_DATA_READ		"data.read"	/* a data read failed at an offset */
+/* media errors found reading the device in physical order (-x) */
+#define CHECK_MEDIA_FILE	"media.file"	/* unreadable device blocks in a file's data */
+#define CHECK_MEDIA_METADATA	"media.metadata"	/* ... in filesystem metadata */
+#define CHECK_MEDIA_UNOWNED	"media.unowned"	/* warning: ... in free space, or not confirmed */
 /* filesystem-wide */
 #define CHECK_STATFS_COUNTERS	"statfs.counters"	/* free > total in statfs */
 #define CHECK_SUMMARY_COUNTS	"summary.counts"	/* info: counted vs statfs */

@@ -13,10 +13,11 @@
 
 #include "backends/backend.h"
 #include "context.h"
+#include "ratelimit.h"
 #include "report.h"
 
 /* Long options without a short form. */
-enum { OPT_JSON = 256, OPT_METRICS };
+enum { OPT_JSON = 256, OPT_METRICS, OPT_LIMIT };
 
 /* More threads than this only add contention on two queues and a cache. */
 #define MAX_THREADS 1024
@@ -37,6 +38,7 @@ static const struct option long_options[] = {
 	{ "verify-data", no_argument,	    NULL, 'x' },
 	{ "json",	 required_argument, NULL, OPT_JSON },
 	{ "metrics",	 required_argument, NULL, OPT_METRICS },
+	{ "limit",	 required_argument, NULL, OPT_LIMIT },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -62,8 +64,10 @@ void cli_usage(FILE *f)
 	      "  -x, --verify-data    read all file data back\n"
 	      "      --json FILE      write a JSON report to FILE ('-': standard output)\n"
 	      "      --metrics FILE   write Prometheus metrics to FILE\n"
+	      "      --limit RATE     cap -x reads at RATE bytes/s (K, M, G suffixes)\n"
 	      "\n"
-	      "Exit status: 0 clean, 4 errors left uncorrected, 8 operational error,\n"
+	      "Exit status: 0 clean, 1 all repaired, 4 errors left uncorrected,\n"
+	      "8 operational error, "
 	      "16 usage error, 32 cancelled.  See fscrub(8).\n", f);
 }
 
@@ -195,12 +199,17 @@ int cli_parse(int argc, char **argv, struct scrub_options *opt)
 				return usage_error("cannot write the metrics file '%s'", optarg);
 			opt->metrics_path = optarg;
 			break;
+		case OPT_LIMIT:
+			if (ratelimit_parse(optarg, &opt->limit_rate))
+				return usage_error("--limit needs a positive rate such as 200M, not '%s'",
+						   optarg);
+			break;
 		case '?':
 		default:
 			if (optopt && strchr("aCjmt", optopt))
 				return usage_error("option -%s needs an argument",
 						   (char[]){ (char)optopt, 0 });
-			if (optopt == OPT_JSON || optopt == OPT_METRICS)
+			if (optopt == OPT_JSON || optopt == OPT_METRICS || optopt == OPT_LIMIT)
 				return usage_error("option %s needs an argument", argv[optind - 1]);
 			if (optopt)
 				return usage_error("unknown option -%s", (char[]){ (char)optopt, 0 });
@@ -212,6 +221,8 @@ int cli_parse(int argc, char **argv, struct scrub_options *opt)
 	if (optind + 1 < argc)
 		return usage_error("too many arguments, starting at '%s'", argv[optind + 1]);
 	opt->target = argv[optind];
+	if (opt->limit_rate && !opt->verify_data)
+		return usage_error("%s", "--limit caps the data scan's reads: use it with -x");
 	if (!opt->threads_given)
 		opt->nr_threads = opt->background ? 1 : online_cpus();
 	return -1;

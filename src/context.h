@@ -59,6 +59,7 @@ struct scrub_options {
 	const char *target;	/* MOUNTPOINT|DEVICE as given */
 	const char *json_path;	/* --json FILE, "-" for stdout */
 	const char *metrics_path;	/* --metrics FILE */
+	uint64_t limit_rate;	/* --limit, bytes per second; 0 = none */
 };
 
 /* Per-thread counters, summed after each phase; no atomics on hot paths. */

@@ -15,23 +15,40 @@
 #include "dircache.h"
 #include "report.h"
 #include "strbuf.h"
+#include "relook.h"
 #include "walk.h"
 
 /* Past this many suspicious pairs something is badly wrong: say so, stop. */
 #define MAX_PAIRS 1000
 
-/* Extents whose physical offset is no place on the device of their own. */
-#define NO_LOCATION (FIEMAP_EXTENT_UNKNOWN | FIEMAP_EXTENT_DELALLOC | \
-		     FIEMAP_EXTENT_DATA_INLINE | FIEMAP_EXTENT_NOT_ALIGNED)
 
 void xlink_list_release(struct xlink_list *l)
 {
 	free(l->v);
+	free(l->unmapped);
 	memset(l, 0, sizeof(*l));
+}
+
+void crosslink_unmapped(struct xlink_list *l, uint64_t ino)
+{
+	if (l->nr_unmapped == l->alloc_unmapped) {
+		l->alloc_unmapped = l->alloc_unmapped ? l->alloc_unmapped * 2 : 64;
+		l->unmapped = xrealloc(l->unmapped, l->alloc_unmapped * sizeof(*l->unmapped));
+	}
+	l->unmapped[l->nr_unmapped++] = ino;
 }
 
 static void push(struct xlink_list *l, const struct xlink_extent *x)
 {
+	if (l->overflow)
+		return;
+	if (l->n >= (l->cap ? l->cap : XLINK_MAX_EXTENTS)) {
+		l->overflow = true;
+		free(l->v);
+		l->v = NULL;
+		l->n = l->alloc = 0;
+		return;
+	}
 	if (l->n == l->alloc) {
 		l->alloc = l->alloc ? l->alloc * 2 : 1024;
 		l->v = xrealloc(l->v, l->alloc * sizeof(*l->v));
@@ -39,32 +56,52 @@ static void push(struct xlink_list *l, const struct xlink_extent *x)
 	l->v[l->n++] = *x;
 }
 
-void crosslink_collect(struct xlink_list *l, uint64_t ino, bool recent,
+bool crosslink_collect(struct xlink_list *l, uint64_t ino, bool recent,
 		       const struct fiemap_extent *x, size_t n)
 {
+	bool all_located = true;
+
 	for (size_t i = 0; i < n; i++) {
-		if (x[i].fe_flags & NO_LOCATION || !x[i].fe_length)
+		if (x[i].fe_flags & XLINK_NO_LOCATION) {
+			all_located = false;
+			continue;
+		}
+		if (!x[i].fe_length)
 			continue;
 		struct xlink_extent e = {
 			.phys = x[i].fe_physical, .len = x[i].fe_length,
 			.logical = x[i].fe_logical, .ino = ino,
-			.shared = !!(x[i].fe_flags & FIEMAP_EXTENT_SHARED), .recent = recent,
+			.shared = !!(x[i].fe_flags & FIEMAP_EXTENT_SHARED),
+			.unwritten = !!(x[i].fe_flags & FIEMAP_EXTENT_UNWRITTEN),
+			.recent = recent,
 		};
 		push(l, &e);
 	}
+	return all_located;
 }
 
 void crosslink_merge(struct scrub_ctx *ctx, struct xlink_list *l)
 {
 	struct xlink_list *all = &ctx->xlinks;
 
-	if (!all->n) {
-		*all = *l;
-		memset(l, 0, sizeof(*l));
-		return;
+	for (size_t i = 0; i < l->nr_unmapped; i++)
+		crosslink_unmapped(all, l->unmapped[i]);
+	if (l->overflow && !all->overflow) {
+		free(all->v);
+		*all = (struct xlink_list){ .overflow = true, .unmapped = all->unmapped,
+					    .nr_unmapped = all->nr_unmapped,
+					    .alloc_unmapped = all->alloc_unmapped };
 	}
-	for (size_t i = 0; i < l->n; i++)
-		push(all, &l->v[i]);
+	if (!all->n && !all->overflow) {
+		free(all->v);
+		all->v = l->v;
+		all->n = l->n;
+		all->alloc = l->alloc;
+		l->v = NULL;
+	} else {
+		for (size_t i = 0; i < l->n; i++)
+			push(all, &l->v[i]);
+	}
 	xlink_list_release(l);
 }
 
@@ -84,22 +121,19 @@ struct pair {
 	bool seen_a, seen_b;		/* still mapped so on the second look */
 };
 
-/* A file named in some pair: where the second walk found it. */
-struct suspect_file {
-	uint64_t ino;
-	struct dir_node *dir;		/* reference, or NULL if not found */
-	char *name;
-	bool changed;
-};
-
 struct xlink_state {
 	struct scrub_ctx *ctx;
 	struct pair *pairs;
 	size_t nr_pairs;
-	struct suspect_file *files;	/* sorted by inode */
-	size_t nr_files;
-	pthread_mutex_t lock;
+	struct relook rl;		/* the files named in some pair */
 };
+
+void crosslink_sort(struct scrub_ctx *ctx)
+{
+	if (!ctx->xlinks.sorted)
+		qsort(ctx->xlinks.v, ctx->xlinks.n, sizeof(*ctx->xlinks.v), by_phys);
+	ctx->xlinks.sorted = true;
+}
 
 static bool extents_overlap(const struct xlink_extent *a, const struct xlink_extent *b)
 {
@@ -143,91 +177,31 @@ static size_t find_pairs(struct scrub_ctx *ctx, struct pair **out)
 	return n;
 }
 
-static int by_ino(const void *a, const void *b)
+/* The second look: is each side of each pair still mapped so? */
+static void relook_pairs(struct relook *rl, struct relook_file *f, int fd,
+			 const struct walk_entry *e)
 {
-	const struct suspect_file *x = a, *y = b;
+	struct xlink_state *st = rl->arg;
 
-	return x->ino < y->ino ? -1 : x->ino > y->ino;
-}
-
-static struct suspect_file *find_file(struct xlink_state *st, uint64_t ino)
-{
-	struct suspect_file key = { .ino = ino };
-
-	return bsearch(&key, st->files, st->nr_files, sizeof(key), by_ino);
-}
-
-/* Does fd still map [p->start, p->end) at the logical offset of side x? */
-static bool still_mapped(int fd, const struct xlink_extent *x, uint64_t start, uint64_t end)
-{
-	struct {
-		struct fiemap fm;
-		struct fiemap_extent ext[1];
-	} m;
-
-	memset(&m, 0, sizeof(m));
-	m.fm.fm_start = x->logical + (start - x->phys);
-	m.fm.fm_length = end - start;
-	m.fm.fm_extent_count = 1;
-	if (ioctl(fd, FS_IOC_FIEMAP, &m.fm) < 0 || m.fm.fm_mapped_extents != 1)
-		return false;
-	const struct fiemap_extent *e = &m.ext[0];
-	uint64_t want = e->fe_physical + (m.fm.fm_start - e->fe_logical);
-
-	return !(e->fe_flags & NO_LOCATION) && m.fm.fm_start >= e->fe_logical &&
-	       want == start;
-}
-
-/* The second walk: map the suspects again and learn their names. */
-static void relook_entry(struct walk_thread *t, struct walk_dir *d, const struct walk_entry *e)
-{
-	struct xlink_state *st = t->varg;
-	struct suspect_file *f;
-	int fd;
-
-	if (e->stat_err || !S_ISREG(e->stx.stx_mode) || !(f = find_file(st, e->stx.stx_ino)))
-		return;
-	fd = walk_open_file(t, d, e, 0);
-	if (fd < 0)
-		return;
-	pthread_mutex_lock(&st->lock);
-	if (!f->dir) {
-		dir_node_get(d->node);
-		f->dir = d->node;
-		f->name = xstrndup(e->name, e->namelen);
-	}
-	if (stx_changed_during_scan(t->ctx, &e->stx))
-		f->changed = true;
+	(void)e;
 	for (size_t i = 0; i < st->nr_pairs; i++) {
 		struct pair *p = &st->pairs[i];
+		uint64_t len = p->end - p->start;
 
-		if (p->a.ino == f->ino && still_mapped(fd, &p->a, p->start, p->end))
+		if (p->a.ino == f->ino &&
+		    relook_still_mapped(fd, p->a.logical + (p->start - p->a.phys), p->start, len))
 			p->seen_a = true;
-		if (p->b.ino == f->ino && still_mapped(fd, &p->b, p->start, p->end))
+		if (p->b.ino == f->ino &&
+		    relook_still_mapped(fd, p->b.logical + (p->start - p->b.phys), p->start, len))
 			p->seen_b = true;
 	}
-	pthread_mutex_unlock(&st->lock);
-	close(fd);
-}
-
-static const struct walk_visitor relook_visitor = {
-	.name = "cross-link second look",
-	.entry = relook_entry,
-};
-
-static void add_file(struct xlink_state *st, uint64_t ino)
-{
-	for (size_t i = 0; i < st->nr_files; i++)
-		if (st->files[i].ino == ino)
-			return;
-	st->files = xrealloc(st->files, (st->nr_files + 1) * sizeof(*st->files));
-	st->files[st->nr_files++] = (struct suspect_file){ .ino = ino };
 }
 
 static void report_pair(struct xlink_state *st, const struct pair *p)
 {
 	struct scrub_ctx *ctx = st->ctx;
-	struct suspect_file *fa = find_file(st, p->a.ino), *fb = find_file(st, p->b.ino);
+	struct relook_file *fa = relook_find(&st->rl, p->a.ino);
+	struct relook_file *fb = relook_find(&st->rl, p->b.ino);
 	struct strbuf other = STRBUF_INIT;
 	uint64_t off_a = p->a.logical + (p->start - p->a.phys);
 	uint64_t off_b = p->b.logical + (p->start - p->b.phys);
@@ -261,36 +235,34 @@ static void report_pair(struct xlink_state *st, const struct pair *p)
 void crosslink_check(struct scrub_ctx *ctx)
 {
 	struct xlink_state st = { .ctx = ctx };
-	struct scrub_stats stats = { 0 };
 
+	if (ctx->xlinks.overflow) {
+		str_info(ctx, CHECK_EXTENT_CROSSLINKED, NULL, NULL, 0,
+			 "more than %llu data extents: cross-linked blocks are not looked for",
+			 XLINK_MAX_EXTENTS);
+		return;
+	}
 	if (!ctx->xlinks.n)
 		return;
-	qsort(ctx->xlinks.v, ctx->xlinks.n, sizeof(*ctx->xlinks.v), by_phys);
+	crosslink_sort(ctx);
 	st.nr_pairs = find_pairs(ctx, &st.pairs);
-	xlink_list_release(&ctx->xlinks);
+	if (!ctx->opt.verify_data)
+		xlink_list_release(&ctx->xlinks);	/* else phase 5 reads by it */
 	if (!st.nr_pairs || scrub_should_stop(ctx)) {
 		free(st.pairs);
 		return;
 	}
+	st.rl = (struct relook){ .ctx = ctx, .name = "cross-link second look",
+				 .visit = relook_pairs, .arg = &st };
 	for (size_t i = 0; i < st.nr_pairs; i++) {
-		add_file(&st, st.pairs[i].a.ino);
-		add_file(&st, st.pairs[i].b.ino);
+		relook_add(&st.rl, st.pairs[i].a.ino);
+		relook_add(&st.rl, st.pairs[i].b.ino);
 	}
-	qsort(st.files, st.nr_files, sizeof(*st.files), by_ino);
-	pthread_mutex_init(&st.lock, NULL);
 	report_verbose(ctx, "Phase 4: %zu cross-linked %s to look at again", st.nr_pairs,
 		       st.nr_pairs == 1 ? "extent" : "extents");
-	if (walk_tree(ctx, &relook_visitor, &st, &stats, NULL) < 0)
-		report_operational(ctx, NULL, NULL, 0, "cannot start the cross-link second look");
-	else
+	if (relook_walk(&st.rl) == 0)
 		for (size_t i = 0; i < st.nr_pairs && !scrub_should_stop(ctx); i++)
 			report_pair(&st, &st.pairs[i]);
-	for (size_t i = 0; i < st.nr_files; i++) {
-		if (st.files[i].dir)
-			dir_node_put(&ctx->dcache, st.files[i].dir);
-		free(st.files[i].name);
-	}
-	pthread_mutex_destroy(&st.lock);
-	free(st.files);
+	relook_release(&st.rl);
 	free(st.pairs);
 }

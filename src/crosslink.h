@@ -15,7 +15,12 @@
  * rest are looked at again in a second walk that maps both files anew
  * (and finds their names for the report) before anything is an error.
  *
+ * The same list, sorted by physical offset, is what phase 5 reads the
+ * device by (devverify.h).
+ *
  * Memory: 40 bytes per extent (40 MB per million extents), sorted once.
+ * The list is bounded at XLINK_MAX_EXTENTS (640 MiB); past that the
+ * cross-link check is not done, said so, and -x reads file by file.
  */
 #ifndef FSCRUB_CROSSLINK_H
 #define FSCRUB_CROSSLINK_H
@@ -27,9 +32,16 @@
 
 struct scrub_ctx;
 
+/* Extents whose physical offset is no place on the device of their own. */
+#define XLINK_NO_LOCATION (FIEMAP_EXTENT_UNKNOWN | FIEMAP_EXTENT_DELALLOC | \
+			   FIEMAP_EXTENT_DATA_INLINE | FIEMAP_EXTENT_NOT_ALIGNED)
+
+#define XLINK_MAX_EXTENTS (16ULL << 20)
+
 struct xlink_extent {
 	uint64_t phys, len, logical, ino;
-	uint32_t shared;	/* FIEMAP_EXTENT_SHARED */
+	uint16_t shared;	/* FIEMAP_EXTENT_SHARED */
+	uint16_t unwritten;	/* FIEMAP_EXTENT_UNWRITTEN: no data to read */
 	uint32_t recent;	/* the inode changed during the scan */
 };
 
@@ -37,14 +49,28 @@ struct xlink_extent {
 struct xlink_list {
 	struct xlink_extent *v;
 	size_t n, alloc;
+	bool sorted;		/* by physical offset (crosslink_sort) */
+	/* Files with data whose extents are not (all) in the list. */
+	uint64_t *unmapped;
+	size_t nr_unmapped, alloc_unmapped;
+	bool overflow;		/* the bound was reached: incomplete */
+	size_t cap;		/* bound for this list; 0 = XLINK_MAX_EXTENTS */
 };
 
 void xlink_list_release(struct xlink_list *l);
-/* Record a batch of a file's data extents (skips those without a location). */
-void crosslink_collect(struct xlink_list *l, uint64_t ino, bool recent,
+/*
+ * Record a batch of a file's data extents.  Those without a location of
+ * their own (delayed allocation, inline, packed tails) are skipped: returns
+ * false if there were any, as the device reader cannot read those bytes.
+ */
+bool crosslink_collect(struct xlink_list *l, uint64_t ino, bool recent,
 		       const struct fiemap_extent *x, size_t n);
+/* Note a file whose extents could not all be collected. */
+void crosslink_unmapped(struct xlink_list *l, uint64_t ino);
 /* Move a thread's list into ctx's (single-threaded). */
 void crosslink_merge(struct scrub_ctx *ctx, struct xlink_list *l);
+/* Sort ctx's list by physical offset (once). */
+void crosslink_sort(struct scrub_ctx *ctx);
 /* Phase 4: find, look again at, and report cross-linked blocks. */
 void crosslink_check(struct scrub_ctx *ctx);
 

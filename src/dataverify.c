@@ -12,6 +12,7 @@
 #include "checks.h"
 #include "inoset.h"
 #include "progress.h"
+#include "ratelimit.h"
 #include "report.h"
 #include "strbuf.h"
 
@@ -51,10 +52,23 @@ struct verify_file {
 	struct walk_thread *t;
 	const struct walk_dir *d;
 	const struct walk_entry *e;
+	const struct dataverify_args *args;
 	int fd;
 	bool direct;
 	unsigned nr_bad;
 };
+
+static bool should_stop(void *ctx)
+{
+	return scrub_should_stop(ctx);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
 
 static void report_bad_range(struct verify_file *vf, uint64_t off, uint64_t len, int err)
 {
@@ -127,6 +141,8 @@ static bool verify_range(struct verify_file *vf, char *buf, uint64_t start, uint
 			return false;
 		if (end - off < want)
 			want = (size_t)((end - off + DIO_ALIGN - 1) & ~(uint64_t)(DIO_ALIGN - 1));
+		if (!ratelimit_take(vf->args->limit, want, should_stop, ctx))
+			return false;
 		ssize_t n = verify_pread(vf, buf, want, off);
 
 		if (n < 0) {
@@ -155,13 +171,18 @@ static void verify_entry(struct walk_thread *t, struct walk_dir *d,
 			 const struct walk_entry *e)
 {
 	struct verify_thread *vt = t->vstate;
-	struct verify_file vf = { .t = t, .d = d, .e = e, .direct = true };
+	const struct dataverify_args *args = t->varg;
+	struct verify_file vf = { .t = t, .d = d, .e = e, .args = args, .direct = true };
 
 	if (e->stat_err || e->submount || !S_ISREG(e->stx.stx_mode) || !vt->buf)
 		return;
+	if (args->only && !bsearch(&e->stx.stx_ino, args->only, args->nr_only,
+				   sizeof(*args->only), cmp_u64))
+		return;
 	/* Read each inode once, whatever number of names it has. */
 	if (e->seen_before || (e->stx.stx_nlink > 1 &&
-			       inoset_test_and_set(t->varg, stx_devno(&e->stx), e->stx.stx_ino)))
+			       inoset_test_and_set(args->linked, stx_devno(&e->stx),
+						   e->stx.stx_ino)))
 		return;
 	vf.fd = walk_open_file(t, d, e, O_DIRECT);
 	if (vf.fd == -EINVAL) {

@@ -8,14 +8,26 @@
  * POSIX_FADV_SEQUENTIAL and POSIX_FADV_DONTNEED behind the reader.  A read
  * that fails with EIO, EUCLEAN or EBADMSG is read again block by block to
  * find exactly which ranges fail; each is reported with its byte offset and
- * the scan goes on.  (A later backend hook reads in physical order.)
+ * the scan goes on.  Where the device itself can be read, phase 5 reads it
+ * in physical order instead (devverify.h) and this reader only takes the
+ * files whose extents it could not map.
  */
 #ifndef FSCRUB_DATAVERIFY_H
 #define FSCRUB_DATAVERIFY_H
 
 #include "walk.h"
 
-/* Its walk_tree() arg: a struct inoset for the multiply-linked files read. */
+struct inoset;
+struct ratelimit;
+
+/* The walk_tree() arg of dataverify_visitor. */
+struct dataverify_args {
+	struct inoset *linked;		/* the multiply-linked files read so far */
+	const uint64_t *only;		/* sorted; if not NULL, read only these inodes */
+	size_t nr_only;
+	struct ratelimit *limit;	/* --limit, or NULL */
+};
+
 extern const struct walk_visitor dataverify_visitor;
 
 #endif

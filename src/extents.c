@@ -110,9 +110,10 @@ static int map_fork(struct extent_buf *eb, int fd, uint32_t flags,
 		*problem = extent_validate(cur, fm->fm_extents, fm->fm_mapped_extents);
 		if (*problem != EXTENT_OK)
 			return 0;
-		if (collect_for && eb->collect)
-			crosslink_collect(eb->collect, collect_for->stx.stx_ino, recent,
-					  fm->fm_extents, fm->fm_mapped_extents);
+		if (collect_for && eb->collect &&
+		    !crosslink_collect(eb->collect, collect_for->stx.stx_ino, recent,
+				       fm->fm_extents, fm->fm_mapped_extents))
+			eb->unlocated = true;
 		const struct fiemap_extent *last = &fm->fm_extents[fm->fm_mapped_extents - 1];
 		if ((last->fe_flags & FIEMAP_EXTENT_LAST) ||
 		    fm->fm_mapped_extents < eb->max_extents)
@@ -185,8 +186,11 @@ static bool check_fork(struct walk_thread *t, struct extent_buf *eb,
 	if (ret < 0 && fiemap_unsupported(-ret))
 		return false;
 	t->stats.extents += cur.nr_extents;
-	if (ret == 0 && p == EXTENT_OK)
+	if (ret == 0 && p == EXTENT_OK) {
+		if (!flags)
+			eb->collected = !eb->unlocated;
 		return true;
+	}
 
 	/* Look again from scratch before saying anything. */
 	extent_cursor_init(&cur, ctx->dev_size);
@@ -258,8 +262,15 @@ void extents_check_file(struct walk_thread *t, struct extent_buf *eb,
 	 * file is served by one of the layers.  A refused FIEMAP costs one
 	 * ioctl, so it is tried on every file; the fallback is said once.
 	 */
+	eb->collected = false;
+	eb->unlocated = false;
 	if (!ctx->no_fiemap) {
-		if (check_fork(t, eb, d, e, fd, 0, "data fork")) {
+		bool mapped = check_fork(t, eb, d, e, fd, 0, "data fork");
+
+		/* A file the device reader cannot know all of: read it by itself. */
+		if (eb->collect && !eb->collected)
+			crosslink_unmapped(eb->collect, e->stx.stx_ino);
+		if (mapped) {
 			if (!atomic_load(&ctx->fiemap_xattr_broken) &&
 			    !check_fork(t, eb, d, e, fd, FIEMAP_FLAG_XATTR, "attribute fork"))
 				atomic_store(&ctx->fiemap_xattr_broken, true);
@@ -270,5 +281,7 @@ void extents_check_file(struct walk_thread *t, struct extent_buf *eb,
 				 "FIEMAP is not supported here: extent maps are checked with "
 				 "FIBMAP where possible");
 	}
+	else if (eb->collect)
+		crosslink_unmapped(eb->collect, e->stx.stx_ino);
 	check_fibmap(t, d, e, fd);
 }

@@ -54,6 +54,8 @@ struct extent_buf {
 	struct fiemap *fm;
 	unsigned max_extents;
 	struct xlink_list *collect;	/* NULL: not collecting */
+	bool collected;			/* the last data fork went in whole */
+	bool unlocated;			/* ... but some of it has no place yet */
 };
 
 void extent_buf_init(struct extent_buf *eb);

@@ -64,8 +64,11 @@ static void *check_thread_init(struct scrub_ctx *ctx, unsigned index)
 	xattr_buf_init(&ct->xattrs);
 	extent_buf_init(&ct->extents);
 	/* Physical offsets mean something only on the mount's own device. */
-	if (ctx->dev_size)
+	if (ctx->dev_size) {
 		ct->extents.collect = &ct->xlinks;
+		/* Each thread's share of the bound on the whole list. */
+		ct->xlinks.cap = XLINK_MAX_EXTENTS / (ctx->opt.nr_threads ? ctx->opt.nr_threads : 1);
+	}
 	ct->ctx = ctx;
 	ct->linkbuf_size = 4097;
 	ct->linkbuf = xmalloc(ct->linkbuf_size);

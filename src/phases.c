@@ -20,7 +20,9 @@
 #include "context.h"
 #include "dataverify.h"
 #include "inode_check.h"
+#include "devverify.h"
 #include "inoset.h"
+#include "ratelimit.h"
 #include "json_report.h"
 #include "progress.h"
 #include "linktable.h"
@@ -339,27 +341,62 @@ static int phase4_links(struct scrub_ctx *ctx, unsigned long long *items)
 	return 0;
 }
 
+/* The per-file reader, for every file or (only != NULL) for those inodes. */
+static int read_files(struct scrub_ctx *ctx, uint64_t *only, size_t nr_only,
+		      struct scrub_stats *stats)
+{
+	struct ratelimit limit;
+	struct dataverify_args args = { .linked = inoset_new(), .only = only,
+					.nr_only = nr_only, .limit = &limit };
+	int ret;
+
+	ratelimit_init(&limit, ctx->opt.limit_rate);
+	ret = walk_tree(ctx, &dataverify_visitor, &args, stats, NULL);
+	ratelimit_destroy(&limit);
+	inoset_free(args.linked);
+	if (ret < 0)
+		report_operational(ctx, NULL, NULL, -ret, "cannot start the data scan");
+	return ret;
+}
+
+static int cmp_ino(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
 static int phase5_data(struct scrub_ctx *ctx, unsigned long long *items)
 {
 	struct scrub_stats stats = { 0 };
-	int ret;
+	struct xlink_list *l = &ctx->xlinks;
+	unsigned long long dev_bytes = 0;
+	const char *why = NULL;
 
 	if (ctx->ops->scan_data) {
 		run_hook(ctx, ctx->ops->scan_data, "data verification");
 		return 0;
 	}
-	struct inoset *linked = inoset_new();
-
-	ret = walk_tree(ctx, &dataverify_visitor, linked, &stats, NULL);
-	inoset_free(linked);
-	if (ret < 0) {
-		report_operational(ctx, NULL, NULL, -ret, "cannot start the data scan");
-		return EXIT_OPERATIONAL;
+	if (devverify_run(ctx, &dev_bytes, &why) == 0) {
+		/* Then the files the device reader could not know all of. */
+		if (l->nr_unmapped && !scrub_should_stop(ctx)) {
+			qsort(l->unmapped, l->nr_unmapped, sizeof(*l->unmapped), cmp_ino);
+			report_verbose(ctx, "Phase 5: reading %zu files whose extents are not all "
+				       "known, file by file", l->nr_unmapped);
+			if (read_files(ctx, l->unmapped, l->nr_unmapped, &stats) < 0)
+				return EXIT_OPERATIONAL;
+		}
+	} else {
+		report_verbose(ctx, "Phase 5: reading file by file: %s", why);
+		if (read_files(ctx, NULL, 0, &stats) < 0)
+			return EXIT_OPERATIONAL;
 	}
-	*items = stats.bytes_read;
-	ctx->stats.bytes_read = stats.bytes_read;
-	report_verbose(ctx, "Phase 5: %llu bytes read from %llu files", stats.bytes_read,
-		       stats.files);
+	xlink_list_release(l);
+	*items = stats.bytes_read + dev_bytes;
+	ctx->stats.bytes_read = stats.bytes_read + dev_bytes;
+	report_verbose(ctx, "Phase 5: %llu bytes read (%llu from the device in physical order, "
+		       "%llu from %llu files)", ctx->stats.bytes_read, dev_bytes,
+		       stats.bytes_read, stats.files);
 	return 0;
 }
 

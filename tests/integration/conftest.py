@@ -22,7 +22,7 @@ TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 FSCRUB = os.environ.get("FSCRUB", os.path.join(TOP, "build", "fscrub"))
 
 # Severity: PATH (inode N): message [check.id] [file.c:line]?
-FINDING = re.compile(r"^(Error|Warning|Info): (.*?)(?: \(inode (\d+)\))?: (.*) "
+FINDING = re.compile(r"^(Error|Warning|Info|Repaired): (.*?)(?: \(inode (\d+)\))?: (.*) "
                      r"\[([a-z_]+\.[a-z_]+)\](?: \[[^\]]+:\d+\])?$")
 SUMMARY = re.compile(r"^(.*): (?:scan cancelled; so far |stopped after \d+ errors? \(-a\); so far )?"
                      r"(\d+) errors? and (\d+) warnings? found\.")
@@ -68,6 +68,13 @@ class Result:
     @property
     def warnings(self):
         return self.of("Warning")
+
+    @property
+    def data_bytes_read(self):
+        """Phase 5's total from -v: what the data verification read."""
+        m = re.search(r"^Phase 5: (\d+) bytes read", self.stdout, re.M)
+        assert m, "no Phase 5 total in -v output:\n%s" % self.stdout
+        return int(m.group(1))
 
     def __repr__(self):
         return "fscrub %s -> %d\n--- stdout\n%s--- stderr\n%s" % (

@@ -93,7 +93,7 @@ def test_clean_data_scan(clean_fs):
     r = run_fscrub("-x", "-v", mnt)
     assert_clean(r, mnt, tree, prefix)
     assert "Phase 5: Verify file data." in r.stdout
-    read = int(r.stdout.split("Phase 5: ")[2].split(" bytes read")[0])
+    read = r.data_bytes_read
     # the tree's data really was read, and its 1000-link file only once
     frag = os.path.getsize(os.path.join(mnt, prefix + tree["fragmented"]))
     assert frag <= read < 64 << 20, r

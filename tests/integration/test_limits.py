@@ -71,7 +71,7 @@ def test_16_tib_sparse_file(image_factory):
     r = run_fscrub("-x", "-v", mnt)
     assert r.rc == 0 and r.errors == [], r
     # only the data is read, not 16 TiB of holes
-    read = int(r.stdout.split("Phase 5: ")[2].split(" bytes read")[0])
+    read = r.data_bytes_read
     assert 8192 <= read < 64 << 20, r
 
 

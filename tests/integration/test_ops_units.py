@@ -331,8 +331,11 @@ def _effect_dac_read_search(fs, caps):
 def _effect_fowner(fs, caps):
     # Through the clone (read-only, noatime) no atime can change anyway:
     # CAP_FOWNER is what keeps the fallback walk of the mount itself clean.
+    # The device-order reader opens no files, so force the per-file reader
+    # (what runs wherever the device cannot be read), which opens every file.
     before = _atime_reset(fs.owned)
-    p = sandboxed(fs.mnt, caps, ["-x"], env={"FSCRUB_DEBUG_NO_CLONE": "1"}, readonly=False)
+    p = sandboxed(fs.mnt, caps, ["-x"], readonly=False,
+                  env={"FSCRUB_DEBUG_NO_CLONE": "1", "FSCRUB_DEBUG_NO_DEVREAD": "1"})
     return os.stat(fs.owned).st_atime != before, p
 
 

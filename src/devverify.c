@@ -1,0 +1,276 @@
+/*
+ * devverify: the physical-order device reader; see devverify.h.
+ */
+#include "devverify.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "checks.h"
+#include "context.h"
+#include "crosslink.h"
+#include "ioengine.h"
+#include "mediamap.h"
+#include "progress.h"
+#include "ratelimit.h"
+#include "report.h"
+#include "strbuf.h"
+#include "walk.h"
+
+/* Granularity of a bisected failure, and the O_DIRECT alignment we use. */
+#define BAD_STEP 4096U
+/* Past this many bad ranges the device is failing: stop itemising. */
+#define MAX_BAD_RANGES 1024
+
+struct devread {
+	struct scrub_ctx *ctx;
+	int fd;
+	struct ratelimit limit;
+	pthread_mutex_t lock;		/* bad ranges, operational errors */
+	struct bad_range *bad;
+	size_t nr_bad;
+	bool bad_overflow;
+	int op_err;			/* first error that is not the media's */
+	atomic_ullong bytes;
+};
+
+static uint64_t round_down(uint64_t x, uint64_t a)
+{
+	return x - x % a;
+}
+
+static uint64_t round_up(uint64_t x, uint64_t a)
+{
+	return round_down(x + a - 1, a);
+}
+
+/* Append [off, off+len) to the read list, split into DEVREAD_MAX pieces. */
+static void add_reads(struct io_range **v, size_t *n, size_t *alloc, uint64_t off, uint64_t len)
+{
+	while (len) {
+		uint64_t piece = len < DEVREAD_MAX ? len : DEVREAD_MAX;
+
+		if (*n == *alloc) {
+			*alloc = *alloc ? *alloc * 2 : 1024;
+			*v = xrealloc(*v, *alloc * sizeof(**v));
+		}
+		(*v)[(*n)++] = (struct io_range){ .off = off, .len = piece };
+		off += piece;
+		len -= piece;
+	}
+}
+
+/*
+ * The read list: data extents in device order, neighbours merged when the
+ * gap between them is small (one long read beats two seeks), aligned to
+ * BAD_STEP and clipped to the device.  *data: bytes of file data covered.
+ */
+static struct io_range *plan_reads(const struct scrub_ctx *ctx, size_t *nr, uint64_t *data)
+{
+	const struct xlink_list *l = &ctx->xlinks;
+	struct io_range *v = NULL;
+	size_t n = 0, alloc = 0;
+	uint64_t start = 0, end = 0;
+	bool open = false;
+
+	*data = 0;
+	for (size_t i = 0; i < l->n; i++) {
+		const struct xlink_extent *x = &l->v[i];
+		uint64_t s = round_down(x->phys, BAD_STEP);
+		uint64_t e = round_up(x->phys + x->len, BAD_STEP);
+
+		if (x->unwritten || s >= ctx->dev_size)
+			continue;
+		if (e > ctx->dev_size)
+			e = ctx->dev_size;
+		if (open && e <= end)
+			continue;		/* inside the current read (shared) */
+		*data += e - (open && s < end ? end : s);
+		if (open && s <= end + DEVREAD_MERGE_GAP) {
+			end = e;
+			continue;
+		}
+		if (open)
+			add_reads(&v, &n, &alloc, start, end - start);
+		start = s;
+		end = e;
+		open = true;
+	}
+	if (open)
+		add_reads(&v, &n, &alloc, start, end - start);
+	*nr = n;
+	return v;
+}
+
+static bool stop_requested(void *ctx)
+{
+	return scrub_should_stop(ctx);
+}
+
+static bool admit(void *arg, uint64_t len)
+{
+	struct devread *dr = arg;
+
+	return !scrub_should_stop(dr->ctx) && ratelimit_take(&dr->limit, len, stop_requested,
+							     dr->ctx);
+}
+
+static void add_bad(struct devread *dr, uint64_t off, uint64_t len, int err)
+{
+	pthread_mutex_lock(&dr->lock);
+	if (dr->nr_bad && dr->bad[dr->nr_bad - 1].off + dr->bad[dr->nr_bad - 1].len == off &&
+	    dr->bad[dr->nr_bad - 1].err == err) {
+		dr->bad[dr->nr_bad - 1].len += len;
+	} else if (dr->nr_bad < MAX_BAD_RANGES) {
+		dr->bad = xrealloc(dr->bad, (dr->nr_bad + 1) * sizeof(*dr->bad));
+		dr->bad[dr->nr_bad++] = (struct bad_range){ .off = off, .len = len, .err = err };
+	} else {
+		dr->bad_overflow = true;
+	}
+	pthread_mutex_unlock(&dr->lock);
+}
+
+static void note_op_error(struct devread *dr, int err)
+{
+	pthread_mutex_lock(&dr->lock);
+	if (!dr->op_err)
+		dr->op_err = err;
+	pthread_mutex_unlock(&dr->lock);
+}
+
+/* A read of r failed: read it again block by block to find the bad ones. */
+static void bisect(struct devread *dr, const struct io_range *r, char *buf)
+{
+	uint64_t bad_start = 0, bad_len = 0;
+	int bad_err = 0;
+
+	for (uint64_t pos = r->off; pos < r->off + r->len && !scrub_should_stop(dr->ctx);
+	     pos += BAD_STEP) {
+		ssize_t n = pread(dr->fd, buf, BAD_STEP, (off_t)pos);
+
+		if (n < 0 && !errno_is_corruption(errno)) {
+			note_op_error(dr, errno);
+			break;
+		}
+		if (n >= 0) {
+			if (bad_len)
+				add_bad(dr, bad_start, bad_len, bad_err);
+			bad_len = 0;
+			continue;
+		}
+		if (!bad_len)
+			bad_start = pos, bad_err = errno;
+		bad_len += BAD_STEP;
+	}
+	if (bad_len)
+		add_bad(dr, bad_start, bad_len, bad_err);
+}
+
+static void read_done(void *arg, const struct io_range *r, char *buf, int64_t res)
+{
+	struct devread *dr = arg;
+
+	if (res == (int64_t)r->len) {
+		atomic_fetch_add(&dr->bytes, r->len);
+		progress_add(&dr->ctx->progress_done, r->len);
+		return;
+	}
+	if (res < 0 && !errno_is_corruption((int)-res)) {
+		note_op_error(dr, (int)-res);
+		return;
+	}
+	/* A media error, or a short read inside the device: find the bad blocks. */
+	bisect(dr, r, buf);
+	atomic_fetch_add(&dr->bytes, r->len);
+	progress_add(&dr->ctx->progress_done, r->len);
+}
+
+/* The device, open for direct reads, if it is the mount's own. */
+static int open_device(const struct scrub_ctx *ctx, const char **why)
+{
+	struct stat st;
+	int fd;
+
+	if (!ctx->dev_size) {
+		*why = "extent offsets are not offsets on one block device";
+		return -EOPNOTSUPP;
+	}
+	if (ctx->xlinks.overflow) {
+		*why = "the extent list reached its bound";
+		return -E2BIG;
+	}
+	if (getenv("FSCRUB_DEBUG_NO_DEVREAD")) {
+		*why = "FSCRUB_DEBUG_NO_DEVREAD is set";
+		return -EOPNOTSUPP;
+	}
+	fd = open(ctx->source, O_RDONLY | O_DIRECT | O_CLOEXEC);
+	if (fd < 0) {
+		*why = errno == EACCES || errno == EPERM ? "the device cannot be opened "
+			"(permission denied)" : "the device cannot be opened";
+		return -errno;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISBLK(st.st_mode) ||
+	    major(st.st_rdev) != ctx->root_stx.stx_dev_major ||
+	    minor(st.st_rdev) != ctx->root_stx.stx_dev_minor) {
+		close(fd);
+		*why = "the device is no longer the mount's";
+		return -ENODEV;
+	}
+	return fd;
+}
+
+int devverify_run(struct scrub_ctx *ctx, unsigned long long *bytes, const char **why)
+{
+	struct devread dr = { .ctx = ctx };
+	struct io_range *reads;
+	size_t nr_reads;
+	uint64_t data;
+	int ret;
+
+	dr.fd = open_device(ctx, why);
+	if (dr.fd < 0)
+		return dr.fd;
+	crosslink_sort(ctx);
+	reads = plan_reads(ctx, &nr_reads, &data);
+	ratelimit_init(&dr.limit, ctx->opt.limit_rate);
+	pthread_mutex_init(&dr.lock, NULL);
+
+	struct io_job job = {
+		.fd = dr.fd, .ranges = reads, .nr_ranges = nr_reads,
+		.depth = ctx->opt.background ? 1 : DEVREAD_DEPTH,
+		.max_len = DEVREAD_MAX, .align = BAD_STEP,
+		.no_uring = getenv("FSCRUB_DEBUG_NO_URING") != NULL,
+		.admit = admit, .done = read_done, .arg = &dr,
+	};
+	ret = ioengine_run(&job);
+	report_verbose(ctx, "Phase 5: read %s in device order: %zu reads of up to %u MiB, "
+		       "%u in flight (%s), %llu bytes of file data in %llu bytes read",
+		       ctx->source, nr_reads, DEVREAD_MAX >> 20, job.depth,
+		       job.engine ? job.engine : "none", (unsigned long long)data,
+		       (unsigned long long)atomic_load(&dr.bytes));
+	if (ret < 0)
+		report_operational(ctx, NULL, NULL, -ret, "cannot read %s", ctx->source);
+	else if (dr.op_err)
+		report_operational(ctx, NULL, NULL, dr.op_err, "reading %s", ctx->source);
+	if (dr.bad_overflow)
+		str_error(ctx, CHECK_MEDIA_FILE, NULL, NULL, 0,
+			  "more than %d unreadable ranges on %s: only the first are examined",
+			  MAX_BAD_RANGES, ctx->source);
+	if (dr.nr_bad && !scrub_should_stop(ctx))
+		mediamap_report(ctx, dr.fd, dr.bad, dr.nr_bad);
+	*bytes = atomic_load(&dr.bytes);
+	free(dr.bad);
+	free(reads);
+	pthread_mutex_destroy(&dr.lock);
+	ratelimit_destroy(&dr.limit);
+	close(dr.fd);
+	return 0;
+}

@@ -1,0 +1,178 @@
+/*
+ * ioengine: io_uring, with a pread thread pool as the fallback; see
+ * ioengine.h.
+ *
+ * io_uring is refused in many places (kernel.io_uring_disabled, seccomp
+ * filters of service managers and containers, old kernels): a failing
+ * io_uring_queue_init() is not an error, the pool does the same work.
+ */
+#include "ioengine.h"
+
+#include <errno.h>
+#include <liburing.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "strbuf.h"
+
+static char *alloc_buffer(const struct io_job *job)
+{
+	void *p;
+
+	return posix_memalign(&p, job->align, job->max_len) ? NULL : p;
+}
+
+/* ---- io_uring ----------------------------------------------------------- */
+
+/* *started: whether any read was attempted (else the pool may take over). */
+static int run_uring(struct io_job *job, bool *started)
+{
+	struct io_uring ring;
+	unsigned depth = job->depth, inflight = 0;
+	size_t next = 0;
+	char **bufs;
+	size_t *slot_range;
+	unsigned *free_slots, nr_free = 0;
+	bool stop = false;
+	int ret = io_uring_queue_init(depth, &ring, 0);
+
+	if (ret < 0)
+		return ret;
+	bufs = xcalloc(depth, sizeof(*bufs));
+	slot_range = xcalloc(depth, sizeof(*slot_range));
+	free_slots = xcalloc(depth, sizeof(*free_slots));
+	for (unsigned i = 0; i < depth; i++) {
+		bufs[i] = alloc_buffer(job);
+		if (!bufs[i]) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		free_slots[nr_free++] = i;
+	}
+	job->engine = "io_uring";
+	*started = true;
+	while (inflight || (next < job->nr_ranges && !stop)) {
+		while (nr_free && next < job->nr_ranges && !stop) {
+			const struct io_range *r = &job->ranges[next];
+			struct io_uring_sqe *sqe;
+
+			if (job->admit && !job->admit(job->arg, r->len)) {
+				stop = true;
+				break;
+			}
+			sqe = io_uring_get_sqe(&ring);
+			if (!sqe)
+				break;
+			unsigned slot = free_slots[--nr_free];
+
+			slot_range[slot] = next++;
+			io_uring_prep_read(sqe, job->fd, bufs[slot], (unsigned)r->len, r->off);
+			io_uring_sqe_set_data64(sqe, slot);
+			inflight++;
+		}
+		if (!inflight)
+			break;
+		ret = io_uring_submit_and_wait(&ring, 1);
+		if (ret < 0 && ret != -EINTR)
+			goto out;
+		struct io_uring_cqe *cqe;
+
+		while (io_uring_peek_cqe(&ring, &cqe) == 0) {
+			unsigned slot = (unsigned)io_uring_cqe_get_data64(cqe);
+			const struct io_range *r = &job->ranges[slot_range[slot]];
+			int64_t res = cqe->res;
+
+			io_uring_cqe_seen(&ring, cqe);
+			if (res == -EINTR || res == -EAGAIN)
+				res = pread(job->fd, bufs[slot], r->len, (off_t)r->off) < 0 ?
+				      -errno : (int64_t)r->len;
+			job->done(job->arg, r, bufs[slot], res);
+			free_slots[nr_free++] = slot;
+			inflight--;
+		}
+	}
+	ret = 0;
+out:
+	io_uring_queue_exit(&ring);
+	for (unsigned i = 0; i < depth; i++)
+		free(bufs[i]);
+	free(bufs);
+	free(slot_range);
+	free(free_slots);
+	return ret;
+}
+
+/* ---- pread thread pool -------------------------------------------------- */
+
+struct pool {
+	struct io_job *job;
+	atomic_size_t next;
+	atomic_bool stop;
+	pthread_mutex_t admit_lock;	/* admit() in submission order */
+};
+
+static void *pool_thread(void *p)
+{
+	struct pool *pool = p;
+	struct io_job *job = pool->job;
+	char *buf = alloc_buffer(job);
+
+	if (!buf) {
+		atomic_store(&pool->stop, true);
+		return NULL;
+	}
+	while (!atomic_load(&pool->stop)) {
+		pthread_mutex_lock(&pool->admit_lock);
+		size_t i = atomic_fetch_add(&pool->next, 1);
+		bool go = i < job->nr_ranges &&
+			  (!job->admit || job->admit(job->arg, job->ranges[i].len));
+
+		pthread_mutex_unlock(&pool->admit_lock);
+		if (!go) {
+			atomic_store(&pool->stop, true);
+			break;
+		}
+		const struct io_range *r = &job->ranges[i];
+		ssize_t n = pread(job->fd, buf, r->len, (off_t)r->off);
+
+		job->done(job->arg, r, buf, n < 0 ? -errno : n);
+	}
+	free(buf);
+	return NULL;
+}
+
+static int run_pool(struct io_job *job)
+{
+	struct pool pool = { .job = job };
+	pthread_t *tids = xcalloc(job->depth, sizeof(*tids));
+	unsigned started = 0;
+
+	pthread_mutex_init(&pool.admit_lock, NULL);
+	job->engine = "pread";
+	for (unsigned i = 0; i < job->depth; i++) {
+		if (pthread_create(&tids[i], NULL, pool_thread, &pool))
+			break;
+		started++;
+	}
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(tids[i], NULL);
+	pthread_mutex_destroy(&pool.admit_lock);
+	free(tids);
+	return started ? 0 : -EAGAIN;
+}
+
+int ioengine_run(struct io_job *job)
+{
+	if (!job->depth)
+		job->depth = 1;
+	if (!job->no_uring) {
+		bool started = false;
+		int ret = run_uring(job, &started);
+
+		if (started)
+			return ret;
+	}
+	return run_pool(job);
+}

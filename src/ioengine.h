@@ -1,0 +1,43 @@
+/*
+ * ioengine: read a list of large ranges of one descriptor with several
+ * reads in flight -- io_uring where the kernel allows it, else a pool of
+ * threads doing pread.  The data scan's device reader uses it; the engine
+ * knows nothing of filesystems.
+ *
+ * Each range is read into a buffer of its own and handed to done() with
+ * the result (bytes read, or a negative errno).  done() may use the buffer
+ * (all max_len bytes of it) for its own reads, e.g. to bisect a failure;
+ * with the thread pool it is called from several threads at once.  Before
+ * each read, admit() is called with its length; it may sleep (a rate
+ * limit) and returns false to stop submitting (cancelled).
+ */
+#ifndef FSCRUB_IOENGINE_H
+#define FSCRUB_IOENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct io_range {
+	uint64_t off;
+	uint64_t len;		/* at most max_len */
+};
+
+struct io_job {
+	int fd;
+	const struct io_range *ranges;
+	size_t nr_ranges;
+	unsigned depth;		/* reads in flight */
+	size_t max_len;		/* largest range; buffer size */
+	size_t align;		/* buffer alignment (O_DIRECT) */
+	bool no_uring;		/* force the thread pool (FSCRUB_DEBUG_NO_URING) */
+	bool (*admit)(void *arg, uint64_t len);
+	void (*done)(void *arg, const struct io_range *r, char *buf, int64_t res);
+	void *arg;
+	const char *engine;	/* out: "io_uring" or "pread" */
+};
+
+/* Read every range (until admit() says stop).  0, or a negative errno. */
+int ioengine_run(struct io_job *job);
+
+#endif

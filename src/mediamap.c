@@ -1,0 +1,242 @@
+/*
+ * mediamap: media errors mapped to files; see mediamap.h.
+ */
+#include "mediamap.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fsmap.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "checks.h"
+#include "context.h"
+#include "crosslink.h"
+#include "relook.h"
+#include "report.h"
+#include "strbuf.h"
+#include "walk.h"
+
+#define STEP 4096U
+
+/* One bad range, or the part of it that one extent owns. */
+struct piece {
+	uint64_t dev_off, len;
+	uint64_t ino;			/* 0: no extent of the walk owns it */
+	uint64_t file_off;
+	int err;
+	bool still_mapped, still_bad;	/* the second look, through the file */
+};
+
+struct pieces {
+	struct piece *v;
+	size_t n;
+};
+
+static void add_piece(struct pieces *p, const struct piece *x)
+{
+	p->v = xrealloc(p->v, (p->n + 1) * sizeof(*p->v));
+	p->v[p->n++] = *x;
+}
+
+/* Index of the first extent that may overlap off (the list is by phys). */
+static size_t first_candidate(const struct xlink_list *l, uint64_t off)
+{
+	size_t lo = 0, hi = l->n;
+
+	while (lo < hi) {			/* first extent with phys > off */
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (l->v[mid].phys <= off)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* Step back over the extents that start before off and reach it. */
+	while (lo > 0 && l->v[lo - 1].phys + l->v[lo - 1].len > off)
+		lo--;
+	return lo;
+}
+
+/* Split a bad range into the parts files own and the parts none does. */
+static void split_range(const struct xlink_list *l, const struct bad_range *b, struct pieces *out)
+{
+	uint64_t pos = b->off, end = b->off + b->len;
+
+	for (size_t i = first_candidate(l, b->off); i < l->n && l->v[i].phys < end; i++) {
+		const struct xlink_extent *x = &l->v[i];
+		uint64_t s = x->phys > b->off ? x->phys : b->off;
+		uint64_t e = x->phys + x->len < end ? x->phys + x->len : end;
+
+		if (e <= s || x->unwritten)
+			continue;
+		if (s > pos)
+			add_piece(out, &(struct piece){ .dev_off = pos, .len = s - pos, .err = b->err });
+		add_piece(out, &(struct piece){ .dev_off = s, .len = e - s, .ino = x->ino,
+						.file_off = x->logical + (s - x->phys),
+						.err = b->err });
+		if (e > pos)
+			pos = e;
+	}
+	if (pos < end)
+		add_piece(out, &(struct piece){ .dev_off = pos, .len = end - pos, .err = b->err });
+}
+
+/* Read [off, off+len) of the file directly; true if it still fails. */
+static bool file_range_fails(int fd, uint64_t off, uint64_t len)
+{
+	int fl = fcntl(fd, F_GETFL);
+	void *buf;
+	bool bad = false;
+
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_DIRECT) < 0 || posix_memalign(&buf, STEP, STEP))
+		return false;
+	for (uint64_t pos = off - off % STEP; pos < off + len && !bad; pos += STEP)
+		bad = pread(fd, buf, STEP, (off_t)pos) < 0 && errno_is_corruption(errno);
+	free(buf);
+	return bad;
+}
+
+static void relook_pieces(struct relook *rl, struct relook_file *f, int fd,
+			  const struct walk_entry *e)
+{
+	struct pieces *p = rl->arg;
+
+	(void)e;
+	for (size_t i = 0; i < p->n; i++) {
+		struct piece *x = &p->v[i];
+
+		if (x->ino != f->ino || x->still_mapped)
+			continue;
+		x->still_mapped = relook_still_mapped(fd, x->file_off, x->dev_off, x->len);
+		x->still_bad = x->still_mapped && file_range_fails(fd, x->file_off, x->len);
+	}
+}
+
+/* The kernel's encoding of a dev_t in GETFSMAP records (new_encode_dev). */
+static uint32_t fsmap_devno(dev_t dev)
+{
+	unsigned maj = major(dev), min = minor(dev);
+
+	return (min & 0xff) | (maj << 8) | ((min & ~0xffU) << 12);
+}
+
+/* What GETFSMAP says owns the first byte of [off, off+len), into out. */
+static bool fsmap_owner(struct scrub_ctx *ctx, uint64_t off, uint64_t len, struct strbuf *out,
+			bool *is_metadata)
+{
+	struct stat st;
+	struct fsmap_head *h = xcalloc(1, fsmap_sizeof(1));
+	bool found = false;
+
+	if (stat(ctx->source, &st) < 0)
+		goto out;
+	h->fmh_count = 1;
+	h->fmh_keys[0].fmr_device = fsmap_devno(st.st_rdev);
+	h->fmh_keys[0].fmr_physical = off;
+	h->fmh_keys[1].fmr_device = fsmap_devno(st.st_rdev);
+	h->fmh_keys[1].fmr_physical = off + len - 1;
+	h->fmh_keys[1].fmr_owner = ~0ULL;
+	h->fmh_keys[1].fmr_offset = ~0ULL;
+	h->fmh_keys[1].fmr_flags = ~0U;
+	if (ioctl(ctx->mnt_fd, FS_IOC_GETFSMAP, h) < 0 || h->fmh_entries < 1)
+		goto out;
+	const struct fsmap *r = &h->fmh_recs[0];
+
+	found = true;
+	*is_metadata = false;
+	if (!(r->fmr_flags & FMR_OF_SPECIAL_OWNER)) {
+		strbuf_addf(out, "owned by inode %llu at offset %llu%s, which the walk did "
+			    "not map there (written since?)", (unsigned long long)r->fmr_owner,
+			    (unsigned long long)r->fmr_offset,
+			    r->fmr_flags & (FMR_OF_EXTENT_MAP | FMR_OF_ATTR_FORK) ?
+			    " (its extent map or attributes)" : "");
+		*is_metadata = r->fmr_flags & (FMR_OF_EXTENT_MAP | FMR_OF_ATTR_FORK);
+	} else if (r->fmr_owner == FMR_OWN_FREE) {
+		strbuf_addstr(out, "in free space");
+	} else if (r->fmr_owner == FMR_OWN_UNKNOWN) {
+		strbuf_addstr(out, "in allocated blocks of no known owner (directories, extent "
+			      "trees, or data written since the walk)");
+	} else {
+		strbuf_addf(out, "in filesystem metadata (owner %u:%u)",
+			    FMR_OWNER_TYPE(r->fmr_owner), FMR_OWNER_CODE(r->fmr_owner));
+		*is_metadata = true;
+	}
+out:
+	free(h);
+	return found;
+}
+
+static void report_unowned(struct scrub_ctx *ctx, const struct piece *x)
+{
+	struct strbuf what = STRBUF_INIT;
+	bool metadata = false;
+	unsigned long long off = x->dev_off, len = x->len;
+
+	if (!fsmap_owner(ctx, x->dev_off, x->len, &what, &metadata)) {
+		str_warn(ctx, CHECK_MEDIA_UNOWNED, NULL, NULL, 0,
+			 "media error at device offset %llu (%llu bytes), not in the data of any "
+			 "file the walk mapped (free space, metadata, or data written since): %s",
+			 off, len, strerror(x->err));
+	} else if (metadata) {
+		str_error_range(ctx, CHECK_MEDIA_METADATA, NULL, NULL, 0, off, len,
+				"media error at device offset %llu (%llu bytes) %s: %s", off, len,
+				what.buf, strerror(x->err));
+	} else {
+		str_warn(ctx, CHECK_MEDIA_UNOWNED, NULL, NULL, 0,
+			 "media error at device offset %llu (%llu bytes) %s: %s", off, len,
+			 what.buf, strerror(x->err));
+	}
+	strbuf_release(&what);
+}
+
+static void report_piece(struct scrub_ctx *ctx, struct relook *rl, const struct piece *x)
+{
+	struct relook_file *f = x->ino ? relook_find(rl, x->ino) : NULL;
+	unsigned long long off = x->dev_off, len = x->len, foff = x->file_off;
+
+	if (!x->ino) {
+		report_unowned(ctx, x);
+	} else if (f && f->dir && x->still_bad && !f->changed) {
+		str_error_range(ctx, CHECK_MEDIA_FILE, f->dir, f->name, x->ino, foff, len,
+				"media error at device offset %llu (%llu bytes): file offset %llu "
+				"is unreadable: %s", off, len, foff, strerror(x->err));
+	} else {
+		/* The file moved away from the bad blocks, or reads them now. */
+		str_warn(ctx, CHECK_MEDIA_UNOWNED, f ? f->dir : NULL, f ? f->name : NULL, x->ino,
+			 "media error at device offset %llu (%llu bytes), which inode %llu mapped "
+			 "at offset %llu during the walk; %s", off, len,
+			 (unsigned long long)x->ino, foff,
+			 !f || !f->dir ? "the file is gone" :
+			 f->changed || !x->still_mapped ? "the file changed since" :
+			 "a direct read of the file succeeds now");
+	}
+}
+
+void mediamap_report(struct scrub_ctx *ctx, int dev_fd, const struct bad_range *bad,
+		     size_t nr_bad)
+{
+	struct pieces p = { 0 };
+	struct relook rl = { .ctx = ctx, .name = "media error second look",
+			     .visit = relook_pieces, .arg = &p };
+
+	(void)dev_fd;
+	for (size_t i = 0; i < nr_bad; i++)
+		split_range(&ctx->xlinks, &bad[i], &p);
+	for (size_t i = 0; i < p.n; i++)
+		if (p.v[i].ino)
+			relook_add(&rl, p.v[i].ino);
+	report_verbose(ctx, "Phase 5: %zu unreadable %s on %s, %zu in file data", nr_bad,
+		       nr_bad == 1 ? "range" : "ranges", ctx->source, rl.nr_files);
+	if (rl.nr_files && relook_walk(&rl) < 0)
+		rl.nr_files = 0;
+	for (size_t i = 0; i < p.n && !scrub_should_stop(ctx); i++)
+		report_piece(ctx, &rl, &p.v[i]);
+	relook_release(&rl);
+	free(p.v);
+}

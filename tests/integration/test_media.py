@@ -1,0 +1,225 @@
+"""Data verification by the device in physical order (-x), media errors
+mapped to files, and --limit.
+
+Bad sectors come from a loop device whose backing file lives on eiofs
+(tests/tools/eiofs.c), a one-file FUSE filesystem that fails reads of
+chosen byte ranges with EIO.  The filesystem is built and populated on a
+plain loop device, unmounted, then mounted again through eiofs, so the
+only reads that fail are those of the ranges a test names.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from conftest import FSCRUB, run_fscrub, need_root
+import fsimage
+
+EIOFS = os.environ.get("FSCRUB_EIOFS", os.path.join(os.path.dirname(FSCRUB), "eiofs"))
+BLOCK = 4096
+
+
+def need_eiofs():
+    need_root()
+    if not os.path.exists("/dev/fuse"):
+        pytest.skip("no /dev/fuse: the media-error tests need FUSE for eiofs")
+    if not os.access(EIOFS, os.X_OK):
+        pytest.skip("%s was not built (libfuse3-dev missing at build time)" % EIOFS)
+    if not shutil.which("fusermount3"):
+        pytest.skip("fusermount3 (Debian's fuse3) is not installed")
+
+
+class BadMedia:
+    """The image *path* as a block device with unreadable *ranges*
+    [(offset, length)], mounted as *fstype* on *mnt*."""
+
+    def __init__(self, workdir, path, fstype, ranges, name="bad"):
+        self.fuse = os.path.join(workdir, name + ".fuse")
+        self.mnt = os.path.join(workdir, name + ".mnt")
+        self.proc = None
+        self.dev = None
+        self.mounted = False
+        os.makedirs(self.fuse, exist_ok=True)
+        os.makedirs(self.mnt, exist_ok=True)
+        env = dict(os.environ, EIOFS_IMAGE=path,
+                   EIOFS_BAD=",".join("%d:%d" % r for r in ranges))
+        self.proc = subprocess.Popen([EIOFS, "-f", self.fuse], env=env,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        disk = os.path.join(self.fuse, "disk")
+        for _ in range(100):
+            if os.path.exists(disk):
+                break
+            if self.proc.poll() is not None:
+                raise RuntimeError("eiofs exited: %s" % self.proc.stderr.read())
+            time.sleep(0.05)
+        else:
+            raise RuntimeError("eiofs did not come up")
+        self.dev = fsimage.run(["losetup", "-f", "--show", disk]).stdout.strip()
+        opts = ["-o", "errors=continue"] if fstype == "ext4" else []
+        fsimage.run(["mount", "-t", fstype] + opts + [self.dev, self.mnt])
+        self.mounted = True
+
+    def cleanup(self):
+        if self.mounted:
+            fsimage._umount(self.mnt)
+            self.mounted = False
+        if self.dev:
+            fsimage._losetup_detach(self.dev)
+            self.dev = None
+        if self.proc:
+            subprocess.run(["fusermount3", "-u", self.fuse], capture_output=True)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()        # ours: started by this test
+                self.proc.wait()
+            self.proc = None
+
+
+@pytest.fixture
+def bad_media(workdir):
+    made = []
+
+    def make(img, ranges, name="bad"):
+        need_eiofs()
+        img.offline()
+        m = BadMedia(workdir, img.path, img.fstype, ranges, name=name)
+        made.append(m)
+        return m
+
+    yield make
+    for m in reversed(made):
+        m.cleanup()
+
+
+def write(path, size, seed):
+    """A file of *size* bytes, written and synced so its blocks are placed."""
+    block = (bytes([seed % 251]) * 4096)
+    with open(path, "wb") as f:
+        for _ in range(size // 4096):
+            f.write(block)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def populated(image_factory, fstype):
+    """An image with a few files; returns (img, {name: extents}).
+
+    d/holed had 192 KiB, and its middle 64 KiB were punched out: those
+    blocks are free space between two extents of one file, well within the
+    device reader's merge gap, wherever the allocator put the file.  Their
+    old place is layout["hole"].
+    """
+    img = image_factory(fstype, size_mb=320).mkfs()
+    mnt = img.mount()
+    os.makedirs(os.path.join(mnt, "d"))
+    layout = {}
+    for i, (name, size) in enumerate([("d/holed", 192 << 10), ("d/victim", 2 << 20),
+                                      ("d/big", 24 << 20)]):
+        write(os.path.join(mnt, name), size, i + 1)
+        layout[name] = fsimage.fiemap(os.path.join(mnt, name))
+    holed = os.path.join(mnt, "d/holed")
+    whole = layout["d/holed"]
+    if len(whole) != 1 or whole[0]["length"] != 192 << 10:
+        pytest.fail("d/holed is not one 192 KiB extent: %s" % whole)
+    subprocess.run(["fallocate", "--punch-hole", "-o", "64KiB", "-l", "64KiB", holed],
+                   check=True)
+    layout["hole"] = whole[0]["physical"] + (64 << 10)
+    layout["d/holed"] = fsimage.fiemap(holed)
+    subprocess.run(["sync"], check=True)
+    time.sleep(1.1)     # ctime more than 1 s before the scan: not "changed"
+    return img, layout
+
+
+FSTYPES = ["xfs", "ext4"]
+
+
+@pytest.mark.parametrize("fstype", FSTYPES)
+@pytest.mark.parametrize("engine", ["io_uring", "pread"])
+def test_media_error_names_the_file_and_offset(image_factory, bad_media, fstype, engine):
+    img, layout = populated(image_factory, fstype)
+    ext = layout["d/victim"][0]
+    assert ext["length"] >= 512 << 10, layout["d/victim"]
+    bad_off = ext["physical"] + (256 << 10)
+    m = bad_media(img, [(bad_off, 2 * BLOCK)])
+    env = {"FSCRUB_DEBUG_NO_URING": "1"} if engine == "pread" else {}
+    r = run_fscrub("-n", "-x", "-v", m.mnt, env=env)
+    assert r.rc == 4, r
+    errs = r.errors
+    assert len(errs) == 1 and errs[0].check == "media.file", r
+    e = errs[0]
+    assert e.path == m.mnt + "/d/victim", r
+    assert e.inode == os.stat(os.path.join(m.mnt, "d/victim")).st_ino
+    want_off = ext["logical"] + (256 << 10)
+    assert ("device offset %d (%d bytes): file offset %d is unreadable"
+            % (bad_off, 2 * BLOCK, want_off)) in e.message, r
+    assert not r.warnings, r
+    assert "in device order" in r.stdout and "(%s)" % engine in r.stdout, r
+
+
+@pytest.mark.parametrize("fstype", FSTYPES)
+def test_media_error_in_free_space_is_a_warning(image_factory, bad_media, fstype):
+    img, layout = populated(image_factory, fstype)
+    hole = layout["hole"]
+    m = bad_media(img, [(hole, BLOCK)])
+    r = run_fscrub("-n", "-x", "-v", m.mnt)
+    assert r.rc == 0, r
+    assert not r.errors, r
+    w = r.of("Warning", "media.unowned")
+    assert len(w) == 1 and len(r.warnings) == 1, r
+    assert "device offset %d (%d bytes) in free space" % (hole, BLOCK) \
+        in w[0].message, r
+
+
+@pytest.mark.parametrize("fstype", FSTYPES)
+def test_clean_device_read_exits_0(image_factory, bad_media, fstype):
+    img, layout = populated(image_factory, fstype)
+    m = bad_media(img, [])
+    r = run_fscrub("-n", "-x", "-v", m.mnt)
+    assert r.rc == 0 and not r.errors and not r.warnings, r
+    data = sum(x["length"] for n, v in layout.items() if n != "hole" for x in v)
+    got = re.search(r"(\d+) bytes of file data in (\d+) bytes read", r.stdout)
+    assert got, r
+    assert int(got.group(1)) == data, (data, r)
+    assert int(got.group(2)) < data + (1 << 20), r   # gaps read: small
+
+
+def test_per_file_fallback_still_finds_the_error(image_factory, bad_media):
+    img, layout = populated(image_factory, "xfs")
+    ext = layout["d/victim"][0]
+    m = bad_media(img, [(ext["physical"] + (128 << 10), BLOCK)])
+    r = run_fscrub("-n", "-x", "-v", m.mnt, env={"FSCRUB_DEBUG_NO_DEVREAD": "1"})
+    assert r.rc == 4, r
+    assert "reading file by file: FSCRUB_DEBUG_NO_DEVREAD is set" in r.stdout, r
+    errs = r.errors
+    assert [e.check for e in errs] == ["data.read"], r
+    assert errs[0].path == m.mnt + "/d/victim"
+    assert "read error at offset %d" % (ext["logical"] + (128 << 10)) in errs[0].message
+
+
+def test_tmpfs_reads_file_by_file(workdir):
+    t = fsimage.make_tmpfs(workdir)
+    try:
+        r = run_fscrub("-n", "-x", "-v", t.mnt)
+        assert r.rc == 0, r
+        assert "reading file by file: extent offsets are not offsets on one block device" \
+            in r.stdout, r
+    finally:
+        t.cleanup(remove=True)
+
+
+def test_limit_caps_the_read_rate(image_factory):
+    img = image_factory("xfs", size_mb=320).mkfs()
+    mnt = img.mount()
+    write(os.path.join(mnt, "f"), 48 << 20, 7)
+    time.sleep(1.1)
+    t0 = time.monotonic()
+    r = run_fscrub("-n", "-x", "--limit", "16M", mnt)
+    took = time.monotonic() - t0
+    assert r.rc == 0, r
+    # 48 MiB at 16 MiB/s, less the bucket's 0.1 s burst: at least 2.5 s.
+    assert took >= 2.5, (took, r)

@@ -1,0 +1,66 @@
+/*
+ * Unit tests for ratelimit: --limit parsing and the bucket's pace.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "ratelimit.h"
+
+static void test_parse(void **state)
+{
+	uint64_t r = 0;
+
+	(void)state;
+	assert_int_equal(ratelimit_parse("200M", &r), 0);
+	assert_int_equal(r, 200ULL << 20);
+	assert_int_equal(ratelimit_parse("1.5G", &r), 0);
+	assert_int_equal(r, 3ULL << 29);
+	assert_int_equal(ratelimit_parse("800k", &r), 0);
+	assert_int_equal(r, 800ULL << 10);
+	assert_int_equal(ratelimit_parse("50000000", &r), 0);
+	assert_int_equal(r, 50000000);
+	assert_int_equal(ratelimit_parse("10MB/s", &r), 0);
+	assert_int_equal(r, 10ULL << 20);
+	const char *bad[] = { "", "0", "-5M", "abc", "5X", "5M junk", " 5M", "0.1", "nan", "inf" };
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_int_equal(ratelimit_parse(bad[i], &r), -1);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* 3 MB at 10 MB/s with a 1 MB burst: at least 0.2 s, whatever the machine. */
+static void test_pace(void **state)
+{
+	struct ratelimit rl;
+	double t0 = now_s();
+
+	(void)state;
+	ratelimit_init(&rl, 10000000);
+	for (int i = 0; i < 30; i++)
+		assert_true(ratelimit_take(&rl, 100000, NULL, NULL));
+	assert_true(now_s() - t0 >= 0.19);
+	ratelimit_destroy(&rl);
+	assert_true(ratelimit_take(NULL, 1ULL << 40, NULL, NULL));	/* no limit */
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_parse),
+		cmocka_unit_test(test_pace),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
