@@ -75,38 +75,39 @@ struct ks_type {
 	const char *name;	/* xfs_scrub's name for it */
 	const char *what;
 	mode_t only;		/* S_IFDIR/S_IFLNK: inodes of that type only; 0: all */
+	bool aggregate;		/* says what the others found: never repaired itself */
 };
 
 /* In dependency order: repairs are done in this order too. */
 static const struct ks_type ks_types[] = {
-	{ XFS_SCRUB_TYPE_SB, KS_AGHEADER, "sb", "superblock", 0 },
-	{ XFS_SCRUB_TYPE_AGF, KS_AGHEADER, "agf", "free space header", 0 },
-	{ XFS_SCRUB_TYPE_AGFL, KS_AGHEADER, "agfl", "free list", 0 },
-	{ XFS_SCRUB_TYPE_AGI, KS_AGHEADER, "agi", "inode header", 0 },
-	{ XFS_SCRUB_TYPE_BNOBT, KS_AGBTREE, "bnobt", "free space by block btree", 0 },
-	{ XFS_SCRUB_TYPE_CNTBT, KS_AGBTREE, "cntbt", "free space by length btree", 0 },
-	{ XFS_SCRUB_TYPE_INOBT, KS_AGBTREE, "inobt", "inode btree", 0 },
-	{ XFS_SCRUB_TYPE_FINOBT, KS_AGBTREE, "finobt", "free inode btree", 0 },
-	{ XFS_SCRUB_TYPE_RMAPBT, KS_AGBTREE, "rmapbt", "reverse mapping btree", 0 },
-	{ XFS_SCRUB_TYPE_REFCNTBT, KS_AGBTREE, "refcountbt", "reference count btree", 0 },
-	{ XFS_SCRUB_TYPE_RTBITMAP, KS_FS, "rtbitmap", "realtime bitmap", 0 },
-	{ XFS_SCRUB_TYPE_RTSUM, KS_FS, "rtsummary", "realtime summary", 0 },
-	{ XFS_SCRUB_TYPE_UQUOTA, KS_FS, "usrquota", "user quotas", 0 },
-	{ XFS_SCRUB_TYPE_GQUOTA, KS_FS, "grpquota", "group quotas", 0 },
-	{ XFS_SCRUB_TYPE_PQUOTA, KS_FS, "prjquota", "project quotas", 0 },
-	{ XFS_SCRUB_TYPE_INODE, KS_INODE, "inode", "inode record", 0 },
-	{ XFS_SCRUB_TYPE_BMBTD, KS_INODE, "bmapbtd", "data fork mapping", 0 },
-	{ XFS_SCRUB_TYPE_BMBTA, KS_INODE, "bmapbta", "attribute fork mapping", 0 },
-	{ XFS_SCRUB_TYPE_BMBTC, KS_INODE, "bmapbtc", "copy-on-write fork mapping", 0 },
-	{ XFS_SCRUB_TYPE_DIR, KS_INODE, "directory", "directory", S_IFDIR },
-	{ XFS_SCRUB_TYPE_XATTR, KS_INODE, "xattr", "extended attributes", 0 },
-	{ XFS_SCRUB_TYPE_SYMLINK, KS_INODE, "symlink", "symlink target", S_IFLNK },
-	{ XFS_SCRUB_TYPE_PARENT, KS_INODE, "parent", "parent pointer", 0 },
-	{ KS_TYPE_DIRTREE, KS_INODE, "dirtree", "directory tree", S_IFDIR },
-	{ XFS_SCRUB_TYPE_FSCOUNTERS, KS_SUMMARY, "fscounters", "summary counters", 0 },
-	{ KS_TYPE_QUOTACHECK, KS_SUMMARY, "quotacheck", "quota usage counts", 0 },
-	{ KS_TYPE_NLINKS, KS_SUMMARY, "nlinks", "file link counts", 0 },
-	{ KS_TYPE_HEALTHY, KS_SUMMARY, "healthy", "health of everything checked", 0 },
+	{ XFS_SCRUB_TYPE_SB, KS_AGHEADER, "sb", "superblock", 0, false },
+	{ XFS_SCRUB_TYPE_AGF, KS_AGHEADER, "agf", "free space header", 0, false },
+	{ XFS_SCRUB_TYPE_AGFL, KS_AGHEADER, "agfl", "free list", 0, false },
+	{ XFS_SCRUB_TYPE_AGI, KS_AGHEADER, "agi", "inode header", 0, false },
+	{ XFS_SCRUB_TYPE_BNOBT, KS_AGBTREE, "bnobt", "free space by block btree", 0, false },
+	{ XFS_SCRUB_TYPE_CNTBT, KS_AGBTREE, "cntbt", "free space by length btree", 0, false },
+	{ XFS_SCRUB_TYPE_INOBT, KS_AGBTREE, "inobt", "inode btree", 0, false },
+	{ XFS_SCRUB_TYPE_FINOBT, KS_AGBTREE, "finobt", "free inode btree", 0, false },
+	{ XFS_SCRUB_TYPE_RMAPBT, KS_AGBTREE, "rmapbt", "reverse mapping btree", 0, false },
+	{ XFS_SCRUB_TYPE_REFCNTBT, KS_AGBTREE, "refcountbt", "reference count btree", 0, false },
+	{ XFS_SCRUB_TYPE_RTBITMAP, KS_FS, "rtbitmap", "realtime bitmap", 0, false },
+	{ XFS_SCRUB_TYPE_RTSUM, KS_FS, "rtsummary", "realtime summary", 0, false },
+	{ XFS_SCRUB_TYPE_UQUOTA, KS_FS, "usrquota", "user quotas", 0, false },
+	{ XFS_SCRUB_TYPE_GQUOTA, KS_FS, "grpquota", "group quotas", 0, false },
+	{ XFS_SCRUB_TYPE_PQUOTA, KS_FS, "prjquota", "project quotas", 0, false },
+	{ XFS_SCRUB_TYPE_INODE, KS_INODE, "inode", "inode record", 0, false },
+	{ XFS_SCRUB_TYPE_BMBTD, KS_INODE, "bmapbtd", "data fork mapping", 0, false },
+	{ XFS_SCRUB_TYPE_BMBTA, KS_INODE, "bmapbta", "attribute fork mapping", 0, false },
+	{ XFS_SCRUB_TYPE_BMBTC, KS_INODE, "bmapbtc", "copy-on-write fork mapping", 0, false },
+	{ XFS_SCRUB_TYPE_DIR, KS_INODE, "directory", "directory", S_IFDIR, false },
+	{ XFS_SCRUB_TYPE_XATTR, KS_INODE, "xattr", "extended attributes", 0, false },
+	{ XFS_SCRUB_TYPE_SYMLINK, KS_INODE, "symlink", "symlink target", S_IFLNK, false },
+	{ XFS_SCRUB_TYPE_PARENT, KS_INODE, "parent", "parent pointer", 0, false },
+	{ KS_TYPE_DIRTREE, KS_INODE, "dirtree", "directory tree", S_IFDIR, false },
+	{ XFS_SCRUB_TYPE_FSCOUNTERS, KS_SUMMARY, "fscounters", "summary counters", 0, false },
+	{ KS_TYPE_QUOTACHECK, KS_SUMMARY, "quotacheck", "quota usage counts", 0, false },
+	{ KS_TYPE_NLINKS, KS_SUMMARY, "nlinks", "file link counts", 0, false },
+	{ KS_TYPE_HEALTHY, KS_SUMMARY, "healthy", "health of everything checked", 0, true },
 };
 
 #define NR_KS_TYPES (sizeof(ks_types) / sizeof(ks_types[0]))
@@ -136,6 +137,7 @@ struct ks_run {
 	size_t nr_repairs, alloc_repairs;
 	atomic_bool absent_said[NR_KS_TYPES];	/* "not on this kernel/fs" said */
 	atomic_ullong calls;
+	atomic_ullong xfail_cleared;	/* cross-referencing works after the repairs */
 };
 
 static int ks_call(int fd, const struct ks_obj *o, bool repair, uint32_t *oflags)
@@ -279,7 +281,13 @@ static void ks_check(struct ks_run *r, const struct ks_obj *o)
 	}
 	if (of & XFS_SCRUB_OFLAG_PREEN)
 		ks_report(r, o, SEV_INFO, CHECK_XFS_PREEN, "could be optimised (preen)");
-	if (of & XFS_SCRUB_OFLAG_XFAIL)
+	/*
+	 * Cross-referencing fails when the other object is sick: with repairs
+	 * to come, look again after them (as xfs_scrub does).
+	 */
+	if ((of & XFS_SCRUB_OFLAG_XFAIL) && r->repair && !(of & OFLAGS_BAD))
+		queue_repair(r, o, XFS_SCRUB_OFLAG_XFAIL);
+	else if (of & XFS_SCRUB_OFLAG_XFAIL)
 		ks_report(r, o, SEV_WARNING, CHECK_XFS_SCRUB_WARNING,
 			  "could not be cross-referenced with other metadata");
 	if (of & XFS_SCRUB_OFLAG_INCOMPLETE)
@@ -352,11 +360,31 @@ static int by_order(const void *a, const void *b)
 {
 	const struct ks_repair *x = a, *y = b;
 
+	bool xa = !(x->oflags & OFLAGS_BAD), ya = !(y->oflags & OFLAGS_BAD);
+
+	if (xa != ya)
+		return xa ? 1 : -1;	/* the rechecks after every repair */
 	if (x->order != y->order)
 		return x->order < y->order ? -1 : 1;
 	if (x->o.agno != y->o.agno)
 		return x->o.agno < y->o.agno ? -1 : 1;
 	return x->o.ino < y->o.ino ? -1 : x->o.ino > y->o.ino;
+}
+
+/* An object that could not be cross-referenced, after the repairs. */
+static void ks_recheck_xfail(struct ks_run *r, const struct ks_obj *o)
+{
+	uint32_t of = 0;
+	int ret = ks_call(r->xs->fd, o, false, &of);
+
+	if (ret < 0 || (of & (OFLAGS_BAD | XFS_SCRUB_OFLAG_XFAIL)))
+		ks_report(r, o, (ret == 0 && (of & OFLAGS_BAD)) ? SEV_ERROR : SEV_WARNING,
+			  (ret == 0 && (of & OFLAGS_BAD)) ? CHECK_XFS_SCRUB : CHECK_XFS_SCRUB_WARNING,
+			  "could not be cross-referenced with other metadata%s",
+			  (ret == 0 && (of & OFLAGS_BAD)) ? ", and after the repairs it is corrupt" :
+			  ", also after the repairs");
+	else
+		atomic_fetch_add(&r->xfail_cleared, 1);
 }
 
 /* Repair one object found corrupt: check, repair, check again. */
@@ -365,11 +393,21 @@ static void ks_repair_one(struct ks_run *r, const struct ks_repair *rp)
 	const struct ks_obj *o = &rp->o;
 	const char *how = bad_how(rp->oflags);
 	uint32_t of = 0;
-	int ret = ks_call(r->xs->fd, o, false, &of);
+	int ret;
 
+	if (!(rp->oflags & OFLAGS_BAD)) {
+		ks_recheck_xfail(r, o);
+		return;
+	}
+	ret = ks_call(r->xs->fd, o, false, &of);
 	if (ret == 0 && !(of & OFLAGS_BAD)) {
 		ks_report(r, o, SEV_REPAIRED, CHECK_XFS_SCRUB,
 			  "%s; no longer after the repairs before it", how);
+		return;
+	}
+	if (o->t->aggregate) {
+		ks_report(r, o, SEV_ERROR, CHECK_XFS_SCRUB, "%s; still after the repairs "
+			  "before it", how);
 		return;
 	}
 	ret = ks_call(r->xs->fd, o, true, &of);
@@ -446,17 +484,24 @@ void xfs_kscrub_all(struct scrub_ctx *ctx)
 
 	if (r.nr_repairs) {
 		qsort(r.repairs, r.nr_repairs, sizeof(*r.repairs), by_order);
-		report_verbose(ctx, "Phase 2: repairing %zu metadata %s", r.nr_repairs,
-			       r.nr_repairs == 1 ? "object" : "objects");
+		report_verbose(ctx, "Phase 2: %zu metadata %s to repair or to look at again",
+			       r.nr_repairs, r.nr_repairs == 1 ? "object" : "objects");
 	}
 	for (size_t i = 0; i < r.nr_repairs; i++) {
-		if (xs->shut_down || scrub_should_stop(ctx))
+		if (!(r.repairs[i].oflags & OFLAGS_BAD) && (xs->shut_down || scrub_should_stop(ctx)))
+			ks_report(&r, &r.repairs[i].o, SEV_WARNING, CHECK_XFS_SCRUB_WARNING,
+				  "could not be cross-referenced with other metadata");
+		else if (xs->shut_down || scrub_should_stop(ctx))
 			ks_report(&r, &r.repairs[i].o, SEV_ERROR, CHECK_XFS_SCRUB,
 				  "%s (not repaired: the scrub stopped)",
 				  bad_how(r.repairs[i].oflags));
 		else
 			ks_repair_one(&r, &r.repairs[i]);
 	}
+	if (atomic_load(&r.xfail_cleared))
+		report_verbose(ctx, "Phase 2: %llu objects that could not be cross-referenced "
+			       "before the repairs can be now",
+			       (unsigned long long)atomic_load(&r.xfail_cleared));
 	report_verbose(ctx, "Phase 2: %llu kernel scrub calls over %u AGs and %llu inodes",
 		       (unsigned long long)atomic_load(&r.calls), xs->geo.agcount,
 		       (unsigned long long)atomic_load(&xs->nr_bulkstat));
