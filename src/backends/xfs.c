@@ -252,7 +252,15 @@ static int xfs_scan_metadata(struct scrub_ctx *ctx)
  * The walk's inode against a fresh BULKSTAT of it.  Both read the same
  * inode, so a difference that survives a second look at both is damage in
  * one of the two paths (or in memory); a change in between is a race.
+ * BULKSTAT gives the size on disk, which lags behind writes still in the
+ * page cache: only a BULKSTAT size above the file's size is a mismatch.
  */
+static bool bs_agrees(const struct xfs_bulkstat *bs, const struct statx *s)
+{
+	return bs->bs_nlink == s->stx_nlink && bs->bs_mode == s->stx_mode &&
+	       bs->bs_size <= s->stx_size;
+}
+
 static void compare_bulkstat(struct walk_thread *t, struct xfs_state *xs,
 			     const struct dir_node *dir, int dirfd, const char *name,
 			     const struct statx *stx)
@@ -266,8 +274,7 @@ static void compare_bulkstat(struct walk_thread *t, struct xfs_state *xs,
 
 		if (xfs_bulkstat_one(xs->fd, stx->stx_ino, &bs) != 1)
 			return;		/* freed meanwhile (a race) or no bulkstat */
-		if (bs.bs_nlink == s->stx_nlink && bs.bs_mode == s->stx_mode &&
-		    bs.bs_size == s->stx_size)
+		if (bs_agrees(&bs, s))
 			return;
 		if (look == 0 && (walk_statx(dirfd, name, &again) < 0 ||
 				  !stx_unchanged(&again, stx) ||
