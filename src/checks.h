@@ -61,5 +61,6 @@
 #define CHECK_XFS_RMAP_MISSING	"xfs.rmap_missing"	/* a mapped extent without its reverse mapping */
 #define CHECK_XFS_RMAP_EXTRA	"xfs.rmap_extra"	/* a reverse mapping without its extent */
 #define CHECK_XFS_FSMAP_COUNTS	"xfs.fsmap_counts"	/* free space by GETFSMAP vs the counters */
+#define CHECK_XFS_ONDISK	"xfs.ondisk"	/* an AG header or btree root on the disk is bad */
 
 #endif

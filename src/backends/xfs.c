@@ -1,5 +1,5 @@
 /*
- * xfs: the XFS backend (see xfs.h for how its three files divide the work).
+ * xfs: the XFS backend (see xfs.h for how its four files divide the work).
  *
  * Phase 1 recognises XFS by its statfs magic, reads the geometry
  * (XFS_IOC_FSGEOMETRY) and every AG's (XFS_IOC_AG_GEOMETRY), prints them
@@ -239,6 +239,7 @@ static int xfs_scan_metadata(struct scrub_ctx *ctx)
 		xfs_kscrub_all(ctx);
 	else
 		xfs_inodes_phase2(ctx);
+	xfs_ondisk_check(ctx);
 	report_verbose(ctx, "Phase 2: BULKSTAT: %llu inodes, %llu checked by the kernel since "
 		       "mount, %llu marked sick", (unsigned long long)atomic_load(&xs->nr_bulkstat),
 		       (unsigned long long)atomic_load(&xs->nr_checked),

@@ -1,10 +1,11 @@
 /*
- * xfs: the XFS backend's private state, shared by its three files.
+ * xfs: the XFS backend's private state, shared by its four files.
  *
  *   xfs.c         phase 1: detection, FSGEOMETRY and AG_GEOMETRY, health
  *                 masks; the ops table and the walk hooks.
  *   xfs_kscrub.c  phase 2: the kernel's online scrub (XFS_IOC_SCRUB_METADATA)
  *                 of every metadata object in dependency order, and repair.
+ *   xfs_ondisk.c  phase 2: AG headers and btree roots read from the device.
  *   xfs_inodes.c  phase 2: BULKSTAT of every inode; phase 3, after the walk:
  *                 orphaned inodes, bulkstat health, the reverse-mapping
  *                 cross-check with GETFSMAP; per-inode findings reported
@@ -84,6 +85,9 @@ struct xfs_state {
 /* xfs_kscrub.c: phase 2, kernel scrub and repair of everything. */
 void xfs_kscrub_probe(struct scrub_ctx *ctx);
 void xfs_kscrub_all(struct scrub_ctx *ctx);
+
+/* xfs_ondisk.c: phase 2, AG headers and btree roots read from the disk. */
+void xfs_ondisk_check(struct scrub_ctx *ctx);
 
 /* xfs.c */
 const char *xfs_inode_sick_name(unsigned bit);

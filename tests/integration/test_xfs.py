@@ -191,3 +191,18 @@ def test_reflinked_files_not_flagged(xfs_image):
     assert r.rc == 0 and r.errors == [] and odd_warnings(r) == [], r
     assert re.search(r"data extents against \d+ reverse mappings: 0 to look at again",
                      r.stdout), r
+
+
+def test_ondisk_headers(xfs_image):
+    """AG 1's bnobt root block and AG 2's superblock get a bad CRC (xfs_db
+    write -c crc): the kernel reads neither while the filesystem is only
+    scanned, so only the O_DIRECT read of the device can tell."""
+    faults.xfs_db(xfs_image, "agf 1", "addr bnoroot", "write -c crc 0xdeadbeef")
+    faults.xfs_db(xfs_image, "sb 2", "write -c crc 0xdeadbeef")
+    mnt, r = scrub(xfs_image, "-v")
+    assert r.rc == 4, r
+    got = sorted(e.message for e in errors_of(r, "xfs.ondisk"))
+    assert got == ["AG 1 on disk: bnobt root block 1 fails its CRC",
+                   "AG 2 on disk: superblock fails its CRC"], r
+    assert [e.path for e in r.errors] == [mnt, mnt], r
+    assert "4 AGs' headers and btree roots read from" in r.stdout, r
