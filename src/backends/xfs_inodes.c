@@ -99,7 +99,8 @@ void xfs_names_finish(struct xfs_names *nl)
 {
 	size_t out = 0;
 
-	qsort(nl->v, nl->n, sizeof(*nl->v), named_cmp);
+	if (nl->n)
+		qsort(nl->v, nl->n, sizeof(*nl->v), named_cmp);
 	for (size_t i = 0; i < nl->n; i++)
 		if (!out || nl->v[out - 1].ino != nl->v[i].ino)
 			nl->v[out++] = nl->v[i];
@@ -179,8 +180,9 @@ static int deferred_cmp(const void *a, const void *b)
 /* Report what phase 2 held back, with the names the walk found. */
 static void report_deferred(struct scrub_ctx *ctx, struct xfs_state *xs)
 {
-	/* Stable enough: qsort of equal inodes keeps no order, the ids tell. */
-	qsort(xs->deferred, xs->nr_deferred, sizeof(*xs->deferred), deferred_cmp);
+	/* By inode: the findings about one file come together. */
+	if (xs->nr_deferred)
+		qsort(xs->deferred, xs->nr_deferred, sizeof(*xs->deferred), deferred_cmp);
 	for (size_t i = 0; i < xs->nr_deferred; i++) {
 		const struct xfs_deferred *d = &xs->deferred[i];
 		const struct xfs_named *n = xfs_names_find(&xs->named, d->ino);
@@ -711,8 +713,10 @@ static void rmap_compare(struct scrub_ctx *ctx, struct xfs_state *xs, struct rma
 	const struct rmap_list *rl = &rc->rl;
 
 	/* crosslink_check() sorts by physical offset itself: any order will do. */
-	qsort(xl->v, xl->n, sizeof(*xl->v), xlink_cmp);
-	qsort(rc->rl.v, rc->rl.n, sizeof(*rc->rl.v), rmap_cmp);
+	if (xl->n)
+		qsort(xl->v, xl->n, sizeof(*xl->v), xlink_cmp);
+	if (rc->rl.n)
+		qsort(rc->rl.v, rc->rl.n, sizeof(*rc->rl.v), rmap_cmp);
 	for (size_t i = 0; i < xl->n; i++) {
 		const struct xlink_extent *x = &xl->v[i];
 		struct span want = { x->ino, x->logical, x->phys, x->len };
