@@ -54,4 +54,17 @@
 #define CHECK_WALK_SUBMOUNT	"walk.submount"	/* info: a mount inside was not entered */
 #define CHECK_WALK_MOVED	"walk.moved"	/* info: a directory moved away while queued */
 
+/* XFS backend */
+#define CHECK_XFS_SCRUB		"xfs.scrub"	/* the kernel's online scrub: corrupt, or repaired */
+#define CHECK_XFS_PREEN		"xfs.preen"	/* info: the kernel could optimise the object */
+#define CHECK_XFS_SCRUB_WARNING	"xfs.scrub_warning"	/* cross-reference failed, incomplete, suspicious */
+#define CHECK_XFS_SCRUB_UNSUPPORTED "xfs.scrub_unsupported"	/* info: no online scrub or repair */
+#define CHECK_XFS_HEALTH	"xfs.health"	/* the kernel's sick masks */
+#define CHECK_XFS_ORPHAN	"xfs.orphan"	/* allocated, linked inode that no name reaches */
+#define CHECK_XFS_BULKSTAT	"xfs.bulkstat"	/* BULKSTAT disagrees with stat */
+#define CHECK_XFS_RMAP_MISSING	"xfs.rmap_missing"	/* a mapped extent without its reverse mapping */
+#define CHECK_XFS_RMAP_EXTRA	"xfs.rmap_extra"	/* a reverse mapping without its extent */
+#define CHECK_XFS_FSMAP_COUNTS	"xfs.fsmap_counts"	/* free space by GETFSMAP vs the counters */
+#define CHECK_XFS_ONDISK	"xfs.ondisk"	/* an AG header or btree root on the disk is bad */
+
 #endif

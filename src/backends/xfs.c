@@ -1,0 +1,363 @@
+/*
+ * xfs: the XFS backend (see xfs.h for how its four files divide the work).
+ *
+ * Phase 1 recognises XFS by its statfs magic, reads the geometry
+ * (XFS_IOC_FSGEOMETRY) and every AG's (XFS_IOC_AG_GEOMETRY), prints them
+ * with -v, and reports the health masks the kernel keeps: metadata it has
+ * found sick at run time.  Where the kernel has online scrub, phase 2 scrubs
+ * those objects anyway and its verdict is the finding; without it a sick
+ * mask is an error.
+ *
+ * Phase 2 is the kernel's online scrub of every object (xfs_kscrub.c) and
+ * the BULKSTAT of every inode (xfs_inodes.c).  Phase 3 runs the generic walk
+ * with two hooks here: every inode the walk reaches is compared with a fresh
+ * BULKSTAT of that one inode (link count, mode, size), regular files are
+ * remembered for the reverse-mapping check, and the names of the inodes
+ * phase 2 had something to say about are recorded.  After the walk
+ * xfs_inodes.c looks for orphans and cross-checks GETFSMAP.
+ */
+#include "backends/backend.h"
+#include "backends/xfs.h"
+
+#include <errno.h>
+#include <linux/magic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/statvfs.h>
+
+#include "checks.h"
+#include "context.h"
+#include "inoset.h"
+#include "report.h"
+#include "strbuf.h"
+#include "walk.h"
+
+#ifndef XFS_SUPER_MAGIC
+#define XFS_SUPER_MAGIC 0x58465342	/* "XFSB" */
+#endif
+
+static bool xfs_match(const struct scrub_ctx *ctx)
+{
+	return (uint32_t)ctx->sfs.f_type == XFS_SUPER_MAGIC;
+}
+
+struct mask_name {
+	uint32_t bit;
+	const char *name;
+};
+
+static const struct mask_name fs_sick_names[] = {
+	{ XFS_FSOP_GEOM_SICK_COUNTERS, "summary counters" },
+	{ XFS_FSOP_GEOM_SICK_UQUOTA, "user quota" },
+	{ XFS_FSOP_GEOM_SICK_GQUOTA, "group quota" },
+	{ XFS_FSOP_GEOM_SICK_PQUOTA, "project quota" },
+	{ XFS_FSOP_GEOM_SICK_RT_BITMAP, "realtime bitmap" },
+	{ XFS_FSOP_GEOM_SICK_RT_SUMMARY, "realtime summary" },
+	{ 0, NULL },
+};
+
+static const struct mask_name ag_sick_names[] = {
+	{ XFS_AG_GEOM_SICK_SB, "superblock" },
+	{ XFS_AG_GEOM_SICK_AGF, "free space header (AGF)" },
+	{ XFS_AG_GEOM_SICK_AGFL, "free list (AGFL)" },
+	{ XFS_AG_GEOM_SICK_AGI, "inode header (AGI)" },
+	{ XFS_AG_GEOM_SICK_BNOBT, "free space by block btree" },
+	{ XFS_AG_GEOM_SICK_CNTBT, "free space by length btree" },
+	{ XFS_AG_GEOM_SICK_INOBT, "inode btree" },
+	{ XFS_AG_GEOM_SICK_FINOBT, "free inode btree" },
+	{ XFS_AG_GEOM_SICK_RMAPBT, "reverse mapping btree" },
+	{ XFS_AG_GEOM_SICK_REFCNTBT, "reference count btree" },
+	{ 0, NULL },
+};
+
+static const struct mask_name inode_sick_names[] = {
+	{ XFS_BS_SICK_INODE, "inode core" },
+	{ XFS_BS_SICK_BMBTD, "data fork mapping" },
+	{ XFS_BS_SICK_BMBTA, "attribute fork mapping" },
+	{ XFS_BS_SICK_BMBTC, "copy-on-write fork mapping" },
+	{ XFS_BS_SICK_DIR, "directory" },
+	{ XFS_BS_SICK_XATTR, "extended attributes" },
+	{ XFS_BS_SICK_SYMLINK, "symlink target" },
+	{ XFS_BS_SICK_PARENT, "parent pointers" },
+	{ 0, NULL },
+};
+
+/* "a, b and c" for the bits of mask; unknown bits by number. */
+static void mask_describe(struct strbuf *sb, uint32_t mask, const struct mask_name *names)
+{
+	for (unsigned bit = 0; bit < 32; bit++) {
+		uint32_t b = 1u << bit;
+		const char *name = NULL;
+
+		if (!(mask & b))
+			continue;
+		for (const struct mask_name *n = names; n->name; n++)
+			if (n->bit == b)
+				name = n->name;
+		if (sb->len)
+			strbuf_addstr(sb, ", ");
+		if (name)
+			strbuf_addstr(sb, name);
+		else
+			strbuf_addf(sb, "health bit %u", bit);
+	}
+}
+
+const char *xfs_inode_sick_name(unsigned bit)
+{
+	for (const struct mask_name *n = inode_sick_names; n->name; n++)
+		if (n->bit == 1u << bit)
+			return n->name;
+	return NULL;
+}
+
+/* Report a sick mask: an error unless the kernel scrub will judge it. */
+static void report_sick(struct scrub_ctx *ctx, const char *where, uint32_t sick,
+			const struct mask_name *names)
+{
+	struct xfs_state *xs = xfs_state(ctx);
+	struct strbuf sb = STRBUF_INIT;
+
+	mask_describe(&sb, sick, names);
+	if (xs->kscrub)
+		str_info(ctx, CHECK_XFS_HEALTH, NULL, NULL, 0,
+			 "%s: the kernel has marked as sick: %s (the kernel scrub checks it)",
+			 where, sb.buf);
+	else
+		str_error(ctx, CHECK_XFS_HEALTH, NULL, NULL, 0,
+			  "%s: the kernel found this metadata corrupt while using it: %s",
+			  where, sb.buf);
+	strbuf_release(&sb);
+}
+
+static void report_features(struct scrub_ctx *ctx)
+{
+	const struct xfs_fsop_geom *g = &xfs_state(ctx)->geo;
+	static const struct mask_name features[] = {
+		{ XFS_FSOP_GEOM_FLAGS_V5SB, "crc" },
+		{ XFS_FSOP_GEOM_FLAGS_FTYPE, "ftype" },
+		{ XFS_FSOP_GEOM_FLAGS_FINOBT, "finobt" },
+		{ XFS_FSOP_GEOM_FLAGS_SPINODES, "sparse" },
+		{ XFS_FSOP_GEOM_FLAGS_RMAPBT, "rmapbt" },
+		{ XFS_FSOP_GEOM_FLAGS_REFLINK, "reflink" },
+		{ XFS_FSOP_GEOM_FLAGS_BIGTIME, "bigtime" },
+		{ XFS_FSOP_GEOM_FLAGS_INOBTCNT, "inobtcount" },
+		{ XFS_FSOP_GEOM_FLAGS_NREXT64, "nrext64" },
+		{ XFS_FSOP_GEOM_FLAGS_PARENT, "parent" },
+		{ XFS_FSOP_GEOM_FLAGS_QUOTA, "quota" },
+		{ 0, NULL },
+	};
+	struct strbuf sb = STRBUF_INIT;
+
+	for (const struct mask_name *f = features; f->name; f++)
+		strbuf_addf(&sb, " %s%s", (g->flags & f->bit) ? "+" : "-", f->name);
+	strbuf_addf(&sb, " %srealtime", g->rtblocks ? "+" : "-");
+	report_verbose(ctx, "Phase 1: XFS v%s, %u AGs of %u blocks, block %u bytes, inode %u "
+		       "bytes, sector %u bytes, directory block %u bytes, %llu data blocks, "
+		       "%llu realtime blocks, log %u blocks%s",
+		       (g->flags & XFS_FSOP_GEOM_FLAGS_V5SB) ? "5" : "4", g->agcount,
+		       g->agblocks, g->blocksize, g->inodesize, g->sectsize, g->dirblocksize,
+		       (unsigned long long)g->datablocks, (unsigned long long)g->rtblocks,
+		       g->logblocks, g->logstart ? " (internal)" : " (external)");
+	report_verbose(ctx, "Phase 1: XFS features:%s", sb.buf);
+	strbuf_release(&sb);
+}
+
+/* Geometry and health of the filesystem and its AGs. */
+static int xfs_read_geometry(struct scrub_ctx *ctx)
+{
+	struct xfs_state *xs = xfs_state(ctx);
+
+	if (ioctl(xs->fd, XFS_IOC_FSGEOMETRY, &xs->geo) < 0)
+		return -errno;
+	xs->ags = xcalloc(xs->geo.agcount ? xs->geo.agcount : 1, sizeof(*xs->ags));
+	for (uint32_t ag = 0; ag < xs->geo.agcount; ag++) {
+		xs->ags[ag].ag_number = ag;
+		if (ioctl(xs->fd, XFS_IOC_AG_GEOMETRY, &xs->ags[ag]) < 0) {
+			int err = errno;
+
+			if (err == ENOTTY || err == EOPNOTSUPP)
+				break;	/* kernels before 5.2: no AG geometry */
+			return -err;
+		}
+	}
+	return 0;
+}
+
+static void xfs_report_health(struct scrub_ctx *ctx)
+{
+	struct xfs_state *xs = xfs_state(ctx);
+	char where[64];
+
+	if (xs->geo.sick)
+		report_sick(ctx, "filesystem", xs->geo.sick, fs_sick_names);
+	for (uint32_t ag = 0; ag < xs->geo.agcount; ag++) {
+		const struct xfs_ag_geometry *a = &xs->ags[ag];
+
+		report_verbose(ctx, "Phase 1: AG %u: %u blocks, %u free, %u inodes, %u free "
+			       "inodes%s", ag, a->ag_length, a->ag_freeblks, a->ag_icount,
+			       a->ag_ifree, a->ag_checked ? ", checked since mount" : "");
+		if (a->ag_sick) {
+			snprintf(where, sizeof(where), "AG %u", ag);
+			report_sick(ctx, where, a->ag_sick, ag_sick_names);
+		}
+	}
+}
+
+static int xfs_scan_fs(struct scrub_ctx *ctx)
+{
+	struct xfs_state *xs = xcalloc(1, sizeof(*xs));
+	int ret;
+
+	xs->fd = ctx->mnt_fd;
+	pthread_mutex_init(&xs->lock, NULL);
+	xs->files = inoset_new();
+	xfs_names_init(&xs->named);
+	ctx->backend = xs;
+	ret = xfs_read_geometry(ctx);
+	if (ret < 0)
+		return ret;
+	report_features(ctx);
+	/* The probe decides whether a sick mask is an error or a to-do. */
+	xfs_kscrub_probe(ctx);
+	xfs_report_health(ctx);
+	return 0;
+}
+
+static int xfs_scan_metadata(struct scrub_ctx *ctx)
+{
+	struct xfs_state *xs = xfs_state(ctx);
+	const char *why = statvfs_insane(&ctx->svfs);
+	struct statvfs again;
+
+	/* Look again: statfs of a live fs is a snapshot of moving counters. */
+	if (why && fstatvfs(ctx->mnt_fd, &again) == 0 && (why = statvfs_insane(&again)))
+		str_error(ctx, CHECK_STATFS_COUNTERS, NULL, NULL, 0,
+			  "statfs counters are inconsistent: %s", why);
+	if (xs->kscrub)
+		xfs_kscrub_all(ctx);
+	else
+		xfs_inodes_phase2(ctx);
+	xfs_ondisk_check(ctx);
+	report_verbose(ctx, "Phase 2: BULKSTAT: %llu inodes, %llu checked by the kernel since "
+		       "mount, %llu marked sick", (unsigned long long)atomic_load(&xs->nr_bulkstat),
+		       (unsigned long long)atomic_load(&xs->nr_checked),
+		       (unsigned long long)atomic_load(&xs->nr_sick));
+	/* Phase 3's walk names the inodes phase 2 had something to say about. */
+	xfs_names_finish(&xs->named);
+	return 0;
+}
+
+/*
+ * The walk's inode against a fresh BULKSTAT of it.  Both read the same
+ * inode, so a difference that survives a second look at both is damage in
+ * one of the two paths (or in memory); a change in between is a race.
+ * BULKSTAT gives the size on disk, which lags behind writes still in the
+ * page cache: only a BULKSTAT size above the file's size is a mismatch.
+ */
+static bool bs_agrees(const struct xfs_bulkstat *bs, const struct statx *s)
+{
+	return bs->bs_nlink == s->stx_nlink && bs->bs_mode == s->stx_mode &&
+	       bs->bs_size <= s->stx_size;
+}
+
+static void compare_bulkstat(struct walk_thread *t, struct xfs_state *xs,
+			     const struct dir_node *dir, int dirfd, const char *name,
+			     const struct statx *stx)
+{
+	struct scrub_ctx *ctx = t->ctx;
+	struct xfs_bulkstat bs;
+	struct statx again;
+
+	for (int look = 0; look < 2; look++) {
+		const struct statx *s = look ? &again : stx;
+
+		if (xfs_bulkstat_one(xs->fd, stx->stx_ino, &bs) != 1)
+			return;		/* freed meanwhile (a race) or no bulkstat */
+		if (bs_agrees(&bs, s))
+			return;
+		if (look == 0 && (walk_statx(dirfd, name, &again) < 0 ||
+				  !stx_unchanged(&again, stx) ||
+				  stx_changed_during_scan(ctx, stx))) {
+			str_changed(ctx, CHECK_XFS_BULKSTAT, dir, name, stx->stx_ino,
+				    "bulkstat vs stat");
+			return;
+		}
+	}
+	str_error(ctx, CHECK_XFS_BULKSTAT, dir, name, stx->stx_ino,
+		  "BULKSTAT says link count %u, mode %o, size %llu; stat says %u, %o, %llu",
+		  bs.bs_nlink, bs.bs_mode, (unsigned long long)bs.bs_size,
+		  again.stx_nlink, again.stx_mode, (unsigned long long)again.stx_size);
+}
+
+static void xfs_check_inode(struct walk_thread *t, const struct walk_dir *d,
+			    const struct walk_entry *e, int fd)
+{
+	struct xfs_state *xs = xfs_state(t->ctx);
+
+	compare_bulkstat(t, xs, d->node, d->fd, e->name, &e->stx);
+	if (fd >= 0 && S_ISREG(e->stx.stx_mode) && !stx_changed_during_scan(t->ctx, &e->stx))
+		inoset_test_and_set(xs->files, 0, e->stx.stx_ino);
+	xfs_names_note(&xs->named, d->node, e->name, e->namelen, e->stx.stx_ino);
+}
+
+static void xfs_check_dir(struct walk_thread *t, const struct walk_dir *d)
+{
+	struct xfs_state *xs = xfs_state(t->ctx);
+
+	compare_bulkstat(t, xs, d->node, d->fd, NULL, &d->before);
+	xfs_names_note(&xs->named, d->node, NULL, 0, d->before.stx_ino);
+}
+
+static int xfs_scan_inodes(struct scrub_ctx *ctx)
+{
+	xfs_inodes_after_walk(ctx);
+	return 0;
+}
+
+static int xfs_summary(struct scrub_ctx *ctx)
+{
+	struct xfs_state *xs = xfs_state(ctx);
+	struct statvfs sv;
+
+	if (fstatvfs(ctx->mnt_fd, &sv) < 0)
+		return 0;
+	str_info(ctx, CHECK_SUMMARY_COUNTS, NULL, NULL, 0,
+		 "%llu inodes found by name, %llu by BULKSTAT (metadata inodes not included); "
+		 "statfs reports %llu in use", ctx->stats.inodes,
+		 (unsigned long long)atomic_load(&xs->nr_bulkstat),
+		 (unsigned long long)(sv.f_files - sv.f_ffree));
+	str_info(ctx, CHECK_SUMMARY_COUNTS, NULL, NULL, 0,
+		 "%llu KiB allocated to the inodes found; statfs reports %llu KiB in use",
+		 ctx->stats.blocks / 2,
+		 (unsigned long long)((sv.f_blocks - sv.f_bfree) * sv.f_frsize / 1024));
+	return 0;
+}
+
+static void xfs_cleanup(struct scrub_ctx *ctx)
+{
+	struct xfs_state *xs = xfs_state(ctx);
+
+	if (!xs)
+		return;
+	xfs_inodes_release(ctx);
+	inoset_free(xs->files);
+	pthread_mutex_destroy(&xs->lock);
+	free(xs->ags);
+	free(xs);
+	ctx->backend = NULL;
+}
+
+const struct scrub_ops xfs_ops = {
+	.name = "xfs",
+	.repair_tool = "xfs_repair",
+	.match = xfs_match,
+	.scan_fs = xfs_scan_fs,
+	.scan_metadata = xfs_scan_metadata,
+	.scan_inodes = xfs_scan_inodes,
+	.check_dir = xfs_check_dir,
+	.check_inode = xfs_check_inode,
+	.summary = xfs_summary,
+	.cleanup = xfs_cleanup,
+};

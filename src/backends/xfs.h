@@ -1,0 +1,134 @@
+/*
+ * xfs: the XFS backend's private state, shared by its four files.
+ *
+ *   xfs.c         phase 1: detection, FSGEOMETRY and AG_GEOMETRY, health
+ *                 masks; the ops table and the walk hooks.
+ *   xfs_kscrub.c  phase 2: the kernel's online scrub (XFS_IOC_SCRUB_METADATA)
+ *                 of every metadata object in dependency order, and repair.
+ *   xfs_ondisk.c  phase 2: AG headers and btree roots read from the device.
+ *   xfs_inodes.c  phase 2: BULKSTAT of every inode; phase 3, after the walk:
+ *                 orphaned inodes, bulkstat health, the reverse-mapping
+ *                 cross-check with GETFSMAP; per-inode findings reported
+ *                 with the names the walk found.
+ *
+ * Everything goes through the mount's own descriptor (ctx->mnt_fd): the
+ * walk's clone is read-only, and a repair needs a writable mount.
+ */
+#ifndef FSCRUB_BACKEND_XFS_H
+#define FSCRUB_BACKEND_XFS_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <xfs/xfs.h>
+
+#include "report.h"
+
+struct scrub_ctx;
+struct dir_node;
+struct inoset;
+
+/* Newer than the xfslibs-dev 6.1 headers: values from the kernel's ABI. */
+#ifndef XFS_FSOP_GEOM_FLAGS_PARENT
+#define XFS_FSOP_GEOM_FLAGS_PARENT	(1 << 25)	/* Linux 6.10 */
+#endif
+
+/* A per-inode finding kept until the walk has named the inode. */
+struct xfs_deferred {
+	uint64_t ino;
+	enum severity sev;
+	const char *check;
+	char *msg;
+	const char *file;
+	int line;
+};
+
+/* An inode whose name a walk is asked to record. */
+struct xfs_named {
+	uint64_t ino;
+	struct dir_node *dir;		/* reference, NULL until found */
+	char *name;			/* NULL: the inode is the directory dir */
+	bool found;
+};
+
+/*
+ * The inodes a walk is to name: filled single-threaded (or under lock),
+ * then sorted with xfs_names_finish(); xfs_names_note() may then be
+ * called from any walk thread.
+ */
+struct xfs_names {
+	pthread_mutex_t lock;
+	struct xfs_named *v;
+	size_t n, alloc;
+	bool sorted;
+};
+
+struct xfs_state {
+	int fd;				/* ctx->mnt_fd */
+	struct xfs_fsop_geom geo;
+	struct xfs_ag_geometry *ags;	/* geo.agcount of them */
+	bool kscrub;			/* the kernel has online scrub */
+	bool krepair;			/* ... and repairs (never probed under -n) */
+	bool shut_down;			/* the kernel shut the filesystem down */
+	atomic_ullong nr_bulkstat;	/* inodes BULKSTAT returned in phase 2 */
+	atomic_ullong nr_sick, nr_checked;
+
+	pthread_mutex_t lock;		/* deferred */
+	struct xfs_deferred *deferred;
+	size_t nr_deferred, alloc_deferred;
+	struct xfs_names named;		/* phase 2's findings, named by phase 3's walk */
+	struct inoset *files;		/* regular files whose maps the walk collected */
+};
+
+/* xfs_kscrub.c: phase 2, kernel scrub and repair of everything. */
+void xfs_kscrub_probe(struct scrub_ctx *ctx);
+void xfs_kscrub_all(struct scrub_ctx *ctx);
+
+/* xfs_ondisk.c: phase 2, AG headers and btree roots read from the disk. */
+void xfs_ondisk_check(struct scrub_ctx *ctx);
+
+/* xfs.c */
+const char *xfs_inode_sick_name(unsigned bit);
+
+/* xfs_inodes.c */
+typedef void (*xfs_inode_fn)(struct scrub_ctx *ctx, const struct xfs_bulkstat *bs, void *arg);
+/*
+ * BULKSTAT every inode, the AGs in parallel (fn runs in the threads).
+ * Returns 0 or a negative errno.
+ */
+int xfs_bulkstat_each(struct scrub_ctx *ctx, xfs_inode_fn fn, void *arg);
+/* One inode by number, fresh: 1 found (allocated), 0 not, or -errno. */
+int xfs_bulkstat_one(int fd, uint64_t ino, struct xfs_bulkstat *bs);
+/* Phase 2: BULKSTAT health of one inode; of every inode (no kernel scrub). */
+void xfs_inode_health(struct scrub_ctx *ctx, const struct xfs_bulkstat *bs);
+void xfs_inodes_phase2(struct scrub_ctx *ctx);
+/* Phase 3, after the walk. */
+void xfs_inodes_after_walk(struct scrub_ctx *ctx);
+/* Hold a per-inode finding back for the name (thread-safe). */
+void xfs_defer_at(struct xfs_state *xs, uint64_t ino, enum severity sev, const char *check,
+		  const char *file, int line, const char *fmt, ...)
+	__attribute__((format(printf, 7, 8)));
+#define xfs_defer(xs, ino, sev, check, ...) \
+	xfs_defer_at(xs, ino, sev, check, __FILE__, __LINE__, __VA_ARGS__)
+
+void xfs_names_init(struct xfs_names *nl);
+void xfs_names_add(struct xfs_names *nl, uint64_t ino);	/* thread-safe */
+void xfs_names_finish(struct xfs_names *nl);
+/* A walk reached ino as dir/name (name NULL: ino is dir itself). */
+void xfs_names_note(struct xfs_names *nl, struct dir_node *dir, const char *name,
+		    size_t namelen, uint64_t ino);
+struct xfs_named *xfs_names_find(struct xfs_names *nl, uint64_t ino);
+void xfs_names_release(struct scrub_ctx *ctx, struct xfs_names *nl);
+/* Free the deferred findings (cleanup). */
+void xfs_inodes_release(struct scrub_ctx *ctx);
+
+#include "context.h"
+
+static inline struct xfs_state *xfs_state(const struct scrub_ctx *ctx)
+{
+	return ctx->backend;
+}
+
+#endif

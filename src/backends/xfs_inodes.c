@@ -1,0 +1,893 @@
+/*
+ * xfs_inodes: what BULKSTAT and GETFSMAP tell about the inodes, checked
+ * against the walk -- on any kernel, online scrub or not.
+ *
+ * Phase 2 runs BULKSTAT (v5) over every AG in parallel: each inode's health
+ * (bs_sick, the metadata the kernel found bad while using it) is reported,
+ * and the kernel scrub (xfs_kscrub.c) checks each inode in the same pass.
+ * Findings about an inode are held back (xfs_defer) until phase 3's walk
+ * has found a name for it, so they are reported with a path.
+ *
+ * Phase 3, after the walk:
+ *
+ * Orphans.  Every allocated inode with a link count above 0 must have been
+ * reached by a name.  BULKSTAT does not return the internal metadata inodes
+ * (quota, realtime bitmap and summary, metadir), and an inode with link
+ * count 0 (unlinked but open, O_TMPFILE) is not an orphan.  The live rule:
+ * an inode created or changed since the scan began is skipped (a rename
+ * changes the ctime of the inode renamed); the rest are looked at again --
+ * a second walk looks for a name (a directory moved during the first walk
+ * moves its children without touching their ctime), and a BULKSTAT of the
+ * one inode must still show it allocated, linked and unchanged.
+ *
+ * Reverse mappings (rmapbt filesystems, FIEMAP offsets on the data device,
+ * no realtime device).  GETFSMAP lists every data-fork mapping by owner
+ * inode and file offset.  Every extent FIEMAP gave the walk for a file that
+ * did not change during the scan must be covered by rmap records of that
+ * inode at that offset, mapping the same device bytes (xfs.rmap_missing),
+ * and every rmap record of such a file must be one of its extents
+ * (xfs.rmap_extra).  Shared (reflinked) blocks have one rmap record per
+ * owner, so they are never a mismatch.  A mismatch is looked at again: the
+ * file is opened by handle, mapped afresh (FIEMAP_FLAG_SYNC, so delayed
+ * allocations written back since the walk are seen) and GETFSMAP is asked
+ * for those device bytes again; only a mismatch that is still there, in a
+ * file whose ctime did not move, is an error.
+ *
+ * Memory: the rmap records of the data forks, 40 bytes each (as many as
+ * the walk's extents), for the time of the check; orphan candidates and
+ * mismatches are capped.
+ */
+#include "backends/xfs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fiemap.h>
+#include <linux/fs.h>
+#include <linux/fsmap.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "checks.h"
+#include "context.h"
+#include "dircache.h"
+#include "inoset.h"
+#include "report.h"
+#include "strbuf.h"
+#include "walk.h"
+#include "workqueue.h"
+
+/* 512 records of 192 bytes: ~100 KiB per thread, a few ioctls per AG. */
+#define BULKSTAT_BATCH 512
+/* 1024 fsmap records of 64 bytes per GETFSMAP call. */
+#define FSMAP_BATCH 1024
+/* Past these many suspects something is badly wrong: the first are enough. */
+#define MAX_ORPHANS 10000
+#define MAX_RMAP_SUSPECTS 1000
+
+/* ------------------------------------------------------------------ names */
+
+void xfs_names_init(struct xfs_names *nl)
+{
+	memset(nl, 0, sizeof(*nl));
+	pthread_mutex_init(&nl->lock, NULL);
+}
+
+void xfs_names_add(struct xfs_names *nl, uint64_t ino)
+{
+	pthread_mutex_lock(&nl->lock);
+	if (nl->n == nl->alloc) {
+		nl->alloc = nl->alloc ? 2 * nl->alloc : 64;
+		nl->v = xrealloc(nl->v, nl->alloc * sizeof(*nl->v));
+	}
+	nl->v[nl->n++] = (struct xfs_named){ .ino = ino };
+	nl->sorted = false;
+	pthread_mutex_unlock(&nl->lock);
+}
+
+static int named_cmp(const void *a, const void *b)
+{
+	const struct xfs_named *x = a, *y = b;
+
+	return x->ino < y->ino ? -1 : x->ino > y->ino;
+}
+
+void xfs_names_finish(struct xfs_names *nl)
+{
+	size_t out = 0;
+
+	if (nl->n)
+		qsort(nl->v, nl->n, sizeof(*nl->v), named_cmp);
+	for (size_t i = 0; i < nl->n; i++)
+		if (!out || nl->v[out - 1].ino != nl->v[i].ino)
+			nl->v[out++] = nl->v[i];
+	nl->n = out;
+	nl->sorted = true;
+}
+
+struct xfs_named *xfs_names_find(struct xfs_names *nl, uint64_t ino)
+{
+	struct xfs_named key = { .ino = ino };
+
+	if (!nl->sorted || !nl->n)
+		return NULL;
+	return bsearch(&key, nl->v, nl->n, sizeof(key), named_cmp);
+}
+
+void xfs_names_note(struct xfs_names *nl, struct dir_node *dir, const char *name,
+		    size_t namelen, uint64_t ino)
+{
+	struct xfs_named *n = xfs_names_find(nl, ino);
+
+	if (!n)
+		return;
+	pthread_mutex_lock(&nl->lock);
+	if (!n->found) {
+		n->found = true;
+		dir_node_get(dir);
+		n->dir = dir;
+		n->name = name ? xstrndup(name, namelen) : NULL;
+	}
+	pthread_mutex_unlock(&nl->lock);
+}
+
+void xfs_names_release(struct scrub_ctx *ctx, struct xfs_names *nl)
+{
+	for (size_t i = 0; i < nl->n; i++) {
+		if (nl->v[i].dir)
+			dir_node_put(&ctx->dcache, nl->v[i].dir);
+		free(nl->v[i].name);
+	}
+	free(nl->v);
+	pthread_mutex_destroy(&nl->lock);
+	memset(nl, 0, sizeof(*nl));
+}
+
+/* ------------------------------------------------------- deferred reports */
+
+void xfs_defer_at(struct xfs_state *xs, uint64_t ino, enum severity sev, const char *check,
+		  const char *file, int line, const char *fmt, ...)
+{
+	struct strbuf sb = STRBUF_INIT;
+	va_list ap;
+
+	va_start(ap, fmt);
+	strbuf_vaddf(&sb, fmt, ap);
+	va_end(ap);
+	pthread_mutex_lock(&xs->lock);
+	if (xs->nr_deferred == xs->alloc_deferred) {
+		xs->alloc_deferred = xs->alloc_deferred ? 2 * xs->alloc_deferred : 16;
+		xs->deferred = xrealloc(xs->deferred, xs->alloc_deferred * sizeof(*xs->deferred));
+	}
+	xs->deferred[xs->nr_deferred++] = (struct xfs_deferred){
+		.ino = ino, .sev = sev, .check = check, .msg = strbuf_detach(&sb),
+		.file = file, .line = line,
+	};
+	pthread_mutex_unlock(&xs->lock);
+	xfs_names_add(&xs->named, ino);
+}
+
+static int deferred_cmp(const void *a, const void *b)
+{
+	const struct xfs_deferred *x = a, *y = b;
+
+	return x->ino < y->ino ? -1 : x->ino > y->ino;
+}
+
+/* Report what phase 2 held back, with the names the walk found. */
+static void report_deferred(struct scrub_ctx *ctx, struct xfs_state *xs)
+{
+	/* By inode: the findings about one file come together. */
+	if (xs->nr_deferred)
+		qsort(xs->deferred, xs->nr_deferred, sizeof(*xs->deferred), deferred_cmp);
+	for (size_t i = 0; i < xs->nr_deferred; i++) {
+		const struct xfs_deferred *d = &xs->deferred[i];
+		const struct xfs_named *n = xfs_names_find(&xs->named, d->ino);
+
+		if (n && n->found)
+			report_at(ctx, d->sev, d->check, n->dir, n->name, d->ino, d->file, d->line,
+				  "%s", d->msg);
+		else
+			report_at(ctx, d->sev, d->check, NULL, NULL, d->ino, d->file, d->line,
+				  "%s (no name found for the inode)", d->msg);
+	}
+}
+
+void xfs_inodes_release(struct scrub_ctx *ctx)
+{
+	struct xfs_state *xs = xfs_state(ctx);
+
+	for (size_t i = 0; i < xs->nr_deferred; i++)
+		free(xs->deferred[i].msg);
+	free(xs->deferred);
+	xs->deferred = NULL;
+	xs->nr_deferred = 0;
+	xfs_names_release(ctx, &xs->named);
+}
+
+/* --------------------------------------------------------------- bulkstat */
+
+int xfs_bulkstat_one(int fd, uint64_t ino, struct xfs_bulkstat *bs)
+{
+	struct {
+		struct xfs_bulkstat_req req;
+		struct xfs_bulkstat one;
+	} r;
+
+	memset(&r, 0, sizeof(r));
+	r.req.hdr.ino = ino;
+	r.req.hdr.icount = 1;
+	if (ioctl(fd, XFS_IOC_BULKSTAT, &r.req) < 0)
+		return -errno;
+	if (r.req.hdr.ocount != 1 || r.one.bs_ino != ino)
+		return 0;
+	*bs = r.one;
+	return 1;
+}
+
+struct bs_run {
+	struct scrub_ctx *ctx;
+	xfs_inode_fn fn;
+	void *arg;
+	atomic_int err;			/* first errno, positive */
+};
+
+struct bs_item {
+	struct wq_item work;
+	uint32_t agno;
+};
+
+static void bs_ag_fn(struct workqueue *wq, struct wq_item *item, unsigned thread, void *arg)
+{
+	struct bs_run *br = arg;
+	struct xfs_state *xs = xfs_state(br->ctx);
+	struct xfs_bulkstat_req *req = xcalloc(1, XFS_BULKSTAT_REQ_SIZE(BULKSTAT_BATCH));
+
+	(void)wq;
+	(void)thread;
+	req->hdr.flags = XFS_BULK_IREQ_AGNO;
+	req->hdr.agno = ((struct bs_item *)item)->agno;
+	req->hdr.ino = 0;	/* the AG's first inode */
+	while (!scrub_should_stop(br->ctx)) {
+		req->hdr.icount = BULKSTAT_BATCH;
+		if (ioctl(xs->fd, XFS_IOC_BULKSTAT, req) < 0) {
+			int zero = 0;
+
+			atomic_compare_exchange_strong(&br->err, &zero, errno);
+			break;
+		}
+		if (!req->hdr.ocount)
+			break;
+		for (uint32_t i = 0; i < req->hdr.ocount; i++)
+			br->fn(br->ctx, &req->bulkstat[i], br->arg);
+	}
+	free(req);
+}
+
+int xfs_bulkstat_each(struct scrub_ctx *ctx, xfs_inode_fn fn, void *arg)
+{
+	struct xfs_state *xs = xfs_state(ctx);
+	uint32_t nags = xs->geo.agcount;
+	struct bs_run br = { .ctx = ctx, .fn = fn, .arg = arg };
+	struct bs_item *items = xcalloc(nags ? nags : 1, sizeof(*items));
+	struct workqueue wq;
+	int ret = workqueue_init(&wq, ctx->opt.nr_threads ? ctx->opt.nr_threads : 1,
+				 bs_ag_fn, &br);
+
+	if (ret < 0) {
+		free(items);
+		return ret;
+	}
+	for (uint32_t ag = 0; ag < nags; ag++) {
+		items[ag].agno = ag;
+		workqueue_add(&wq, &items[ag].work);
+	}
+	workqueue_wait(&wq);
+	workqueue_destroy(&wq);
+	free(items);
+	return -atomic_load(&br.err);
+}
+
+void xfs_inode_health(struct scrub_ctx *ctx, const struct xfs_bulkstat *bs)
+{
+	struct xfs_state *xs = xfs_state(ctx);
+	struct strbuf sb = STRBUF_INIT;
+
+	atomic_fetch_add(&xs->nr_bulkstat, 1);
+	if (bs->bs_checked)
+		atomic_fetch_add(&xs->nr_checked, 1);
+	if (!bs->bs_sick)
+		return;
+	atomic_fetch_add(&xs->nr_sick, 1);
+	for (unsigned bit = 0; bit < 16; bit++) {
+		const char *name;
+
+		if (!(bs->bs_sick & (1u << bit)))
+			continue;
+		name = xfs_inode_sick_name(bit);
+		if (sb.len)
+			strbuf_addstr(&sb, ", ");
+		if (name)
+			strbuf_addstr(&sb, name);
+		else
+			strbuf_addf(&sb, "health bit %u", bit);
+	}
+	if (xs->kscrub)
+		xfs_defer(xs, bs->bs_ino, SEV_INFO, CHECK_XFS_HEALTH,
+			  "the kernel has marked as sick: %s (the kernel scrub checks it)", sb.buf);
+	else
+		xfs_defer(xs, bs->bs_ino, SEV_ERROR, CHECK_XFS_HEALTH,
+			  "the kernel found this inode's metadata corrupt while using it: %s",
+			  sb.buf);
+	strbuf_release(&sb);
+}
+
+static void health_fn(struct scrub_ctx *ctx, const struct xfs_bulkstat *bs, void *arg)
+{
+	(void)arg;
+	xfs_inode_health(ctx, bs);
+}
+
+void xfs_inodes_phase2(struct scrub_ctx *ctx)
+{
+	int ret = xfs_bulkstat_each(ctx, health_fn, NULL);
+
+	if (ret < 0)
+		report_operational(ctx, NULL, NULL, -ret, "XFS_IOC_BULKSTAT");
+}
+
+static uint64_t ts_ns(int64_t sec, uint32_t nsec)
+{
+	return sec < 0 ? 0 : (uint64_t)sec * 1000000000ULL + nsec;
+}
+
+/* ---------------------------------------------------------------- orphans */
+
+struct orphan {
+	uint64_t ino;
+	struct xfs_bulkstat bs;
+};
+
+struct orphan_run {
+	pthread_mutex_t lock;
+	struct orphan *v;
+	size_t n, alloc;
+	bool overflow;
+	uint64_t dev;
+};
+
+static bool bs_changed_during_scan(const struct scrub_ctx *ctx, const struct xfs_bulkstat *bs)
+{
+	return ts_ns(bs->bs_ctime, bs->bs_ctime_nsec) >= ctx->changed_since_ns ||
+	       ts_ns(bs->bs_btime, bs->bs_btime_nsec) >= ctx->changed_since_ns;
+}
+
+static void orphan_fn(struct scrub_ctx *ctx, const struct xfs_bulkstat *bs, void *arg)
+{
+	struct orphan_run *or = arg;
+
+	if (!bs->bs_nlink || walk_reached(ctx, or->dev, bs->bs_ino) ||
+	    bs_changed_during_scan(ctx, bs))
+		return;
+	pthread_mutex_lock(&or->lock);
+	if (or->n == MAX_ORPHANS) {
+		or->overflow = true;
+	} else {
+		if (or->n == or->alloc) {
+			or->alloc = or->alloc ? 2 * or->alloc : 16;
+			or->v = xrealloc(or->v, or->alloc * sizeof(*or->v));
+		}
+		or->v[or->n++] = (struct orphan){ .ino = bs->bs_ino, .bs = *bs };
+	}
+	pthread_mutex_unlock(&or->lock);
+}
+
+static const char *mode_name(uint16_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFREG: return "regular file";
+	case S_IFDIR: return "directory";
+	case S_IFLNK: return "symlink";
+	case S_IFCHR: return "character device";
+	case S_IFBLK: return "block device";
+	case S_IFIFO: return "fifo";
+	case S_IFSOCK: return "socket";
+	default: return "inode of unknown type";
+	}
+}
+
+static void report_orphan(struct scrub_ctx *ctx, struct xfs_state *xs,
+			  struct xfs_names *second, const struct orphan *o)
+{
+	const struct xfs_named *n = xfs_names_find(second, o->ino);
+	struct xfs_bulkstat now;
+
+	if (n && n->found) {
+		str_changed(ctx, CHECK_XFS_ORPHAN, n->dir, n->name, o->ino,
+			    "not reached by the walk, but by a second one: moved during the scan");
+		return;
+	}
+	if (xfs_bulkstat_one(xs->fd, o->ino, &now) != 1 || now.bs_gen != o->bs.bs_gen ||
+	    !now.bs_nlink || ts_ns(now.bs_ctime, now.bs_ctime_nsec) !=
+	    ts_ns(o->bs.bs_ctime, o->bs.bs_ctime_nsec)) {
+		str_changed(ctx, CHECK_XFS_ORPHAN, NULL, NULL, o->ino,
+			    "unreached inode freed or changed since");
+		return;
+	}
+	str_error(ctx, CHECK_XFS_ORPHAN, NULL, NULL, o->ino,
+		  "orphaned inode: allocated with %u link%s, but no directory entry reaches it "
+		  "(%s, %llu bytes, owner uid %u gid %u)", now.bs_nlink,
+		  now.bs_nlink == 1 ? "" : "s", mode_name(now.bs_mode),
+		  (unsigned long long)now.bs_size, now.bs_uid, now.bs_gid);
+}
+
+/* ------------------------------------------------------- reverse mappings */
+
+struct rmap_rec {
+	uint64_t ino, off, phys, len;
+};
+
+struct rmap_list {
+	struct rmap_rec *v;
+	size_t n, alloc;
+	uint64_t free_bytes;		/* FMR_OWN_FREE on the data device */
+};
+
+/* new_encode_dev(): how GETFSMAP names a device. */
+static uint32_t fsmap_dev(unsigned major, unsigned minor)
+{
+	return (minor & 0xff) | (major << 8) | ((minor & ~0xffu) << 12);
+}
+
+static bool is_data_rmap(const struct fsmap *m)
+{
+	return !(m->fmr_flags & (FMR_OF_SPECIAL_OWNER | FMR_OF_ATTR_FORK | FMR_OF_EXTENT_MAP));
+}
+
+/* Call fn for every GETFSMAP record of device dev in [lo, hi]. */
+static int fsmap_query(int fd, uint32_t dev, uint64_t lo, uint64_t hi,
+		       void (*fn)(const struct fsmap *, void *), void *arg)
+{
+	struct fsmap_head *h = xcalloc(1, fsmap_sizeof(FSMAP_BATCH));
+	int ret = 0;
+
+	h->fmh_count = FSMAP_BATCH;
+	h->fmh_keys[0].fmr_device = dev;
+	h->fmh_keys[0].fmr_physical = lo;
+	h->fmh_keys[1].fmr_device = dev;
+	h->fmh_keys[1].fmr_physical = hi;
+	h->fmh_keys[1].fmr_owner = UINT64_MAX;
+	h->fmh_keys[1].fmr_offset = UINT64_MAX;
+	h->fmh_keys[1].fmr_flags = UINT32_MAX;
+	for (;;) {
+		if (ioctl(fd, FS_IOC_GETFSMAP, h) < 0) {
+			ret = -errno;
+			break;
+		}
+		if (!h->fmh_entries)
+			break;
+		for (uint32_t i = 0; i < h->fmh_entries; i++)
+			fn(&h->fmh_recs[i], arg);
+		if (h->fmh_recs[h->fmh_entries - 1].fmr_flags & FMR_OF_LAST)
+			break;
+		fsmap_advance(h);
+	}
+	free(h);
+	return ret;
+}
+
+static void collect_rmap(const struct fsmap *m, void *arg)
+{
+	struct rmap_list *l = arg;
+
+	if ((m->fmr_flags & FMR_OF_SPECIAL_OWNER) && m->fmr_owner == FMR_OWN_FREE)
+		l->free_bytes += m->fmr_length;
+	if (!is_data_rmap(m))
+		return;
+	if (l->n == l->alloc) {
+		l->alloc = l->alloc ? 2 * l->alloc : 1024;
+		l->v = xrealloc(l->v, l->alloc * sizeof(*l->v));
+	}
+	l->v[l->n++] = (struct rmap_rec){
+		.ino = m->fmr_owner, .off = m->fmr_offset, .phys = m->fmr_physical,
+		.len = m->fmr_length,
+	};
+}
+
+static int rmap_cmp(const void *a, const void *b)
+{
+	const struct rmap_rec *x = a, *y = b;
+
+	if (x->ino != y->ino)
+		return x->ino < y->ino ? -1 : 1;
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
+static int xlink_cmp(const void *a, const void *b)
+{
+	const struct xlink_extent *x = a, *y = b;
+
+	if (x->ino != y->ino)
+		return x->ino < y->ino ? -1 : 1;
+	return x->logical < y->logical ? -1 : x->logical > y->logical;
+}
+
+/*
+ * A mapping (logical -> phys, len) is covered by the sorted list of
+ * mappings v[] of the same inode if they map every byte of it to the same
+ * device bytes.  Returns the first byte offset (from logical) that is not
+ * covered, or len.  get(i) gives v[i] as (ino, off, phys, len).
+ */
+struct span {
+	uint64_t ino, off, phys, len;
+};
+
+typedef struct span (*span_at)(const void *v, size_t i);
+
+static struct span rmap_span(const void *v, size_t i)
+{
+	const struct rmap_rec *r = &((const struct rmap_rec *)v)[i];
+
+	return (struct span){ r->ino, r->off, r->phys, r->len };
+}
+
+static struct span xlink_span(const void *v, size_t i)
+{
+	const struct xlink_extent *x = &((const struct xlink_extent *)v)[i];
+
+	return (struct span){ x->ino, x->logical, x->phys, x->len };
+}
+
+static uint64_t covered(const void *v, size_t n, span_at get, const struct span *want)
+{
+	size_t lo = 0, hi = n;
+	uint64_t pos = want->off, end = want->off + want->len;
+
+	/* The first mapping of the inode that ends after want's start. */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		struct span s = get(v, mid);
+
+		if (s.ino < want->ino || (s.ino == want->ino && s.off + s.len <= want->off))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (size_t j = lo; j < n && pos < end; j++) {
+		struct span s = get(v, j);
+
+		if (s.ino != want->ino || s.off > pos)
+			break;
+		if (s.off + s.len <= pos)
+			continue;
+		if (s.phys + (pos - s.off) != want->phys + (pos - want->off))
+			break;
+		pos = s.off + s.len < end ? s.off + s.len : end;
+	}
+	return pos - want->off;
+}
+
+enum rmap_kind { RMAP_MISSING, RMAP_EXTRA };
+
+struct rmap_suspect {
+	enum rmap_kind kind;
+	uint64_t ino, logical, phys, len;
+};
+
+/*
+ * Does fd map the byte at logical to device byte phys (fresh, synced)?
+ * 1 yes, 0 no, -1 the map cannot be read (reported by the extent checks).
+ */
+static int fresh_fiemap_maps(int fd, uint64_t logical, uint64_t phys)
+{
+	struct {
+		struct fiemap fm;
+		struct fiemap_extent ext[1];
+	} m;
+
+	memset(&m, 0, sizeof(m));
+	m.fm.fm_start = logical;
+	m.fm.fm_length = 1;
+	m.fm.fm_flags = FIEMAP_FLAG_SYNC;
+	m.fm.fm_extent_count = 1;
+	if (ioctl(fd, FS_IOC_FIEMAP, &m.fm) < 0)
+		return -1;
+	if (m.fm.fm_mapped_extents != 1)
+		return 0;
+	const struct fiemap_extent *e = &m.ext[0];
+
+	return !(e->fe_flags & (FIEMAP_EXTENT_UNKNOWN | FIEMAP_EXTENT_DELALLOC)) &&
+	       e->fe_logical <= logical && logical < e->fe_logical + e->fe_length &&
+	       e->fe_physical + (logical - e->fe_logical) == phys;
+}
+
+struct rmap_probe {
+	uint64_t ino, logical, phys;
+	bool found;
+};
+
+static void probe_rmap(const struct fsmap *m, void *arg)
+{
+	struct rmap_probe *p = arg;
+
+	if (is_data_rmap(m) && m->fmr_owner == p->ino && m->fmr_physical <= p->phys &&
+	    p->phys < m->fmr_physical + m->fmr_length &&
+	    m->fmr_offset + (p->phys - m->fmr_physical) == p->logical)
+		p->found = true;
+}
+
+/* Does a data-fork rmap record of ino map device byte phys to logical, now? */
+static bool fresh_rmap_maps(int fd, uint32_t dev, uint64_t ino, uint64_t logical,
+			    uint64_t phys)
+{
+	struct rmap_probe p = { .ino = ino, .logical = logical, .phys = phys };
+
+	if (fsmap_query(fd, dev, phys, phys, probe_rmap, &p) < 0)
+		return false;
+	return p.found;
+}
+
+/* Open an inode by its handle (fsid of the mount, number, generation). */
+static int open_by_ino(struct xfs_state *xs, uint64_t ino, uint32_t gen)
+{
+	xfs_handle_t h;
+	uint32_t hlen = sizeof(h);
+	struct xfs_fsop_handlereq req = {
+		.fd = (uint32_t)xs->fd, .ohandle = &h, .ohandlen = &hlen,
+	};
+	int fd;
+
+	memset(&h, 0, sizeof(h));
+	if (ioctl(xs->fd, XFS_IOC_FD_TO_HANDLE, &req) < 0)
+		return -errno;
+	memset(&h.ha_fid, 0, sizeof(h.ha_fid));
+	h.ha_fid.fid_len = sizeof(xfs_fid_t) - sizeof(h.ha_fid.fid_len);
+	h.ha_fid.fid_gen = gen;
+	h.ha_fid.fid_ino = ino;
+	memset(&req, 0, sizeof(req));
+	req.oflags = O_RDONLY | O_NOATIME | O_CLOEXEC;
+	req.ihandle = &h;
+	req.ihandlen = sizeof(h);
+	fd = ioctl(xs->fd, XFS_IOC_OPEN_BY_HANDLE, &req);
+	return fd < 0 ? -errno : fd;
+}
+
+/*
+ * Is the mismatch still there?  1 yes, 0 no (a race), -1 changed, -2 the
+ * file's map cannot be read now (the extent checks say so).
+ */
+static int rmap_recheck(struct scrub_ctx *ctx, struct xfs_state *xs, uint32_t dev,
+			const struct rmap_suspect *s)
+{
+	struct xfs_bulkstat bs, after;
+	int fd, still;
+
+	if (xfs_bulkstat_one(xs->fd, s->ino, &bs) != 1 || bs_changed_during_scan(ctx, &bs))
+		return -1;
+	fd = open_by_ino(xs, s->ino, bs.bs_gen);
+	if (fd < 0)
+		return -1;
+	int ext = fresh_fiemap_maps(fd, s->logical, s->phys);
+	bool rmap = fresh_rmap_maps(xs->fd, dev, s->ino, s->logical, s->phys);
+
+	close(fd);
+	if (ext < 0)
+		return -2;
+	still = s->kind == RMAP_MISSING ? ext && !rmap : rmap && !ext;
+	if (xfs_bulkstat_one(xs->fd, s->ino, &after) != 1 ||
+	    ts_ns(after.bs_ctime, after.bs_ctime_nsec) != ts_ns(bs.bs_ctime, bs.bs_ctime_nsec))
+		return -1;
+	return still;
+}
+
+struct rmap_check {
+	struct rmap_list rl;
+	struct rmap_suspect *sus;
+	size_t nr_sus;
+	bool overflow;
+	uint32_t dev;
+};
+
+static void add_suspect(struct rmap_check *rc, enum rmap_kind kind, uint64_t ino,
+			uint64_t logical, uint64_t phys, uint64_t len)
+{
+	/* One per inode and kind is enough to name the damage. */
+	for (size_t i = rc->nr_sus; i-- > 0 && rc->sus[i].ino == ino;)
+		if (rc->sus[i].kind == kind)
+			return;
+	if (rc->nr_sus == MAX_RMAP_SUSPECTS) {
+		rc->overflow = true;
+		return;
+	}
+	rc->sus = xrealloc(rc->sus, (rc->nr_sus + 1) * sizeof(*rc->sus));
+	rc->sus[rc->nr_sus++] = (struct rmap_suspect){ kind, ino, logical, phys, len };
+}
+
+/* Both directions of the comparison; suspects go to rc->sus. */
+static void rmap_compare(struct scrub_ctx *ctx, struct xfs_state *xs, struct rmap_check *rc)
+{
+	struct xlink_list *xl = &ctx->xlinks;
+	const struct rmap_list *rl = &rc->rl;
+
+	/* Re-sorted by owner: crosslink_sort() puts them back in device order. */
+	if (xl->n) {
+		qsort(xl->v, xl->n, sizeof(*xl->v), xlink_cmp);
+		xl->sorted = false;
+	}
+	if (rc->rl.n)
+		qsort(rc->rl.v, rc->rl.n, sizeof(*rc->rl.v), rmap_cmp);
+	for (size_t i = 0; i < xl->n; i++) {
+		const struct xlink_extent *x = &xl->v[i];
+		struct span want = { x->ino, x->logical, x->phys, x->len };
+		uint64_t ok;
+
+		if (x->recent || !inoset_test(xs->files, 0, x->ino))
+			continue;
+		ok = covered(rl->v, rl->n, rmap_span, &want);
+		if (ok < x->len)
+			add_suspect(rc, RMAP_MISSING, x->ino, x->logical + ok, x->phys + ok,
+				    x->len - ok);
+	}
+	for (size_t i = 0; i < rl->n; i++) {
+		const struct rmap_rec *r = &rl->v[i];
+		struct span want = { r->ino, r->off, r->phys, r->len };
+		uint64_t ok;
+
+		if (!inoset_test(xs->files, 0, r->ino))
+			continue;
+		ok = covered(xl->v, xl->n, xlink_span, &want);
+		if (ok < r->len)
+			add_suspect(rc, RMAP_EXTRA, r->ino, r->off + ok, r->phys + ok, r->len - ok);
+	}
+}
+
+static void report_rmap(struct scrub_ctx *ctx, struct xfs_state *xs, struct rmap_check *rc,
+			struct xfs_names *names)
+{
+	for (size_t i = 0; i < rc->nr_sus && !scrub_should_stop(ctx); i++) {
+		const struct rmap_suspect *s = &rc->sus[i];
+		const struct xfs_named *n = xfs_names_find(names, s->ino);
+		const struct dir_node *dir = n && n->found ? n->dir : NULL;
+		const char *name = n && n->found ? n->name : NULL;
+		int still = rmap_recheck(ctx, xs, rc->dev, s);
+		const char *check = s->kind == RMAP_MISSING ? CHECK_XFS_RMAP_MISSING :
+							      CHECK_XFS_RMAP_EXTRA;
+
+		if (still == -2) {
+			report_verbose(ctx, "Phase 3: inode %llu: its map cannot be read: reverse "
+				       "mappings not compared", (unsigned long long)s->ino);
+		} else if (still <= 0) {
+			str_changed(ctx, check, dir, name, s->ino, "reverse mapping at file "
+				    "offset %llu", (unsigned long long)s->logical);
+		} else if (still && s->kind == RMAP_MISSING) {
+			str_error_range(ctx, check, dir, name, s->ino, s->logical, s->len,
+					"file offset %llu maps device bytes %llu-%llu, but no "
+					"reverse mapping record of this inode says so",
+					(unsigned long long)s->logical, (unsigned long long)s->phys,
+					(unsigned long long)(s->phys + s->len - 1));
+		} else if (still) {
+			str_error_range(ctx, check, dir, name, s->ino, s->logical, s->len,
+					"a reverse mapping record gives device bytes %llu-%llu to "
+					"this inode at file offset %llu, but the file does not map "
+					"them", (unsigned long long)s->phys,
+					(unsigned long long)(s->phys + s->len - 1),
+					(unsigned long long)s->logical);
+		}
+	}
+	if (rc->overflow)
+		str_info(ctx, CHECK_XFS_RMAP_MISSING, NULL, NULL, 0,
+			 "more than %d reverse mapping mismatches: only the first are examined",
+			 MAX_RMAP_SUSPECTS);
+}
+
+/* Read GETFSMAP and compare; false if it does not apply here. */
+static bool rmap_collect(struct scrub_ctx *ctx, struct xfs_state *xs, struct rmap_check *rc)
+{
+	int ret;
+
+	if (!(xs->geo.flags & XFS_FSOP_GEOM_FLAGS_RMAPBT)) {
+		report_verbose(ctx, "Phase 3: no reverse mapping btree: extents are not checked "
+			       "against GETFSMAP");
+		return false;
+	}
+	if (!ctx->dev_size || xs->geo.rtblocks) {
+		report_verbose(ctx, "Phase 3: FIEMAP offsets are not offsets on the data device "
+			       "alone: extents are not checked against GETFSMAP");
+		return false;
+	}
+	rc->dev = fsmap_dev(ctx->root_stx.stx_dev_major, ctx->root_stx.stx_dev_minor);
+	ret = fsmap_query(xs->fd, rc->dev, 0, UINT64_MAX, collect_rmap, &rc->rl);
+	if (ret < 0) {
+		report_operational(ctx, NULL, NULL, -ret, "FS_IOC_GETFSMAP");
+		return false;
+	}
+	rmap_compare(ctx, xs, rc);
+	report_verbose(ctx, "Phase 3: %zu data extents against %zu reverse mappings: %zu to "
+		       "look at again", ctx->xlinks.n, rc->rl.n, rc->nr_sus);
+	return true;
+}
+
+static void fsmap_free_space(struct scrub_ctx *ctx, struct xfs_state *xs,
+			     const struct rmap_check *rc)
+{
+	uint64_t ags = 0;
+
+	for (uint32_t ag = 0; ag < xs->geo.agcount; ag++)
+		ags += xs->ags[ag].ag_freeblks;
+	str_info(ctx, CHECK_XFS_FSMAP_COUNTS, NULL, NULL, 0,
+		 "free space: GETFSMAP %llu blocks, AG headers %llu blocks (with free lists and "
+		 "reserves), statfs %llu blocks",
+		 (unsigned long long)(rc->rl.free_bytes / xs->geo.blocksize),
+		 (unsigned long long)ags, (unsigned long long)ctx->svfs.f_bfree);
+}
+
+/* ------------------------------------------------------------- the checks */
+
+static void second_entry(struct walk_thread *t, struct walk_dir *d, const struct walk_entry *e)
+{
+	if (!e->stat_err)
+		xfs_names_note(t->varg, d->node, e->name, e->namelen, e->stx.stx_ino);
+}
+
+static const struct walk_visitor second_visitor = {
+	.name = "XFS second look",
+	.entry = second_entry,
+};
+
+void xfs_inodes_after_walk(struct scrub_ctx *ctx)
+{
+	struct xfs_state *xs = xfs_state(ctx);
+	struct orphan_run or = { .dev = stx_devno(&ctx->root_stx) };
+	struct rmap_check rc = { 0 };
+	struct xfs_names second;
+	bool orphans = true, rmap;
+
+	report_deferred(ctx, xs);
+	if (scrub_should_stop(ctx))
+		return;
+	pthread_mutex_init(&or.lock, NULL);
+	xfs_names_init(&second);
+	if (!ctx->reached || atomic_load(&ctx->names_hidden)) {
+		orphans = false;
+		report_verbose(ctx, "Phase 3: not every name was seen: no orphaned inode check");
+	} else {
+		int ret = xfs_bulkstat_each(ctx, orphan_fn, &or);
+
+		if (ret < 0) {
+			orphans = false;
+			report_operational(ctx, NULL, NULL, -ret, "XFS_IOC_BULKSTAT");
+		}
+	}
+	rmap = rmap_collect(ctx, xs, &rc);
+	for (size_t i = 0; i < or.n; i++)
+		xfs_names_add(&second, or.v[i].ino);
+	for (size_t i = 0; i < rc.nr_sus; i++)
+		xfs_names_add(&second, rc.sus[i].ino);
+	if (second.n) {
+		struct scrub_stats stats = { 0 };
+
+		xfs_names_finish(&second);
+		report_verbose(ctx, "Phase 3: %zu inodes to look for again", second.n);
+		if (walk_tree(ctx, &second_visitor, &second, &stats, NULL) < 0) {
+			report_operational(ctx, NULL, NULL, 0, "cannot start the second walk");
+			orphans = rmap = false;
+		}
+	}
+	for (size_t i = 0; orphans && i < or.n && !scrub_should_stop(ctx); i++)
+		report_orphan(ctx, xs, &second, &or.v[i]);
+	if (or.overflow)
+		str_info(ctx, CHECK_XFS_ORPHAN, NULL, NULL, 0,
+			 "more than %d unreached inodes: only the first are examined", MAX_ORPHANS);
+	if (rmap) {
+		report_rmap(ctx, xs, &rc, &second);
+		fsmap_free_space(ctx, xs, &rc);
+	}
+	xfs_names_release(ctx, &second);
+	free(rc.rl.v);
+	free(rc.sus);
+	free(or.v);
+	pthread_mutex_destroy(&or.lock);
+}

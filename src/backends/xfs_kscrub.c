@@ -1,0 +1,510 @@
+/*
+ * xfs_kscrub: the kernel's online scrub (XFS_IOC_SCRUB_METADATA) of every
+ * metadata object, and its repair.
+ *
+ * Phase 1 probes the ioctl (type PROBE); without it (a kernel built
+ * without CONFIG_XFS_ONLINE_SCRUB, as most distribution kernels are) fscrub
+ * says so once and does its own checks only.  Unless -n, it probes again
+ * with XFS_SCRUB_IFLAG_REPAIR: that is the only way to learn whether the
+ * kernel repairs.  Under -n the repair flag is never set, in no call.
+ *
+ * Phase 2 checks in dependency order, as xfs_scrub does: per AG the headers
+ * (sb, agf, agfl, agi) and then the btrees (bnobt, cntbt, inobt, finobt,
+ * rmapbt, refcountbt), the AGs in parallel; the filesystem-wide objects
+ * (realtime bitmap and summary, quotas); every inode BULKSTAT found (inode
+ * core, fork maps, directory, xattrs, symlink, parent, directory tree), in
+ * parallel over ranges of inodes; then the summaries that depend on all of
+ * that (fscounters, quotacheck, nlinks, and "healthy" last).  A type the
+ * kernel does not know, or that the filesystem does not have (rmapbt on a
+ * filesystem without it, quotas when off), comes back ENOENT: skipped.
+ *
+ * The output flags: corrupt and xcorrupt (cross-referencing found a
+ * disagreement) are errors; preen is an info (the object could be
+ * optimised); xfail (cross-referencing could not be done), incomplete and
+ * warning are warnings.  EBUSY and EDEADLOCK mean the kernel could not get
+ * its locks on a busy filesystem: the call is retried.
+ *
+ * Repair (not under -n, only if the probe accepted the flag): everything
+ * found corrupt is repaired after all the checks, in the same dependency
+ * order; each object is checked first (an earlier repair may have fixed
+ * it), repaired, and checked again.  "Repaired" (exit 1 if nothing else is
+ * wrong) only when the last check is clean; otherwise the error stands.
+ */
+#include "backends/xfs.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "checks.h"
+#include "context.h"
+#include "report.h"
+#include "strbuf.h"
+#include "walk.h"
+#include "workqueue.h"
+
+/* Types newer than the xfslibs-dev 6.1 headers (the kernel's ABI numbers). */
+#define KS_TYPE_QUOTACHECK	25	/* Linux 6.9 */
+#define KS_TYPE_NLINKS		26	/* Linux 6.9 */
+#define KS_TYPE_HEALTHY		27	/* Linux 6.9 */
+#define KS_TYPE_DIRTREE		28	/* Linux 6.10 */
+
+/*
+ * EBUSY/EDEADLOCK: the kernel gave up on its locks.  Ten tries with a
+ * growing pause (10 ms .. 100 ms, about half a second in all) outlast a
+ * burst of activity without stalling the scrub on a busy object.
+ */
+#define KS_TRIES 10
+
+enum ks_scope {
+	KS_AGHEADER,	/* once per AG, before its btrees */
+	KS_AGBTREE,
+	KS_FS,		/* filesystem-wide objects */
+	KS_INODE,	/* once per inode */
+	KS_SUMMARY,	/* after everything it summarises */
+};
+
+struct ks_type {
+	uint32_t type;
+	enum ks_scope scope;
+	const char *name;	/* xfs_scrub's name for it */
+	const char *what;
+	mode_t only;		/* S_IFDIR/S_IFLNK: inodes of that type only; 0: all */
+	bool aggregate;		/* says what the others found: never repaired itself */
+};
+
+/* In dependency order: repairs are done in this order too. */
+static const struct ks_type ks_types[] = {
+	{ XFS_SCRUB_TYPE_SB, KS_AGHEADER, "sb", "superblock", 0, false },
+	{ XFS_SCRUB_TYPE_AGF, KS_AGHEADER, "agf", "free space header", 0, false },
+	{ XFS_SCRUB_TYPE_AGFL, KS_AGHEADER, "agfl", "free list", 0, false },
+	{ XFS_SCRUB_TYPE_AGI, KS_AGHEADER, "agi", "inode header", 0, false },
+	{ XFS_SCRUB_TYPE_BNOBT, KS_AGBTREE, "bnobt", "free space by block btree", 0, false },
+	{ XFS_SCRUB_TYPE_CNTBT, KS_AGBTREE, "cntbt", "free space by length btree", 0, false },
+	{ XFS_SCRUB_TYPE_INOBT, KS_AGBTREE, "inobt", "inode btree", 0, false },
+	{ XFS_SCRUB_TYPE_FINOBT, KS_AGBTREE, "finobt", "free inode btree", 0, false },
+	{ XFS_SCRUB_TYPE_RMAPBT, KS_AGBTREE, "rmapbt", "reverse mapping btree", 0, false },
+	{ XFS_SCRUB_TYPE_REFCNTBT, KS_AGBTREE, "refcountbt", "reference count btree", 0, false },
+	{ XFS_SCRUB_TYPE_RTBITMAP, KS_FS, "rtbitmap", "realtime bitmap", 0, false },
+	{ XFS_SCRUB_TYPE_RTSUM, KS_FS, "rtsummary", "realtime summary", 0, false },
+	{ XFS_SCRUB_TYPE_UQUOTA, KS_FS, "usrquota", "user quotas", 0, false },
+	{ XFS_SCRUB_TYPE_GQUOTA, KS_FS, "grpquota", "group quotas", 0, false },
+	{ XFS_SCRUB_TYPE_PQUOTA, KS_FS, "prjquota", "project quotas", 0, false },
+	{ XFS_SCRUB_TYPE_INODE, KS_INODE, "inode", "inode record", 0, false },
+	{ XFS_SCRUB_TYPE_BMBTD, KS_INODE, "bmapbtd", "data fork mapping", 0, false },
+	{ XFS_SCRUB_TYPE_BMBTA, KS_INODE, "bmapbta", "attribute fork mapping", 0, false },
+	{ XFS_SCRUB_TYPE_BMBTC, KS_INODE, "bmapbtc", "copy-on-write fork mapping", 0, false },
+	{ XFS_SCRUB_TYPE_DIR, KS_INODE, "directory", "directory", S_IFDIR, false },
+	{ XFS_SCRUB_TYPE_XATTR, KS_INODE, "xattr", "extended attributes", 0, false },
+	{ XFS_SCRUB_TYPE_SYMLINK, KS_INODE, "symlink", "symlink target", S_IFLNK, false },
+	{ XFS_SCRUB_TYPE_PARENT, KS_INODE, "parent", "parent pointer", 0, false },
+	{ KS_TYPE_DIRTREE, KS_INODE, "dirtree", "directory tree", S_IFDIR, false },
+	{ XFS_SCRUB_TYPE_FSCOUNTERS, KS_SUMMARY, "fscounters", "summary counters", 0, false },
+	{ KS_TYPE_QUOTACHECK, KS_SUMMARY, "quotacheck", "quota usage counts", 0, false },
+	{ KS_TYPE_NLINKS, KS_SUMMARY, "nlinks", "file link counts", 0, false },
+	{ KS_TYPE_HEALTHY, KS_SUMMARY, "healthy", "health of everything checked", 0, true },
+};
+
+#define NR_KS_TYPES (sizeof(ks_types) / sizeof(ks_types[0]))
+
+#define OFLAGS_BAD (XFS_SCRUB_OFLAG_CORRUPT | XFS_SCRUB_OFLAG_XCORRUPT)
+
+/* One object to check: a type and where. */
+struct ks_obj {
+	const struct ks_type *t;
+	uint32_t agno;
+	uint64_t ino;
+	uint32_t gen;
+};
+
+struct ks_repair {
+	struct ks_obj o;
+	uint32_t oflags;		/* what the check said */
+	size_t order;			/* dependency order: scope, then position */
+};
+
+struct ks_run {
+	struct scrub_ctx *ctx;
+	struct xfs_state *xs;
+	bool repair;			/* collect repairs (not -n, kernel repairs) */
+	pthread_mutex_t lock;
+	struct ks_repair *repairs;
+	size_t nr_repairs, alloc_repairs;
+	atomic_bool absent_said[NR_KS_TYPES];	/* "not on this kernel/fs" said */
+	atomic_ullong calls;
+	atomic_ullong xfail_cleared;	/* cross-referencing works after the repairs */
+};
+
+static int ks_call(int fd, const struct ks_obj *o, bool repair, uint32_t *oflags)
+{
+	for (int i = 0;; i++) {
+		struct xfs_scrub_metadata sm = {
+			.sm_type = o->t ? o->t->type : XFS_SCRUB_TYPE_PROBE,
+			.sm_flags = repair ? XFS_SCRUB_IFLAG_REPAIR : 0,
+			.sm_ino = o->ino, .sm_gen = o->gen, .sm_agno = o->agno,
+		};
+
+		if (ioctl(fd, XFS_IOC_SCRUB_METADATA, &sm) == 0) {
+			*oflags = sm.sm_flags & XFS_SCRUB_FLAGS_OUT;
+			return 0;
+		}
+		int err = errno;
+
+		if ((err == EBUSY || err == EDEADLK) && i + 1 < KS_TRIES) {
+			struct timespec pause = { 0, 10000000L * (i + 1) };
+
+			nanosleep(&pause, NULL);
+			continue;
+		}
+		return -err;
+	}
+}
+
+static void ks_describe(struct strbuf *sb, const struct ks_obj *o)
+{
+	switch (o->t->scope) {
+	case KS_AGHEADER:
+	case KS_AGBTREE:
+		strbuf_addf(sb, "AG %u %s (%s)", o->agno, o->t->what, o->t->name);
+		break;
+	case KS_INODE:
+		strbuf_addf(sb, "%s (%s)", o->t->what, o->t->name);
+		break;
+	case KS_FS:
+	case KS_SUMMARY:
+		strbuf_addf(sb, "%s (%s)", o->t->what, o->t->name);
+		break;
+	}
+}
+
+/* A finding about o: about the filesystem, or held back for the inode's name. */
+static void ks_report_at(struct ks_run *r, const struct ks_obj *o, enum severity sev,
+			 const char *check, const char *file, int line, const char *fmt, ...)
+	__attribute__((format(printf, 7, 8)));
+
+static void ks_report_at(struct ks_run *r, const struct ks_obj *o, enum severity sev,
+			 const char *check, const char *file, int line, const char *fmt, ...)
+{
+	struct strbuf sb = STRBUF_INIT;
+	va_list ap;
+
+	ks_describe(&sb, o);
+	strbuf_addstr(&sb, ": ");
+	va_start(ap, fmt);
+	strbuf_vaddf(&sb, fmt, ap);
+	va_end(ap);
+	if (o->t->scope == KS_INODE)
+		xfs_defer_at(r->xs, o->ino, sev, check, file, line, "%s", sb.buf);
+	else
+		report_at(r->ctx, sev, check, NULL, NULL, 0, file, line, "%s", sb.buf);
+	strbuf_release(&sb);
+}
+
+#define ks_report(r, o, sev, check, ...) \
+	ks_report_at(r, o, sev, check, __FILE__, __LINE__, __VA_ARGS__)
+
+static const char *bad_how(uint32_t oflags)
+{
+	if ((oflags & OFLAGS_BAD) == XFS_SCRUB_OFLAG_XCORRUPT)
+		return "disagrees with other metadata (cross-referencing found it corrupt)";
+	return "is corrupt";
+}
+
+static void queue_repair(struct ks_run *r, const struct ks_obj *o, uint32_t oflags)
+{
+	size_t pos = (size_t)(o->t - ks_types);
+
+	pthread_mutex_lock(&r->lock);
+	if (r->nr_repairs == r->alloc_repairs) {
+		r->alloc_repairs = r->alloc_repairs ? 2 * r->alloc_repairs : 16;
+		r->repairs = xrealloc(r->repairs, r->alloc_repairs * sizeof(*r->repairs));
+	}
+	r->repairs[r->nr_repairs++] = (struct ks_repair){
+		.o = *o, .oflags = oflags, .order = (size_t)o->t->scope * NR_KS_TYPES + pos,
+	};
+	pthread_mutex_unlock(&r->lock);
+}
+
+/* Check one object and report what the kernel said. */
+static void ks_check(struct ks_run *r, const struct ks_obj *o)
+{
+	struct scrub_ctx *ctx = r->ctx;
+	uint32_t of = 0;
+	int ret;
+
+	if (r->xs->shut_down || scrub_should_stop(ctx))
+		return;
+	ret = ks_call(r->xs->fd, o, false, &of);
+	atomic_fetch_add(&r->calls, 1);
+	if (ret == -ENOENT || (ret == -EINVAL && o->t->scope == KS_INODE)) {
+		/* Not on this kernel or filesystem; an inode: freed since BULKSTAT. */
+		if (o->t->scope != KS_INODE &&
+		    !atomic_exchange(&r->absent_said[o->t - ks_types], true))
+			report_verbose(ctx, "Phase 2: kernel scrub of %s (%s): not on this "
+				       "kernel or filesystem", o->t->what, o->t->name);
+		return;
+	}
+	if (ret == -ESHUTDOWN) {
+		if (!r->xs->shut_down) {
+			r->xs->shut_down = true;
+			str_error(ctx, CHECK_XFS_SCRUB, NULL, NULL, 0,
+				  "the filesystem has been shut down (the kernel found damage it "
+				  "could not work around): the scrub stops here");
+		}
+		return;
+	}
+	if (ret < 0 && errno_is_corruption(-ret)) {
+		of = XFS_SCRUB_OFLAG_CORRUPT;
+	} else if (ret < 0) {
+		struct strbuf sb = STRBUF_INIT;
+
+		ks_describe(&sb, o);
+		if (o->t->scope == KS_INODE)
+			strbuf_addf(&sb, " of inode %llu", (unsigned long long)o->ino);
+		report_operational(ctx, NULL, NULL, -ret, "kernel scrub of %s", sb.buf);
+		strbuf_release(&sb);
+		return;
+	}
+	if (of & OFLAGS_BAD) {
+		if (r->repair)
+			queue_repair(r, o, of);
+		else if (ret < 0)
+			ks_report(r, o, SEV_ERROR, CHECK_XFS_SCRUB, "the kernel cannot read it: %s",
+				  strerror(-ret));
+		else
+			ks_report(r, o, SEV_ERROR, CHECK_XFS_SCRUB, "%s", bad_how(of));
+	}
+	if (of & XFS_SCRUB_OFLAG_PREEN)
+		ks_report(r, o, SEV_INFO, CHECK_XFS_PREEN, "could be optimised (preen)");
+	/*
+	 * Cross-referencing fails when the other object is sick: with repairs
+	 * to come, look again after them (as xfs_scrub does).
+	 */
+	if ((of & XFS_SCRUB_OFLAG_XFAIL) && r->repair && !(of & OFLAGS_BAD))
+		queue_repair(r, o, XFS_SCRUB_OFLAG_XFAIL);
+	else if (of & XFS_SCRUB_OFLAG_XFAIL)
+		ks_report(r, o, SEV_WARNING, CHECK_XFS_SCRUB_WARNING,
+			  "could not be cross-referenced with other metadata");
+	if (of & XFS_SCRUB_OFLAG_INCOMPLETE)
+		ks_report(r, o, SEV_WARNING, CHECK_XFS_SCRUB_WARNING,
+			  "the kernel could not check it completely");
+	if (of & XFS_SCRUB_OFLAG_WARNING)
+		ks_report(r, o, SEV_WARNING, CHECK_XFS_SCRUB_WARNING, "looks suspicious");
+}
+
+static void ks_check_scope(struct ks_run *r, enum ks_scope scope, uint32_t agno)
+{
+	for (size_t i = 0; i < NR_KS_TYPES; i++)
+		if (ks_types[i].scope == scope)
+			ks_check(r, &(struct ks_obj){ .t = &ks_types[i], .agno = agno });
+}
+
+/* Work items: one AG each. */
+struct ks_item {
+	struct wq_item work;
+	uint32_t agno;
+};
+
+static void ks_ag_fn(struct workqueue *wq, struct wq_item *item, unsigned thread, void *arg)
+{
+	struct ks_item *it = (struct ks_item *)item;
+
+	(void)wq;
+	(void)thread;
+	ks_check_scope(arg, KS_AGHEADER, it->agno);
+	ks_check_scope(arg, KS_AGBTREE, it->agno);
+}
+
+/* Every per-inode type that applies, for one inode BULKSTAT returned. */
+static void ks_inode_fn(struct scrub_ctx *ctx, const struct xfs_bulkstat *bs, void *arg)
+{
+	struct ks_run *r = arg;
+
+	xfs_inode_health(ctx, bs);
+	for (size_t i = 0; i < NR_KS_TYPES; i++) {
+		const struct ks_type *t = &ks_types[i];
+
+		if (t->scope != KS_INODE || (t->only && (bs->bs_mode & S_IFMT) != t->only))
+			continue;
+		ks_check(r, &(struct ks_obj){ .t = t, .ino = bs->bs_ino, .gen = bs->bs_gen });
+	}
+}
+
+static void ks_parallel_ags(struct ks_run *r, uint32_t nags)
+{
+	struct ks_item *items = xcalloc(nags ? nags : 1, sizeof(*items));
+	struct workqueue wq;
+	int ret = workqueue_init(&wq, r->ctx->opt.nr_threads ? r->ctx->opt.nr_threads : 1,
+				 ks_ag_fn, r);
+
+	if (ret < 0) {
+		report_operational(r->ctx, NULL, NULL, -ret, "cannot start the kernel scrub threads");
+		free(items);
+		return;
+	}
+	for (uint32_t ag = 0; ag < nags; ag++) {
+		items[ag].agno = ag;
+		workqueue_add(&wq, &items[ag].work);
+	}
+	workqueue_wait(&wq);
+	workqueue_destroy(&wq);
+	free(items);
+}
+
+static int by_order(const void *a, const void *b)
+{
+	const struct ks_repair *x = a, *y = b;
+
+	bool xa = !(x->oflags & OFLAGS_BAD), ya = !(y->oflags & OFLAGS_BAD);
+
+	if (xa != ya)
+		return xa ? 1 : -1;	/* the rechecks after every repair */
+	if (x->order != y->order)
+		return x->order < y->order ? -1 : 1;
+	if (x->o.agno != y->o.agno)
+		return x->o.agno < y->o.agno ? -1 : 1;
+	return x->o.ino < y->o.ino ? -1 : x->o.ino > y->o.ino;
+}
+
+/* An object that could not be cross-referenced, after the repairs. */
+static void ks_recheck_xfail(struct ks_run *r, const struct ks_obj *o)
+{
+	uint32_t of = 0;
+	int ret = ks_call(r->xs->fd, o, false, &of);
+
+	if (ret < 0 || (of & (OFLAGS_BAD | XFS_SCRUB_OFLAG_XFAIL)))
+		ks_report(r, o, (ret == 0 && (of & OFLAGS_BAD)) ? SEV_ERROR : SEV_WARNING,
+			  (ret == 0 && (of & OFLAGS_BAD)) ? CHECK_XFS_SCRUB : CHECK_XFS_SCRUB_WARNING,
+			  "could not be cross-referenced with other metadata%s",
+			  (ret == 0 && (of & OFLAGS_BAD)) ? ", and after the repairs it is corrupt" :
+			  ", also after the repairs");
+	else
+		atomic_fetch_add(&r->xfail_cleared, 1);
+}
+
+/* Repair one object found corrupt: check, repair, check again. */
+static void ks_repair_one(struct ks_run *r, const struct ks_repair *rp)
+{
+	const struct ks_obj *o = &rp->o;
+	const char *how = bad_how(rp->oflags);
+	uint32_t of = 0;
+	int ret;
+
+	if (!(rp->oflags & OFLAGS_BAD)) {
+		ks_recheck_xfail(r, o);
+		return;
+	}
+	ret = ks_call(r->xs->fd, o, false, &of);
+	if (ret == 0 && !(of & OFLAGS_BAD)) {
+		ks_report(r, o, SEV_REPAIRED, CHECK_XFS_SCRUB,
+			  "%s; no longer after the repairs before it", how);
+		return;
+	}
+	if (o->t->aggregate) {
+		ks_report(r, o, SEV_ERROR, CHECK_XFS_SCRUB, "%s; still after the repairs "
+			  "before it", how);
+		return;
+	}
+	ret = ks_call(r->xs->fd, o, true, &of);
+	if (ret < 0) {
+		ks_report(r, o, SEV_ERROR, CHECK_XFS_SCRUB, "%s; the kernel could not repair it: %s",
+			  how, ret == -EOPNOTSUPP ? "this kernel does not repair it" : strerror(-ret));
+		return;
+	}
+	if (of & OFLAGS_BAD) {
+		ks_report(r, o, SEV_ERROR, CHECK_XFS_SCRUB, "%s; still corrupt after the kernel's "
+			  "repair", how);
+		return;
+	}
+	ret = ks_call(r->xs->fd, o, false, &of);
+	if (ret < 0 || (of & OFLAGS_BAD))
+		ks_report(r, o, SEV_ERROR, CHECK_XFS_SCRUB, "%s; repaired, but the check after the "
+			  "repair still finds it corrupt", how);
+	else
+		ks_report(r, o, SEV_REPAIRED, CHECK_XFS_SCRUB, "%s: repaired", how);
+}
+
+void xfs_kscrub_probe(struct scrub_ctx *ctx)
+{
+	struct xfs_state *xs = xfs_state(ctx);
+	struct ks_obj probe = { 0 };
+	uint32_t of;
+	int ret = ks_call(xs->fd, &probe, false, &of);
+
+	if (ret == -ENOTTY || ret == -EOPNOTSUPP) {
+		str_info(ctx, CHECK_XFS_SCRUB_UNSUPPORTED, NULL, NULL, 0,
+			 "this kernel has no XFS online scrub (CONFIG_XFS_ONLINE_SCRUB): "
+			 "fscrub's own checks only");
+		return;
+	}
+	if (ret < 0) {
+		str_info(ctx, CHECK_XFS_SCRUB_UNSUPPORTED, NULL, NULL, 0,
+			 "the kernel's XFS online scrub cannot be used: %s: fscrub's own "
+			 "checks only", strerror(-ret));
+		return;
+	}
+	xs->kscrub = true;
+	if (ctx->opt.check_only) {
+		report_verbose(ctx, "Phase 1: kernel online scrub available; check only (-n): "
+			       "nothing is repaired");
+		return;
+	}
+	ret = ks_call(xs->fd, &probe, true, &of);
+	if (ret == 0) {
+		xs->krepair = true;
+		report_verbose(ctx, "Phase 1: kernel online scrub and repair available");
+	} else {
+		str_info(ctx, CHECK_XFS_SCRUB_UNSUPPORTED, NULL, NULL, 0,
+			 "the kernel scrubs but does not repair: %s",
+			 ret == -EOPNOTSUPP ? "built without CONFIG_XFS_ONLINE_REPAIR" :
+			 ret == -EROFS ? "the filesystem is read-only" : strerror(-ret));
+	}
+}
+
+void xfs_kscrub_all(struct scrub_ctx *ctx)
+{
+	struct xfs_state *xs = xfs_state(ctx);
+	struct ks_run r = {
+		.ctx = ctx, .xs = xs, .repair = xs->krepair && !ctx->opt.check_only,
+	};
+	int ret;
+
+	pthread_mutex_init(&r.lock, NULL);
+	ks_parallel_ags(&r, xs->geo.agcount);
+	ks_check_scope(&r, KS_FS, 0);
+	ret = xfs_bulkstat_each(ctx, ks_inode_fn, &r);
+	if (ret < 0)
+		report_operational(ctx, NULL, NULL, -ret, "XFS_IOC_BULKSTAT: inodes not scrubbed");
+	ks_check_scope(&r, KS_SUMMARY, 0);
+
+	if (r.nr_repairs) {
+		qsort(r.repairs, r.nr_repairs, sizeof(*r.repairs), by_order);
+		report_verbose(ctx, "Phase 2: %zu metadata %s to repair or to look at again",
+			       r.nr_repairs, r.nr_repairs == 1 ? "object" : "objects");
+	}
+	for (size_t i = 0; i < r.nr_repairs; i++) {
+		if (!(r.repairs[i].oflags & OFLAGS_BAD) && (xs->shut_down || scrub_should_stop(ctx)))
+			ks_report(&r, &r.repairs[i].o, SEV_WARNING, CHECK_XFS_SCRUB_WARNING,
+				  "could not be cross-referenced with other metadata");
+		else if (xs->shut_down || scrub_should_stop(ctx))
+			ks_report(&r, &r.repairs[i].o, SEV_ERROR, CHECK_XFS_SCRUB,
+				  "%s (not repaired: the scrub stopped)",
+				  bad_how(r.repairs[i].oflags));
+		else
+			ks_repair_one(&r, &r.repairs[i]);
+	}
+	if (atomic_load(&r.xfail_cleared))
+		report_verbose(ctx, "Phase 2: %llu objects that could not be cross-referenced "
+			       "before the repairs can be now",
+			       (unsigned long long)atomic_load(&r.xfail_cleared));
+	report_verbose(ctx, "Phase 2: %llu kernel scrub calls over %u AGs and %llu inodes",
+		       (unsigned long long)atomic_load(&r.calls), xs->geo.agcount,
+		       (unsigned long long)atomic_load(&xs->nr_bulkstat));
+	free(r.repairs);
+	pthread_mutex_destroy(&r.lock);
+}

@@ -1,0 +1,191 @@
+"""The XFS backend's kernel scrub and repair paths, in a VM: the host kernel
+has no XFS online scrub, ../shared/vm/vmrun boots one that has (Linux 6.12,
+CONFIG_XFS_ONLINE_SCRUB and _REPAIR) with the image as /dev/vda and runs a
+script there (the host's root is visible read-only, so the fscrub under
+test runs unchanged; the working directory is shared for the results).
+
+One boot per test (2-4 s under TCG plus the scrubs): a clean image exits 0;
+a free space btree and a file's data fork map, broken with xfs_db -x, are
+reported under -n with the object named, stay broken (xfs_db reads the
+same bytes afterwards: -n set no repair flag), are repaired without -n
+(exit 1, "Repaired"), and a second run exits 0; xfs_repair -n agrees at
+the end.  Skipped, with the reason, where the harness or qemu is missing."""
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from conftest import FSCRUB, TOP, Result, check_sanitizers, escaped
+import faults
+import fsimage
+
+VMRUN = os.path.join(os.path.dirname(TOP), "shared", "vm", "vmrun")
+MNT = "/mnt/x"
+
+
+def vm_missing():
+    if not os.access(VMRUN, os.X_OK):
+        return "no VM harness at %s" % VMRUN
+    if not shutil.which("qemu-system-x86_64"):
+        return "qemu-system-x86_64 is not installed (Debian: qemu-system-x86 qemu-system-data)"
+    # Without a usable /dev/kvm vmrun falls back to TCG: slower, but it works.
+    return None
+
+
+@pytest.fixture(autouse=True)
+def need_vm():
+    why = vm_missing()
+    if why:
+        pytest.skip(why)
+
+
+def in_vm(workdir, image, steps, timeout=300):
+    """Boot once with image as /dev/vda and run steps in order: ("mount",),
+    ("umount",), ("fscrub", args...) or ("sh", command).  Returns the list of
+    results of the fscrub and sh steps (Result, or namespace rc/stdout)."""
+    lines = ["set -u", "mkdir -p %s" % MNT]
+    outs = []
+    for i, step in enumerate(steps):
+        if step[0] == "mount":
+            lines.append("mount /dev/vda %s || exit 99" % MNT)
+        elif step[0] == "umount":
+            lines.append("umount %s || exit 98" % MNT)
+        else:
+            if step[0] == "fscrub":
+                cmd = " ".join([FSCRUB] + [str(a) for a in step[1:]] + [MNT])
+            else:
+                cmd = step[1]
+            lines.append("%s >out.%d 2>err.%d; echo $? >rc.%d" % (cmd, i, i, i))
+            outs.append((i, step))
+    lines.append("mountpoint -q %s && umount %s; exit 0" % (MNT, MNT))
+    with open(os.path.join(workdir, "vm.sh"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    p = subprocess.run([VMRUN, "-q", "--timeout", str(timeout), "--disk", image, "--",
+                        "bash", "vm.sh"], cwd=workdir, capture_output=True, text=True,
+                       timeout=timeout + 60)
+    assert p.returncode == 0, "vmrun failed (%d):\n%s\n%s" % (p.returncode, p.stdout, p.stderr)
+    results = []
+    for i, step in outs:
+        def read(name):
+            with open(os.path.join(workdir, "%s.%d" % (name, i)), errors="surrogateescape") as f:
+                return f.read()
+        proc = SimpleNamespace(returncode=int(read("rc")), stdout=read("out"),
+                               stderr=read("err"))
+        if step[0] == "fscrub":
+            check_sanitizers(proc.stderr)
+            results.append(Result(proc, [str(a) for a in step[1:]]))
+        else:
+            results.append(SimpleNamespace(rc=proc.returncode, stdout=proc.stdout))
+    return results
+
+
+@pytest.fixture
+def small_xfs(image_factory):
+    """A 300 MiB XFS image with a few files, unmounted, aged past 1 s."""
+    img = image_factory("xfs", size_mb=300)
+    img.mkfs()
+    mnt = img.mount()
+    os.mkdir(os.path.join(mnt, "d"))
+    for i in range(20):
+        with open(os.path.join(mnt, "d", "f%d" % i), "wb") as f:
+            f.write(os.urandom(4096 * (1 + i % 4)))
+    fsimage.run(["cp", "--reflink=always", os.path.join(mnt, "d", "f3"),
+                 os.path.join(mnt, "d", "f3.copy")])
+    img.offline()
+    time.sleep(1.1)
+    return img
+
+
+def test_vm_clean(small_xfs, workdir):
+    r, rn = in_vm(workdir, small_xfs.path, [("mount",), ("fscrub", "-v"), ("fscrub", "-n", "-v")])
+    for x in (r, rn):
+        assert x.rc == 0 and x.errors == [] and x.warnings == [], x
+        assert not x.of(check="xfs.scrub_unsupported"), x
+        calls = re.search(r"Phase 2: (\d+) kernel scrub calls over (\d+) AGs and (\d+) inodes",
+                          x.stdout)
+        assert calls and int(calls.group(1)) > 100 and int(calls.group(3)) >= 23, x
+    assert "kernel online scrub and repair available" in r.stdout, r
+    assert "check only (-n): nothing is repaired" in rn.stdout, rn
+
+
+BNO_COUNT = "agf 0", "addr bnoroot", "print recs[1].blockcount"
+
+
+def bno_count(text):
+    return int(re.search(r"recs\[1\]\.blockcount = (\d+)", text).group(1))
+
+
+def test_vm_free_space_btree(small_xfs, workdir):
+    """AG 0's free space by block btree loses 100 blocks of its first
+    record (the CRC is recomputed: only cross-referencing can tell)."""
+    good = bno_count(faults.xfs_db(small_xfs, *BNO_COUNT, write=False))
+    faults.xfs_db(small_xfs, "agf 0", "addr bnoroot",
+                  "write recs[1].blockcount %d" % (good - 100))
+    db = "xfs_db -r " + " ".join("-c '%s'" % c for c in BNO_COUNT) + " /dev/vda"
+    n1, n2, after_n, fix, again, db_end, repair = in_vm(workdir, small_xfs.path, [
+        ("mount",), ("fscrub", "-n"), ("fscrub", "-n"), ("umount",), ("sh", db),
+        ("mount",), ("fscrub",), ("fscrub",), ("umount",), ("sh", db),
+        ("sh", "xfs_repair -n /dev/vda"),
+    ])
+    for n in (n1, n2):
+        assert n.rc == 4, n
+        bno = [e for e in n.of("Error", "xfs.scrub") if "AG 0 free space by block btree "
+               "(bnobt)" in e.message]
+        assert bno and bno[0].path == MNT and bno[0].inode is None, n
+        assert not n.of("Repaired"), n
+    # -n set no repair flag: the record still says what xfs_db wrote.
+    assert bno_count(after_n.stdout) == good - 100, after_n.stdout
+    assert fix.rc == 1, fix
+    # The kernel rebuilds the AGF or the bnobt first; either fixes both.
+    rep = fix.of("Repaired", "xfs.scrub")
+    assert any(re.match(r"AG 0 free space (header \(agf\)|by block btree \(bnobt\))", e.message)
+               and e.message.endswith(": repaired") for e in rep), fix.stdout
+    assert any("(bnobt)" in e.message for e in rep), fix.stdout
+    assert fix.errors == [] and fix.warnings == [], fix
+    assert again.rc == 0 and again.errors == [] and again.warnings == [], again
+    # The rebuilt btree need not have the old layout: xfs_repair -n judges it.
+    assert db_end.rc == 0, db_end.stdout
+    assert repair.rc == 0, repair.stdout
+
+
+def test_vm_data_fork_map(small_xfs, workdir):
+    """d/f1's only extent is pointed at d/f2's block: the kernel's data fork
+    scrub (cross-referenced with the rmapbt) names the file, as do the
+    userspace cross-link and GETFSMAP checks; the repair rebuilds the map
+    from the reverse mappings."""
+    mnt = small_xfs.mount()
+    a, b = os.path.join(mnt, "d", "f1"), os.path.join(mnt, "d", "f2")
+    ino_a, ino_b = fsimage.inode_of(a), fsimage.inode_of(b)
+    small_xfs.offline()
+
+    def startblock(ino):
+        out = faults.xfs_db(small_xfs, "inode %d" % ino, "print u3.bmx[0].startblock",
+                            write=False)
+        return int(re.search(r"startblock = (\d+)", out).group(1))
+
+    old = startblock(ino_a)
+    faults.xfs_db(small_xfs, "inode %d" % ino_a, "write u3.bmx[0].startblock %d"
+                  % startblock(ino_b))
+    time.sleep(1.1)
+    n, fix, again, repair = in_vm(workdir, small_xfs.path, [
+        ("mount",), ("fscrub", "-n"), ("fscrub",), ("fscrub",), ("umount",),
+        ("sh", "xfs_repair -n /dev/vda"),
+    ])
+    path_a = escaped(os.path.join(MNT, "d", "f1"))
+    assert n.rc == 4, n
+    fork = [e for e in n.of("Error", "xfs.scrub") if "(bmapbtd)" in e.message]
+    assert [(e.path, e.inode) for e in fork] == [(path_a, ino_a)], n
+    assert any(e.path == path_a for e in n.of("Error", "xfs.rmap_missing")), n
+    assert n.of("Error", "extent.crosslinked"), n
+    assert fix.rc == 1, fix
+    rep = [e for e in fix.of("Repaired", "xfs.scrub") if "(bmapbtd)" in e.message]
+    assert [(e.path, e.inode) for e in rep] == [(path_a, ino_a)], fix
+    assert fix.errors == [], fix
+    assert again.rc == 0 and again.errors == [] and again.warnings == [], again
+    assert repair.rc == 0, repair.stdout
+    assert startblock(ino_a) == old
