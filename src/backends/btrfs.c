@@ -164,10 +164,11 @@ static struct btrfs_dev *dev_by_name(struct btrfs_state *st, const char *name, s
 	return NULL;
 }
 
-static struct log_error *log_find(struct btrfs_state *st, uint64_t logical, bool data)
+/* The entry of a logical address (one per address: a message kind sets its fields). */
+static struct log_error *log_find(struct btrfs_state *st, uint64_t logical)
 {
 	for (size_t i = 0; i < st->nr_log; i++)
-		if (st->log[i].logical == logical && st->log[i].is_data == data)
+		if (st->log[i].logical == logical)
 			return &st->log[i];
 	if (st->nr_log >= MAX_LOG_ERRORS) {
 		st->log_dropped++;
@@ -182,7 +183,6 @@ static struct log_error *log_find(struct btrfs_state *st, uint64_t logical, bool
 
 	memset(e, 0, sizeof(*e));
 	e->logical = logical;
-	e->is_data = data;
 	return e;
 }
 
@@ -217,64 +217,44 @@ static void kmsg_line(struct btrfs_state *st, const char *msg)
 	if (!ok)
 		return;
 	pthread_mutex_lock(&st->lock);
+	struct log_error *e = log_find(st, logical);
+	const char *on = strstr(end, " on dev ");
+
+	if (!e)
+		goto out;
+	if (on && !e->devname[0]) {
+		on += strlen(" on dev ");
+		on = strncmp(on, "/dev/", 5) ? on : on + 5;
+		snprintf(e->devname, sizeof(e->devname), "%.*s", (int)strcspn(on, ", \n"), on);
+	}
 	if (strstr(end, "checksum error at logical ") && strstr(end, " inode ")) {
-		struct log_error *e = log_find(st, logical, true);
 		const char *path = strstr(end, "(path: ");
 
-		if (e) {
-			e->root = num_after(end, " root ", &ok);
-			e->inode = num_after(end, " inode ", &ok);
-			e->offset = num_after(end, " offset ", &ok);
-			e->length = num_after(end, " length ", &ok);
-			if (path) {
-				const char *q = path + strlen("(path: ");
-				size_t n = strcspn(q, "\n");
+		e->is_data = true;
+		e->root = num_after(end, " root ", &ok);
+		e->inode = num_after(end, " inode ", &ok);
+		e->offset = num_after(end, " offset ", &ok);
+		e->length = num_after(end, " length ", &ok);
+		if (path) {
+			const char *q = path + strlen("(path: ");
+			size_t n = strcspn(q, "\n");
 
-				if (n && q[n - 1] == ')')
-					n--;
-				snprintf(e->path, sizeof(e->path), "%.*s", (int)n, q);
-			}
-			snprintf(e->devname, sizeof(e->devname), "%.*s", (int)(end - dev), dev);
+			if (n && q[n - 1] == ')')
+				n--;
+			snprintf(e->path, sizeof(e->path), "%.*s", (int)n, q);
 		}
 	} else if (strstr(end, "tree block") || strstr(end, "metadata") ||
 		   strstr(end, "header error") || strstr(end, "super block")) {
-		struct log_error *e = log_find(st, logical, false);
-
-		if (e) {
-			e->is_tree = true;
-			snprintf(e->tree_msg, sizeof(e->tree_msg), "%.*s",
-				 (int)strcspn(end + 3, "\n"), end + 3);
-			snprintf(e->devname, sizeof(e->devname), "%.*s", (int)(end - dev), dev);
-		}
+		e->is_tree = true;
+		snprintf(e->tree_msg, sizeof(e->tree_msg), "%.*s",
+			 (int)strcspn(end + 3, "\n"), end + 3);
 	}
 	/* The fixup verdict is about the logical address, whatever it holds. */
-	if (strstr(end, "fixed up error at logical ") || strstr(end, "unable to fixup")) {
-		bool fixed = strstr(end, "fixed up error at logical ") != NULL;
-
-		for (size_t i = 0; i < st->nr_log; i++)
-			if (st->log[i].logical == logical) {
-				if (fixed)
-					st->log[i].fixed = true;
-				else
-					st->log[i].unfixable = true;
-			}
-		/* A verdict may come before the detail line: remember it. */
-		struct log_error *e = log_find(st, logical, true);
-
-		if (e) {
-			if (fixed)
-				e->fixed = true;
-			else
-				e->unfixable = true;
-		}
-		e = log_find(st, logical, false);
-		if (e) {
-			if (fixed)
-				e->fixed = true;
-			else
-				e->unfixable = true;
-		}
-	}
+	if (strstr(end, "fixed up error at logical "))
+		e->fixed = true;
+	else if (strstr(end, "unable to fixup"))
+		e->unfixable = true;
+out:
 	pthread_mutex_unlock(&st->lock);
 }
 
@@ -420,30 +400,122 @@ static bool ino_path(struct scrub_ctx *ctx, struct btrfs_state *st, uint64_t roo
 	return found;
 }
 
+/* Names of the trees a tree block can belong to. */
+static const char *tree_name(uint64_t root, char *buf, size_t size)
+{
+	switch (root) {
+	case BTRFS_ROOT_TREE_OBJECTID: return "root tree";
+	case BTRFS_EXTENT_TREE_OBJECTID: return "extent tree";
+	case BTRFS_CHUNK_TREE_OBJECTID: return "chunk tree";
+	case BTRFS_DEV_TREE_OBJECTID: return "device tree";
+	case BTRFS_FS_TREE_OBJECTID: return "top-level subvolume (fs tree 5)";
+	case BTRFS_CSUM_TREE_OBJECTID: return "checksum tree";
+	case BTRFS_QUOTA_TREE_OBJECTID: return "quota tree";
+	case BTRFS_UUID_TREE_OBJECTID: return "uuid tree";
+	case BTRFS_FREE_SPACE_TREE_OBJECTID: return "free space tree";
+	case BTRFS_DATA_RELOC_TREE_OBJECTID: return "data relocation tree";
+	}
+	if (root >= BTRFS_FIRST_FREE_OBJECTID && root <= BTRFS_LAST_FREE_OBJECTID) {
+		snprintf(buf, size, "subvolume %llu", (unsigned long long)root);
+		return buf;
+	}
+	snprintf(buf, size, "tree %llu", (unsigned long long)root);
+	return buf;
+}
+
 /*
- * The file and offset of a data error: LOGICAL_INO_V2 on its logical
- * address gives (inode, offset, root) triples; the kernel's own values are
- * used where the ioctl says nothing (the extent was freed meanwhile).
+ * The owner of the tree block at logical: its extent item's inline
+ * TREE_BLOCK_REF (BTRFS_IOC_TREE_SEARCH on the extent tree).  0: unknown
+ * (a shared block has only a SHARED_BLOCK_REF, to its parent).
  */
-static void resolve_logical(struct scrub_ctx *ctx, struct log_error *e)
+static uint64_t tree_block_owner(struct scrub_ctx *ctx, uint64_t logical)
+{
+	struct btrfs_ioctl_search_args sa;
+	struct btrfs_ioctl_search_key *k = &sa.key;
+	size_t pos = 0;
+
+	memset(&sa, 0, sizeof(sa));
+	k->tree_id = BTRFS_EXTENT_TREE_OBJECTID;
+	k->min_objectid = k->max_objectid = logical;
+	k->min_type = BTRFS_EXTENT_ITEM_KEY;
+	k->max_type = BTRFS_METADATA_ITEM_KEY;
+	k->max_offset = (uint64_t)-1;
+	k->max_transid = (uint64_t)-1;
+	k->nr_items = 4;
+	if (ioctl(ctx->mnt_fd, BTRFS_IOC_TREE_SEARCH, &sa) < 0)
+		return 0;
+	for (uint32_t i = 0; i < k->nr_items; i++) {
+		struct btrfs_ioctl_search_header h;
+		const unsigned char *item;
+		size_t off;
+
+		if (pos + sizeof(h) > sizeof(sa.buf))
+			break;
+		memcpy(&h, sa.buf + pos, sizeof(h));
+		item = (const unsigned char *)sa.buf + pos + sizeof(h);
+		pos += sizeof(h) + h.len;
+		if (pos > sizeof(sa.buf))
+			break;
+		off = sizeof(struct btrfs_extent_item);
+		if (h.type == BTRFS_EXTENT_ITEM_KEY)
+			off += sizeof(struct btrfs_tree_block_info);
+		else if (h.type != BTRFS_METADATA_ITEM_KEY)
+			continue;
+		/* Inline refs: a type byte and a little-endian u64 offset. */
+		while (off + 9 <= h.len) {
+			uint64_t v = 0;
+
+			for (int b = 7; b >= 0; b--)
+				v = (v << 8) | item[off + 1 + b];
+			if (item[off] == BTRFS_TREE_BLOCK_REF_KEY)
+				return v;
+			off += 9;
+		}
+	}
+	return 0;
+}
+
+/*
+ * What holds the logical address of an error the kernel logged without
+ * details (it says only "fixed up error at logical L" when a good copy
+ * exists): LOGICAL_INO_V2 gives (inode, offset, root) triples for data;
+ * EINVAL or nothing means a tree block.
+ */
+static void resolve_logical(struct scrub_ctx *ctx, struct btrfs_state *st, struct log_error *e)
 {
 	uint64_t buf[3 * 64 + 8];
 	struct btrfs_data_container *c = (struct btrfs_data_container *)buf;
 	struct btrfs_ioctl_logical_ino_args a = {
 		.logical = e->logical, .size = sizeof(buf), .inodes = (uintptr_t)buf,
 	};
+	int ret;
 
 	memset(buf, 0, sizeof(buf));
-	if (ioctl(ctx->mnt_fd, BTRFS_IOC_LOGICAL_INO_V2, &a) < 0 &&
-	    ioctl(ctx->mnt_fd, BTRFS_IOC_LOGICAL_INO, &a) < 0)
-		return;
-	for (uint32_t i = 0; i + 2 < c->elem_cnt; i += 3) {
-		if (!e->inode || c->val[i] == e->inode) {
-			e->inode = c->val[i];
-			e->offset = c->val[i + 1];
-			e->root = c->val[i + 2];
-			return;
+	ret = ioctl(ctx->mnt_fd, BTRFS_IOC_LOGICAL_INO_V2, &a);
+	if (ret < 0 && errno == ENOTTY)
+		ret = ioctl(ctx->mnt_fd, BTRFS_IOC_LOGICAL_INO, &a);
+	if (ret == 0 && c->elem_cnt >= 3) {
+		for (uint32_t i = 0; i + 2 < c->elem_cnt; i += 3) {
+			if (!e->inode || c->val[i] == e->inode) {
+				e->inode = c->val[i];
+				e->offset = c->val[i + 1];
+				e->root = c->val[i + 2];
+				break;
+			}
 		}
+		if (!e->length)
+			e->length = st->fs.sectorsize;
+		e->is_data = true;
+		return;
+	}
+	if (!e->is_data && !e->is_tree) {
+		char nb[48];
+		uint64_t owner = tree_block_owner(ctx, e->logical);
+
+		e->is_tree = true;
+		snprintf(e->tree_msg, sizeof(e->tree_msg), "tree block at logical %llu in the %s",
+			 (unsigned long long)e->logical,
+			 owner ? tree_name(owner, nb, sizeof(nb)) : "metadata (owner unknown)");
 	}
 }
 
@@ -454,9 +526,12 @@ static void report_log_errors(struct scrub_ctx *ctx, struct btrfs_state *st)
 		struct strbuf path = STRBUF_INIT;
 		bool repaired = e->fixed && !e->unfixable && !st->readonly;
 		enum severity sev = repaired ? SEV_REPAIRED : SEV_ERROR;
+		const char *what = repaired ? "corrected from a good copy" :
+				   e->fixed && !e->unfixable ? "a good copy exists, not repaired (-n)" :
+				   "no good copy";
 
+		resolve_logical(ctx, st, e);
 		if (e->is_data && e->inode) {
-			resolve_logical(ctx, e);
 			if (!ino_path(ctx, st, e->root, e->inode, &path)) {
 				if (e->root != st->mnt_root)
 					strbuf_addf(&path, "<subvolume %llu>/",
@@ -465,15 +540,13 @@ static void report_log_errors(struct scrub_ctx *ctx, struct btrfs_state *st)
 			}
 			report_range_at(ctx, sev, CHECK_BTRFS_DATA_CSUM, NULL, path.buf, e->inode,
 					e->offset, e->length, __FILE__, __LINE__,
-					"%s at file offset %llu, length %llu (logical %llu on %s)",
-					repaired ? "data checksum error, corrected from a good copy" :
-					"data checksum error, no good copy",
+					"data checksum error at file offset %llu, length %llu, %s "
+					"(logical %llu on %s)",
 					(unsigned long long)e->offset, (unsigned long long)e->length,
-					(unsigned long long)e->logical, e->devname);
+					what, (unsigned long long)e->logical, e->devname);
 		} else if (e->is_tree) {
 			report_at(ctx, sev, CHECK_BTRFS_TREE, NULL, NULL, 0, __FILE__, __LINE__,
-				  "%s: %s on %s", repaired ? "tree block repaired" :
-				  "tree block error", e->tree_msg, e->devname);
+				  "%s on %s, %s", e->tree_msg, e->devname, what);
 		}
 		strbuf_release(&path);
 	}

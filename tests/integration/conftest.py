@@ -22,7 +22,7 @@ TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 FSCRUB = os.environ.get("FSCRUB", os.path.join(TOP, "build", "fscrub"))
 
 # Severity: PATH (inode N): message [check.id] [file.c:line]?
-FINDING = re.compile(r"^(Error|Warning|Info): (.*?)(?: \(inode (\d+)\))?: (.*) "
+FINDING = re.compile(r"^(Error|Warning|Info|Repaired): (.*?)(?: \(inode (\d+)\))?: (.*) "
                      r"\[([a-z_]+\.[a-z_]+)\](?: \[[^\]]+:\d+\])?$")
 SUMMARY = re.compile(r"^(.*): (?:scan cancelled; so far |stopped after \d+ errors? \(-a\); so far )?"
                      r"(\d+) errors? and (\d+) warnings? found\.")
