@@ -225,20 +225,26 @@ def test_raid1_data_repair(btrfs_factory):
 def test_raid1_tree_block_repair(btrfs_factory):
     fs = btrfs_factory(ndev=2)
     mnt = fs.mount()
-    for i in range(50):
-        fsimage._write(os.path.join(mnt, "f%d" % i), b"x")
+    # A subvolume (tree 256) of several leaves: mounting reads and repairs
+    # the blocks of the top-level tree it touches, never a subvolume's.
+    run(["btrfs", "subvolume", "create", os.path.join(mnt, "sv")])
+    for i in range(1500):
+        fsimage._write(os.path.join(mnt, "sv", "f%d" % i), b"x")
     time.sleep(1.2)
     fs.offline()
-    dump = run(["btrfs", "inspect-internal", "dump-tree", "-t", "fs", fs.paths[0]]).stdout
-    bytenr = int(re.search(r"^(?:leaf|node) (\d+) ", dump, re.M).group(1))
+    dump = run(["btrfs", "inspect-internal", "dump-tree", "-t", "256", fs.paths[0]]).stdout
+    assert re.search(r"^node \d+ level 1 ", dump, re.M), dump[:2000]
+    bytenr = int(re.findall(r"^leaf (\d+) ", dump, re.M)[-1])
     path, off = fs.locate(bytenr)[0]
     flip(path, off + 200)                        # past the header: a bad checksum
     fs.mount()
     r = run_fscrub(fs.mnt)
     assert r.rc == 1, r
     assert r.errors == [], r
-    assert [f for f in r.findings if f.check in ("btrfs.tree", "btrfs.scrub")
-            and f.severity == "Repaired"], r
+    tree = r.of("Repaired", "btrfs.tree")
+    assert len(tree) == 1, r
+    assert "in the subvolume 256" in tree[0].message, r
+    assert r.of("Repaired", "btrfs.scrub"), r
     r = run_fscrub(fs.mnt)
     assert not r.errors and "Repaired" not in r.stdout, r
 
