@@ -54,6 +54,12 @@
 #define POLL_MS 200
 /* Logical addresses remembered from the kernel log; more are counted only. */
 #define MAX_LOG_ERRORS 4096
+/*
+ * The kernel's scrub works in 64 KiB stripes (BTRFS_STRIPE_LEN, not in the
+ * uapi headers), and its "fixed up" / "unable to fixup" verdicts give the
+ * logical address of the stripe, not of the bad block.
+ */
+#define SCRUB_STRIPE_LEN (64 * 1024)
 /* Paths asked of INO_PATHS per inode (hard links): enough to name it. */
 #define INO_PATHS_BUF 65536
 
@@ -74,6 +80,8 @@ struct log_error {
 	bool is_data;			/* a "checksum error ... inode" line */
 	bool is_tree;			/* a metadata message */
 	bool fixed, unfixable;
+	bool stripe;			/* a verdict about the stripe at logical */
+	bool covered;			/* ... that detailed messages in it inherit */
 	uint64_t root, inode, offset, length;
 	char devname[64];
 	char path[256];			/* the kernel's path, relative to its subvolume */
@@ -165,10 +173,10 @@ static struct btrfs_dev *dev_by_name(struct btrfs_state *st, const char *name, s
 }
 
 /* The entry of a logical address (one per address: a message kind sets its fields). */
-static struct log_error *log_find(struct btrfs_state *st, uint64_t logical)
+static struct log_error *log_find(struct btrfs_state *st, uint64_t logical, bool stripe)
 {
 	for (size_t i = 0; i < st->nr_log; i++)
-		if (st->log[i].logical == logical)
+		if (st->log[i].logical == logical && st->log[i].stripe == stripe)
 			return &st->log[i];
 	if (st->nr_log >= MAX_LOG_ERRORS) {
 		st->log_dropped++;
@@ -183,6 +191,7 @@ static struct log_error *log_find(struct btrfs_state *st, uint64_t logical)
 
 	memset(e, 0, sizeof(*e));
 	e->logical = logical;
+	e->stripe = stripe;
 	return e;
 }
 
@@ -214,10 +223,16 @@ static void kmsg_line(struct btrfs_state *st, const char *msg)
 	if (!end || !dev_by_name(st, dev, (size_t)(end - dev)))
 		return;
 	logical = num_after(end, "error at logical ", &ok);
-	if (!ok)
-		return;
+	if (!ok) {
+		/* "scrub: tree block L mirror M has bad csum, has X want Y" */
+		ok = true;
+		logical = num_after(end, "scrub: tree block ", &ok);
+		if (!ok)
+			return;
+	}
 	pthread_mutex_lock(&st->lock);
-	struct log_error *e = log_find(st, logical);
+	bool verdict = strstr(end, "fixed up error at logical ") || strstr(end, "unable to fixup");
+	struct log_error *e = log_find(st, logical, verdict);
 	const char *on = strstr(end, " on dev ");
 
 	if (!e)
@@ -243,8 +258,7 @@ static void kmsg_line(struct btrfs_state *st, const char *msg)
 				n--;
 			snprintf(e->path, sizeof(e->path), "%.*s", (int)n, q);
 		}
-	} else if (strstr(end, "tree block") || strstr(end, "metadata") ||
-		   strstr(end, "header error") || strstr(end, "super block")) {
+	} else if (strstr(end, "scrub: tree block ")) {
 		e->is_tree = true;
 		snprintf(e->tree_msg, sizeof(e->tree_msg), "%.*s",
 			 (int)strcspn(end + 3, "\n"), end + 3);
@@ -424,26 +438,31 @@ static const char *tree_name(uint64_t root, char *buf, size_t size)
 }
 
 /*
- * The owner of the tree block at logical: its extent item's inline
- * TREE_BLOCK_REF (BTRFS_IOC_TREE_SEARCH on the extent tree).  0: unknown
- * (a shared block has only a SHARED_BLOCK_REF, to its parent).
+ * The owners of the tree blocks in [start, start + len): their extent items'
+ * inline TREE_BLOCK_REFs (BTRFS_IOC_TREE_SEARCH on the extent tree), added
+ * to out as "the extent tree, subvolume 256".  False if none is known (a
+ * shared block has only a SHARED_BLOCK_REF, to its parent).
  */
-static uint64_t tree_block_owner(struct scrub_ctx *ctx, uint64_t logical)
+static bool tree_block_owners(struct scrub_ctx *ctx, uint64_t start, uint64_t len,
+			      struct strbuf *out)
 {
 	struct btrfs_ioctl_search_args sa;
 	struct btrfs_ioctl_search_key *k = &sa.key;
+	uint64_t seen[16];
+	unsigned nr_seen = 0;
 	size_t pos = 0;
 
 	memset(&sa, 0, sizeof(sa));
 	k->tree_id = BTRFS_EXTENT_TREE_OBJECTID;
-	k->min_objectid = k->max_objectid = logical;
+	k->min_objectid = start;
+	k->max_objectid = start + len - 1;
 	k->min_type = BTRFS_EXTENT_ITEM_KEY;
 	k->max_type = BTRFS_METADATA_ITEM_KEY;
 	k->max_offset = (uint64_t)-1;
 	k->max_transid = (uint64_t)-1;
-	k->nr_items = 4;
+	k->nr_items = 64;
 	if (ioctl(ctx->mnt_fd, BTRFS_IOC_TREE_SEARCH, &sa) < 0)
-		return 0;
+		return false;
 	for (uint32_t i = 0; i < k->nr_items; i++) {
 		struct btrfs_ioctl_search_header h;
 		const unsigned char *item;
@@ -461,25 +480,42 @@ static uint64_t tree_block_owner(struct scrub_ctx *ctx, uint64_t logical)
 			off += sizeof(struct btrfs_tree_block_info);
 		else if (h.type != BTRFS_METADATA_ITEM_KEY)
 			continue;
+		if (h.type == BTRFS_EXTENT_ITEM_KEY && h.len >= sizeof(struct btrfs_extent_item)) {
+			struct btrfs_extent_item ei;
+
+			memcpy(&ei, item, sizeof(ei));
+			if (!(ei.flags & BTRFS_EXTENT_FLAG_TREE_BLOCK))
+				continue;	/* data */
+		}
 		/* Inline refs: a type byte and a little-endian u64 offset. */
 		while (off + 9 <= h.len) {
 			uint64_t v = 0;
+			unsigned j;
 
 			for (int b = 7; b >= 0; b--)
 				v = (v << 8) | item[off + 1 + b];
-			if (item[off] == BTRFS_TREE_BLOCK_REF_KEY)
-				return v;
+			if (item[off] == BTRFS_TREE_BLOCK_REF_KEY) {
+				for (j = 0; j < nr_seen && seen[j] != v; j++)
+					;
+				if (j == nr_seen && nr_seen < 16) {
+					char nb[48];
+
+					seen[nr_seen++] = v;
+					strbuf_addf(out, "%s%s", nr_seen > 1 ? ", " : "",
+						    tree_name(v, nb, sizeof(nb)));
+				}
+			}
 			off += 9;
 		}
 	}
-	return 0;
+	return nr_seen > 0;
 }
 
 /*
- * What holds the logical address of an error the kernel logged without
- * details (it says only "fixed up error at logical L" when a good copy
- * exists): LOGICAL_INO_V2 gives (inode, offset, root) triples for data;
- * EINVAL or nothing means a tree block.
+ * What held an error the kernel logged without details (with a good copy
+ * it says only "fixed up error at logical L", L the 64 KiB stripe):
+ * LOGICAL_INO_V2 gives (inode, offset, root) triples for data at L; else
+ * the tree blocks of the stripe are named by their owners.
  */
 static void resolve_logical(struct scrub_ctx *ctx, struct btrfs_state *st, struct log_error *e)
 {
@@ -488,6 +524,7 @@ static void resolve_logical(struct scrub_ctx *ctx, struct btrfs_state *st, struc
 	struct btrfs_ioctl_logical_ino_args a = {
 		.logical = e->logical, .size = sizeof(buf), .inodes = (uintptr_t)buf,
 	};
+	struct strbuf owners = STRBUF_INIT;
 	int ret;
 
 	memset(buf, 0, sizeof(buf));
@@ -508,19 +545,49 @@ static void resolve_logical(struct scrub_ctx *ctx, struct btrfs_state *st, struc
 		e->is_data = true;
 		return;
 	}
-	if (!e->is_data && !e->is_tree) {
-		char nb[48];
-		uint64_t owner = tree_block_owner(ctx, e->logical);
+	if (e->is_data)
+		return;
+	if (e->is_tree) {	/* a "tree block L mirror M ..." line: add its owner */
+		if (tree_block_owners(ctx, e->logical, 1, &owners)) {
+			size_t n = strlen(e->tree_msg);
 
+			snprintf(e->tree_msg + n, sizeof(e->tree_msg) - n, " (in the %s)", owners.buf);
+		}
+	} else {
 		e->is_tree = true;
-		snprintf(e->tree_msg, sizeof(e->tree_msg), "tree block at logical %llu in the %s",
-			 (unsigned long long)e->logical,
-			 owner ? tree_name(owner, nb, sizeof(nb)) : "metadata (owner unknown)");
+		if (!tree_block_owners(ctx, e->logical, SCRUB_STRIPE_LEN, &owners))
+			strbuf_addstr(&owners, "metadata (owner unknown)");
+		snprintf(e->tree_msg, sizeof(e->tree_msg),
+			 "a tree block in the 64 KiB stripe at logical %llu, in the %s",
+			 (unsigned long long)e->logical, owners.buf);
+	}
+	strbuf_release(&owners);
+}
+
+/* The stripe verdicts apply to the detailed errors inside their stripe. */
+static void apply_verdicts(struct btrfs_state *st)
+{
+	for (size_t i = 0; i < st->nr_log; i++) {
+		struct log_error *v = &st->log[i];
+
+		if (!v->stripe)
+			continue;
+		for (size_t j = 0; j < st->nr_log; j++) {
+			struct log_error *d = &st->log[j];
+
+			if (d->stripe || d->logical < v->logical ||
+			    d->logical - v->logical >= SCRUB_STRIPE_LEN)
+				continue;
+			d->fixed |= v->fixed;
+			d->unfixable |= v->unfixable;
+			v->covered = true;
+		}
 	}
 }
 
 static void report_log_errors(struct scrub_ctx *ctx, struct btrfs_state *st)
 {
+	apply_verdicts(st);
 	for (size_t i = 0; i < st->nr_log; i++) {
 		struct log_error *e = &st->log[i];
 		struct strbuf path = STRBUF_INIT;
@@ -530,6 +597,8 @@ static void report_log_errors(struct scrub_ctx *ctx, struct btrfs_state *st)
 				   e->fixed && !e->unfixable ? "a good copy exists, not repaired (-n)" :
 				   "no good copy";
 
+		if (e->covered)
+			continue;	/* covered by detailed messages */
 		resolve_logical(ctx, st, e);
 		if (e->is_data && e->inode) {
 			if (!ino_path(ctx, st, e->root, e->inode, &path)) {
