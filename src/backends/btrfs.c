@@ -360,7 +360,7 @@ static bool all_done(struct btrfs_state *st, struct scrub_ctx *ctx)
 	for (unsigned i = 0; i < st->nr_devs; i++) {
 		struct btrfs_ioctl_scrub_args p = { .devid = st->devs[i].info.devid };
 
-		if (pthread_tryjoin_np(st->devs[i].thread, NULL) == 0) {
+		if (st->devs[i].started && pthread_tryjoin_np(st->devs[i].thread, NULL) == 0) {
 			st->devs[i].started = false;
 		} else if (st->devs[i].started) {
 			done = false;
