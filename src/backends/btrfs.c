@@ -16,9 +16,13 @@
  * L on dev /dev/loop3, physical P root R inode I offset O length N links K
  * (path: p)", "unable to fixup (regular) error at logical L ..." or "fixed
  * up error at logical L ..."), and maps each data error to a file with
- * BTRFS_IOC_LOGICAL_INO_V2 and BTRFS_IOC_INO_PATHS.  A data error whose
- * logical address was fixed up from a mirror is "Repaired", any other is
- * an error; tree block errors name the tree.  The kernel rate-limits these
+ * BTRFS_IOC_LOGICAL_INO_V2 and BTRFS_IOC_INO_PATHS (files of subvolumes
+ * below the mounted one through their ROOT_BACKREFs and INO_LOOKUP).  A
+ * data error whose logical address was fixed up from a mirror is
+ * "Repaired", any other is an error; tree block errors name the tree.
+ * The verdicts give the 64 KiB stripe, not the block: they apply to the
+ * detailed messages inside the stripe, or, alone, name what LOGICAL_INO_V2
+ * finds at the stripe's start (the tree blocks' owners for metadata).  The kernel rate-limits these
  * messages (10 per 5 s), so the per-device counters are reported as well
  * and are the authority for the exit code.  Without /dev/kmsg fscrub says
  * so: -x (the generic reader, EIO on a checksum failure) names the files.
@@ -414,6 +418,80 @@ static bool ino_path(struct scrub_ctx *ctx, struct btrfs_state *st, uint64_t roo
 	return found;
 }
 
+/*
+ * The path of subvolume root's top directory relative to the mounted
+ * subvolume: up the ROOT_BACKREFs of the root tree (parent tree, directory,
+ * name) with BTRFS_IOC_INO_LOOKUP for the directory's path in the parent.
+ * False if the subvolume is not below the mounted one.
+ */
+static bool subvol_prefix(struct scrub_ctx *ctx, struct btrfs_state *st, uint64_t root,
+			  struct strbuf *out)
+{
+	/* A subvolume nested deeper than this is not worth naming. */
+	for (int depth = 0; depth < 64 && root != st->mnt_root; depth++) {
+		struct btrfs_ioctl_search_args sa;
+		struct btrfs_ioctl_search_key *k = &sa.key;
+		struct btrfs_ioctl_search_header h;
+		struct btrfs_root_ref ref;
+		struct btrfs_ioctl_ino_lookup_args lk;
+		struct strbuf part = STRBUF_INIT;
+
+		if (root == BTRFS_FS_TREE_OBJECTID)
+			return false;
+		memset(&sa, 0, sizeof(sa));
+		k->tree_id = BTRFS_ROOT_TREE_OBJECTID;
+		k->min_objectid = k->max_objectid = root;
+		k->min_type = k->max_type = BTRFS_ROOT_BACKREF_KEY;
+		k->max_offset = (uint64_t)-1;
+		k->max_transid = (uint64_t)-1;
+		k->nr_items = 1;
+		if (ioctl(ctx->mnt_fd, BTRFS_IOC_TREE_SEARCH, &sa) < 0 || k->nr_items < 1)
+			return false;
+		memcpy(&h, sa.buf, sizeof(h));
+		if (h.len < sizeof(ref))
+			return false;
+		memcpy(&ref, sa.buf + sizeof(h), sizeof(ref));
+		if (sizeof(ref) + ref.name_len > h.len)
+			return false;
+		memset(&lk, 0, sizeof(lk));
+		lk.treeid = h.offset;
+		lk.objectid = ref.dirid;
+		if (ioctl(ctx->mnt_fd, BTRFS_IOC_INO_LOOKUP, &lk) < 0)
+			return false;
+		/* lk.name: the directory's path in the parent, "" or "a/b/" */
+		strbuf_addstr(&part, lk.name);
+		strbuf_add(&part, sa.buf + sizeof(h) + sizeof(ref), ref.name_len);
+		strbuf_addch(&part, '/');
+		strbuf_addstr(&part, out->buf);
+		strbuf_reset(out);
+		strbuf_addstr(out, part.buf);
+		strbuf_release(&part);
+		root = h.offset;
+	}
+	return root == st->mnt_root;
+}
+
+/* The path of (root, inode) relative to the mount, for any subvolume below it. */
+static bool file_path(struct scrub_ctx *ctx, struct btrfs_state *st, uint64_t root,
+		      uint64_t inode, struct strbuf *out)
+{
+	struct btrfs_ioctl_ino_lookup_args lk = { .treeid = root, .objectid = inode };
+	size_t n;
+
+	if (root == st->mnt_root)
+		return ino_path(ctx, st, root, inode, out);
+	if (!subvol_prefix(ctx, st, root, out) ||
+	    ioctl(ctx->mnt_fd, BTRFS_IOC_INO_LOOKUP, &lk) < 0) {
+		strbuf_reset(out);
+		return false;
+	}
+	n = strlen(lk.name);
+	if (n && lk.name[n - 1] == '/')
+		lk.name[n - 1] = 0;	/* INO_LOOKUP ends every component with '/' */
+	strbuf_addstr(out, lk.name);
+	return true;
+}
+
 /* Names of the trees a tree block can belong to. */
 static const char *tree_name(uint64_t root, char *buf, size_t size)
 {
@@ -601,7 +679,7 @@ static void report_log_errors(struct scrub_ctx *ctx, struct btrfs_state *st)
 			continue;	/* covered by detailed messages */
 		resolve_logical(ctx, st, e);
 		if (e->is_data && e->inode) {
-			if (!ino_path(ctx, st, e->root, e->inode, &path)) {
+			if (!file_path(ctx, st, e->root, e->inode, &path)) {
 				if (e->root != st->mnt_root)
 					strbuf_addf(&path, "<subvolume %llu>/",
 						    (unsigned long long)e->root);

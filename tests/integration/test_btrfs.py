@@ -339,3 +339,22 @@ def test_no_kmsg_says_use_x(btrfs_factory):
     assert r.of("Error", "btrfs.scrub"), r
     # -x names the file through the per-file reader (EIO)
     assert [f.path for f in r.of("Error", "data.read")] == [os.path.join(fs.mnt, "victim")], r
+
+
+def test_error_in_a_nested_subvolume_named_by_mount_path(btrfs_factory):
+    fs = btrfs_factory()
+    mnt = fs.mount()
+    os.mkdir(os.path.join(mnt, "vols"))
+    run(["btrfs", "subvolume", "create", os.path.join(mnt, "vols", "outer")])
+    os.mkdir(os.path.join(mnt, "vols", "outer", "d"))
+    run(["btrfs", "subvolume", "create", os.path.join(mnt, "vols", "outer", "d", "inner")])
+    logical = write_victim(os.path.join(mnt, "vols", "outer", "d", "inner"))
+    time.sleep(1.2)
+    fs.offline()
+    path, off = fs.locate(logical + 100)[0]
+    flip(path, off)
+    fs.mount()
+    r = run_fscrub(fs.mnt)
+    assert r.rc == 4, r
+    named = r.of("Error", "btrfs.data_csum")
+    assert [f.path for f in named] == [os.path.join(fs.mnt, "vols/outer/d/inner/victim")], r
