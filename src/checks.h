@@ -53,6 +53,12 @@
 #define CHECK_SUMMARY_COUNTS	"summary.counts"	/* info: counted vs statfs */
 #define CHECK_WALK_SUBMOUNT	"walk.submount"	/* info: a mount inside was not entered */
 #define CHECK_WALK_MOVED	"walk.moved"	/* info: a directory moved away while queued */
+/* btrfs (backends/btrfs.c) */
+#define CHECK_BTRFS_SCRUB	"btrfs.scrub"	/* a device's scrub counters: errors left / corrected */
+#define CHECK_BTRFS_DATA_CSUM	"btrfs.data_csum"	/* a file's data failed its checksum */
+#define CHECK_BTRFS_TREE	"btrfs.tree"	/* a tree (metadata) block failed its checks */
+#define CHECK_BTRFS_DEV_STATS	"btrfs.dev_stats"	/* warning: nonzero device error counters */
+#define CHECK_BTRFS_NO_KMSG	"btrfs.no_kmsg"	/* info: the kernel log cannot be read */
 
 /* XFS backend */
 #define CHECK_XFS_SCRUB		"xfs.scrub"	/* the kernel's online scrub: corrupt, or repaired */

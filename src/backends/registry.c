@@ -9,6 +9,7 @@
 
 static const struct scrub_ops *const backends[] = {
 	&xfs_ops,
+	&btrfs_ops,
 	&generic_ops,
 };
 

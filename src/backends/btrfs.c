@@ -1,0 +1,847 @@
+/*
+ * btrfs: the kernel's own scrub, per device, with file names for its errors.
+ *
+ * Phase 2 lists the devices (BTRFS_IOC_FS_INFO, BTRFS_IOC_DEV_INFO) and runs
+ * BTRFS_IOC_SCRUB on every one of them at once, a thread per device (the
+ * ioctl blocks until its device is done), read-only under -n or on a
+ * read-only mount.  The main thread waits, and on SIGINT/SIGTERM sends
+ * BTRFS_IOC_SCRUB_CANCEL so that no kernel scrub outlives fscrub.  A scrub
+ * already running (EINPROGRESS) is an operational error: fscrub does not
+ * take over someone else's scrub.
+ *
+ * The scrub ioctl only returns counters.  The kernel names what it found in
+ * its log, so a reader thread follows /dev/kmsg from just before the scrub
+ * until just after it, keeps the btrfs messages of this filesystem's
+ * devices ("BTRFS warning (device loop3): scrub: checksum error at logical
+ * L on dev /dev/loop3, physical P root R inode I offset O length N links K
+ * (path: p)", "unable to fixup (regular) error at logical L ..." or "fixed
+ * up error at logical L ..."), and maps each data error to a file with
+ * BTRFS_IOC_LOGICAL_INO_V2 and BTRFS_IOC_INO_PATHS (files of subvolumes
+ * below the mounted one through their ROOT_BACKREFs and INO_LOOKUP).  A
+ * data error whose logical address was fixed up from a mirror is
+ * "Repaired", any other is an error; tree block errors name the tree.
+ * The verdicts give the 64 KiB stripe, not the block: they apply to the
+ * detailed messages inside the stripe, or, alone, name what LOGICAL_INO_V2
+ * finds at the stripe's start (the tree blocks' owners for metadata).  The kernel rate-limits these
+ * messages (10 per 5 s), so the per-device counters are reported as well
+ * and are the authority for the exit code.  Without /dev/kmsg fscrub says
+ * so: -x (the generic reader, EIO on a checksum failure) names the files.
+ *
+ * Phase 6 reports BTRFS_IOC_GET_DEV_STATS (all under -v; nonzero counters
+ * are a warning: the device failed before, perhaps outside this scrub).
+ */
+#include "backends/backend.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/btrfs.h>
+#include <linux/btrfs_tree.h>
+#include <linux/magic.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "checks.h"
+#include "context.h"
+#include "report.h"
+#include "strbuf.h"
+
+/* How often the waiting main thread looks at signals and progress. */
+#define POLL_MS 200
+/* Logical addresses remembered from the kernel log; more are counted only. */
+#define MAX_LOG_ERRORS 4096
+/*
+ * The kernel's scrub works in 64 KiB stripes (BTRFS_STRIPE_LEN, not in the
+ * uapi headers), and its "fixed up" / "unable to fixup" verdicts give the
+ * logical address of the stripe, not of the bad block.
+ */
+#define SCRUB_STRIPE_LEN (64 * 1024)
+/* Paths asked of INO_PATHS per inode (hard links): enough to name it. */
+#define INO_PATHS_BUF 65536
+
+struct btrfs_dev {
+	struct btrfs_ioctl_dev_info_args info;
+	struct btrfs_ioctl_scrub_args scrub;
+	pthread_t thread;
+	bool started;
+	int err;			/* positive errno of the scrub ioctl */
+	const char *name;		/* basename of info.path, as in kernel messages */
+	struct scrub_ctx *ctx;
+	int fd;
+};
+
+/* A message of the kernel log about one logical address. */
+struct log_error {
+	uint64_t logical;
+	bool is_data;			/* a "checksum error ... inode" line */
+	bool is_tree;			/* a metadata message */
+	bool fixed, unfixable;
+	bool stripe;			/* a verdict about the stripe at logical */
+	bool covered;			/* ... that detailed messages in it inherit */
+	uint64_t root, inode, offset, length;
+	char devname[64];
+	char path[256];			/* the kernel's path, relative to its subvolume */
+	char tree_msg[256];
+};
+
+struct btrfs_state {
+	struct btrfs_ioctl_fs_info_args fs;
+	struct btrfs_dev *devs;
+	unsigned nr_devs;
+	bool readonly;
+	uint64_t mnt_root;		/* the tree id of the mounted subvolume */
+
+	int kmsg_fd;
+	pthread_t kmsg_thread;
+	bool kmsg_started;
+	atomic_bool kmsg_stop;
+	pthread_mutex_t lock;
+	struct log_error *log;
+	size_t nr_log;
+	unsigned long long log_dropped;
+};
+
+static bool btrfs_match(const struct scrub_ctx *ctx)
+{
+	return ctx->sfs.f_type == BTRFS_SUPER_MAGIC;
+}
+
+static const char *base_name(const char *p)
+{
+	const char *s = strrchr(p, '/');
+
+	return s ? s + 1 : p;
+}
+
+static int btrfs_scan_fs(struct scrub_ctx *ctx)
+{
+	struct btrfs_state *st = calloc(1, sizeof(*st));
+	struct btrfs_ioctl_ino_lookup_args lk = { .treeid = 0, .objectid = BTRFS_FIRST_FREE_OBJECTID };
+
+	if (!st)
+		return -ENOMEM;
+	ctx->backend = st;
+	st->kmsg_fd = -1;
+	pthread_mutex_init(&st->lock, NULL);
+	if (ioctl(ctx->mnt_fd, BTRFS_IOC_FS_INFO, &st->fs) < 0)
+		return -errno;
+	st->devs = calloc(st->fs.num_devices ? st->fs.num_devices : 1, sizeof(*st->devs));
+	if (!st->devs)
+		return -ENOMEM;
+	/* devids are sparse after a device removal: probe up to max_id. */
+	for (uint64_t id = 1; id <= st->fs.max_id && st->nr_devs < st->fs.num_devices; id++) {
+		struct btrfs_dev *d = &st->devs[st->nr_devs];
+
+		memset(&d->info, 0, sizeof(d->info));
+		d->info.devid = id;
+		if (ioctl(ctx->mnt_fd, BTRFS_IOC_DEV_INFO, &d->info) < 0) {
+			if (errno == ENODEV)
+				continue;
+			return -errno;
+		}
+		d->name = base_name((const char *)d->info.path);
+		d->ctx = ctx;
+		d->fd = ctx->mnt_fd;
+		st->nr_devs++;
+	}
+	if (ioctl(ctx->mnt_fd, BTRFS_IOC_INO_LOOKUP, &lk) == 0)
+		st->mnt_root = lk.treeid;
+	st->readonly = ctx->opt.check_only || (ctx->svfs.f_flag & ST_RDONLY);
+	report_verbose(ctx, "Phase 1: btrfs with %u %s, node size %u, sector size %u",
+		       st->nr_devs, st->nr_devs == 1 ? "device" : "devices",
+		       st->fs.nodesize, st->fs.sectorsize);
+	for (unsigned i = 0; i < st->nr_devs; i++)
+		report_verbose(ctx, "Phase 1: devid %llu %s, %llu bytes used of %llu",
+			       (unsigned long long)st->devs[i].info.devid, st->devs[i].info.path,
+			       (unsigned long long)st->devs[i].info.bytes_used,
+			       (unsigned long long)st->devs[i].info.total_bytes);
+	return 0;
+}
+
+/* ---- the kernel log ---- */
+
+static struct btrfs_dev *dev_by_name(struct btrfs_state *st, const char *name, size_t len)
+{
+	for (unsigned i = 0; i < st->nr_devs; i++)
+		if (strlen(st->devs[i].name) == len && !memcmp(st->devs[i].name, name, len))
+			return &st->devs[i];
+	return NULL;
+}
+
+/* The entry of a logical address (one per address: a message kind sets its fields). */
+static struct log_error *log_find(struct btrfs_state *st, uint64_t logical, bool stripe)
+{
+	for (size_t i = 0; i < st->nr_log; i++)
+		if (st->log[i].logical == logical && st->log[i].stripe == stripe)
+			return &st->log[i];
+	if (st->nr_log >= MAX_LOG_ERRORS) {
+		st->log_dropped++;
+		return NULL;
+	}
+	if (!st->log) {
+		st->log = calloc(MAX_LOG_ERRORS, sizeof(*st->log));
+		if (!st->log)
+			return NULL;
+	}
+	struct log_error *e = &st->log[st->nr_log++];
+
+	memset(e, 0, sizeof(*e));
+	e->logical = logical;
+	e->stripe = stripe;
+	return e;
+}
+
+static uint64_t num_after(const char *msg, const char *key, bool *ok)
+{
+	const char *p = strstr(msg, key);
+
+	if (!p) {
+		*ok = false;
+		return 0;
+	}
+	return strtoull(p + strlen(key), NULL, 10);
+}
+
+/*
+ * One message.  Only "BTRFS <level> (device NAME): " with NAME one of this
+ * filesystem's devices is looked at; then the scrub messages below.
+ */
+static void kmsg_line(struct btrfs_state *st, const char *msg)
+{
+	const char *p = strstr(msg, "BTRFS "), *dev, *end;
+	bool ok = true;
+	uint64_t logical;
+
+	if (!p || !(dev = strstr(p, "(device ")))
+		return;
+	dev += strlen("(device ");
+	end = strstr(dev, "): ");
+	if (!end || !dev_by_name(st, dev, (size_t)(end - dev)))
+		return;
+	logical = num_after(end, "error at logical ", &ok);
+	if (!ok) {
+		/* "scrub: tree block L mirror M has bad csum, has X want Y" */
+		ok = true;
+		logical = num_after(end, "scrub: tree block ", &ok);
+		if (!ok)
+			return;
+	}
+	pthread_mutex_lock(&st->lock);
+	bool verdict = strstr(end, "fixed up error at logical ") || strstr(end, "unable to fixup");
+	struct log_error *e = log_find(st, logical, verdict);
+	const char *on = strstr(end, " on dev ");
+
+	if (!e)
+		goto out;
+	if (on && !e->devname[0]) {
+		on += strlen(" on dev ");
+		on = strncmp(on, "/dev/", 5) ? on : on + 5;
+		snprintf(e->devname, sizeof(e->devname), "%.*s", (int)strcspn(on, ", \n"), on);
+	}
+	if (strstr(end, "checksum error at logical ") && strstr(end, " inode ")) {
+		const char *path = strstr(end, "(path: ");
+
+		e->is_data = true;
+		e->root = num_after(end, " root ", &ok);
+		e->inode = num_after(end, " inode ", &ok);
+		e->offset = num_after(end, " offset ", &ok);
+		e->length = num_after(end, " length ", &ok);
+		if (path) {
+			const char *q = path + strlen("(path: ");
+			size_t n = strcspn(q, "\n");
+
+			if (n && q[n - 1] == ')')
+				n--;
+			snprintf(e->path, sizeof(e->path), "%.*s", (int)n, q);
+		}
+	} else if (strstr(end, "scrub: tree block ")) {
+		e->is_tree = true;
+		snprintf(e->tree_msg, sizeof(e->tree_msg), "%.*s",
+			 (int)strcspn(end + 3, "\n"), end + 3);
+	}
+	/* The fixup verdict is about the logical address, whatever it holds. */
+	if (strstr(end, "fixed up error at logical "))
+		e->fixed = true;
+	else if (strstr(end, "unable to fixup"))
+		e->unfixable = true;
+out:
+	pthread_mutex_unlock(&st->lock);
+}
+
+/* /dev/kmsg records: "PRIO,SEQ,TIME,FLAGS;MESSAGE\n" and continuation lines. */
+static void kmsg_drain(struct btrfs_state *st)
+{
+	char buf[8192];
+
+	for (;;) {
+		ssize_t n = read(st->kmsg_fd, buf, sizeof(buf) - 1);
+		char *msg;
+
+		if (n < 0 && errno == EPIPE)
+			continue;	/* overwritten records: go on with the next */
+		if (n <= 0)
+			return;
+		buf[n] = 0;
+		msg = strchr(buf, ';');
+		if (msg)
+			kmsg_line(st, msg + 1);
+	}
+}
+
+static void *kmsg_main(void *arg)
+{
+	struct btrfs_state *st = arg;
+
+	while (!atomic_load(&st->kmsg_stop)) {
+		struct pollfd pfd = { .fd = st->kmsg_fd, .events = POLLIN };
+
+		if (poll(&pfd, 1, POLL_MS) > 0)
+			kmsg_drain(st);
+	}
+	kmsg_drain(st);
+	return NULL;
+}
+
+static void kmsg_start(struct scrub_ctx *ctx, struct btrfs_state *st)
+{
+	/* FSCRUB_DEBUG_NO_KMSG: fault-injection knob for the fallback's tests. */
+	st->kmsg_fd = getenv("FSCRUB_DEBUG_NO_KMSG") ? (errno = EACCES, -1) :
+		      open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (st->kmsg_fd < 0) {
+		str_info(ctx, CHECK_BTRFS_NO_KMSG, NULL, NULL, 0,
+			 "cannot read the kernel log /dev/kmsg (%s): scrub errors are counted "
+			 "per device but damaged files are not named; run with -x to find them "
+			 "with the per-file data reader", strerror(errno));
+		return;
+	}
+	lseek(st->kmsg_fd, 0, SEEK_END);	/* only what this scrub says */
+	if (pthread_create(&st->kmsg_thread, NULL, kmsg_main, st) == 0)
+		st->kmsg_started = true;
+}
+
+static void kmsg_stop(struct btrfs_state *st)
+{
+	if (!st->kmsg_started)
+		return;
+	atomic_store(&st->kmsg_stop, true);
+	pthread_join(st->kmsg_thread, NULL);
+	st->kmsg_started = false;
+}
+
+/* ---- the scrub ---- */
+
+static void *scrub_main(void *arg)
+{
+	struct btrfs_dev *d = arg;
+	struct btrfs_state *st = d->ctx->backend;
+	sigset_t all;
+
+	/* Signals go to the main thread, which cancels the scrub. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	d->scrub.devid = d->info.devid;
+	d->scrub.start = 0;
+	d->scrub.end = (uint64_t)-1;
+	d->scrub.flags = st->readonly ? BTRFS_SCRUB_READONLY : 0;
+	if (ioctl(d->fd, BTRFS_IOC_SCRUB, &d->scrub) < 0)
+		d->err = errno;
+	return NULL;
+}
+
+static bool all_done(struct btrfs_state *st, struct scrub_ctx *ctx)
+{
+	unsigned long long bytes = 0;
+	bool done = true;
+
+	for (unsigned i = 0; i < st->nr_devs; i++) {
+		struct btrfs_ioctl_scrub_args p = { .devid = st->devs[i].info.devid };
+
+		if (st->devs[i].started && pthread_tryjoin_np(st->devs[i].thread, NULL) == 0) {
+			st->devs[i].started = false;
+		} else if (st->devs[i].started) {
+			done = false;
+			if (ioctl(ctx->mnt_fd, BTRFS_IOC_SCRUB_PROGRESS, &p) == 0)
+				bytes += p.progress.data_bytes_scrubbed + p.progress.tree_bytes_scrubbed;
+		}
+		if (!st->devs[i].started)
+			bytes += st->devs[i].scrub.progress.data_bytes_scrubbed +
+				 st->devs[i].scrub.progress.tree_bytes_scrubbed;
+	}
+	atomic_store(&ctx->progress_done, bytes);
+	return done;
+}
+
+static void wait_scrubs(struct scrub_ctx *ctx, struct btrfs_state *st)
+{
+	bool cancel_sent = false;
+
+	while (!all_done(st, ctx)) {
+		struct timespec ts = { 0, POLL_MS * 1000000L };
+
+		if (scrub_cancelled && !cancel_sent) {
+			/* ENOTCONN: it ended meanwhile. */
+			if (ioctl(ctx->mnt_fd, BTRFS_IOC_SCRUB_CANCEL, NULL) < 0 && errno != ENOTCONN)
+				report_operational(ctx, NULL, NULL, errno, "cannot cancel the scrub");
+			cancel_sent = true;
+		}
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* Paths of (root, inode) through INO_PATHS where root is the mounted one. */
+static bool ino_path(struct scrub_ctx *ctx, struct btrfs_state *st, uint64_t root,
+		     uint64_t inode, struct strbuf *out)
+{
+	struct btrfs_ioctl_ino_path_args a = { .inum = inode, .size = INO_PATHS_BUF };
+	struct btrfs_data_container *c;
+	bool found = false;
+
+	if (root != st->mnt_root || !(c = calloc(1, INO_PATHS_BUF)))
+		return false;
+	a.fspath = (uintptr_t)c;
+	if (ioctl(ctx->mnt_fd, BTRFS_IOC_INO_PATHS, &a) == 0 && c->elem_cnt > 0) {
+		/* val[] holds offsets of the strings from the start of val. */
+		const char *base = (const char *)c->val;
+
+		strbuf_addstr(out, base + c->val[0]);
+		found = true;
+	}
+	free(c);
+	return found;
+}
+
+/*
+ * The path of subvolume root's top directory relative to the mounted
+ * subvolume: up the ROOT_BACKREFs of the root tree (parent tree, directory,
+ * name) with BTRFS_IOC_INO_LOOKUP for the directory's path in the parent.
+ * False if the subvolume is not below the mounted one.
+ */
+static bool subvol_prefix(struct scrub_ctx *ctx, struct btrfs_state *st, uint64_t root,
+			  struct strbuf *out)
+{
+	/* A subvolume nested deeper than this is not worth naming. */
+	for (int depth = 0; depth < 64 && root != st->mnt_root; depth++) {
+		struct btrfs_ioctl_search_args sa;
+		struct btrfs_ioctl_search_key *k = &sa.key;
+		struct btrfs_ioctl_search_header h;
+		struct btrfs_root_ref ref;
+		struct btrfs_ioctl_ino_lookup_args lk;
+		struct strbuf part = STRBUF_INIT;
+
+		if (root == BTRFS_FS_TREE_OBJECTID)
+			return false;
+		memset(&sa, 0, sizeof(sa));
+		k->tree_id = BTRFS_ROOT_TREE_OBJECTID;
+		k->min_objectid = k->max_objectid = root;
+		k->min_type = k->max_type = BTRFS_ROOT_BACKREF_KEY;
+		k->max_offset = (uint64_t)-1;
+		k->max_transid = (uint64_t)-1;
+		k->nr_items = 1;
+		if (ioctl(ctx->mnt_fd, BTRFS_IOC_TREE_SEARCH, &sa) < 0 || k->nr_items < 1)
+			return false;
+		memcpy(&h, sa.buf, sizeof(h));
+		if (h.len < sizeof(ref))
+			return false;
+		memcpy(&ref, sa.buf + sizeof(h), sizeof(ref));
+		if (sizeof(ref) + ref.name_len > h.len)
+			return false;
+		memset(&lk, 0, sizeof(lk));
+		lk.treeid = h.offset;
+		lk.objectid = ref.dirid;
+		if (ioctl(ctx->mnt_fd, BTRFS_IOC_INO_LOOKUP, &lk) < 0)
+			return false;
+		/* lk.name: the directory's path in the parent, "" or "a/b/" */
+		strbuf_addstr(&part, lk.name);
+		strbuf_add(&part, sa.buf + sizeof(h) + sizeof(ref), ref.name_len);
+		strbuf_addch(&part, '/');
+		strbuf_addstr(&part, out->buf);
+		strbuf_reset(out);
+		strbuf_addstr(out, part.buf);
+		strbuf_release(&part);
+		root = h.offset;
+	}
+	return root == st->mnt_root;
+}
+
+/* The path of (root, inode) relative to the mount, for any subvolume below it. */
+static bool file_path(struct scrub_ctx *ctx, struct btrfs_state *st, uint64_t root,
+		      uint64_t inode, struct strbuf *out)
+{
+	struct btrfs_ioctl_ino_lookup_args lk = { .treeid = root, .objectid = inode };
+	size_t n;
+
+	if (root == st->mnt_root)
+		return ino_path(ctx, st, root, inode, out);
+	if (!subvol_prefix(ctx, st, root, out) ||
+	    ioctl(ctx->mnt_fd, BTRFS_IOC_INO_LOOKUP, &lk) < 0) {
+		strbuf_reset(out);
+		return false;
+	}
+	n = strlen(lk.name);
+	if (n && lk.name[n - 1] == '/')
+		lk.name[n - 1] = 0;	/* INO_LOOKUP ends every component with '/' */
+	strbuf_addstr(out, lk.name);
+	return true;
+}
+
+/* Names of the trees a tree block can belong to. */
+static const char *tree_name(uint64_t root, char *buf, size_t size)
+{
+	switch (root) {
+	case BTRFS_ROOT_TREE_OBJECTID: return "root tree";
+	case BTRFS_EXTENT_TREE_OBJECTID: return "extent tree";
+	case BTRFS_CHUNK_TREE_OBJECTID: return "chunk tree";
+	case BTRFS_DEV_TREE_OBJECTID: return "device tree";
+	case BTRFS_FS_TREE_OBJECTID: return "top-level subvolume (fs tree 5)";
+	case BTRFS_CSUM_TREE_OBJECTID: return "checksum tree";
+	case BTRFS_QUOTA_TREE_OBJECTID: return "quota tree";
+	case BTRFS_UUID_TREE_OBJECTID: return "uuid tree";
+	case BTRFS_FREE_SPACE_TREE_OBJECTID: return "free space tree";
+	case BTRFS_DATA_RELOC_TREE_OBJECTID: return "data relocation tree";
+	}
+	if (root >= BTRFS_FIRST_FREE_OBJECTID && root <= BTRFS_LAST_FREE_OBJECTID) {
+		snprintf(buf, size, "subvolume %llu", (unsigned long long)root);
+		return buf;
+	}
+	snprintf(buf, size, "tree %llu", (unsigned long long)root);
+	return buf;
+}
+
+/*
+ * The owners of the tree blocks in [start, start + len): their extent items'
+ * inline TREE_BLOCK_REFs (BTRFS_IOC_TREE_SEARCH on the extent tree), added
+ * to out as "the extent tree, subvolume 256".  False if none is known (a
+ * shared block has only a SHARED_BLOCK_REF, to its parent).
+ */
+static bool tree_block_owners(struct scrub_ctx *ctx, uint64_t start, uint64_t len,
+			      struct strbuf *out)
+{
+	struct btrfs_ioctl_search_args sa;
+	struct btrfs_ioctl_search_key *k = &sa.key;
+	uint64_t seen[16];
+	unsigned nr_seen = 0;
+	size_t pos = 0;
+
+	memset(&sa, 0, sizeof(sa));
+	k->tree_id = BTRFS_EXTENT_TREE_OBJECTID;
+	k->min_objectid = start;
+	k->max_objectid = start + len - 1;
+	k->min_type = BTRFS_EXTENT_ITEM_KEY;
+	k->max_type = BTRFS_METADATA_ITEM_KEY;
+	k->max_offset = (uint64_t)-1;
+	k->max_transid = (uint64_t)-1;
+	k->nr_items = 64;
+	if (ioctl(ctx->mnt_fd, BTRFS_IOC_TREE_SEARCH, &sa) < 0)
+		return false;
+	for (uint32_t i = 0; i < k->nr_items; i++) {
+		struct btrfs_ioctl_search_header h;
+		const unsigned char *item;
+		size_t off;
+
+		if (pos + sizeof(h) > sizeof(sa.buf))
+			break;
+		memcpy(&h, sa.buf + pos, sizeof(h));
+		item = (const unsigned char *)sa.buf + pos + sizeof(h);
+		pos += sizeof(h) + h.len;
+		if (pos > sizeof(sa.buf))
+			break;
+		off = sizeof(struct btrfs_extent_item);
+		if (h.type == BTRFS_EXTENT_ITEM_KEY)
+			off += sizeof(struct btrfs_tree_block_info);
+		else if (h.type != BTRFS_METADATA_ITEM_KEY)
+			continue;
+		if (h.type == BTRFS_EXTENT_ITEM_KEY && h.len >= sizeof(struct btrfs_extent_item)) {
+			struct btrfs_extent_item ei;
+
+			memcpy(&ei, item, sizeof(ei));
+			if (!(ei.flags & BTRFS_EXTENT_FLAG_TREE_BLOCK))
+				continue;	/* data */
+		}
+		/* Inline refs: a type byte and a little-endian u64 offset. */
+		while (off + 9 <= h.len) {
+			uint64_t v = 0;
+			unsigned j;
+
+			for (int b = 7; b >= 0; b--)
+				v = (v << 8) | item[off + 1 + b];
+			if (item[off] == BTRFS_TREE_BLOCK_REF_KEY) {
+				for (j = 0; j < nr_seen && seen[j] != v; j++)
+					;
+				if (j == nr_seen && nr_seen < 16) {
+					char nb[48];
+
+					seen[nr_seen++] = v;
+					strbuf_addf(out, "%s%s", nr_seen > 1 ? ", " : "",
+						    tree_name(v, nb, sizeof(nb)));
+				}
+			}
+			off += 9;
+		}
+	}
+	return nr_seen > 0;
+}
+
+/*
+ * What held an error the kernel logged without details (with a good copy
+ * it says only "fixed up error at logical L", L the 64 KiB stripe):
+ * LOGICAL_INO_V2 gives (inode, offset, root) triples for data at L; else
+ * the tree blocks of the stripe are named by their owners.
+ */
+static void resolve_logical(struct scrub_ctx *ctx, struct btrfs_state *st, struct log_error *e)
+{
+	uint64_t buf[3 * 64 + 8];
+	struct btrfs_data_container *c = (struct btrfs_data_container *)buf;
+	struct btrfs_ioctl_logical_ino_args a = {
+		.logical = e->logical, .size = sizeof(buf), .inodes = (uintptr_t)buf,
+	};
+	struct strbuf owners = STRBUF_INIT;
+	int ret;
+
+	memset(buf, 0, sizeof(buf));
+	ret = ioctl(ctx->mnt_fd, BTRFS_IOC_LOGICAL_INO_V2, &a);
+	if (ret < 0 && errno == ENOTTY)
+		ret = ioctl(ctx->mnt_fd, BTRFS_IOC_LOGICAL_INO, &a);
+	if (ret == 0 && c->elem_cnt >= 3) {
+		for (uint32_t i = 0; i + 2 < c->elem_cnt; i += 3) {
+			if (!e->inode || c->val[i] == e->inode) {
+				e->inode = c->val[i];
+				e->offset = c->val[i + 1];
+				e->root = c->val[i + 2];
+				break;
+			}
+		}
+		if (!e->length)
+			e->length = st->fs.sectorsize;
+		e->is_data = true;
+		return;
+	}
+	if (e->is_data)
+		return;
+	if (e->is_tree) {	/* a "tree block L mirror M ..." line: add its owner */
+		if (tree_block_owners(ctx, e->logical, 1, &owners)) {
+			size_t n = strlen(e->tree_msg);
+
+			snprintf(e->tree_msg + n, sizeof(e->tree_msg) - n, " (in the %s)", owners.buf);
+		}
+	} else {
+		e->is_tree = true;
+		if (!tree_block_owners(ctx, e->logical, SCRUB_STRIPE_LEN, &owners))
+			strbuf_addstr(&owners, "metadata (owner unknown)");
+		snprintf(e->tree_msg, sizeof(e->tree_msg),
+			 "a tree block in the 64 KiB stripe at logical %llu, in the %s",
+			 (unsigned long long)e->logical, owners.buf);
+	}
+	strbuf_release(&owners);
+}
+
+/* The stripe verdicts apply to the detailed errors inside their stripe. */
+static void apply_verdicts(struct btrfs_state *st)
+{
+	for (size_t i = 0; i < st->nr_log; i++) {
+		struct log_error *v = &st->log[i];
+
+		if (!v->stripe)
+			continue;
+		for (size_t j = 0; j < st->nr_log; j++) {
+			struct log_error *d = &st->log[j];
+
+			if (d->stripe || d->logical < v->logical ||
+			    d->logical - v->logical >= SCRUB_STRIPE_LEN)
+				continue;
+			d->fixed |= v->fixed;
+			d->unfixable |= v->unfixable;
+			v->covered = true;
+		}
+	}
+}
+
+static void report_log_errors(struct scrub_ctx *ctx, struct btrfs_state *st)
+{
+	apply_verdicts(st);
+	for (size_t i = 0; i < st->nr_log; i++) {
+		struct log_error *e = &st->log[i];
+		struct strbuf path = STRBUF_INIT;
+		bool repaired = e->fixed && !e->unfixable && !st->readonly;
+		enum severity sev = repaired ? SEV_REPAIRED : SEV_ERROR;
+		const char *what = repaired ? "corrected from a good copy" :
+				   e->fixed && !e->unfixable ? "a good copy exists, not repaired (-n)" :
+				   "no good copy";
+
+		if (e->covered)
+			continue;	/* covered by detailed messages */
+		resolve_logical(ctx, st, e);
+		if (e->is_data && e->inode) {
+			if (!file_path(ctx, st, e->root, e->inode, &path)) {
+				if (e->root != st->mnt_root)
+					strbuf_addf(&path, "<subvolume %llu>/",
+						    (unsigned long long)e->root);
+				strbuf_addstr(&path, e->path[0] ? e->path : "?");
+			}
+			report_range_at(ctx, sev, CHECK_BTRFS_DATA_CSUM, NULL, path.buf, e->inode,
+					e->offset, e->length, __FILE__, __LINE__,
+					"data checksum error at file offset %llu, length %llu, %s "
+					"(logical %llu on %s)",
+					(unsigned long long)e->offset, (unsigned long long)e->length,
+					what, (unsigned long long)e->logical, e->devname);
+		} else if (e->is_tree) {
+			report_at(ctx, sev, CHECK_BTRFS_TREE, NULL, NULL, 0, __FILE__, __LINE__,
+				  "%s on %s, %s", e->tree_msg, e->devname, what);
+		}
+		strbuf_release(&path);
+	}
+	if (st->log_dropped)
+		str_info(ctx, CHECK_BTRFS_SCRUB, NULL, NULL, 0,
+			 "%llu more kernel messages about errors were not kept",
+			 st->log_dropped);
+}
+
+static void report_device(struct scrub_ctx *ctx, struct btrfs_state *st, struct btrfs_dev *d)
+{
+	const struct btrfs_scrub_progress *p = &d->scrub.progress;
+	unsigned long long found = p->read_errors + p->csum_errors + p->verify_errors +
+				   p->super_errors;
+	unsigned long long bad = st->readonly ? found : p->uncorrectable_errors;
+
+	report_verbose(ctx, "Phase 2: devid %llu %s: %llu data bytes, %llu tree bytes scrubbed; "
+		       "read %llu, csum %llu, verify %llu, super %llu errors; "
+		       "%llu corrected, %llu uncorrectable, %llu unverified",
+		       (unsigned long long)d->info.devid, d->info.path,
+		       (unsigned long long)p->data_bytes_scrubbed,
+		       (unsigned long long)p->tree_bytes_scrubbed,
+		       (unsigned long long)p->read_errors, (unsigned long long)p->csum_errors,
+		       (unsigned long long)p->verify_errors, (unsigned long long)p->super_errors,
+		       (unsigned long long)p->corrected_errors,
+		       (unsigned long long)p->uncorrectable_errors,
+		       (unsigned long long)p->unverified_errors);
+	if (bad || (found && st->readonly))
+		str_error(ctx, CHECK_BTRFS_SCRUB, NULL, NULL, 0,
+			  "devid %llu %s: %llu %s errors (read %llu, csum %llu, verify %llu, "
+			  "super %llu)%s", (unsigned long long)d->info.devid, d->info.path,
+			  bad, st->readonly ? "scrub" : "uncorrectable",
+			  (unsigned long long)p->read_errors, (unsigned long long)p->csum_errors,
+			  (unsigned long long)p->verify_errors, (unsigned long long)p->super_errors,
+			  st->readonly ? ", not repaired (read-only scrub)" : "");
+	if (!st->readonly && p->corrected_errors)
+		str_repaired(ctx, CHECK_BTRFS_SCRUB, NULL, NULL, 0,
+			     "devid %llu %s: %llu errors corrected from a good copy",
+			     (unsigned long long)d->info.devid, d->info.path,
+			     (unsigned long long)p->corrected_errors);
+}
+
+static int btrfs_scan_metadata(struct scrub_ctx *ctx)
+{
+	struct btrfs_state *st = ctx->backend;
+	bool in_progress = false;
+	int ret = 0;
+
+	if (st->readonly)
+		report_verbose(ctx, "Phase 2: read-only scrub (%s): nothing is repaired",
+			       ctx->opt.check_only ? "-n" : "read-only mount");
+	kmsg_start(ctx, st);
+	for (unsigned i = 0; i < st->nr_devs; i++) {
+		struct btrfs_dev *d = &st->devs[i];
+
+		if (pthread_create(&d->thread, NULL, scrub_main, d) == 0)
+			d->started = true;
+		else
+			report_operational(ctx, NULL, NULL, EAGAIN, "cannot start a scrub thread");
+	}
+	wait_scrubs(ctx, st);
+	kmsg_stop(st);
+	for (unsigned i = 0; i < st->nr_devs; i++) {
+		struct btrfs_dev *d = &st->devs[i];
+
+		if (d->err == EINPROGRESS) {
+			in_progress = true;
+			continue;
+		}
+		if (d->err == ECANCELED && scrub_cancelled)
+			continue;
+		if (d->err)
+			report_operational(ctx, NULL, NULL, d->err, "scrub of devid %llu %s",
+					   (unsigned long long)d->info.devid, d->info.path);
+		report_device(ctx, st, d);
+	}
+	if (in_progress) {
+		report_operational(ctx, NULL, NULL, 0, "a scrub is already running on this "
+				   "filesystem (see 'btrfs scrub status'); not scrubbing");
+		ret = 0;
+	}
+	report_log_errors(ctx, st);
+	return ret;
+}
+
+static const char *const dev_stat_names[BTRFS_DEV_STAT_VALUES_MAX] = {
+	[BTRFS_DEV_STAT_WRITE_ERRS] = "write",
+	[BTRFS_DEV_STAT_READ_ERRS] = "read",
+	[BTRFS_DEV_STAT_FLUSH_ERRS] = "flush",
+	[BTRFS_DEV_STAT_CORRUPTION_ERRS] = "corruption",
+	[BTRFS_DEV_STAT_GENERATION_ERRS] = "generation",
+};
+
+static int btrfs_summary(struct scrub_ctx *ctx)
+{
+	struct btrfs_state *st = ctx->backend;
+
+	for (unsigned i = 0; i < st->nr_devs; i++) {
+		struct btrfs_ioctl_get_dev_stats s = {
+			.devid = st->devs[i].info.devid, .nr_items = BTRFS_DEV_STAT_VALUES_MAX,
+		};
+		struct strbuf sb = STRBUF_INIT;
+		unsigned long long total = 0;
+
+		if (ioctl(ctx->mnt_fd, BTRFS_IOC_GET_DEV_STATS, &s) < 0)
+			return -errno;
+		for (unsigned k = 0; k < BTRFS_DEV_STAT_VALUES_MAX && k < s.nr_items; k++) {
+			strbuf_addf(&sb, "%s%s %llu", k ? ", " : "", dev_stat_names[k],
+				    (unsigned long long)s.values[k]);
+			total += s.values[k];
+		}
+		if (total)
+			str_warn(ctx, CHECK_BTRFS_DEV_STATS, NULL, NULL, 0,
+				 "devid %llu %s has device error counters: %s (since they were "
+				 "last reset with 'btrfs device stats -z')",
+				 (unsigned long long)st->devs[i].info.devid, st->devs[i].info.path,
+				 sb.buf);
+		else
+			report_verbose(ctx, "Phase 6: devid %llu %s error counters: %s",
+				       (unsigned long long)st->devs[i].info.devid,
+				       st->devs[i].info.path, sb.buf);
+		strbuf_release(&sb);
+	}
+	return 0;
+}
+
+static void btrfs_cleanup(struct scrub_ctx *ctx)
+{
+	struct btrfs_state *st = ctx->backend;
+
+	if (!st)
+		return;
+	kmsg_stop(st);
+	if (st->kmsg_fd >= 0)
+		close(st->kmsg_fd);
+	pthread_mutex_destroy(&st->lock);
+	free(st->log);
+	free(st->devs);
+	free(st);
+	ctx->backend = NULL;
+}
+
+const struct scrub_ops btrfs_ops = {
+	.name = "btrfs",
+	.repair_tool = "btrfs check",
+	.match = btrfs_match,
+	.scan_fs = btrfs_scan_fs,
+	.scan_metadata = btrfs_scan_metadata,
+	.summary = btrfs_summary,
+	.cleanup = btrfs_cleanup,
+};

@@ -1,0 +1,360 @@
+"""The btrfs backend: the kernel's per-device scrub, with file names.
+
+Images are single-device or raid1 (data and metadata) on loop devices;
+faults are flipped bytes written to the unmounted image files at the device
+offset the chunk tree gives for a FIEMAP (btrfs logical) address.  Victims
+are written more than 1.1 s before the scan (fscrub treats inodes changed
+within 1 s of its start as changing).
+"""
+
+import glob
+import hashlib
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import FSCRUB, check_sanitizers, need_fs, run_fscrub
+import fsimage
+from fsimage import run
+
+MiB = 1 << 20
+
+
+class Btrfs:
+    """A btrfs on one or more image files (raid1 for two), mounted."""
+
+    def __init__(self, workdir, ndev=1, size_mb=300, name="bt"):
+        self.paths = [os.path.join(workdir, "%s%d.img" % (name, i)) for i in range(ndev)]
+        self.mnt = os.path.join(workdir, name + ".mnt")
+        self.devs = []
+        self.mounted = False
+        for p in self.paths:
+            with open(p, "wb") as f:
+                f.truncate(size_mb * MiB)
+        prof = ["-d", "raid1", "-m", "raid1"] if ndev > 1 else []
+        run(["mkfs.btrfs", "-f", "-q"] + prof + self.paths)
+        os.makedirs(self.mnt, exist_ok=True)
+
+    def mount(self, options=""):
+        if not self.devs:
+            self.devs = [run(["losetup", "-f", "--show", p]).stdout.strip()
+                         for p in self.paths]
+        opts = ["device=%s" % d for d in self.devs[1:]] + [o for o in options.split(",") if o]
+        cmd = ["mount", "-t", "btrfs"] + (["-o", ",".join(opts)] if opts else [])
+        run(cmd + [self.devs[0], self.mnt])
+        self.mounted = True
+        return self.mnt
+
+    def offline(self):
+        if self.mounted:
+            fsimage._umount(self.mnt)
+            self.mounted = False
+        for d in self.devs:
+            fsimage._losetup_detach(d)
+        self.devs = []
+
+    def devid_of_image(self):
+        """{devid: image path}, from each image's superblock."""
+        out = {}
+        for p in self.paths:
+            sb = run(["btrfs", "inspect-internal", "dump-super", p]).stdout
+            out[int(re.search(r"^dev_item\.devid\s+(\d+)", sb, re.M).group(1))] = p
+        return out
+
+    def chunks(self):
+        """[(logical, length, [(devid, physical), ...])] from the chunk tree."""
+        text = run(["btrfs", "inspect-internal", "dump-tree", "-t", "chunk",
+                    self.paths[0]]).stdout
+        out = []
+        for m in re.finditer(r"CHUNK_ITEM (\d+)\).*?\n\s+length (\d+)(.*?)(?=\n\titem|\Z)",
+                             text, re.S):
+            stripes = [(int(a), int(b)) for a, b in
+                       re.findall(r"stripe \d+ devid (\d+) offset (\d+)", m.group(3))]
+            out.append((int(m.group(1)), int(m.group(2)), stripes))
+        return out
+
+    def locate(self, logical):
+        """Every (image path, byte offset) that holds btrfs logical address."""
+        images = self.devid_of_image()
+        for start, length, stripes in self.chunks():
+            if start <= logical < start + length:
+                return [(images[devid], phys + logical - start) for devid, phys in stripes]
+        raise AssertionError("logical %d is in no chunk" % logical)
+
+
+def flip(path, offset):
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        b = f.read(1)
+        f.seek(offset)
+        f.write(bytes([b[0] ^ 0xff]))
+
+
+def sha(where, length=MiB):
+    """Hash of the victim's extent at (image, offset of its byte 100)."""
+    path, off = where
+    with open(path, "rb") as f:
+        f.seek(off - 100)
+        return hashlib.sha256(f.read(length)).hexdigest()
+
+
+@pytest.fixture
+def btrfs_factory(workdir):
+    need_fs("btrfs")
+    made = []
+
+    def make(**kw):
+        fs = Btrfs(workdir, **kw)
+        made.append(fs)
+        return fs
+
+    yield make
+    for fs in reversed(made):
+        fs.offline()
+
+
+def write_victim(mnt, name="victim", size=MiB):
+    path = os.path.join(mnt, name)
+    with open(path, "wb") as f:
+        f.write(os.urandom(size))      # incompressible: one plain extent
+        f.flush()
+        os.fsync(f.fileno())
+    ext = fsimage.fiemap(path)
+    assert len(ext) == 1 and ext[0]["length"] >= size, ext
+    return ext[0]["physical"]
+
+
+def populate(mnt):
+    """Subvolumes, a snapshot, reflinks, compressed and plain files."""
+    fsimage.make_btrfs_subvolumes(mnt)
+    for i in range(20):
+        fsimage._write(os.path.join(mnt, "text%d" % i), (b"compressible %d\n" % i) * 20000)
+    write_victim(mnt, "plain")
+    subprocess.run(["cp", "--reflink=always", os.path.join(mnt, "plain"),
+                    os.path.join(mnt, "reflinked")], check=True)
+    os.mkdir(os.path.join(mnt, "d"))
+    for i in range(5):
+        os.mkdir(os.path.join(mnt, "d", "sub%d" % i))       # dir nlink stays 1
+    run(["btrfs", "subvolume", "snapshot", mnt, os.path.join(mnt, "rootsnap")])
+
+
+def assert_clean(r):
+    assert r.rc == 0, r
+    assert r.errors == [] and r.warnings == [], r
+    assert "fscrub:" not in r.stderr, r
+    assert "with btrfs backend" in r.stdout, r
+
+
+@pytest.mark.parametrize("ndev", [1, 2])
+def test_clean(btrfs_factory, ndev):
+    fs = btrfs_factory(ndev=ndev)
+    populate(fs.mount("compress=zstd"))
+    fs.offline()
+    fs.mount("compress=zstd")
+    r = run_fscrub("-v", fs.mnt)
+    assert_clean(r)
+    # every device was scrubbed, and really read something
+    scrubbed = re.findall(r"Phase 2: devid \d+ \S+: (\d+) data bytes, (\d+) tree bytes", r.stdout)
+    assert len(scrubbed) == ndev, r
+    assert all(int(d) >= MiB and int(t) > 0 for d, t in scrubbed), r
+    assert "error counters: write 0, read 0, flush 0, corruption 0, generation 0" in r.stdout
+    r = run_fscrub("-v", "-x", fs.mnt)
+    assert_clean(r)
+
+
+def corrupt_data(fs, mirrors=1):
+    """A victim file; flip a byte of its first sector in `mirrors` copies."""
+    logical = write_victim(fs.mount())
+    time.sleep(1.2)
+    fs.offline()
+    where = fs.locate(logical + 100)
+    for path, off in where[:mirrors]:
+        flip(path, off)
+    return where
+
+
+def test_single_device_data_error(btrfs_factory):
+    fs = btrfs_factory()
+    corrupt_data(fs)
+    fs.mount()
+    r = run_fscrub(fs.mnt)
+    assert r.rc == 4, r
+    named = r.of("Error", "btrfs.data_csum")
+    assert len(named) == 1, r
+    assert named[0].path == os.path.join(fs.mnt, "victim"), r
+    assert "at file offset 0," in named[0].message, r
+    assert r.of("Error", "btrfs.scrub"), r
+    # the device has seen a corruption: a warning
+    assert r.of("Warning", "btrfs.dev_stats"), r
+
+
+def test_raid1_data_repair(btrfs_factory):
+    fs = btrfs_factory(ndev=2)
+    where = corrupt_data(fs)
+    good, bad = where[1], where[0]
+    assert good[0] != bad[0]                     # one copy on each device
+    before = sha(good)
+    bad_before = sha(bad)
+    fs.mount()
+    r = run_fscrub("-n", fs.mnt)
+    assert r.rc == 4, r
+    named = r.of("Error", "btrfs.data_csum")
+    assert [f.path for f in named] == [os.path.join(fs.mnt, "victim")], r
+    fs.offline()
+    assert sha(good) == before
+    assert sha(bad) == bad_before                # -n: nothing repaired
+    fs.mount()
+    r = run_fscrub(fs.mnt)
+    assert r.rc == 1, r
+    assert r.errors == [], r
+    assert "Repaired: %s/victim" % fs.mnt in r.stdout, r
+    assert "corrected from a good copy" in r.stdout, r
+    fs.offline()
+    assert sha(bad) == before                    # the bad copy was rewritten
+    fs.mount()
+    r = run_fscrub(fs.mnt)
+    # the device counters remember the old corruption: a warning, exit 0
+    assert r.rc == 0, r
+    assert not r.errors and "Repaired" not in r.stdout, r
+
+
+def test_raid1_tree_block_repair(btrfs_factory):
+    fs = btrfs_factory(ndev=2)
+    mnt = fs.mount()
+    # A subvolume (tree 256) of several leaves: mounting reads and repairs
+    # the blocks of the top-level tree it touches, never a subvolume's.
+    run(["btrfs", "subvolume", "create", os.path.join(mnt, "sv")])
+    for i in range(1500):
+        fsimage._write(os.path.join(mnt, "sv", "f%d" % i), b"x")
+    time.sleep(1.2)
+    fs.offline()
+    dump = run(["btrfs", "inspect-internal", "dump-tree", "-t", "256", fs.paths[0]]).stdout
+    assert re.search(r"^node \d+ level 1 ", dump, re.M), dump[:2000]
+    bytenr = int(re.findall(r"^leaf (\d+) ", dump, re.M)[-1])
+    path, off = fs.locate(bytenr)[0]
+    flip(path, off + 200)                        # past the header: a bad checksum
+    fs.mount()
+    r = run_fscrub(fs.mnt)
+    assert r.rc == 1, r
+    assert r.errors == [], r
+    tree = r.of("Repaired", "btrfs.tree")
+    assert len(tree) == 1, r
+    assert "subvolume 256" in tree[0].message, r
+    assert r.of("Repaired", "btrfs.scrub"), r
+    r = run_fscrub(fs.mnt)
+    assert not r.errors and "Repaired" not in r.stdout, r
+
+
+def throttle(fs, bytes_per_s):
+    """Make the kernel scrub slow (sysfs scrub_speed_max, Linux >= 5.14)."""
+    knobs = glob.glob("/sys/fs/btrfs/*/devinfo/*/scrub_speed_max")
+    uuid = run(["btrfs", "filesystem", "show", fs.mnt]).stdout
+    mine = [k for k in knobs if k.split("/")[4] in uuid]
+    if not mine:
+        pytest.skip("no scrub_speed_max in sysfs")
+    for k in mine:
+        with open(k, "w") as f:
+            f.write(str(bytes_per_s))
+
+
+# _IOWR(BTRFS_IOCTL_MAGIC 0x94, 29, struct btrfs_ioctl_scrub_args: 1024 bytes)
+BTRFS_IOC_SCRUB_PROGRESS = (3 << 30) | (1024 << 16) | (0x94 << 8) | 29
+
+
+def scrub_running(mnt, devid=1):
+    """Ask the kernel (not btrfs-progs' status file): ENOTCONN = no scrub."""
+    import errno
+    import fcntl
+    import struct
+    buf = bytearray(1024)
+    struct.pack_into("=Q", buf, 0, devid)
+    fd = os.open(mnt, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.ioctl(fd, BTRFS_IOC_SCRUB_PROGRESS, buf, True)
+        return True
+    except OSError as e:
+        if e.errno == errno.ENOTCONN:
+            return False
+        raise
+    finally:
+        os.close(fd)
+
+
+def test_scrub_already_running(btrfs_factory, cleanups):
+    fs = btrfs_factory()
+    mnt = fs.mount()
+    for i in range(8):
+        write_victim(mnt, "big%d" % i, 4 * MiB)
+    throttle(fs, 1 * MiB)
+    other = subprocess.Popen(["btrfs", "scrub", "start", "-B", mnt],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    cleanups.append(lambda: (run(["btrfs", "scrub", "cancel", mnt], check=False),
+                             other.wait(60)))
+    for _ in range(50):
+        if scrub_running(mnt):
+            break
+        time.sleep(0.1)
+    r = run_fscrub(mnt)
+    assert r.rc == 8, r
+    assert "a scrub is already running" in r.stderr, r
+    assert other.poll() is None             # the other scrub was left alone
+
+
+def test_sigterm_cancels_kernel_scrub(btrfs_factory):
+    fs = btrfs_factory()
+    mnt = fs.mount()
+    for i in range(8):
+        write_victim(mnt, "big%d" % i, 4 * MiB)
+    throttle(fs, 1 * MiB)
+    p = subprocess.Popen([FSCRUB, "-v", mnt], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    for line in p.stdout:
+        if line.startswith("Phase 2:"):
+            break
+    for _ in range(50):
+        if scrub_running(mnt):
+            break
+        time.sleep(0.1)
+    assert scrub_running(mnt)
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=60)
+    check_sanitizers(err)
+    assert p.returncode == 32, out + err
+    assert "scan cancelled" in out
+    assert not scrub_running(mnt)
+
+
+def test_no_kmsg_says_use_x(btrfs_factory):
+    fs = btrfs_factory()
+    corrupt_data(fs)
+    fs.mount()
+    r = run_fscrub("-v", "-x", fs.mnt, env={"FSCRUB_DEBUG_NO_KMSG": "1"})
+    assert r.rc == 4, r
+    assert "run with -x" in r.stdout, r
+    assert not r.of("Error", "btrfs.data_csum"), r
+    assert r.of("Error", "btrfs.scrub"), r
+    # -x names the file through the per-file reader (EIO)
+    assert [f.path for f in r.of("Error", "data.read")] == [os.path.join(fs.mnt, "victim")], r
+
+
+def test_error_in_a_nested_subvolume_named_by_mount_path(btrfs_factory):
+    fs = btrfs_factory()
+    mnt = fs.mount()
+    os.mkdir(os.path.join(mnt, "vols"))
+    run(["btrfs", "subvolume", "create", os.path.join(mnt, "vols", "outer")])
+    os.mkdir(os.path.join(mnt, "vols", "outer", "d"))
+    run(["btrfs", "subvolume", "create", os.path.join(mnt, "vols", "outer", "d", "inner")])
+    logical = write_victim(os.path.join(mnt, "vols", "outer", "d", "inner"))
+    time.sleep(1.2)
+    fs.offline()
+    path, off = fs.locate(logical + 100)[0]
+    flip(path, off)
+    fs.mount()
+    r = run_fscrub(fs.mnt)
+    assert r.rc == 4, r
+    named = r.of("Error", "btrfs.data_csum")
+    assert [f.path for f in named] == [os.path.join(fs.mnt, "vols/outer/d/inner/victim")], r
