@@ -53,6 +53,7 @@ const struct scrub_ops *backend_find(const char *name);
 const char *backend_names(void);
 
 extern const struct scrub_ops generic_ops;
+extern const struct scrub_ops ext4_ops;		/* ext4.c */
 
 /*
  * Generic statfs sanity (phase 2 of the generic backend): free counts may

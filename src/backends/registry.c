@@ -8,6 +8,7 @@
 #include <string.h>
 
 static const struct scrub_ops *const backends[] = {
+	&ext4_ops,
 	&generic_ops,
 };
 
