@@ -237,25 +237,31 @@ void ext4_check_dir(struct walk_thread *t, const struct walk_dir *d)
 
 /* ---- reading inodes ------------------------------------------------------ */
 
-static int64_t inode_ctime(const struct ext2_inode_large *in, unsigned isize)
+/* The inode's ctime in ns (whole seconds where the inode has no extra field). */
+static int64_t inode_ctime_ns(const struct ext2_inode_large *in, unsigned isize)
 {
-	int64_t sec = (int32_t)in->i_ctime;
+	int64_t sec = (int32_t)in->i_ctime, nsec = 0;
 
 	if (isize > EXT2_GOOD_OLD_INODE_SIZE &&
 	    (size_t)EXT2_GOOD_OLD_INODE_SIZE + in->i_extra_isize >=
-	    offsetof(struct ext2_inode_large, i_ctime_extra) + sizeof(in->i_ctime_extra))
+	    offsetof(struct ext2_inode_large, i_ctime_extra) + sizeof(in->i_ctime_extra)) {
 		sec += (int64_t)(in->i_ctime_extra & EXT4_EPOCH_MASK) << 32;
-	return sec;
+		nsec = in->i_ctime_extra >> EXT4_EPOCH_BITS;
+	}
+	return sec * 1000000000LL + nsec;
 }
 
-/* Did the on-disk inode change since shortly before the scan (or later)? */
+/*
+ * Did the on-disk inode change since shortly before the scan?  The same
+ * rule as stx_changed_during_scan(): changed_since_ns is already 1 s
+ * early, which covers inodes that keep whole seconds.
+ */
 static bool inode_recent(const struct scrub_ctx *ctx, const struct ext2_inode_large *in,
 			 unsigned isize)
 {
-	int64_t sec = inode_ctime(in, isize);
+	int64_t ns = inode_ctime_ns(in, isize);
 
-	/* Whole seconds on the disk: the ctime may be up to 1 s early. */
-	return sec < 0 || (uint64_t)(sec + 1) * 1000000000ULL > ctx->changed_since_ns;
+	return ns < 0 || (uint64_t)ns >= ctx->changed_since_ns;
 }
 
 /* A copy of an inode out of a fresh inode-table block. */
