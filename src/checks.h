@@ -72,5 +72,23 @@
 #define CHECK_XFS_RMAP_EXTRA	"xfs.rmap_extra"	/* a reverse mapping without its extent */
 #define CHECK_XFS_FSMAP_COUNTS	"xfs.fsmap_counts"	/* free space by GETFSMAP vs the counters */
 #define CHECK_XFS_ONDISK	"xfs.ondisk"	/* an AG header or btree root on the disk is bad */
+/* ext4 backend (src/backends/ext4*.c): on-disk metadata read from the device */
+#define CHECK_EXT4_UNCHECKED	"ext4.unchecked"	/* info: part of the ext4 checks cannot be done */
+#define CHECK_EXT4_SUPERBLOCK	"ext4.superblock"	/* primary superblock checksum or geometry */
+#define CHECK_EXT4_SB_BACKUP	"ext4.sb_backup"	/* a backup superblock disagrees or is damaged */
+#define CHECK_EXT4_GROUP_DESC	"ext4.group_desc"	/* group descriptor checksum or locations */
+#define CHECK_EXT4_BLOCK_BITMAP	"ext4.block_bitmap"	/* block bitmap checksum (info: unclaimed blocks) */
+#define CHECK_EXT4_INODE_BITMAP	"ext4.inode_bitmap"	/* inode bitmap checksum */
+#define CHECK_EXT4_GROUP_COUNTS	"ext4.group_counts"	/* descriptor free counts != bitmap */
+#define CHECK_EXT4_STATFS	"ext4.statfs"	/* info: descriptor free counts vs statfs */
+#define CHECK_EXT4_INODE_CSUM	"ext4.inode_csum"	/* inode checksum */
+#define CHECK_EXT4_EXTENT	"ext4.extent_tree"	/* extent tree structure or block checksum */
+#define CHECK_EXT4_EXTENT_MAP	"ext4.extent_map"	/* on-disk extents != FIEMAP */
+#define CHECK_EXT4_DIR_BLOCK	"ext4.dir_block"	/* directory block checksum or entry chain */
+#define CHECK_EXT4_HTREE	"ext4.htree"	/* htree root or index node */
+#define CHECK_EXT4_ORPHAN	"ext4.orphan"	/* an inode in use that no name reaches */
+#define CHECK_EXT4_ORPHAN_LIST	"ext4.orphan_list"	/* superblock orphan list */
+#define CHECK_EXT4_NLINK	"ext4.nlink"	/* on-disk link count != the kernel's */
+#define CHECK_EXT4_BLOCK_IN_USE	"ext4.block_in_use"	/* a used block is free in the bitmap */
 
 #endif

@@ -55,6 +55,7 @@ const char *backend_names(void);
 extern const struct scrub_ops generic_ops;
 extern const struct scrub_ops xfs_ops;
 extern const struct scrub_ops btrfs_ops;
+extern const struct scrub_ops ext4_ops;		/* ext4.c */
 
 /*
  * Generic statfs sanity (phase 2 of the generic backend): free counts may

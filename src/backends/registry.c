@@ -10,6 +10,7 @@
 static const struct scrub_ops *const backends[] = {
 	&xfs_ops,
 	&btrfs_ops,
+	&ext4_ops,
 	&generic_ops,
 };
 

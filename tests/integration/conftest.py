@@ -23,7 +23,7 @@ FSCRUB = os.environ.get("FSCRUB", os.path.join(TOP, "build", "fscrub"))
 
 # Severity: PATH (inode N): message [check.id] [file.c:line]?
 FINDING = re.compile(r"^(Error|Warning|Info|Repaired): (.*?)(?: \(inode (\d+)\))?: (.*) "
-                     r"\[([a-z_]+\.[a-z_]+)\](?: \[[^\]]+:\d+\])?$")
+                     r"\[([a-z0-9_]+\.[a-z0-9_]+)\](?: \[[^\]]+:\d+\])?$")
 SUMMARY = re.compile(r"^(.*): (?:scan cancelled; so far |stopped after \d+ errors? \(-a\); so far )?"
                      r"(\d+) errors? and (\d+) warnings? found\.")
 SANITIZER = re.compile(r"(AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer|runtime error:)")

@@ -81,8 +81,8 @@ def test_clean_metadata_scan(clean_fs):
     r = run_fscrub("-v", mnt)
     assert_clean(r, mnt, tree, prefix)
     # The native backends are chosen by filesystem type, generic otherwise.
-    assert "with %s backend" % {"xfs": "xfs", "btrfs": "btrfs"}.get(fstype, "generic") \
-        in r.stdout
+    native = {"xfs": "xfs", "btrfs": "btrfs", "ext4": "ext4"}
+    assert "with %s backend" % native.get(fstype, "generic") in r.stdout
     # the walk really went everywhere, past PATH_MAX where the tree has the chain
     dirs = int(r.stdout.split("Phase 3: ")[2].split(" directories")[0])
     assert dirs >= 20 + (21 if tree.get("deep_dir") else 0), r

@@ -132,7 +132,7 @@ def test_verbose_and_timing(image_factory):
     mnt = img.mount()
     r = run_fscrub("-v", "-T", "-b", mnt)
     assert r.rc == 0, r
-    assert "scrubbing %s (ext4) with generic backend" % mnt in r.stdout
+    assert "scrubbing %s (ext4) with ext4 backend" % mnt in r.stdout
     assert "1 threads" in r.stdout          # -b: one thread
     for n in (1, 2, 3, 4, 6):
         assert "Phase %d: wall " % n in r.stdout, r

@@ -1,0 +1,656 @@
+/*
+ * ext4: the backend for ext2/3/4 on a block device; see ext4.h for the
+ * shape of the backend and the live-filesystem rule.
+ *
+ * Phase 1 identifies the filesystem (statfs magic, the mount's device, the
+ * superblock's magic and features), syncs it (syncfs: everything written
+ * before the scan is at least in the journal) and opens the device
+ * read-only with libext2fs: no journal replay (libext2fs never replays),
+ * no write, direct I/O, the I/O manager's cache off, checksum errors
+ * ignored by libext2fs so that fscrub verifies each checksum itself.
+ *
+ * Phase 2 checks what the superblock and the group descriptors say: the
+ * primary superblock's checksum and geometry, every backup superblock
+ * against the primary (the fields that never change on a mounted
+ * filesystem but with an online resize, which writes all of them), every
+ * group descriptor's checksum and the places it names, the checksums of
+ * the block and inode bitmaps and the free counts of each group against
+ * its bitmaps; and, as an info, the sums of the group counts against
+ * statfs (on a live filesystem they differ by reservations, delayed
+ * allocation and changes not yet on the disk).
+ *
+ * Phase 3 (ext4_inodes.c) reads the inode tables after the walk.
+ * Every suspect is confirmed by ext4_confirm.c before it is reported.
+ */
+#include "backends/ext4.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <et/com_err.h>
+
+#include "backends/backend.h"
+#include "checks.h"
+#include "context.h"
+#include "report.h"
+#include "strbuf.h"
+#include "walk.h"
+
+#define EXT4_STATFS_MAGIC 0xEF53	/* statfs f_type of ext2, ext3 and ext4 */
+
+const char *ext4_strerror(errcode_t err)
+{
+	return error_message(err);
+}
+
+bool ext4_inode_location(ext2_filsys fs, ext2_ino_t ino, blk64_t *blk, unsigned *off)
+{
+	uint32_t ipg = fs->super->s_inodes_per_group;
+	uint64_t byte;
+	dgrp_t g;
+
+	if (ino == 0 || ino > fs->super->s_inodes_count)
+		return false;
+	g = (ino - 1) / ipg;
+	byte = (uint64_t)((ino - 1) % ipg) * EXT2_INODE_SIZE(fs->super);
+	*blk = ext2fs_inode_table_loc(fs, g) + byte / fs->blocksize;
+	*off = (unsigned)(byte % fs->blocksize);
+	return ext2fs_inode_table_loc(fs, g) != 0;
+}
+
+blk64_t ext4_gd_block(ext2_filsys fs, dgrp_t g)
+{
+	return ext2fs_descriptor_block_loc2(fs, fs->super->s_first_data_block,
+					    g / EXT2_DESC_PER_BLOCK(fs->super));
+}
+
+const void *ext4_gd_in_block(ext2_filsys fs, dgrp_t g, const unsigned char *blockbuf)
+{
+	return blockbuf + (size_t)(g % EXT2_DESC_PER_BLOCK(fs->super)) * EXT2_DESC_SIZE(fs->super);
+}
+
+/*
+ * Run a libext2fs check of group g's descriptor against a fresh copy of
+ * it: the copy stands in for the descriptor read at open time meanwhile.
+ */
+struct gd_swap {
+	void *slot;
+	unsigned char saved[EXT2_MAX_DESC_SIZE];
+	size_t size;
+};
+
+static void gd_swap_in(ext2_filsys fs, dgrp_t g, const unsigned char *gdblock, struct gd_swap *sw)
+{
+	sw->slot = ext2fs_group_desc(fs, fs->group_desc, g);
+	sw->size = EXT2_DESC_SIZE(fs->super);
+	memcpy(sw->saved, sw->slot, sw->size);
+	memcpy(sw->slot, ext4_gd_in_block(fs, g, gdblock), sw->size);
+}
+
+static void gd_swap_out(struct gd_swap *sw)
+{
+	memcpy(sw->slot, sw->saved, sw->size);
+}
+
+/* ---- identification and setup ------------------------------------------ */
+
+static bool is_ext_fstype(const char *t)
+{
+	return !strcmp(t, "ext4") || !strcmp(t, "ext3") || !strcmp(t, "ext2");
+}
+
+static bool ext4_match(const struct scrub_ctx *ctx)
+{
+	struct stat st;
+
+	return ctx->sfs.f_type == EXT4_STATFS_MAGIC && is_ext_fstype(ctx->fstype) &&
+	       ctx->source && stat(ctx->source, &st) == 0 && S_ISBLK(st.st_mode);
+}
+
+/* Is the mount's source the device the mount is on (not a stale name)? */
+static bool source_is_mounted_device(const struct scrub_ctx *ctx)
+{
+	struct stat st;
+
+	return stat(ctx->source, &st) == 0 && S_ISBLK(st.st_mode) &&
+	       major(st.st_rdev) == ctx->root_stx.stx_dev_major &&
+	       minor(st.st_rdev) == ctx->root_stx.stx_dev_minor;
+}
+
+static int ext4_scan_fs(struct scrub_ctx *ctx)
+{
+	struct ext4_state *st = xcalloc(1, sizeof(*st));
+	errcode_t err;
+	int ret = generic_ops.scan_fs(ctx);
+
+	st->direct_fd = -1;
+	ctx->backend = st;
+	if (ret < 0)
+		return ret;
+	if (!source_is_mounted_device(ctx)) {
+		str_info(ctx, CHECK_EXT4_UNCHECKED, NULL, NULL, 0,
+			 "%s is not the device the filesystem is mounted from: only the "
+			 "generic checks are done", ctx->source);
+		return 0;
+	}
+	if (syncfs(ctx->mnt_fd) < 0)
+		report_verbose(ctx, "Phase 1: syncfs failed (%s)", strerror(errno));
+	st->direct_fd = open(ctx->source, O_RDONLY | O_DIRECT | O_CLOEXEC);
+	if (st->direct_fd < 0)
+		return -errno;
+	/*
+	 * Read-only (no EXT2_FLAG_RW), no MMP (it writes), every checksum
+	 * verified here rather than refused at open, all I/O direct.
+	 */
+	err = ext2fs_open2(ctx->source, "cache=off", EXT2_FLAG_64BITS | EXT2_FLAG_DIRECT_IO |
+			   EXT2_FLAG_IGNORE_CSUM_ERRORS | EXT2_FLAG_SKIP_MMP, 0, 0,
+			   unix_io_manager, &st->fs);
+	if (err) {
+		st->fs = NULL;
+		if (err == EXT2_ET_BAD_MAGIC || err == EXT2_ET_CORRUPT_SUPERBLOCK ||
+		    err == EXT2_ET_UNSUPP_FEATURE || err == EXT2_ET_RO_UNSUPP_FEATURE) {
+			/* The superblock check of phase 2 says what is wrong. */
+			report_verbose(ctx, "Phase 1: libext2fs cannot open %s: %s", ctx->source,
+				       ext4_strerror(err));
+			return 0;
+		}
+		report_operational(ctx, NULL, NULL, 0, "cannot open %s with libext2fs: %s",
+				   ctx->source, ext4_strerror(err));
+		return 0;
+	}
+	st->nr_seen_groups = st->fs->group_desc_count;
+	st->seen = xcalloc(st->nr_seen_groups, sizeof(*st->seen));
+	st->journal_known = ext2fs_has_feature_journal(st->fs->super) &&
+			    !ext2fs_has_feature_journal_dev(st->fs->super) &&
+			    st->fs->super->s_journal_inum != 0;
+	report_verbose(ctx, "Phase 1: %s: %u block groups of %u blocks, %u-byte blocks, "
+		       "%u inodes, %s journal%s", ctx->source, st->fs->group_desc_count,
+		       st->fs->super->s_blocks_per_group, st->fs->blocksize,
+		       st->fs->super->s_inodes_count,
+		       st->journal_known ? "internal" : ext2fs_has_feature_journal(st->fs->super) ?
+		       "external" : "no",
+		       ext2fs_has_feature_metadata_csum(st->fs->super) ? ", metadata checksums" : "");
+	if (!st->journal_known && ext2fs_has_feature_journal(st->fs->super))
+		str_info(ctx, CHECK_EXT4_UNCHECKED, NULL, NULL, 0,
+			 "the journal is on another device: recent transactions cannot be "
+			 "read, so every suspect is an info");
+	return 0;
+}
+
+static void ext4_cleanup(struct scrub_ctx *ctx)
+{
+	struct ext4_state *st = ext4_state(ctx);
+
+	if (!st)
+		return;
+	for (size_t i = 0; i < st->nr_suspects; i++)
+		free(st->suspects[i].msg);
+	free(st->suspects);
+	if (st->seen) {
+		for (dgrp_t g = 0; g < st->nr_seen_groups; g++)
+			free(atomic_load(&st->seen[g]));
+		free(st->seen);
+	}
+	if (st->claimed)
+		ext2fs_free_block_bitmap(st->claimed);
+	if (st->fs)
+		ext2fs_close_free(&st->fs);
+	if (st->direct_fd >= 0)
+		close(st->direct_fd);
+	free(st);
+	ctx->backend = NULL;
+}
+
+/* ---- phase 2: superblocks ----------------------------------------------- */
+
+/* The primary superblock's block and its offset in it. */
+static blk64_t sb_block(ext2_filsys fs, unsigned *off)
+{
+	*off = SUPERBLOCK_OFFSET % fs->blocksize;
+	return SUPERBLOCK_OFFSET / fs->blocksize;
+}
+
+/* What is wrong with a superblock's geometry, NULL if nothing. */
+static const char *sb_insane(ext2_filsys fs, const struct ext2_super_block *sb)
+{
+	uint64_t blocks = ext2fs_blocks_count((struct ext2_super_block *)sb);
+	uint64_t groups;
+
+	if (sb->s_magic != EXT2_SUPER_MAGIC)
+		return "bad magic number";
+	if ((unsigned)EXT2_BLOCK_SIZE(sb) != fs->blocksize)
+		return "block size differs from the one the filesystem was opened with";
+	if (sb->s_blocks_per_group == 0 || sb->s_blocks_per_group > 8 * fs->blocksize ||
+	    sb->s_inodes_per_group == 0 || sb->s_inodes_per_group > 8 * fs->blocksize)
+		return "blocks or inodes per group out of range";
+	if (sb->s_first_data_block != (fs->blocksize == 1024 ? 1U : 0U) &&
+	    !(fs->blocksize == 1024 && sb->s_first_data_block == 0))
+		return "first data block is wrong for the block size";
+	groups = (blocks - sb->s_first_data_block + sb->s_blocks_per_group - 1) /
+		 sb->s_blocks_per_group;
+	if ((uint64_t)sb->s_inodes_count != groups * sb->s_inodes_per_group)
+		return "inode count is not inodes per group times the number of groups";
+	if (ext2fs_r_blocks_count((struct ext2_super_block *)sb) > blocks)
+		return "more reserved blocks than blocks";
+	if (sb->s_free_inodes_count > sb->s_inodes_count)
+		return "more free inodes than inodes";
+	if (sb->s_rev_level > EXT2_DYNAMIC_REV)
+		return "unknown revision level";
+	if (sb->s_rev_level == EXT2_DYNAMIC_REV &&
+	    (sb->s_inode_size < EXT2_GOOD_OLD_INODE_SIZE || sb->s_inode_size > fs->blocksize ||
+	     (sb->s_inode_size & (sb->s_inode_size - 1))))
+		return "inode size out of range";
+	return NULL;
+}
+
+static bool sb_primary_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+			   unsigned char *const *bufs)
+{
+	ext2_filsys fs = ext4_state(ctx)->fs;
+	struct ext2_super_block *sb = (void *)(bufs[0] + s->arg[0]);
+
+	return !ext2fs_superblock_csum_verify(fs, sb) || sb_insane(fs, sb);
+}
+
+/* Features the kernel sets and clears on the primary only while mounted. */
+#define INCOMPAT_LIVE (EXT3_FEATURE_INCOMPAT_RECOVER)
+#define RO_COMPAT_LIVE (EXT4_FEATURE_RO_COMPAT_ORPHAN_PRESENT)
+
+/* The first field in which a backup disagrees with the primary, or NULL. */
+static const char *sb_backup_differs(const struct ext2_super_block *p,
+				     const struct ext2_super_block *b)
+{
+#define SAME(f) if (p->f != b->f) return #f
+	SAME(s_magic);
+	SAME(s_inodes_count);
+	SAME(s_blocks_count);
+	SAME(s_blocks_count_hi);
+	SAME(s_first_data_block);
+	SAME(s_log_block_size);
+	SAME(s_log_cluster_size);
+	SAME(s_blocks_per_group);
+	SAME(s_clusters_per_group);
+	SAME(s_inodes_per_group);
+	SAME(s_rev_level);
+	SAME(s_first_ino);
+	SAME(s_inode_size);
+	SAME(s_reserved_gdt_blocks);
+	SAME(s_desc_size);
+	SAME(s_log_groups_per_flex);
+	SAME(s_journal_inum);
+	SAME(s_checksum_type);
+#undef SAME
+	if ((p->s_feature_incompat & ~INCOMPAT_LIVE) != (b->s_feature_incompat & ~INCOMPAT_LIVE))
+		return "s_feature_incompat";
+	if ((p->s_feature_ro_compat & ~RO_COMPAT_LIVE) != (b->s_feature_ro_compat & ~RO_COMPAT_LIVE))
+		return "s_feature_ro_compat";
+	if (memcmp(p->s_uuid, b->s_uuid, sizeof(p->s_uuid)))
+		return "s_uuid";
+	return NULL;
+}
+
+/* A backup: its checksum, its group number, the fields that must agree. */
+static const char *sb_backup_bad(ext2_filsys fs, const struct ext2_super_block *primary,
+				 const struct ext2_super_block *b, dgrp_t g)
+{
+	static char why[96];
+	const char *field;
+
+	if (b->s_magic != EXT2_SUPER_MAGIC)
+		return "bad magic number";
+	if (!ext2fs_superblock_csum_verify(fs, (struct ext2_super_block *)b))
+		return "checksum does not match";
+	if ((dgrp_t)b->s_block_group_nr != g) {
+		snprintf(why, sizeof(why), "says it is in group %u", b->s_block_group_nr);
+		return why;
+	}
+	if ((field = sb_backup_differs(primary, b))) {
+		snprintf(why, sizeof(why), "%s differs from the primary's", field);
+		return why;
+	}
+	return NULL;
+}
+
+static bool sb_backup_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+				unsigned char *const *bufs)
+{
+	ext2_filsys fs = ext4_state(ctx)->fs;
+	const struct ext2_super_block *p = (void *)(bufs[1] + s->arg[1]);
+
+	return sb_backup_bad(fs, p, (void *)bufs[0], (dgrp_t)s->arg[0]) != NULL;
+}
+
+static void check_superblocks(struct scrub_ctx *ctx)
+{
+	struct ext4_state *st = ext4_state(ctx);
+	ext2_filsys fs = st->fs;
+	unsigned char *pbuf = ext4_block_buf(st), *bbuf = ext4_block_buf(st);
+	unsigned off;
+	blk64_t pblk = sb_block(fs, &off);
+	const struct ext2_super_block *primary = (void *)(pbuf + off);
+	const char *why;
+	int ret;
+
+	if ((ret = ext4_read_direct(st, pblk, pbuf)) < 0) {
+		report_operational(ctx, NULL, NULL, -ret, "cannot read the superblock");
+		goto out;
+	}
+	why = !ext2fs_superblock_csum_verify(fs, (struct ext2_super_block *)primary) ?
+	      "checksum does not match" : sb_insane(fs, primary);
+	if (why) {
+		struct ext4_suspect *s = ext4_suspect_add(ctx, CHECK_EXT4_SUPERBLOCK, 0,
+							  sb_primary_bad, "superblock: %s", why);
+		ext4_suspect_block(s, pblk);
+		s->arg[0] = off;
+		goto out;	/* backups are compared with a good primary only */
+	}
+	for (dgrp_t g = 1; g < fs->group_desc_count && !scrub_should_stop(ctx); g++) {
+		blk64_t b;
+
+		if (!ext2fs_bg_has_super(fs, g))
+			continue;
+		b = ext2fs_group_first_block2(fs, g);
+		if ((ret = ext4_read_direct(st, b, bbuf)) < 0) {
+			if (errno_is_corruption(-ret))
+				str_error(ctx, CHECK_EXT4_SB_BACKUP, NULL, NULL, 0,
+					  "backup superblock in group %u (block %llu) cannot be "
+					  "read: %s", g, (unsigned long long)b, strerror(-ret));
+			else
+				report_operational(ctx, NULL, NULL, -ret, "reading block %llu",
+						   (unsigned long long)b);
+			continue;
+		}
+		why = sb_backup_bad(fs, primary, (void *)bbuf, g);
+		if (why) {
+			struct ext4_suspect *s = ext4_suspect_add(ctx, CHECK_EXT4_SB_BACKUP, 0,
+				sb_backup_still_bad, "backup superblock in group %u (block %llu): %s",
+				g, (unsigned long long)b, why);
+			ext4_suspect_block(s, b);
+			ext4_suspect_block(s, pblk);
+			s->arg[0] = g;
+			s->arg[1] = off;
+		}
+	}
+out:
+	free(pbuf);
+	free(bbuf);
+}
+
+/* ---- phase 2: group descriptors and bitmaps ------------------------------ */
+
+/* What is wrong with group g's descriptor (as now in fs->group_desc), or NULL. */
+static const char *gd_bad(ext2_filsys fs, dgrp_t g)
+{
+	blk64_t first = ext2fs_group_first_block2(fs, g), last = ext2fs_group_last_block2(fs, g);
+	blk64_t end = ext2fs_blocks_count(fs->super);
+	blk64_t bb = ext2fs_block_bitmap_loc(fs, g), ib = ext2fs_inode_bitmap_loc(fs, g);
+	blk64_t it = ext2fs_inode_table_loc(fs, g);
+	bool flex = ext2fs_has_feature_flex_bg(fs->super);
+
+	if (!ext2fs_group_desc_csum_verify(fs, g))
+		return "checksum does not match";
+	if (bb < fs->super->s_first_data_block || bb >= end || ib < fs->super->s_first_data_block ||
+	    ib >= end || it < fs->super->s_first_data_block ||
+	    it + fs->inode_blocks_per_group > end)
+		return "a bitmap or the inode table is outside the filesystem";
+	if (!flex && (bb < first || bb > last || ib < first || ib > last || it < first ||
+		      it + fs->inode_blocks_per_group - 1 > last))
+		return "a bitmap or the inode table is outside its group";
+	if (ext2fs_bg_free_blocks_count(fs, g) > (uint32_t)ext2fs_group_blocks_count(fs, g))
+		return "more free blocks than the group has";
+	if (ext2fs_bg_free_inodes_count(fs, g) > fs->super->s_inodes_per_group)
+		return "more free inodes than the group has";
+	if (ext2fs_bg_itable_unused(fs, g) > fs->super->s_inodes_per_group)
+		return "more unused inode-table entries than the group has";
+	return NULL;
+}
+
+static bool gd_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+			 unsigned char *const *bufs)
+{
+	ext2_filsys fs = ext4_state(ctx)->fs;
+	struct gd_swap sw;
+	bool bad;
+
+	gd_swap_in(fs, (dgrp_t)s->arg[0], bufs[0], &sw);
+	bad = gd_bad(fs, (dgrp_t)s->arg[0]) != NULL;
+	gd_swap_out(&sw);
+	return bad;
+}
+
+/* Zero bits among the first nbits of a bitmap block. */
+static uint32_t count_free(const unsigned char *bm, uint32_t nbits)
+{
+	uint32_t used = 0;
+
+	for (uint32_t i = 0; i < nbits / 8; i++)
+		used += (uint32_t)__builtin_popcount(bm[i]);
+	for (uint32_t i = nbits & ~7U; i < nbits; i++)
+		used += (bm[i / 8] >> (i % 8)) & 1;
+	return nbits - used;
+}
+
+enum bitmap_kind { BITMAP_BLOCK, BITMAP_INODE };
+
+static uint32_t bitmap_bits(ext2_filsys fs, dgrp_t g, enum bitmap_kind k)
+{
+	if (k == BITMAP_INODE)
+		return fs->super->s_inodes_per_group;
+	return (uint32_t)(((blk64_t)ext2fs_group_blocks_count(fs, g) +
+			   EXT2FS_CLUSTER_RATIO(fs) - 1) >> fs->cluster_ratio_bits);
+}
+
+/* arg: group, kind, what (0: checksum, 1: free count) */
+static const char *bitmap_bad(ext2_filsys fs, dgrp_t g, enum bitmap_kind k,
+			      const unsigned char *bm, int what)
+{
+	static char why[128];
+
+	if (what == 0) {
+		bool ok = k == BITMAP_BLOCK ?
+			ext2fs_block_bitmap_csum_verify(fs, g, (char *)bm,
+							EXT2_CLUSTERS_PER_GROUP(fs->super) / 8) :
+			ext2fs_inode_bitmap_csum_verify(fs, g, (char *)bm,
+							EXT2_INODES_PER_GROUP(fs->super) / 8);
+		return ok ? NULL : "checksum does not match";
+	}
+	uint32_t free_bits = count_free(bm, bitmap_bits(fs, g, k));
+	uint32_t gd = k == BITMAP_BLOCK ? ext2fs_bg_free_blocks_count(fs, g) :
+					  ext2fs_bg_free_inodes_count(fs, g);
+
+	if (free_bits == gd)
+		return NULL;
+	snprintf(why, sizeof(why), "the group descriptor says %u free %s, the bitmap has %u",
+		 gd, k == BITMAP_BLOCK ? (EXT2FS_CLUSTER_RATIO(fs) > 1 ? "clusters" : "blocks") :
+		 "inodes", free_bits);
+	return why;
+}
+
+static bool bitmap_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+			     unsigned char *const *bufs)
+{
+	ext2_filsys fs = ext4_state(ctx)->fs;
+	dgrp_t g = (dgrp_t)s->arg[0];
+	struct gd_swap sw;
+	bool bad;
+
+	gd_swap_in(fs, g, bufs[1], &sw);
+	/* The bitmap must still be where the fresh descriptor says. */
+	blk64_t where = s->arg[1] == BITMAP_BLOCK ? ext2fs_block_bitmap_loc(fs, g) :
+						    ext2fs_inode_bitmap_loc(fs, g);
+	bool uninit = ext2fs_bg_flags_test(fs, g, s->arg[1] == BITMAP_BLOCK ?
+					   EXT2_BG_BLOCK_UNINIT : EXT2_BG_INODE_UNINIT);
+
+	bad = where == s->blocks[0] && !uninit &&
+	      bitmap_bad(fs, g, (enum bitmap_kind)s->arg[1], bufs[0], (int)s->arg[2]) != NULL;
+	gd_swap_out(&sw);
+	return bad;
+}
+
+static void check_one_bitmap(struct scrub_ctx *ctx, dgrp_t g, enum bitmap_kind k,
+			     unsigned char *buf)
+{
+	struct ext4_state *st = ext4_state(ctx);
+	ext2_filsys fs = st->fs;
+	const char *name = k == BITMAP_BLOCK ? "block" : "inode";
+	blk64_t blk = k == BITMAP_BLOCK ? ext2fs_block_bitmap_loc(fs, g) :
+					  ext2fs_inode_bitmap_loc(fs, g);
+	int ret;
+
+	if (ext2fs_bg_flags_test(fs, g, k == BITMAP_BLOCK ? EXT2_BG_BLOCK_UNINIT :
+				 EXT2_BG_INODE_UNINIT))
+		return;		/* never written: nothing on the disk to check */
+	if ((ret = ext4_read_direct(st, blk, buf)) < 0) {
+		if (errno_is_corruption(-ret))
+			str_error(ctx, k == BITMAP_BLOCK ? CHECK_EXT4_BLOCK_BITMAP :
+				  CHECK_EXT4_INODE_BITMAP, NULL, NULL, 0,
+				  "%s bitmap of group %u (block %llu) cannot be read: %s", name,
+				  g, (unsigned long long)blk, strerror(-ret));
+		else
+			report_operational(ctx, NULL, NULL, -ret, "reading block %llu",
+					   (unsigned long long)blk);
+		return;
+	}
+	for (int what = 0; what < 2; what++) {
+		const char *why = bitmap_bad(fs, g, k, buf, what);
+
+		if (!why)
+			continue;
+		const char *check = what == 1 ? CHECK_EXT4_GROUP_COUNTS :
+				    k == BITMAP_BLOCK ? CHECK_EXT4_BLOCK_BITMAP :
+				    CHECK_EXT4_INODE_BITMAP;
+		struct ext4_suspect *s = ext4_suspect_add(ctx, check, 0, bitmap_still_bad,
+			"group %u: %s bitmap (block %llu): %s", g, name,
+			(unsigned long long)blk, why);
+
+		ext4_suspect_block(s, blk);
+		ext4_suspect_block(s, ext4_gd_block(fs, g));
+		s->arg[0] = g;
+		s->arg[1] = k;
+		s->arg[2] = (uint64_t)what;
+		if (what == 0)
+			break;	/* a bitmap that fails its checksum is not counted */
+	}
+}
+
+static void check_groups(struct scrub_ctx *ctx)
+{
+	struct ext4_state *st = ext4_state(ctx);
+	ext2_filsys fs = st->fs;
+	unsigned char *buf = ext4_block_buf(st);
+	unsigned long long bad_gd = 0;
+
+	for (dgrp_t g = 0; g < fs->group_desc_count && !scrub_should_stop(ctx); g++) {
+		const char *why = gd_bad(fs, g);
+
+		if (why) {
+			struct ext4_suspect *s = ext4_suspect_add(ctx, CHECK_EXT4_GROUP_DESC, 0,
+				gd_still_bad, "group descriptor %u (in block %llu): %s", g,
+				(unsigned long long)ext4_gd_block(fs, g), why);
+
+			ext4_suspect_block(s, ext4_gd_block(fs, g));
+			s->arg[0] = g;
+			bad_gd++;
+			continue;	/* its bitmaps may be anywhere */
+		}
+		check_one_bitmap(ctx, g, BITMAP_BLOCK, buf);
+		check_one_bitmap(ctx, g, BITMAP_INODE, buf);
+	}
+	free(buf);
+}
+
+/* Sums of the group counts against statfs: an info (the live fs differs). */
+static void compare_statfs(struct scrub_ctx *ctx)
+{
+	ext2_filsys fs = ext4_state(ctx)->fs;
+	unsigned long long fb = 0, fi = 0;
+	struct statvfs sv;
+
+	for (dgrp_t g = 0; g < fs->group_desc_count; g++) {
+		fb += ext2fs_bg_free_blocks_count(fs, g);
+		fi += ext2fs_bg_free_inodes_count(fs, g);
+	}
+	fb <<= fs->cluster_ratio_bits;
+	if (fstatvfs(ctx->mnt_fd, &sv) < 0)
+		return;
+	/* statfs f_frsize is the block size on ext4 (clusters are shown as blocks). */
+	str_info(ctx, CHECK_EXT4_STATFS, NULL, NULL, 0,
+		 "group descriptors on the disk: %llu free blocks, %llu free inodes; statfs: "
+		 "%llu free blocks, %llu free inodes", fb, fi,
+		 (unsigned long long)sv.f_bfree, (unsigned long long)sv.f_ffree);
+}
+
+static int ext4_scan_metadata(struct scrub_ctx *ctx)
+{
+	struct ext4_state *st = ext4_state(ctx);
+	int ret = generic_ops.scan_metadata(ctx);
+
+	if (!st || st->direct_fd < 0)
+		return ret;
+	if (!st->fs) {
+		/* libext2fs refused the superblock: say why, from the disk. */
+		unsigned char *buf;
+		int r;
+
+		if (posix_memalign((void **)&buf, 4096, 4096))
+			abort();
+		r = (int)pread(st->direct_fd, buf, 4096, 0);
+		const struct ext2_super_block *sb = (void *)(buf + SUPERBLOCK_OFFSET);
+
+		if (r == 4096 && sb->s_magic != EXT2_SUPER_MAGIC)
+			str_error(ctx, CHECK_EXT4_SUPERBLOCK, NULL, NULL, 0,
+				  "superblock: bad magic number 0x%04x", sb->s_magic);
+		else
+			str_error(ctx, CHECK_EXT4_SUPERBLOCK, NULL, NULL, 0,
+				  "superblock: libext2fs cannot use it (see -v)");
+		free(buf);
+		return ret;
+	}
+	check_superblocks(ctx);
+	check_groups(ctx);
+	ext4_confirm_run(ctx);
+	compare_statfs(ctx);
+	report_verbose(ctx, "Phase 2: ext4: superblock, %u group descriptors and their "
+		       "bitmaps checked", st->fs->group_desc_count);
+	return ret;
+}
+
+static int ext4_summary(struct scrub_ctx *ctx)
+{
+	struct ext4_state *st = ext4_state(ctx);
+
+	generic_ops.summary(ctx);
+	if (st && st->fs)
+		report_verbose(ctx, "Phase 6: ext4: %llu inodes, %llu extent blocks, %llu "
+			       "directory blocks read from the disk; %llu suspects confirmed, "
+			       "%llu cleared", st->inodes_scanned, st->extent_blocks,
+			       st->dir_blocks, st->confirmed, st->cleared);
+	return 0;
+}
+
+static int ext4_scan_inodes_hook(struct scrub_ctx *ctx)
+{
+	struct ext4_state *st = ext4_state(ctx);
+
+	if (!st || !st->fs)
+		return 0;
+	return ext4_scan_inodes(ctx);
+}
+
+const struct scrub_ops ext4_ops = {
+	.name = "ext4",
+	.repair_tool = "fsck",
+	.match = ext4_match,
+	.scan_fs = ext4_scan_fs,
+	.scan_metadata = ext4_scan_metadata,
+	.scan_inodes = ext4_scan_inodes_hook,
+	.check_dir = ext4_check_dir,
+	.check_inode = ext4_check_inode,
+	.summary = ext4_summary,
+	.cleanup = ext4_cleanup,
+};

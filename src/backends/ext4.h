@@ -1,0 +1,159 @@
+/*
+ * ext4: the ext4 backend's private interface, shared by its three files.
+ *
+ *   ext4.c          the ops table; phase 1 (identify, syncfs, open the
+ *                   device with libext2fs) and phase 2 (superblock and its
+ *                   backups, group descriptors, bitmaps, free counts).
+ *   ext4_inodes.c   phase 3: the walk hooks (what the walk saw of every
+ *                   inode) and the inode-table scan after the walk: inode,
+ *                   extent and directory checksums and structure, orphans,
+ *                   link counts and extent maps against the walk, the block
+ *                   bitmap against the blocks in use.
+ *   ext4_confirm.c  the live-filesystem rule: every suspect is re-read
+ *                   from the disk with O_DIRECT after syncfs, twice, a short
+ *                   delay apart, and is an error only if the same bytes
+ *                   still fail and no recent journal transaction logged any
+ *                   block it involves; otherwise an info.
+ *
+ * libext2fs reads the device, never the kernel's cache: the block device's
+ * page cache is not coherent with what ext4 is doing, and on a journalled
+ * filesystem the disk lags the journal (committed transactions are written
+ * to their final places only at checkpoint).  So the device is opened with
+ * EXT2_FLAG_DIRECT_IO and the unix I/O manager's cache off, and everything
+ * first seen wrong is only a suspect until ext4_confirm_run() says so.
+ *
+ * Everything here is single-threaded (phases 1-3 outside the walk) except
+ * ext4_walk_note(), which the walk threads call.
+ */
+#ifndef FSCRUB_BACKEND_EXT4_H
+#define FSCRUB_BACKEND_EXT4_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <ext2fs/ext2fs.h>
+
+struct scrub_ctx;
+
+/* How many fs blocks one suspect may involve (an inode and its extent tree). */
+#define EXT4_SUSPECT_BLOCKS 32
+
+struct ext4_suspect;
+
+/*
+ * Is the suspect still bad, judged only from fresh copies of its blocks
+ * (bufs[i] is block blocks[i], fs->blocksize bytes)?  Returns true if so.
+ */
+typedef bool (*ext4_still_bad_fn)(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+				  unsigned char *const *bufs);
+
+/*
+ * Something seen wrong on the first read.  msg is what the error says if
+ * confirmed; the suspect owns it.
+ */
+struct ext4_suspect {
+	const char *check;
+	uint64_t ino;			/* 0: not about one inode */
+	char *msg;
+	blk64_t blocks[EXT4_SUSPECT_BLOCKS];
+	unsigned nr_blocks;
+	ext4_still_bad_fn still_bad;
+	/* For still_bad: what the suspect is about. */
+	uint64_t arg[4];
+	/*
+	 * An extra look through the kernel (ext4_inodes.c), NULL: none.
+	 * Returns why the kernel's view clears the suspect, or NULL.
+	 */
+	const char *(*kernel_view)(struct scrub_ctx *ctx, const struct ext4_suspect *s);
+	/* Filled by ext4_confirm_run(): why it is not an error, or NULL. */
+	const char *cleared;
+};
+
+/* Per-inode memory of what the walk saw (ext4_inodes.c). */
+struct ext4_seen {
+	_Atomic uint16_t nlink;		/* st_nlink + 1 (capped), 0: not reached */
+	_Atomic uint16_t flags;		/* EXT4_SEEN_* */
+	_Atomic uint32_t map_hash;	/* FIEMAP map digest (EXT4_SEEN_MAP) */
+};
+
+enum {
+	EXT4_SEEN_CHANGED	= (1 << 0),	/* changed during the scan */
+	EXT4_SEEN_MAP		= (1 << 1),	/* map_hash is valid */
+	EXT4_SEEN_DIR		= (1 << 2),
+};
+
+struct ext4_state {
+	ext2_filsys fs;
+	int direct_fd;			/* the device, O_RDONLY|O_DIRECT */
+	bool journal_known;		/* an internal journal we can read */
+	bool confirm_cap;		/* open_by_handle_at works */
+	/* The walk's view, one chunk of ext4_seen per block group, on demand. */
+	_Atomic(struct ext4_seen *) *seen;
+	dgrp_t nr_seen_groups;
+	/* The list of suspects waiting for ext4_confirm_run(). */
+	struct ext4_suspect *suspects;
+	size_t nr_suspects, alloc_suspects;
+	/* Counters for phase 6. */
+	unsigned long long inodes_scanned, extent_blocks, dir_blocks, confirmed, cleared;
+	/* Blocks claimed by inodes and metadata (phase 3), NULL before. */
+	ext2fs_block_bitmap claimed;
+};
+
+static inline struct ext4_state *ext4_state(struct scrub_ctx *ctx);
+
+/* ---- ext4_confirm.c ---- */
+
+/*
+ * Add a suspect (copied; msg is formatted).  Returns it so the caller can
+ * add blocks and arguments; at most EXT4_SUSPECT_BLOCKS blocks are kept.
+ */
+struct ext4_suspect *ext4_suspect_add(struct scrub_ctx *ctx, const char *check, uint64_t ino,
+				      ext4_still_bad_fn still_bad, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+void ext4_suspect_block(struct ext4_suspect *s, blk64_t blk);
+/*
+ * Confirm or clear every queued suspect and report it: an error if still
+ * bad in two fresh O_DIRECT reads after syncfs, with the same bytes, in
+ * blocks no recent journal transaction logged; else an info.
+ */
+void ext4_confirm_run(struct scrub_ctx *ctx);
+/*
+ * Read one block from the disk, bypassing every cache, into buf (aligned,
+ * fs->blocksize bytes).  Returns 0 or a negative errno.
+ */
+int ext4_read_direct(struct ext4_state *st, blk64_t blk, void *buf);
+/* An aligned buffer of one fs block, zeroed; free() it. */
+void *ext4_block_buf(const struct ext4_state *st);
+
+/* ---- ext4_inodes.c ---- */
+
+/* Phase 3 walk hooks. */
+struct walk_thread;
+struct walk_dir;
+struct walk_entry;
+void ext4_check_inode(struct walk_thread *t, const struct walk_dir *d,
+		      const struct walk_entry *e, int fd);
+void ext4_check_dir(struct walk_thread *t, const struct walk_dir *d);
+/* Phase 3 after the walk. */
+int ext4_scan_inodes(struct scrub_ctx *ctx);
+
+/* ---- ext4.c ---- */
+
+/* The block and the byte offset in it of inode ino in the inode table. */
+bool ext4_inode_location(ext2_filsys fs, ext2_ino_t ino, blk64_t *blk, unsigned *off);
+/* The block that holds group g's descriptor. */
+blk64_t ext4_gd_block(ext2_filsys fs, dgrp_t g);
+/* Fresh bytes of group g's descriptor, out of its descriptor block. */
+const void *ext4_gd_in_block(ext2_filsys fs, dgrp_t g, const unsigned char *blockbuf);
+/* A libext2fs error code as text. */
+const char *ext4_strerror(errcode_t err);
+
+#include "context.h"
+
+static inline struct ext4_state *ext4_state(struct scrub_ctx *ctx)
+{
+	return ctx->backend;
+}
+
+#endif

@@ -1,0 +1,415 @@
+/*
+ * ext4_confirm: the live-filesystem rule of the ext4 backend; see ext4.h.
+ *
+ * A check that fails on the first read queues a suspect: the blocks it
+ * involves and a predicate that judges fresh copies of them.  Suspects are
+ * confirmed in batches, so that the delays are paid once per batch:
+ *
+ *   1. read the journal: every fs block logged (or revoked) by a
+ *      transaction still in the log, from the on-disk journal superblock's
+ *      s_start on, is "recent" -- its final place on the disk may lag;
+ *   2. syncfs the mount, re-read every block with O_DIRECT, ask the
+ *      predicate;
+ *   3. wait CONFIRM_DELAY_MS, syncfs again, re-read, ask again, and
+ *      compare the bytes with the previous read;
+ *   4. read the journal again.
+ *
+ * A suspect is an error only if both reads fail the predicate with the same
+ * bytes and none of its blocks is recent in either journal read (and, for
+ * suspects that have one, the kernel's own view agrees).  Anything else is
+ * an info "changed while being checked" naming why.
+ *
+ * The journal tail on the disk is only ever older than the kernel's (jbd2
+ * writes it after the checkpoint it follows), so transactions from s_start
+ * on are a superset of those not yet checkpointed.  Fast-commit blocks are
+ * not parsed: they name inodes, not blocks, and the blocks they change are
+ * logged again by the next full commit.
+ */
+#include "backends/ext4.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "report.h"
+#include "strbuf.h"
+
+/*
+ * The wait between the two confirming reads: longer than a disk write
+ * takes to complete, far shorter than jbd2's 5 s commit interval, so a
+ * block being checkpointed is caught changing, and a batch costs little.
+ */
+#define CONFIRM_DELAY_MS 250
+/* Suspects confirmed at a time: bounds the buffers (2 x 32 blocks each). */
+#define CONFIRM_BATCH 64
+/* More suspects than this are not queued (a filesystem this broken is said so). */
+#define MAX_SUSPECTS 100000
+
+/* jbd2's on-disk format (big-endian), from the kernel's include/linux/jbd2.h. */
+#define JBD2_MAGIC		0xc03b3998U
+#define JBD2_DESCRIPTOR_BLOCK	1
+#define JBD2_COMMIT_BLOCK	2
+#define JBD2_SUPERBLOCK_V1	3
+#define JBD2_SUPERBLOCK_V2	4
+#define JBD2_REVOKE_BLOCK	5
+#define JBD2_FEATURE_INCOMPAT_64BIT	 0x2
+#define JBD2_FEATURE_INCOMPAT_CSUM_V2	 0x8
+#define JBD2_FEATURE_INCOMPAT_CSUM_V3	 0x10
+#define JBD2_FEATURE_INCOMPAT_FAST_COMMIT 0x20
+#define JBD2_FLAG_SAME_UUID	2
+#define JBD2_FLAG_LAST_TAG	8
+
+static uint32_t be32(const unsigned char *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static uint16_t be16(const unsigned char *p)
+{
+	return (uint16_t)(p[0] << 8 | p[1]);
+}
+
+void *ext4_block_buf(const struct ext4_state *st)
+{
+	void *p = NULL;
+	size_t bs = st->fs->blocksize;
+
+	/* 4096: the largest logical sector size O_DIRECT may ask for. */
+	if (posix_memalign(&p, 4096, bs < 4096 ? 4096 : bs))
+		abort();
+	memset(p, 0, bs);
+	return p;
+}
+
+int ext4_read_direct(struct ext4_state *st, blk64_t blk, void *buf)
+{
+	size_t bs = st->fs->blocksize;
+	ssize_t n;
+
+	if (blk >= ext2fs_blocks_count(st->fs->super))
+		return -ERANGE;
+	n = pread(st->direct_fd, buf, bs, (off_t)(blk * bs));
+	if (n < 0)
+		return -errno;
+	return (size_t)n == bs ? 0 : -EIO;
+}
+
+/* ---- the journal's recent blocks ---------------------------------------- */
+
+struct blkset {
+	blk64_t *b;
+	size_t n, alloc;
+};
+
+static void blkset_add(struct blkset *s, blk64_t b)
+{
+	if (s->n == s->alloc) {
+		s->alloc = s->alloc ? 2 * s->alloc : 256;
+		s->b = xrealloc(s->b, s->alloc * sizeof(*s->b));
+	}
+	s->b[s->n++] = b;
+}
+
+static int blk_cmp(const void *a, const void *b)
+{
+	blk64_t x = *(const blk64_t *)a, y = *(const blk64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static bool blkset_has(const struct blkset *s, blk64_t b)
+{
+	return s->n && bsearch(&b, s->b, s->n, sizeof(*s->b), blk_cmp);
+}
+
+/* Journal block (logical, in the journal inode) to fs block. */
+static int journal_bmap(struct ext4_state *st, blk64_t lblk, blk64_t *pblk)
+{
+	errcode_t err = ext2fs_bmap2(st->fs, st->fs->super->s_journal_inum, NULL, NULL, 0,
+				     lblk, NULL, pblk);
+
+	return err || !*pblk ? -EIO : 0;
+}
+
+static int journal_read(struct ext4_state *st, blk64_t lblk, unsigned char *buf)
+{
+	blk64_t pblk;
+	int ret = journal_bmap(st, lblk, &pblk);
+
+	return ret ? ret : ext4_read_direct(st, pblk, buf);
+}
+
+struct jsb {
+	uint32_t blocksize, maxlen, first, sequence, start, incompat, fc_blocks;
+};
+
+static size_t tag_bytes(uint32_t incompat)
+{
+	size_t sz;
+
+	if (incompat & JBD2_FEATURE_INCOMPAT_CSUM_V3)
+		return 16;
+	sz = 12;
+	if (incompat & JBD2_FEATURE_INCOMPAT_CSUM_V2)
+		sz += 2;
+	return (incompat & JBD2_FEATURE_INCOMPAT_64BIT) ? sz : sz - 4;
+}
+
+/* Parse a descriptor block: add its fs blocks; return how many data blocks follow. */
+static unsigned parse_descriptor(const struct jsb *j, const unsigned char *b, size_t bs,
+				 struct blkset *out)
+{
+	size_t tb = tag_bytes(j->incompat), off = 12, end = bs;
+	bool v3 = j->incompat & JBD2_FEATURE_INCOMPAT_CSUM_V3;
+	unsigned n = 0;
+
+	if (j->incompat & (JBD2_FEATURE_INCOMPAT_CSUM_V2 | JBD2_FEATURE_INCOMPAT_CSUM_V3))
+		end -= 4;	/* struct jbd2_journal_block_tail */
+	while (off + tb <= end) {
+		const unsigned char *t = b + off;
+		uint32_t flags = v3 ? be32(t + 4) : be16(t + 6);
+		blk64_t blk = be32(t);
+
+		if ((j->incompat & JBD2_FEATURE_INCOMPAT_64BIT) && tb >= 12)
+			blk |= (blk64_t)be32(t + 8) << 32;
+		blkset_add(out, blk);
+		n++;
+		off += tb;
+		if (!(flags & JBD2_FLAG_SAME_UUID))
+			off += 16;
+		if (flags & JBD2_FLAG_LAST_TAG)
+			break;
+	}
+	return n;
+}
+
+static void parse_revoke(const struct jsb *j, const unsigned char *b, size_t bs,
+			 struct blkset *out)
+{
+	size_t rec = (j->incompat & JBD2_FEATURE_INCOMPAT_64BIT) ? 8 : 4;
+	size_t count = be32(b + 12), off = 16;
+
+	if (count > bs)
+		count = bs;
+	for (; off + rec <= count; off += rec)
+		blkset_add(out, rec == 8 ? (blk64_t)be32(b + off) << 32 | be32(b + off + 4)
+					 : be32(b + off));
+}
+
+/*
+ * Every fs block named by a transaction from the journal's tail on, into
+ * out (sorted).  Returns 0, or a negative errno if the journal cannot be
+ * read (then nothing can be said to be old: the caller clears everything).
+ */
+static int journal_recent(struct ext4_state *st, struct blkset *out)
+{
+	size_t bs = st->fs->blocksize;
+	unsigned char *b = ext4_block_buf(st);
+	struct jsb j;
+	int ret = 0;
+
+	out->n = 0;
+	if (!st->journal_known)
+		goto done;
+	if ((ret = journal_read(st, 0, b)) < 0)
+		goto done;
+	if (be32(b) != JBD2_MAGIC ||
+	    (be32(b + 4) != JBD2_SUPERBLOCK_V1 && be32(b + 4) != JBD2_SUPERBLOCK_V2)) {
+		ret = -EUCLEAN;
+		goto done;
+	}
+	j.blocksize = be32(b + 12);
+	j.maxlen = be32(b + 16);
+	j.first = be32(b + 20);
+	j.sequence = be32(b + 24);
+	j.start = be32(b + 28);
+	j.incompat = be32(b + 4) == JBD2_SUPERBLOCK_V2 ? be32(b + 40) : 0;
+	j.fc_blocks = 0;
+	if (j.incompat & JBD2_FEATURE_INCOMPAT_FAST_COMMIT)
+		j.fc_blocks = be32(b + 84) ? be32(b + 84) : 256;	/* JBD2_DEFAULT_FAST_COMMIT_BLOCKS */
+	if (j.blocksize != bs || j.first == 0 || j.maxlen <= j.first + j.fc_blocks) {
+		ret = -EUCLEAN;
+		goto done;
+	}
+	if (j.start == 0)
+		goto done;		/* empty: everything is checkpointed */
+
+	uint32_t last = j.maxlen - j.fc_blocks, pos = j.start, seq = j.sequence;
+
+	/* Visit each log block at most once: the log is circular. */
+	for (uint32_t visited = 0; visited < last - j.first; visited++) {
+		if (pos < j.first || pos >= last)
+			break;
+		if (journal_read(st, pos, b) < 0 || be32(b) != JBD2_MAGIC || be32(b + 8) != seq)
+			break;
+		uint32_t type = be32(b + 4);
+		uint32_t skip = 0;
+
+		if (type == JBD2_DESCRIPTOR_BLOCK)
+			skip = parse_descriptor(&j, b, bs, out);
+		else if (type == JBD2_REVOKE_BLOCK)
+			parse_revoke(&j, b, bs, out);
+		else if (type == JBD2_COMMIT_BLOCK)
+			seq++;
+		else
+			break;
+		visited += skip;
+		pos += 1 + skip;
+		if (pos >= last)
+			pos = j.first + (pos - last);
+	}
+done:
+	free(b);
+	if (out->n)
+		qsort(out->b, out->n, sizeof(*out->b), blk_cmp);
+	return ret;
+}
+
+/* ---- suspects ------------------------------------------------------------ */
+
+struct ext4_suspect *ext4_suspect_add(struct scrub_ctx *ctx, const char *check, uint64_t ino,
+				      ext4_still_bad_fn still_bad, const char *fmt, ...)
+{
+	struct ext4_state *st = ext4_state(ctx);
+	static struct ext4_suspect overflow;	/* absorbs what is not queued */
+	struct strbuf sb = STRBUF_INIT;
+	va_list ap;
+
+	if (st->nr_suspects >= MAX_SUSPECTS) {
+		if (st->nr_suspects++ == MAX_SUSPECTS)
+			str_info(ctx, check, NULL, NULL, ino, "more than %d suspects: the rest "
+				 "are not examined", MAX_SUSPECTS);
+		memset(&overflow, 0, sizeof(overflow));
+		return &overflow;
+	}
+	if (st->nr_suspects == st->alloc_suspects) {
+		st->alloc_suspects = st->alloc_suspects ? 2 * st->alloc_suspects : 16;
+		st->suspects = xrealloc(st->suspects, st->alloc_suspects * sizeof(*st->suspects));
+	}
+	struct ext4_suspect *s = &st->suspects[st->nr_suspects++];
+
+	memset(s, 0, sizeof(*s));
+	va_start(ap, fmt);
+	strbuf_vaddf(&sb, fmt, ap);
+	va_end(ap);
+	s->check = check;
+	s->ino = ino;
+	s->still_bad = still_bad;
+	s->msg = strbuf_detach(&sb);
+	return s;
+}
+
+void ext4_suspect_block(struct ext4_suspect *s, blk64_t blk)
+{
+	for (unsigned i = 0; i < s->nr_blocks; i++)
+		if (s->blocks[i] == blk)
+			return;
+	if (s->nr_blocks < EXT4_SUSPECT_BLOCKS)
+		s->blocks[s->nr_blocks++] = blk;
+	else
+		s->cleared = "it involves too many blocks to be confirmed";
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+/* One round: syncfs, re-read, judge; compare with the previous round's bytes. */
+static void confirm_round(struct scrub_ctx *ctx, struct ext4_suspect *batch, size_t n,
+			  unsigned char ***bufs, int round)
+{
+	struct ext4_state *st = ext4_state(ctx);
+	size_t bs = st->fs->blocksize;
+
+	if (syncfs(ctx->mnt_fd) < 0)
+		report_verbose(ctx, "ext4: syncfs failed (%s)", strerror(errno));
+	for (size_t i = 0; i < n; i++) {
+		struct ext4_suspect *s = &batch[i];
+		unsigned char **now = bufs[2 * i + round], **before = bufs[2 * i + !round];
+
+		if (s->cleared)
+			continue;
+		for (unsigned k = 0; k < s->nr_blocks; k++) {
+			if (ext4_read_direct(st, s->blocks[k], now[k]) < 0) {
+				s->cleared = "a block it involves cannot be read again";
+				break;
+			}
+			if (round && memcmp(now[k], before[k], bs)) {
+				s->cleared = "its blocks changed on the disk";
+				break;
+			}
+		}
+		if (!s->cleared && !s->still_bad(ctx, s, now))
+			s->cleared = round ? "it was right on the third read" :
+					     "it was right when read again";
+	}
+}
+
+static void confirm_batch(struct scrub_ctx *ctx, struct ext4_suspect *batch, size_t n)
+{
+	struct ext4_state *st = ext4_state(ctx);
+	struct blkset j0 = { 0 }, j1 = { 0 };
+	unsigned char ***bufs = xcalloc(2 * n, sizeof(*bufs));
+	bool journal_ok = journal_recent(st, &j0) == 0;
+
+	for (size_t i = 0; i < 2 * n; i++) {
+		bufs[i] = xcalloc(EXT4_SUSPECT_BLOCKS, sizeof(**bufs));
+		for (unsigned k = 0; k < batch[i / 2].nr_blocks; k++)
+			bufs[i][k] = ext4_block_buf(st);
+	}
+	confirm_round(ctx, batch, n, bufs, 0);
+	sleep_ms(CONFIRM_DELAY_MS);
+	confirm_round(ctx, batch, n, bufs, 1);
+	journal_ok = journal_recent(st, &j1) == 0 && journal_ok;
+
+	for (size_t i = 0; i < n; i++) {
+		struct ext4_suspect *s = &batch[i];
+
+		for (unsigned k = 0; k < s->nr_blocks && !s->cleared; k++)
+			if (!journal_ok)
+				s->cleared = "the journal cannot be read to tell old from recent";
+			else if (blkset_has(&j0, s->blocks[k]) || blkset_has(&j1, s->blocks[k]))
+				s->cleared = "a recent journal transaction logged one of its blocks";
+		if (!s->cleared && s->kernel_view)
+			s->cleared = s->kernel_view(ctx, s);
+		if (s->cleared) {
+			st->cleared++;
+			str_changed(ctx, s->check, NULL, NULL, s->ino, "%s (%s)", s->msg, s->cleared);
+		} else {
+			st->confirmed++;
+			str_error(ctx, s->check, NULL, NULL, s->ino, "%s", s->msg);
+		}
+	}
+	for (size_t i = 0; i < 2 * n; i++) {
+		for (unsigned k = 0; k < EXT4_SUSPECT_BLOCKS; k++)
+			free(bufs[i][k]);
+		free(bufs[i]);
+	}
+	free(bufs);
+	free(j0.b);
+	free(j1.b);
+}
+
+void ext4_confirm_run(struct scrub_ctx *ctx)
+{
+	struct ext4_state *st = ext4_state(ctx);
+	size_t n = st->nr_suspects > MAX_SUSPECTS ? MAX_SUSPECTS : st->nr_suspects;
+
+	if (n)
+		report_verbose(ctx, "ext4: %zu %s to confirm from the disk", n,
+			       n == 1 ? "suspect" : "suspects");
+	for (size_t i = 0; i < n && !scrub_should_stop(ctx); i += CONFIRM_BATCH)
+		confirm_batch(ctx, st->suspects + i, n - i < CONFIRM_BATCH ? n - i : CONFIRM_BATCH);
+	for (size_t i = 0; i < n; i++)
+		free(st->suspects[i].msg);
+	st->nr_suspects = 0;
+}

@@ -1,0 +1,1351 @@
+/*
+ * ext4_inodes: phase 3 of the ext4 backend; see ext4.h.
+ *
+ * During the walk, ext4_check_inode() and ext4_check_dir() note what the
+ * kernel showed of every inode reached by a name: its link count, whether
+ * it changed during the scan, and for regular files a digest of the FIEMAP
+ * extent map.  The notes are an array of 8 bytes per inode of each block
+ * group that has an inode reached, allocated on first use.
+ *
+ * After the walk, ext4_scan_inodes() reads every inode table from the disk
+ * (libext2fs's inode scan) and, for every inode the inode bitmap says is in
+ * use:
+ *
+ *   - its checksum (metadata_csum);
+ *   - its extent tree, read block by block with O_DIRECT: header magic,
+ *     entries within the node's capacity, the depth of every level, logical
+ *     order, physical ranges inside the filesystem, every tree block's
+ *     checksum;
+ *   - for a directory, every directory block's checksum and the record
+ *     lengths that chain its entries, and the htree root and index nodes;
+ *   - against the walk: an inode with links that no name reached is an
+ *     orphan; its on-disk link count must be what the kernel showed; its
+ *     extent map must be what FIEMAP showed (both only for inodes that did
+ *     not change during the scan);
+ *   - every block its extents and tree use, and the filesystem's own
+ *     metadata, must be marked in use in the block bitmap.
+ *
+ * Then the orphan list in the superblock is followed.  Every finding is a
+ * suspect for ext4_confirm.c; the inode-level ones (orphan, link count,
+ * extent map) also ask the kernel again, through open_by_handle_at(), for
+ * the inode as it is now.
+ */
+#include "backends/ext4.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fiemap.h>
+#include <linux/fs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "checks.h"
+#include "report.h"
+#include "strbuf.h"
+#include "walk.h"
+
+/* Inode-table blocks per read of the inode scan: 8 MiB at 4 KiB blocks. */
+#define INODE_SCAN_BLOCKS 2048
+/* EXT4_MAX_EXTENT_DEPTH in the kernel. */
+#define MAX_EXTENT_DEPTH 5
+/* FIEMAP records per ioctl in the walk hook (3.5 KiB on the stack). */
+#define HOOK_FIEMAP_BATCH 64
+/* A link count the walk notes as "this or more" (ext4 counts to 65000). */
+#define SEEN_NLINK_MAX 65534
+/* Blocks marked in use that nothing claims: how many are named in the info. */
+#define LEAK_EXAMPLES 4
+/* The legacy "more than 65000 subdirectories" link count of dir_nlink. */
+#define DIR_NLINK_UNCOUNTED 1
+
+/* ---- what the walk saw ------------------------------------------------- */
+
+static struct ext4_seen *seen_slot(struct ext4_state *st, ext2_ino_t ino, bool create)
+{
+	uint32_t ipg = st->fs->super->s_inodes_per_group;
+	dgrp_t g;
+	struct ext4_seen *chunk;
+
+	if (!st->seen || ino == 0 || ino > st->fs->super->s_inodes_count)
+		return NULL;
+	g = (ino - 1) / ipg;
+	chunk = atomic_load(&st->seen[g]);
+	if (!chunk && create) {
+		struct ext4_seen *fresh = xcalloc(ipg, sizeof(*fresh)), *none = NULL;
+
+		if (atomic_compare_exchange_strong(&st->seen[g], &none, fresh))
+			chunk = fresh;
+		else {
+			free(fresh);
+			chunk = none;
+		}
+	}
+	return chunk ? &chunk[(ino - 1) % ipg] : NULL;
+}
+
+/* Merged runs of an extent map, hashed (FNV-1a): the same on both sides. */
+struct map_digest {
+	uint32_t hash;
+	bool have;
+	uint64_t lblk, pblk, len;
+	bool uninit;
+	unsigned long long runs;
+};
+
+static void digest_init(struct map_digest *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->hash = 2166136261U;
+}
+
+static void digest_mix(struct map_digest *m, uint64_t v)
+{
+	for (int i = 0; i < 8; i++) {
+		m->hash ^= (uint8_t)(v >> (8 * i));
+		m->hash *= 16777619U;
+	}
+}
+
+static void digest_flush(struct map_digest *m)
+{
+	if (!m->have)
+		return;
+	digest_mix(m, m->lblk);
+	digest_mix(m, m->pblk);
+	digest_mix(m, m->len);
+	digest_mix(m, m->uninit);
+	m->runs++;
+	m->have = false;
+}
+
+static void digest_add(struct map_digest *m, uint64_t lblk, uint64_t pblk, uint64_t len,
+		       bool uninit)
+{
+	if (m->have && m->lblk + m->len == lblk && m->pblk + m->len == pblk &&
+	    m->uninit == uninit) {
+		m->len += len;
+		return;
+	}
+	digest_flush(m);
+	m->have = true;
+	m->lblk = lblk;
+	m->pblk = pblk;
+	m->len = len;
+	m->uninit = uninit;
+}
+
+static uint32_t digest_end(struct map_digest *m)
+{
+	digest_flush(m);
+	digest_mix(m, m->runs);
+	return m->hash;
+}
+
+/* FIEMAP flags after which physical offsets say nothing about the disk. */
+#define FIEMAP_NOT_ON_DISK (FIEMAP_EXTENT_UNKNOWN | FIEMAP_EXTENT_DELALLOC | \
+			    FIEMAP_EXTENT_ENCODED | FIEMAP_EXTENT_DATA_INLINE | \
+			    FIEMAP_EXTENT_DATA_TAIL | FIEMAP_EXTENT_NOT_ALIGNED)
+
+/* The digest of fd's FIEMAP map in fs blocks; false if it cannot be compared. */
+static bool fiemap_digest(int fd, unsigned bs, uint32_t *out)
+{
+	struct {
+		struct fiemap fm;
+		struct fiemap_extent ext[HOOK_FIEMAP_BATCH];
+	} req;
+	struct map_digest m;
+	uint64_t start = 0;
+
+	digest_init(&m);
+	for (;;) {
+		memset(&req.fm, 0, sizeof(req.fm));
+		req.fm.fm_start = start;
+		req.fm.fm_length = FIEMAP_MAX_OFFSET - start;
+		req.fm.fm_extent_count = HOOK_FIEMAP_BATCH;
+		if (ioctl(fd, FS_IOC_FIEMAP, &req.fm) < 0)
+			return false;
+		for (unsigned i = 0; i < req.fm.fm_mapped_extents; i++) {
+			const struct fiemap_extent *x = &req.ext[i];
+
+			if ((x->fe_flags & FIEMAP_NOT_ON_DISK) || x->fe_logical % bs ||
+			    x->fe_physical % bs || x->fe_length % bs)
+				return false;
+			digest_add(&m, x->fe_logical / bs, x->fe_physical / bs, x->fe_length / bs,
+				   x->fe_flags & FIEMAP_EXTENT_UNWRITTEN);
+		}
+		if (req.fm.fm_mapped_extents < HOOK_FIEMAP_BATCH ||
+		    (req.ext[req.fm.fm_mapped_extents - 1].fe_flags & FIEMAP_EXTENT_LAST))
+			break;
+		const struct fiemap_extent *last = &req.ext[req.fm.fm_mapped_extents - 1];
+		start = last->fe_logical + last->fe_length;
+	}
+	*out = digest_end(&m);
+	return true;
+}
+
+static void note_seen(struct scrub_ctx *ctx, const struct statx *stx, uint16_t flags)
+{
+	struct ext4_state *st = ext4_state(ctx);
+	struct ext4_seen *s;
+	uint32_t nlink = stx->stx_nlink > SEEN_NLINK_MAX ? SEEN_NLINK_MAX : stx->stx_nlink;
+
+	if (!st || !st->fs || stx_devno(stx) != stx_devno(&ctx->root_stx))
+		return;
+	s = seen_slot(st, (ext2_ino_t)stx->stx_ino, true);
+	if (!s)
+		return;
+	if (stx_changed_during_scan(ctx, stx))
+		flags |= EXT4_SEEN_CHANGED;
+	/* Two names of one inode: a different link count means it changed. */
+	uint16_t was = atomic_exchange(&s->nlink, (uint16_t)(nlink + 1));
+	if (was && was != nlink + 1)
+		flags |= EXT4_SEEN_CHANGED;
+	atomic_fetch_or(&s->flags, flags);
+}
+
+void ext4_check_inode(struct walk_thread *t, const struct walk_dir *d,
+		      const struct walk_entry *e, int fd)
+{
+	struct scrub_ctx *ctx = t->ctx;
+	struct ext4_state *st = ext4_state(ctx);
+	uint16_t flags = 0;
+
+	(void)d;
+	if (!st || !st->fs)
+		return;
+	if (fd >= 0 && !stx_changed_during_scan(ctx, &e->stx)) {
+		struct ext4_seen *s = seen_slot(st, (ext2_ino_t)e->stx.stx_ino, true);
+		uint32_t h;
+		struct statx after;
+
+		if (s && fiemap_digest(fd, st->fs->blocksize, &h) &&
+		    walk_statx(fd, NULL, &after) == 0 && stx_unchanged(&after, &e->stx)) {
+			atomic_store(&s->map_hash, h);
+			flags |= EXT4_SEEN_MAP;
+		}
+	}
+	note_seen(ctx, &e->stx, flags);
+}
+
+void ext4_check_dir(struct walk_thread *t, const struct walk_dir *d)
+{
+	note_seen(t->ctx, &d->before, EXT4_SEEN_DIR);
+}
+
+/* ---- reading inodes ------------------------------------------------------ */
+
+/* The inode's ctime in ns (whole seconds where the inode has no extra field). */
+static int64_t inode_ctime_ns(const struct ext2_inode_large *in, unsigned isize)
+{
+	int64_t sec = (int32_t)in->i_ctime, nsec = 0;
+
+	if (isize > EXT2_GOOD_OLD_INODE_SIZE &&
+	    (size_t)EXT2_GOOD_OLD_INODE_SIZE + in->i_extra_isize >=
+	    offsetof(struct ext2_inode_large, i_ctime_extra) + sizeof(in->i_ctime_extra)) {
+		sec += (int64_t)(in->i_ctime_extra & EXT4_EPOCH_MASK) << 32;
+		nsec = in->i_ctime_extra >> EXT4_EPOCH_BITS;
+	}
+	return sec * 1000000000LL + nsec;
+}
+
+/*
+ * Did the on-disk inode change since shortly before the scan?  The same
+ * rule as stx_changed_during_scan(): changed_since_ns is already 1 s
+ * early, which covers inodes that keep whole seconds.
+ */
+static bool inode_recent(const struct scrub_ctx *ctx, const struct ext2_inode_large *in,
+			 unsigned isize)
+{
+	int64_t ns = inode_ctime_ns(in, isize);
+
+	return ns < 0 || (uint64_t)ns >= ctx->changed_since_ns;
+}
+
+/* A copy of an inode out of a fresh inode-table block. */
+static void inode_from_block(ext2_filsys fs, const unsigned char *blk, unsigned off,
+			     struct ext2_inode_large *out)
+{
+	unsigned isize = EXT2_INODE_SIZE(fs->super);
+
+	memset(out, 0, sizeof(*out));
+	memcpy(out, blk + off, isize < sizeof(*out) ? isize : sizeof(*out));
+}
+
+static bool inode_in_use_on_disk(const struct ext2_inode_large *in)
+{
+	return in->i_links_count > 0 && in->i_dtime == 0 && in->i_mode != 0;
+}
+
+static const char *mode_name(uint16_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFREG: return "regular file";
+	case S_IFDIR: return "directory";
+	case S_IFLNK: return "symlink";
+	case S_IFCHR: return "character device";
+	case S_IFBLK: return "block device";
+	case S_IFIFO: return "FIFO";
+	case S_IFSOCK: return "socket";
+	default: return "inode of unknown type";
+	}
+}
+
+/* ---- extent trees -------------------------------------------------------- */
+
+/* A tree block's bytes (level: its depth below the root, 1..5), NULL: none. */
+typedef const unsigned char *(*fetch_fn)(void *arg, blk64_t blk, unsigned level);
+
+struct xwalk {
+	ext2_filsys fs;
+	ext2_ino_t ino;
+	uint32_t gen;
+	fetch_fn fetch;
+	void *farg;
+	/* what is wrong, and in which node (0: the inode's own root) */
+	const char *why;
+	char whybuf[160];
+	blk64_t bad_node;
+	/* every tree block read, in order */
+	blk64_t tree[EXT4_SUSPECT_BLOCKS];
+	unsigned nr_tree;
+	unsigned long long tree_blocks;
+	uint64_t next_lblk;
+	struct map_digest digest;
+	/* leaf callback (may be NULL) */
+	void (*leaf)(struct xwalk *w, uint32_t lblk, blk64_t pblk, uint32_t len, bool uninit,
+		     blk64_t node);
+	void *larg;
+	/* "does the tree map physical block find (from lblk find_lblk)?" */
+	blk64_t find;
+	bool found;
+};
+
+static bool xbad(struct xwalk *w, blk64_t node, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static bool xbad(struct xwalk *w, blk64_t node, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(w->whybuf, sizeof(w->whybuf), fmt, ap);
+	va_end(ap);
+	w->why = w->whybuf;
+	w->bad_node = node;
+	return false;
+}
+
+static uint64_t ext_pblk(const struct ext3_extent *x)
+{
+	return (uint64_t)x->ee_start_hi << 32 | x->ee_start;
+}
+
+static uint64_t idx_pblk(const struct ext3_extent_idx *x)
+{
+	return (uint64_t)x->ei_leaf_hi << 32 | x->ei_leaf;
+}
+
+static bool extent_block_csum_ok(struct xwalk *w, const unsigned char *b)
+{
+	const struct ext3_extent_header *eh = (const void *)b;
+	size_t tail = sizeof(*eh) + (size_t)eh->eh_max * sizeof(struct ext3_extent);
+	uint32_t le_ino = w->ino, le_gen = w->gen, crc, stored;
+
+	if (!ext2fs_has_feature_metadata_csum(w->fs->super))
+		return true;
+	if (tail + sizeof(uint32_t) > w->fs->blocksize)
+		return false;
+	crc = ext2fs_crc32c_le(w->fs->csum_seed, (const unsigned char *)&le_ino, sizeof(le_ino));
+	crc = ext2fs_crc32c_le(crc, (const unsigned char *)&le_gen, sizeof(le_gen));
+	crc = ext2fs_crc32c_le(crc, b, tail);
+	memcpy(&stored, b + tail, sizeof(stored));
+	return crc == stored;
+}
+
+/* Check one node (the inode's root if node == 0) and below; false: stop. */
+static bool walk_node(struct xwalk *w, const unsigned char *bytes, size_t size, blk64_t node,
+		      int depth, unsigned level)
+{
+	const struct ext3_extent_header *eh = (const void *)bytes;
+	uint16_t max = (uint16_t)((size - sizeof(*eh)) / sizeof(struct ext3_extent));
+	blk64_t end = ext2fs_blocks_count(w->fs->super), first = w->fs->super->s_first_data_block;
+
+	if (eh->eh_magic != EXT3_EXT_MAGIC)
+		return xbad(w, node, "bad extent header magic 0x%04x", eh->eh_magic);
+	if (depth < 0) {
+		depth = eh->eh_depth;
+		if (depth > MAX_EXTENT_DEPTH)
+			return xbad(w, node, "extent tree depth %d", depth);
+	} else if (eh->eh_depth != depth) {
+		return xbad(w, node, "extent node at depth %u where %d was expected",
+			    eh->eh_depth, depth);
+	}
+	if (eh->eh_max != max)
+		return xbad(w, node, "extent node holds %u entries where it has room for %u",
+			    eh->eh_max, max);
+	if (eh->eh_entries > eh->eh_max)
+		return xbad(w, node, "extent node has %u entries, more than its %u",
+			    eh->eh_entries, eh->eh_max);
+	if (node && !extent_block_csum_ok(w, bytes))
+		return xbad(w, node, "extent block checksum does not match");
+
+	if (depth == 0) {
+		const struct ext3_extent *x = (const void *)(eh + 1);
+
+		for (unsigned i = 0; i < eh->eh_entries; i++, x++) {
+			uint32_t len = x->ee_len > EXT_INIT_MAX_LEN ? x->ee_len - EXT_INIT_MAX_LEN :
+					x->ee_len;
+			bool uninit = x->ee_len > EXT_INIT_MAX_LEN;
+			uint64_t p = ext_pblk(x);
+
+			if (len == 0)
+				return xbad(w, node, "extent %u has length 0", i);
+			if (x->ee_block < w->next_lblk)
+				return xbad(w, node, "extent at file block %u overlaps the one "
+					    "before it", x->ee_block);
+			if (p < first || p >= end || len > end - p)
+				return xbad(w, node, "extent at file block %u maps blocks %llu-%llu, "
+					    "outside the filesystem", x->ee_block,
+					    (unsigned long long)p, (unsigned long long)(p + len - 1));
+			w->next_lblk = (uint64_t)x->ee_block + len;
+			digest_add(&w->digest, x->ee_block, p, len, uninit);
+			if (w->find && w->find >= p && w->find < p + len)
+				w->found = true;
+			if (w->leaf)
+				w->leaf(w, x->ee_block, p, len, uninit, node);
+		}
+		return true;
+	}
+	const struct ext3_extent_idx *ix = (const void *)(eh + 1);
+
+	for (unsigned i = 0; i < eh->eh_entries; i++, ix++) {
+		uint64_t p = idx_pblk(ix);
+		const unsigned char *child;
+
+		if (i && ix->ei_block <= ix[-1].ei_block)
+			return xbad(w, node, "extent index %u is not in file order", i);
+		if (p < first || p >= end)
+			return xbad(w, node, "extent index %u points to block %llu, outside the "
+				    "filesystem", i, (unsigned long long)p);
+		if (w->find == p)
+			w->found = true;
+		if (w->nr_tree < EXT4_SUSPECT_BLOCKS - 1)
+			w->tree[w->nr_tree++] = p;
+		else
+			w->nr_tree = EXT4_SUSPECT_BLOCKS;	/* too many to confirm */
+		w->tree_blocks++;
+		child = w->fetch(w->farg, p, level + 1);
+		if (!child)
+			return xbad(w, p, "extent block %llu cannot be read", (unsigned long long)p);
+		if (!walk_node(w, child, w->fs->blocksize, p, depth - 1, level + 1))
+			return false;
+	}
+	return true;
+}
+
+static void xwalk_init(struct xwalk *w, ext2_filsys fs, ext2_ino_t ino,
+		       const struct ext2_inode_large *in, fetch_fn fetch, void *farg)
+{
+	memset(w, 0, sizeof(*w));
+	w->fs = fs;
+	w->ino = ino;
+	w->gen = in->i_generation;
+	w->fetch = fetch;
+	w->farg = farg;
+	digest_init(&w->digest);
+}
+
+/* Walk an inode's whole tree; true if nothing is wrong. */
+static bool xwalk_run(struct xwalk *w, const struct ext2_inode_large *in)
+{
+	return walk_node(w, (const unsigned char *)in->i_block, sizeof(in->i_block), 0, -1, 0);
+}
+
+/*
+ * First pass: tree blocks from the disk, O_DIRECT.  The walk is depth
+ * first, so one buffer per level holds every node on the current path.
+ */
+struct disk_fetch {
+	struct ext4_state *st;
+	unsigned char *buf[MAX_EXTENT_DEPTH + 1];
+	int err;
+};
+
+static const unsigned char *fetch_disk(void *arg, blk64_t blk, unsigned level)
+{
+	struct disk_fetch *f = arg;
+	unsigned char *b = f->buf[level % (MAX_EXTENT_DEPTH + 1)];
+	int ret = ext4_read_direct(f->st, blk, b);
+
+	f->st->extent_blocks++;
+	if (ret < 0) {
+		f->err = ret;
+		return NULL;
+	}
+	return b;
+}
+
+/* Confirmation: tree blocks out of the suspect's fresh buffers. */
+struct buf_fetch {
+	const struct ext4_suspect *s;
+	unsigned char *const *bufs;
+};
+
+static const unsigned char *fetch_bufs(void *arg, blk64_t blk, unsigned level)
+{
+	struct buf_fetch *f = arg;
+
+	(void)level;
+	for (unsigned i = 0; i < f->s->nr_blocks; i++)
+		if (f->s->blocks[i] == blk)
+			return f->bufs[i];
+	return NULL;
+}
+
+/* ---- inode-level suspects ------------------------------------------------ */
+
+/*
+ * Inode suspects: blocks[0] is the inode-table block, arg[0] the inode's
+ * offset in it, arg[1] its generation as first read, arg[2]/arg[3] what the
+ * suspect needs.
+ */
+static bool fresh_inode(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+			unsigned char *const *bufs, struct ext2_inode_large *in)
+{
+	ext2_filsys fs = ext4_state(ctx)->fs;
+
+	inode_from_block(fs, bufs[0], (unsigned)s->arg[0], in);
+	return in->i_generation == (uint32_t)s->arg[1];
+}
+
+static struct ext4_suspect *inode_suspect(struct scrub_ctx *ctx, const char *check,
+					  ext2_ino_t ino, const struct ext2_inode_large *in,
+					  ext4_still_bad_fn fn, const char *fmt, ...)
+	__attribute__((format(printf, 6, 7)));
+
+static struct ext4_suspect *inode_suspect(struct scrub_ctx *ctx, const char *check,
+					  ext2_ino_t ino, const struct ext2_inode_large *in,
+					  ext4_still_bad_fn fn, const char *fmt, ...)
+{
+	ext2_filsys fs = ext4_state(ctx)->fs;
+	struct strbuf sb = STRBUF_INIT;
+	struct ext4_suspect *s;
+	blk64_t blk;
+	unsigned off;
+	va_list ap;
+
+	va_start(ap, fmt);
+	strbuf_vaddf(&sb, fmt, ap);
+	va_end(ap);
+	s = ext4_suspect_add(ctx, check, ino, fn, "%s", sb.buf);
+	strbuf_release(&sb);
+	if (!ext4_inode_location(fs, ino, &blk, &off)) {
+		s->cleared = "its inode table cannot be found";
+		return s;
+	}
+	ext4_suspect_block(s, blk);
+	s->arg[0] = off;
+	s->arg[1] = in->i_generation;
+	return s;
+}
+
+static bool inode_csum_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+				 unsigned char *const *bufs)
+{
+	ext2_filsys fs = ext4_state(ctx)->fs;
+	unsigned isize = EXT2_INODE_SIZE(fs->super);
+	unsigned char *copy = xmalloc(isize);
+	bool bad;
+
+	memcpy(copy, bufs[0] + s->arg[0], isize);
+	bad = !ext2fs_inode_csum_verify(fs, (ext2_ino_t)s->ino, (void *)copy);
+	free(copy);
+	/* Still in use: the inode bitmap block is blocks[1], the bit arg[2]. */
+	return bad && ((bufs[1][s->arg[2] / 8] >> (s->arg[2] % 8)) & 1);
+}
+
+/* Extent suspects: blocks[0] the inode, then every tree block as first read. */
+static bool extent_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+			     unsigned char *const *bufs)
+{
+	ext2_filsys fs = ext4_state(ctx)->fs;
+	struct ext2_inode_large in;
+	struct buf_fetch f = { s, bufs };
+	struct xwalk w;
+
+	if (!fresh_inode(ctx, s, bufs, &in) || !inode_in_use_on_disk(&in) ||
+	    !(in.i_flags & EXT4_EXTENTS_FL))
+		return false;
+	xwalk_init(&w, fs, (ext2_ino_t)s->ino, &in, fetch_bufs, &f);
+	/* A tree block not among the blocks first read: the tree changed. */
+	return !xwalk_run(&w, &in) && w.bad_node == s->arg[2] &&
+	       (w.bad_node == 0 || fetch_bufs(&f, w.bad_node, 0));
+}
+
+/* Block-in-use suspects: arg[2] the block, blocks[1] its bitmap, [2] the descriptor. */
+static bool in_use_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+			     unsigned char *const *bufs)
+{
+	ext2_filsys fs = ext4_state(ctx)->fs;
+	struct ext2_inode_large in;
+	struct buf_fetch f = { s, bufs };
+	struct xwalk w;
+	blk64_t b = s->arg[2];
+	dgrp_t g = ext2fs_group_of_blk2(fs, b);
+	const struct ext4_group_desc *gd = ext4_gd_in_block(fs, g, bufs[2]);
+	blk64_t bmblk = (blk64_t)gd->bg_block_bitmap | (EXT2_DESC_SIZE(fs->super) >= EXT2_MIN_DESC_SIZE_64BIT ?
+		       (blk64_t)gd->bg_block_bitmap_hi << 32 : 0);
+	blk64_t bit = (b - ext2fs_group_first_block2(fs, g)) >> fs->cluster_ratio_bits;
+
+	if (bmblk != s->blocks[1] || (gd->bg_flags & EXT2_BG_BLOCK_UNINIT) ||
+	    ((bufs[1][bit / 8] >> (bit % 8)) & 1))
+		return false;
+	if (!fresh_inode(ctx, s, bufs, &in) || !inode_in_use_on_disk(&in))
+		return false;
+	xwalk_init(&w, fs, (ext2_ino_t)s->ino, &in, fetch_bufs, &f);
+	w.find = b;
+	return xwalk_run(&w, &in) && w.found;
+}
+
+/* The kernel's inode now, by handle: an fd (O_PATH, or O_RDONLY for FIEMAP). */
+static int open_inode(struct scrub_ctx *ctx, ext2_ino_t ino, uint32_t gen, int flags)
+{
+	_Alignas(struct file_handle) unsigned char buf[sizeof(struct file_handle) + 8];
+	struct file_handle *fh = (void *)buf;
+	uint32_t id[2] = { ino, gen };
+
+	fh->handle_bytes = sizeof(id);
+	fh->handle_type = 1;		/* FILEID_INO32_GEN: what ext4 encodes */
+	memcpy(buf + sizeof(*fh), id, sizeof(id));
+	return open_by_handle_at(ctx->mnt_fd, fh, flags | O_CLOEXEC);
+}
+
+/* Common part of the kernel's view: the inode by handle, unchanged, old. */
+static const char *kernel_inode(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+				int flags, int *fdp, struct statx *stx)
+{
+	int fd = open_inode(ctx, (ext2_ino_t)s->ino, (uint32_t)s->arg[1], flags);
+
+	*fdp = -1;
+	if (fd < 0)
+		return errno == ESTALE ? "the kernel says the inode is no longer in use" :
+		       "the kernel cannot be asked for the inode by handle";
+	if (walk_statx(fd, NULL, stx) < 0) {
+		close(fd);
+		return "the inode cannot be looked at through the kernel";
+	}
+	if (stx_changed_during_scan(ctx, stx)) {
+		close(fd);
+		return "the kernel's inode changed during the scan";
+	}
+	*fdp = fd;
+	return NULL;
+}
+
+static bool orphan_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+			     unsigned char *const *bufs)
+{
+	struct ext2_inode_large in;
+
+	return fresh_inode(ctx, s, bufs, &in) && inode_in_use_on_disk(&in) &&
+	       ((bufs[1][s->arg[2] / 8] >> (s->arg[2] % 8)) & 1);
+}
+
+static const char *orphan_kernel_view(struct scrub_ctx *ctx, const struct ext4_suspect *s)
+{
+	struct statx stx;
+	int fd;
+	const char *why;
+
+	if (atomic_load(&ctx->dirs_changed))
+		return "directories changed during the scan: a name may have moved past the walk";
+	if (atomic_load(&ctx->names_hidden))
+		return "part of the filesystem was not visible to the walk";
+	if ((why = kernel_inode(ctx, s, O_PATH, &fd, &stx)))
+		return why;
+	close(fd);
+	if (stx.stx_nlink == 0)
+		return "the kernel says it has no links (open and unlinked)";
+	return NULL;
+}
+
+static bool nlink_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+			    unsigned char *const *bufs)
+{
+	struct ext2_inode_large in;
+
+	return fresh_inode(ctx, s, bufs, &in) && inode_in_use_on_disk(&in) &&
+	       in.i_links_count == s->arg[2];
+}
+
+static const char *nlink_kernel_view(struct scrub_ctx *ctx, const struct ext4_suspect *s)
+{
+	struct statx stx;
+	int fd;
+	const char *why;
+
+	if ((why = kernel_inode(ctx, s, O_PATH, &fd, &stx)))
+		return why;
+	close(fd);
+	if (stx.stx_nlink != s->arg[3])
+		return "the kernel's link count changed";
+	return NULL;
+}
+
+/* Extent-map suspects: the disk digest again, from fresh buffers. */
+static bool map_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+			  unsigned char *const *bufs)
+{
+	ext2_filsys fs = ext4_state(ctx)->fs;
+	struct ext2_inode_large in;
+	struct buf_fetch f = { s, bufs };
+	struct xwalk w;
+
+	if (!fresh_inode(ctx, s, bufs, &in) || !inode_in_use_on_disk(&in))
+		return false;
+	xwalk_init(&w, fs, (ext2_ino_t)s->ino, &in, fetch_bufs, &f);
+	return xwalk_run(&w, &in) && digest_end(&w.digest) == (uint32_t)s->arg[2];
+}
+
+static const char *map_kernel_view(struct scrub_ctx *ctx, const struct ext4_suspect *s)
+{
+	struct statx stx;
+	uint32_t h;
+	int fd;
+	const char *why;
+
+	if ((why = kernel_inode(ctx, s, O_RDONLY | O_NOATIME | O_NONBLOCK, &fd, &stx)))
+		return why;
+	bool same = fiemap_digest(fd, ext4_state(ctx)->fs->blocksize, &h) &&
+		    h == (uint32_t)s->arg[3];
+	close(fd);
+	return same ? NULL : "FIEMAP shows a different map now";
+}
+
+/* ---- directories --------------------------------------------------------- */
+
+struct dir_run {
+	uint32_t lblk;
+	blk64_t pblk;
+	uint32_t len;
+	blk64_t node;		/* the tree block that maps it, 0: the inode */
+};
+
+struct dir_map {
+	struct dir_run *r;
+	size_t n, alloc;
+};
+
+static void collect_dir_run(struct xwalk *w, uint32_t lblk, blk64_t pblk, uint32_t len,
+			    bool uninit, blk64_t node)
+{
+	struct dir_map *m = w->larg;
+
+	if (uninit)
+		return;
+	if (m->n == m->alloc) {
+		m->alloc = m->alloc ? 2 * m->alloc : 8;
+		m->r = xrealloc(m->r, m->alloc * sizeof(*m->r));
+	}
+	m->r[m->n++] = (struct dir_run){ lblk, pblk, len, node };
+}
+
+/* The dirents of a leaf block: record lengths chain the block exactly. */
+static const char *dirents_bad(ext2_filsys fs, const unsigned char *b)
+{
+	static char why[96];
+	unsigned bs = fs->blocksize, off = 0;
+	bool csum = ext2fs_has_feature_metadata_csum(fs->super);
+
+	while (off < bs) {
+		const struct ext2_dir_entry_2 *de = (const void *)(b + off);
+		unsigned rec = de->rec_len;
+
+		if (bs >= 65536 && (rec == 65535 || rec == 0))
+			rec = bs;	/* EXT4_MAX_REC_LEN */
+		if (off + 8 > bs || rec < 8 || rec % 4 || off + rec > bs ||
+		    (unsigned)de->name_len + 8 > rec) {
+			snprintf(why, sizeof(why), "directory entry at byte %u has record "
+				 "length %u (name length %u)", off, rec, de->name_len);
+			return why;
+		}
+		/* The checksum tail is an entry of its own: inode 0, rec_len 12. */
+		if (csum && off + 12 == bs && de->inode == 0 && rec == 12 && de->file_type == 0xDE)
+			break;
+		off += rec;
+	}
+	return NULL;
+}
+
+static bool is_dx_node(ext2_filsys fs, const unsigned char *b)
+{
+	const struct ext2_dir_entry_2 *de = (const void *)b;
+
+	return de->inode == 0 && (de->rec_len == fs->blocksize ||
+				  (fs->blocksize >= 65536 && de->rec_len == 0));
+}
+
+/*
+ * htree index: root (lblk 0, after "." and "..") or an interior node
+ * (lblk > 0, after a fake empty entry).  nblocks: the directory's size in
+ * blocks, levels: the root's indirect levels (out).
+ */
+static const char *dx_bad(ext2_filsys fs, const unsigned char *b, bool root, uint64_t nblocks,
+			  unsigned *levels)
+{
+	static char why[128];
+	bool csum = ext2fs_has_feature_metadata_csum(fs->super);
+	unsigned bs = fs->blocksize, off;
+
+	if (root) {
+		const struct ext2_dx_root_info *ri = (const void *)(b + 24);
+		unsigned maxlev = ext2fs_has_feature_largedir(fs->super) ? 3 : 2;
+
+		if (ri->reserved_zero || ri->info_length != 8)
+			return "htree root information is damaged";
+		if (ri->hash_version > EXT2_HASH_SIPHASH) {
+			snprintf(why, sizeof(why), "htree root has unknown hash version %u",
+				 ri->hash_version);
+			return why;
+		}
+		if (ri->indirect_levels >= maxlev) {
+			snprintf(why, sizeof(why), "htree has %u index levels, more than %u",
+				 ri->indirect_levels + 1, maxlev);
+			return why;
+		}
+		*levels = ri->indirect_levels;
+		off = 32;
+	} else {
+		off = 8;
+	}
+	const struct ext2_dx_countlimit *cl = (const void *)(b + off);
+	const struct ext2_dx_entry *ent = (const void *)(b + off);
+	unsigned want = (bs - off - (csum ? sizeof(struct ext2_dx_tail) : 0)) /
+			sizeof(struct ext2_dx_entry);
+
+	if (cl->limit != want || cl->count > cl->limit || cl->count == 0) {
+		snprintf(why, sizeof(why), "htree %s has count %u and limit %u (expected "
+			 "limit %u)", root ? "root" : "index node", cl->count, cl->limit, want);
+		return why;
+	}
+	for (unsigned i = 0; i < cl->count; i++) {
+		if (ent[i].block >= nblocks) {
+			snprintf(why, sizeof(why), "htree entry %u points to directory block %u, "
+				 "past the end (%llu blocks)", i, ent[i].block,
+				 (unsigned long long)nblocks);
+			return why;
+		}
+		if (i > 1 && ent[i].hash < ent[i - 1].hash) {
+			snprintf(why, sizeof(why), "htree hashes are out of order at entry %u", i);
+			return why;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * Directory-block suspects: blocks [inode, dir block, mapping node];
+ * arg[2] the logical block, arg[3] 1 if it is an htree interior node (its
+ * only entry is a fake empty one, the index follows).
+ */
+static const char *dir_block_bad(ext2_filsys fs, ext2_ino_t ino, const unsigned char *b,
+				 bool dx_node)
+{
+	const char *why;
+
+	if (!ext2fs_dir_block_csum_verify(fs, ino, (struct ext2_dir_entry *)b))
+		return "directory block checksum does not match";
+	if (!dx_node && (why = dirents_bad(fs, b)))
+		return why;
+	return NULL;
+}
+
+static bool node_maps(ext2_filsys fs, const unsigned char *node, size_t size, uint32_t lblk,
+		      blk64_t pblk)
+{
+	const struct ext3_extent_header *eh = (const void *)node;
+	const struct ext3_extent *x = (const void *)(eh + 1);
+
+	if (eh->eh_magic != EXT3_EXT_MAGIC || eh->eh_depth != 0 ||
+	    eh->eh_entries > (size - sizeof(*eh)) / sizeof(*x))
+		return false;
+	(void)fs;
+	for (unsigned i = 0; i < eh->eh_entries; i++, x++) {
+		uint32_t len = x->ee_len > EXT_INIT_MAX_LEN ? x->ee_len - EXT_INIT_MAX_LEN : x->ee_len;
+
+		if (lblk >= x->ee_block && lblk - x->ee_block < len)
+			return ext_pblk(x) + (lblk - x->ee_block) == pblk;
+	}
+	return false;
+}
+
+static bool dir_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+			  unsigned char *const *bufs)
+{
+	ext2_filsys fs = ext4_state(ctx)->fs;
+	struct ext2_inode_large in;
+	uint32_t lblk = (uint32_t)s->arg[2];
+
+	if (!fresh_inode(ctx, s, bufs, &in) || !inode_in_use_on_disk(&in) ||
+	    !LINUX_S_ISDIR(in.i_mode))
+		return false;
+	/* Still this directory's block: the inode or the leaf still maps it. */
+	if (s->nr_blocks == 3 ? !node_maps(fs, bufs[2], fs->blocksize, lblk, s->blocks[1]) :
+	    !node_maps(fs, (const unsigned char *)in.i_block, sizeof(in.i_block), lblk, s->blocks[1]))
+		return false;
+	if (!strcmp(s->check, CHECK_EXT4_HTREE)) {
+		unsigned levels = 0;
+		uint64_t nblocks = EXT2_I_SIZE(&in) / fs->blocksize;
+
+		return dx_bad(fs, bufs[1], lblk == 0, nblocks, &levels) != NULL;
+	}
+	return dir_block_bad(fs, (ext2_ino_t)s->ino, bufs[1], s->arg[3]) != NULL;
+}
+
+static void dir_suspect(struct scrub_ctx *ctx, const char *check, ext2_ino_t ino,
+			const struct ext2_inode_large *in, uint32_t lblk, blk64_t pblk,
+			blk64_t node, bool dx_node, const char *why)
+{
+	struct ext4_suspect *s = inode_suspect(ctx, check, ino, in, dir_still_bad,
+		"directory block %u (block %llu): %s", lblk, (unsigned long long)pblk, why);
+
+	ext4_suspect_block(s, pblk);
+	if (node)
+		ext4_suspect_block(s, node);
+	s->arg[2] = lblk;
+	s->arg[3] = dx_node;
+}
+
+static void check_directory(struct scrub_ctx *ctx, ext2_ino_t ino,
+			    const struct ext2_inode_large *in, const struct dir_map *m,
+			    unsigned char *buf)
+{
+	struct ext4_state *st = ext4_state(ctx);
+	ext2_filsys fs = st->fs;
+	uint64_t nblocks = EXT2_I_SIZE(in) / fs->blocksize;
+	bool htree = (in->i_flags & EXT2_INDEX_FL) && ext2fs_has_feature_dir_index(fs->super);
+	unsigned levels = 0;
+
+	/* Runs are in logical order: block 0 (the htree root) comes first. */
+	for (size_t i = 0; i < m->n && !scrub_should_stop(ctx); i++) {
+		for (uint32_t k = 0; k < m->r[i].len; k++) {
+			uint32_t lblk = m->r[i].lblk + k;
+			blk64_t pblk = m->r[i].pblk + k;
+			const char *why;
+			int ret;
+
+			if (lblk >= nblocks)
+				break;		/* preallocated past the end */
+			st->dir_blocks++;
+			if ((ret = ext4_read_direct(st, pblk, buf)) < 0) {
+				if (errno_is_corruption(-ret))
+					dir_suspect(ctx, CHECK_EXT4_DIR_BLOCK, ino, in, lblk, pblk,
+						    m->r[i].node, false, strerror(-ret));
+				continue;
+			}
+			/*
+			 * Interior index nodes exist only below a root with
+			 * levels; they are one fake empty entry the size of
+			 * the block (an empty leaf has the same, without
+			 * checksums: so only where the root says there are any).
+			 */
+			bool dx_node = htree && lblk > 0 && levels > 0 && is_dx_node(fs, buf);
+
+			why = dir_block_bad(fs, ino, buf, dx_node);
+			if (why) {
+				dir_suspect(ctx, CHECK_EXT4_DIR_BLOCK, ino, in, lblk, pblk,
+					    m->r[i].node, dx_node, why);
+				continue;
+			}
+			if (!(htree && (lblk == 0 || dx_node)))
+				continue;
+			if ((why = dx_bad(fs, buf, lblk == 0, nblocks, lblk == 0 ? &levels :
+					  &(unsigned){ 0 })))
+				dir_suspect(ctx, CHECK_EXT4_HTREE, ino, in, lblk, pblk,
+					    m->r[i].node, dx_node, why);
+		}
+	}
+}
+
+/* ---- the block bitmap against use ---------------------------------------- */
+
+struct claim {
+	struct scrub_ctx *ctx;
+	ext2_ino_t ino;
+	const struct ext2_inode_large *in;
+	unsigned long long bad;		/* blocks used but free in the bitmap */
+	blk64_t first_bad;
+	struct dir_map *dir;
+};
+
+static void claim_range(struct claim *c, blk64_t p, uint64_t len)
+{
+	ext2_filsys fs = ext4_state(c->ctx)->fs;
+	blk64_t zero;
+
+	ext2fs_mark_block_bitmap_range2(ext4_state(c->ctx)->claimed, p, (unsigned)len);
+	if (ext2fs_find_first_zero_block_bitmap2(fs->block_map, p, p + len - 1, &zero) == 0) {
+		if (!c->bad)
+			c->first_bad = zero;
+		for (blk64_t b = zero; b < p + len; b++)
+			c->bad += !ext2fs_test_block_bitmap2(fs->block_map, b);
+	}
+}
+
+static void claim_leaf(struct xwalk *w, uint32_t lblk, blk64_t pblk, uint32_t len, bool uninit,
+		       blk64_t node)
+{
+	struct claim *c = w->larg;
+
+	claim_range(c, pblk, len);
+	if (c->dir) {
+		w->larg = c->dir;
+		collect_dir_run(w, lblk, pblk, len, uninit, node);
+		w->larg = c;
+	}
+}
+
+static int claim_block_iter(ext2_filsys fs, blk64_t *blocknr, e2_blkcnt_t blockcnt,
+			    blk64_t ref_blk, int ref_offset, void *priv)
+{
+	struct claim *c = priv;
+
+	(void)fs;
+	(void)blockcnt;
+	(void)ref_blk;
+	(void)ref_offset;
+	if (*blocknr >= fs->super->s_first_data_block && *blocknr < ext2fs_blocks_count(fs->super))
+		claim_range(c, *blocknr, 1);
+	return 0;
+}
+
+/* The filesystem's own metadata, group by group. */
+static void claim_metadata(struct ext4_state *st)
+{
+	ext2_filsys fs = st->fs;
+
+	for (dgrp_t g = 0; g < fs->group_desc_count; g++) {
+		ext2fs_reserve_super_and_bgd(fs, g, st->claimed);
+		ext2fs_mark_block_bitmap2(st->claimed, ext2fs_block_bitmap_loc(fs, g));
+		ext2fs_mark_block_bitmap2(st->claimed, ext2fs_inode_bitmap_loc(fs, g));
+		ext2fs_mark_block_bitmap_range2(st->claimed, ext2fs_inode_table_loc(fs, g),
+						fs->inode_blocks_per_group);
+	}
+	if (ext2fs_has_feature_mmp(fs->super) && fs->super->s_mmp_block)
+		ext2fs_mark_block_bitmap2(st->claimed, fs->super->s_mmp_block);
+}
+
+/* Blocks marked in use that nothing claims: an info (preallocation does it). */
+static void report_unclaimed(struct scrub_ctx *ctx)
+{
+	struct ext4_state *st = ext4_state(ctx);
+	ext2_filsys fs = st->fs;
+	unsigned long long n = 0;
+	blk64_t ex[LEAK_EXAMPLES];
+	struct strbuf sb = STRBUF_INIT;
+
+	for (blk64_t b = fs->super->s_first_data_block; b < ext2fs_blocks_count(fs->super); b++)
+		if (ext2fs_fast_test_block_bitmap2(fs->block_map, b) &&
+		    !ext2fs_fast_test_block_bitmap2(st->claimed, b)) {
+			if (n < LEAK_EXAMPLES)
+				ex[n] = b;
+			n++;
+		}
+	if (!n)
+		return;
+	for (unsigned long long i = 0; i < n && i < LEAK_EXAMPLES; i++)
+		strbuf_addf(&sb, "%s%llu", i ? ", " : "", (unsigned long long)ex[i]);
+	str_info(ctx, CHECK_EXT4_BLOCK_BITMAP, NULL, NULL, 0,
+		 "%llu blocks are marked in use that no inode or metadata claims (e.g. %s%s): "
+		 "preallocation on a live filesystem, or blocks leaked", n, sb.buf,
+		 n > LEAK_EXAMPLES ? ", ..." : "");
+	strbuf_release(&sb);
+}
+
+/* ---- one inode ----------------------------------------------------------- */
+
+static bool special_inode(ext2_filsys fs, ext2_ino_t ino, const struct ext2_inode_large *in)
+{
+	const struct ext2_super_block *sb = fs->super;
+
+	return ino < EXT2_FIRST_INODE(sb) || ino == sb->s_journal_inum ||
+	       ino == sb->s_usr_quota_inum || ino == sb->s_grp_quota_inum ||
+	       ino == sb->s_prj_quota_inum || ino == sb->s_orphan_file_inum ||
+	       (in->i_flags & EXT4_EA_INODE_FL);
+}
+
+static void check_against_walk(struct scrub_ctx *ctx, ext2_ino_t ino,
+			       const struct ext2_inode_large *in, struct xwalk *w, bool tree_ok)
+{
+	struct ext4_state *st = ext4_state(ctx);
+	ext2_filsys fs = st->fs;
+	unsigned isize = EXT2_INODE_SIZE(fs->super);
+	struct ext4_seen *seen = seen_slot(st, ino, false);
+	uint16_t nl = seen ? atomic_load(&seen->nlink) : 0;
+	uint16_t flags = seen ? atomic_load(&seen->flags) : 0;
+
+	if (special_inode(fs, ino, in) || !inode_in_use_on_disk(in) || inode_recent(ctx, in, isize))
+		return;
+	if (!walk_reached(ctx, stx_devno(&ctx->root_stx), ino)) {
+		struct ext4_suspect *s = inode_suspect(ctx, CHECK_EXT4_ORPHAN, ino, in,
+			orphan_still_bad, "%s of %llu bytes, owner %u:%u, link count %u, is in use "
+			"but no name was found for it", mode_name(in->i_mode),
+			(unsigned long long)EXT2_I_SIZE(in), inode_uid(*in), inode_gid(*in),
+			in->i_links_count);
+		uint32_t ipg = fs->super->s_inodes_per_group;
+
+		ext4_suspect_block(s, ext2fs_inode_bitmap_loc(fs, (ino - 1) / ipg));
+		s->arg[2] = (ino - 1) % ipg;
+		s->kernel_view = orphan_kernel_view;
+		return;
+	}
+	if (!nl || (flags & EXT4_SEEN_CHANGED))
+		return;
+	unsigned walk_nlink = nl - 1u;
+
+	if (in->i_links_count != walk_nlink && walk_nlink < SEEN_NLINK_MAX &&
+	    !(LINUX_S_ISDIR(in->i_mode) && in->i_links_count == DIR_NLINK_UNCOUNTED)) {
+		struct ext4_suspect *s = inode_suspect(ctx, CHECK_EXT4_NLINK, ino, in,
+			nlink_still_bad, "link count on the disk is %u, the kernel shows %u",
+			in->i_links_count, walk_nlink);
+
+		s->arg[2] = in->i_links_count;
+		s->arg[3] = walk_nlink;
+		s->kernel_view = nlink_kernel_view;
+	}
+	if (tree_ok && (flags & EXT4_SEEN_MAP) && LINUX_S_ISREG(in->i_mode) &&
+	    (in->i_flags & EXT4_EXTENTS_FL)) {
+		uint32_t disk = digest_end(&w->digest), walk = atomic_load(&seen->map_hash);
+
+		if (disk == walk)
+			return;
+		struct ext4_suspect *s = inode_suspect(ctx, CHECK_EXT4_EXTENT_MAP, ino, in,
+			map_still_bad, "the extent tree on the disk (%llu extents) maps other "
+			"blocks than FIEMAP shows", w->digest.runs);
+
+		if (w->nr_tree >= EXT4_SUSPECT_BLOCKS)
+			s->cleared = "its extent tree has too many blocks to be confirmed";
+		for (unsigned i = 0; i < w->nr_tree && i < EXT4_SUSPECT_BLOCKS - 1; i++)
+			ext4_suspect_block(s, w->tree[i]);
+		s->arg[2] = disk;
+		s->arg[3] = walk;
+		s->kernel_view = map_kernel_view;
+	}
+}
+
+static void check_one_inode(struct scrub_ctx *ctx, ext2_ino_t ino, struct ext2_inode_large *in,
+			    struct disk_fetch *df, unsigned char *buf)
+{
+	struct ext4_state *st = ext4_state(ctx);
+	ext2_filsys fs = st->fs;
+	uint32_t ipg = fs->super->s_inodes_per_group;
+	struct dir_map dm = { 0 };
+	struct claim c = { .ctx = ctx, .ino = ino, .in = in };
+	struct xwalk w;
+	bool tree_ok = true;
+
+	st->inodes_scanned++;
+	if (!ext2fs_inode_csum_verify(fs, ino, in)) {
+		struct ext4_suspect *s = inode_suspect(ctx, CHECK_EXT4_INODE_CSUM, ino, in,
+			inode_csum_still_bad, "inode checksum does not match (%s, link count %u)",
+			mode_name(in->i_mode), in->i_links_count);
+
+		ext4_suspect_block(s, ext2fs_inode_bitmap_loc(fs, (ino - 1) / ipg));
+		s->arg[2] = (ino - 1) % ipg;
+		return;		/* nothing else in it can be trusted */
+	}
+	if (in->i_links_count == 0 && in->i_dtime)
+		return;		/* deleted; the bitmap lags or the orphan list has it */
+
+	xwalk_init(&w, fs, ino, in, fetch_disk, df);
+	if (LINUX_S_ISDIR(in->i_mode))
+		c.dir = &dm;
+	w.leaf = claim_leaf;
+	w.larg = &c;
+	if ((in->i_flags & EXT4_EXTENTS_FL) && !(in->i_flags & EXT4_INLINE_DATA_FL) &&
+	    ext2fs_inode_has_valid_blocks2(fs, (struct ext2_inode *)in)) {
+		tree_ok = xwalk_run(&w, in);
+		for (unsigned i = 0; i < w.nr_tree && i < EXT4_SUSPECT_BLOCKS - 1; i++)
+			claim_range(&c, w.tree[i], 1);
+		if (!tree_ok) {
+			char where[48];
+
+			if (w.bad_node)
+				snprintf(where, sizeof(where), "block %llu",
+					 (unsigned long long)w.bad_node);
+			else
+				snprintf(where, sizeof(where), "root in the inode");
+			struct ext4_suspect *s = inode_suspect(ctx, CHECK_EXT4_EXTENT, ino, in,
+				extent_still_bad, "extent tree %s: %s", where, w.why);
+
+			for (unsigned i = 0; i < w.nr_tree && i < EXT4_SUSPECT_BLOCKS - 1; i++)
+				ext4_suspect_block(s, w.tree[i]);
+			if (w.nr_tree >= EXT4_SUSPECT_BLOCKS)
+				s->cleared = "its extent tree has too many blocks to be confirmed";
+			s->arg[2] = w.bad_node;
+		}
+	} else if (!(in->i_flags & (EXT4_EXTENTS_FL | EXT4_INLINE_DATA_FL)) &&
+		   ext2fs_inode_has_valid_blocks2(fs, (struct ext2_inode *)in)) {
+		/* Block-mapped (ext2/ext3 style): libext2fs walks the indirect blocks. */
+		errcode_t err = ext2fs_block_iterate3(fs, ino, BLOCK_FLAG_READ_ONLY, NULL,
+						      claim_block_iter, &c);
+		if (err)
+			report_verbose(ctx, "ext4: inode %u: block map not walked: %s", ino,
+				       ext4_strerror(err));
+	}
+	blk64_t acl = ext2fs_file_acl_block(fs, (struct ext2_inode *)in);
+	if (acl >= fs->super->s_first_data_block && acl < ext2fs_blocks_count(fs->super))
+		claim_range(&c, acl, 1);
+
+	if (c.bad && tree_ok && !inode_recent(ctx, in, EXT2_INODE_SIZE(fs->super))) {
+		dgrp_t g = ext2fs_group_of_blk2(fs, c.first_bad);
+		struct ext4_suspect *s = inode_suspect(ctx, CHECK_EXT4_BLOCK_IN_USE, ino, in,
+			in_use_still_bad, "%llu %s used by this %s %s marked free in the block "
+			"bitmap (the first: block %llu)", c.bad, c.bad == 1 ? "block" : "blocks",
+			mode_name(in->i_mode), c.bad == 1 ? "is" : "are",
+			(unsigned long long)c.first_bad);
+
+		ext4_suspect_block(s, ext2fs_block_bitmap_loc(fs, g));
+		ext4_suspect_block(s, ext4_gd_block(fs, g));
+		for (unsigned i = 0; i < w.nr_tree && i < EXT4_SUSPECT_BLOCKS - 3; i++)
+			ext4_suspect_block(s, w.tree[i]);
+		s->arg[2] = c.first_bad;
+		/* Extent-mapped only: the check reads the tree from its blocks. */
+		if (!(in->i_flags & EXT4_EXTENTS_FL))
+			s->cleared = "block-mapped files are not confirmed";
+	}
+	if (tree_ok && dm.n)
+		check_directory(ctx, ino, in, &dm, buf);
+	free(dm.r);
+	check_against_walk(ctx, ino, in, &w, tree_ok);
+}
+
+/* ---- the orphan list ----------------------------------------------------- */
+
+/* Orphan-list suspects: blocks [holder of the link, inode bitmap]; arg: offset, next, bit. */
+static bool orphan_list_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+				  unsigned char *const *bufs)
+{
+	ext2_filsys fs = ext4_state(ctx)->fs;
+	uint32_t next;
+
+	memcpy(&next, bufs[0] + s->arg[0], sizeof(next));
+	if (next != s->arg[1])
+		return false;
+	if (next > fs->super->s_inodes_count || s->nr_blocks < 2)
+		return true;
+	return !((bufs[1][s->arg[2] / 8] >> (s->arg[2] % 8)) & 1);
+}
+
+static void check_orphan_list(struct scrub_ctx *ctx)
+{
+	struct ext4_state *st = ext4_state(ctx);
+	ext2_filsys fs = st->fs;
+	uint32_t ipg = fs->super->s_inodes_per_group;
+	ext2_ino_t ino = fs->super->s_last_orphan, prev = 0;
+	unsigned long long steps = 0, limit = fs->super->s_inodes_count;
+	struct ext2_inode_large in;
+
+	while (ino && steps++ <= limit && !scrub_should_stop(ctx)) {
+		bool out = ino > fs->super->s_inodes_count;
+
+		if (out || !ext2fs_fast_test_inode_bitmap2(fs->inode_map, ino)) {
+			struct ext4_suspect *s = ext4_suspect_add(ctx, CHECK_EXT4_ORPHAN_LIST, prev,
+				orphan_list_still_bad, "orphan list %s inode %u, which is %s",
+				prev ? "entry after this inode names" : "in the superblock starts at",
+				ino, out ? "past the last inode" : "not in use");
+			blk64_t blk;
+			unsigned off;
+
+			if (prev && ext4_inode_location(fs, prev, &blk, &off)) {
+				ext4_suspect_block(s, blk);
+				s->arg[0] = off + offsetof(struct ext2_inode, i_dtime);
+			} else {
+				ext4_suspect_block(s, SUPERBLOCK_OFFSET / fs->blocksize);
+				s->arg[0] = SUPERBLOCK_OFFSET % fs->blocksize +
+					    offsetof(struct ext2_super_block, s_last_orphan);
+			}
+			s->arg[1] = ino;
+			if (!out) {
+				ext4_suspect_block(s, ext2fs_inode_bitmap_loc(fs, (ino - 1) / ipg));
+				s->arg[2] = (ino - 1) % ipg;
+			}
+			return;
+		}
+		if (ext2fs_read_inode_full(fs, ino, (struct ext2_inode *)&in, sizeof(in)))
+			return;
+		prev = ino;
+		ino = in.i_dtime;
+	}
+	if (ino && steps > limit)
+		str_error(ctx, CHECK_EXT4_ORPHAN_LIST, NULL, NULL, 0,
+			  "the orphan list loops");
+}
+
+/* ---- the scan ------------------------------------------------------------ */
+
+int ext4_scan_inodes(struct scrub_ctx *ctx)
+{
+	struct ext4_state *st = ext4_state(ctx);
+	ext2_filsys fs = st->fs;
+	unsigned isize = EXT2_INODE_SIZE(fs->super);
+	struct ext2_inode_large *in = xcalloc(1, isize > sizeof(*in) ? isize : sizeof(*in));
+	struct disk_fetch df = { .st = st };
+	unsigned char *buf = ext4_block_buf(st);
+	ext2_inode_scan scan = NULL;
+	errcode_t err;
+	ext2_ino_t ino;
+	int ret = 0;
+
+	for (unsigned i = 0; i <= MAX_EXTENT_DEPTH; i++)
+		df.buf[i] = ext4_block_buf(st);
+	/* The bitmaps as they are now, after the walk. */
+	ext2fs_free_block_bitmap(fs->block_map);
+	fs->block_map = NULL;
+	ext2fs_free_inode_bitmap(fs->inode_map);
+	fs->inode_map = NULL;
+	if ((err = ext2fs_read_bitmaps(fs)) ||
+	    (err = ext2fs_allocate_block_bitmap(fs, "claimed", &st->claimed)) ||
+	    (err = ext2fs_open_inode_scan(fs, INODE_SCAN_BLOCKS, &scan))) {
+		report_operational(ctx, NULL, NULL, 0, "ext4: cannot scan the inodes: %s",
+				   ext4_strerror(err));
+		ret = 0;
+		goto out;
+	}
+	claim_metadata(st);
+	for (;;) {
+		if (scrub_should_stop(ctx))
+			break;
+		err = ext2fs_get_next_inode_full(scan, &ino, (struct ext2_inode *)in, (int)isize);
+		if (err == EXT2_ET_BAD_BLOCK_IN_INODE_TABLE)
+			continue;
+		if (err) {
+			report_operational(ctx, NULL, NULL, 0, "ext4: inode scan stopped after "
+					   "inode %u: %s", ino, ext4_strerror(err));
+			break;
+		}
+		if (!ino)
+			break;
+		if (!ext2fs_fast_test_inode_bitmap2(fs->inode_map, ino))
+			continue;
+		check_one_inode(ctx, ino, in, &df, buf);
+	}
+	check_orphan_list(ctx);
+	ext4_confirm_run(ctx);
+	if (!scrub_should_stop(ctx))
+		report_unclaimed(ctx);
+	report_verbose(ctx, "Phase 3: ext4: %llu inodes, %llu extent blocks and %llu directory "
+		       "blocks read from the disk", st->inodes_scanned, st->extent_blocks,
+		       st->dir_blocks);
+out:
+	if (scan)
+		ext2fs_close_inode_scan(scan);
+	for (unsigned i = 0; i <= MAX_EXTENT_DEPTH; i++)
+		free(df.buf[i]);
+	free(buf);
+	free(in);
+	return ret;
+}

@@ -1,0 +1,241 @@
+"""The ext4 backend (src/backends/ext4*.c): every kind of on-disk damage it
+reads from the device is injected offline on an unmounted image (debugfs -w,
+or bytes patched where debugfs, dumpe2fs or the superblock put them) and
+must be reported with its own check id, the inode or block, and exit 4.
+A clean image scrubs to 0, also while a writer/renamer churns it during
+the scan.
+
+Each fault test also runs ``e2fsck -fn`` on the damaged image and prints
+its verdict (pytest -s shows it), so fscrub's findings can be set next to
+the offline checker's."""
+
+import os
+import re
+import struct
+import time
+
+import pytest
+
+from conftest import need_fs, run_fscrub
+import churn
+import faults
+import fsimage
+from faults import debugfs, _ext4_sb, _patch, _pread
+import test_churn
+
+EXT4_MAGIC_OFF = 0x38
+
+
+@pytest.fixture
+def ext4img(image_factory):
+    """A 300 MiB ext4 image (two block groups of 128 MiB, so group 1 has a
+    backup superblock) with the fixture tree; returned unmounted."""
+    img = image_factory("ext4", size_mb=300)
+    img.mkfs()
+    mnt = img.mount()
+    fsimage.make_tree(mnt, deep=False)
+    img.offline()
+    return img
+
+
+def victim(img, name, data=b"victim data\n", files=0):
+    """Mount, create ``name/victim`` (plus *files* siblings), unmount;
+    return (relative path, inode number)."""
+    mnt = img.mount()
+    d = faults._fresh_dir(mnt, name)
+    rel = d + "/victim"
+    with open(os.path.join(mnt, rel), "wb") as f:
+        f.write(data)
+    for i in range(files):
+        with open(os.path.join(mnt, d, "sib%03d" % i), "wb") as f:
+            f.write(b"s")
+    ino = fsimage.inode_of(os.path.join(mnt, rel))
+    dino = fsimage.inode_of(os.path.join(mnt, d))
+    os.sync()
+    img.offline()
+    return rel, ino, dino
+
+
+def inode_offset(img, ino):
+    """Byte offset of inode *ino* in the image (debugfs imap)."""
+    out = debugfs(img, "imap <%d>" % ino)
+    m = re.search(r"located at block (\d+), offset (0x[0-9a-f]+)", out)
+    assert m, out
+    return int(m.group(1)) * _ext4_sb(img)["block_size"] + int(m.group(2), 16)
+
+
+def e2fsck(img):
+    """e2fsck -fn's verdict on the (unmounted) image, printed for the report."""
+    p = fsimage.run(["e2fsck", "-fn", img.path], check=False)
+    lines = [l for l in p.stdout.splitlines() if l.strip() and not l.startswith("Pass ")
+             and not l.startswith("e2fsck ")]
+    print("e2fsck -fn exit %d:\n  %s" % (p.returncode, "\n  ".join(lines[:12])))
+    return p
+
+
+def scrub(img, *args):
+    time.sleep(1.1)         # victims older than the 1 s "changed during the scan" window
+    mnt = img.mount()
+    r = run_fscrub("-v", *args, mnt)
+    assert "with ext4 backend" in r.stdout, r
+    for f in r.findings:
+        if f.check.startswith("ext4.") and f.severity == "Error":
+            print("fscrub: %s" % f)
+    return mnt, r
+
+
+def assert_ext4(r, check, inode=None, text=None):
+    assert r.rc == 4, r
+    hits = [f for f in r.errors if f.check == check]
+    assert hits, "no %s error in\n%r" % (check, r)
+    if inode is not None:
+        assert any(f.inode == inode for f in hits), r
+    if text is not None:
+        assert any(text in f.message for f in hits), r
+    return hits
+
+
+# ---- clean -------------------------------------------------------------------
+
+def test_clean_image(ext4img):
+    mnt, r = scrub(ext4img)
+    assert r.rc == 0 and r.errors == [], r
+    assert all(w.check in ("name.control", "name.encoding") for w in r.warnings), r
+    m = re.search(r"Phase 3: ext4: (\d+) inodes, (\d+) extent blocks and (\d+) directory", r.stdout)
+    assert m and int(m.group(1)) > 200 and int(m.group(3)) > 10, r
+    assert "Phase 2: ext4: superblock" in r.stdout, r
+    assert not r.of(check="ext4.unchecked"), r
+
+
+def test_clean_without_metadata_csum(image_factory):
+    """^metadata_csum (crc16 group descriptors, no block checksums): clean."""
+    img = image_factory("ext4", size_mb=64, mkfs_args=("-O", "^metadata_csum"))
+    img.mkfs()
+    fsimage.make_tree(img.mount(), deep=False)
+    img.offline()
+    mnt, r = scrub(img)
+    assert r.rc == 0 and r.errors == [], r
+
+
+def test_clean_under_churn(workdir, request):
+    """A writer/renamer running through the whole scan (frozen mid-walk
+    until 10 000 operations ran, as test_churn.py): no error, no warning,
+    and the ext4 backend read the inode tables while the churn went on."""
+    need_fs("ext4")
+    img = fsimage.Image(workdir, "ext4", size_mb=1024)
+    request.addfinalizer(lambda: img.cleanup(remove=True))
+    img.mkfs()
+    mnt = img.mount()
+    fsimage.make_tree(mnt, deep=False)
+    c = churn.Churn(mnt, workers=2, dirs=100, files=20)
+    time.sleep(1.1)
+    with c:
+        time.sleep(0.3)
+        ops, r = test_churn.frozen_scan(c, mnt, "-v")
+    print("ext4 churn: %d operations during the scan" % ops)
+    assert ops >= test_churn.MIN_OPS, ops
+    assert "with ext4 backend" in r.stdout and "Phase 3: ext4:" in r.stdout, r
+    assert r.rc == 0 and r.errors == [], "%d ops\n%r" % (ops, r)
+    assert all(w.check in ("name.control", "name.encoding") for w in r.warnings), r
+    assert "fscrub:" not in r.stderr, r
+
+
+# ---- faults ------------------------------------------------------------------
+
+def test_inode_checksum(ext4img):
+    rel, ino, _ = victim(ext4img, "inode_csum")
+    off = inode_offset(ext4img, ino) + 0x7C        # i_checksum_lo
+    _patch(ext4img.path, off, bytes([_pread(ext4img.path, off, 1)[0] ^ 0x5A]))
+    e2fsck(ext4img)
+    mnt, r = scrub(ext4img)
+    assert_ext4(r, "ext4.inode_csum", ino, "inode checksum does not match")
+
+
+def test_directory_block_checksum(ext4img):
+    rel, ino, dino = victim(ext4img, "dir_csum", files=3)
+    blk = faults._ext4_first_block(ext4img, dino)
+    bs = _ext4_sb(ext4img)["block_size"]
+    off = blk * bs + bs - 4                         # ext4_dir_entry_tail.det_checksum
+    _patch(ext4img.path, off, bytes([_pread(ext4img.path, off, 1)[0] ^ 0x01]))
+    e2fsck(ext4img)
+    mnt, r = scrub(ext4img)
+    assert_ext4(r, "ext4.dir_block", dino, "block %d" % blk)
+
+
+def test_extent_block_corruption(ext4img):
+    f = faults.ext4_read_error(ext4img, mode="csum", pieces=16)
+    assert f["extents"] >= 5
+    e2fsck(ext4img)
+    mnt, r = scrub(ext4img)
+    assert_ext4(r, "ext4.extent_tree", f["inode"],
+                "extent tree block %d: extent block checksum does not match" % f["leaf_block"])
+
+
+def test_extent_block_zeroed(ext4img):
+    f = faults.ext4_read_error(ext4img, mode="zero", pieces=16)
+    e2fsck(ext4img)
+    mnt, r = scrub(ext4img)
+    assert_ext4(r, "ext4.extent_tree", f["inode"], "bad extent header magic")
+
+
+def test_orphan_inode(ext4img):
+    rel, ino, _ = victim(ext4img, "orphan", data=b"o" * 10000)
+    debugfs(ext4img, "unlink %s" % rel, write=True)
+    assert "Links: 1" in debugfs(ext4img, "stat <%d>" % ino)
+    e2fsck(ext4img)
+    mnt, r = scrub(ext4img)
+    hits = assert_ext4(r, "ext4.orphan", ino, "regular file of 10000 bytes, owner 0:0")
+    assert len(hits) == 1, r
+
+
+def test_block_bitmap_disagrees(ext4img):
+    rel, ino, _ = victim(ext4img, "freeb", data=os.urandom(3 * 4096))
+    blk = faults._ext4_first_block(ext4img, ino)
+    debugfs(ext4img, "freeb %d" % blk, write=True)
+    assert "not in use" in debugfs(ext4img, "testb %d" % blk)
+    e2fsck(ext4img)
+    mnt, r = scrub(ext4img)
+    assert_ext4(r, "ext4.block_in_use", ino, "(the first: block %d)" % blk)
+
+
+def test_group_descriptor_free_count(ext4img):
+    out = debugfs(ext4img, "show_super_stats")
+    free0 = int(re.search(r"Group  0: block bitmap.*?\n\s+(\d+) free blocks", out, re.S).group(1))
+    debugfs(ext4img, "set_bg 0 free_blocks_count %d" % (free0 - 7), write=True)
+    debugfs(ext4img, "set_bg 0 checksum calc", write=True)
+    e2fsck(ext4img)
+    mnt, r = scrub(ext4img)
+    assert_ext4(r, "ext4.group_counts", None,
+                "group 0: block bitmap (block %s): the group descriptor says %d free blocks, "
+                "the bitmap has %d" % (re.search(r"Group  0: block bitmap at (\d+)", out).group(1),
+                                       free0 - 7, free0))
+
+
+def test_backup_superblock_disagrees(ext4img):
+    sb = _ext4_sb(ext4img)
+    bs = sb["block_size"]
+    out = fsimage.run(["dumpe2fs", ext4img.path]).stdout
+    m = re.search(r"Group 1: .*?\n\s+Backup superblock at (\d+)", out)
+    assert m, out
+    backup = int(m.group(1)) * bs
+    raw = bytearray(_pread(ext4img.path, backup, 1024))
+    assert struct.unpack_from("<H", raw, EXT4_MAGIC_OFF)[0] == 0xEF53
+    ipg = struct.unpack_from("<I", raw, 0x28)[0]     # s_inodes_per_group
+    struct.pack_into("<I", raw, 0x28, ipg - 8)
+    # a consistent backup (its own checksum fixed): only the field disagrees
+    struct.pack_into("<I", raw, 0x3FC, faults.crc32c(0xFFFFFFFF, bytes(raw[:0x3FC])))
+    _patch(ext4img.path, backup, bytes(raw))
+    e2fsck(ext4img)
+    mnt, r = scrub(ext4img)
+    assert_ext4(r, "ext4.sb_backup", None,
+                "group 1 (block %s): s_inodes_per_group differs" % m.group(1))
+
+
+def test_backup_superblock_checksum(ext4img):
+    out = fsimage.run(["dumpe2fs", ext4img.path]).stdout
+    blk = int(re.search(r"Group 1: .*?\n\s+Backup superblock at (\d+)", out).group(1))
+    off = blk * _ext4_sb(ext4img)["block_size"] + 0x3FC
+    _patch(ext4img.path, off, bytes([_pread(ext4img.path, off, 1)[0] ^ 0x10]))
+    e2fsck(ext4img)
+    mnt, r = scrub(ext4img)
+    assert_ext4(r, "ext4.sb_backup", None, "group 1 (block %d): checksum does not match" % blk)
