@@ -55,7 +55,7 @@ def test_json_agrees_with_text(faulty_ext4, workdir):
     assert findings_of_json(doc) == findings_of_text(r.stdout)
     assert doc["exit_code"] == 4 and doc["cancelled"] is False
     assert doc["filesystem"]["mountpoint"] == mnt and doc["filesystem"]["type"] == "ext4"
-    assert doc["backend"] == "generic" and doc["options"]["verify_data"] is True
+    assert doc["backend"] == "ext4" and doc["options"]["verify_data"] is True
     assert doc["counts"]["errors"] == r.summary[1] and doc["counts"]["warnings"] == r.summary[2]
     assert [p["number"] for p in doc["phases"]] == [1, 2, 3, 4, 5, 6]
     assert all(p["wall_seconds"] >= 0 for p in doc["phases"])
@@ -119,7 +119,7 @@ def test_metrics(faulty_ext4, workdir):
     assert r.rc == 4
     m = parse_prom(open(out).read())
     labels, code = m["fscrub_last_run_exit_code"]
-    assert code == 4 and labels == {"mountpoint": mnt, "fstype": "ext4", "backend": "generic"}
+    assert code == 4 and labels == {"mountpoint": mnt, "fstype": "ext4", "backend": "ext4"}
     assert m["fscrub_last_run_errors"][1] == r.summary[1]
     assert m["fscrub_last_run_warnings"][1] == r.summary[2]
     assert m["fscrub_last_run_bytes_checked"][1] > 0
