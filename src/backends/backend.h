@@ -63,5 +63,7 @@ extern const struct scrub_ops ext4_ops;		/* ext4.c */
  */
 struct statvfs;
 const char *statvfs_insane(const struct statvfs *sv);
+/* The statfs counters of ctx's mount, checked twice before an error. */
+void generic_check_statfs(struct scrub_ctx *ctx);
 
 #endif

@@ -58,7 +58,7 @@ static int generic_scan_fs(struct scrub_ctx *ctx)
 	return 0;
 }
 
-static int generic_scan_metadata(struct scrub_ctx *ctx)
+void generic_check_statfs(struct scrub_ctx *ctx)
 {
 	const char *why = statvfs_insane(&ctx->svfs);
 
@@ -76,6 +76,11 @@ static int generic_scan_metadata(struct scrub_ctx *ctx)
 				  (unsigned long long)again.f_files,
 				  (unsigned long long)again.f_ffree);
 	}
+}
+
+static int generic_scan_metadata(struct scrub_ctx *ctx)
+{
+	generic_check_statfs(ctx);
 	report_verbose(ctx, "Phase 2: the generic backend has no metadata of its own to "
 		       "check beyond statfs.");
 	return 0;
