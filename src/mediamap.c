@@ -126,6 +126,32 @@ static uint32_t fsmap_devno(dev_t dev)
 	return (min & 0xff) | (maj << 8) | ((min & ~0xffU) << 12);
 }
 
+/*
+ * Names of GETFSMAP's special owners.  The codes are each filesystem's
+ * interface: XFS's in <xfs/xfs_fs.h> (type 'X'), ext4's (type 'f', and
+ * XFS's codes for the superblock, journal and inode tables).
+ */
+static const char *special_owner_name(uint64_t owner)
+{
+	static const char *const xfs[] = {
+		NULL, "static filesystem metadata (superblock, AG headers)", "the journal",
+		"per-AG metadata (free space and reverse mapping btrees, free list)",
+		"an inode btree", "an inode cluster", "a reference count btree",
+		"copy-on-write staging", "blocks marked defective",
+	};
+	static const char *const ext4[] = {
+		NULL, "group descriptors", "reserved group descriptors", "a block bitmap",
+		"an inode bitmap",
+	};
+	uint32_t type = FMR_OWNER_TYPE(owner), code = FMR_OWNER_CODE(owner);
+
+	if (type == 'X' && code < sizeof(xfs) / sizeof(*xfs))
+		return xfs[code];
+	if (type == 'f' && code < sizeof(ext4) / sizeof(*ext4))
+		return ext4[code];
+	return NULL;
+}
+
 /* What GETFSMAP says owns the first byte of [off, off+len), into out. */
 static bool fsmap_owner(struct scrub_ctx *ctx, uint64_t off, uint64_t len, struct strbuf *out,
 			bool *is_metadata)
@@ -150,18 +176,29 @@ static bool fsmap_owner(struct scrub_ctx *ctx, uint64_t off, uint64_t len, struc
 
 	found = true;
 	*is_metadata = false;
-	if (!(r->fmr_flags & FMR_OF_SPECIAL_OWNER)) {
-		strbuf_addf(out, "owned by inode %llu at offset %llu%s, which the walk did "
-			    "not map there (written since?)", (unsigned long long)r->fmr_owner,
-			    (unsigned long long)r->fmr_offset,
-			    r->fmr_flags & (FMR_OF_EXTENT_MAP | FMR_OF_ATTR_FORK) ?
-			    " (its extent map or attributes)" : "");
-		*is_metadata = r->fmr_flags & (FMR_OF_EXTENT_MAP | FMR_OF_ATTR_FORK);
+	const char *name = special_owner_name(r->fmr_owner);
+
+	if (!(r->fmr_flags & FMR_OF_SPECIAL_OWNER) && (r->fmr_flags & FMR_OF_EXTENT_MAP)) {
+		strbuf_addf(out, "in the extent map (%s fork) of inode %llu",
+			    r->fmr_flags & FMR_OF_ATTR_FORK ? "attribute" : "data",
+			    (unsigned long long)r->fmr_owner);
+		*is_metadata = true;
+	} else if (!(r->fmr_flags & FMR_OF_SPECIAL_OWNER)) {
+		/* Directories and attributes: metadata; a file's data: written since? */
+		strbuf_addf(out, "owned by inode %llu%s at offset %llu, which the walk did "
+			    "not map there (a directory, or written since?)",
+			    (unsigned long long)r->fmr_owner,
+			    r->fmr_flags & FMR_OF_ATTR_FORK ? " (attribute fork)" : "",
+			    (unsigned long long)r->fmr_offset);
+		*is_metadata = r->fmr_flags & FMR_OF_ATTR_FORK;
 	} else if (r->fmr_owner == FMR_OWN_FREE) {
 		strbuf_addstr(out, "in free space");
 	} else if (r->fmr_owner == FMR_OWN_UNKNOWN) {
 		strbuf_addstr(out, "in allocated blocks of no known owner (directories, extent "
 			      "trees, or data written since the walk)");
+	} else if (name) {
+		strbuf_addf(out, "in filesystem metadata: %s", name);
+		*is_metadata = true;
 	} else {
 		strbuf_addf(out, "in filesystem metadata (owner %u:%u)",
 			    FMR_OWNER_TYPE(r->fmr_owner), FMR_OWNER_CODE(r->fmr_owner));

@@ -37,16 +37,20 @@ class BadMedia:
     """The image *path* as a block device with unreadable *ranges*
     [(offset, length)], mounted as *fstype* on *mnt*."""
 
-    def __init__(self, workdir, path, fstype, ranges, name="bad"):
+    def __init__(self, workdir, path, fstype, ranges, name="bad", armed=True):
         self.fuse = os.path.join(workdir, name + ".fuse")
         self.mnt = os.path.join(workdir, name + ".mnt")
+        # unarmed: the ranges read fine until arm() (after the mount)
+        self.armed_path = os.path.join(workdir, name + ".armed")
         self.proc = None
         self.dev = None
         self.mounted = False
         os.makedirs(self.fuse, exist_ok=True)
         os.makedirs(self.mnt, exist_ok=True)
-        env = dict(os.environ, EIOFS_IMAGE=path,
+        env = dict(os.environ, EIOFS_IMAGE=path, EIOFS_ARMED=self.armed_path,
                    EIOFS_BAD=",".join("%d:%d" % r for r in ranges))
+        if armed:
+            self.arm()
         self.proc = subprocess.Popen([EIOFS, "-f", self.fuse], env=env,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         disk = os.path.join(self.fuse, "disk")
@@ -63,7 +67,12 @@ class BadMedia:
         fsimage.run(["mount", "-t", fstype] + opts + [self.dev, self.mnt])
         self.mounted = True
 
+    def arm(self):
+        open(self.armed_path, "w").close()
+
     def cleanup(self):
+        if os.path.exists(self.armed_path):
+            os.unlink(self.armed_path)
         if self.mounted:
             fsimage._umount(self.mnt)
             self.mounted = False
@@ -84,10 +93,10 @@ class BadMedia:
 def bad_media(workdir):
     made = []
 
-    def make(img, ranges, name="bad"):
+    def make(img, ranges, name="bad", armed=True):
         need_eiofs()
         img.offline()
-        m = BadMedia(workdir, img.path, img.fstype, ranges, name=name)
+        m = BadMedia(workdir, img.path, img.fstype, ranges, name=name, armed=armed)
         made.append(m)
         return m
 
@@ -173,6 +182,61 @@ def test_media_error_in_free_space_is_a_warning(image_factory, bad_media, fstype
     assert len(w) == 1 and len(r.warnings) == 1, r
     assert "device offset %d (%d bytes) in free space" % (hole, BLOCK) \
         in w[0].message, r
+
+
+FSMAP_LINE = re.compile(r"^\s*\d+: \S+ \[(\d+)\.\.(\d+)\]: (.*?) \d+$")
+
+
+def fsmap(mnt):
+    """xfs_io's GETFSMAP listing of *mnt*: [(start, end, owner)] in bytes."""
+    out = subprocess.run(["xfs_io", "-c", "fsmap -d", mnt], capture_output=True,
+                         text=True, check=True).stdout
+    return [(int(m.group(1)) * 512, (int(m.group(2)) + 1) * 512, m.group(3))
+            for m in map(FSMAP_LINE.match, out.splitlines()) if m]
+
+
+@pytest.mark.parametrize("owner,says", [("inodes", "an inode cluster"),
+                                        ("extent map", "in the extent map (data fork)")])
+def test_media_error_in_metadata_is_an_error(image_factory, bad_media, owner, says):
+    """File a and a deleted file b written in turns, 4 KiB at a time: a's
+    extents have 4 KiB gaps, and its extent map (bmbt) block and an inode
+    cluster lie among them.  The device reader passes over them; a bad
+    sector there is metadata according to GETFSMAP (rmapbt): an error that
+    names no file."""
+    img = image_factory("xfs", size_mb=320).mkfs()      # the suite's mkfs: rmapbt=1
+    mnt = img.mount()
+    fds = [os.open(os.path.join(mnt, n), os.O_WRONLY | os.O_CREAT) for n in "ab"]
+    for i in range(64):
+        for fd in fds:
+            os.pwrite(fd, b"m" * BLOCK, i * BLOCK)
+            os.fsync(fd)
+    for fd in fds:
+        os.close(fd)
+    os.unlink(os.path.join(mnt, "b"))
+    subprocess.run(["sync"], check=True)
+    data = sorted((x["physical"], x["physical"] + x["length"])
+                  for x in fsimage.fiemap(os.path.join(mnt, "a")))
+    inside = [(s, e) for s, e, o in fsmap(mnt) if o.endswith(owner)
+              and any(a_end <= s and e <= b_start and b_start - a_end < 128 << 10
+                      for (_, a_end), (b_start, _) in zip(data, data[1:]))]
+    if not inside:
+        pytest.fail("no %s block between two of a's extents: %s" % (owner, fsmap(mnt)))
+    bad = inside[0][0]
+    time.sleep(1.1)
+    m = bad_media(img, [(bad, BLOCK)], armed=False)
+    # The kernel caches what it reads: a's inode and extent map are read
+    # now, before the sector goes bad, as a disk fails under a mounted fs.
+    fsimage.fiemap(os.path.join(m.mnt, "a"))
+    m.arm()
+    # -t generic: the XFS backend reads inode clusters itself (xfs.ondisk)
+    r = run_fscrub("-n", "-x", "-v", "-t", "generic", m.mnt)
+    assert r.rc == 4, r
+    errs = r.errors
+    assert [e.check for e in errs] == ["media.metadata"], r
+    assert errs[0].inode is None, r
+    assert ("media error at device offset %d (%d bytes)" % (bad, BLOCK)) in errs[0].message, r
+    assert says in errs[0].message, r
+    assert not r.warnings, r
 
 
 @pytest.mark.parametrize("fstype", FSTYPES)

@@ -10,6 +10,10 @@
  * Reads bypass the kernel's page cache for /disk (direct_io) so that every
  * read of a bad range reaches this daemon and fails, as a bad sector does.
  *
+ * With $EIOFS_ARMED=PATH the bad ranges fail only while PATH exists: a
+ * test can mount the filesystem on top first (the kernel reads its
+ * metadata at mount time) and make a metadata block go bad afterwards.
+ *
  *     EIOFS_IMAGE=x.img EIOFS_BAD=1048576:4096 eiofs -f MOUNTPOINT
  */
 #define FUSE_USE_VERSION 31
@@ -27,6 +31,7 @@
 static int image_fd = -1;
 static struct { unsigned long long off, len; } bad[MAX_BAD];
 static int nr_bad;
+static const char *armed_path;	/* NULL: always armed */
 
 static int parse_bad(const char *s)
 {
@@ -48,6 +53,8 @@ static int parse_bad(const char *s)
 
 static int touches_bad(off_t off, size_t len)
 {
+	if (armed_path && access(armed_path, F_OK) != 0)
+		return 0;
 	for (int i = 0; i < nr_bad; i++)
 		if ((unsigned long long)off < bad[i].off + bad[i].len &&
 		    bad[i].off < (unsigned long long)off + len)
@@ -137,6 +144,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "eiofs: set EIOFS_IMAGE=FILE and EIOFS_BAD=OFF:LEN[,OFF:LEN...]\n");
 		return 2;
 	}
+	armed_path = getenv("EIOFS_ARMED");
 	image_fd = open(image, O_RDWR | O_CLOEXEC);
 	if (image_fd < 0) {
 		perror(image);
