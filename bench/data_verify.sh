@@ -19,6 +19,7 @@
 #     sync; echo 3 > /proc/sys/vm/drop_caches
 #   raw     bench/rawread DEV RANGES: O_DIRECT preads of <= RAW_CHUNK (4 MiB),
 #           RAW_THREADS (4) in flight, exactly the listed ranges
+#           (RAW_THREADS=u4: 4 in flight through io_uring)
 #   fscrub  fscrub -n -x -v -T MNT
 #   tar     tar -C MNT -cf - . | cat >/dev/null
 # Bandwidth = bytes of file data (the list's total, which must equal
@@ -56,7 +57,8 @@ say() { echo "$me: $*" >&2; }
 
 [ "$(id -u)" -eq 0 ] || die "run as root (losetup, mount, drop_caches need it): sudo bench/data_verify.sh"
 posint() { [[ ${!1} =~ ^[1-9][0-9]*$ ]] || die "$1 must be a positive integer, not '${!1}'"; }
-for k in REPS NR_TINY TINY_DIRS RAW_THREADS BIG_FILES; do posint "$k"; done
+for k in REPS NR_TINY TINY_DIRS BIG_FILES; do posint "$k"; done
+[[ $RAW_THREADS =~ ^u?[1-9][0-9]*$ ]] || die "RAW_THREADS must be N (threads) or uN (io_uring depth), not '$RAW_THREADS'"
 for ds in $DATASETS; do
 	case $ds in a|b|c) ;; *) die "DATASETS: unknown data set '$ds' (a, b, c)";; esac
 	k=REPS_$ds
@@ -168,7 +170,9 @@ BIN=$BENCH_DIR/dv-bin
 LOGS=$BENCH_DIR/dv-logs
 mkdir -p "$BIN" "$LOGS"
 rm -f "$LOGS/"*
-cc -O2 -Wall -pthread -o "$BIN/rawread" "$top/bench/rawread.c" || die "cannot build bench/rawread.c"
+# with liburing if it is there (RAW_THREADS=uN then reads through io_uring)
+cc -O2 -Wall -pthread -DHAVE_URING -o "$BIN/rawread" "$top/bench/rawread.c" -luring 2>/dev/null ||
+	cc -O2 -Wall -pthread -o "$BIN/rawread" "$top/bench/rawread.c" || die "cannot build bench/rawread.c"
 cc -O2 -Wall -o "$BIN/extents" "$top/bench/extents.c" || die "cannot build bench/extents.c"
 cc -O2 -Wall -o "$BIN/mkdata" "$top/bench/mkdata.c" || die "cannot build bench/mkdata.c"
 for i in 1 2 3 4 5 6 7 8 9 10; do	# not while the linker is writing it
@@ -239,7 +243,7 @@ echo "data_verify.sh  $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
 echo "kernel $(uname -r), $(nproc) CPUs ($(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)), $(awk '/^MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo) RAM, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "fscrub: $FSCRUB_SRC ($("$FSCRUB" -V 2>&1 | head -n 1); sha256 $(sha256sum "$FSCRUB" | cut -c1-12); built $(date -u -r "$FSCRUB" '+%Y-%m-%d %H:%M:%S UTC'))"
 echo "reps: $REPS$(for ds in $DATASETS; do k=REPS_$ds; [ -n "${!k:-}" ] && printf ' (%s: %s)' "$ds" "${!k}"; done); cold cache (sync; drop_caches=3 before every run), loop --direct-io=on"
-echo "raw: O_DIRECT preads of <= $RAW_CHUNK, $RAW_THREADS in flight; fscrub -n -x -v -T; tar -C MNT -cf - . | cat >/dev/null"
+echo "raw: O_DIRECT reads of <= $RAW_CHUNK, $([[ $RAW_THREADS == u* ]] && echo "${RAW_THREADS#u} in flight (io_uring)" || echo "$RAW_THREADS in flight (pread threads)"); fscrub -n -x -v -T; tar -C MNT -cf - . | cat >/dev/null"
 echo
 
 TABLE=$LOGS/table

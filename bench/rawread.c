@@ -5,21 +5,27 @@
  * of at most CHUNK bytes (default 4 MiB), THREADS preads in flight (default
  * 4), in the order given.  Nothing is merged beyond what the list has.
  * Prints "BYTES SECONDS" (the read only: the list is loaded first).
+ * Built with -DHAVE_URING -luring, THREADS given as uN means N reads in
+ * flight through one io_uring instead of N threads.
  *
- *   cc -O2 -pthread -o rawread rawread.c
- *   rawread DEV RANGES [THREADS [CHUNK]]
+ *   cc -O2 -pthread -o rawread rawread.c [-DHAVE_URING -luring]
+ *   rawread DEV RANGES [THREADS|uN [CHUNK]]
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef HAVE_URING
+#include <liburing.h>
+#endif
 
 struct piece { uint64_t off, len; };
 
@@ -63,6 +69,67 @@ static void *reader(void *arg)
 	return NULL;
 }
 
+#ifdef HAVE_URING
+/* depth reads in flight through one ring, buffers reused as reads finish */
+static int uring_read(int depth)
+{
+	struct io_uring ring;
+	char *bufs[64];
+	uint64_t got[64];
+	size_t which[64], next = 0;
+	int inflight = 0, free_slot[64], nfree = 0;
+
+	if (io_uring_queue_init((unsigned)depth, &ring, 0))
+		return ENOSYS;
+	for (int i = 0; i < depth; i++) {
+		if (posix_memalign((void **)&bufs[i], 4096, chunk))
+			return ENOMEM;
+		free_slot[nfree++] = i;
+	}
+	for (;;) {
+		while (nfree && next < nr_pieces) {
+			int slot = free_slot[--nfree];
+			struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+
+			which[slot] = next++;
+			got[slot] = 0;
+			io_uring_prep_read(sqe, fd, bufs[slot], (unsigned)pieces[which[slot]].len,
+					   pieces[which[slot]].off);
+			io_uring_sqe_set_data64(sqe, (uint64_t)slot);
+			inflight++;
+		}
+		if (!inflight)
+			break;
+		struct io_uring_cqe *cqe;
+		if (io_uring_submit_and_wait(&ring, 1) < 0 || io_uring_wait_cqe(&ring, &cqe))
+			return EIO;
+		int slot = (int)io_uring_cqe_get_data64(cqe), res = cqe->res;
+		io_uring_cqe_seen(&ring, cqe);
+		inflight--;
+		struct piece *p = &pieces[which[slot]];
+		if (res <= 0) {
+			fprintf(stderr, "rawread: read at %" PRIu64 ": %s\n", p->off + got[slot],
+				res < 0 ? strerror(-res) : "end of device");
+			return EIO;
+		}
+		got[slot] += (uint64_t)res;
+		atomic_fetch_add(&done_bytes, (uint64_t)res);
+		if (got[slot] < p->len) {	/* short read: the rest */
+			struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+
+			io_uring_prep_read(sqe, fd, bufs[slot] + got[slot],
+					   (unsigned)(p->len - got[slot]), p->off + got[slot]);
+			io_uring_sqe_set_data64(sqe, (uint64_t)slot);
+			inflight++;
+		} else {
+			free_slot[nfree++] = slot;
+		}
+	}
+	io_uring_queue_exit(&ring);
+	return 0;
+}
+#endif
+
 int main(int argc, char **argv)
 {
 	unsigned long long off, len;
@@ -76,8 +143,21 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: rawread DEV RANGES [THREADS [CHUNK]]\n");
 		return 2;
 	}
-	if (argc > 3)
+	bool use_uring = false;
+
+	(void)use_uring;
+
+	if (argc > 3 && argv[3][0] == 'u') {
+#ifdef HAVE_URING
+		use_uring = true;
+		nthreads = atoi(argv[3] + 1);
+#else
+		fprintf(stderr, "rawread: built without liburing\n");
+		return 2;
+#endif
+	} else if (argc > 3) {
 		nthreads = atoi(argv[3]);
+	}
 	if (argc > 4)
 		chunk = strtoull(argv[4], NULL, 0);
 	if (nthreads < 1 || nthreads > 64 || chunk < 4096 || chunk % 4096) {
@@ -117,6 +197,18 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
+#ifdef HAVE_URING
+	if (use_uring) {
+		int err = uring_read(nthreads);
+
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		if (err) {
+			fprintf(stderr, "rawread: io_uring: %s\n", strerror(err));
+			return 1;
+		}
+		goto out;
+	}
+#endif
 	for (int i = 0; i < nthreads; i++)
 		if (pthread_create(&tid[i], NULL, reader, NULL)) {
 			perror("pthread_create");
@@ -127,6 +219,9 @@ int main(int argc, char **argv)
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	if (atomic_load(&failed))
 		return 1;
+#ifdef HAVE_URING
+out:
+#endif
 	printf("%" PRIu64 " %.6f\n", (uint64_t)atomic_load(&done_bytes),
 	       (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
 	return 0;
