@@ -79,16 +79,7 @@ def base_image():
 
 
 def reflinked(img):
-    mnt = img.mount()
-    src = os.path.join(mnt, "orig")
-    with open(src, "wb") as fh:
-        for _ in range(64):
-            fh.write(os.urandom(65536))
-    for copy in ("copy", "copy2"):
-        fsimage.run(["cp", "--reflink=always", src, os.path.join(mnt, copy)])
-    with open(os.path.join(mnt, "copy"), "r+b") as fh:
-        fh.seek(1 << 20)
-        fh.write(os.urandom(65536))
+    test_xfs.make_reflinked(img.mount())
     img.offline()
 
 
