@@ -176,7 +176,9 @@ static int qctl(struct quota_run *r, int cmd, enum qtype qt, uint32_t id, void *
 			return -errno;
 		r->no_quotactl_fd = true;
 	}
-	if (!r->ctx->source || quotactl(qcmd, r->ctx->source, (int)id, addr) < 0)
+	if (!r->ctx->source)
+		return -ENODEV;
+	if (quotactl(qcmd, r->ctx->source, (int)id, addr) < 0)
 		return -errno;
 	return 0;
 }
@@ -220,6 +222,8 @@ static void snapshot_type(struct quota_run *r, enum qtype qt, bool before)
 			r->err = -ret;
 			return;
 		}
+		if (d.d_id < id)
+			break;		/* never backwards: the walk of ids ends */
 		struct qfig f = dquot_fig(&d);
 
 		record(qtable_get(t, d.d_id), &f, before);
