@@ -230,6 +230,12 @@ static int phase1_find_fs(struct scrub_ctx *ctx)
 		return EXIT_OPERATIONAL;
 	}
 	ctx->ops = backend_select(ctx);
+	/* -t picks among the backends that fit; it cannot make one fit. */
+	if (ctx->opt.backend && ctx->ops->match && !ctx->ops->match(ctx)) {
+		fprintf(stderr, "fscrub: -t %s: '%s' is not %s (it is %s)\n", ctx->ops->name,
+			ctx->mntpoint, ctx->ops->name, ctx->fstype);
+		return EXIT_OPERATIONAL;
+	}
 	open_walk_root(ctx);
 	if (walk_statx(ctx->walk_fd, NULL, &ctx->root_stx) < 0) {
 		fprintf(stderr, "fscrub: cannot stat '%s': %s\n", ctx->mntpoint, strerror(errno));

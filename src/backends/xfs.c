@@ -1,5 +1,5 @@
 /*
- * xfs: the XFS backend (see xfs.h for how its four files divide the work).
+ * xfs: the XFS backend (see xfs.h for how its files divide the work).
  *
  * Phase 1 recognises XFS by its statfs magic, reads the geometry
  * (XFS_IOC_FSGEOMETRY) and every AG's (XFS_IOC_AG_GEOMETRY), prints them
@@ -313,6 +313,7 @@ static void xfs_check_dir(struct walk_thread *t, const struct walk_dir *d)
 static int xfs_scan_inodes(struct scrub_ctx *ctx)
 {
 	xfs_inodes_after_walk(ctx);
+	xfs_quota_check(ctx);
 	return 0;
 }
 

@@ -1,5 +1,5 @@
 /*
- * xfs: the XFS backend's private state, shared by its four files.
+ * xfs: the XFS backend's private state, shared by its files.
  *
  *   xfs.c         phase 1: detection, FSGEOMETRY and AG_GEOMETRY, health
  *                 masks; the ops table and the walk hooks.
@@ -10,6 +10,8 @@
  *                 orphaned inodes, bulkstat health, the reverse-mapping
  *                 cross-check with GETFSMAP; per-inode findings reported
  *                 with the names the walk found.
+ *   xfs_quota.c   phase 3, after the walk: quota usage per user, group and
+ *                 project against what BULKSTAT's inodes add up to.
  *
  * Everything goes through the mount's own descriptor (ctx->mnt_fd): the
  * walk's clone is read-only, and a repair needs a writable mount.
@@ -89,6 +91,9 @@ void xfs_kscrub_all(struct scrub_ctx *ctx);
 /* xfs_ondisk.c: phase 2, AG headers and btree roots read from the disk. */
 void xfs_ondisk_check(struct scrub_ctx *ctx);
 
+/* xfs_quota.c: phase 3, after the walk: quota usage against the inodes. */
+void xfs_quota_check(struct scrub_ctx *ctx);
+
 /* xfs.c */
 const char *xfs_inode_sick_name(unsigned bit);
 
@@ -106,6 +111,8 @@ void xfs_inode_health(struct scrub_ctx *ctx, const struct xfs_bulkstat *bs);
 void xfs_inodes_phase2(struct scrub_ctx *ctx);
 /* Phase 3, after the walk. */
 void xfs_inodes_after_walk(struct scrub_ctx *ctx);
+/* Created or changed (ctime, btime) since the scan began. */
+bool xfs_bs_changed_during_scan(const struct scrub_ctx *ctx, const struct xfs_bulkstat *bs);
 /* Hold a per-inode finding back for the name (thread-safe). */
 void xfs_defer_at(struct xfs_state *xs, uint64_t ino, enum severity sev, const char *check,
 		  const char *file, int line, const char *fmt, ...)

@@ -359,7 +359,7 @@ struct orphan_run {
 	uint64_t dev;
 };
 
-static bool bs_changed_during_scan(const struct scrub_ctx *ctx, const struct xfs_bulkstat *bs)
+bool xfs_bs_changed_during_scan(const struct scrub_ctx *ctx, const struct xfs_bulkstat *bs)
 {
 	return ts_ns(bs->bs_ctime, bs->bs_ctime_nsec) >= ctx->changed_since_ns ||
 	       ts_ns(bs->bs_btime, bs->bs_btime_nsec) >= ctx->changed_since_ns;
@@ -370,7 +370,7 @@ static void orphan_fn(struct scrub_ctx *ctx, const struct xfs_bulkstat *bs, void
 	struct orphan_run *or = arg;
 
 	if (!bs->bs_nlink || walk_reached(ctx, or->dev, bs->bs_ino) ||
-	    bs_changed_during_scan(ctx, bs))
+	    xfs_bs_changed_during_scan(ctx, bs))
 		return;
 	pthread_mutex_lock(&or->lock);
 	if (or->n == MAX_ORPHANS) {
@@ -665,7 +665,7 @@ static int rmap_recheck(struct scrub_ctx *ctx, struct xfs_state *xs, uint32_t de
 	struct xfs_bulkstat bs, after;
 	int fd, still;
 
-	if (xfs_bulkstat_one(xs->fd, s->ino, &bs) != 1 || bs_changed_during_scan(ctx, &bs))
+	if (xfs_bulkstat_one(xs->fd, s->ino, &bs) != 1 || xfs_bs_changed_during_scan(ctx, &bs))
 		return -1;
 	fd = open_by_ino(xs, s->ino, bs.bs_gen);
 	if (fd < 0)

@@ -89,6 +89,27 @@ def test_pseudo_filesystem():
     one_line_error(run_fscrub("/proc"), 16, "is a proc filesystem")
 
 
+@pytest.mark.parametrize("backend", ["xfs", "btrfs"])
+def test_type_forced_on_another_filesystem(image_factory, backend):
+    """-t picks among the backends that fit: forcing one on a filesystem it
+    does not handle is an operational error, before anything is scanned."""
+    img = image_factory("ext4", size_mb=32)
+    img.mkfs()
+    mnt = img.mount()
+    one_line_error(run_fscrub("-t", backend, mnt), 8,
+                   "-t %s: '%s' is not %s (it is ext4)" % (backend, mnt, backend))
+
+
+def test_type_forced_on_tmpfs(workdir, cleanups):
+    fs = fsimage.make_tmpfs(workdir, populate=False)
+    cleanups.append(fs.cleanup)
+    for backend in ("xfs", "ext4"):
+        one_line_error(run_fscrub("-t", backend, fs.mnt), 8,
+                       "-t %s: '%s' is not %s (it is tmpfs)" % (backend, fs.mnt, backend))
+    # The generic backend fits everything.
+    assert run_fscrub("-t", "generic", fs.mnt).rc == 0
+
+
 def test_unmounted_device(image_factory):
     img = image_factory("ext4", size_mb=32)
     img.mkfs()

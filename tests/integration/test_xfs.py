@@ -169,10 +169,9 @@ def test_generic_findings_with_xfs_backend(xfs_image, inject, check):
         [(check, escaped(os.path.join(mnt, f["path"])), f["inode"])], r
 
 
-def test_reflinked_files_not_flagged(xfs_image):
-    """A reflinked copy (every extent shared), partly overwritten (some
-    extents no longer shared): no cross-link, no rmap mismatch."""
-    mnt = xfs_image.mount()
+def make_reflinked(mnt):
+    """'orig' (4 MiB) and two reflinked copies, 'copy' partly overwritten:
+    every extent of 'copy2' shared, some of 'copy' no longer."""
     src = os.path.join(mnt, "orig")
     with open(src, "wb") as fh:
         for i in range(64):
@@ -183,6 +182,13 @@ def test_reflinked_files_not_flagged(xfs_image):
         fh.seek(1 << 20)
         fh.write(os.urandom(65536))
     os.sync()
+
+
+def test_reflinked_files_not_flagged(xfs_image):
+    """A reflinked copy (every extent shared), partly overwritten (some
+    extents no longer shared): no cross-link, no rmap mismatch."""
+    mnt = xfs_image.mount()
+    make_reflinked(mnt)
     shared = [e["flags"] & 0x2000 for e in fsimage.fiemap(os.path.join(mnt, "copy"))]
     assert any(shared) and not all(shared), shared    # FIEMAP_EXTENT_SHARED
     xfs_image.remount()

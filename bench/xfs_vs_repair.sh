@@ -1,0 +1,143 @@
+#!/bin/sh
+# xfs_vs_repair.sh: fscrub on the mounted image against `xfs_repair -n` on
+# the unmounted one, for every fault the XFS integration tests inject.
+#
+# Each case starts from a copy of one clean image (the tests' xfs_image
+# fixture: fsimage.make_tree, crc, reflink, rmapbt), is broken with the
+# tests' own injectors (tests/integration/faults.py, test_xfs.py,
+# test_xfs_vm.py), then
+#   1. fscrub runs on the mounted image (host kernel), and
+#   2. xfs_repair -n runs on the unmounted image file,
+# and a Markdown table of exit codes and first findings goes to stdout.
+# The quota case needs CONFIG_XFS_QUOTA, which the host kernel lacks: it is
+# built and scrubbed in the VM (../shared/vm/vmrun), skipped without it.
+#
+#   sudo bench/xfs_vs_repair.sh [WORKDIR]       (default: a fresh /tmp dir)
+#
+# Needs root (loop devices, mount), xfsprogs, Debian's python3 (pytest is
+# imported by the test helpers) and a built fscrub ($FSCRUB, default
+# build/fscrub).
+set -eu
+top=$(cd "$(dirname "$0")/.." && pwd)
+export FSCRUB="${FSCRUB:-$top/build/fscrub}"
+work="${1:-$(mktemp -d /tmp/xfs_vs_repair.XXXXXX)}"
+mkdir -p "$work"
+cd "$top/tests/integration"
+exec /usr/bin/python3 - "$work" <<'EOF'
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+
+from conftest import run_fscrub
+import faults
+import fsimage
+import test_xfs
+import test_xfs_vm
+
+work = sys.argv[1]
+
+# xfs_repair -n's progress chatter; the first other line is what it says.
+# On an image file it also warns that the host's geometry is unknown.
+CHATTER = re.compile(r"^(Phase \d|\s+- |No modify flag set|Note - |\s*$|"
+                     r"Cannot get host filesystem geometry|Repair may fail if|"
+                     r"the image and the host filesystem)")
+
+
+def repair_says(path):
+    p = subprocess.run(["xfs_repair", "-n", path], capture_output=True, text=True)
+    lines = [l.strip() for l in (p.stdout + p.stderr).splitlines() if not CHATTER.match(l)]
+    return p.returncode, lines[0] if lines else "(nothing)"
+
+
+def fscrub_says(r):
+    """The first error (else warning) other than the tree's odd names."""
+    for sev in ("Error", "Warning"):
+        for f in r.findings:
+            if f.severity == sev and not f.check.startswith("name."):
+                return "%s [%s]" % (short(f.message), f.check)
+    return "(none)"
+
+
+def short(text, width=90):
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def cell(text):
+    return str(text).replace("|", "\\|")
+
+
+def base_image():
+    img = fsimage.Image(work, "xfs", size_mb=300, name="base")
+    img.mkfs()
+    mnt = img.mount()
+    fsimage.make_tree(mnt, deep=False)
+    img.offline()
+    return img
+
+
+def reflinked(img):
+    test_xfs.make_reflinked(img.mount())
+    img.offline()
+
+
+CASES = [
+    ("clean image", lambda img: None),
+    ("orphaned inode", lambda img: faults.xfs_dirent_ino(img, target="existing")),
+    ("dangling dirent", lambda img: faults.xfs_dirent_ino(img, target="free")),
+    ("cross-linked extent (bmx startblock)", test_xfs.xfs_crosslink),
+    ("wrong nlink", faults.xfs_wrong_nlink),
+    ("dirent ftype", faults.xfs_ftype_mismatch),
+    ("bad CRC in AG 1 bnobt root", lambda img: faults.xfs_db(
+        img, "agf 1", "addr bnoroot", "write -c crc 0xdeadbeef")),
+    ("bad CRC in AG 2 superblock", lambda img: faults.xfs_db(
+        img, "sb 2", "write -c crc 0xdeadbeef")),
+    ("reflinked files (must be clean)", reflinked),
+]
+
+rows = []
+base = base_image()
+for i, (name, inject) in enumerate(CASES):
+    img = base.copy(os.path.join(work, "case%d.img" % i))
+    try:
+        inject(img)
+        img.offline()
+        time.sleep(1.1)     # victims younger than 1 s count as changed
+        r = run_fscrub(img.mount())
+        img.offline()
+        rows.append((name, r.rc, fscrub_says(r)) + repair_says(img.path))
+    finally:
+        img.cleanup(remove=True)
+    print("done: %s" % name, file=sys.stderr)
+
+# Quota: user 1000's dquot charged 25 blocks more, in the VM.
+why = test_xfs_vm.vm_missing()
+if why:
+    rows.append(("quota counter (dquot bcount)", "-", "skipped: " + why, "-", "-"))
+else:
+    img = fsimage.Image(work, "xfs", size_mb=300, name="quota")
+    img.mkfs()
+    made, = test_xfs_vm.in_vm(work, img.path, [
+        ("sh", test_xfs_vm.QUOTA_MOUNT + " && bash -c " + shlex.quote(test_xfs_vm.QUOTA_TREE))])
+    assert made.rc == 0, made.stdout
+    out = faults.xfs_db(img, "dquot -u 1000", "print diskdq.bcount", write=False)
+    bcount = int(re.search(r"diskdq\.bcount = (\d+)", out).group(1))
+    faults.xfs_db(img, "dquot -u 1000", "write diskdq.bcount %d" % (bcount + 25))
+    time.sleep(1.1)
+    _, r = test_xfs_vm.in_vm(work, img.path, [("sh", test_xfs_vm.QUOTA_MOUNT),
+                                              ("fscrub", "-n")])
+    q = [f for f in r.errors if f.check == "xfs.quota"]
+    said = "%s [xfs.quota]" % short(q[0].message, 200) if q else fscrub_says(r)
+    rows.append(("quota counter (dquot bcount, in the VM, -n)", r.rc, said)
+                + repair_says(img.path))
+    img.cleanup(remove=True)
+    print("done: quota", file=sys.stderr)
+base.cleanup(remove=True)
+
+print("| case | fscrub exit | fscrub finding | xfs_repair -n exit | xfs_repair -n says |")
+print("|---|---|---|---|---|")
+for name, rc, said, rrc, rsaid in rows:
+    print("| %s | %s | %s | %s | %s |" % (name, rc, cell(said), rrc, cell(short(rsaid))))
+EOF
