@@ -130,7 +130,8 @@ struct xlink_state {
 
 void crosslink_sort(struct scrub_ctx *ctx)
 {
-	if (!ctx->xlinks.sorted)
+	/* qsort(NULL, 0, ...) is undefined: an empty list has no array. */
+	if (!ctx->xlinks.sorted && ctx->xlinks.n)
 		qsort(ctx->xlinks.v, ctx->xlinks.n, sizeof(*ctx->xlinks.v), by_phys);
 	ctx->xlinks.sorted = true;
 }
