@@ -75,7 +75,8 @@ int relook_walk(struct relook *rl)
 	size_t n = 0;
 	int ret;
 
-	qsort(rl->files, rl->nr_files, sizeof(*rl->files), by_ino);
+	if (rl->nr_files)	/* qsort of a NULL array is undefined, even empty */
+		qsort(rl->files, rl->nr_files, sizeof(*rl->files), by_ino);
 	for (size_t i = 0; i < rl->nr_files; i++)
 		if (!n || rl->files[n - 1].ino != rl->files[i].ino)
 			rl->files[n++] = rl->files[i];
