@@ -45,7 +45,12 @@ def need_vm():
         pytest.skip(why)
 
 
-def in_vm(workdir, image, steps, timeout=300, smp=None):
+# A TCG guest running a sanitizer build on a loaded 2-CPU host took more
+# than 300 s for one boot in CI: the limit is for hangs, not for speed.
+VM_TIMEOUT = 900
+
+
+def in_vm(workdir, image, steps, timeout=VM_TIMEOUT, smp=None):
     """Boot once with image as /dev/vda and run steps in order: ("mount",),
     ("umount",), ("fscrub", args...) or ("sh", command).  Returns the list of
     results of the fscrub and sh steps (Result, or namespace rc/stdout).
