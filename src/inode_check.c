@@ -124,6 +124,20 @@ static unsigned char mode_to_dtype(uint16_t mode)
 	return (unsigned char)((mode & S_IFMT) >> 12);
 }
 
+const char *inode_mode_name(unsigned mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFREG: return "regular file";
+	case S_IFDIR: return "directory";
+	case S_IFLNK: return "symlink";
+	case S_IFCHR: return "character device";
+	case S_IFBLK: return "block device";
+	case S_IFIFO: return "FIFO";
+	case S_IFSOCK: return "socket";
+	default: return "inode of unknown type";
+	}
+}
+
 static const char *dtype_name(unsigned char t)
 {
 	switch (t) {

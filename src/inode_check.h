@@ -24,5 +24,7 @@ extern const struct walk_visitor inode_check_visitor;
 
 /* Phase 4: link counts and ".." back pointers, looked at again. */
 void inode_check_links(struct scrub_ctx *ctx);
+/* "regular file", "directory", ... for a mode's S_IFMT bits (for messages). */
+const char *inode_mode_name(unsigned mode);
 
 #endif

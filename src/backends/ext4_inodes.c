@@ -30,6 +30,7 @@
  * extent map) also ask the kernel again, through open_by_handle_at(), for
  * the inode as it is now.
  */
+#include "inode_check.h"
 #include "backends/ext4.h"
 
 #include <errno.h>
@@ -279,19 +280,6 @@ static bool inode_in_use_on_disk(const struct ext2_inode_large *in)
 	return in->i_links_count > 0 && in->i_dtime == 0 && in->i_mode != 0;
 }
 
-static const char *mode_name(uint16_t mode)
-{
-	switch (mode & S_IFMT) {
-	case S_IFREG: return "regular file";
-	case S_IFDIR: return "directory";
-	case S_IFLNK: return "symlink";
-	case S_IFCHR: return "character device";
-	case S_IFBLK: return "block device";
-	case S_IFIFO: return "FIFO";
-	case S_IFSOCK: return "socket";
-	default: return "inode of unknown type";
-	}
-}
 
 /* ---- extent trees -------------------------------------------------------- */
 
@@ -1092,7 +1080,7 @@ static void check_against_walk(struct scrub_ctx *ctx, ext2_ino_t ino,
 	if (!walk_reached(ctx, stx_devno(&ctx->root_stx), ino)) {
 		struct ext4_suspect *s = inode_suspect(ctx, CHECK_EXT4_ORPHAN, ino, in,
 			orphan_still_bad, "%s of %llu bytes, owner %u:%u, link count %u, is in use "
-			"but no name was found for it", mode_name(in->i_mode),
+			"but no name was found for it", inode_mode_name(in->i_mode),
 			(unsigned long long)EXT2_I_SIZE(in), inode_uid(*in), inode_gid(*in),
 			in->i_links_count);
 		uint32_t ipg = fs->super->s_inodes_per_group;
@@ -1151,7 +1139,7 @@ static void check_one_inode(struct scrub_ctx *ctx, ext2_ino_t ino, struct ext2_i
 	if (!ext2fs_inode_csum_verify(fs, ino, in)) {
 		struct ext4_suspect *s = inode_suspect(ctx, CHECK_EXT4_INODE_CSUM, ino, in,
 			inode_csum_still_bad, "inode checksum does not match (%s, link count %u)",
-			mode_name(in->i_mode), in->i_links_count);
+			inode_mode_name(in->i_mode), in->i_links_count);
 
 		ext4_suspect_block(s, ext2fs_inode_bitmap_loc(fs, (ino - 1) / ipg));
 		s->arg[2] = (ino - 1) % ipg;
@@ -1205,7 +1193,7 @@ static void check_one_inode(struct scrub_ctx *ctx, ext2_ino_t ino, struct ext2_i
 		struct ext4_suspect *s = inode_suspect(ctx, CHECK_EXT4_BLOCK_IN_USE, ino, in,
 			in_use_still_bad, "%llu %s used by this %s %s marked free in the block "
 			"bitmap (the first: block %llu)", c.bad, c.bad == 1 ? "block" : "blocks",
-			mode_name(in->i_mode), c.bad == 1 ? "is" : "are",
+			inode_mode_name(in->i_mode), c.bad == 1 ? "is" : "are",
 			(unsigned long long)c.first_bad);
 
 		ext4_suspect_block(s, ext2fs_block_bitmap_loc(fs, g));

@@ -37,6 +37,7 @@
  * the walk's extents), for the time of the check; orphan candidates and
  * mismatches are capped.
  */
+#include "inode_check.h"
 #include "backends/xfs.h"
 
 #include <errno.h>
@@ -385,19 +386,6 @@ static void orphan_fn(struct scrub_ctx *ctx, const struct xfs_bulkstat *bs, void
 	pthread_mutex_unlock(&or->lock);
 }
 
-static const char *mode_name(uint16_t mode)
-{
-	switch (mode & S_IFMT) {
-	case S_IFREG: return "regular file";
-	case S_IFDIR: return "directory";
-	case S_IFLNK: return "symlink";
-	case S_IFCHR: return "character device";
-	case S_IFBLK: return "block device";
-	case S_IFIFO: return "fifo";
-	case S_IFSOCK: return "socket";
-	default: return "inode of unknown type";
-	}
-}
 
 static void report_orphan(struct scrub_ctx *ctx, struct xfs_state *xs,
 			  struct xfs_names *second, const struct orphan *o)
@@ -420,7 +408,7 @@ static void report_orphan(struct scrub_ctx *ctx, struct xfs_state *xs,
 	str_error(ctx, CHECK_XFS_ORPHAN, NULL, NULL, o->ino,
 		  "orphaned inode: allocated with %u link%s, but no directory entry reaches it "
 		  "(%s, %llu bytes, owner uid %u gid %u)", now.bs_nlink,
-		  now.bs_nlink == 1 ? "" : "s", mode_name(now.bs_mode),
+		  now.bs_nlink == 1 ? "" : "s", inode_mode_name(now.bs_mode),
 		  (unsigned long long)now.bs_size, now.bs_uid, now.bs_gid);
 }
 
