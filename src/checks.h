@@ -71,7 +71,7 @@
 #define CHECK_XFS_RMAP_MISSING	"xfs.rmap_missing"	/* a mapped extent without its reverse mapping */
 #define CHECK_XFS_RMAP_EXTRA	"xfs.rmap_extra"	/* a reverse mapping without its extent */
 #define CHECK_XFS_FSMAP_COUNTS	"xfs.fsmap_counts"	/* free space by GETFSMAP vs the counters */
-#define CHECK_XFS_ONDISK	"xfs.ondisk"	/* an AG header or btree root on the disk is bad */
+#define CHECK_XFS_ONDISK	"xfs.ondisk"	/* an AG header, btree block, counter or inode on the disk is bad */
 #define CHECK_XFS_QUOTA		"xfs.quota"	/* quota usage != what the id's inodes add up to */
 /* ext4 backend (src/backends/ext4*.c): on-disk metadata read from the device */
 #define CHECK_EXT4_UNCHECKED	"ext4.unchecked"	/* info: part of the ext4 checks cannot be done */

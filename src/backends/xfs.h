@@ -5,7 +5,10 @@
  *                 masks; the ops table and the walk hooks.
  *   xfs_kscrub.c  phase 2: the kernel's online scrub (XFS_IOC_SCRUB_METADATA)
  *                 of every metadata object in dependency order, and repair.
- *   xfs_ondisk.c  phase 2: AG headers and btree roots read from the device.
+ *   xfs_ondisk.c  phase 2: AG headers read from the device, and the rule
+ *                 that makes an error of what the disk of a live XFS shows.
+ *   xfs_btree.c   phase 2: every per-AG btree block, the headers' counters,
+ *                 every inode of every chunk, read from the device.
  *   xfs_inodes.c  phase 2: BULKSTAT of every inode; phase 3, after the walk:
  *                 orphaned inodes, bulkstat health, the reverse-mapping
  *                 cross-check with GETFSMAP; per-inode findings reported
@@ -88,7 +91,7 @@ struct xfs_state {
 void xfs_kscrub_probe(struct scrub_ctx *ctx);
 void xfs_kscrub_all(struct scrub_ctx *ctx);
 
-/* xfs_ondisk.c: phase 2, AG headers and btree roots read from the disk. */
+/* xfs_ondisk.c: phase 2, AG headers, btrees and inodes read from the disk. */
 void xfs_ondisk_check(struct scrub_ctx *ctx);
 
 /* xfs_quota.c: phase 3, after the walk: quota usage against the inodes. */

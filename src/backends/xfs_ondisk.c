@@ -1,34 +1,51 @@
 /*
- * xfs_ondisk: the AG headers and btree roots read from the block device,
- * for kernels without online scrub (and as a second opinion with it).
+ * xfs_ondisk: the AG headers read from the block device, and the rule by
+ * which what is read from the disk of a mounted XFS becomes an error, for
+ * kernels without online scrub (and as a second opinion with it).
  *
- * After syncfs(), every AG's superblock, AGF, AGI and AGFL and the root
- * block of each of its btrees (bnobt, cntbt, rmapbt, refcountbt from the
- * AGF, inobt and finobt from the AGI) are read with O_DIRECT (the page cache
- * of the block device is not the filesystem's) and checked for what a
- * block says about itself: magic number, CRC32c, the filesystem's metadata
- * UUID, its AG number, its own disk address, version and length, and that
- * the roots and levels the headers give are within the AG and what the
- * root blocks say.  Only v5 (crc) filesystems.
+ * After syncfs(), every AG's superblock, AGF, AGI and AGFL are read with
+ * O_DIRECT (the page cache of the block device is not the filesystem's)
+ * and checked for what a header says about itself: magic number, CRC32c,
+ * the filesystem's metadata UUID, its AG number, version and length; then
+ * xfs_btree.c walks the AG's btrees and inode chunks.  Only v5 (crc)
+ * filesystems.
  *
- * The live rule: a mounted XFS writes metadata back lazily (the log holds
- * what the disk does not yet have), so an AG with a problem is read again
- * after another syncfs and a pause; only a problem that is the same the
- * second time is an error, anything else is "changed while being checked".
- * What this cannot tell: on-disk headers that are stale but self-consistent
- * (they are checked against each other, not against the kernel's memory).
- * Whole btrees, inode clusters and record order are not walked here.
+ * The live rule.  A mounted XFS writes metadata back lazily: syncfs only
+ * forces the log, and a block the kernel keeps relogging may stay old on
+ * the disk for as long as it is busy, while file data goes to the disk at
+ * once (into blocks an old btree block on the disk may still call free,
+ * or an inode chunk).  So the disk of a busy AG is torn between blocks.
+ * A look at an AG gives a list of problems, each either about one block
+ * (bad CRC, records out of order inside a block...) or between blocks
+ * ("cross": counters against btrees, keys, siblings, a block or inode
+ * that is not what its pointer says).  An AG with problems is looked at
+ * again after another syncfs and a pause:
+ *   - a problem the second look has not, word for word, is "changed
+ *     while being checked" (an info);
+ *   - one about a single block is an error;
+ *   - one between blocks is an info unless the AG was quiet: the kernel's
+ *     counters for it (XFS_IOC_AG_GEOMETRY) did not move, the AGF and AGI
+ *     LSNs on the disk did not change, and the disk's AGI counts are the
+ *     kernel's.  If it was quiet, the problem waits: after all AGs, one
+ *     wait for the log worker (fs.xfs.xfssyncd_centisecs, 30 s by default;
+ *     it pushes everything logged to the disk), and a third look; an error
+ *     only if the problem is still there and the AG still quiet.
+ * The wait costs a scan half a minute only when the disk looks wrong.
+ * What this cannot tell: on-disk metadata that is old but self-consistent
+ * (it is checked against itself, not against the kernel's memory).
  */
-#include "backends/xfs.h"
+#include "backends/xfs_ondisk.h"
 
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
-#include <xfs/xfs_format.h>
 
 #include "checks.h"
 #include "context.h"
@@ -37,20 +54,12 @@
 
 /* O_DIRECT wants buffers aligned to the device's logical block size. */
 #define OD_ALIGN 4096
-/* Deeper than any btree of an AG of at most 2^31 blocks can grow. */
-#define OD_MAX_LEVELS 9
 /* Between the two looks: enough for writeback of what the log pushed. */
 #define OD_PAUSE_NS 200000000L
-
-struct od {
-	struct scrub_ctx *ctx;
-	struct xfs_state *xs;
-	int fd;
-	uint32_t sect, bsize;
-	uint8_t *buf;
-	uint8_t uuid[16];		/* sb_uuid of the primary superblock */
-	uint8_t meta_uuid[16];		/* what the metadata blocks carry */
-};
+/* The log worker's period is capped at this for the wait (centiseconds). */
+#define OD_MAX_WAIT_CS 6000
+/* After the log worker's push: time for its writes to reach the disk. */
+#define OD_PUSH_MS 2000
 
 static uint32_t crc32c_table[256];
 
@@ -73,7 +82,7 @@ static uint32_t crc32c(uint32_t crc, const uint8_t *p, size_t n)
 }
 
 /* XFS's checksum: CRC32c of the block with its CRC field taken as zero. */
-static bool crc_ok(const uint8_t *buf, size_t len, size_t off)
+bool od_crc_ok(const uint8_t *buf, size_t len, size_t off)
 {
 	static const uint8_t zero[4];
 	uint32_t crc = crc32c(0xffffffff, buf, off);
@@ -85,192 +94,338 @@ static bool crc_ok(const uint8_t *buf, size_t len, size_t off)
 	return le32toh(stored) == ~crc;
 }
 
-static int od_read(struct od *od, uint64_t off, size_t len)
+int od_pread(struct od *od, void *buf, uint64_t off, size_t len)
 {
-	ssize_t n = pread(od->fd, od->buf, len, (off_t)off);
+	ssize_t n = pread(od->fd, buf, len, (off_t)off);
 
 	if (n < 0)
 		return -errno;
 	return (size_t)n == len ? 0 : -EIO;
 }
 
-static void problem(struct strbuf *out, const char *what)
+void od_problem(struct od *od, uint64_t ino, bool cross, const char *fmt, ...)
 {
-	if (out->len)
-		strbuf_addstr(out, "; ");
-	strbuf_addstr(out, what);
-}
+	struct strbuf sb = STRBUF_INIT;
+	va_list ap;
 
-/* One btree root block: self-describing header and level. */
-static void check_root(struct od *od, uint32_t agno, uint64_t ag_base, const char *name,
-		       uint32_t magic, uint32_t agbno, uint32_t levels, uint32_t length,
-		       struct strbuf *out)
-{
-	struct strbuf p = STRBUF_INIT;
-	const struct xfs_btree_block *b = (const void *)od->buf;
-	uint64_t off = ag_base + (uint64_t)agbno * od->bsize;
-	int ret;
-
-	if (!agbno || agbno >= length || !levels || levels > OD_MAX_LEVELS) {
-		strbuf_addf(&p, "%s root %u (%u levels) is outside the AG", name, agbno, levels);
-		problem(out, p.buf);
-		strbuf_release(&p);
+	if (od->pn == OD_MAX_PROBLEMS) {
+		od->pdropped++;
 		return;
 	}
-	ret = od_read(od, off, od->bsize);
-	if (ret < 0)
-		strbuf_addf(&p, "%s root block %u cannot be read: %s", name, agbno, strerror(-ret));
-	else if (be32toh(b->bb_magic) != magic)
-		strbuf_addf(&p, "%s root block %u has magic 0x%08x", name, agbno,
-			    be32toh(b->bb_magic));
-	else if (!crc_ok(od->buf, od->bsize, XFS_BTREE_SBLOCK_CRC_OFF))
-		strbuf_addf(&p, "%s root block %u fails its CRC", name, agbno);
-	else if (be64toh(b->bb_u.s.bb_blkno) != off / 512)
-		strbuf_addf(&p, "%s root block %u says it is at disk address %llu", name, agbno,
-			    (unsigned long long)be64toh(b->bb_u.s.bb_blkno));
-	else if (be32toh(b->bb_u.s.bb_owner) != agno)
-		strbuf_addf(&p, "%s root block %u belongs to AG %u", name, agbno,
-			    be32toh(b->bb_u.s.bb_owner));
-	else if (memcmp(&b->bb_u.s.bb_uuid, od->meta_uuid, 16))
-		strbuf_addf(&p, "%s root block %u has another filesystem's UUID", name, agbno);
-	else if (be16toh(b->bb_level) != levels - 1)
-		strbuf_addf(&p, "%s root block %u is at level %u, the header says %u levels",
-			    name, agbno, be16toh(b->bb_level), levels);
-	if (p.len)
-		problem(out, p.buf);
-	strbuf_release(&p);
+	va_start(ap, fmt);
+	strbuf_vaddf(&sb, fmt, ap);
+	va_end(ap);
+	if (od->pn == od->palloc) {
+		od->palloc = od->palloc ? 2 * od->palloc : 8;
+		od->pv = xrealloc(od->pv, od->palloc * sizeof(*od->pv));
+	}
+	od->pv[od->pn++] = (struct od_problem){ strbuf_detach(&sb), ino, cross };
+}
+
+/* Forget this look's problems. */
+static void od_forget(struct od *od)
+{
+	for (size_t i = 0; i < od->pn; i++)
+		free(od->pv[i].msg);
+	od->pn = od->pdropped = 0;
 }
 
 /* A sector-sized AG header: read, magic, CRC, UUID, AG number. */
 static bool check_header(struct od *od, uint64_t off, const char *name, uint32_t magic,
-			 size_t crc_off, const void *uuid, const void *seqno_be, uint32_t agno,
-			 struct strbuf *out)
+			 size_t crc_off, const void *uuid, const void *seqno_be, uint32_t agno)
 {
-	struct strbuf p = STRBUF_INIT;
 	uint32_t m, seq;
-	int ret = od_read(od, off, od->sect);
+	int ret = od_pread(od, od->buf, off, od->sect);
 
 	if (ret < 0) {
-		strbuf_addf(&p, "%s cannot be read: %s", name, strerror(-ret));
-	} else {
-		memcpy(&m, od->buf, 4);
-		memcpy(&seq, seqno_be, 4);
-		if (be32toh(m) != magic)
-			strbuf_addf(&p, "%s has magic 0x%08x", name, be32toh(m));
-		else if (!crc_ok(od->buf, od->sect, crc_off))
-			strbuf_addf(&p, "%s fails its CRC", name);
-		else if (memcmp(uuid, od->meta_uuid, 16))
-			strbuf_addf(&p, "%s has another filesystem's UUID", name);
-		else if (be32toh(seq) != agno)
-			strbuf_addf(&p, "%s says it is AG %u's", name, be32toh(seq));
+		od_problem(od, 0, false, "%s cannot be read: %s", name, strerror(-ret));
+		return false;
 	}
-	if (p.len)
-		problem(out, p.buf);
-	strbuf_release(&p);
-	return !p.len;
+	memcpy(&m, od->buf, 4);
+	memcpy(&seq, seqno_be, 4);
+	if (be32toh(m) != magic)
+		od_problem(od, 0, false, "%s has magic 0x%08x", name, be32toh(m));
+	else if (!od_crc_ok(od->buf, od->sect, crc_off))
+		od_problem(od, 0, false, "%s fails its CRC", name);
+	else if (memcmp(uuid, od->meta_uuid, 16))
+		od_problem(od, 0, false, "%s has another filesystem's UUID", name);
+	else if (be32toh(seq) != agno)
+		od_problem(od, 0, false, "%s says it is AG %u's", name, be32toh(seq));
+	else
+		return true;
+	return false;
 }
 
-static void check_ag(struct od *od, uint32_t agno, struct strbuf *out)
+static void check_sb(struct od *od, uint64_t base)
+{
+	const struct xfs_fsop_geom *g = &od->xs->geo;
+	const struct xfs_dsb *sb = (const void *)od->buf;
+	int ret = od_pread(od, od->buf, base, od->sect);
+
+	if (ret < 0)
+		od_problem(od, 0, false, "superblock cannot be read: %s", strerror(-ret));
+	else if (be32toh(sb->sb_magicnum) != XFS_SB_MAGIC)
+		od_problem(od, 0, false, "superblock has magic 0x%08x", be32toh(sb->sb_magicnum));
+	else if (!od_crc_ok(od->buf, od->sect, offsetof(struct xfs_dsb, sb_crc)))
+		od_problem(od, 0, false, "superblock fails its CRC");
+	else if (memcmp(&sb->sb_uuid, od->uuid, 16))
+		od_problem(od, 0, false, "superblock has another filesystem's UUID");
+	else if (be32toh(sb->sb_blocksize) != od->bsize ||
+		 be32toh(sb->sb_agblocks) != g->agblocks ||
+		 be32toh(sb->sb_agcount) != g->agcount)
+		od_problem(od, 0, false, "superblock geometry (block size %u, %u AGs of %u "
+			   "blocks) differs from the primary's", be32toh(sb->sb_blocksize),
+			   be32toh(sb->sb_agcount), be32toh(sb->sb_agblocks));
+}
+
+/* One look at AG agno: its problems are left in od->pv. */
+static void check_ag(struct od *od, uint32_t agno)
 {
 	const struct xfs_fsop_geom *g = &od->xs->geo;
 	uint64_t base = (uint64_t)agno * g->agblocks * od->bsize;
 	uint32_t length = od->xs->ags[agno].ag_length;
-	struct strbuf p = STRBUF_INIT;
-	int ret;
+	struct xfs_agf agf;
+	struct xfs_agi agi;
+	bool agf_ok, agi_ok;
 
+	od->agf_lsn = od->agi_lsn = 0;
 	if (!length)	/* no AG geometry: all but the last AG are full */
 		length = agno + 1 < g->agcount ? g->agblocks :
 			 (uint32_t)(g->datablocks - (uint64_t)agno * g->agblocks);
 
-	ret = od_read(od, base, od->sect);
-	if (ret < 0) {
-		strbuf_addf(&p, "superblock cannot be read: %s", strerror(-ret));
-	} else {
-		const struct xfs_dsb *sb = (const void *)od->buf;
+	check_sb(od, base);
 
-		if (be32toh(sb->sb_magicnum) != XFS_SB_MAGIC)
-			strbuf_addf(&p, "superblock has magic 0x%08x", be32toh(sb->sb_magicnum));
-		else if (!crc_ok(od->buf, od->sect, offsetof(struct xfs_dsb, sb_crc)))
-			strbuf_addf(&p, "superblock fails its CRC");
-		else if (memcmp(&sb->sb_uuid, od->uuid, 16))
-			strbuf_addf(&p, "superblock has another filesystem's UUID");
-		else if (be32toh(sb->sb_blocksize) != od->bsize ||
-			 be32toh(sb->sb_agblocks) != g->agblocks ||
-			 be32toh(sb->sb_agcount) != g->agcount)
-			strbuf_addf(&p, "superblock geometry (block size %u, %u AGs of %u blocks) "
-				    "differs from the primary's", be32toh(sb->sb_blocksize),
-				    be32toh(sb->sb_agcount), be32toh(sb->sb_agblocks));
-	}
-	if (p.len)
-		problem(out, p.buf);
-	strbuf_reset(&p);
-
-	const struct xfs_agf *agf = (const void *)od->buf;
-	if (check_header(od, base + od->sect, "AGF", XFS_AGF_MAGIC, XFS_AGF_CRC_OFF,
-			 &agf->agf_uuid, &agf->agf_seqno, agno, out)) {
-		uint32_t roots[XFS_BTNUM_AGF], levels[XFS_BTNUM_AGF];
-		uint32_t refc_root = be32toh(agf->agf_refcount_root);
-		uint32_t refc_level = be32toh(agf->agf_refcount_level);
-
-		for (int i = 0; i < XFS_BTNUM_AGF; i++) {
-			roots[i] = be32toh(agf->agf_roots[i]);
-			levels[i] = be32toh(agf->agf_levels[i]);
+	agf_ok = check_header(od, base + od->sect, "AGF", XFS_AGF_MAGIC, XFS_AGF_CRC_OFF,
+			      od->buf + offsetof(struct xfs_agf, agf_uuid),
+			      od->buf + offsetof(struct xfs_agf, agf_seqno), agno);
+	memcpy(&agf, od->buf, sizeof(agf));
+	if (agf_ok) {
+		od->agf_lsn = be64toh(agf.agf_lsn);
+		if (be32toh(agf.agf_versionnum) != XFS_AGF_VERSION ||
+		    be32toh(agf.agf_length) != length || be32toh(agf.agf_freeblks) > length) {
+			od_problem(od, 0, false,
+				   "AGF version, length or free block count is impossible");
+			agf_ok = false;
 		}
-		if (be32toh(agf->agf_versionnum) != XFS_AGF_VERSION ||
-		    be32toh(agf->agf_length) != length ||
-		    be32toh(agf->agf_freeblks) > length)
-			problem(out, "AGF version, length or free block count is impossible");
-		check_root(od, agno, base, "bnobt", XFS_ABTB_CRC_MAGIC, roots[XFS_BTNUM_BNOi],
-			   levels[XFS_BTNUM_BNOi], length, out);
-		check_root(od, agno, base, "cntbt", XFS_ABTC_CRC_MAGIC, roots[XFS_BTNUM_CNTi],
-			   levels[XFS_BTNUM_CNTi], length, out);
-		if (g->flags & XFS_FSOP_GEOM_FLAGS_RMAPBT)
-			check_root(od, agno, base, "rmapbt", XFS_RMAP_CRC_MAGIC,
-				   roots[XFS_BTNUM_RMAPi], levels[XFS_BTNUM_RMAPi], length, out);
-		if (g->flags & XFS_FSOP_GEOM_FLAGS_REFLINK)
-			check_root(od, agno, base, "refcountbt", XFS_REFC_CRC_MAGIC, refc_root,
-				   refc_level, length, out);
 	}
 
-	const struct xfs_agi *agi = (const void *)od->buf;
-	if (check_header(od, base + 2 * od->sect, "AGI", XFS_AGI_MAGIC, XFS_AGI_CRC_OFF,
-			 &agi->agi_uuid, &agi->agi_seqno, agno, out)) {
-		uint32_t root = be32toh(agi->agi_root), level = be32toh(agi->agi_level);
-		uint32_t froot = be32toh(agi->agi_free_root);
-		uint32_t flevel = be32toh(agi->agi_free_level);
-
-		if (be32toh(agi->agi_versionnum) != XFS_AGI_VERSION ||
-		    be32toh(agi->agi_length) != length ||
-		    be32toh(agi->agi_freecount) > be32toh(agi->agi_count))
-			problem(out, "AGI version, length or free inode count is impossible");
-		check_root(od, agno, base, "inobt", XFS_IBT_CRC_MAGIC, root, level, length, out);
-		if (g->flags & XFS_FSOP_GEOM_FLAGS_FINOBT)
-			check_root(od, agno, base, "finobt", XFS_FIBT_CRC_MAGIC, froot, flevel,
-				   length, out);
+	agi_ok = check_header(od, base + 2 * od->sect, "AGI", XFS_AGI_MAGIC, XFS_AGI_CRC_OFF,
+			      od->buf + offsetof(struct xfs_agi, agi_uuid),
+			      od->buf + offsetof(struct xfs_agi, agi_seqno), agno);
+	memcpy(&agi, od->buf, sizeof(agi));
+	if (agi_ok) {
+		od->agi_lsn = be64toh(agi.agi_lsn);
+		od->agi_count = be32toh(agi.agi_count);
+		od->agi_freecount = be32toh(agi.agi_freecount);
+		if (be32toh(agi.agi_versionnum) != XFS_AGI_VERSION ||
+		    be32toh(agi.agi_length) != length ||
+		    be32toh(agi.agi_freecount) > be32toh(agi.agi_count)) {
+			od_problem(od, 0, false,
+				   "AGI version, length or free inode count is impossible");
+			agi_ok = false;
+		}
 	}
 
-	const struct xfs_agfl *agfl = (const void *)od->buf;
 	check_header(od, base + 3 * od->sect, "AGFL", XFS_AGFL_MAGIC, XFS_AGFL_CRC_OFF,
-		     &agfl->agfl_uuid, &agfl->agfl_seqno, agno, out);
-	strbuf_release(&p);
+		     od->buf + offsetof(struct xfs_agfl, agfl_uuid),
+		     od->buf + offsetof(struct xfs_agfl, agfl_seqno), agno);
+
+	xfs_btrees_check(od, agno, base, length, agf_ok ? &agf : NULL, agi_ok ? &agi : NULL);
 }
 
-/* The primary superblock gives the UUIDs every metadata block must carry. */
+/* The primary superblock: the UUIDs every metadata block must carry, inodes. */
 static int read_primary(struct od *od)
 {
 	const struct xfs_dsb *sb = (const void *)od->buf;
-	int ret = od_read(od, 0, od->sect);
+	int ret = od_pread(od, od->buf, 0, od->sect);
+	uint32_t incompat;
 
 	if (ret < 0)
 		return ret;
 	if (be32toh(sb->sb_magicnum) != XFS_SB_MAGIC)
 		return -EINVAL;
+	incompat = be32toh(sb->sb_features_incompat);
 	memcpy(od->uuid, &sb->sb_uuid, 16);
-	if (be32toh(sb->sb_features_incompat) & XFS_SB_FEAT_INCOMPAT_META_UUID)
+	if (incompat & XFS_SB_FEAT_INCOMPAT_META_UUID)
 		memcpy(od->meta_uuid, &sb->sb_meta_uuid, 16);
 	else
 		memcpy(od->meta_uuid, &sb->sb_uuid, 16);
+	od->isize = be16toh(sb->sb_inodesize);
+	od->agblklog = sb->sb_agblklog;
+	od->inopblog = sb->sb_inopblog;
+	od->sparse = incompat & XFS_SB_FEAT_INCOMPAT_SPINODES;
+	if (od->isize < 256 || od->isize > od->bsize || od->agblklog > 31 ||
+	    od->inopblog > 8 || (1u << od->inopblog) * od->isize != od->bsize)
+		return -EINVAL;
 	return 0;
+}
+
+/* One look at one AG: its problems and what says whether the AG moved. */
+struct od_look {
+	uint32_t ag;
+	struct od_problem *pv;
+	size_t pn, dropped;
+	uint64_t agf_lsn, agi_lsn;
+	uint32_t icount, ifree;		/* the AGI's on the disk */
+	struct xfs_ag_geometry k;	/* the kernel's, after the look */
+	bool have_k;
+};
+
+static void look_release(struct od_look *l)
+{
+	for (size_t i = 0; i < l->pn; i++)
+		free(l->pv[i].msg);
+	free(l->pv);
+	l->pv = NULL;
+	l->pn = 0;
+}
+
+static void look(struct od *od, uint32_t ag, struct od_look *l)
+{
+	check_ag(od, ag);
+	*l = (struct od_look){
+		.ag = ag, .pv = od->pv, .pn = od->pn, .dropped = od->pdropped,
+		.agf_lsn = od->agf_lsn, .agi_lsn = od->agi_lsn,
+		.icount = od->agi_count, .ifree = od->agi_freecount,
+	};
+	memset(&l->k, 0, sizeof(l->k));
+	l->k.ag_number = ag;
+	l->have_k = ioctl(od->xs->fd, XFS_IOC_AG_GEOMETRY, &l->k) == 0;
+	od->pv = NULL;
+	od->pn = od->palloc = od->pdropped = 0;
+}
+
+static const struct od_problem *look_find(const struct od_look *l, const char *msg)
+{
+	for (size_t i = 0; i < l->pn; i++)
+		if (!strcmp(l->pv[i].msg, msg))
+			return &l->pv[i];
+	return NULL;
+}
+
+/*
+ * Was the AG quiet from look a (and the kernel's counters k0 before it)
+ * to look b: the kernel's free block and inode counters did not move, the
+ * AGF and AGI on the disk were not rewritten, and the AGI's inode counts
+ * on the disk are the kernel's (a hot AGI stays old on the disk).
+ */
+static bool quiet(const struct xfs_ag_geometry *k0, const struct od_look *a,
+		  const struct od_look *b)
+{
+	const struct xfs_ag_geometry *k = &b->k;
+
+	return a->have_k && b->have_k && k0->ag_freeblks == k->ag_freeblks &&
+	       k0->ag_icount == k->ag_icount && k0->ag_ifree == k->ag_ifree &&
+	       a->k.ag_freeblks == k->ag_freeblks && a->k.ag_icount == k->ag_icount &&
+	       a->agf_lsn == b->agf_lsn && a->agi_lsn == b->agi_lsn &&
+	       (!a->agi_lsn || (a->icount == b->icount && a->ifree == b->ifree &&
+				a->icount == k->ag_icount && a->ifree == k->ag_ifree));
+}
+
+static void verdict(struct od *od, const struct od_look *l, const struct od_problem *p,
+		    bool error)
+{
+	if (error)
+		str_error(od->ctx, CHECK_XFS_ONDISK, NULL, NULL, p->ino, "AG %u on disk: %s",
+			  l->ag, p->msg);
+	else
+		str_changed(od->ctx, CHECK_XFS_ONDISK, NULL, NULL, p->ino, "AG %u on disk: %s",
+			    l->ag, p->msg);
+}
+
+/* An AG whose problems between blocks wait for the log worker. */
+struct od_pending {
+	struct xfs_ag_geometry k0;
+	struct od_look first;		/* only the problems still pending */
+};
+
+/*
+ * The first and second look at AG ag (see xfs_ondisk_check()).  Returns
+ * true and fills *pend if problems between blocks are left for the third.
+ */
+static bool check_ag_twice(struct od *od, uint32_t ag, struct od_pending *pend)
+{
+	struct timespec pause = { 0, OD_PAUSE_NS };
+	struct xfs_ag_geometry k0 = { .ag_number = ag };
+	struct od_look first, again;
+	size_t kept = 0;
+	bool have_k0, q;
+
+	have_k0 = ioctl(od->xs->fd, XFS_IOC_AG_GEOMETRY, &k0) == 0;
+	look(od, ag, &first);
+	if (!first.pn) {
+		look_release(&first);
+		return false;
+	}
+	syncfs(od->ctx->mnt_fd);
+	nanosleep(&pause, NULL);
+	look(od, ag, &again);
+	q = have_k0 && quiet(&k0, &first, &again);
+	for (size_t i = 0; i < first.pn; i++) {
+		struct od_problem *p = &first.pv[i];
+		bool same = look_find(&again, p->msg);
+
+		if (same && p->cross && q) {
+			first.pv[kept++] = *p;	/* for the third look */
+			continue;
+		}
+		verdict(od, &first, p, same && !p->cross);
+		free(p->msg);
+	}
+	if (first.dropped && again.dropped)
+		str_info(od->ctx, CHECK_XFS_ONDISK, NULL, NULL, 0,
+			 "AG %u on disk: %zu more problems are not listed", ag, again.dropped);
+	look_release(&again);
+	first.pn = kept;
+	if (!kept) {
+		look_release(&first);
+		return false;
+	}
+	pend->k0 = k0;
+	pend->first = first;
+	return true;
+}
+
+/* How long the kernel may keep metadata it has logged from the disk. */
+static unsigned log_worker_ms(void)
+{
+	unsigned cs = 3000;	/* the default fs.xfs.xfssyncd_centisecs: 30 s */
+	FILE *f = fopen("/proc/sys/fs/xfs/xfssyncd_centisecs", "re");
+
+	if (f) {
+		if (fscanf(f, "%u", &cs) != 1)
+			cs = 3000;
+		fclose(f);
+	}
+	if (cs > OD_MAX_WAIT_CS)
+		cs = OD_MAX_WAIT_CS;
+	return cs * 10 + OD_PUSH_MS;
+}
+
+/* The third look, after the log worker pushed everything to the disk. */
+static void check_pending(struct od *od, struct od_pending *pend, size_t n)
+{
+	unsigned ms = log_worker_ms();
+
+	report_verbose(od->ctx, "Phase 2: %zu AGs with problems between blocks: waiting %u ms "
+		       "for the log worker to write everything back, then a third look", n, ms);
+	for (unsigned t = 0; t < ms && !scrub_should_stop(od->ctx); t += 100) {
+		struct timespec slice = { 0, 100000000L };
+
+		nanosleep(&slice, NULL);
+	}
+	syncfs(od->ctx->mnt_fd);
+	for (size_t i = 0; i < n; i++) {
+		struct od_look *first = &pend[i].first, last;
+
+		look(od, first->ag, &last);
+		for (size_t j = 0; j < first->pn; j++)
+			verdict(od, first, &first->pv[j],
+				look_find(&last, first->pv[j].msg) &&
+				quiet(&pend[i].k0, first, &last));
+		look_release(&last);
+		look_release(first);
+	}
 }
 
 void xfs_ondisk_check(struct scrub_ctx *ctx)
@@ -279,6 +434,8 @@ void xfs_ondisk_check(struct scrub_ctx *ctx)
 	struct od od = {
 		.ctx = ctx, .xs = xs, .sect = xs->geo.sectsize, .bsize = xs->geo.blocksize,
 	};
+	struct od_pending *pend;
+	size_t npend = 0;
 	unsigned long long ags = 0;
 	int ret;
 
@@ -294,7 +451,11 @@ void xfs_ondisk_check(struct scrub_ctx *ctx)
 			       "the disk", ctx->source, strerror(errno));
 		return;
 	}
-	if (posix_memalign((void **)&od.buf, OD_ALIGN, od.bsize > od.sect ? od.bsize : od.sect)) {
+	/* A chunk of 64 inodes, and a sector either side for alignment. */
+	od.ibuf_len = (size_t)XFS_INODES_PER_CHUNK * xs->geo.inodesize + 2 * od.sect;
+	if (posix_memalign((void **)&od.buf, OD_ALIGN, od.bsize > od.sect ? od.bsize : od.sect) ||
+	    posix_memalign((void **)&od.ibuf, OD_ALIGN, od.ibuf_len)) {
+		free(od.buf);
 		close(od.fd);
 		return;
 	}
@@ -307,28 +468,18 @@ void xfs_ondisk_check(struct scrub_ctx *ctx)
 			  strerror(-ret));
 		goto out;
 	}
-	for (uint32_t ag = 0; ag < xs->geo.agcount && !scrub_should_stop(ctx); ag++, ags++) {
-		struct strbuf first = STRBUF_INIT, again = STRBUF_INIT;
-		struct timespec pause = { 0, OD_PAUSE_NS };
-
-		check_ag(&od, ag, &first);
-		if (first.len) {
-			syncfs(ctx->mnt_fd);
-			nanosleep(&pause, NULL);
-			check_ag(&od, ag, &again);
-			if (!strcmp(first.buf, again.buf))
-				str_error(ctx, CHECK_XFS_ONDISK, NULL, NULL, 0, "AG %u on disk: %s",
-					  ag, again.buf);
-			else
-				str_changed(ctx, CHECK_XFS_ONDISK, NULL, NULL, 0,
-					    "AG %u on disk: %s", ag, first.buf);
-		}
-		strbuf_release(&first);
-		strbuf_release(&again);
-	}
-	report_verbose(ctx, "Phase 2: %llu AGs' headers and btree roots read from %s", ags,
-		       ctx->source);
+	pend = xcalloc(xs->geo.agcount, sizeof(*pend));
+	for (uint32_t ag = 0; ag < xs->geo.agcount && !scrub_should_stop(ctx); ag++, ags++)
+		npend += check_ag_twice(&od, ag, &pend[npend]);
+	if (npend)
+		check_pending(&od, pend, npend);
+	free(pend);
+	report_verbose(ctx, "Phase 2: %llu AGs' headers, %llu btree blocks and %llu inodes "
+		       "read from %s", ags, od.blocks, od.inodes, ctx->source);
 out:
+	od_forget(&od);
+	free(od.pv);
 	free(od.buf);
+	free(od.ibuf);
 	close(od.fd);
 }

@@ -1,0 +1,773 @@
+/*
+ * xfs_btree: every block of every per-AG btree read from the block device,
+ * the AG headers' counters against the records, and the inode chunks the
+ * inode btree gives.
+ *
+ * Each btree (bnobt, cntbt, rmapbt, refcountbt from the AGF, inobt and
+ * finobt from the AGI) is walked level by level from its root: the blocks
+ * of a level are the child pointers of the level above, in order, so the
+ * sibling pointers of each block must name its neighbours in that list
+ * (NULLAGBLOCK at both ends).  Each block says what it is (magic, CRC, the
+ * metadata UUID, AG number as owner, its own disk address, its level, one
+ * less than its parent's); the first key of a block must be its parent's
+ * key for it (and for the rmapbt, whose keys are ranges, the largest high
+ * key its parent's high key); keys and records increase strictly across a
+ * whole level; records lie within the AG.  Levels strictly decrease, so a
+ * walk cannot loop; a block reached twice is a problem, and no walk visits
+ * more blocks than the AG has.
+ *
+ * Then the sums: AGF free blocks against the bnobt's and the cntbt's
+ * records, the longest free extent, the btree block counters, the AGFL;
+ * AGI inode counts against the inobt (sparse chunks counted without their
+ * holes), the finobt against the inobt's records that have free inodes.
+ * A sum is compared only when the walks it depends on found nothing, and
+ * such a problem, like every problem between two blocks (sibling
+ * pointers, a parent's keys, order across blocks, a block or inode that
+ * is not what its pointer or record says: the kernel may have freed it
+ * and reused it, for file data even, which is written at once, before it
+ * wrote the pointer's block back), is "cross": see xfs_ondisk.c.
+ *
+ * Last, every inode of every chunk the inobt gives (free ones too, v5
+ * writes them at allocation) is read, each run of chunk without holes in
+ * one O_DIRECT read (64 inodes of 512 bytes: 32 KiB), and checked: magic,
+ * version 3, CRC, its own number, the UUID.
+ *
+ * Indexes of records, keys and pointers count from 1, as xfs_db's do.
+ *
+ * Memory: the pointers of one level (48 bytes each), the numbers of the
+ * blocks visited (4 bytes each), and the inobt and finobt records (16
+ * bytes each: 100,000 inodes make about 1,600).
+ */
+#include "backends/xfs_ondisk.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "strbuf.h"
+
+/* Deeper than any btree of an AG of at most 2^31 blocks can grow. */
+#define BT_MAX_LEVELS 9
+/* The largest key: the rmapbt's packed startblock, owner and offset. */
+#define BT_KEY_MAX 20
+#define BT_HDR XFS_BTREE_SBLOCK_CRC_LEN
+/* Inodes per sparse-chunk holemask bit. */
+#define HOLE_INODES XFS_INODES_PER_HOLEMASK_BIT
+
+enum { BT_BNO, BT_CNT, BT_RMAP, BT_REFC, BT_INO, BT_FINO, BT_NR };
+
+struct bt_walk;
+
+struct bt_ops {
+	const char *name;
+	uint32_t magic;
+	size_t rec_len, key_len;
+	bool overlapping;	/* node keys are (low, high) pairs: the rmapbt */
+	/* The key of a record and, for an overlapping btree, its high key. */
+	void (*rec_keys)(const uint8_t *rec, uint8_t *lo, uint8_t *hi);
+	int (*cmp)(const uint8_t *a, const uint8_t *b);
+	/* Check one leaf record and add it to the sums. */
+	void (*rec)(struct bt_walk *w, uint32_t agbno, unsigned idx, const uint8_t *rec);
+};
+
+/* A block of the level below and its parent's keys for it. */
+struct bt_ptr {
+	uint32_t agbno;
+	uint8_t lo[BT_KEY_MAX], hi[BT_KEY_MAX];
+};
+
+/* An inobt or finobt record, decoded. */
+struct ino_rec {
+	uint32_t startino;
+	uint16_t holemask;
+	uint8_t count, freecount;
+	uint64_t free;
+};
+
+struct ino_recs {
+	struct ino_rec *v;
+	size_t n, alloc;
+};
+
+/* What the records of one AG add up to. */
+struct ag_sums {
+	uint64_t bno_free, cnt_free;
+	uint32_t cnt_longest;
+	uint64_t ino_count, ino_free;
+	struct ino_recs inobt, finobt;
+	uint32_t blocks[BT_NR];
+	bool clean[BT_NR];	/* the walk found nothing */
+};
+
+struct bt_walk {
+	struct od *od;
+	const struct bt_ops *ops;
+	int type;
+	uint32_t agno, length;
+	uint64_t base;
+	struct ag_sums *sums;
+	bool bad;
+	uint8_t prev[BT_KEY_MAX];	/* the last key of the level so far */
+	bool have_prev;
+	uint64_t prev_end;		/* the end of the last record (bnobt, refcountbt) */
+	uint32_t *seen;
+	size_t nseen, aseen;
+};
+
+static uint32_t get32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return be32toh(v);
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, 8);
+	return be64toh(v);
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	v = htobe32(v);
+	memcpy(p, &v, 4);
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+	v = htobe64(v);
+	memcpy(p, &v, 8);
+}
+
+static int cmp_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? -1 : a > b;
+}
+
+/* cross: the problem is between blocks (see struct od_problem). */
+static void bt_problem(struct bt_walk *w, bool cross, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void bt_problem(struct bt_walk *w, bool cross, const char *fmt, ...)
+{
+	struct strbuf sb = STRBUF_INIT;
+	va_list ap;
+
+	va_start(ap, fmt);
+	strbuf_vaddf(&sb, fmt, ap);
+	va_end(ap);
+	od_problem(w->od, 0, cross, "%s %s", w->ops->name, sb.buf);
+	strbuf_release(&sb);
+	w->bad = true;
+}
+
+/* A record's extent [start, start + len) must lie within the AG. */
+static bool extent_ok(struct bt_walk *w, uint32_t agbno, unsigned idx, uint32_t start,
+		      uint32_t len)
+{
+	if (len && start < w->length && len <= w->length - start)
+		return true;
+	bt_problem(w, false, "block %u: record %u (blocks %u, length %u) is outside the AG", agbno,
+		   idx, start, len);
+	return false;
+}
+
+static void no_overlap(struct bt_walk *w, uint32_t agbno, unsigned idx, uint64_t start,
+		       uint32_t len)
+{
+	if (w->prev_end > start)
+		bt_problem(w, idx == 1, "block %u: record %u overlaps the one before it", agbno,
+			   idx);
+	w->prev_end = start + len;
+}
+
+/* bnobt and cntbt: (startblock, blockcount), the key is the record. */
+static void alloc_keys(const uint8_t *rec, uint8_t *lo, uint8_t *hi)
+{
+	(void)hi;
+	memcpy(lo, rec, 8);
+}
+
+static int bno_cmp(const uint8_t *a, const uint8_t *b)
+{
+	return cmp_u64(get32(a), get32(b));
+}
+
+static int cnt_cmp(const uint8_t *a, const uint8_t *b)
+{
+	int c = cmp_u64(get32(a + 4), get32(b + 4));
+
+	return c ? c : bno_cmp(a, b);
+}
+
+static void bno_rec(struct bt_walk *w, uint32_t agbno, unsigned idx, const uint8_t *rec)
+{
+	uint32_t start = get32(rec), len = get32(rec + 4);
+
+	if (extent_ok(w, agbno, idx, start, len))
+		no_overlap(w, agbno, idx, start, len);
+	w->sums->bno_free += len;
+}
+
+static void cnt_rec(struct bt_walk *w, uint32_t agbno, unsigned idx, const uint8_t *rec)
+{
+	uint32_t len = get32(rec + 4);
+
+	extent_ok(w, agbno, idx, get32(rec), len);
+	w->sums->cnt_free += len;
+	if (len > w->sums->cnt_longest)
+		w->sums->cnt_longest = len;
+}
+
+/* inobt and finobt: the key is ir_startino. */
+static void ino_keys(const uint8_t *rec, uint8_t *lo, uint8_t *hi)
+{
+	(void)hi;
+	memcpy(lo, rec, 4);
+}
+
+/* Inodes of a chunk that are not in a sparse hole. */
+static uint64_t ino_allocmask(uint16_t holemask)
+{
+	uint64_t mask = 0;
+
+	for (unsigned i = 0; i < XFS_INOBT_HOLEMASK_BITS; i++)
+		if (!(holemask & (1u << i)))
+			mask |= ((1ULL << HOLE_INODES) - 1) << (i * HOLE_INODES);
+	return mask;
+}
+
+static void ino_rec(struct bt_walk *w, uint32_t agbno, unsigned idx, const uint8_t *rec)
+{
+	struct od *od = w->od;
+	const struct xfs_inobt_rec *r = (const void *)rec;
+	struct ino_recs *set = w->type == BT_INO ? &w->sums->inobt : &w->sums->finobt;
+	struct ino_rec ir = { .startino = be32toh(r->ir_startino), .free = be64toh(r->ir_free) };
+	uint64_t alloc;
+	unsigned last;
+
+	if (od->sparse) {
+		ir.holemask = be16toh(r->ir_u.sp.ir_holemask);
+		ir.count = r->ir_u.sp.ir_count;
+		ir.freecount = r->ir_u.sp.ir_freecount;
+	} else {
+		ir.count = XFS_INODES_PER_CHUNK;
+		ir.freecount = be32toh(r->ir_u.f.ir_freecount) > XFS_INODES_PER_CHUNK ?
+			       0xff : be32toh(r->ir_u.f.ir_freecount);
+	}
+	alloc = ino_allocmask(ir.holemask);
+	last = alloc ? 63 - (unsigned)__builtin_clzll(alloc) : 0;
+	if (ir.startino % XFS_INODES_PER_CHUNK || !alloc ||
+	    ((uint64_t)(ir.startino + last) >> od->inopblog) >= w->length) {
+		bt_problem(w, false, "block %u: record %u (inode %u, holes 0x%04x) is outside the AG",
+			   agbno, idx, ir.startino, ir.holemask);
+		return;
+	}
+	if (ir.count != __builtin_popcountll(alloc) ||
+	    ir.freecount != __builtin_popcountll(ir.free & alloc)) {
+		bt_problem(w, false, "block %u: record %u (inode %u) counts %u inodes, %u free; its "
+			   "masks say %d, %d", agbno, idx, ir.startino, ir.count, ir.freecount,
+			   __builtin_popcountll(alloc), __builtin_popcountll(ir.free & alloc));
+		return;
+	}
+	if (w->type == BT_INO) {
+		w->sums->ino_count += ir.count;
+		w->sums->ino_free += ir.freecount;
+	}
+	if (set->n == set->alloc) {
+		set->alloc = set->alloc ? 2 * set->alloc : 64;
+		set->v = xrealloc(set->v, set->alloc * sizeof(*set->v));
+	}
+	set->v[set->n++] = ir;
+}
+
+/* rmapbt: keys (startblock, owner, offset), packed; records overlap. */
+static void rmap_keys(const uint8_t *rec, uint8_t *lo, uint8_t *hi)
+{
+	uint32_t start = get32(rec), adj = get32(rec + 4) - 1;
+	uint64_t owner = get64(rec + 8), off = get64(rec + 16);
+
+	memcpy(lo, rec, 4);
+	memcpy(lo + 4, rec + 8, 16);
+	put32(hi, start + adj);
+	put64(hi + 4, owner);
+	if (XFS_RMAP_NON_INODE_OWNER(owner) || XFS_RMAP_IS_BMBT_BLOCK(off))
+		adj = 0;
+	put64(hi + 12, off + adj);
+}
+
+/* As the kernel orders them: the offset's flag bits do not count. */
+static int rmap_cmp(const uint8_t *a, const uint8_t *b)
+{
+	int c = cmp_u64(get32(a), get32(b));
+
+	if (!c)
+		c = cmp_u64(get64(a + 4), get64(b + 4));
+	return c ? c : cmp_u64(XFS_RMAP_OFF(get64(a + 12)), XFS_RMAP_OFF(get64(b + 12)));
+}
+
+static void rmap_rec(struct bt_walk *w, uint32_t agbno, unsigned idx, const uint8_t *rec)
+{
+	extent_ok(w, agbno, idx, get32(rec), get32(rec + 4));
+}
+
+/* refcountbt: key rc_startblock, CoW staging extents (top bit) last. */
+static void refc_keys(const uint8_t *rec, uint8_t *lo, uint8_t *hi)
+{
+	(void)hi;
+	memcpy(lo, rec, 4);
+}
+
+static void refc_rec(struct bt_walk *w, uint32_t agbno, unsigned idx, const uint8_t *rec)
+{
+	uint32_t raw = get32(rec), len = get32(rec + 4), refcount = get32(rec + 8);
+	bool cow = raw & XFS_REFC_COWFLAG;
+
+	if (!extent_ok(w, agbno, idx, raw & ~XFS_REFC_COWFLAG, len))
+		return;
+	no_overlap(w, agbno, idx, raw, len);
+	if (cow ? refcount != 1 : refcount < 2)
+		bt_problem(w, false, "block %u: record %u (%sblocks %u, length %u) has refcount %u",
+			   agbno, idx, cow ? "CoW staging " : "", raw & ~XFS_REFC_COWFLAG, len,
+			   refcount);
+}
+
+static const struct bt_ops bt_types[BT_NR] = {
+	[BT_BNO] = { "bnobt", XFS_ABTB_CRC_MAGIC, 8, 8, false, alloc_keys, bno_cmp, bno_rec },
+	[BT_CNT] = { "cntbt", XFS_ABTC_CRC_MAGIC, 8, 8, false, alloc_keys, cnt_cmp, cnt_rec },
+	[BT_RMAP] = { "rmapbt", XFS_RMAP_CRC_MAGIC, sizeof(struct xfs_rmap_rec),
+		      sizeof(struct xfs_rmap_key), true, rmap_keys, rmap_cmp, rmap_rec },
+	[BT_REFC] = { "refcountbt", XFS_REFC_CRC_MAGIC, sizeof(struct xfs_refcount_rec), 4,
+		      false, refc_keys, bno_cmp, refc_rec },
+	[BT_INO] = { "inobt", XFS_IBT_CRC_MAGIC, sizeof(struct xfs_inobt_rec), 4, false,
+		     ino_keys, bno_cmp, ino_rec },
+	[BT_FINO] = { "finobt", XFS_FIBT_CRC_MAGIC, sizeof(struct xfs_inobt_rec), 4, false,
+		      ino_keys, bno_cmp, ino_rec },
+};
+
+/* Block agbno's header: what it says about itself. */
+static bool bt_header(struct bt_walk *w, uint32_t agbno, const char *root, unsigned level,
+		      unsigned maxrecs)
+{
+	struct od *od = w->od;
+	const struct xfs_btree_block *b = (const void *)od->buf;
+	uint64_t off = w->base + (uint64_t)agbno * od->bsize;
+	unsigned numrecs;
+	int ret;
+
+	ret = od_pread(od, od->buf, off, od->bsize);
+	od->blocks++;
+	if (ret < 0) {
+		bt_problem(w, false, "%sblock %u cannot be read: %s", root, agbno, strerror(-ret));
+		return false;
+	}
+	numrecs = be16toh(b->bb_numrecs);
+	if (be32toh(b->bb_magic) != w->ops->magic)
+		/* A pointer the kernel has not written back yet may lead to a block
+		 * freed and reused, for data even: between blocks. */
+		bt_problem(w, true, "%sblock %u has magic 0x%08x", root, agbno,
+			   be32toh(b->bb_magic));
+	else if (!od_crc_ok(od->buf, od->bsize, XFS_BTREE_SBLOCK_CRC_OFF))
+		bt_problem(w, false, "%sblock %u fails its CRC", root, agbno);
+	else if (be64toh(b->bb_u.s.bb_blkno) != off / 512)
+		bt_problem(w, false, "%sblock %u says it is at disk address %llu", root, agbno,
+			   (unsigned long long)be64toh(b->bb_u.s.bb_blkno));
+	else if (be32toh(b->bb_u.s.bb_owner) != w->agno)
+		bt_problem(w, false, "%sblock %u belongs to AG %u", root, agbno,
+			   be32toh(b->bb_u.s.bb_owner));
+	else if (memcmp(&b->bb_u.s.bb_uuid, od->meta_uuid, 16))
+		bt_problem(w, false, "%sblock %u has another filesystem's UUID", root, agbno);
+	else if (be16toh(b->bb_level) != level)
+		bt_problem(w, true, "%sblock %u is at level %u, not %u", root, agbno,
+			   be16toh(b->bb_level), level);
+	else if (numrecs > maxrecs || (!numrecs && (level || !*root)))
+		bt_problem(w, false, "%sblock %u has %u records (at most %u)", root, agbno, numrecs,
+			   maxrecs);
+	else
+		return true;
+	return false;
+}
+
+static void bt_siblings(struct bt_walk *w, uint32_t agbno, uint32_t left, uint32_t right)
+{
+	const struct xfs_btree_block *b = (const void *)w->od->buf;
+	uint32_t l = be32toh(b->bb_u.s.bb_leftsib), r = be32toh(b->bb_u.s.bb_rightsib);
+
+	if (l != left || r != right)
+		bt_problem(w, true, "block %u: siblings %d and %d, the level's order says %d and %d",
+			   agbno, (int32_t)l, (int32_t)r, (int32_t)left, (int32_t)right);
+}
+
+/*
+ * The keys of one block (key i at keys + i * stride, its high key kl
+ * further): strictly after the level's last, the first and (overlapping)
+ * the largest high key as the parent said.
+ */
+static void bt_keys(struct bt_walk *w, const struct bt_ptr *p, bool root, const char *what,
+		    const uint8_t *keys, size_t stride, unsigned n)
+{
+	const struct bt_ops *ops = w->ops;
+	size_t kl = ops->key_len;
+	const uint8_t *hi = NULL;
+
+	for (unsigned i = 0; i < n; i++) {
+		const uint8_t *k = keys + i * stride;
+
+		if (w->have_prev && ops->cmp(w->prev, k) >= 0) {
+			/* The first against the block before it: between blocks. */
+			bt_problem(w, !i, "block %u: %s out of order at index %u", p->agbno,
+				   what, i + 1);
+			break;
+		}
+		memcpy(w->prev, k, kl);
+		w->have_prev = true;
+	}
+	if (n)
+		memcpy(w->prev, keys + (n - 1) * stride, kl);
+	if (root || !n)
+		return;
+	if (ops->cmp(keys, p->lo))
+		bt_problem(w, true, "block %u: first key differs from its parent's", p->agbno);
+	if (!ops->overlapping)
+		return;
+	for (unsigned i = 0; i < n; i++)
+		if (!hi || ops->cmp(keys + i * stride + kl, hi) > 0)
+			hi = keys + i * stride + kl;
+	if (ops->cmp(hi, p->hi))
+		bt_problem(w, true, "block %u: high key differs from its parent's", p->agbno);
+}
+
+/* One block of a level: header, siblings, keys or records, children. */
+static void bt_block(struct bt_walk *w, const struct bt_ptr *p, uint32_t left, uint32_t right,
+		     unsigned level, bool root, struct bt_ptr **next, size_t *nn, size_t *an)
+{
+	struct od *od = w->od;
+	const struct bt_ops *ops = w->ops;
+	size_t kstride = ops->key_len * (ops->overlapping ? 2 : 1);
+	unsigned maxrecs = (od->bsize - BT_HDR) / (level ? kstride + 4 : ops->rec_len);
+	const uint8_t *data = od->buf + BT_HDR;
+	unsigned n;
+
+	if (w->nseen == w->aseen) {
+		w->aseen = w->aseen ? 2 * w->aseen : 64;
+		w->seen = xrealloc(w->seen, w->aseen * sizeof(*w->seen));
+	}
+	w->seen[w->nseen++] = p->agbno;
+	w->sums->blocks[w->type]++;
+	if (!bt_header(w, p->agbno, root ? "root " : "", level, maxrecs))
+		return;
+	bt_siblings(w, p->agbno, left, right);
+	n = be16toh(((const struct xfs_btree_block *)od->buf)->bb_numrecs);
+	if (!level) {
+		uint8_t *keys = xmalloc((size_t)n * 2 * BT_KEY_MAX + 1);
+
+		for (unsigned i = 0; i < n; i++) {
+			const uint8_t *rec = data + (size_t)i * ops->rec_len;
+
+			ops->rec_keys(rec, keys + i * 2 * BT_KEY_MAX,
+				      keys + i * 2 * BT_KEY_MAX + ops->key_len);
+		}
+		/* Records are checked before bt_keys() moves w->prev on. */
+		for (unsigned i = 0; i < n; i++)
+			ops->rec(w, p->agbno, i + 1, data + (size_t)i * ops->rec_len);
+		bt_keys(w, p, root, "records", keys, 2 * BT_KEY_MAX, n);
+		free(keys);
+		return;
+	}
+	bt_keys(w, p, root, "keys", data, kstride, n);
+	for (unsigned i = 0; i < n; i++) {
+		uint32_t child = get32(data + (size_t)maxrecs * kstride + (size_t)i * 4);
+		struct bt_ptr *c;
+
+		if (!child || child >= w->length) {
+			bt_problem(w, false, "block %u: pointer %u to block %u is outside the AG",
+				   p->agbno, i + 1, child);
+			continue;
+		}
+		if (*nn == *an) {
+			*an = *an ? 2 * *an : 64;
+			*next = xrealloc(*next, *an * sizeof(**next));
+		}
+		c = &(*next)[(*nn)++];
+		c->agbno = child;
+		memcpy(c->lo, data + (size_t)i * kstride, ops->key_len);
+		if (ops->overlapping)
+			memcpy(c->hi, data + (size_t)i * kstride + ops->key_len, ops->key_len);
+	}
+}
+
+static int cmp_agbno(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Walk btree type from root (levels deep): every block, level by level. */
+static void bt_walk(struct od *od, struct ag_sums *sums, int type, uint32_t agno,
+		    uint64_t base, uint32_t length, uint32_t root, uint32_t levels)
+{
+	struct bt_walk w = { .od = od, .ops = &bt_types[type], .type = type, .agno = agno,
+			     .length = length, .base = base, .sums = sums };
+	struct bt_ptr *cur;
+	size_t n = 1;
+
+	if (!root || root >= length || !levels || levels > BT_MAX_LEVELS) {
+		bt_problem(&w, false, "root %u (%u levels) is outside the AG", root, levels);
+		return;
+	}
+	cur = xcalloc(1, sizeof(*cur));
+	cur[0].agbno = root;
+	for (unsigned level = levels; level-- > 0 && n;) {
+		struct bt_ptr *next = NULL;
+		size_t nn = 0, an = 0;
+
+		w.have_prev = false;
+		w.prev_end = 0;
+		for (size_t i = 0; i < n && w.nseen < length; i++)
+			bt_block(&w, &cur[i], i ? cur[i - 1].agbno : NULLAGBLOCK,
+				 i + 1 < n ? cur[i + 1].agbno : NULLAGBLOCK, level,
+				 level + 1 == levels, &next, &nn, &an);
+		free(cur);
+		cur = next;
+		n = nn;
+		if (w.nseen >= length && n) {
+			bt_problem(&w, true, "has more blocks than the AG");
+			break;
+		}
+	}
+	free(cur);
+	qsort(w.seen, w.nseen, sizeof(*w.seen), cmp_agbno);
+	for (size_t i = 1; i < w.nseen; i++)
+		if (w.seen[i] == w.seen[i - 1] && (i < 2 || w.seen[i - 2] != w.seen[i]))
+			bt_problem(&w, true, "block %u is reached more than once", w.seen[i]);
+	free(w.seen);
+	sums->clean[type] = !w.bad;
+}
+
+/* A header's counter against what the records add up to. */
+static void counter(struct od *od, const char *hdr, const char *field, uint64_t said,
+		    const char *what, uint64_t found)
+{
+	if (said != found)
+		od_problem(od, 0, true, "%s %s %llu, %s %llu", hdr, field,
+			   (unsigned long long)said, what, (unsigned long long)found);
+}
+
+static void check_agf_sums(struct od *od, const struct ag_sums *s, const struct xfs_agf *agf)
+{
+	const struct xfs_fsop_geom *g = &od->xs->geo;
+	bool rmap = g->flags & XFS_FSOP_GEOM_FLAGS_RMAPBT;
+
+	if (s->clean[BT_BNO])
+		counter(od, "AGF", "freeblks", be32toh(agf->agf_freeblks),
+			"bnobt records add up to", s->bno_free);
+	if (s->clean[BT_CNT]) {
+		counter(od, "AGF", "freeblks", be32toh(agf->agf_freeblks),
+			"cntbt records add up to", s->cnt_free);
+		counter(od, "AGF", "longest", be32toh(agf->agf_longest),
+			"the largest cntbt record is", s->cnt_longest);
+	}
+	if (rmap && s->clean[BT_RMAP])
+		counter(od, "AGF", "rmap_blocks", be32toh(agf->agf_rmap_blocks),
+			"rmapbt blocks", s->blocks[BT_RMAP]);
+	if ((g->flags & XFS_FSOP_GEOM_FLAGS_REFLINK) && s->clean[BT_REFC])
+		counter(od, "AGF", "refcount_blocks", be32toh(agf->agf_refcount_blocks),
+			"refcountbt blocks", s->blocks[BT_REFC]);
+	/* agf_btreeblks: the free space btrees' and rmapbt's blocks but their roots. */
+	if (s->clean[BT_BNO] && s->clean[BT_CNT] && (!rmap || s->clean[BT_RMAP]))
+		counter(od, "AGF", "btreeblks", be32toh(agf->agf_btreeblks),
+			"bnobt, cntbt and rmapbt blocks but the roots",
+			s->blocks[BT_BNO] + s->blocks[BT_CNT] - 2 +
+			(rmap ? s->blocks[BT_RMAP] - 1 : 0));
+}
+
+/* The AGFL: agf_flcount slots from agf_flfirst to agf_fllast, in the AG. */
+static void check_agfl(struct od *od, uint64_t base, uint32_t length, const struct xfs_agf *agf)
+{
+	uint32_t slots = (od->sect - sizeof(struct xfs_agfl)) / 4;
+	uint32_t first = be32toh(agf->agf_flfirst), last = be32toh(agf->agf_fllast);
+	uint32_t count = be32toh(agf->agf_flcount);
+	const uint8_t *bno = od->buf + sizeof(struct xfs_agfl);
+	int ret;
+
+	if (first >= slots || last >= slots || count > slots) {
+		od_problem(od, 0, false, "AGF free list first %u, last %u, count %u: the AGFL "
+			   "has %u slots", first, last, count, slots);
+		return;
+	}
+	if (!count)
+		return;
+	if ((last + slots - first) % slots + 1 != count) {
+		od_problem(od, 0, true, "AGF free list first %u, last %u, count %u do not agree",
+			   first, last, count);
+		return;
+	}
+	ret = od_pread(od, od->buf, base + 3 * (uint64_t)od->sect, od->sect);
+	if (ret < 0) {
+		od_problem(od, 0, false, "AGFL cannot be read: %s", strerror(-ret));
+		return;
+	}
+	for (uint32_t i = 0; i < count; i++) {
+		uint32_t slot = (first + i) % slots, b = get32(bno + 4 * slot);
+
+		if (!b || b >= length) {
+			od_problem(od, 0, true, "AGFL slot %u, block %u, is outside the AG",
+				   slot, b);
+			break;
+		}
+	}
+}
+
+static bool ino_rec_eq(const struct ino_rec *a, const struct ino_rec *b)
+{
+	return a->startino == b->startino && a->holemask == b->holemask &&
+	       a->count == b->count && a->freecount == b->freecount && a->free == b->free;
+}
+
+/* The finobt holds exactly the inobt's records that have a free inode. */
+static void check_finobt(struct od *od, const struct ag_sums *s)
+{
+	const struct ino_recs *in = &s->inobt, *fi = &s->finobt;
+	size_t j = 0;
+
+	for (size_t i = 0; i < in->n; i++) {
+		if (!in->v[i].freecount)
+			continue;
+		if (j < fi->n && ino_rec_eq(&in->v[i], &fi->v[j])) {
+			j++;
+			continue;
+		}
+		od_problem(od, 0, true, "finobt %s the inobt's record for inode %u (%u free)",
+			   j < fi->n && fi->v[j].startino == in->v[i].startino ?
+			   "differs from" : "lacks", in->v[i].startino, in->v[i].freecount);
+		return;
+	}
+	if (j < fi->n)
+		od_problem(od, 0, true, "finobt has a record for inode %u the inobt has not "
+			   "or with no free inode", fi->v[j].startino);
+}
+
+static void check_agi_sums(struct od *od, const struct ag_sums *s, const struct xfs_agi *agi)
+{
+	const struct xfs_fsop_geom *g = &od->xs->geo;
+	bool fino = g->flags & XFS_FSOP_GEOM_FLAGS_FINOBT;
+
+	if (s->clean[BT_INO]) {
+		counter(od, "AGI", "count", be32toh(agi->agi_count),
+			"inobt records count", s->ino_count);
+		counter(od, "AGI", "freecount", be32toh(agi->agi_freecount),
+			"inobt records count free", s->ino_free);
+		if (fino && s->clean[BT_FINO])
+			check_finobt(od, s);
+	}
+	if (!(g->flags & XFS_FSOP_GEOM_FLAGS_INOBTCNT))
+		return;
+	if (s->clean[BT_INO])
+		counter(od, "AGI", "iblocks", be32toh(agi->agi_iblocks), "inobt blocks",
+			s->blocks[BT_INO]);
+	if (fino && s->clean[BT_FINO])
+		counter(od, "AGI", "fblocks", be32toh(agi->agi_fblocks), "finobt blocks",
+			s->blocks[BT_FINO]);
+}
+
+static void check_inode(struct od *od, const uint8_t *p, uint64_t ino)
+{
+	const struct xfs_dinode *d = (const void *)p;
+
+	od->inodes++;
+	if (be16toh(d->di_magic) != XFS_DINODE_MAGIC)
+		/* The chunk may be freed and reused, the inobt not yet written. */
+		od_problem(od, ino, true, "inode %llu has magic 0x%04x",
+			   (unsigned long long)ino, be16toh(d->di_magic));
+	else if (d->di_version != 3)
+		od_problem(od, ino, false, "inode %llu has version %u", (unsigned long long)ino,
+			   d->di_version);
+	else if (!od_crc_ok(p, od->isize, XFS_DINODE_CRC_OFF))
+		od_problem(od, ino, false, "inode %llu fails its CRC", (unsigned long long)ino);
+	else if (be64toh(d->di_ino) != ino)
+		od_problem(od, ino, false, "inode %llu says it is inode %llu",
+			   (unsigned long long)ino, (unsigned long long)be64toh(d->di_ino));
+	else if (memcmp(&d->di_uuid, od->meta_uuid, 16))
+		od_problem(od, ino, false, "inode %llu has another filesystem's UUID",
+			   (unsigned long long)ino);
+}
+
+/* Every inode of the chunk, each run between sparse holes in one read. */
+static void check_chunk(struct od *od, uint32_t agno, uint64_t base, const struct ino_rec *r)
+{
+	uint64_t ino0 = ((uint64_t)agno << (od->agblklog + od->inopblog)) | r->startino;
+	uint32_t inopb_mask = (1u << od->inopblog) - 1;
+	uint64_t chunk = base + (uint64_t)(r->startino >> od->inopblog) * od->bsize +
+			 (uint64_t)(r->startino & inopb_mask) * od->isize;
+
+	for (unsigned i = 0; i < XFS_INOBT_HOLEMASK_BITS;) {
+		unsigned j = i;
+		uint64_t off, start, end;
+		int ret;
+
+		if (r->holemask & (1u << i)) {
+			i++;
+			continue;
+		}
+		while (j < XFS_INOBT_HOLEMASK_BITS && !(r->holemask & (1u << j)))
+			j++;
+		off = chunk + (uint64_t)i * HOLE_INODES * od->isize;
+		start = off & ~(uint64_t)(od->sect - 1);
+		end = (chunk + (uint64_t)j * HOLE_INODES * od->isize + od->sect - 1) &
+		      ~(uint64_t)(od->sect - 1);
+		ret = od_pread(od, od->ibuf, start, end - start);
+		if (ret < 0) {
+			od_problem(od, ino0, false, "inodes %llu-%llu cannot be read: %s",
+				   (unsigned long long)(ino0 + i * HOLE_INODES),
+				   (unsigned long long)(ino0 + j * HOLE_INODES - 1), strerror(-ret));
+		} else {
+			for (unsigned k = i * HOLE_INODES; k < j * HOLE_INODES; k++)
+				check_inode(od, od->ibuf + (off - start) +
+					    (size_t)(k - i * HOLE_INODES) * od->isize, ino0 + k);
+		}
+		i = j;
+	}
+}
+
+void xfs_btrees_check(struct od *od, uint32_t agno, uint64_t base, uint32_t length,
+		      const struct xfs_agf *agf, const struct xfs_agi *agi)
+{
+	const struct xfs_fsop_geom *g = &od->xs->geo;
+	struct ag_sums s = { 0 };
+
+	if (agf) {
+		bt_walk(od, &s, BT_BNO, agno, base, length,
+			be32toh(agf->agf_roots[XFS_BTNUM_BNOi]),
+			be32toh(agf->agf_levels[XFS_BTNUM_BNOi]));
+		bt_walk(od, &s, BT_CNT, agno, base, length,
+			be32toh(agf->agf_roots[XFS_BTNUM_CNTi]),
+			be32toh(agf->agf_levels[XFS_BTNUM_CNTi]));
+		if (g->flags & XFS_FSOP_GEOM_FLAGS_RMAPBT)
+			bt_walk(od, &s, BT_RMAP, agno, base, length,
+				be32toh(agf->agf_roots[XFS_BTNUM_RMAPi]),
+				be32toh(agf->agf_levels[XFS_BTNUM_RMAPi]));
+		if (g->flags & XFS_FSOP_GEOM_FLAGS_REFLINK)
+			bt_walk(od, &s, BT_REFC, agno, base, length,
+				be32toh(agf->agf_refcount_root), be32toh(agf->agf_refcount_level));
+		check_agf_sums(od, &s, agf);
+		check_agfl(od, base, length, agf);
+	}
+	if (agi) {
+		bt_walk(od, &s, BT_INO, agno, base, length, be32toh(agi->agi_root),
+			be32toh(agi->agi_level));
+		if (g->flags & XFS_FSOP_GEOM_FLAGS_FINOBT)
+			bt_walk(od, &s, BT_FINO, agno, base, length,
+				be32toh(agi->agi_free_root), be32toh(agi->agi_free_level));
+		check_agi_sums(od, &s, agi);
+		for (size_t i = 0; i < s.inobt.n && !scrub_should_stop(od->ctx); i++)
+			check_chunk(od, agno, base, &s.inobt.v[i]);
+	}
+	free(s.inobt.v);
+	free(s.finobt.v);
+}

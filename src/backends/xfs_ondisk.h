@@ -1,0 +1,74 @@
+/*
+ * xfs_ondisk: what xfs_ondisk.c (AG headers, the re-read rule) and
+ * xfs_btree.c (whole per-AG btrees, counters, inode chunks) share: the
+ * reader of the block device and the list of one look's problems.
+ *
+ * A look at an AG collects problems as strings; two looks are compared
+ * string by string, so a problem's text must depend only on what is on
+ * the disk (block numbers, indexes, values), never on timing.
+ */
+#ifndef FSCRUB_BACKEND_XFS_ONDISK_H
+#define FSCRUB_BACKEND_XFS_ONDISK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backends/xfs.h"	/* <xfs/xfs.h>, which xfs_format.h needs first */
+
+#include <xfs/xfs_format.h>
+
+/* Problems one look at one AG keeps; the rest are only counted. */
+#define OD_MAX_PROBLEMS 64
+
+struct od_problem {
+	char *msg;
+	uint64_t ino;		/* the inode it is about, 0 for none */
+	/*
+	 * Between blocks (a counter against a btree, keys, siblings, order
+	 * across blocks): a mounted XFS writes its blocks back apart, and a
+	 * block it keeps changing may stay old on the disk for as long as it
+	 * does, so such a problem is only believed of a quiet AG.
+	 */
+	bool cross;
+};
+
+struct od {
+	struct scrub_ctx *ctx;
+	struct xfs_state *xs;
+	int fd;
+	uint32_t sect, bsize;
+	uint8_t *buf;			/* one block or sector */
+	uint8_t *ibuf;			/* one inode chunk, sector-aligned */
+	size_t ibuf_len;
+	uint8_t uuid[16];		/* sb_uuid of the primary superblock */
+	uint8_t meta_uuid[16];		/* what the metadata blocks carry */
+	uint32_t isize;			/* sb_inodesize */
+	unsigned agblklog, inopblog;	/* for inode numbers */
+	bool sparse;			/* sparse inode chunks */
+
+	/* This look at the current AG. */
+	struct od_problem *pv;
+	size_t pn, palloc, pdropped;
+	uint64_t agf_lsn, agi_lsn;	/* as read by this look, 0: not read */
+	uint32_t agi_count, agi_freecount;
+	unsigned long long blocks, inodes;	/* read by this look */
+};
+
+/* Add a problem to this look (at most OD_MAX_PROBLEMS are kept). */
+void od_problem(struct od *od, uint64_t ino, bool cross, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* pread len bytes at off into buf (aligned): 0 or a negative errno. */
+int od_pread(struct od *od, void *buf, uint64_t off, size_t len);
+/* XFS's CRC32c of a block of len bytes whose CRC is at crc_off. */
+bool od_crc_ok(const uint8_t *buf, size_t len, size_t crc_off);
+
+/*
+ * xfs_btree.c: walk every btree of AG agno (agf, agi: copies of headers
+ * that passed their checks, or NULL), check the counters of the headers
+ * against the records, and the inode chunks the inobt records give.
+ */
+void xfs_btrees_check(struct od *od, uint32_t agno, uint64_t ag_base, uint32_t length,
+		      const struct xfs_agf *agf, const struct xfs_agi *agi);
+
+#endif
