@@ -73,6 +73,11 @@
 #define CHECK_XFS_FSMAP_COUNTS	"xfs.fsmap_counts"	/* free space by GETFSMAP vs the counters */
 #define CHECK_XFS_ONDISK	"xfs.ondisk"	/* an AG header, btree block, counter or inode on the disk is bad */
 #define CHECK_XFS_QUOTA		"xfs.quota"	/* quota usage != what the id's inodes add up to */
+/* The checksum ledger and manifests (src/ledger.c): -x */
+#define CHECK_LEDGER_BITROT	"ledger.bitrot"	/* content changed, size and times did not */
+#define CHECK_LEDGER_RECORD	"ledger.record"	/* a record cannot be stored; open for writing */
+#define CHECK_MANIFEST_MISMATCH	"manifest.mismatch"	/* content differs from --manifest's digest */
+#define CHECK_MANIFEST_MISSING	"manifest.missing"	/* info: files listed but not on this fs */
 /* ext4 backend (src/backends/ext4*.c): on-disk metadata read from the device */
 #define CHECK_EXT4_UNCHECKED	"ext4.unchecked"	/* info: part of the ext4 checks cannot be done */
 #define CHECK_EXT4_SUPERBLOCK	"ext4.superblock"	/* primary superblock checksum or geometry */

@@ -9,6 +9,7 @@
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "backends/backend.h"
@@ -17,7 +18,7 @@
 #include "report.h"
 
 /* Long options without a short form. */
-enum { OPT_JSON = 256, OPT_METRICS, OPT_LIMIT };
+enum { OPT_JSON = 256, OPT_METRICS, OPT_LIMIT, OPT_RECORD, OPT_LEDGER, OPT_MANIFEST };
 
 /* More threads than this only add contention on two queues and a cache. */
 #define MAX_THREADS 1024
@@ -39,6 +40,9 @@ static const struct option long_options[] = {
 	{ "json",	 required_argument, NULL, OPT_JSON },
 	{ "metrics",	 required_argument, NULL, OPT_METRICS },
 	{ "limit",	 required_argument, NULL, OPT_LIMIT },
+	{ "record",	 no_argument,	    NULL, OPT_RECORD },
+	{ "ledger",	 required_argument, NULL, OPT_LEDGER },
+	{ "manifest",	 required_argument, NULL, OPT_MANIFEST },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -65,6 +69,9 @@ void cli_usage(FILE *f)
 	      "      --json FILE      write a JSON report to FILE ('-': standard output)\n"
 	      "      --metrics FILE   write Prometheus metrics to FILE\n"
 	      "      --limit RATE     cap -x reads at RATE bytes/s (K, M, G suffixes)\n"
+	      "      --record         store a checksum of every file (implies -x)\n"
+	      "      --ledger DIR     keep checksums in a database in DIR, not in xattrs\n"
+	      "      --manifest FILE  verify files against a sha256sum/md5sum list\n"
 	      "\n"
 	      "Exit status: 0 clean, 1 all repaired, 4 errors left uncorrected,\n"
 	      "8 operational error, "
@@ -204,12 +211,23 @@ int cli_parse(int argc, char **argv, struct scrub_options *opt)
 				return usage_error("--limit needs a positive rate such as 200M, not '%s'",
 						   optarg);
 			break;
+		case OPT_RECORD:
+			opt->record = true;
+			opt->verify_data = true;
+			break;
+		case OPT_LEDGER:
+			opt->ledger_dir = optarg;
+			break;
+		case OPT_MANIFEST:
+			opt->manifest_path = optarg;
+			break;
 		case '?':
 		default:
 			if (optopt && strchr("aCjmt", optopt))
 				return usage_error("option -%s needs an argument",
 						   (char[]){ (char)optopt, 0 });
-			if (optopt == OPT_JSON || optopt == OPT_METRICS || optopt == OPT_LIMIT)
+			if (optopt == OPT_JSON || optopt == OPT_METRICS || optopt == OPT_LIMIT ||
+			    optopt == OPT_LEDGER || optopt == OPT_MANIFEST)
 				return usage_error("option %s needs an argument", argv[optind - 1]);
 			if (optopt)
 				return usage_error("unknown option -%s", (char[]){ (char)optopt, 0 });
@@ -223,6 +241,28 @@ int cli_parse(int argc, char **argv, struct scrub_options *opt)
 	opt->target = argv[optind];
 	if (opt->limit_rate && !opt->verify_data)
 		return usage_error("%s", "--limit caps the data scan's reads: use it with -x");
+	if (opt->record && opt->check_only)
+		return usage_error("%s", "--record writes checksum records: not with -n");
+	if (opt->ledger_dir && !opt->verify_data)
+		return usage_error("%s", "--ledger keeps the checksums -x verifies: use it with -x "
+				   "or --record");
+	if (opt->manifest_path && !opt->verify_data)
+		return usage_error("%s", "--manifest is verified by the data scan: use it with -x");
+	if (opt->ledger_dir) {
+		struct stat st;
+
+		if (stat(opt->ledger_dir, &st) < 0 || !S_ISDIR(st.st_mode))
+			return usage_error("--ledger needs an existing directory, not '%s'",
+					   opt->ledger_dir);
+		if (access(opt->ledger_dir, opt->check_only ? R_OK | X_OK : R_OK | W_OK | X_OK))
+			return usage_error("cannot use the ledger directory '%s'", opt->ledger_dir);
+	}
+	/* A default manifest for every -x, e.g. from a systemd unit's environment. */
+	if (opt->verify_data && !opt->manifest_path && getenv("FSCRUB_MANIFEST") &&
+	    *getenv("FSCRUB_MANIFEST")) {
+		opt->manifest_path = getenv("FSCRUB_MANIFEST");
+		opt->manifest_from_env = true;
+	}
 	if (!opt->threads_given)
 		opt->nr_threads = opt->background ? 1 : online_cpus();
 	return -1;

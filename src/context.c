@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "backends/backend.h"
+#include "ledger.h"
 #include "inoset.h"
 #include "linktable.h"
 
@@ -46,6 +47,8 @@ void scrub_ctx_release(struct scrub_ctx *ctx)
 		free(s);
 	}
 	xlink_list_release(&ctx->xlinks);
+	ledger_free(ctx->ledger);
+	ctx->ledger = NULL;
 	if (ctx->dcache.lru)
 		dircache_release(&ctx->dcache);
 	if (ctx->walk_fd >= 0 && ctx->walk_fd != ctx->mnt_fd)

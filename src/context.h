@@ -26,6 +26,7 @@ struct linktable;
 struct inoset;
 struct progress;
 struct json_report;
+struct ledger;
 
 /* What a filesystem does not promise, so the checks that rely on it are off. */
 enum fs_quirks {
@@ -60,6 +61,10 @@ struct scrub_options {
 	const char *json_path;	/* --json FILE, "-" for stdout */
 	const char *metrics_path;	/* --metrics FILE */
 	uint64_t limit_rate;	/* --limit, bytes per second; 0 = none */
+	bool record;		/* --record: store checksum records (implies -x) */
+	const char *ledger_dir;	/* --ledger DIR: records in DIR's database, not xattrs */
+	const char *manifest_path;	/* --manifest FILE, or FSCRUB_MANIFEST with -x */
+	bool manifest_from_env;	/* ... from FSCRUB_MANIFEST */
 };
 
 /* Per-thread counters, summed after each phase; no atomics on hot paths. */
@@ -119,6 +124,7 @@ struct scrub_ctx {
 
 	struct inoset *reached;		/* every inode phase 3's walk reached (walk.h) */
 	struct xlink_list xlinks;	/* data extents for the cross-link check (phase 3 -> 4) */
+	struct ledger *ledger;		/* -x: the checksum ledger (ledger.h), or NULL */
 
 	/* Totals, summed from the threads after each phase. */
 	struct scrub_stats stats;
@@ -132,6 +138,7 @@ struct scrub_ctx {
 	/* Report state (report.c). */
 	pthread_mutex_t report_lock;
 	atomic_ullong nr_errors, nr_warnings, nr_infos, nr_operational, nr_repaired;
+	atomic_ullong nr_content_errors;	/* of nr_errors: in file data (bit rot, media) */
 	atomic_bool aborted;		/* -a reached */
 	bool output_failed;		/* stdout could not be written */
 };

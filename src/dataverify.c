@@ -11,6 +11,7 @@
 
 #include "checks.h"
 #include "inoset.h"
+#include "ledger.h"
 #include "progress.h"
 #include "ratelimit.h"
 #include "report.h"
@@ -56,6 +57,7 @@ struct verify_file {
 	int fd;
 	bool direct;
 	unsigned nr_bad;
+	struct ledger_stream *ledger;	/* the checksum ledger's digest, or NULL */
 };
 
 static bool should_stop(void *ctx)
@@ -153,11 +155,13 @@ static bool verify_range(struct verify_file *vf, char *buf, uint64_t start, uint
 				return false;
 			}
 			bisect_failure(vf, buf, off, want);
+			ledger_stream_fail(vf->ledger);
 			off += want;
 			continue;
 		}
 		if (n == 0)
 			return false;	/* truncated meanwhile: the rest is gone */
+		ledger_stream_feed(vf->ledger, off, buf, (uint64_t)n);
 		vf->t->stats.bytes_read += (unsigned long long)n;
 		progress_add(&ctx->progress_done, (unsigned long long)n);
 		if (!vf->direct)
@@ -192,6 +196,7 @@ static void verify_entry(struct walk_thread *t, struct walk_dir *d,
 	if (vf.fd < 0)
 		return;
 	t->stats.files++;
+	vf.ledger = ledger_stream_begin(t->ctx->ledger, e);
 	if (!vf.direct)
 		posix_fadvise(vf.fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 	for (uint64_t pos = 0;;) {
@@ -206,14 +211,18 @@ static void verify_entry(struct walk_thread *t, struct walk_dir *d,
 			 * supported): read everything up to EOF, so that each
 			 * unreadable range is still found and reported.
 			 */
-			verify_range(&vf, vt->buf, pos, e->stx.stx_size);
+			if (!verify_range(&vf, vt->buf, pos, e->stx.stx_size))
+				ledger_stream_fail(vf.ledger);
 			break;
 		}
 		if (hole <= data ||
-		    !verify_range(&vf, vt->buf, (uint64_t)data, (uint64_t)hole))
+		    !verify_range(&vf, vt->buf, (uint64_t)data, (uint64_t)hole)) {
+			ledger_stream_fail(vf.ledger);
 			break;
+		}
 		pos = (uint64_t)hole;
 	}
+	ledger_stream_end(t, d, e, vf.fd, vf.ledger);
 	close(vf.fd);
 }
 

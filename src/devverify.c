@@ -18,6 +18,7 @@
 #include "context.h"
 #include "crosslink.h"
 #include "ioengine.h"
+#include "ledger.h"
 #include "mediamap.h"
 #include "progress.h"
 #include "ratelimit.h"
@@ -88,6 +89,9 @@ static struct io_range *plan_reads(const struct scrub_ctx *ctx, size_t *nr, uint
 		uint64_t e = round_up(x->phys + x->len, BAD_STEP);
 
 		if (x->unwritten || s >= ctx->dev_size)
+			continue;
+		/* Files in a manifest are read file by file: their digests need order. */
+		if (ledger_reads_per_file(ctx->ledger, x->ino))
 			continue;
 		if (e > ctx->dev_size)
 			e = ctx->dev_size;
@@ -179,6 +183,7 @@ static void read_done(void *arg, const struct io_range *r, char *buf, int64_t re
 	struct devread *dr = arg;
 
 	if (res == (int64_t)r->len) {
+		ledger_hash_read(dr->ctx->ledger, r->off, r->len, buf);
 		atomic_fetch_add(&dr->bytes, r->len);
 		progress_add(&dr->ctx->progress_done, r->len);
 		return;
@@ -239,6 +244,7 @@ int devverify_run(struct scrub_ctx *ctx, unsigned long long *bytes, const char *
 	if (dr.fd < 0)
 		return dr.fd;
 	crosslink_sort(ctx);
+	ledger_device_begin(ctx->ledger, &ctx->xlinks);
 	reads = plan_reads(ctx, &nr_reads, &data);
 	ratelimit_init(&dr.limit, ctx->opt.limit_rate);
 	pthread_mutex_init(&dr.lock, NULL);

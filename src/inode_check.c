@@ -15,6 +15,7 @@
 #include "checks.h"
 #include "crosslink.h"
 #include "extents.h"
+#include "ledger.h"
 #include "linktable.h"
 #include "names.h"
 #include "progress.h"
@@ -51,6 +52,7 @@ struct check_thread {
 	struct xattr_buf xattrs;
 	struct extent_buf extents;
 	struct xlink_list xlinks;
+	struct ledger_notes ledger;
 	char *linkbuf;
 	size_t linkbuf_size;
 };
@@ -88,6 +90,7 @@ static void check_thread_free(void *p)
 	struct check_thread *ct = p;
 
 	crosslink_merge(ct->ctx, &ct->xlinks);	/* walk threads are gone: no lock */
+	ledger_merge(ct->ctx->ledger, &ct->ledger);
 	clear_suspects(ct);
 	free(ct->suspects);
 	name_set_release(&ct->names);
@@ -271,6 +274,7 @@ static void check_regular(struct walk_thread *t, struct check_thread *ct,
 		return;
 	extents_check_file(t, &ct->extents, d, e, fd);
 	xattrs_check_entry(t, &ct->xattrs, d, e, fd);
+	ledger_note(ctx->ledger, &ct->ledger, e, ct->xattrs.ledger_named);
 	if (ctx->ops->check_inode)
 		ctx->ops->check_inode(t, d, e, fd);
 	close(fd);

@@ -22,6 +22,7 @@
 #include "inode_check.h"
 #include "devverify.h"
 #include "inoset.h"
+#include "ledger.h"
 #include "ratelimit.h"
 #include "json_report.h"
 #include "progress.h"
@@ -324,6 +325,9 @@ static int phase3_inodes(struct scrub_ctx *ctx, unsigned long long *items)
 	 */
 	clock_gettime(CLOCK_REALTIME, &now);
 	ctx->changed_since_ns = ((uint64_t)now.tv_sec - 1) * 1000000000ULL + (uint64_t)now.tv_nsec;
+	/* The walk notes the files the checksum ledger will hash in phase 5. */
+	if (!ctx->ops->scan_data && ledger_new(ctx, &ctx->ledger) < 0)
+		return EXIT_USAGE;
 	ret = walk_tree(ctx, &inode_check_visitor, NULL, &stats, items);
 
 	ctx->stats = stats;
@@ -372,31 +376,73 @@ static int cmp_ino(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/*
+ * The inodes the per-file reader takes after the device reader: those
+ * whose extents are not all known, and a manifest's (sorted, distinct).
+ */
+static uint64_t *per_file_inodes(struct scrub_ctx *ctx, size_t *n)
+{
+	struct xlink_list *l = &ctx->xlinks;
+	size_t nr_manifest, w = 0;
+	const uint64_t *manifest = ledger_per_file(ctx->ledger, &nr_manifest);
+	uint64_t *v = xmalloc((l->nr_unmapped + nr_manifest + 1) * sizeof(*v));
+
+	memcpy(v, l->unmapped, l->nr_unmapped * sizeof(*v));
+	if (nr_manifest)
+		memcpy(v + l->nr_unmapped, manifest, nr_manifest * sizeof(*v));
+	*n = l->nr_unmapped + nr_manifest;
+	if (*n)
+		qsort(v, *n, sizeof(*v), cmp_ino);
+	for (size_t i = 0; i < *n; i++)
+		if (!w || v[w - 1] != v[i])
+			v[w++] = v[i];
+	*n = w;
+	return v;
+}
+
 static int phase5_data(struct scrub_ctx *ctx, unsigned long long *items)
 {
 	struct scrub_stats stats = { 0 };
 	struct xlink_list *l = &ctx->xlinks;
 	unsigned long long dev_bytes = 0;
 	const char *why = NULL;
+	int ret = 0;
 
 	if (ctx->ops->scan_data) {
+		if (ctx->opt.record || ctx->opt.manifest_path)
+			str_info(ctx, CHECK_LEDGER_RECORD, NULL, NULL, 0, "the %s backend verifies "
+				 "data by its own checksums: --record and --manifest are not used",
+				 ctx->ops->name);
 		run_hook(ctx, ctx->ops->scan_data, "data verification");
 		return 0;
 	}
+	ledger_prepare(ctx, ctx->ledger);
 	if (devverify_run(ctx, &dev_bytes, &why) == 0) {
+		size_t nr_only;
+		uint64_t *only = per_file_inodes(ctx, &nr_only);
+
 		/* Then the files the device reader could not know all of. */
-		if (l->nr_unmapped && !scrub_should_stop(ctx)) {
-			qsort(l->unmapped, l->nr_unmapped, sizeof(*l->unmapped), cmp_ino);
-			report_verbose(ctx, "Phase 5: reading %zu files whose extents are not all "
-				       "known, file by file", l->nr_unmapped);
-			if (read_files(ctx, l->unmapped, l->nr_unmapped, &stats) < 0)
-				return EXIT_OPERATIONAL;
+		if (nr_only && !scrub_should_stop(ctx)) {
+			report_verbose(ctx, "Phase 5: reading %zu files file by file (extents not "
+				       "all known, or in the manifest)", nr_only);
+			if (read_files(ctx, only, nr_only, &stats) < 0)
+				ret = EXIT_OPERATIONAL;
 		}
+		if (!ret && !scrub_should_stop(ctx) &&
+		    ledger_judge_walk(ctx, ctx->ledger, only, nr_only) < 0) {
+			report_operational(ctx, NULL, NULL, EIO, "cannot walk the tree to check "
+					   "the checksum records");
+			ret = EXIT_OPERATIONAL;
+		}
+		free(only);
 	} else {
 		report_verbose(ctx, "Phase 5: reading file by file: %s", why);
 		if (read_files(ctx, NULL, 0, &stats) < 0)
-			return EXIT_OPERATIONAL;
+			ret = EXIT_OPERATIONAL;
 	}
+	ledger_finish(ctx, ctx->ledger);
+	if (ret)
+		return ret;
 	xlink_list_release(l);
 	*items = stats.bytes_read + dev_bytes;
 	ctx->stats.bytes_read = stats.bytes_read + dev_bytes;

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "backends/backend.h"
+#include "checks.h"
 #include "context.h"
 #include "dircache.h"
 #include "json_report.h"
@@ -76,12 +77,25 @@ static void emit_line(struct scrub_ctx *ctx, const struct strbuf *line)
 	}
 }
 
+/*
+ * Errors in what files hold rather than in the filesystem's structures:
+ * a repair tool cannot bring the data back, a backup can.
+ */
+static bool is_content_check(const char *check)
+{
+	return check && (!strncmp(check, "ledger.", 7) || !strncmp(check, "manifest.", 9) ||
+			 !strcmp(check, CHECK_DATA_READ) || !strcmp(check, CHECK_MEDIA_FILE));
+}
+
 /* Count a finding; false if it is not to be printed (an info without -v). */
-static bool count_finding(struct scrub_ctx *ctx, enum severity sev)
+static bool count_finding(struct scrub_ctx *ctx, enum severity sev, const char *check)
 {
 	switch (sev) {
 	case SEV_ERROR: {
 		unsigned long long n = atomic_fetch_add(&ctx->nr_errors, 1) + 1;
+
+		if (is_content_check(check))
+			atomic_fetch_add(&ctx->nr_content_errors, 1);
 
 		if (ctx->opt.max_errors && n >= ctx->opt.max_errors)
 			atomic_store(&ctx->aborted, true);
@@ -119,7 +133,7 @@ static void vreport(struct scrub_ctx *ctx, struct finding *f, const struct dir_n
 		    const char *name, const char *fmt, va_list ap)
 {
 	struct strbuf path = STRBUF_INIT, msg = STRBUF_INIT, line = STRBUF_INIT;
-	bool print = count_finding(ctx, f->severity);
+	bool print = count_finding(ctx, f->severity, f->check);
 
 	/* JSON gets every finding, infos too; text gets infos only with -v. */
 	if (!print && !ctx->json)
@@ -256,8 +270,10 @@ void report_summary(struct scrub_ctx *ctx)
 	if (repaired)
 		strbuf_addf(&sb, " %llu %s repaired.", repaired,
 			    plural(repaired, "problem", "problems"));
-	if (errors)
+	if (errors > atomic_load(&ctx->nr_content_errors))
 		strbuf_addf(&sb, " Unmount and run %s.", tool);
+	if (atomic_load(&ctx->nr_content_errors))
+		strbuf_addstr(&sb, " Restore the damaged files from a backup.");
 	if (ctx->opt.verbose)
 		strbuf_addf(&sb, " (%llu %s)", atomic_load(&ctx->nr_infos),
 			    plural(atomic_load(&ctx->nr_infos), "info", "infos"));

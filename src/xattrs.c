@@ -10,6 +10,7 @@
 #include <sys/xattr.h>
 
 #include "checks.h"
+#include "ledger_store.h"
 #include "report.h"
 #include "strbuf.h"
 #include "walk.h"
@@ -178,6 +179,7 @@ static void check_all(const struct xattr_target *tg, const struct xattr_src *s,
 	struct scrub_ctx *ctx = tg->t->ctx;
 	ssize_t n = list_names(s, xb);
 
+	xb->ledger_named = false;
 	if (n < 0 && xattr_unsupported(-n))
 		return;
 	if (n < 0 && (-n == ENOENT || -n == ELOOP))
@@ -205,6 +207,8 @@ static void check_all(const struct xattr_target *tg, const struct xattr_src *s,
 		if (list[off] == '\0')
 			continue;
 		tg->t->stats.xattrs++;
+		if (!strcmp(list + off, LEDGER_XATTR_TRUSTED) || !strcmp(list + off, LEDGER_XATTR_USER))
+			xb->ledger_named = true;
 		check_one(tg, s, xb, list + off);
 	}
 	free(list);

@@ -13,6 +13,7 @@
 #ifndef FSCRUB_XATTRS_H
 #define FSCRUB_XATTRS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct walk_thread;
@@ -26,6 +27,7 @@ struct xattr_buf {
 	size_t names_size;
 	char *value;
 	size_t value_size;
+	bool ledger_named;	/* the last list had a checksum ledger record (ledger.h) */
 };
 
 void xattr_buf_init(struct xattr_buf *xb);

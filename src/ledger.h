@@ -1,0 +1,115 @@
+/*
+ * ledger: the checksum ledger -- silent data corruption on filesystems
+ * without data checksums (XFS, ext4).
+ *
+ * With --record, phase 5 (-x) stores for every regular file a content
+ * digest (contenthash.h) with the file's size, mtime, ctime and inode
+ * generation (ledger_store.h: an xattr, or with --ledger DIR a database
+ * on another filesystem).  Every -x afterwards compares: a file whose
+ * size, mtime and ctime are those of its record but whose content is not
+ * has changed without being written -- bit rot, a bad controller, bad RAM
+ * during writeback: an error naming the first differing chunk.  A file
+ * modified since its record gets a new one (not under -n).
+ *
+ * The hashing is done by the data scan's own reads, no second pass: the
+ * device-order reader (devverify.h) hands each read buffer to
+ * ledger_hash_read(), which hashes the pieces of the files whose extents
+ * lie in it; the per-file reader (dataverify.h) streams a file through
+ * ledger_stream_*().  A file hashed by the device reader is judged after
+ * it, in a walk that opens each one (ledger_judge_walk()).
+ *
+ * The live-filesystem rules:
+ *   - phase 5 starts with syncfs(), so the disk holds what was written;
+ *   - a file is judged only if its size, mtime and ctime are still those
+ *     phase 3 saw and it did not change since shortly before the scan
+ *     began (timestamps are coarse: a write in the same tick as a stat
+ *     would go unseen), and not while open for writing (a read lease
+ *     cannot be had): such files are skipped, said with -v;
+ *   - a digest that differs from its record is re-read with O_DIRECT from
+ *     the file before anything is said; only a second mismatch, of a file
+ *     still unchanged, is an error.
+ *
+ * Memory: 48 bytes per regular file noted in phase 3 (with --record or
+ * --ledger every file, else those with a record), 40 bytes per 1 MiB of
+ * file data hashed by the device reader, and 8 bytes per extent.
+ */
+#ifndef FSCRUB_LEDGER_H
+#define FSCRUB_LEDGER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct ledger;
+struct scrub_ctx;
+struct walk_thread;
+struct walk_dir;
+struct walk_entry;
+struct xlink_list;
+
+/* What phase 3 saw of a file. */
+struct ledger_file {
+	uint64_t ino, size;
+	int64_t mtime_ns, ctime_ns;
+	uint64_t expect;		/* bytes the device reader should hash */
+	uint64_t hashed;		/* ... and did (under the ledger's lock) */
+};
+
+/* A walk thread's notes, merged after phase 3. */
+struct ledger_notes {
+	struct ledger_file *v;
+	size_t n, alloc;
+};
+
+/*
+ * From the options, after phase 1: *out NULL when there is nothing to do
+ * (no -x).  -EINVAL for a manifest that cannot be read or parsed, or a
+ * --ledger directory on the filesystem itself (said on stderr: a usage
+ * error).
+ */
+int ledger_new(struct scrub_ctx *ctx, struct ledger **out);
+void ledger_free(struct ledger *lg);
+
+/* Phase 3: a regular file (has_record: it has a ledger xattr). */
+void ledger_note(struct ledger *lg, struct ledger_notes *nt, const struct walk_entry *e,
+		 bool has_record);
+void ledger_merge(struct ledger *lg, struct ledger_notes *nt);
+
+/*
+ * Phase 5, before reading: sort the notes, open the store.  Returns false
+ * if no file is to be hashed (then nothing else need be called).
+ */
+bool ledger_prepare(struct scrub_ctx *ctx, struct ledger *lg);
+
+/*
+ * The inodes the per-file reader must take, sorted: those in the manifest
+ * (--manifest), whose digests need the bytes in file order.
+ */
+const uint64_t *ledger_per_file(const struct ledger *lg, size_t *n);
+bool ledger_reads_per_file(const struct ledger *lg, uint64_t ino);
+
+/* The device reader: a sorted extent list; then each buffer read. */
+void ledger_device_begin(struct ledger *lg, const struct xlink_list *l);
+void ledger_hash_read(struct ledger *lg, uint64_t off, uint64_t len, const char *buf);
+
+/*
+ * After the device reader: judge the files it hashed, in a walk; files in
+ * skip (sorted) were read, and judged, by the per-file reader instead.
+ */
+int ledger_judge_walk(struct scrub_ctx *ctx, struct ledger *lg, const uint64_t *skip,
+		      size_t nr_skip);
+
+/* The per-file reader: NULL if the file is not hashed. */
+struct ledger_stream;
+struct ledger_stream *ledger_stream_begin(struct ledger *lg, const struct walk_entry *e);
+void ledger_stream_feed(struct ledger_stream *s, uint64_t off, const char *buf, uint64_t len);
+/* A read failed: no verdict for this file. */
+void ledger_stream_fail(struct ledger_stream *s);
+/* Judge the file (fd: the reader's) and free s. */
+void ledger_stream_end(struct walk_thread *t, const struct walk_dir *d,
+		       const struct walk_entry *e, int fd, struct ledger_stream *s);
+
+/* The closing line for -v, and the store's close. */
+void ledger_finish(struct scrub_ctx *ctx, struct ledger *lg);
+
+#endif
