@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backends/backend.h"
@@ -204,16 +205,35 @@ static void stat_failed(struct walk_thread *t, struct check_thread *ct,
 		report_operational(ctx, d->node, e->name, err, "cannot stat");
 }
 
-/* A reachable inode with nlink 0: look again before saying so. */
+/* Is the name still a link-count-0 inode?  Then 'again' holds it. */
+static bool still_nlink_zero(const struct walk_dir *d, const struct walk_entry *e,
+			     struct statx *again)
+{
+	return walk_statx(d->fd, e->name, again) == 0 && again->stx_ino == e->stx.stx_ino &&
+	       again->stx_nlink == 0;
+}
+
+/*
+ * A reachable inode with nlink 0: look again before saying so.  An unlink
+ * or a rename over the name drops the link count before the name leaves
+ * the dentry cache, so a busy directory shows this for a moment; the drop
+ * stamps the inode's ctime, so an inode changed during the scan is an
+ * info, and any other is looked at once more after a pause.
+ */
 static void check_nlink_zero(struct walk_thread *t, struct walk_dir *d,
 			     const struct walk_entry *e)
 {
 	struct statx again;
 
-	if (e->stx.stx_nlink != 0)
+	if (e->stx.stx_nlink != 0 || !still_nlink_zero(d, e, &again))
 		return;
-	if (walk_statx(d->fd, e->name, &again) < 0 || again.stx_ino != e->stx.stx_ino ||
-	    again.stx_nlink != 0)
+	if (stx_changed_during_scan(t->ctx, &again)) {
+		str_changed(t->ctx, CHECK_INODE_NLINK_ZERO, d->node, e->name, e->stx.stx_ino,
+			    "link count 0 (being unlinked)");
+		return;
+	}
+	nanosleep(&(struct timespec){ .tv_nsec = 50 * 1000 * 1000 }, NULL);
+	if (!still_nlink_zero(d, e, &again))
 		return;
 	str_error(t->ctx, CHECK_INODE_NLINK_ZERO, d->node, e->name, e->stx.stx_ino,
 		  "inode is reachable by this name but its link count is 0");
