@@ -32,6 +32,7 @@
 #include "report.h"
 #include "strbuf.h"
 #include "walk.h"
+#include "workqueue.h"
 
 #ifndef XFS_SUPER_MAGIC
 #define XFS_SUPER_MAGIC 0x58465342	/* "XFSB" */
@@ -362,3 +363,49 @@ const struct scrub_ops xfs_ops = {
 	.summary = xfs_summary,
 	.cleanup = xfs_cleanup,
 };
+
+/* Work items of xfs_for_each_ag(): one AG each. */
+struct ag_item {
+	struct wq_item work;
+	uint32_t agno;
+};
+
+struct ag_run {
+	xfs_ag_fn fn;
+	void *arg;
+};
+
+static void ag_item_fn(struct workqueue *wq, struct wq_item *item, unsigned thread, void *arg)
+{
+	const struct ag_run *r = arg;
+
+	(void)wq;
+	r->fn(r->arg, ((struct ag_item *)item)->agno, thread);
+}
+
+unsigned xfs_ag_threads(const struct scrub_ctx *ctx)
+{
+	return ctx->opt.nr_threads ? ctx->opt.nr_threads : 1;
+}
+
+int xfs_for_each_ag(struct scrub_ctx *ctx, xfs_ag_fn fn, void *arg)
+{
+	uint32_t nags = xfs_state(ctx)->geo.agcount;
+	struct ag_item *items = xcalloc(nags ? nags : 1, sizeof(*items));
+	struct ag_run r = { .fn = fn, .arg = arg };
+	struct workqueue wq;
+	int ret = workqueue_init(&wq, xfs_ag_threads(ctx), ag_item_fn, &r);
+
+	if (ret < 0) {
+		free(items);
+		return ret;
+	}
+	for (uint32_t ag = 0; ag < nags; ag++) {
+		items[ag].agno = ag;
+		workqueue_add(&wq, &items[ag].work);
+	}
+	workqueue_wait(&wq);
+	workqueue_destroy(&wq);
+	free(items);
+	return 0;
+}

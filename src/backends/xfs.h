@@ -99,6 +99,15 @@ void xfs_quota_check(struct scrub_ctx *ctx);
 
 /* xfs.c */
 const char *xfs_inode_sick_name(unsigned bit);
+/*
+ * fn(arg, agno, thread) for every AG, the AGs in parallel on -j threads
+ * (thread: 0 .. the thread count - 1, for per-thread state).  Returns 0,
+ * or a negative errno if the threads cannot be started (fn never ran).
+ */
+typedef void (*xfs_ag_fn)(void *arg, uint32_t agno, unsigned thread);
+int xfs_for_each_ag(struct scrub_ctx *ctx, xfs_ag_fn fn, void *arg);
+/* How many threads xfs_for_each_ag() runs. */
+unsigned xfs_ag_threads(const struct scrub_ctx *ctx);
 
 /* xfs_inodes.c */
 typedef void (*xfs_inode_fn)(struct scrub_ctx *ctx, const struct xfs_bulkstat *bs, void *arg);

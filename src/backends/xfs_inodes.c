@@ -59,7 +59,6 @@
 #include "report.h"
 #include "strbuf.h"
 #include "walk.h"
-#include "workqueue.h"
 
 /* 512 records of 192 bytes: ~100 KiB per thread, a few ioctls per AG. */
 #define BULKSTAT_BATCH 512
@@ -236,21 +235,15 @@ struct bs_run {
 	atomic_int err;			/* first errno, positive */
 };
 
-struct bs_item {
-	struct wq_item work;
-	uint32_t agno;
-};
-
-static void bs_ag_fn(struct workqueue *wq, struct wq_item *item, unsigned thread, void *arg)
+static void bs_ag_fn(void *arg, uint32_t agno, unsigned thread)
 {
 	struct bs_run *br = arg;
 	struct xfs_state *xs = xfs_state(br->ctx);
 	struct xfs_bulkstat_req *req = xcalloc(1, XFS_BULKSTAT_REQ_SIZE(BULKSTAT_BATCH));
 
-	(void)wq;
 	(void)thread;
 	req->hdr.flags = XFS_BULK_IREQ_AGNO;
-	req->hdr.agno = ((struct bs_item *)item)->agno;
+	req->hdr.agno = agno;
 	req->hdr.ino = 0;	/* the AG's first inode */
 	while (!scrub_should_stop(br->ctx)) {
 		req->hdr.icount = BULKSTAT_BATCH;
@@ -270,26 +263,10 @@ static void bs_ag_fn(struct workqueue *wq, struct wq_item *item, unsigned thread
 
 int xfs_bulkstat_each(struct scrub_ctx *ctx, xfs_inode_fn fn, void *arg)
 {
-	struct xfs_state *xs = xfs_state(ctx);
-	uint32_t nags = xs->geo.agcount;
 	struct bs_run br = { .ctx = ctx, .fn = fn, .arg = arg };
-	struct bs_item *items = xcalloc(nags ? nags : 1, sizeof(*items));
-	struct workqueue wq;
-	int ret = workqueue_init(&wq, ctx->opt.nr_threads ? ctx->opt.nr_threads : 1,
-				 bs_ag_fn, &br);
+	int ret = xfs_for_each_ag(ctx, bs_ag_fn, &br);
 
-	if (ret < 0) {
-		free(items);
-		return ret;
-	}
-	for (uint32_t ag = 0; ag < nags; ag++) {
-		items[ag].agno = ag;
-		workqueue_add(&wq, &items[ag].work);
-	}
-	workqueue_wait(&wq);
-	workqueue_destroy(&wq);
-	free(items);
-	return -atomic_load(&br.err);
+	return ret < 0 ? ret : -atomic_load(&br.err);
 }
 
 void xfs_inode_health(struct scrub_ctx *ctx, const struct xfs_bulkstat *bs)

@@ -46,7 +46,6 @@
 #include "report.h"
 #include "strbuf.h"
 #include "walk.h"
-#include "workqueue.h"
 
 /* Types newer than the xfslibs-dev 6.1 headers (the kernel's ABI numbers). */
 #define KS_TYPE_QUOTACHECK	25	/* Linux 6.9 */
@@ -304,20 +303,11 @@ static void ks_check_scope(struct ks_run *r, enum ks_scope scope, uint32_t agno)
 			ks_check(r, &(struct ks_obj){ .t = &ks_types[i], .agno = agno });
 }
 
-/* Work items: one AG each. */
-struct ks_item {
-	struct wq_item work;
-	uint32_t agno;
-};
-
-static void ks_ag_fn(struct workqueue *wq, struct wq_item *item, unsigned thread, void *arg)
+static void ks_ag_fn(void *arg, uint32_t agno, unsigned thread)
 {
-	struct ks_item *it = (struct ks_item *)item;
-
-	(void)wq;
 	(void)thread;
-	ks_check_scope(arg, KS_AGHEADER, it->agno);
-	ks_check_scope(arg, KS_AGBTREE, it->agno);
+	ks_check_scope(arg, KS_AGHEADER, agno);
+	ks_check_scope(arg, KS_AGBTREE, agno);
 }
 
 /* Every per-inode type that applies, for one inode BULKSTAT returned. */
@@ -335,25 +325,12 @@ static void ks_inode_fn(struct scrub_ctx *ctx, const struct xfs_bulkstat *bs, vo
 	}
 }
 
-static void ks_parallel_ags(struct ks_run *r, uint32_t nags)
+static void ks_parallel_ags(struct ks_run *r)
 {
-	struct ks_item *items = xcalloc(nags ? nags : 1, sizeof(*items));
-	struct workqueue wq;
-	int ret = workqueue_init(&wq, r->ctx->opt.nr_threads ? r->ctx->opt.nr_threads : 1,
-				 ks_ag_fn, r);
+	int ret = xfs_for_each_ag(r->ctx, ks_ag_fn, r);
 
-	if (ret < 0) {
+	if (ret < 0)
 		report_operational(r->ctx, NULL, NULL, -ret, "cannot start the kernel scrub threads");
-		free(items);
-		return;
-	}
-	for (uint32_t ag = 0; ag < nags; ag++) {
-		items[ag].agno = ag;
-		workqueue_add(&wq, &items[ag].work);
-	}
-	workqueue_wait(&wq);
-	workqueue_destroy(&wq);
-	free(items);
 }
 
 static int by_order(const void *a, const void *b)
@@ -475,7 +452,7 @@ void xfs_kscrub_all(struct scrub_ctx *ctx)
 	int ret;
 
 	pthread_mutex_init(&r.lock, NULL);
-	ks_parallel_ags(&r, xs->geo.agcount);
+	ks_parallel_ags(&r);
 	ks_check_scope(&r, KS_FS, 0);
 	ret = xfs_bulkstat_each(ctx, ks_inode_fn, &r);
 	if (ret < 0)

@@ -428,15 +428,91 @@ static void check_pending(struct od *od, struct od_pending *pend, size_t n)
 	}
 }
 
+/* A thread's reader: the primary's geometry, its own buffers and looks. */
+static bool od_clone(const struct od *proto, struct od *od)
+{
+	*od = *proto;
+	od->pv = NULL;
+	od->pn = od->palloc = od->pdropped = 0;
+	od->blocks = od->inodes = 0;
+	od->buf = od->ibuf = NULL;
+	if (posix_memalign((void **)&od->buf, OD_ALIGN, od->bsize > od->sect ? od->bsize : od->sect) ||
+	    posix_memalign((void **)&od->ibuf, OD_ALIGN, od->ibuf_len)) {
+		free(od->buf);
+		od->buf = NULL;
+		return false;
+	}
+	return true;
+}
+
+static void od_release(struct od *od)
+{
+	od_forget(od);
+	free(od->pv);
+	free(od->buf);
+	free(od->ibuf);
+}
+
+/* The AGs checked in parallel: a reader per thread, AGs left for the third look. */
+struct od_run {
+	struct od *readers;
+	struct od_pending *pend;	/* by AG */
+	bool *pending;
+};
+
+static void od_ag_fn(void *arg, uint32_t agno, unsigned thread)
+{
+	struct od_run *run = arg;
+
+	run->pending[agno] = check_ag_twice(&run->readers[thread], agno, &run->pend[agno]);
+}
+
+/* Every AG, twice where it looks wrong; then the third look.  AGs checked. */
+static unsigned long long check_all_ags(struct od *od)
+{
+	struct scrub_ctx *ctx = od->ctx;
+	uint32_t nags = od->xs->geo.agcount;
+	unsigned nthreads = xfs_ag_threads(ctx), ready = 0;
+	struct od_run run = {
+		.readers = xcalloc(nthreads, sizeof(*run.readers)),
+		.pend = xcalloc(nags ? nags : 1, sizeof(*run.pend)),
+		.pending = xcalloc(nags ? nags : 1, sizeof(*run.pending)),
+	};
+	unsigned long long ags = 0;
+	size_t npend = 0;
+
+	while (ready < nthreads && od_clone(od, &run.readers[ready]))
+		ready++;
+	if (ready == nthreads && xfs_for_each_ag(ctx, od_ag_fn, &run) == 0) {
+		ags = nags;
+	} else {
+		/* No threads (or memory for them): one AG after another. */
+		for (uint32_t ag = 0; ag < nags && !scrub_should_stop(ctx); ag++, ags++)
+			run.pending[ag] = check_ag_twice(od, ag, &run.pend[ag]);
+	}
+	for (uint32_t ag = 0; ag < nags; ag++)
+		if (run.pending[ag])
+			run.pend[npend++] = run.pend[ag];
+	if (npend)
+		check_pending(od, run.pend, npend);
+	for (unsigned t = 0; t < ready; t++) {
+		od->blocks += run.readers[t].blocks;
+		od->inodes += run.readers[t].inodes;
+		od_release(&run.readers[t]);
+	}
+	free(run.readers);
+	free(run.pend);
+	free(run.pending);
+	return ags;
+}
+
 void xfs_ondisk_check(struct scrub_ctx *ctx)
 {
 	struct xfs_state *xs = xfs_state(ctx);
 	struct od od = {
 		.ctx = ctx, .xs = xs, .sect = xs->geo.sectsize, .bsize = xs->geo.blocksize,
 	};
-	struct od_pending *pend;
-	size_t npend = 0;
-	unsigned long long ags = 0;
+	unsigned long long ags;
 	int ret;
 
 	if (!(xs->geo.flags & XFS_FSOP_GEOM_FLAGS_V5SB) || !ctx->dev_size) {
@@ -468,18 +544,10 @@ void xfs_ondisk_check(struct scrub_ctx *ctx)
 			  strerror(-ret));
 		goto out;
 	}
-	pend = xcalloc(xs->geo.agcount, sizeof(*pend));
-	for (uint32_t ag = 0; ag < xs->geo.agcount && !scrub_should_stop(ctx); ag++, ags++)
-		npend += check_ag_twice(&od, ag, &pend[npend]);
-	if (npend)
-		check_pending(&od, pend, npend);
-	free(pend);
+	ags = check_all_ags(&od);
 	report_verbose(ctx, "Phase 2: %llu AGs' headers, %llu btree blocks and %llu inodes "
 		       "read from %s", ags, od.blocks, od.inodes, ctx->source);
 out:
-	od_forget(&od);
-	free(od.pv);
-	free(od.buf);
-	free(od.ibuf);
+	od_release(&od);
 	close(od.fd);
 }
