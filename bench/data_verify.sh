@@ -52,11 +52,10 @@ TARGET_b=${TARGET_b:-0.7}
 TARGET_c=${TARGET_c:-0.7}
 
 me=data_verify.sh
-die() { echo "$me: $*" >&2; exit 1; }
-say() { echo "$me: $*" >&2; }
-
-[ "$(id -u)" -eq 0 ] || die "run as root (losetup, mount, drop_caches need it): sudo bench/data_verify.sh"
-posint() { [[ ${!1} =~ ^[1-9][0-9]*$ ]] || die "$1 must be a positive integer, not '${!1}'"; }
+BIN_NAME=dv-bin
+# shellcheck source=bench/lib.sh
+. "$top/bench/lib.sh"
+bench_setup
 for k in REPS NR_TINY TINY_DIRS BIG_FILES; do posint "$k"; done
 [[ $RAW_THREADS =~ ^u?[1-9][0-9]*$ ]] || die "RAW_THREADS must be N (threads) or uN (io_uring depth), not '$RAW_THREADS'"
 for ds in $DATASETS; do
@@ -67,70 +66,11 @@ done
 for fs in $FSTYPES; do
 	case $fs in xfs|ext4) ;; *) die "FSTYPES: unknown filesystem '$fs' (xfs, ext4)";; esac
 done
-[ -x "$FSCRUB" ] || die "no fscrub binary at $FSCRUB (ninja -C build, or set FSCRUB)"
 BIG_BYTES=$(numfmt --from=iec "$BIG_SIZE") || die "BIG_SIZE: not a size: $BIG_SIZE"
 FRAG_BYTES=$(numfmt --from=iec "$FRAG_SIZE") || die "FRAG_SIZE: not a size: $FRAG_SIZE"
 RAW_CHUNK_BYTES=$(numfmt --from=iec "$RAW_CHUNK") || die "RAW_CHUNK: not a size: $RAW_CHUNK"
 
-mkdir -p "$BENCH_DIR"
-BENCH_DIR=$(cd "$BENCH_DIR" && pwd -P)
-# One run per work dir at a time (the same lock as find_ratio.sh): the
-# cleanup below relies on everything in $BENCH_DIR being this run's.
-exec 9>"$BENCH_DIR/.lock"
-flock -n 9 || die "another benchmark is using $BENCH_DIR"
-
-# ---------------------------------------------------------------- cleanup
-# Only what this run attached or mounted: loop devices whose backing file
-# is one of our images, mounted on one of our mount points.
-IMAGES=()
-MOUNTS=()
-cleanup_fs() {	# IMG MNT
-	local img=$1 mnt=$2 dev i
-	if mountpoint -q "$mnt" 2>/dev/null; then
-		for i in 1 2 3 4 5 6 7 8 9 10; do
-			umount "$mnt" 2>/dev/null && break
-			sleep 1
-		done
-		if mountpoint -q "$mnt"; then
-			say "WARNING: $mnt still busy after 10 s; lazy unmount"
-			umount -l "$mnt" || say "ERROR: could not unmount $mnt"
-		fi
-	fi
-	rmdir "$mnt" 2>/dev/null || true
-	if [ -e "$img" ]; then
-		for dev in $(losetup -n -O NAME -j "$img" 2>/dev/null); do
-			losetup -d "$dev" || say "ERROR: could not detach $dev (backing $img)"
-		done
-		if [ "$KEEP" != 1 ]; then
-			rm -f "$img" "$img.ready"
-		fi
-	fi
-}
-# shellcheck disable=SC2317  # called from the EXIT trap
-cleanup() {
-	local rc=$? i
-	trap '' INT TERM HUP
-	for ((i = ${#IMAGES[@]} - 1; i >= 0; i--)); do
-		cleanup_fs "${IMAGES[i]}" "${MOUNTS[i]}"
-	done
-	rm -rf "${BENCH_DIR:?}/dv-bin"
-	[ "$KEEP" = 1 ] && [ ${#IMAGES[@]} -gt 0 ] && say "KEEP=1: images left in $BENCH_DIR"
-	exit "$rc"
-}
-trap cleanup EXIT
-trap 'say "interrupted"; exit 130' INT
-trap 'say "terminated"; exit 143' TERM HUP
-
 # ---------------------------------------------------------------- tools
-need_pkg() {	# PACKAGE: apt-get install, apt-get update first if needed
-	export DEBIAN_FRONTEND=noninteractive
-	say "installing $1"
-	if ! apt-get install -y --no-install-recommends "$1" >"$BENCH_DIR/apt.log" 2>&1; then
-		apt-get update >>"$BENCH_DIR/apt.log" 2>&1 || true
-		apt-get install -y --no-install-recommends "$1" >>"$BENCH_DIR/apt.log" 2>&1 ||
-			{ cat "$BENCH_DIR/apt.log" >&2; die "apt-get install $1 failed"; }
-	fi
-}
 [ -x /usr/bin/time ] || need_pkg time
 command -v cc >/dev/null || need_pkg gcc
 for fs in $FSTYPES; do
@@ -140,62 +80,23 @@ for fs in $FSTYPES; do
 	esac
 done
 
-find_tarball() {
-	local t
-	if [ -n "$TARBALL" ]; then
-		[ -r "$TARBALL" ] || die "TARBALL=$TARBALL is not readable"
-		echo "$TARBALL"; return
-	fi
-	if [ -r "$BENCH_DIR/tarball-path" ]; then
-		t=$(cat "$BENCH_DIR/tarball-path")
-		[ -r "$t" ] && { echo "$t"; return; }
-	fi
-	t=$(compgen -G '/usr/src/linux-source-*.tar.xz' | sort -V | tail -n 1 || true)
-	if [ -z "$t" ]; then
-		need_pkg linux-source
-		t=$(compgen -G '/usr/src/linux-source-*.tar.xz' | sort -V | tail -n 1 || true)
-		[ -n "$t" ] || die "linux-source installed but no /usr/src/linux-source-*.tar.xz"
-	fi
-	echo "$t" >"$BENCH_DIR/tarball-path"
-	echo "$t"
-}
 if [[ " $DATASETS " == *" b "* ]]; then
 	command -v xz >/dev/null || need_pkg xz-utils
 	TARBALL=$(find_tarball)
 fi
 
-# The helpers, and a private copy of fscrub (a rebuild of build/fscrub
-# during the run cannot mix two binaries in one table).
-BIN=$BENCH_DIR/dv-bin
+# The helpers, and a private copy of fscrub.
 LOGS=$BENCH_DIR/dv-logs
-mkdir -p "$BIN" "$LOGS"
+mkdir -p "$LOGS"
 rm -f "$LOGS/"*
 # with liburing if it is there (RAW_THREADS=uN then reads through io_uring)
 cc -O2 -Wall -pthread -DHAVE_URING -o "$BIN/rawread" "$top/bench/rawread.c" -luring 2>/dev/null ||
 	cc -O2 -Wall -pthread -o "$BIN/rawread" "$top/bench/rawread.c" || die "cannot build bench/rawread.c"
 cc -O2 -Wall -o "$BIN/extents" "$top/bench/extents.c" || die "cannot build bench/extents.c"
 cc -O2 -Wall -o "$BIN/mkdata" "$top/bench/mkdata.c" || die "cannot build bench/mkdata.c"
-for i in 1 2 3 4 5 6 7 8 9 10; do	# not while the linker is writing it
-	m0=$(stat -c %Y "$FSCRUB")
-	if [ $(($(date +%s) - m0)) -ge 2 ] && cp -p "$FSCRUB" "$BIN/fscrub" &&
-	   [ "$(stat -c %Y "$FSCRUB")" = "$m0" ] && cmp -s "$FSCRUB" "$BIN/fscrub"; then
-		break
-	fi
-	[ "$i" -lt 10 ] || die "$FSCRUB keeps changing (being rebuilt?); try again"
-	sleep 2
-done
-"$BIN/fscrub" -V >/dev/null 2>&1 || die "$FSCRUB does not run (fscrub -V failed)"
-FSCRUB_SRC=$FSCRUB
-FSCRUB=$BIN/fscrub
+private_fscrub
 
 # ---------------------------------------------------------------- helpers
-drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
-secs_since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
-median() { tr ' ' '\n' | grep . | sort -g | awk '{ v[NR] = $1 } END {
-	if (NR % 2) printf "%.6f", v[(NR + 1) / 2]; else printf "%.6f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-mbps() { awk -v b="$1" -v s="$2" 'BEGIN { if (s > 0) printf "%.0f", b / s / 1e6; else print "-" }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }	# RAW_S OTHER_S: bandwidth ratio other/raw (same bytes)
-
 image_size() {	# DS: image size in MiB
 	case $1 in
 	a) echo $(( (BIG_FILES * BIG_BYTES + 2 * FRAG_BYTES) * 5 / 4 / 1048576 + 1024 ));;
@@ -240,8 +141,7 @@ populate() {	# DS MNT
 
 # ---------------------------------------------------------------- header
 echo "data_verify.sh  $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
-echo "kernel $(uname -r), $(nproc) CPUs ($(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)), $(awk '/^MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo) RAM, load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "fscrub: $FSCRUB_SRC ($("$FSCRUB" -V 2>&1 | head -n 1); sha256 $(sha256sum "$FSCRUB" | cut -c1-12); built $(date -u -r "$FSCRUB" '+%Y-%m-%d %H:%M:%S UTC'))"
+machine_line
 echo "reps: $REPS$(for ds in $DATASETS; do k=REPS_$ds; [ -n "${!k:-}" ] && printf ' (%s: %s)' "$ds" "${!k}"; done); cold cache (sync; drop_caches=3 before every run), loop --direct-io=on"
 echo "raw: O_DIRECT reads of <= $RAW_CHUNK, $([[ $RAW_THREADS == u* ]] && echo "${RAW_THREADS#u} in flight (io_uring)" || echo "$RAW_THREADS in flight (pread threads)"); fscrub -n -x -v -T; tar -C MNT -cf - . | cat >/dev/null"
 echo

@@ -36,78 +36,16 @@ TARGET=${TARGET:-2.0}
 TARBALL=${TARBALL:-}
 
 me=find_ratio.sh
-die() { echo "$me: $*" >&2; exit 1; }
-say() { echo "$me: $*" >&2; }
-
-[ "$(id -u)" -eq 0 ] || die "run as root (losetup, mount, drop_caches need it): sudo bench/find_ratio.sh"
+BIN_NAME=bin
+# shellcheck source=bench/lib.sh
+. "$top/bench/lib.sh"
+bench_setup
 [[ $REPS =~ ^[1-9][0-9]*$ ]] || die "REPS must be a positive integer, not '$REPS'"
 read -ra JOBS_A <<<"$JOBS"
 for j in "${JOBS_A[@]}"; do [[ $j =~ ^[1-9][0-9]*$ ]] || die "JOBS must list positive integers, not '$j'"; done
 for fs in $FSTYPES; do
 	case $fs in xfs|ext4) ;; *) die "FSTYPES: unknown filesystem '$fs' (xfs, ext4)";; esac
 done
-[ -x "$FSCRUB" ] || die "no fscrub binary at $FSCRUB (ninja -C build, or set FSCRUB)"
-
-mkdir -p "$BENCH_DIR"
-BENCH_DIR=$(cd "$BENCH_DIR" && pwd -P)
-
-# One run per work dir at a time: the cleanup below relies on everything
-# in $BENCH_DIR being this run's.
-exec 9>"$BENCH_DIR/.lock"
-flock -n 9 || die "another find_ratio.sh is using $BENCH_DIR"
-
-# ---------------------------------------------------------------- cleanup
-# Only what this run attached or mounted: the loop devices whose backing
-# file is one of our images, mounted on one of our mount points.
-IMAGES=()
-MOUNTS=()
-cleanup_fs() {	# IMG MNT
-	local img=$1 mnt=$2 dev i
-	if mountpoint -q "$mnt" 2>/dev/null; then
-		for i in 1 2 3 4 5 6 7 8 9 10; do
-			umount "$mnt" 2>/dev/null && break
-			sleep 1
-		done
-		if mountpoint -q "$mnt"; then
-			say "WARNING: $mnt still busy after 10 s; lazy unmount"
-			umount -l "$mnt" || say "ERROR: could not unmount $mnt"
-		fi
-	fi
-	rmdir "$mnt" 2>/dev/null || true
-	if [ -e "$img" ]; then
-		for dev in $(losetup -n -O NAME -j "$img" 2>/dev/null); do
-			losetup -d "$dev" || say "ERROR: could not detach $dev (backing $img)"
-		done
-		if [ "$KEEP" != 1 ]; then
-			rm -f "$img" "$img.ready"
-		fi
-	fi
-}
-# shellcheck disable=SC2317  # called from the EXIT trap
-cleanup() {
-	local rc=$? i
-	trap '' INT TERM HUP
-	for ((i = ${#IMAGES[@]} - 1; i >= 0; i--)); do
-		cleanup_fs "${IMAGES[i]}" "${MOUNTS[i]}"
-	done
-	rm -rf "${BENCH_DIR:?}/bin"
-	[ "$KEEP" = 1 ] && [ ${#IMAGES[@]} -gt 0 ] && say "KEEP=1: images left in $BENCH_DIR"
-	exit "$rc"
-}
-trap cleanup EXIT
-trap 'say "interrupted"; exit 130' INT
-trap 'say "terminated"; exit 143' TERM HUP
-
-# ---------------------------------------------------------------- tools
-need_pkg() {	# PACKAGE: apt-get install, apt-get update first if needed
-	export DEBIAN_FRONTEND=noninteractive
-	say "installing $1"
-	if ! apt-get install -y --no-install-recommends "$1" >"$BENCH_DIR/apt.log" 2>&1; then
-		apt-get update >>"$BENCH_DIR/apt.log" 2>&1 || true
-		apt-get install -y --no-install-recommends "$1" >>"$BENCH_DIR/apt.log" 2>&1 ||
-			{ cat "$BENCH_DIR/apt.log" >&2; die "apt-get install $1 failed"; }
-	fi
-}
 [ -x /usr/bin/time ] || need_pkg time
 command -v xz >/dev/null || need_pkg xz-utils
 for fs in $FSTYPES; do
@@ -117,46 +55,15 @@ for fs in $FSTYPES; do
 	esac
 done
 
-find_tarball() {
-	local t
-	if [ -n "$TARBALL" ]; then
-		[ -r "$TARBALL" ] || die "TARBALL=$TARBALL is not readable"
-		echo "$TARBALL"; return
-	fi
-	if [ -r "$BENCH_DIR/tarball-path" ]; then
-		t=$(cat "$BENCH_DIR/tarball-path")
-		[ -r "$t" ] && { echo "$t"; return; }
-	fi
-	t=$(compgen -G '/usr/src/linux-source-*.tar.xz' | sort -V | tail -n 1 || true)
-	if [ -z "$t" ]; then
-		need_pkg linux-source
-		t=$(compgen -G '/usr/src/linux-source-*.tar.xz' | sort -V | tail -n 1 || true)
-		[ -n "$t" ] || die "linux-source installed but no /usr/src/linux-source-*.tar.xz"
-	fi
-	echo "$t" >"$BENCH_DIR/tarball-path"
-	echo "$t"
-}
 TARBALL=$(find_tarball)
 
 # A private copy of the binary: a rebuild of build/fscrub during the run
 # (another developer, ninja in a loop) cannot mix two binaries in one table.
-mkdir -p "$BENCH_DIR/bin" "$BENCH_DIR/logs"
+mkdir -p "$BENCH_DIR/logs"
 rm -f "$BENCH_DIR/logs/"*
-for i in 1 2 3 4 5 6 7 8 9 10; do	# not while the linker is writing it
-	m0=$(stat -c %Y "$FSCRUB")
-	if [ $(($(date +%s) - m0)) -ge 2 ] && cp -p "$FSCRUB" "$BENCH_DIR/bin/fscrub" &&
-	   [ "$(stat -c %Y "$FSCRUB")" = "$m0" ] && cmp -s "$FSCRUB" "$BENCH_DIR/bin/fscrub"; then
-		break
-	fi
-	[ "$i" -lt 10 ] || die "$FSCRUB keeps changing (being rebuilt?); try again"
-	sleep 2
-done
-"$BENCH_DIR/bin/fscrub" -V >/dev/null 2>&1 || die "$FSCRUB does not run (fscrub -V failed)"
-FSCRUB_SRC=$FSCRUB
-FSCRUB=$BENCH_DIR/bin/fscrub
+private_fscrub
 
 # ---------------------------------------------------------------- helpers
-drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
 
 # Sets ELAPSED (seconds, microsecond resolution, from $EPOCHREALTIME),
 # MAXRSS (KiB, GNU time's %M) and CPU (user + system seconds, %U + %S);
@@ -175,8 +82,6 @@ timed() {	# OUT -- CMD...: stdout of CMD to OUT, stderr appended too
 	return "$rc"
 }
 
-median() { tr ' ' '\n' | grep . | sort -g | awk '{ v[NR] = $1 } END {
-	if (NR % 2) printf "%.3f", v[(NR + 1) / 2]; else printf "%.3f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 minimum() { tr ' ' '\n' | grep . | sort -g | head -n 1 | awk '{ printf "%.3f", $1 }'; }
 
 mkfs_cmd() {	# FS DEV
@@ -315,17 +220,17 @@ bench_fs() {	# FS
 	fi
 
 	local fmed med mn ratio verdict
-	fmed=$(echo "${times[0]}" | median)
+	fmed=$(echo "${times[0]}" | median 3)
 	{
 		echo "== $fs ($files entries, $REPS cold runs each) =="
 		printf '%-22s %9s %9s %8s %8s %10s %12s\n' "command" "median s" "min s" "ratio" "CPU s" "peak RSS" "read/run"
 		for ((v = 0; v < nvar; v++)); do
-			med=$(echo "${times[v]}" | median)
+			med=$(echo "${times[v]}" | median 3)
 			mn=$(echo "${times[v]}" | minimum)
 			ratio=$(awk -v a="$med" -v b="$fmed" 'BEGIN { printf "%.2fx", a / b }')
 			printf '%-22s %9s %9s %8s %8.2f %6.1f MiB %8.1f MiB\n' "${label[v]}" "$med" "$mn" "$ratio" \
-				"$(echo "${cpus[v]}" | median)" "$(awk -v k="${rss[v]}" 'BEGIN { print k / 1024 }')" \
-				"$(echo "${reads[v]}" | median)"
+				"$(echo "${cpus[v]}" | median 3)" "$(awk -v k="${rss[v]}" 'BEGIN { print k / 1024 }')" \
+				"$(echo "${reads[v]}" | median 3)"
 		done
 		echo "runs (s): find:${times[0]}"
 		for ((v = 1; v < nvar; v++)); do echo "          ${label[v]}:${times[v]}"; done
@@ -333,7 +238,7 @@ bench_fs() {	# FS
 			printf 'warm (no drop_caches, 1 run): find %.3f s, fscrub %.3f s\n' "$wfind" "$wfscrub"
 		fi
 	} | tee "$BENCH_DIR/logs/$fs.table"
-	med=$(echo "${times[1]}" | median)
+	med=$(echo "${times[1]}" | median 3)
 	ratio=$(awk -v a="$med" -v b="$fmed" 'BEGIN { printf "%.2f", a / b }')
 	if awk -v r="$ratio" -v t="$TARGET" 'BEGIN { exit !(r <= t) }'; then
 		verdict="target <= ${TARGET}x: met"
