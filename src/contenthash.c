@@ -23,22 +23,33 @@ void chash_params_init(struct chash_params *p, unsigned block_size)
 	p->zero = (struct chash128){ .lo = h.low64, .hi = h.high64 };
 }
 
-/* c_k of one whole block. */
+/* A 64-bit finaliser (MurmurHash3's fmix64): every input bit moves every output bit. */
+static uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ULL;
+	x ^= x >> 33;
+	return x;
+}
+
+/*
+ * c_k of one whole block: its XXH3-128, bound to its place k by mixing
+ * each half with k (a hash of the block's hash seeded with k, at the cost
+ * of a few multiplications rather than a second XXH3 call).
+ */
 static struct chash128 block_contribution(const struct chash_params *p, uint64_t k,
 					  const void *block)
 {
 	XXH128_hash_t h = XXH3_128bits(block, p->block_size);
-	unsigned char key[16];
 
 	if (h.low64 == p->zero.lo && h.high64 == p->zero.hi)
 		return (struct chash128){ 0, 0 };
-	/* Fixed little-endian bytes: the digest is the same on every host. */
-	for (int i = 0; i < 8; i++) {
-		key[i] = (unsigned char)(h.low64 >> (8 * i));
-		key[8 + i] = (unsigned char)(h.high64 >> (8 * i));
-	}
-	h = XXH3_128bits_withSeed(key, sizeof(key), k);
-	return (struct chash128){ .lo = h.low64, .hi = h.high64 };
+	return (struct chash128){
+		.lo = mix64(h.low64 ^ mix64(k + 0x9e3779b97f4a7c15ULL)),
+		.hi = mix64(h.high64 ^ mix64(~k)),
+	};
 }
 
 void chash_range(const struct chash_params *p, uint64_t off, const void *buf, uint64_t len,

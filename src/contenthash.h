@@ -8,10 +8,10 @@
  * Block k, its bytes past the end of the file counted as zeros, gets
  *
  *     h = XXH3-128(block);   c_k = 0 if h is the hash of a zero block,
- *                            else XXH3-128(h, seed = k)
+ *                            else each half of h mixed with k (fmix64)
  *
  * and a chunk's digest is the sum of its blocks' c_k modulo 2^128.  The
- * sum does not care in which order blocks arrive; the seed binds each
+ * sum does not care in which order blocks arrive; mixing with k binds each
  * block to its place, so moved or swapped blocks change the digest.  Zero
  * blocks count nothing, so a hole, an unwritten extent and written zeros
  * hash alike, holes need not be read, and the digest does not depend on
