@@ -387,7 +387,8 @@ static uint64_t *per_file_inodes(struct scrub_ctx *ctx, size_t *n)
 	const uint64_t *manifest = ledger_per_file(ctx->ledger, &nr_manifest);
 	uint64_t *v = xmalloc((l->nr_unmapped + nr_manifest + 1) * sizeof(*v));
 
-	memcpy(v, l->unmapped, l->nr_unmapped * sizeof(*v));
+	if (l->nr_unmapped)	/* memcpy from NULL is undefined, even of 0 bytes */
+		memcpy(v, l->unmapped, l->nr_unmapped * sizeof(*v));
 	if (nr_manifest)
 		memcpy(v + l->nr_unmapped, manifest, nr_manifest * sizeof(*v));
 	*n = l->nr_unmapped + nr_manifest;
