@@ -111,6 +111,46 @@ static const struct ks_type ks_types[] = {
 
 #define NR_KS_TYPES (sizeof(ks_types) / sizeof(ks_types[0]))
 
+/*
+ * Types newer than the ones above (Linux 6.13 added metadata directory
+ * paths and realtime groups: 29 and on) are not known to fscrub but are
+ * asked for anyway, once each, for the whole filesystem (AG or group 0,
+ * no inode): a kernel that has one says what it found, and it is reported
+ * by number.  Never repaired, only looked at again after the repairs.
+ */
+#define KS_NEWER_FIRST	(KS_TYPE_DIRTREE + 1)
+#define KS_NEWER_LAST	63
+#define NR_KS_NEWER	(KS_NEWER_LAST - KS_NEWER_FIRST + 1)
+#define NR_KS_ALL	(NR_KS_TYPES + NR_KS_NEWER)
+
+struct ks_newer {
+	struct ks_type t;
+	char name[16], what[48];
+};
+
+static struct ks_newer ks_newer[NR_KS_NEWER];
+
+/* Phase 2 is single-threaded when this runs, before any newer type is used. */
+static void ks_newer_init(void)
+{
+	for (unsigned i = 0; i < NR_KS_NEWER; i++) {
+		struct ks_newer *n = &ks_newer[i];
+
+		snprintf(n->name, sizeof(n->name), "type %u", KS_NEWER_FIRST + i);
+		snprintf(n->what, sizeof(n->what), "scrub type %u (newer than fscrub)",
+			 KS_NEWER_FIRST + i);
+		n->t = (struct ks_type){ KS_NEWER_FIRST + i, KS_FS, n->name, n->what, 0, true };
+	}
+}
+
+/* A type's place among all of them: the table's, then the newer ones. */
+static size_t ks_type_index(const struct ks_type *t)
+{
+	if (t >= ks_types && t < ks_types + NR_KS_TYPES)
+		return (size_t)(t - ks_types);
+	return NR_KS_TYPES + (size_t)((const struct ks_newer *)(const void *)t - ks_newer);
+}
+
 #define OFLAGS_BAD (XFS_SCRUB_OFLAG_CORRUPT | XFS_SCRUB_OFLAG_XCORRUPT)
 
 /* One object to check: a type and where. */
@@ -134,7 +174,7 @@ struct ks_run {
 	pthread_mutex_t lock;
 	struct ks_repair *repairs;
 	size_t nr_repairs, alloc_repairs;
-	atomic_bool absent_said[NR_KS_TYPES];	/* "not on this kernel/fs" said */
+	atomic_bool absent_said[NR_KS_ALL];	/* "not on this kernel/fs" said */
 	atomic_ullong calls;
 	atomic_ullong xfail_cleared;	/* cross-referencing works after the repairs */
 };
@@ -216,7 +256,7 @@ static const char *bad_how(uint32_t oflags)
 
 static void queue_repair(struct ks_run *r, const struct ks_obj *o, uint32_t oflags)
 {
-	size_t pos = (size_t)(o->t - ks_types);
+	size_t pos = ks_type_index(o->t);
 
 	pthread_mutex_lock(&r->lock);
 	if (r->nr_repairs == r->alloc_repairs) {
@@ -224,7 +264,7 @@ static void queue_repair(struct ks_run *r, const struct ks_obj *o, uint32_t ofla
 		r->repairs = xrealloc(r->repairs, r->alloc_repairs * sizeof(*r->repairs));
 	}
 	r->repairs[r->nr_repairs++] = (struct ks_repair){
-		.o = *o, .oflags = oflags, .order = (size_t)o->t->scope * NR_KS_TYPES + pos,
+		.o = *o, .oflags = oflags, .order = (size_t)o->t->scope * NR_KS_ALL + pos,
 	};
 	pthread_mutex_unlock(&r->lock);
 }
@@ -243,7 +283,8 @@ static void ks_check(struct ks_run *r, const struct ks_obj *o)
 	if (ret == -ENOENT || (ret == -EINVAL && o->t->scope == KS_INODE)) {
 		/* Not on this kernel or filesystem; an inode: freed since BULKSTAT. */
 		if (o->t->scope != KS_INODE &&
-		    !atomic_exchange(&r->absent_said[o->t - ks_types], true))
+		    !atomic_exchange(&r->absent_said[ks_type_index(o->t)], true) &&
+		    ks_type_index(o->t) < NR_KS_TYPES)
 			report_verbose(ctx, "Phase 2: kernel scrub of %s (%s): not on this "
 				       "kernel or filesystem", o->t->what, o->t->name);
 		return;
@@ -323,6 +364,20 @@ static void ks_inode_fn(struct scrub_ctx *ctx, const struct xfs_bulkstat *bs, vo
 			continue;
 		ks_check(r, &(struct ks_obj){ .t = t, .ino = bs->bs_ino, .gen = bs->bs_gen });
 	}
+}
+
+/* Every newer type the kernel may have, once (see ks_newer). */
+static void ks_check_newer(struct ks_run *r)
+{
+	unsigned known = 0;
+
+	ks_newer_init();
+	for (unsigned i = 0; i < NR_KS_NEWER; i++) {
+		ks_check(r, &(struct ks_obj){ .t = &ks_newer[i].t });
+		known += !atomic_load(&r->absent_said[NR_KS_TYPES + i]);
+	}
+	report_verbose(r->ctx, "Phase 2: scrub types %u to %u (newer than fscrub): %u known to "
+		       "this kernel for this filesystem", KS_NEWER_FIRST, KS_NEWER_LAST, known);
 }
 
 static void ks_parallel_ags(struct ks_run *r)
@@ -454,6 +509,7 @@ void xfs_kscrub_all(struct scrub_ctx *ctx)
 	pthread_mutex_init(&r.lock, NULL);
 	ks_parallel_ags(&r);
 	ks_check_scope(&r, KS_FS, 0);
+	ks_check_newer(&r);
 	ret = xfs_bulkstat_each(ctx, ks_inode_fn, &r);
 	if (ret < 0)
 		report_operational(ctx, NULL, NULL, -ret, "XFS_IOC_BULKSTAT: inodes not scrubbed");
