@@ -176,24 +176,27 @@ static bool check_fork(struct walk_thread *t, struct extent_buf *eb,
 		       uint32_t flags, const char *fork)
 {
 	struct scrub_ctx *ctx = t->ctx;
+	/* A realtime file's data extents are on the realtime device: not ours to place. */
+	bool elsewhere = !flags && eb->elsewhere;
+	uint64_t dev_size = elsewhere ? 0 : ctx->dev_size;
 	struct extent_cursor cur;
 	enum extent_problem p;
 	int ret;
 
-	extent_cursor_init(&cur, ctx->dev_size);
-	ret = map_fork(eb, fd, flags, &cur, &p, flags ? NULL : e,
+	extent_cursor_init(&cur, dev_size);
+	ret = map_fork(eb, fd, flags, &cur, &p, flags || elsewhere ? NULL : e,
 		       stx_changed_during_scan(ctx, &e->stx));
 	if (ret < 0 && fiemap_unsupported(-ret))
 		return false;
 	t->stats.extents += cur.nr_extents;
 	if (ret == 0 && p == EXTENT_OK) {
 		if (!flags)
-			eb->collected = !eb->unlocated;
+			eb->collected = !eb->unlocated && !elsewhere;
 		return true;
 	}
 
 	/* Look again from scratch before saying anything. */
-	extent_cursor_init(&cur, ctx->dev_size);
+	extent_cursor_init(&cur, dev_size);
 	ret = map_fork(eb, fd, flags, &cur, &p, NULL, false);
 	if (ret == 0 && p == EXTENT_OK)
 		return true;
@@ -252,6 +255,14 @@ broken:
 			 strerror(errno));
 }
 
+/* An XFS realtime file (FS_XFLAG_REALTIME): its data is on the realtime device. */
+static bool is_realtime(int fd)
+{
+	struct fsxattr fsx;
+
+	return ioctl(fd, FS_IOC_FSGETXATTR, &fsx) == 0 && (fsx.fsx_xflags & FS_XFLAG_REALTIME);
+}
+
 void extents_check_file(struct walk_thread *t, struct extent_buf *eb,
 			const struct walk_dir *d, const struct walk_entry *e, int fd)
 {
@@ -264,6 +275,7 @@ void extents_check_file(struct walk_thread *t, struct extent_buf *eb,
 	 */
 	eb->collected = false;
 	eb->unlocated = false;
+	eb->elsewhere = ctx->rt_device && is_realtime(fd);
 	if (!ctx->no_fiemap) {
 		bool mapped = check_fork(t, eb, d, e, fd, 0, "data fork");
 

@@ -56,6 +56,7 @@ struct extent_buf {
 	struct xlink_list *collect;	/* NULL: not collecting */
 	bool collected;			/* the last data fork went in whole */
 	bool unlocated;			/* ... but some of it has no place yet */
+	bool elsewhere;			/* the data fork is on another device (XFS realtime) */
 };
 
 void extent_buf_init(struct extent_buf *eb);

@@ -172,6 +172,8 @@ static int xfs_read_geometry(struct scrub_ctx *ctx)
 
 	if (ioctl(xs->fd, XFS_IOC_FSGEOMETRY, &xs->geo) < 0)
 		return -errno;
+	/* Realtime files' extents are offsets on the realtime device, not ours. */
+	ctx->rt_device = xs->geo.rtblocks != 0;
 	xs->ags = xcalloc(xs->geo.agcount ? xs->geo.agcount : 1, sizeof(*xs->ags));
 	for (uint32_t ag = 0; ag < xs->geo.agcount; ag++) {
 		xs->ags[ag].ag_number = ag;

@@ -50,11 +50,12 @@ def need_vm():
 VM_TIMEOUT = 900
 
 
-def in_vm(workdir, image, steps, timeout=VM_TIMEOUT, smp=None):
+def in_vm(workdir, image, steps, timeout=VM_TIMEOUT, smp=None, more_disks=()):
     """Boot once with image as /dev/vda and run steps in order: ("mount",),
     ("umount",), ("fscrub", args...) or ("sh", command).  Returns the list of
     results of the fscrub and sh steps (Result, or namespace rc/stdout).
-    smp: the guest's CPUs (vmrun's default: 2)."""
+    smp: the guest's CPUs (vmrun's default: 2); more_disks: images attached
+    as /dev/vdb, /dev/vdc, ..."""
     lines = ["set -u", "mkdir -p %s" % MNT]
     outs = []
     for i, step in enumerate(steps):
@@ -73,7 +74,10 @@ def in_vm(workdir, image, steps, timeout=VM_TIMEOUT, smp=None):
     with open(os.path.join(workdir, "vm.sh"), "w") as f:
         f.write("\n".join(lines) + "\n")
     cpus = ["--smp", str(smp)] if smp else []
-    p = subprocess.run([VMRUN, "-q", "--timeout", str(timeout)] + cpus + ["--disk", image, "--",
+    disks = ["--disk", image]
+    for d in more_disks:
+        disks += ["--disk", d]
+    p = subprocess.run([VMRUN, "-q", "--timeout", str(timeout)] + cpus + disks + ["--",
                                                                         "bash", "vm.sh"], cwd=workdir, capture_output=True, text=True,
                        timeout=timeout + 60)
     assert p.returncode == 0, "vmrun failed (%d):\n%s\n%s" % (p.returncode, p.stdout, p.stderr)
@@ -339,3 +343,25 @@ def test_vm_quota_busy(quota_xfs, workdir):
         assert r.rc == 0 and r.errors == [], r
         assert "quota accounting: user on, group on, project on" in r.stdout, r
     assert re.search(r"^#1000 +[1-9]", runs[4].stdout, re.M), runs[4].stdout
+
+
+def test_vm_realtime_files_are_not_cross_linked(workdir):
+    """A realtime file's FIEMAP offsets are on the realtime device: they are
+    not checked against the data device nor cross-linked with data files at
+    the same offsets, and -x reads the file by itself (the host kernel has
+    no CONFIG_XFS_RT; the VM's has)."""
+    data, rt = os.path.join(workdir, "d.img"), os.path.join(workdir, "rt.img")
+    for path, size in ((data, 300), (rt, 200)):
+        with open(path, "wb") as f:
+            f.truncate(size << 20)
+    fsimage.run(["mkfs.xfs", "-q", "-f", "-m", "rmapbt=0,reflink=0", "-r", "rtdev=" + rt, data])
+    setup = ("(mount -o rtdev=/dev/vdb /dev/vda %s && "
+             "xfs_io -f -c 'chattr +r' -c 'pwrite -S 0x61 0 3m' -c fsync %s/rtfile && "
+             "for i in 1 2 3 4; do xfs_io -f -c 'pwrite -S 0x62 0 1m' -c fsync %s/data$i; done "
+             "&& xfs_io -c lsattr %s/rtfile && sleep 1.2)" % (MNT, MNT, MNT, MNT))
+    made, r = in_vm(workdir, data, [("sh", setup), ("fscrub", "-n", "-x", "-v")],
+                    more_disks=[rt])
+    assert made.rc == 0 and "r-" in made.stdout, made.stdout
+    assert r.rc == 0 and r.errors == [] and r.warnings == [], r
+    assert re.search(r"Phase 5: \d+ bytes read \(4194304 from the device in physical order, "
+                     r"3145728 from 1 files\)", r.stdout), r
