@@ -175,6 +175,8 @@ static int xfs_read_geometry(struct scrub_ctx *ctx)
 	/* Realtime files' extents are offsets on the realtime device, not ours. */
 	ctx->rt_device = xs->geo.rtblocks != 0;
 	xs->ags = xcalloc(xs->geo.agcount ? xs->geo.agcount : 1, sizeof(*xs->ags));
+	xs->bulkstat_corrupt_said = xcalloc(xs->geo.agcount ? xs->geo.agcount : 1,
+					    sizeof(*xs->bulkstat_corrupt_said));
 	for (uint32_t ag = 0; ag < xs->geo.agcount; ag++) {
 		xs->ags[ag].ag_number = ag;
 		if (ioctl(xs->fd, XFS_IOC_AG_GEOMETRY, &xs->ags[ag]) < 0) {
@@ -349,6 +351,7 @@ static void xfs_cleanup(struct scrub_ctx *ctx)
 	inoset_free(xs->files);
 	pthread_mutex_destroy(&xs->lock);
 	free(xs->ags);
+	free(xs->bulkstat_corrupt_said);
 	free(xs);
 	ctx->backend = NULL;
 }

@@ -74,6 +74,7 @@ struct xfs_state {
 	int fd;				/* ctx->mnt_fd */
 	struct xfs_fsop_geom geo;
 	struct xfs_ag_geometry *ags;	/* geo.agcount of them */
+	atomic_bool *bulkstat_corrupt_said;	/* per AG: "BULKSTAT stops at damage" */
 	bool kscrub;			/* the kernel has online scrub */
 	bool krepair;			/* ... and repairs (never probed under -n) */
 	bool shut_down;			/* the kernel shut the filesystem down */

@@ -248,9 +248,23 @@ static void bs_ag_fn(void *arg, uint32_t agno, unsigned thread)
 	while (!scrub_should_stop(br->ctx)) {
 		req->hdr.icount = BULKSTAT_BATCH;
 		if (ioctl(xs->fd, XFS_IOC_BULKSTAT, req) < 0) {
-			int zero = 0;
+			int zero = 0, err = errno;
 
-			atomic_compare_exchange_strong(&br->err, &zero, errno);
+			/*
+			 * The kernel found a damaged inode (or inode btree) and
+			 * cannot go past it: that is a finding about the
+			 * filesystem, not a failure of the scan (said once per AG).
+			 */
+			if (errno_is_corruption(err)) {
+				if (!atomic_exchange(&xs->bulkstat_corrupt_said[agno], true))
+					str_error(br->ctx, CHECK_XFS_BULKSTAT, NULL, NULL, 0,
+						  "AG %u: BULKSTAT stops at damaged inode metadata "
+						  "after inode %llu (%s): the AG's later inodes are "
+						  "not cross-checked", agno,
+						  (unsigned long long)req->hdr.ino, strerror(err));
+				break;
+			}
+			atomic_compare_exchange_strong(&br->err, &zero, err);
 			break;
 		}
 		if (!req->hdr.ocount)
