@@ -83,6 +83,25 @@ def reflinked(img):
     img.offline()
 
 
+def agf_freeblks(img):
+    free = test_xfs.db_field(img, "freeblks", "agf 1")
+    faults.xfs_db(img, "agf 1", "write freeblks %d" % (free + 1))
+
+
+def inode_crc(img):
+    mnt = img.mount()
+    victim = sorted(os.path.join(dp, f) for dp, _, fs in os.walk(mnt) for f in fs
+                    if os.path.isfile(os.path.join(dp, f)))[0]
+    ino = fsimage.inode_of(victim)
+    img.offline()
+    faults.xfs_db(img, "inode %d" % ino, "write -c v3.crc 0xdeadbeef")
+
+
+def free_inode_crc(img):
+    _, ino = test_xfs.free_inode(img)
+    faults.xfs_db(img, "inode %d" % ino, "write -c v3.crc 0xdeadbeef")
+
+
 CASES = [
     ("clean image", lambda img: None),
     ("orphaned inode", lambda img: faults.xfs_dirent_ino(img, target="existing")),
@@ -94,6 +113,9 @@ CASES = [
         img, "agf 1", "addr bnoroot", "write -c crc 0xdeadbeef")),
     ("bad CRC in AG 2 superblock", lambda img: faults.xfs_db(
         img, "sb 2", "write -c crc 0xdeadbeef")),
+    ("AGF 1 freeblks one too many", agf_freeblks),
+    ("bad CRC of an allocated inode", inode_crc),
+    ("bad CRC of a free inode in a chunk", free_inode_crc),
     ("reflinked files (must be clean)", reflinked),
 ]
 
