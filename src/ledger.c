@@ -331,23 +331,25 @@ static size_t first_reaching(const struct ledger *lg, uint64_t off)
 	return lo;
 }
 
-/* Hash the part of extent x inside the buffer [off, off + len). */
-static void hash_piece(struct ledger *lg, const struct xlink_extent *x, uint64_t off,
-		       uint64_t len, const char *buf, char *scratch, struct sum_buf *b)
+/* Hash the part of extent x inside the buffer [off, off + len); its file, or NULL. */
+static struct ledger_file *hash_piece(struct ledger *lg, const struct xlink_extent *x,
+				      uint64_t off, uint64_t len, const char *buf, char *scratch,
+				      struct sum_buf *b)
 {
 	uint64_t s = x->phys > off ? x->phys : off;
 	uint64_t e = x->phys + x->len < off + len ? x->phys + x->len : off + len;
 	uint64_t logical = x->logical + (s - x->phys);
-	const struct ledger_file *f = find_file(lg, x->ino);
+	struct ledger_file *f = find_file(lg, x->ino);
 	size_t before = b->n;
 
 	if (!f || e <= s || logical >= f->size || (logical & (lg->hp.block_size - 1)) ||
 	    ledger_reads_per_file(lg, x->ino))
-		return;
+		return NULL;
 	b->ino = x->ino;
 	chash_range(&lg->hp, logical, buf + (s - off), e - s, f->size, scratch, sum_emit, b);
 	if (b->n > before)
 		b->bytes += (logical + (e - s) > f->size ? f->size - logical : e - s);
+	return f;
 }
 
 void ledger_hash_read(struct ledger *lg, uint64_t off, uint64_t len, const char *buf)
@@ -361,15 +363,16 @@ void ledger_hash_read(struct ledger *lg, uint64_t off, uint64_t len, const char 
 	for (size_t i = first_reaching(lg, off); i < lg->xl->n; i++) {
 		const struct xlink_extent *x = &lg->xl->v[i];
 		uint64_t bytes = b.bytes;
+		struct ledger_file *f;
 
 		if (x->phys >= off + len)
 			break;
 		if (x->unwritten || x->phys + x->len <= off || repeats_previous(lg->xl, i))
 			continue;
-		hash_piece(lg, x, off, len, buf, scratch, &b);
-		if (b.bytes != bytes) {
+		f = hash_piece(lg, x, off, len, buf, scratch, &b);
+		if (f && b.bytes != bytes) {
 			pthread_mutex_lock(&lg->lock);
-			find_file(lg, x->ino)->hashed += b.bytes - bytes;
+			f->hashed += b.bytes - bytes;
 			pthread_mutex_unlock(&lg->lock);
 		}
 	}
@@ -498,7 +501,7 @@ static void put_record(struct walk_thread *t, const struct walk_dir *d,
 }
 
 /* Hash the file again from the start through fd (O_DIRECT where it can). */
-static bool rehash(struct ledger *lg, int fd, uint64_t size, struct ledger_stream *s)
+static bool rehash(int fd, uint64_t size, struct ledger_stream *s)
 {
 	char *buf;
 
@@ -515,7 +518,6 @@ static bool rehash(struct ledger *lg, int fd, uint64_t size, struct ledger_strea
 		off += (uint64_t)n;
 	}
 	free(buf);
-	(void)lg;
 	return !s->failed;
 }
 
@@ -584,7 +586,7 @@ static void confirm_bitrot(struct walk_thread *t, const struct walk_dir *d,
 		return;
 	s.scratch = xmalloc(lg->hp.block_size);
 	posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);	/* the disk, not the cache */
-	ok = rehash(lg, fd, f->size, &s);
+	ok = rehash(fd, f->size, &s);
 	if (ok && statx(fd, "", AT_EMPTY_PATH, STATX_BASIC_STATS, &now) == 0 &&
 	    same_version(&now, f) && !open_for_writing(fd)) {
 		struct file_sums fs = { s.v, s.n };
