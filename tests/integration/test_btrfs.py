@@ -358,3 +358,28 @@ def test_error_in_a_nested_subvolume_named_by_mount_path(btrfs_factory):
     assert r.rc == 4, r
     named = r.of("Error", "btrfs.data_csum")
     assert [f.path for f in named] == [os.path.join(fs.mnt, "vols/outer/d/inner/victim")], r
+
+
+def test_walk_enters_subvolumes_not_other_mounts(btrfs_factory, cleanups):
+    """Subvolumes and snapshots have their own st_dev but the same mount:
+    the walk goes into them; a tmpfs mounted inside is not entered.  The
+    tmpfs holds a name fscrub would warn about if it read it."""
+    fs = btrfs_factory()
+    mnt = fs.mount()
+    run(["btrfs", "subvolume", "create", os.path.join(mnt, "sv")])
+    os.makedirs(os.path.join(mnt, "sv", "d"))
+    for i in range(3):
+        fsimage._write(os.path.join(mnt, "sv", "d", "f%d" % i), b"x" * 5000)
+    run(["btrfs", "subvolume", "snapshot", os.path.join(mnt, "sv"),
+         os.path.join(mnt, "snap")])
+    os.mkdir(os.path.join(mnt, "tm"))
+    run(["mount", "-t", "tmpfs", "fscrub-inner", os.path.join(mnt, "tm")])
+    cleanups.append(lambda: run(["umount", os.path.join(mnt, "tm")]))
+    for i in range(40):
+        fsimage._write(os.path.join(mnt, "tm", "bad\nname%d" % i), b"")
+    time.sleep(1.2)
+    r = run_fscrub("-v", mnt)
+    assert_clean(r)
+    assert "not entering %s/tm (tmpfs): another filesystem" % mnt in r.stdout, r
+    # root, sv, sv/d, snap, snap/d and the covered tm; f0-f2 twice
+    assert "Phase 3: 6 directories, 6 files," in r.stdout, r
