@@ -240,3 +240,96 @@ def test_backup_superblock_checksum(ext4img):
     e2fsck(ext4img)
     mnt, r = scrub(ext4img)
     assert_ext4(r, "ext4.sb_backup", None, "group 1 (block %d): checksum does not match" % blk)
+
+
+# ---- helpers for faults the kernel would refuse or repair ------------------
+#
+# Some faults cannot be injected on an unmounted image and then mounted: the
+# kernel refuses a primary superblock or (read-write) a group descriptor with
+# a bad checksum, processes the orphan list at mount, and reads an inode's
+# link count and extent root from the disk when it first loads the inode,
+# so a fault there is what the kernel shows too.  Those tests either attach
+# the image read-only (losetup -r; the kernel mounts a bad descriptor
+# read-only and skips orphan cleanup on a read-only device), or patch the
+# image *file* while it is mounted: the loop device reads its backing file,
+# so fscrub's O_DIRECT reads of the device see the patched bytes, while the
+# kernel keeps what it loaded before (an inode pinned by an open O_PATH
+# descriptor, the superblock and descriptors in its buffers).  Nothing
+# writes those blocks back during the scan: the filesystem is idle and
+# clean, so syncfs has nothing to write.
+
+def _dumpe2fs_h(img, key):
+    m = re.search(r"^%s:\s*(\S+)" % re.escape(key),
+                  fsimage.run(["dumpe2fs", "-h", img.path]).stdout, re.M)
+    assert m, key
+    return m.group(1)
+
+
+def _fs_csum_seed(sb):
+    if sb["csum_seed"] is not None:
+        return sb["csum_seed"]
+    return faults.crc32c(0xFFFFFFFF, bytes.fromhex(sb["uuid"].replace("-", "")))
+
+
+def gd_offset(img, g):
+    """Byte offset of group g's descriptor in the image, and its size."""
+    out = fsimage.run(["dumpe2fs", img.path]).stdout
+    gdt = int(re.search(r"Primary superblock at \d+, Group descriptors at (\d+)-", out).group(1))
+    size = int(_dumpe2fs_h(img, "Group descriptor size"))
+    return gdt * _ext4_sb(img)["block_size"] + g * size, size
+
+
+def gd_with_csum(sb, g, desc):
+    """desc (a group descriptor's bytes) with its metadata_csum bg_checksum
+    set: crc32c(fs seed, le32 group, the descriptor with bg_checksum zeroed) & 0xFFFF."""
+    desc = bytearray(desc)
+    struct.pack_into("<H", desc, 0x1E, 0)
+    crc = faults.crc32c(faults.crc32c(_fs_csum_seed(sb), struct.pack("<I", g)), bytes(desc))
+    struct.pack_into("<H", desc, 0x1E, crc & 0xFFFF)
+    return bytes(desc)
+
+
+def inode_with_csum(raw, seed):
+    """raw (an on-disk inode) with i_checksum_lo/hi set: crc32c of the inode
+    with both fields zeroed, from the inode's seed (fs seed, ino, generation)."""
+    raw = bytearray(raw)
+    has_hi = len(raw) > 128 and struct.unpack_from("<H", raw, 0x80)[0] >= 4
+    struct.pack_into("<H", raw, 0x7C, 0)
+    if has_hi:
+        struct.pack_into("<H", raw, 0x82, 0)
+    crc = faults.crc32c(seed, bytes(raw))
+    struct.pack_into("<H", raw, 0x7C, crc & 0xFFFF)
+    if has_hi:
+        struct.pack_into("<H", raw, 0x82, crc >> 16)
+    return bytes(raw)
+
+
+def patch_inode_while_mounted(img, rel, ino, edit, cleanups):
+    """Mount, load inode *ino* (``rel``) into the kernel and pin it there
+    with an O_PATH descriptor (closed at teardown), then apply edit(bytearray)
+    to its bytes in the image file and fix its checksum.  The kernel keeps
+    the inode it loaded; the device now reads the edited one."""
+    off = inode_offset(img, ino)
+    isize = int(_dumpe2fs_h(img, "Inode size"))
+    seed = faults._ext4_inode_csum_seed(img, _ext4_sb(img), ino)
+    mnt = img.mount()
+    fd = os.open(os.path.join(mnt, rel), os.O_PATH | os.O_NOFOLLOW)
+    cleanups.append(lambda: os.close(fd))
+    os.fstat(fd)
+    raw = bytearray(_pread(img.path, off, isize))
+    edit(raw)
+    _patch(img.path, off, inode_with_csum(raw, seed))
+    return mnt
+
+
+# ---- faults the kernel refuses or repairs, and the kernel's view -------------
+
+def test_primary_superblock_checksum(ext4img):
+    """A bad primary superblock checksum: the kernel refuses to mount it, so
+    the checksum is broken in the image file while it is mounted."""
+    ext4img.mount()
+    off = 1024 + 0x3FC                                # s_checksum
+    _patch(ext4img.path, off, bytes([_pread(ext4img.path, off, 1)[0] ^ 0x10]))
+    e2fsck(ext4img)
+    mnt, r = scrub(ext4img)
+    assert_ext4(r, "ext4.superblock", None, "superblock: checksum does not match")
