@@ -333,3 +333,72 @@ def test_primary_superblock_checksum(ext4img):
     e2fsck(ext4img)
     mnt, r = scrub(ext4img)
     assert_ext4(r, "ext4.superblock", None, "superblock: checksum does not match")
+
+
+def test_group_descriptor_checksum(ext4img):
+    """A bad group descriptor checksum (debugfs set_bg).  The kernel mounts
+    such a filesystem only read-only (ext4_check_descriptors), so the image
+    is attached read-only and mounted ro."""
+    out = fsimage.run(["dumpe2fs", ext4img.path]).stdout
+    csum = int(re.search(r"^Group 1: .*? csum (0x[0-9a-f]+)", out, re.M).group(1), 16)
+    debugfs(ext4img, "set_bg 1 checksum 0x%x" % (csum ^ 0x5A5A), write=True)
+    assert re.search(r"^Group 1: .*? csum 0x%04x \(EXPECTED 0x%04x\)" % (csum ^ 0x5A5A, csum),
+                     fsimage.run(["dumpe2fs", ext4img.path], check=False).stdout, re.M)
+    e2fsck(ext4img)
+    ext4img.attach(read_only=True)
+    ext4img.mount("ro")
+    mnt, r = scrub(ext4img)
+    gdblk = gd_offset(ext4img, 1)[0] // _ext4_sb(ext4img)["block_size"]
+    assert_ext4(r, "ext4.group_desc", None,
+                "group descriptor 1 (in block %d): checksum does not match" % gdblk)
+
+
+@pytest.mark.parametrize("kind", ["block", "inode"])
+def test_bitmap_checksum(ext4img, kind):
+    """The checksum group 0's descriptor keeps of its block (inode) bitmap,
+    bg_{block,inode}_bitmap_csum_lo, no longer matches the bitmap: the
+    field patched (debugfs cannot set it), the descriptor's own checksum
+    recomputed (debugfs -w refuses to open a filesystem whose bitmap fails
+    its checksum, so ``set_bg 0 checksum calc`` cannot be used)."""
+    off, size = gd_offset(ext4img, 0)
+    desc = bytearray(_pread(ext4img.path, off, size))
+    desc[0x18 if kind == "block" else 0x1A] ^= 0x01
+    _patch(ext4img.path, off, gd_with_csum(_ext4_sb(ext4img), 0, desc))
+    # debugfs now refuses the bitmap; dumpe2fs shows the descriptor is good
+    p = fsimage.run(["debugfs", "-R", "stats", ext4img.path], check=False)
+    assert "%s bitmap checksum does not match" % kind.capitalize() in p.stderr, p.stderr
+    out = fsimage.run(["dumpe2fs", ext4img.path], check=False).stdout
+    assert re.search(r"^Group 0: .* csum 0x[0-9a-f]+ \[", out, re.M), out
+    blk = int(re.search(r"Group 0: .*?\n.*?%s bitmap at (\d+)" % kind.capitalize(), out,
+                        re.S).group(1))
+    e2fsck(ext4img)
+    mnt, r = scrub(ext4img)
+    hits = assert_ext4(r, "ext4.%s_bitmap" % kind, None,
+                       "group 0: %s bitmap (block %d): checksum does not match" % (kind, blk))
+    assert len(hits) == 1, r
+    assert not r.of("Error", "ext4.group_counts"), r     # a bad bitmap is not counted
+
+
+@pytest.mark.parametrize("nxt", ["free", "past_end"])
+def test_orphan_list(ext4img, nxt):
+    """The orphan list (superblock s_last_orphan, then each inode's i_dtime)
+    runs from a file to an inode that is free, or past the last inode
+    (debugfs ssv last_orphan, sif dtime).  The kernel would process and
+    clear the list at mount, but skips orphan cleanup on a read-only
+    device: the image is attached read-only."""
+    rel, ino, _ = victim(ext4img, "orphan_list")
+    if nxt == "free":
+        bad = int(re.search(r"Free inode found: (\d+)", debugfs(ext4img, "ffi")).group(1))
+        why = "not in use"
+    else:
+        bad = int(_dumpe2fs_h(ext4img, "Inode count")) + 1
+        why = "past the last inode"
+    debugfs(ext4img, "ssv last_orphan %d" % ino, write=True)
+    debugfs(ext4img, "sif <%d> dtime @%d" % (ino, bad), write=True)
+    assert int(_dumpe2fs_h(ext4img, "First orphan inode")) == ino
+    e2fsck(ext4img)
+    ext4img.attach(read_only=True)
+    ext4img.mount("ro")
+    mnt, r = scrub(ext4img)
+    assert_ext4(r, "ext4.orphan_list", ino,
+                "orphan list entry after this inode names inode %d, which is %s" % (bad, why))
