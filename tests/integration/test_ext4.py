@@ -402,3 +402,42 @@ def test_orphan_list(ext4img, nxt):
     mnt, r = scrub(ext4img)
     assert_ext4(r, "ext4.orphan_list", ino,
                 "orphan list entry after this inode names inode %d, which is %s" % (bad, why))
+
+
+def test_link_count_differs_from_kernel(ext4img, cleanups):
+    """ext4.nlink sets the on-disk i_links_count against what the kernel
+    shows.  Set offline (debugfs sif links_count), the kernel would load
+    the wrong count and show it too (that is nlink.count's case, found by
+    the walk); so the count is changed in the image file under the mounted
+    filesystem, the kernel still holding the inode it loaded (1 link)."""
+    rel, ino, _ = victim(ext4img, "nlink_disk")
+    patch_inode_while_mounted(ext4img, rel, ino,
+                              lambda raw: struct.pack_into("<H", raw, 0x1A, 3), cleanups)
+    e2fsck(ext4img)
+    mnt, r = scrub(ext4img)
+    assert os.stat(os.path.join(mnt, rel)).st_nlink == 1
+    hits = assert_ext4(r, "ext4.nlink", ino, "link count on the disk is 3, the kernel shows 1")
+    assert len(hits) == 1 and not r.of("Error", "nlink.count"), r
+
+
+def test_extent_map_differs_from_fiemap(ext4img, cleanups):
+    """ext4.extent_map sets the extent tree on the disk against FIEMAP.  An
+    extent changed offline is what the kernel loads and FIEMAP shows; so the
+    victim's only extent (3 blocks, in the inode) is shortened to 2 in the
+    image file under the mounted filesystem, the kernel still holding the
+    extent root it loaded."""
+    rel, ino, _ = victim(ext4img, "extent_map", data=os.urandom(3 * 4096))
+    assert len(debugfs(ext4img, "blocks <%d>" % ino).split()) == 3
+
+    def shorten(raw):
+        eh = 0x28                                     # i_block: ext3_extent_header
+        assert struct.unpack_from("<HHHH", raw, eh) == (0xF30A, 1, 4, 0)
+        assert struct.unpack_from("<H", raw, eh + 12 + 4)[0] == 3   # ee_len
+        struct.pack_into("<H", raw, eh + 12 + 4, 2)
+
+    patch_inode_while_mounted(ext4img, rel, ino, shorten, cleanups)
+    e2fsck(ext4img)
+    mnt, r = scrub(ext4img)
+    assert_ext4(r, "ext4.extent_map", ino,
+                "the extent tree on the disk (1 extents) maps other blocks than FIEMAP shows")
+    assert not r.of("Error", "ext4.extent_tree") and not r.of("Error", "ext4.block_in_use"), r
