@@ -441,3 +441,37 @@ def test_extent_map_differs_from_fiemap(ext4img, cleanups):
     assert_ext4(r, "ext4.extent_map", ino,
                 "the extent tree on the disk (1 extents) maps other blocks than FIEMAP shows")
     assert not r.of("Error", "ext4.extent_tree") and not r.of("Error", "ext4.block_in_use"), r
+
+
+def test_htree_root_limit(ext4img):
+    """An htree root whose dx_countlimit limit is one less than the block
+    holds, its dx_tail checksum recomputed at the place the new limit puts
+    it (crc32c from the directory's seed over the header and the count
+    entries, then the dx_tail with dt_checksum zeroed): the block passes
+    its checksum, the index
+    does not.  The kernel finds the limit wrong too and falls back to
+    reading and searching the directory linearly, so the walk still sees
+    every name."""
+    rel, ino, dino = victim(ext4img, "htree", files=400)
+    assert "Flags: 0x81000" in debugfs(ext4img, "stat <%d>" % dino)   # EXTENTS|INDEX
+    sb = _ext4_sb(ext4img)
+    bs = sb["block_size"]
+    blk = faults._ext4_first_block(ext4img, dino)
+    block = bytearray(_pread(ext4img.path, blk * bs, bs))
+    assert struct.unpack_from("<IBBBB", block, 24)[2] == 8          # dx_root_info.info_length
+    limit, count = struct.unpack_from("<HH", block, 32)
+    assert limit == (bs - 32 - 8) // 8 and 1 < count < limit, (limit, count)
+    limit -= 1
+    struct.pack_into("<H", block, 32, limit)
+    tail = 32 + 8 * limit
+    struct.pack_into("<II", block, tail, 0, 0)                      # dt_reserved, dt_checksum
+    crc = faults.crc32c(faults._ext4_inode_csum_seed(ext4img, sb, dino), bytes(block[:32 + 8 * count]))
+    struct.pack_into("<I", block, tail + 4, faults.crc32c(crc, bytes(block[tail:tail + 8])))
+    _patch(ext4img.path, blk * bs, bytes(block))
+    e2fsck(ext4img)
+    mnt, r = scrub(ext4img)
+    hits = assert_ext4(r, "ext4.htree", dino,
+                       "directory block 0 (block %d): htree root has count %d and limit %d "
+                       "(expected limit %d)" % (blk, count, limit, limit + 1))
+    assert len(hits) == 1 and not r.of("Error", "ext4.dir_block"), r
+    assert not [f for f in r.errors if not f.check.startswith("ext4.")], r   # the walk saw it all
