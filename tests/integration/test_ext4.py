@@ -475,3 +475,33 @@ def test_htree_root_limit(ext4img):
                        "(expected limit %d)" % (blk, count, limit, limit + 1))
     assert len(hits) == 1 and not r.of("Error", "ext4.dir_block"), r
     assert not [f for f in r.errors if not f.check.startswith("ext4.")], r   # the walk saw it all
+
+
+def test_statfs_info(ext4img):
+    """ext4.statfs (an info) sets the free counts the group descriptors on
+    the disk add up to against statfs.  A count changed offline is what the
+    kernel adds up at mount, and statfs shows it too; so group 0's free
+    inode count is lowered by 5 in the image file under the mounted
+    filesystem (descriptor checksum recomputed): the info shows the disk 5
+    below statfs, and the descriptor disagrees with its bitmap
+    (ext4.group_counts, the error)."""
+    mnt = ext4img.mount()
+    sv = os.statvfs(mnt)
+    off, size = gd_offset(ext4img, 0)
+    desc = bytearray(_pread(ext4img.path, off, size))
+    free0 = struct.unpack_from("<H", desc, 0x0E)[0]                 # bg_free_inodes_count_lo
+    struct.pack_into("<H", desc, 0x0E, free0 - 5)
+    _patch(ext4img.path, off, gd_with_csum(_ext4_sb(ext4img), 0, desc))
+    out = fsimage.run(["dumpe2fs", ext4img.path]).stdout
+    fb = sum(int(n) for n in re.findall(r"^\s+(\d+) free blocks, ", out, re.M))
+    fi = sum(int(n) for n in re.findall(r" (\d+) free inodes, ", out))
+    assert fi == sv.f_ffree - 5 and fb == sv.f_bfree, (fb, fi, sv)
+    ibm = re.search(r"Group 0: .*?\n.*?Inode bitmap at (\d+)", out, re.S).group(1)
+    mnt, r = scrub(ext4img)
+    info = r.of("Info", "ext4.statfs")
+    assert len(info) == 1 and info[0].message == (
+        "group descriptors on the disk: %d free blocks, %d free inodes; statfs: %d free blocks, "
+        "%d free inodes" % (fb, fi, sv.f_bfree, sv.f_ffree)), r
+    assert_ext4(r, "ext4.group_counts", None,
+                "group 0: inode bitmap (block %s): the group descriptor says %d free inodes, "
+                "the bitmap has %d" % (ibm, free0 - 5, free0))
