@@ -324,15 +324,27 @@ def patch_inode_while_mounted(img, rel, ino, edit, cleanups):
 
 # ---- faults the kernel refuses or repairs, and the kernel's view -------------
 
-def test_primary_superblock_checksum(ext4img):
-    """A bad primary superblock checksum: the kernel refuses to mount it, so
-    the checksum is broken in the image file while it is mounted."""
+@pytest.mark.parametrize("fault", ["checksum", "free_inodes"])
+def test_primary_superblock(ext4img, fault):
+    """The primary superblock's checksum broken, or its free inode count
+    made larger than the inode count (checksum recomputed: crc32c(~0) of
+    the first 0x3FC bytes).  The kernel refuses to mount the first, and
+    rewrites the second at mount (it stores its own free counts in the
+    superblock), so the superblock is patched in the image file while it is
+    mounted."""
     ext4img.mount()
-    off = 1024 + 0x3FC                                # s_checksum
-    _patch(ext4img.path, off, bytes([_pread(ext4img.path, off, 1)[0] ^ 0x10]))
+    raw = bytearray(_pread(ext4img.path, 1024, 1024))
+    if fault == "checksum":
+        raw[0x3FC] ^= 0x10                                          # s_checksum
+        why = "checksum does not match"
+    else:
+        struct.pack_into("<I", raw, 0x10, struct.unpack_from("<I", raw, 0)[0] + 1)
+        struct.pack_into("<I", raw, 0x3FC, faults.crc32c(0xFFFFFFFF, bytes(raw[:0x3FC])))
+        why = "more free inodes than inodes"
+    _patch(ext4img.path, 1024, bytes(raw))
     e2fsck(ext4img)
     mnt, r = scrub(ext4img)
-    assert_ext4(r, "ext4.superblock", None, "superblock: checksum does not match")
+    assert_ext4(r, "ext4.superblock", None, "superblock: " + why)
 
 
 def test_group_descriptor_checksum(ext4img):
@@ -379,29 +391,34 @@ def test_bitmap_checksum(ext4img, kind):
     assert not r.of("Error", "ext4.group_counts"), r     # a bad bitmap is not counted
 
 
-@pytest.mark.parametrize("nxt", ["free", "past_end"])
+@pytest.mark.parametrize("nxt", ["free", "past_end", "sb_free"])
 def test_orphan_list(ext4img, nxt):
     """The orphan list (superblock s_last_orphan, then each inode's i_dtime)
-    runs from a file to an inode that is free, or past the last inode
-    (debugfs ssv last_orphan, sif dtime).  The kernel would process and
-    clear the list at mount, but skips orphan cleanup on a read-only
-    device: the image is attached read-only."""
+    runs from a file to an inode that is free, or past the last inode, or
+    starts at a free inode (debugfs ssv last_orphan, sif dtime).  The
+    kernel would process and clear the list at mount, but skips orphan
+    cleanup on a read-only device: the image is attached read-only."""
     rel, ino, _ = victim(ext4img, "orphan_list")
-    if nxt == "free":
-        bad = int(re.search(r"Free inode found: (\d+)", debugfs(ext4img, "ffi")).group(1))
-        why = "not in use"
-    else:
+    if nxt == "past_end":
         bad = int(_dumpe2fs_h(ext4img, "Inode count")) + 1
         why = "past the last inode"
-    debugfs(ext4img, "ssv last_orphan %d" % ino, write=True)
-    debugfs(ext4img, "sif <%d> dtime @%d" % (ino, bad), write=True)
-    assert int(_dumpe2fs_h(ext4img, "First orphan inode")) == ino
+    else:
+        bad = int(re.search(r"Free inode found: (\d+)", debugfs(ext4img, "ffi")).group(1))
+        why = "not in use"
+    if nxt == "sb_free":
+        debugfs(ext4img, "ssv last_orphan %d" % bad, write=True)
+        text, holder = "orphan list in the superblock starts at inode %d" % bad, None
+    else:
+        debugfs(ext4img, "ssv last_orphan %d" % ino, write=True)
+        debugfs(ext4img, "sif <%d> dtime @%d" % (ino, bad), write=True)
+        text, holder = "orphan list entry after this inode names inode %d" % bad, ino
+    assert int(_dumpe2fs_h(ext4img, "First orphan inode")) in (ino, bad)
     e2fsck(ext4img)
     ext4img.attach(read_only=True)
     ext4img.mount("ro")
     mnt, r = scrub(ext4img)
-    assert_ext4(r, "ext4.orphan_list", ino,
-                "orphan list entry after this inode names inode %d, which is %s" % (bad, why))
+    hits = assert_ext4(r, "ext4.orphan_list", holder, "%s, which is %s" % (text, why))
+    assert len(hits) == 1, r
 
 
 def test_link_count_differs_from_kernel(ext4img, cleanups):
