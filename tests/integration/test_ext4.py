@@ -522,3 +522,40 @@ def test_statfs_info(ext4img):
     assert_ext4(r, "ext4.group_counts", None,
                 "group 0: inode bitmap (block %s): the group descriptor says %d free inodes, "
                 "the bitmap has %d" % (ibm, free0 - 5, free0))
+
+
+
+def test_group_descriptor_inode_table_outside(image_factory):
+    """Group 1's descriptor puts its inode table past the end of the
+    filesystem (bg_inode_table_lo patched, descriptor checksum recomputed,
+    in the image file under the mounted filesystem: the kernel refuses to
+    mount such a descriptor even read-only).  It is an ext4.group_desc
+    error; group 1's inodes cannot be read (an ext4.unchecked info), and
+    the inode scan goes on with group 2, where a broken inode checksum is
+    still found.  Small groups (32 inodes) so that the files span all
+    three; no libext2fs error is shown as "Unknown code"."""
+    img = image_factory("ext4", size_mb=300, mkfs_args=("-N", "96"))
+    img.mkfs()
+    assert int(_dumpe2fs_h(img, "Inodes per group")) == 32
+    mnt = img.mount()
+    os.mkdir(os.path.join(mnt, "d"))
+    for i in range(70):
+        with open(os.path.join(mnt, "d", "f%02d" % i), "wb") as f:
+            f.write(b"x")
+    inos = sorted(fsimage.inode_of(os.path.join(mnt, "d", n)) for n in os.listdir(os.path.join(mnt, "d")))
+    ino = inos[-1]
+    assert ino > 64, inos                                           # in group 2
+    img.offline()
+    off = inode_offset(img, ino) + 0x7C                             # i_checksum_lo
+    _patch(img.path, off, bytes([_pread(img.path, off, 1)[0] ^ 0x5A]))
+    mnt = img.mount()
+    off, size = gd_offset(img, 1)
+    desc = bytearray(_pread(img.path, off, size))
+    struct.pack_into("<I", desc, 0x08, 900000)                      # bg_inode_table_lo
+    _patch(img.path, off, gd_with_csum(_ext4_sb(img), 1, desc))
+    mnt, r = scrub(img)
+    assert "Unknown code" not in r.stdout + r.stderr, r
+    assert_ext4(r, "ext4.group_desc", None, "group descriptor 1 (in block 1): a bitmap or "
+                "the inode table is outside the filesystem")
+    assert_ext4(r, "ext4.inode_csum", ino, "inode checksum does not match")
+    assert any("group 1" in f.message for f in r.of("Info", "ext4.unchecked")), r
