@@ -1284,8 +1284,10 @@ static void check_orphan_list(struct scrub_ctx *ctx)
 		ino = in.i_dtime;
 	}
 	if (ino && steps > limit)
-		str_error(ctx, CHECK_EXT4_ORPHAN_LIST, NULL, NULL, 0,
-			  "the orphan list loops");
+		str_error(ctx, CHECK_EXT4_ORPHAN_LIST, NULL, NULL, prev,
+			  "the orphan list loops: it runs from inode %u, the superblock's, "
+			  "through more entries than there are inodes (this inode is one of them)",
+			  fs->super->s_last_orphan);
 }
 
 /* ---- the scan ------------------------------------------------------------ */

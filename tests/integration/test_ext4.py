@@ -391,35 +391,36 @@ def test_bitmap_checksum(ext4img, kind):
     assert not r.of("Error", "ext4.group_counts"), r     # a bad bitmap is not counted
 
 
-@pytest.mark.parametrize("nxt", ["free", "past_end", "sb_free"])
+@pytest.mark.parametrize("nxt", ["free", "past_end", "sb_free", "loop"])
 def test_orphan_list(ext4img, nxt):
     """The orphan list (superblock s_last_orphan, then each inode's i_dtime)
     runs from a file to an inode that is free, or past the last inode, or
-    starts at a free inode (debugfs ssv last_orphan, sif dtime).  The
-    kernel would process and clear the list at mount, but skips orphan
-    cleanup on a read-only device: the image is attached read-only."""
+    starts at a free inode, or runs from a file back to itself (debugfs ssv
+    last_orphan, sif dtime).  The kernel would process and clear the list
+    at mount, but skips orphan cleanup on a read-only device: the image is
+    attached read-only."""
     rel, ino, _ = victim(ext4img, "orphan_list")
-    if nxt == "past_end":
-        bad = int(_dumpe2fs_h(ext4img, "Inode count")) + 1
-        why = "past the last inode"
-    else:
-        bad = int(re.search(r"Free inode found: (\d+)", debugfs(ext4img, "ffi")).group(1))
-        why = "not in use"
-    if nxt == "sb_free":
-        debugfs(ext4img, "ssv last_orphan %d" % bad, write=True)
-        text, holder = "orphan list in the superblock starts at inode %d" % bad, None
-    else:
-        debugfs(ext4img, "ssv last_orphan %d" % ino, write=True)
-        debugfs(ext4img, "sif <%d> dtime @%d" % (ino, bad), write=True)
-        text, holder = "orphan list entry after this inode names inode %d" % bad, ino
-    assert int(_dumpe2fs_h(ext4img, "First orphan inode")) in (ino, bad)
+    free = int(re.search(r"Free inode found: (\d+)", debugfs(ext4img, "ffi")).group(1))
+    past = int(_dumpe2fs_h(ext4img, "Inode count")) + 1
+    first, nxt_ino, holder, text = {
+        "free": (ino, free, ino, "orphan list entry after this inode names inode %d, "
+                 "which is not in use" % free),
+        "past_end": (ino, past, ino, "orphan list entry after this inode names inode %d, "
+                     "which is past the last inode" % past),
+        "sb_free": (free, None, None, "orphan list in the superblock starts at inode %d, "
+                    "which is not in use" % free),
+        "loop": (ino, ino, ino, "the orphan list loops: it runs from inode %d" % ino),
+    }[nxt]
+    debugfs(ext4img, "ssv last_orphan %d" % first, write=True)
+    if nxt_ino is not None:
+        debugfs(ext4img, "sif <%d> dtime @%d" % (ino, nxt_ino), write=True)
+    assert int(_dumpe2fs_h(ext4img, "First orphan inode")) == first
     e2fsck(ext4img)
     ext4img.attach(read_only=True)
     ext4img.mount("ro")
     mnt, r = scrub(ext4img)
-    hits = assert_ext4(r, "ext4.orphan_list", holder, "%s, which is %s" % (text, why))
+    hits = assert_ext4(r, "ext4.orphan_list", holder, text)
     assert len(hits) == 1, r
-
 
 def test_link_count_differs_from_kernel(ext4img, cleanups):
     """ext4.nlink sets the on-disk i_links_count against what the kernel
