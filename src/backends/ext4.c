@@ -124,9 +124,16 @@ static bool source_is_mounted_device(const struct scrub_ctx *ctx)
 
 static int ext4_scan_fs(struct scrub_ctx *ctx)
 {
+	static bool error_table_added;
 	struct ext4_state *st = xcalloc(1, sizeof(*st));
 	errcode_t err;
 	int ret = generic_ops.scan_fs(ctx);
+
+	/* libext2fs does not register its messages: without this, "Unknown code ext2 26". */
+	if (!error_table_added) {
+		add_error_table(&et_ext2_error_table);
+		error_table_added = true;
+	}
 
 	st->direct_fd = -1;
 	ctx->backend = st;

@@ -1010,17 +1010,32 @@ static int claim_block_iter(ext2_filsys fs, blk64_t *blocknr, e2_blkcnt_t blockc
 	return 0;
 }
 
-/* The filesystem's own metadata, group by group. */
+/* Are blocks [b, b + n) inside the filesystem? */
+static bool blocks_in_fs(ext2_filsys fs, blk64_t b, blk64_t n)
+{
+	return b >= fs->super->s_first_data_block && b < ext2fs_blocks_count(fs->super) &&
+	       n <= ext2fs_blocks_count(fs->super) - b;
+}
+
+/*
+ * The filesystem's own metadata, group by group; places outside the
+ * filesystem (a damaged descriptor, ext4.group_desc) claim nothing.
+ */
 static void claim_metadata(struct ext4_state *st)
 {
 	ext2_filsys fs = st->fs;
 
 	for (dgrp_t g = 0; g < fs->group_desc_count; g++) {
+		blk64_t bb = ext2fs_block_bitmap_loc(fs, g), ib = ext2fs_inode_bitmap_loc(fs, g);
+		blk64_t it = ext2fs_inode_table_loc(fs, g);
+
 		ext2fs_reserve_super_and_bgd(fs, g, st->claimed);
-		ext2fs_mark_block_bitmap2(st->claimed, ext2fs_block_bitmap_loc(fs, g));
-		ext2fs_mark_block_bitmap2(st->claimed, ext2fs_inode_bitmap_loc(fs, g));
-		ext2fs_mark_block_bitmap_range2(st->claimed, ext2fs_inode_table_loc(fs, g),
-						fs->inode_blocks_per_group);
+		if (blocks_in_fs(fs, bb, 1))
+			ext2fs_mark_block_bitmap2(st->claimed, bb);
+		if (blocks_in_fs(fs, ib, 1))
+			ext2fs_mark_block_bitmap2(st->claimed, ib);
+		if (blocks_in_fs(fs, it, fs->inode_blocks_per_group))
+			ext2fs_mark_block_bitmap_range2(st->claimed, it, fs->inode_blocks_per_group);
 	}
 	if (ext2fs_has_feature_mmp(fs->super) && fs->super->s_mmp_block)
 		ext2fs_mark_block_bitmap2(st->claimed, fs->super->s_mmp_block);
@@ -1269,8 +1284,10 @@ static void check_orphan_list(struct scrub_ctx *ctx)
 		ino = in.i_dtime;
 	}
 	if (ino && steps > limit)
-		str_error(ctx, CHECK_EXT4_ORPHAN_LIST, NULL, NULL, 0,
-			  "the orphan list loops");
+		str_error(ctx, CHECK_EXT4_ORPHAN_LIST, NULL, NULL, prev,
+			  "the orphan list loops: it runs from inode %u, the superblock's, "
+			  "through more entries than there are inodes (this inode is one of them)",
+			  fs->super->s_last_orphan);
 }
 
 /* ---- the scan ------------------------------------------------------------ */
@@ -1296,14 +1313,34 @@ int ext4_scan_inodes(struct scrub_ctx *ctx)
 	ext2fs_free_inode_bitmap(fs->inode_map);
 	fs->inode_map = NULL;
 	if ((err = ext2fs_read_bitmaps(fs)) ||
-	    (err = ext2fs_allocate_block_bitmap(fs, "claimed", &st->claimed)) ||
-	    (err = ext2fs_open_inode_scan(fs, INODE_SCAN_BLOCKS, &scan))) {
+	    (err = ext2fs_allocate_block_bitmap(fs, "claimed", &st->claimed))) {
 		report_operational(ctx, NULL, NULL, 0, "ext4: cannot scan the inodes: %s",
 				   ext4_strerror(err));
 		ret = 0;
 		goto out;
 	}
 	claim_metadata(st);
+	/*
+	 * A descriptor that puts its inode table outside the filesystem (an
+	 * ext4.group_desc error of phase 2) would stop the inode scan there:
+	 * the group is left out instead (in memory only, the filesystem is
+	 * open read-only), and the scan goes on with the next group.
+	 */
+	for (dgrp_t g = 0; g < fs->group_desc_count; g++) {
+		if (blocks_in_fs(fs, ext2fs_inode_table_loc(fs, g), fs->inode_blocks_per_group))
+			continue;
+		ext2fs_inode_table_loc_set(fs, g, 0);
+		str_info(ctx, CHECK_EXT4_UNCHECKED, NULL, NULL, 0, "group %u: the descriptor puts "
+			 "the inode table outside the filesystem: the group's inodes are not "
+			 "checked", g);
+	}
+	if ((err = ext2fs_open_inode_scan(fs, INODE_SCAN_BLOCKS, &scan))) {
+		report_operational(ctx, NULL, NULL, 0, "ext4: cannot scan the inodes: %s",
+				   ext4_strerror(err));
+		ret = 0;
+		goto out;
+	}
+	ext2fs_inode_scan_flags(scan, EXT2_SF_SKIP_MISSING_ITABLE, 0);
 	for (;;) {
 		if (scrub_should_stop(ctx))
 			break;

@@ -240,3 +240,323 @@ def test_backup_superblock_checksum(ext4img):
     e2fsck(ext4img)
     mnt, r = scrub(ext4img)
     assert_ext4(r, "ext4.sb_backup", None, "group 1 (block %d): checksum does not match" % blk)
+
+
+# ---- helpers for faults the kernel would refuse or repair ------------------
+#
+# Some faults cannot be injected on an unmounted image and then mounted: the
+# kernel refuses a primary superblock or (read-write) a group descriptor with
+# a bad checksum, processes the orphan list at mount, and reads an inode's
+# link count and extent root from the disk when it first loads the inode,
+# so a fault there is what the kernel shows too.  Those tests either attach
+# the image read-only (losetup -r; the kernel mounts a bad descriptor
+# read-only and skips orphan cleanup on a read-only device), or patch the
+# image *file* while it is mounted: the loop device reads its backing file,
+# so fscrub's O_DIRECT reads of the device see the patched bytes, while the
+# kernel keeps what it loaded before (an inode pinned by an open O_PATH
+# descriptor, the superblock and descriptors in its buffers).  Nothing
+# writes those blocks back during the scan: the filesystem is idle and
+# clean, so syncfs has nothing to write.
+
+def _dumpe2fs_h(img, key):
+    m = re.search(r"^%s:\s*(\S+)" % re.escape(key),
+                  fsimage.run(["dumpe2fs", "-h", img.path]).stdout, re.M)
+    assert m, key
+    return m.group(1)
+
+
+def _fs_csum_seed(sb):
+    if sb["csum_seed"] is not None:
+        return sb["csum_seed"]
+    return faults.crc32c(0xFFFFFFFF, bytes.fromhex(sb["uuid"].replace("-", "")))
+
+
+def gd_offset(img, g):
+    """Byte offset of group g's descriptor in the image, and its size."""
+    out = fsimage.run(["dumpe2fs", img.path]).stdout
+    gdt = int(re.search(r"Primary superblock at \d+, Group descriptors at (\d+)-", out).group(1))
+    size = int(_dumpe2fs_h(img, "Group descriptor size"))
+    return gdt * _ext4_sb(img)["block_size"] + g * size, size
+
+
+def gd_with_csum(sb, g, desc):
+    """desc (a group descriptor's bytes) with its metadata_csum bg_checksum
+    set: crc32c(fs seed, le32 group, the descriptor with bg_checksum zeroed) & 0xFFFF."""
+    desc = bytearray(desc)
+    struct.pack_into("<H", desc, 0x1E, 0)
+    crc = faults.crc32c(faults.crc32c(_fs_csum_seed(sb), struct.pack("<I", g)), bytes(desc))
+    struct.pack_into("<H", desc, 0x1E, crc & 0xFFFF)
+    return bytes(desc)
+
+
+def inode_with_csum(raw, seed):
+    """raw (an on-disk inode) with i_checksum_lo/hi set: crc32c of the inode
+    with both fields zeroed, from the inode's seed (fs seed, ino, generation)."""
+    raw = bytearray(raw)
+    has_hi = len(raw) > 128 and struct.unpack_from("<H", raw, 0x80)[0] >= 4
+    struct.pack_into("<H", raw, 0x7C, 0)
+    if has_hi:
+        struct.pack_into("<H", raw, 0x82, 0)
+    crc = faults.crc32c(seed, bytes(raw))
+    struct.pack_into("<H", raw, 0x7C, crc & 0xFFFF)
+    if has_hi:
+        struct.pack_into("<H", raw, 0x82, crc >> 16)
+    return bytes(raw)
+
+
+def patch_inode_while_mounted(img, rel, ino, edit, cleanups):
+    """Mount, load inode *ino* (``rel``) into the kernel and pin it there
+    with an O_PATH descriptor (closed at teardown), then apply edit(bytearray)
+    to its bytes in the image file and fix its checksum.  The kernel keeps
+    the inode it loaded; the device now reads the edited one."""
+    off = inode_offset(img, ino)
+    isize = int(_dumpe2fs_h(img, "Inode size"))
+    seed = faults._ext4_inode_csum_seed(img, _ext4_sb(img), ino)
+    mnt = img.mount()
+    fd = os.open(os.path.join(mnt, rel), os.O_PATH | os.O_NOFOLLOW)
+    cleanups.append(lambda: os.close(fd))
+    os.fstat(fd)
+    raw = bytearray(_pread(img.path, off, isize))
+    edit(raw)
+    _patch(img.path, off, inode_with_csum(raw, seed))
+    return mnt
+
+
+# ---- faults the kernel refuses or repairs, and the kernel's view -------------
+
+@pytest.mark.parametrize("fault", ["checksum", "free_inodes"])
+def test_primary_superblock(ext4img, fault):
+    """The primary superblock's checksum broken, or its free inode count
+    made larger than the inode count (checksum recomputed: crc32c(~0) of
+    the first 0x3FC bytes).  The kernel refuses to mount the first, and
+    rewrites the second at mount (it stores its own free counts in the
+    superblock), so the superblock is patched in the image file while it is
+    mounted."""
+    ext4img.mount()
+    raw = bytearray(_pread(ext4img.path, 1024, 1024))
+    if fault == "checksum":
+        raw[0x3FC] ^= 0x10                                          # s_checksum
+        why = "checksum does not match"
+    else:
+        struct.pack_into("<I", raw, 0x10, struct.unpack_from("<I", raw, 0)[0] + 1)
+        struct.pack_into("<I", raw, 0x3FC, faults.crc32c(0xFFFFFFFF, bytes(raw[:0x3FC])))
+        why = "more free inodes than inodes"
+    _patch(ext4img.path, 1024, bytes(raw))
+    e2fsck(ext4img)
+    mnt, r = scrub(ext4img)
+    assert_ext4(r, "ext4.superblock", None, "superblock: " + why)
+
+
+def test_group_descriptor_checksum(ext4img):
+    """A bad group descriptor checksum (debugfs set_bg).  The kernel mounts
+    such a filesystem only read-only (ext4_check_descriptors), so the image
+    is attached read-only and mounted ro."""
+    out = fsimage.run(["dumpe2fs", ext4img.path]).stdout
+    csum = int(re.search(r"^Group 1: .*? csum (0x[0-9a-f]+)", out, re.M).group(1), 16)
+    debugfs(ext4img, "set_bg 1 checksum 0x%x" % (csum ^ 0x5A5A), write=True)
+    assert re.search(r"^Group 1: .*? csum 0x%04x \(EXPECTED 0x%04x\)" % (csum ^ 0x5A5A, csum),
+                     fsimage.run(["dumpe2fs", ext4img.path], check=False).stdout, re.M)
+    e2fsck(ext4img)
+    ext4img.attach(read_only=True)
+    ext4img.mount("ro")
+    mnt, r = scrub(ext4img)
+    gdblk = gd_offset(ext4img, 1)[0] // _ext4_sb(ext4img)["block_size"]
+    assert_ext4(r, "ext4.group_desc", None,
+                "group descriptor 1 (in block %d): checksum does not match" % gdblk)
+
+
+@pytest.mark.parametrize("kind", ["block", "inode"])
+def test_bitmap_checksum(ext4img, kind):
+    """The checksum group 0's descriptor keeps of its block (inode) bitmap,
+    bg_{block,inode}_bitmap_csum_lo, no longer matches the bitmap: the
+    field patched (debugfs cannot set it), the descriptor's own checksum
+    recomputed (debugfs -w refuses to open a filesystem whose bitmap fails
+    its checksum, so ``set_bg 0 checksum calc`` cannot be used)."""
+    off, size = gd_offset(ext4img, 0)
+    desc = bytearray(_pread(ext4img.path, off, size))
+    desc[0x18 if kind == "block" else 0x1A] ^= 0x01
+    _patch(ext4img.path, off, gd_with_csum(_ext4_sb(ext4img), 0, desc))
+    # debugfs now refuses the bitmap; dumpe2fs shows the descriptor is good
+    p = fsimage.run(["debugfs", "-R", "stats", ext4img.path], check=False)
+    assert "%s bitmap checksum does not match" % kind.capitalize() in p.stderr, p.stderr
+    out = fsimage.run(["dumpe2fs", ext4img.path], check=False).stdout
+    assert re.search(r"^Group 0: .* csum 0x[0-9a-f]+ \[", out, re.M), out
+    blk = int(re.search(r"Group 0: .*?\n.*?%s bitmap at (\d+)" % kind.capitalize(), out,
+                        re.S).group(1))
+    e2fsck(ext4img)
+    mnt, r = scrub(ext4img)
+    hits = assert_ext4(r, "ext4.%s_bitmap" % kind, None,
+                       "group 0: %s bitmap (block %d): checksum does not match" % (kind, blk))
+    assert len(hits) == 1, r
+    assert not r.of("Error", "ext4.group_counts"), r     # a bad bitmap is not counted
+
+
+@pytest.mark.parametrize("nxt", ["free", "past_end", "sb_free", "loop"])
+def test_orphan_list(ext4img, nxt):
+    """The orphan list (superblock s_last_orphan, then each inode's i_dtime)
+    runs from a file to an inode that is free, or past the last inode, or
+    starts at a free inode, or runs from a file back to itself (debugfs ssv
+    last_orphan, sif dtime).  The kernel would process and clear the list
+    at mount, but skips orphan cleanup on a read-only device: the image is
+    attached read-only."""
+    rel, ino, _ = victim(ext4img, "orphan_list")
+    free = int(re.search(r"Free inode found: (\d+)", debugfs(ext4img, "ffi")).group(1))
+    past = int(_dumpe2fs_h(ext4img, "Inode count")) + 1
+    first, nxt_ino, holder, text = {
+        "free": (ino, free, ino, "orphan list entry after this inode names inode %d, "
+                 "which is not in use" % free),
+        "past_end": (ino, past, ino, "orphan list entry after this inode names inode %d, "
+                     "which is past the last inode" % past),
+        "sb_free": (free, None, None, "orphan list in the superblock starts at inode %d, "
+                    "which is not in use" % free),
+        "loop": (ino, ino, ino, "the orphan list loops: it runs from inode %d" % ino),
+    }[nxt]
+    debugfs(ext4img, "ssv last_orphan %d" % first, write=True)
+    if nxt_ino is not None:
+        debugfs(ext4img, "sif <%d> dtime @%d" % (ino, nxt_ino), write=True)
+    assert int(_dumpe2fs_h(ext4img, "First orphan inode")) == first
+    e2fsck(ext4img)
+    ext4img.attach(read_only=True)
+    ext4img.mount("ro")
+    mnt, r = scrub(ext4img)
+    hits = assert_ext4(r, "ext4.orphan_list", holder, text)
+    assert len(hits) == 1, r
+
+def test_link_count_differs_from_kernel(ext4img, cleanups):
+    """ext4.nlink sets the on-disk i_links_count against what the kernel
+    shows.  Set offline (debugfs sif links_count), the kernel would load
+    the wrong count and show it too (that is nlink.count's case, found by
+    the walk); so the count is changed in the image file under the mounted
+    filesystem, the kernel still holding the inode it loaded (1 link)."""
+    rel, ino, _ = victim(ext4img, "nlink_disk")
+    patch_inode_while_mounted(ext4img, rel, ino,
+                              lambda raw: struct.pack_into("<H", raw, 0x1A, 3), cleanups)
+    e2fsck(ext4img)
+    mnt, r = scrub(ext4img)
+    assert os.stat(os.path.join(mnt, rel)).st_nlink == 1
+    hits = assert_ext4(r, "ext4.nlink", ino, "link count on the disk is 3, the kernel shows 1")
+    assert len(hits) == 1 and not r.of("Error", "nlink.count"), r
+
+
+def test_extent_map_differs_from_fiemap(ext4img, cleanups):
+    """ext4.extent_map sets the extent tree on the disk against FIEMAP.  An
+    extent changed offline is what the kernel loads and FIEMAP shows; so the
+    victim's only extent (3 blocks, in the inode) is shortened to 2 in the
+    image file under the mounted filesystem, the kernel still holding the
+    extent root it loaded."""
+    rel, ino, _ = victim(ext4img, "extent_map", data=os.urandom(3 * 4096))
+    assert len(debugfs(ext4img, "blocks <%d>" % ino).split()) == 3
+
+    def shorten(raw):
+        eh = 0x28                                     # i_block: ext3_extent_header
+        assert struct.unpack_from("<HHHH", raw, eh) == (0xF30A, 1, 4, 0)
+        assert struct.unpack_from("<H", raw, eh + 12 + 4)[0] == 3   # ee_len
+        struct.pack_into("<H", raw, eh + 12 + 4, 2)
+
+    patch_inode_while_mounted(ext4img, rel, ino, shorten, cleanups)
+    e2fsck(ext4img)
+    mnt, r = scrub(ext4img)
+    assert_ext4(r, "ext4.extent_map", ino,
+                "the extent tree on the disk (1 extents) maps other blocks than FIEMAP shows")
+    assert not r.of("Error", "ext4.extent_tree") and not r.of("Error", "ext4.block_in_use"), r
+
+
+def test_htree_root_limit(ext4img):
+    """An htree root whose dx_countlimit limit is one less than the block
+    holds, its dx_tail checksum recomputed at the place the new limit puts
+    it (crc32c from the directory's seed over the header and the count
+    entries, then the dx_tail with dt_checksum zeroed): the block passes
+    its checksum, the index
+    does not.  The kernel finds the limit wrong too and falls back to
+    reading and searching the directory linearly, so the walk still sees
+    every name."""
+    rel, ino, dino = victim(ext4img, "htree", files=400)
+    assert "Flags: 0x81000" in debugfs(ext4img, "stat <%d>" % dino)   # EXTENTS|INDEX
+    sb = _ext4_sb(ext4img)
+    bs = sb["block_size"]
+    blk = faults._ext4_first_block(ext4img, dino)
+    block = bytearray(_pread(ext4img.path, blk * bs, bs))
+    assert struct.unpack_from("<IBBBB", block, 24)[2] == 8          # dx_root_info.info_length
+    limit, count = struct.unpack_from("<HH", block, 32)
+    assert limit == (bs - 32 - 8) // 8 and 1 < count < limit, (limit, count)
+    limit -= 1
+    struct.pack_into("<H", block, 32, limit)
+    tail = 32 + 8 * limit
+    struct.pack_into("<II", block, tail, 0, 0)                      # dt_reserved, dt_checksum
+    crc = faults.crc32c(faults._ext4_inode_csum_seed(ext4img, sb, dino), bytes(block[:32 + 8 * count]))
+    struct.pack_into("<I", block, tail + 4, faults.crc32c(crc, bytes(block[tail:tail + 8])))
+    _patch(ext4img.path, blk * bs, bytes(block))
+    e2fsck(ext4img)
+    mnt, r = scrub(ext4img)
+    hits = assert_ext4(r, "ext4.htree", dino,
+                       "directory block 0 (block %d): htree root has count %d and limit %d "
+                       "(expected limit %d)" % (blk, count, limit, limit + 1))
+    assert len(hits) == 1 and not r.of("Error", "ext4.dir_block"), r
+    assert not [f for f in r.errors if not f.check.startswith("ext4.")], r   # the walk saw it all
+
+
+def test_statfs_info(ext4img):
+    """ext4.statfs (an info) sets the free counts the group descriptors on
+    the disk add up to against statfs.  A count changed offline is what the
+    kernel adds up at mount, and statfs shows it too; so group 0's free
+    inode count is lowered by 5 in the image file under the mounted
+    filesystem (descriptor checksum recomputed): the info shows the disk 5
+    below statfs, and the descriptor disagrees with its bitmap
+    (ext4.group_counts, the error)."""
+    mnt = ext4img.mount()
+    sv = os.statvfs(mnt)
+    off, size = gd_offset(ext4img, 0)
+    desc = bytearray(_pread(ext4img.path, off, size))
+    free0 = struct.unpack_from("<H", desc, 0x0E)[0]                 # bg_free_inodes_count_lo
+    struct.pack_into("<H", desc, 0x0E, free0 - 5)
+    _patch(ext4img.path, off, gd_with_csum(_ext4_sb(ext4img), 0, desc))
+    out = fsimage.run(["dumpe2fs", ext4img.path]).stdout
+    fb = sum(int(n) for n in re.findall(r"^\s+(\d+) free blocks, ", out, re.M))
+    fi = sum(int(n) for n in re.findall(r" (\d+) free inodes, ", out))
+    assert fi == sv.f_ffree - 5 and fb == sv.f_bfree, (fb, fi, sv)
+    ibm = re.search(r"Group 0: .*?\n.*?Inode bitmap at (\d+)", out, re.S).group(1)
+    mnt, r = scrub(ext4img)
+    info = r.of("Info", "ext4.statfs")
+    assert len(info) == 1 and info[0].message == (
+        "group descriptors on the disk: %d free blocks, %d free inodes; statfs: %d free blocks, "
+        "%d free inodes" % (fb, fi, sv.f_bfree, sv.f_ffree)), r
+    assert_ext4(r, "ext4.group_counts", None,
+                "group 0: inode bitmap (block %s): the group descriptor says %d free inodes, "
+                "the bitmap has %d" % (ibm, free0 - 5, free0))
+
+
+
+def test_group_descriptor_inode_table_outside(image_factory):
+    """Group 1's descriptor puts its inode table past the end of the
+    filesystem (bg_inode_table_lo patched, descriptor checksum recomputed,
+    in the image file under the mounted filesystem: the kernel refuses to
+    mount such a descriptor even read-only).  It is an ext4.group_desc
+    error; group 1's inodes cannot be read (an ext4.unchecked info), and
+    the inode scan goes on with group 2, where a broken inode checksum is
+    still found.  Small groups (32 inodes) so that the files span all
+    three; no libext2fs error is shown as "Unknown code"."""
+    img = image_factory("ext4", size_mb=300, mkfs_args=("-N", "96"))
+    img.mkfs()
+    assert int(_dumpe2fs_h(img, "Inodes per group")) == 32
+    mnt = img.mount()
+    os.mkdir(os.path.join(mnt, "d"))
+    for i in range(70):
+        with open(os.path.join(mnt, "d", "f%02d" % i), "wb") as f:
+            f.write(b"x")
+    inos = sorted(fsimage.inode_of(os.path.join(mnt, "d", n)) for n in os.listdir(os.path.join(mnt, "d")))
+    ino = inos[-1]
+    assert ino > 64, inos                                           # in group 2
+    img.offline()
+    off = inode_offset(img, ino) + 0x7C                             # i_checksum_lo
+    _patch(img.path, off, bytes([_pread(img.path, off, 1)[0] ^ 0x5A]))
+    mnt = img.mount()
+    off, size = gd_offset(img, 1)
+    desc = bytearray(_pread(img.path, off, size))
+    struct.pack_into("<I", desc, 0x08, 900000)                      # bg_inode_table_lo
+    _patch(img.path, off, gd_with_csum(_ext4_sb(img), 1, desc))
+    mnt, r = scrub(img)
+    assert "Unknown code" not in r.stdout + r.stderr, r
+    assert_ext4(r, "ext4.group_desc", None, "group descriptor 1 (in block 1): a bitmap or "
+                "the inode table is outside the filesystem")
+    assert_ext4(r, "ext4.inode_csum", ino, "inode checksum does not match")
+    assert any("group 1" in f.message for f in r.of("Info", "ext4.unchecked")), r
