@@ -27,7 +27,6 @@ struct inoset;
 struct progress;
 struct json_report;
 struct ledger;
-struct early_read;
 
 /* What a filesystem does not promise, so the checks that rely on it are off. */
 enum fs_quirks {
@@ -127,7 +126,6 @@ struct scrub_ctx {
 	struct inoset *reached;		/* every inode phase 3's walk reached (walk.h) */
 	struct xlink_list xlinks;	/* data extents for the cross-link check (phase 3 -> 4) */
 	struct ledger *ledger;		/* -x: the checksum ledger (ledger.h), or NULL */
-	struct early_read *early_read;	/* -x: the device read during the walk (devverify.h) */
 
 	/* Totals, summed from the threads after each phase. */
 	struct scrub_stats stats;

@@ -30,20 +30,6 @@ struct scrub_ctx;
 #define DEVREAD_DEPTH	4		/* reads in flight; 1 with -b */
 
 /*
- * At the start of phase 3 (-x): start reading, in a thread of its own,
- * every range GETFSMAP says holds file data (readplan.h), so that the
- * device is read while the tree is walked; phase 5 then reads only what
- * the walk found outside those ranges.  Nothing is started (and phase 5
- * reads everything after the walk) without GETFSMAP, with the checksum
- * ledger's --record, --ledger or --manifest, or where the device cannot be
- * read.
- */
-void devverify_start(struct scrub_ctx *ctx);
-
-/* Stop and forget the reads devverify_start() began (the scan ends early). */
-void devverify_abandon(struct scrub_ctx *ctx);
-
-/*
  * Verify the data by the device.  Returns 0 when done (findings reported),
  * or a negative errno with *why set when the device cannot be used and the
  * caller must read file by file.  *bytes: device bytes read.

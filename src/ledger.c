@@ -193,11 +193,6 @@ static struct ledger_file *find_file(const struct ledger *lg, uint64_t ino)
 				      cmp_file) : NULL;
 }
 
-bool ledger_hashes(const struct ledger *lg, uint64_t ino)
-{
-	return lg && find_file(lg, ino);
-}
-
 bool ledger_reads_per_file(const struct ledger *lg, uint64_t ino)
 {
 	return lg && lg->nr_per_file &&

@@ -88,9 +88,6 @@ bool ledger_prepare(struct scrub_ctx *ctx, struct ledger *lg);
 const uint64_t *ledger_per_file(const struct ledger *lg, size_t *n);
 bool ledger_reads_per_file(const struct ledger *lg, uint64_t ino);
 
-/* Will the device reader hash this file (after ledger_prepare)? */
-bool ledger_hashes(const struct ledger *lg, uint64_t ino);
-
 /* The device reader: a sorted extent list; then each buffer read. */
 void ledger_device_begin(struct ledger *lg, const struct xlink_list *l);
 void ledger_hash_read(struct ledger *lg, uint64_t off, uint64_t len, const char *buf);

@@ -17,7 +17,6 @@
 #include "checks.h"
 #include "context.h"
 #include "crosslink.h"
-#include "fsmap.h"
 #include "relook.h"
 #include "report.h"
 #include "strbuf.h"
@@ -117,6 +116,14 @@ static void relook_pieces(struct relook *rl, struct relook_file *f, int fd,
 		x->still_mapped = relook_still_mapped(fd, x->file_off, x->dev_off, x->len);
 		x->still_bad = x->still_mapped && file_range_fails(fd, x->file_off, x->len);
 	}
+}
+
+/* The kernel's encoding of a dev_t in GETFSMAP records (new_encode_dev). */
+static uint32_t fsmap_devno(dev_t dev)
+{
+	unsigned maj = major(dev), min = minor(dev);
+
+	return (min & 0xff) | (maj << 8) | ((min & ~0xffU) << 12);
 }
 
 /*

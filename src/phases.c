@@ -328,7 +328,6 @@ static int phase3_inodes(struct scrub_ctx *ctx, unsigned long long *items)
 	/* The walk notes the files the checksum ledger will hash in phase 5. */
 	if (!ctx->ops->scan_data && ledger_new(ctx, &ctx->ledger) < 0)
 		return EXIT_USAGE;
-	devverify_start(ctx);
 	ret = walk_tree(ctx, &inode_check_visitor, NULL, &stats, items);
 
 	ctx->stats = stats;
@@ -544,7 +543,7 @@ static bool unmounted_meanwhile(struct scrub_ctx *ctx)
 	return true;
 }
 
-static int run_all_phases(struct scrub_ctx *ctx)
+int phases_run(struct scrub_ctx *ctx)
 {
 	for (size_t i = 0; i < sizeof(phases) / sizeof(phases[0]); i++) {
 		const struct phase *p = &phases[i];
@@ -573,12 +572,4 @@ static int run_all_phases(struct scrub_ctx *ctx)
 		account_phase(ctx, (int)i + 1, p, &start, &end, items);
 	}
 	return 0;
-}
-
-int phases_run(struct scrub_ctx *ctx)
-{
-	int ret = run_all_phases(ctx);
-
-	devverify_abandon(ctx);		/* a scan that stopped before phase 5 */
-	return ret;
 }
