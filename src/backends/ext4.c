@@ -63,6 +63,12 @@ bool ext4_inode_location(ext2_filsys fs, ext2_ino_t ino, blk64_t *blk, unsigned 
 	return ext2fs_inode_table_loc(fs, g) != 0;
 }
 
+bool ext4_blocks_in_fs(ext2_filsys fs, blk64_t b, blk64_t n)
+{
+	return b >= fs->super->s_first_data_block && b < ext2fs_blocks_count(fs->super) &&
+	       n <= ext2fs_blocks_count(fs->super) - b;
+}
+
 blk64_t ext4_gd_block(ext2_filsys fs, dgrp_t g)
 {
 	return ext2fs_descriptor_block_loc2(fs, fs->super->s_first_data_block,
@@ -394,16 +400,14 @@ out:
 static const char *gd_bad(ext2_filsys fs, dgrp_t g)
 {
 	blk64_t first = ext2fs_group_first_block2(fs, g), last = ext2fs_group_last_block2(fs, g);
-	blk64_t end = ext2fs_blocks_count(fs->super);
 	blk64_t bb = ext2fs_block_bitmap_loc(fs, g), ib = ext2fs_inode_bitmap_loc(fs, g);
 	blk64_t it = ext2fs_inode_table_loc(fs, g);
 	bool flex = ext2fs_has_feature_flex_bg(fs->super);
 
 	if (!ext2fs_group_desc_csum_verify(fs, g))
 		return "checksum does not match";
-	if (bb < fs->super->s_first_data_block || bb >= end || ib < fs->super->s_first_data_block ||
-	    ib >= end || it < fs->super->s_first_data_block ||
-	    it + fs->inode_blocks_per_group > end)
+	if (!ext4_blocks_in_fs(fs, bb, 1) || !ext4_blocks_in_fs(fs, ib, 1) ||
+	    !ext4_blocks_in_fs(fs, it, fs->inode_blocks_per_group))
 		return "a bitmap or the inode table is outside the filesystem";
 	if (!flex && (bb < first || bb > last || ib < first || ib > last || it < first ||
 		      it + fs->inode_blocks_per_group - 1 > last))

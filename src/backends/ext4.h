@@ -140,6 +140,8 @@ int ext4_scan_inodes(struct scrub_ctx *ctx);
 
 /* ---- ext4.c ---- */
 
+/* Are blocks [b, b + n) inside the filesystem? */
+bool ext4_blocks_in_fs(ext2_filsys fs, blk64_t b, blk64_t n);
 /* The block and the byte offset in it of inode ino in the inode table. */
 bool ext4_inode_location(ext2_filsys fs, ext2_ino_t ino, blk64_t *blk, unsigned *off);
 /* The block that holds group g's descriptor. */

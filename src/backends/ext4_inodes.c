@@ -1001,20 +1001,12 @@ static int claim_block_iter(ext2_filsys fs, blk64_t *blocknr, e2_blkcnt_t blockc
 {
 	struct claim *c = priv;
 
-	(void)fs;
 	(void)blockcnt;
 	(void)ref_blk;
 	(void)ref_offset;
-	if (*blocknr >= fs->super->s_first_data_block && *blocknr < ext2fs_blocks_count(fs->super))
+	if (ext4_blocks_in_fs(fs, *blocknr, 1))
 		claim_range(c, *blocknr, 1);
 	return 0;
-}
-
-/* Are blocks [b, b + n) inside the filesystem? */
-static bool blocks_in_fs(ext2_filsys fs, blk64_t b, blk64_t n)
-{
-	return b >= fs->super->s_first_data_block && b < ext2fs_blocks_count(fs->super) &&
-	       n <= ext2fs_blocks_count(fs->super) - b;
 }
 
 /*
@@ -1030,11 +1022,11 @@ static void claim_metadata(struct ext4_state *st)
 		blk64_t it = ext2fs_inode_table_loc(fs, g);
 
 		ext2fs_reserve_super_and_bgd(fs, g, st->claimed);
-		if (blocks_in_fs(fs, bb, 1))
+		if (ext4_blocks_in_fs(fs, bb, 1))
 			ext2fs_mark_block_bitmap2(st->claimed, bb);
-		if (blocks_in_fs(fs, ib, 1))
+		if (ext4_blocks_in_fs(fs, ib, 1))
 			ext2fs_mark_block_bitmap2(st->claimed, ib);
-		if (blocks_in_fs(fs, it, fs->inode_blocks_per_group))
+		if (ext4_blocks_in_fs(fs, it, fs->inode_blocks_per_group))
 			ext2fs_mark_block_bitmap_range2(st->claimed, it, fs->inode_blocks_per_group);
 	}
 	if (ext2fs_has_feature_mmp(fs->super) && fs->super->s_mmp_block)
@@ -1327,7 +1319,7 @@ int ext4_scan_inodes(struct scrub_ctx *ctx)
 	 * open read-only), and the scan goes on with the next group.
 	 */
 	for (dgrp_t g = 0; g < fs->group_desc_count; g++) {
-		if (blocks_in_fs(fs, ext2fs_inode_table_loc(fs, g), fs->inode_blocks_per_group))
+		if (ext4_blocks_in_fs(fs, ext2fs_inode_table_loc(fs, g), fs->inode_blocks_per_group))
 			continue;
 		ext2fs_inode_table_loc_set(fs, g, 0);
 		str_info(ctx, CHECK_EXT4_UNCHECKED, NULL, NULL, 0, "group %u: the descriptor puts "
