@@ -222,13 +222,16 @@ def crc32c(crc, data):
     return crc
 
 
+def _ext4_fs_csum_seed(sb):
+    """The metadata_csum seed: s_checksum_seed, else crc32c(~0, the fs UUID)."""
+    if sb["csum_seed"] is not None:
+        return sb["csum_seed"]
+    return crc32c(0xFFFFFFFF, bytes.fromhex(sb["uuid"].replace("-", "")))
+
+
 def _ext4_inode_csum_seed(img, sb, ino):
     """ei->i_csum_seed = crc32c(crc32c(fs_seed, le32 ino), le32 generation)."""
-    if sb["csum_seed"] is not None:
-        fs_seed = sb["csum_seed"]
-    else:
-        uuid = bytes.fromhex(sb["uuid"].replace("-", ""))
-        fs_seed = crc32c(0xFFFFFFFF, uuid)
+    fs_seed = _ext4_fs_csum_seed(sb)
     gen = int(re.search(r"Generation:\s*(\d+)",
                         debugfs(img, "stat <%d>" % ino)).group(1))
     return crc32c(crc32c(fs_seed, struct.pack("<I", ino)), struct.pack("<I", gen))

@@ -265,12 +265,6 @@ def _dumpe2fs_h(img, key):
     return m.group(1)
 
 
-def _fs_csum_seed(sb):
-    if sb["csum_seed"] is not None:
-        return sb["csum_seed"]
-    return faults.crc32c(0xFFFFFFFF, bytes.fromhex(sb["uuid"].replace("-", "")))
-
-
 def gd_offset(img, g):
     """Byte offset of group g's descriptor in the image, and its size."""
     out = fsimage.run(["dumpe2fs", img.path]).stdout
@@ -284,7 +278,8 @@ def gd_with_csum(sb, g, desc):
     set: crc32c(fs seed, le32 group, the descriptor with bg_checksum zeroed) & 0xFFFF."""
     desc = bytearray(desc)
     struct.pack_into("<H", desc, 0x1E, 0)
-    crc = faults.crc32c(faults.crc32c(_fs_csum_seed(sb), struct.pack("<I", g)), bytes(desc))
+    seed = faults.crc32c(faults._ext4_fs_csum_seed(sb), struct.pack("<I", g))
+    crc = faults.crc32c(seed, bytes(desc))
     struct.pack_into("<H", desc, 0x1E, crc & 0xFFFF)
     return bytes(desc)
 
