@@ -3,8 +3,9 @@
  * fallback) checked for internal consistency.
  *
  * Checks, per fork (data, and the xattr fork where FIEMAP_FLAG_XATTR is
- * supported): no zero-length extent; logical ranges strictly increasing
- * and not overlapping; FIEMAP_EXTENT_LAST only on the final extent; no
+ * supported and st_blocks leaves blocks the data fork does not map): no
+ * zero-length extent; logical ranges strictly increasing and not
+ * overlapping; FIEMAP_EXTENT_LAST only on the final extent; no
  * extent that ends past the end of the device (only where FIEMAP physical
  * offsets are offsets on the mount's block device: ctx->dev_size != 0).
  * Extents whose physical location is unknown (delalloc, unknown) are not
@@ -40,6 +41,7 @@ struct extent_cursor {
 	bool saw_last;			/* an extent with FIEMAP_EXTENT_LAST was seen */
 	uint64_t dev_size;		/* 0: do not check physical offsets */
 	unsigned long long nr_extents;
+	uint64_t mapped_bytes;		/* sum of the extents' lengths */
 	/* Where the problem is, for the report. */
 	uint64_t bad_logical, bad_physical, bad_length;
 };
@@ -57,6 +59,7 @@ struct extent_buf {
 	bool collected;			/* the last data fork went in whole */
 	bool unlocated;			/* ... but some of it has no place yet */
 	bool elsewhere;			/* the data fork is on another device (XFS realtime) */
+	uint64_t data_bytes;		/* bytes the last data fork mapped */
 };
 
 void extent_buf_init(struct extent_buf *eb);

@@ -190,3 +190,26 @@ def test_fibmap_fallback(image_factory):
     assert "checked with FIBMAP" in r.stdout
     extents = int(r.stdout.split(" extents, ")[0].rsplit(" ", 1)[1])
     assert extents > 40, r     # FIBMAP mapped blocks: the fragmented file alone has 40
+
+
+@pytest.mark.parametrize("fstype", ["xfs", "ext4"])
+def test_attribute_fork_mapped_only_when_it_owns_blocks(image_factory, fstype):
+    """The attribute fork is mapped (FIEMAP_FLAG_XATTR) when st_blocks counts
+    more than the data fork maps: a 3000-byte value lives in a block of its
+    own (an XFS remote value, an ext4 xattr block) and is one more extent.
+    Files whose data fork covers st_blocks are mapped once."""
+    img = image_factory(fstype, size_mb=300)
+    img.mkfs()
+    mnt = img.mount()
+    for i in range(4):
+        with open(os.path.join(mnt, "f%d" % i), "wb") as f:
+            f.write(b"x" * 4096)
+    os.setxattr(os.path.join(mnt, "f3"), "user.big", b"v" * 3000)
+    img.remount()
+    time.sleep(1.1)   # past the changed-during-scan margin
+    st = os.stat(os.path.join(mnt, "f3"))
+    assert st.st_blocks * 512 > 4096, st   # the value's block is counted
+    r = run_fscrub("-v", "-t", "generic", mnt)
+    assert r.rc == 0 and r.errors == [], r
+    # four one-extent data forks, and the one attribute block
+    assert " 4 files, " in r.stdout and " 5 extents, " in r.stdout, r
