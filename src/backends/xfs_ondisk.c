@@ -48,6 +48,7 @@
 #include <unistd.h>
 
 #include "checks.h"
+#include "crc32c.h"
 #include "context.h"
 #include "report.h"
 #include "strbuf.h"
@@ -60,26 +61,6 @@
 #define OD_MAX_WAIT_CS 6000
 /* After the log worker's push: time for its writes to reach the disk. */
 #define OD_PUSH_MS 2000
-
-static uint32_t crc32c_table[256];
-
-static void crc32c_init(void)
-{
-	for (uint32_t i = 0; i < 256; i++) {
-		uint32_t c = i;
-
-		for (int k = 0; k < 8; k++)
-			c = c & 1 ? (c >> 1) ^ 0x82f63b78 : c >> 1;	/* Castagnoli, reflected */
-		crc32c_table[i] = c;
-	}
-}
-
-static uint32_t crc32c(uint32_t crc, const uint8_t *p, size_t n)
-{
-	while (n--)
-		crc = crc32c_table[(crc ^ *p++) & 0xff] ^ (crc >> 8);
-	return crc;
-}
 
 /* XFS's checksum: CRC32c of the block with its CRC field taken as zero. */
 bool od_crc_ok(const uint8_t *buf, size_t len, size_t off)
@@ -535,7 +516,6 @@ void xfs_ondisk_check(struct scrub_ctx *ctx)
 		close(od.fd);
 		return;
 	}
-	crc32c_init();
 	syncfs(ctx->mnt_fd);	/* the log forced: what is committed is on the disk */
 	ret = read_primary(&od);
 	if (ret < 0) {
