@@ -10,8 +10,8 @@
  *
  * Phase 2 is the kernel's online scrub of every object (xfs_kscrub.c) and
  * the BULKSTAT of every inode (xfs_inodes.c).  Phase 3 runs the generic walk
- * with two hooks here: every inode the walk reaches is compared with a fresh
- * BULKSTAT of that one inode (link count, mode, size), regular files are
+ * with two hooks here: every inode the walk reaches is compared with a
+ * BULKSTAT of it (link count, mode, size; xfs_walkstat.c), regular files are
  * remembered for the reverse-mapping check, and the names of the inodes
  * phase 2 had something to say about are recorded.  After the walk
  * xfs_inodes.c looks for orphans and cross-checks GETFSMAP.
@@ -218,6 +218,8 @@ static int xfs_scan_fs(struct scrub_ctx *ctx)
 	xs->fd = ctx->mnt_fd;
 	pthread_mutex_init(&xs->lock, NULL);
 	xs->files = inoset_new();
+	xs->nr_walkstat = ctx->opt.nr_threads ? ctx->opt.nr_threads : 1;
+	xs->walkstat = xfs_walkstat_new(xs->nr_walkstat);
 	xfs_names_init(&xs->named);
 	ctx->backend = xs;
 	ret = xfs_read_geometry(ctx);
@@ -254,54 +256,12 @@ static int xfs_scan_metadata(struct scrub_ctx *ctx)
 	return 0;
 }
 
-/*
- * The walk's inode against a fresh BULKSTAT of it.  Both read the same
- * inode, so a difference that survives a second look at both is damage in
- * one of the two paths (or in memory); a change in between is a race.
- * BULKSTAT gives the size on disk, which lags behind writes still in the
- * page cache: only a BULKSTAT size above the file's size is a mismatch.
- */
-static bool bs_agrees(const struct xfs_bulkstat *bs, const struct statx *s)
-{
-	return bs->bs_nlink == s->stx_nlink && bs->bs_mode == s->stx_mode &&
-	       bs->bs_size <= s->stx_size;
-}
-
-static void compare_bulkstat(struct walk_thread *t, struct xfs_state *xs,
-			     const struct dir_node *dir, int dirfd, const char *name,
-			     const struct statx *stx)
-{
-	struct scrub_ctx *ctx = t->ctx;
-	struct xfs_bulkstat bs;
-	struct statx again;
-
-	for (int look = 0; look < 2; look++) {
-		const struct statx *s = look ? &again : stx;
-
-		if (xfs_bulkstat_one(xs->fd, stx->stx_ino, &bs) != 1)
-			return;		/* freed meanwhile (a race) or no bulkstat */
-		if (bs_agrees(&bs, s))
-			return;
-		if (look == 0 && (walk_statx(dirfd, name, &again) < 0 ||
-				  !stx_unchanged(&again, stx) ||
-				  stx_changed_during_scan(ctx, stx))) {
-			str_changed(ctx, CHECK_XFS_BULKSTAT, dir, name, stx->stx_ino,
-				    "bulkstat vs stat");
-			return;
-		}
-	}
-	str_error(ctx, CHECK_XFS_BULKSTAT, dir, name, stx->stx_ino,
-		  "BULKSTAT says link count %u, mode %o, size %llu; stat says %u, %o, %llu",
-		  bs.bs_nlink, bs.bs_mode, (unsigned long long)bs.bs_size,
-		  again.stx_nlink, again.stx_mode, (unsigned long long)again.stx_size);
-}
-
 static void xfs_check_inode(struct walk_thread *t, const struct walk_dir *d,
 			    const struct walk_entry *e, int fd)
 {
 	struct xfs_state *xs = xfs_state(t->ctx);
 
-	compare_bulkstat(t, xs, d->node, d->fd, e->name, &e->stx);
+	xfs_walkstat_add(t, d, e->name, &e->stx);
 	if (fd >= 0 && S_ISREG(e->stx.stx_mode) && !stx_changed_during_scan(t->ctx, &e->stx))
 		inoset_test_and_set(xs->files, 0, e->stx.stx_ino);
 	xfs_names_note(&xs->named, d->node, e->name, e->namelen, e->stx.stx_ino);
@@ -311,12 +271,14 @@ static void xfs_check_dir(struct walk_thread *t, const struct walk_dir *d)
 {
 	struct xfs_state *xs = xfs_state(t->ctx);
 
-	compare_bulkstat(t, xs, d->node, d->fd, NULL, &d->before);
+	xfs_walkstat_add(t, d, NULL, &d->before);
+	xfs_walkstat_flush(t, d);
 	xfs_names_note(&xs->named, d->node, NULL, 0, d->before.stx_ino);
 }
 
 static int xfs_scan_inodes(struct scrub_ctx *ctx)
 {
+	xfs_walkstat_report(ctx);
 	xfs_inodes_after_walk(ctx);
 	xfs_quota_check(ctx);
 	return 0;
@@ -349,6 +311,7 @@ static void xfs_cleanup(struct scrub_ctx *ctx)
 		return;
 	xfs_inodes_release(ctx);
 	inoset_free(xs->files);
+	xfs_walkstat_free(xs->walkstat, xs->nr_walkstat);
 	pthread_mutex_destroy(&xs->lock);
 	free(xs->ags);
 	free(xs->bulkstat_corrupt_said);

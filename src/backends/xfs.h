@@ -13,6 +13,8 @@
  *                 orphaned inodes, bulkstat health, the reverse-mapping
  *                 cross-check with GETFSMAP; per-inode findings reported
  *                 with the names the walk found.
+ *   xfs_walkstat.c phase 3, in the walk: each inode reached against its
+ *                 BULKSTAT, a directory's entries in a few requests.
  *   xfs_quota.c   phase 3, after the walk: quota usage per user, group and
  *                 project against what BULKSTAT's inodes add up to.
  *
@@ -86,6 +88,9 @@ struct xfs_state {
 	size_t nr_deferred, alloc_deferred;
 	struct xfs_names named;		/* phase 2's findings, named by phase 3's walk */
 	struct inoset *files;		/* regular files whose maps the walk collected */
+	struct xfs_walkstat *walkstat;	/* per walk thread */
+	unsigned nr_walkstat;
+	atomic_ullong walkstat_inodes, walkstat_requests;
 };
 
 /* xfs_kscrub.c: phase 2, kernel scrub and repair of everything. */
@@ -94,6 +99,22 @@ void xfs_kscrub_all(struct scrub_ctx *ctx);
 
 /* xfs_ondisk.c: phase 2, AG headers, btrees and inodes read from the disk. */
 void xfs_ondisk_check(struct scrub_ctx *ctx);
+
+/*
+ * xfs_walkstat.c: phase 3, in the walk threads.  add() holds an entry of
+ * directory d (name NULL: d itself) for its BULKSTAT; flush() checks what
+ * is held, at the end of d (while d->fd is open).
+ */
+struct walk_thread;
+struct walk_dir;
+struct statx;
+struct xfs_walkstat *xfs_walkstat_new(unsigned nr_threads);
+void xfs_walkstat_free(struct xfs_walkstat *w, unsigned nr_threads);
+void xfs_walkstat_add(struct walk_thread *t, const struct walk_dir *d, const char *name,
+		      const struct statx *stx);
+void xfs_walkstat_flush(struct walk_thread *t, const struct walk_dir *d);
+/* "N inodes compared with BULKSTAT in M requests" (-v), after the walk. */
+void xfs_walkstat_report(struct scrub_ctx *ctx);
 
 /* xfs_quota.c: phase 3, after the walk: quota usage against the inodes. */
 void xfs_quota_check(struct scrub_ctx *ctx);

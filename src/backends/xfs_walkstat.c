@@ -1,0 +1,205 @@
+/*
+ * xfs_walkstat: phase 3, every inode the walk reaches against a BULKSTAT
+ * of it (link count, mode, size); see xfs.h.
+ *
+ * A BULKSTAT of one inode costs three times a statx here: the kernel
+ * looks the untrusted number up in the inode btree first.  So each walk
+ * thread holds the entries of the directory it reads and, at the end of
+ * the directory (or every XFS_WALKSTAT_MAX entries), asks for them in
+ * order, one request per run of inode numbers inside a 64-inode window:
+ * a directory's files usually share inode chunks, and one request then
+ * answers for all of them.  BULKSTAT returns the allocated inodes from the
+ * first number on, so a request for the window never returns more inodes
+ * than the window holds.
+ *
+ * An entry the batch disagrees with is looked at again, one inode at a
+ * time, exactly as before batching: a fresh BULKSTAT and a fresh statx by
+ * name, and only a difference that survives both is an error.  An inode
+ * BULKSTAT does not return has been freed since the walk's statx.
+ */
+#include "backends/xfs.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+
+#include "checks.h"
+#include "context.h"
+#include "report.h"
+#include "strbuf.h"
+#include "walk.h"
+
+/* Entries held per thread: 256 statx copies, ~70 KiB. */
+#define XFS_WALKSTAT_MAX 256
+/* Inode numbers one request covers: an inode chunk. */
+#define XFS_WALKSTAT_WINDOW 64
+
+struct walkstat_entry {
+	struct statx stx;
+	size_t name;			/* offset in names, or NO_NAME: the directory */
+};
+
+#define NO_NAME ((size_t)-1)
+
+struct xfs_walkstat {
+	const struct dir_node *dir;	/* whose entries these are */
+	struct walkstat_entry *v;
+	size_t n;
+	struct strbuf names;
+	struct xfs_bulkstat_req *req;
+};
+
+struct xfs_walkstat *xfs_walkstat_new(unsigned nr_threads)
+{
+	struct xfs_walkstat *w = xcalloc(nr_threads, sizeof(*w));
+
+	for (unsigned i = 0; i < nr_threads; i++) {
+		w[i].v = xcalloc(XFS_WALKSTAT_MAX, sizeof(*w[i].v));
+		strbuf_init(&w[i].names);
+		w[i].req = xcalloc(1, XFS_BULKSTAT_REQ_SIZE(XFS_WALKSTAT_WINDOW));
+	}
+	return w;
+}
+
+void xfs_walkstat_free(struct xfs_walkstat *w, unsigned nr_threads)
+{
+	if (!w)
+		return;
+	for (unsigned i = 0; i < nr_threads; i++) {
+		free(w[i].v);
+		strbuf_release(&w[i].names);
+		free(w[i].req);
+	}
+	free(w);
+}
+
+/*
+ * BULKSTAT gives the size on disk, which lags behind writes still in the
+ * page cache: only a BULKSTAT size above the file's size is a mismatch.
+ */
+static bool bs_agrees(const struct xfs_bulkstat *bs, const struct statx *s)
+{
+	return bs->bs_nlink == s->stx_nlink && bs->bs_mode == s->stx_mode &&
+	       bs->bs_size <= s->stx_size;
+}
+
+/*
+ * The second look at one inode: both paths read the same inode, so a
+ * difference that survives a fresh look at both is damage in one of the
+ * two (or in memory); a change in between is a race.
+ */
+static void look_again(struct scrub_ctx *ctx, struct xfs_state *xs,
+		       const struct walk_dir *d, const char *name, const struct statx *stx)
+{
+	struct xfs_bulkstat bs;
+	struct statx again;
+
+	if (xfs_bulkstat_one(xs->fd, stx->stx_ino, &bs) != 1 || bs_agrees(&bs, stx))
+		return;		/* freed meanwhile, or the batch's view was older */
+	if (walk_statx(d->fd, name, &again) < 0 || !stx_unchanged(&again, stx) ||
+	    stx_changed_during_scan(ctx, stx)) {
+		str_changed(ctx, CHECK_XFS_BULKSTAT, d->node, name, stx->stx_ino,
+			    "bulkstat vs stat");
+		return;
+	}
+	if (xfs_bulkstat_one(xs->fd, stx->stx_ino, &bs) != 1 || bs_agrees(&bs, &again))
+		return;
+	str_error(ctx, CHECK_XFS_BULKSTAT, d->node, name, stx->stx_ino,
+		  "BULKSTAT says link count %u, mode %o, size %llu; stat says %u, %o, %llu",
+		  bs.bs_nlink, bs.bs_mode, (unsigned long long)bs.bs_size,
+		  again.stx_nlink, again.stx_mode, (unsigned long long)again.stx_size);
+}
+
+static int entry_cmp(const void *a, const void *b)
+{
+	uint64_t x = ((const struct walkstat_entry *)a)->stx.stx_ino;
+	uint64_t y = ((const struct walkstat_entry *)b)->stx.stx_ino;
+
+	return x < y ? -1 : x > y;
+}
+
+static const char *entry_name(const struct xfs_walkstat *w, const struct walkstat_entry *e)
+{
+	return e->name == NO_NAME ? NULL : w->names.buf + e->name;
+}
+
+/* Entries [i, j] (sorted, inside one window) against one BULKSTAT request. */
+static void check_window(struct scrub_ctx *ctx, struct xfs_state *xs, struct xfs_walkstat *w,
+			 const struct walk_dir *d, size_t i, size_t j)
+{
+	struct xfs_bulkstat_req *req = w->req;
+	uint64_t first = w->v[i].stx.stx_ino;
+
+	memset(&req->hdr, 0, sizeof(req->hdr));
+	req->hdr.ino = first;
+	req->hdr.icount = (uint32_t)(w->v[j].stx.stx_ino - first + 1);
+	atomic_fetch_add(&xs->walkstat_requests, 1);
+	atomic_fetch_add(&xs->walkstat_inodes, j - i + 1);
+	if (ioctl(xs->fd, XFS_IOC_BULKSTAT, req) < 0)
+		req->hdr.ocount = 0;	/* each is looked at by itself */
+	uint32_t r = 0;
+
+	for (size_t k = i; k <= j; k++) {
+		const struct walkstat_entry *e = &w->v[k];
+
+		while (r < req->hdr.ocount && req->bulkstat[r].bs_ino < e->stx.stx_ino)
+			r++;
+		if (r < req->hdr.ocount && req->bulkstat[r].bs_ino == e->stx.stx_ino &&
+		    bs_agrees(&req->bulkstat[r], &e->stx))
+			continue;
+		/* Disagrees, not returned, or the request failed: one by one. */
+		look_again(ctx, xs, d, entry_name(w, e), &e->stx);
+	}
+}
+
+void xfs_walkstat_flush(struct walk_thread *t, const struct walk_dir *d)
+{
+	struct xfs_state *xs = xfs_state(t->ctx);
+	struct xfs_walkstat *w = &xs->walkstat[t->index];
+
+	if (w->dir == d->node && !scrub_should_stop(t->ctx)) {
+		qsort(w->v, w->n, sizeof(*w->v), entry_cmp);
+		for (size_t i = 0, j; i < w->n; i = j + 1) {
+			for (j = i; j + 1 < w->n &&
+			     w->v[j + 1].stx.stx_ino - w->v[i].stx.stx_ino < XFS_WALKSTAT_WINDOW;)
+				j++;
+			check_window(t->ctx, xs, w, d, i, j);
+		}
+	}
+	w->n = 0;
+	strbuf_reset(&w->names);
+}
+
+void xfs_walkstat_report(struct scrub_ctx *ctx)
+{
+	struct xfs_state *xs = xfs_state(ctx);
+
+	report_verbose(ctx, "Phase 3: %llu inodes compared with BULKSTAT in %llu requests",
+		       (unsigned long long)atomic_load(&xs->walkstat_inodes),
+		       (unsigned long long)atomic_load(&xs->walkstat_requests));
+}
+
+void xfs_walkstat_add(struct walk_thread *t, const struct walk_dir *d, const char *name,
+		      const struct statx *stx)
+{
+	struct xfs_state *xs = xfs_state(t->ctx);
+	struct xfs_walkstat *w = &xs->walkstat[t->index];
+
+	if (w->dir != d->node) {
+		/* A directory left without its end (a cancelled walk): drop. */
+		w->n = 0;
+		strbuf_reset(&w->names);
+		w->dir = d->node;
+	}
+	if (w->n == XFS_WALKSTAT_MAX)
+		xfs_walkstat_flush(t, d);
+	struct walkstat_entry *e = &w->v[w->n++];
+
+	e->stx = *stx;
+	e->name = NO_NAME;
+	if (name) {
+		e->name = w->names.len;
+		strbuf_add(&w->names, name, strlen(name) + 1);
+	}
+}
