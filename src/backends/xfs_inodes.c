@@ -18,7 +18,10 @@
  * changes the ctime of the inode renamed); the rest are looked at again --
  * a second walk looks for a name (a directory moved during the first walk
  * moves its children without touching their ctime), and a BULKSTAT of the
- * one inode must still show it allocated, linked and unchanged.
+ * one inode must still show it allocated, linked and unchanged.  A walk
+ * that read a directory changed since it began may itself have missed a
+ * moved directory: then it is repeated, up to MAX_SECOND_WALKS times, and
+ * when none of them was quiet an inode still unreached is only an info.
  *
  * Reverse mappings (rmapbt filesystems, FIEMAP offsets on the data device,
  * no realtime device).  GETFSMAP lists every data-fork mapping by owner
@@ -50,6 +53,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "checks.h"
@@ -379,7 +383,7 @@ static void orphan_fn(struct scrub_ctx *ctx, const struct xfs_bulkstat *bs, void
 
 
 static void report_orphan(struct scrub_ctx *ctx, struct xfs_state *xs,
-			  struct xfs_names *second, const struct orphan *o)
+			  struct xfs_names *second, const struct orphan *o, bool quiet)
 {
 	const struct xfs_named *n = xfs_names_find(second, o->ino);
 	struct xfs_bulkstat now;
@@ -394,6 +398,12 @@ static void report_orphan(struct scrub_ctx *ctx, struct xfs_state *xs,
 	    ts_ns(o->bs.bs_ctime, o->bs.bs_ctime_nsec)) {
 		str_changed(ctx, CHECK_XFS_ORPHAN, NULL, NULL, o->ino,
 			    "unreached inode freed or changed since");
+		return;
+	}
+	if (!quiet) {
+		str_changed(ctx, CHECK_XFS_ORPHAN, NULL, NULL, o->ino,
+			    "not reached by the walks looking again either, but each of them "
+			    "saw directories change: moved during the scan, or an orphan");
 		return;
 	}
 	str_error(ctx, CHECK_XFS_ORPHAN, NULL, NULL, o->ino,
@@ -805,16 +815,82 @@ static void fsmap_free_space(struct scrub_ctx *ctx, struct xfs_state *xs,
 
 /* ------------------------------------------------------------- the checks */
 
+/*
+ * The second look's walks.  A file is missed by a walk when a directory
+ * above it moves from the part not yet read to the part already read; the
+ * move changes the ctime of the directory it left, so a walk that reads no
+ * directory changed since it began cannot have been fooled that way.
+ * Under steady renames every walk may be; after MAX_SECOND_WALKS such
+ * walks an inode still not found is a race, not an orphan.
+ */
+#define MAX_SECOND_WALKS 3
+
+struct second_walk {
+	struct xfs_names *names;
+	uint64_t since_ns;		/* the walk's start, less the ctime margin */
+	atomic_bool dirs_changed;	/* it read a directory changed since then */
+};
+
 static void second_entry(struct walk_thread *t, struct walk_dir *d, const struct walk_entry *e)
 {
+	struct second_walk *sw = t->varg;
+
 	if (!e->stat_err)
-		xfs_names_note(t->varg, d->node, e->name, e->namelen, e->stx.stx_ino);
+		xfs_names_note(sw->names, d->node, e->name, e->namelen, e->stx.stx_ino);
+}
+
+static void second_dir_end(struct walk_thread *t, struct walk_dir *d)
+{
+	struct second_walk *sw = t->varg;
+	struct statx after;
+
+	if (stx_ns(&d->before.stx_ctime) >= sw->since_ns ||
+	    walk_statx(d->fd, NULL, &after) < 0 || stx_ns(&after.stx_ctime) >= sw->since_ns)
+		atomic_store(&sw->dirs_changed, true);
 }
 
 static const struct walk_visitor second_visitor = {
 	.name = "XFS second look",
 	.entry = second_entry,
+	.dir_end = second_dir_end,
 };
+
+static size_t names_not_found(const struct xfs_names *nl)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < nl->n; i++)
+		n += !nl->v[i].found;
+	return n;
+}
+
+/*
+ * Walk again until every inode in second is found, or a walk read no
+ * changed directory.  Returns the number of walks, 0 if none could start;
+ * *quiet: the last one read no changed directory.
+ */
+static int second_walks(struct scrub_ctx *ctx, struct xfs_names *second, bool *quiet)
+{
+	struct second_walk sw = { .names = second };
+	int walks = 0;
+
+	*quiet = false;
+	while (walks < MAX_SECOND_WALKS && !scrub_should_stop(ctx)) {
+		struct scrub_stats stats = { 0 };
+		struct timespec now;
+
+		clock_gettime(CLOCK_REALTIME, &now);
+		sw.since_ns = ((uint64_t)now.tv_sec - 1) * 1000000000ULL + (uint64_t)now.tv_nsec;
+		atomic_store(&sw.dirs_changed, false);
+		if (walk_tree(ctx, &second_visitor, &sw, &stats, NULL) < 0)
+			break;
+		walks++;
+		*quiet = !atomic_load(&sw.dirs_changed);
+		if (*quiet || !names_not_found(second))
+			break;
+	}
+	return walks;
+}
 
 void xfs_inodes_after_walk(struct scrub_ctx *ctx)
 {
@@ -822,7 +898,7 @@ void xfs_inodes_after_walk(struct scrub_ctx *ctx)
 	struct orphan_run or = { .dev = stx_devno(&ctx->root_stx) };
 	struct rmap_check rc = { 0 };
 	struct xfs_names second;
-	bool orphans = true, rmap;
+	bool orphans = true, rmap, quiet = true;
 
 	report_deferred(ctx, xs);
 	if (scrub_should_stop(ctx))
@@ -846,17 +922,19 @@ void xfs_inodes_after_walk(struct scrub_ctx *ctx)
 	for (size_t i = 0; i < rc.nr_sus; i++)
 		xfs_names_add(&second, rc.sus[i].ino);
 	if (second.n) {
-		struct scrub_stats stats = { 0 };
-
 		xfs_names_finish(&second);
-		report_verbose(ctx, "Phase 3: %zu inodes to look for again", second.n);
-		if (walk_tree(ctx, &second_visitor, &second, &stats, NULL) < 0) {
+		int walks = second_walks(ctx, &second, &quiet);
+
+		report_verbose(ctx, "Phase 3: %zu inodes looked for again in %d more walk%s: "
+			       "%zu not found", second.n, walks, walks == 1 ? "" : "s",
+			       names_not_found(&second));
+		if (!walks) {
 			report_operational(ctx, NULL, NULL, 0, "cannot start the second walk");
 			orphans = rmap = false;
 		}
 	}
 	for (size_t i = 0; orphans && i < or.n && !scrub_should_stop(ctx); i++)
-		report_orphan(ctx, xs, &second, &or.v[i]);
+		report_orphan(ctx, xs, &second, &or.v[i], quiet);
 	if (or.overflow)
 		str_info(ctx, CHECK_XFS_ORPHAN, NULL, NULL, 0,
 			 "more than %d unreached inodes: only the first are examined", MAX_ORPHANS);
