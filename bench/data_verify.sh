@@ -47,6 +47,7 @@ RAW_THREADS=${RAW_THREADS:-4}
 RAW_CHUNK=${RAW_CHUNK:-4M}
 TAR=${TAR:-1}
 TARBALL=${TARBALL:-}
+FSCRUB_ARGS=${FSCRUB_ARGS:-}
 TARGET_a=${TARGET_a:-0.9}
 TARGET_b=${TARGET_b:-0.7}
 TARGET_c=${TARGET_c:-0.7}
@@ -142,6 +143,7 @@ populate() {	# DS MNT
 # ---------------------------------------------------------------- header
 echo "data_verify.sh  $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
 machine_line
+[ -z "$FSCRUB_ARGS" ] || echo "fscrub options added: $FSCRUB_ARGS"
 echo "reps: $REPS$(for ds in $DATASETS; do k=REPS_$ds; [ -n "${!k:-}" ] && printf ' (%s: %s)' "$ds" "${!k}"; done); cold cache (sync; drop_caches=3 before every run), loop --direct-io=on"
 echo "raw: O_DIRECT reads of <= $RAW_CHUNK, $([[ $RAW_THREADS == u* ]] && echo "${RAW_THREADS#u} in flight (io_uring)" || echo "$RAW_THREADS in flight (pread threads)"); fscrub -n -x -v -T; tar -C MNT -cf - . | cat >/dev/null"
 echo
@@ -228,7 +230,7 @@ bench_one() {	# FS DS
 		rc=0
 		s0=$(sectors)
 		t0=$EPOCHREALTIME
-		/usr/bin/time -f '%M' -o "$LOGS/time" "$FSCRUB" -n -x -v -T "$mnt" >"$log" 2>&1 || rc=$?
+		/usr/bin/time -f '%M' -o "$LOGS/time" "$FSCRUB" -n -x -v -T $FSCRUB_ARGS "$mnt" >"$log" 2>&1 || rc=$?
 		t1=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.6f", b - a }')
 		s1=$(sectors)
 		if [ "$rc" -ne 0 ]; then
