@@ -22,6 +22,11 @@
 #           (RAW_THREADS=u4: 4 in flight through io_uring)
 #   fscrub  fscrub -n -x -v -T MNT
 #   tar     tar -C MNT -cf - . | cat >/dev/null
+#   find    find MNT -xdev -printf '%i %n\n' >/dev/null (FIND=1): the cold
+#           walk that stats every inode, which fscrub's whole run cannot
+#           beat; raw/find is the best whole-run ratio any checker that
+#           stats every file could reach (if its walk and its read
+#           overlapped entirely)
 # Bandwidth = bytes of file data (the list's total, which must equal
 # fscrub's "bytes of file data") / median seconds; for fscrub both over its
 # phase 5 wall time and over its whole run.
@@ -46,6 +51,7 @@ TINY_DIRS=${TINY_DIRS:-1000}
 RAW_THREADS=${RAW_THREADS:-4}
 RAW_CHUNK=${RAW_CHUNK:-4M}
 TAR=${TAR:-1}
+FIND=${FIND:-1}
 TARBALL=${TARBALL:-}
 FSCRUB_ARGS=${FSCRUB_ARGS:-}
 TARGET_a=${TARGET_a:-0.9}
@@ -58,6 +64,7 @@ BIN_NAME=dv-bin
 . "$top/bench/lib.sh"
 bench_setup
 for k in REPS NR_TINY TINY_DIRS BIG_FILES; do posint "$k"; done
+for k in KEEP TAR FIND; do flag01 "$k"; done
 [[ $RAW_THREADS =~ ^u?[1-9][0-9]*$ ]] || die "RAW_THREADS must be N (threads) or uN (io_uring depth), not '$RAW_THREADS'"
 for ds in $DATASETS; do
 	case $ds in a|b|c) ;; *) die "DATASETS: unknown data set '$ds' (a, b, c)";; esac
@@ -209,7 +216,7 @@ bench_one() {	# FS DS
 
 	k=REPS_$ds
 	reps=${!k:-$REPS}
-	local raw_t="" p5_t="" all_t="" tar_t="" rss=0 ext=0 fdata="" engine="" rawb
+	local raw_t="" p5_t="" all_t="" tar_t="" find_t="" rss=0 ext=0 fdata="" engine="" rawb
 	local raw_r="" fs_r="" tar_r="" p5 line
 	readmib() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.0f", (b - a) / 2048 }'; }
 	sectors() { awk '{ print $3 }' "/sys/block/$blk/stat"; }
@@ -231,7 +238,7 @@ bench_one() {	# FS DS
 		s0=$(sectors)
 		t0=$EPOCHREALTIME
 		/usr/bin/time -f '%M' -o "$LOGS/time" "$FSCRUB" -n -x -v -T $FSCRUB_ARGS "$mnt" >"$log" 2>&1 || rc=$?
-		t1=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.6f", b - a }')
+		t1=$(secs_since "$t0" 6)
 		s1=$(sectors)
 		if [ "$rc" -ne 0 ]; then
 			say "FAIL: fscrub -n -x -v -T $mnt exited $rc; its output:"
@@ -259,32 +266,44 @@ bench_one() {	# FS DS
 			s0=$(sectors)
 			t0=$EPOCHREALTIME
 			tar -C "$mnt" -cf - . | cat >/dev/null || die "$fs/$ds: tar failed"
-			t1=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.6f", b - a }')
+			t1=$(secs_since "$t0" 6)
 			s1=$(sectors)
 			tar_t+=" $t1"; tar_r+=" $(readmib "$s0" "$s1")"
 			say "$fs/$ds: rep $r/$reps  tar     $(printf '%8.3f' "$t1") s  $(mbps "$data" "$t1") MB/s  $(readmib "$s0" "$s1") MiB read"
 		fi
+
+		# find: the floor of any whole run that stats every inode
+		if [ "$FIND" = 1 ]; then
+			drop_caches
+			t0=$EPOCHREALTIME
+			find "$mnt" -xdev -printf '%i %n\n' >/dev/null || die "$fs/$ds: find failed"
+			t1=$(secs_since "$t0" 6)
+			find_t+=" $t1"
+			say "$fs/$ds: rep $r/$reps  find    $(printf '%8.3f' "$t1") s"
+		fi
 	done
 
-	local mraw mp5 mall mtar r5 rall rtar target v5 vall perm
+	local mraw mp5 mall mtar mfind rfind r5 rall rtar target v5 vall perm
 	mraw=$(echo "$raw_t" | median); mp5=$(echo "$p5_t" | median); mall=$(echo "$all_t" | median)
 	if [ "$TAR" = 1 ]; then mtar=$(echo "$tar_t" | median); rtar=$(ratio "$mraw" "$mtar"); else mtar=0; rtar=-; fi
+	if [ "$FIND" = 1 ]; then mfind=$(echo "$find_t" | median 3); rfind=$(ratio "$mraw" "$mfind"); else mfind=-; rfind=-; fi
 	r5=$(ratio "$mraw" "$mp5"); rall=$(ratio "$mraw" "$mall")
 	perm=$(awk -v k="$rss" -v e="$ext" 'BEGIN { if (e > 0) printf "%.0f", k / e * 1e6; else print "-" }')
 	k=TARGET_$ds; target=${!k}
 	v5=$(awk -v r="$r5" -v t="$target" 'BEGIN { print (r >= t) ? "met" : "NOT met" }')
 	vall=$(awk -v r="$rall" -v t="$target" 'BEGIN { print (r >= t) ? "met" : "NOT met" }')
 	[ "$v5" = met ] && [ "$vall" = met ] || FAILED_TARGET=1
-	printf '%-5s %-3s %8s %14s %9s %9s %9s %7s %7s %9s %7s %9s %9s %10s\n' "$fs" "$ds" "$nfiles" "$data" \
+	printf '%-5s %-3s %8s %14s %9s %9s %9s %7s %7s %9s %7s %8s %8s %9s %9s %10s\n' "$fs" "$ds" "$nfiles" "$data" \
 		"$(mbps "$data" "$mraw")" "$(mbps "$data" "$mp5")" "$(mbps "$data" "$mall")" "$r5" "$rall" \
-		"$([ "$TAR" = 1 ] && mbps "$data" "$mtar" || echo -)" "$rtar" \
+		"$([ "$TAR" = 1 ] && mbps "$data" "$mtar" || echo -)" "$rtar" "$mfind" "$rfind" \
 		"$((rss / 1024))" "$ext" "$perm" >>"$TABLE"
-	VERDICTS+=("$fs/$ds: fscrub/raw $r5 (phase 5), $rall (whole run); target >= $target: phase 5 $v5, whole run $vall")
+	VERDICTS+=("$fs/$ds: fscrub/raw $r5 (phase 5), $rall (whole run); target >= $target: phase 5 $v5, whole run $vall$([ "$FIND" = 1 ] && echo "; a cold find alone takes $mfind s (raw/find $rfind)" || true)")
 	{
 		echo "== $fs/$ds: $(ds_desc "$ds"), $nfiles files, $data bytes of file data, $reps cold runs each =="
 		echo "raw (s):$raw_t    MiB read:$raw_r"
 		echo "fscrub (s):$all_t    phase 5 (s):$p5_t    MiB read:$fs_r    engine: $engine"
 		[ "$TAR" = 1 ] && echo "tar (s):$tar_t    MiB read:$tar_r"
+		[ "$FIND" = 1 ] && echo "find (s):$find_t"
 		echo "-- fscrub -v -T, rep $reps --"
 		grep -E '^Phase [35]:' "$LOGS/$fs-$ds.fscrub.$reps.log" | sed "s|$BENCH_DIR|\$BENCH_DIR|g"
 		echo
@@ -301,8 +320,8 @@ for ds in $DATASETS; do
 done
 
 echo "== medians (MB/s = bytes of file data / median seconds / 1e6) =="
-printf '%-5s %-3s %8s %14s %9s %9s %9s %7s %7s %9s %7s %9s %9s %10s\n' fs set files "data bytes" \
-	"raw MB/s" "p5 MB/s" "run MB/s" "p5/raw" "run/raw" "tar MB/s" "tar/raw" "RSS MiB" extents "KiB/1M ext"
+printf '%-5s %-3s %8s %14s %9s %9s %9s %7s %7s %9s %7s %8s %8s %9s %9s %10s\n' fs set files "data bytes" \
+	"raw MB/s" "p5 MB/s" "run MB/s" "p5/raw" "run/raw" "tar MB/s" "tar/raw" "find s" "raw/find" "RSS MiB" extents "KiB/1M ext"
 cat "$TABLE"
 echo
 echo "== verdict =="

@@ -40,7 +40,8 @@ BIN_NAME=bin
 # shellcheck source=bench/lib.sh
 . "$top/bench/lib.sh"
 bench_setup
-[[ $REPS =~ ^[1-9][0-9]*$ ]] || die "REPS must be a positive integer, not '$REPS'"
+posint REPS
+for k in KEEP REMOUNT VERBOSE_RUN WARM; do flag01 "$k"; done
 read -ra JOBS_A <<<"$JOBS"
 for j in "${JOBS_A[@]}"; do [[ $j =~ ^[1-9][0-9]*$ ]] || die "JOBS must list positive integers, not '$j'"; done
 for fs in $FSTYPES; do
@@ -145,7 +146,7 @@ bench_fs() {	# FS
 		say "$fs: extracting $(basename "$TARBALL") into $mnt"
 		t0=$EPOCHREALTIME
 		tar -xJf "$TARBALL" -C "$mnt"
-		say "$fs: extracted in $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }') s"
+		say "$fs: extracted in $(secs_since "$t0") s"
 		files=$(find "$mnt" -xdev | wc -l)
 		sync
 		# Unmount and mount again: everything written back and the journal

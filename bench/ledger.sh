@@ -67,7 +67,7 @@ run_cold() {	# LOG VERIFIED -- ARGS...
 	drop_caches
 	t0=$EPOCHREALTIME
 	"$FSCRUB" "$@" >"$log" 2>&1 || rc=$?
-	SECS=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.6f", b - a }')
+	SECS=$(secs_since "$t0" 6)
 	if [ "$rc" -ne 0 ] || grep -qE '^(Error|Warning)' "$log"; then
 		cat "$log" >&2
 		die "fscrub $* exited $rc or reported findings on untouched data"

@@ -8,6 +8,7 @@
 die() { echo "$me: $*" >&2; exit 1; }
 say() { echo "$me: $*" >&2; }
 posint() { [[ ${!1} =~ ^[1-9][0-9]*$ ]] || die "$1 must be a positive integer, not '${!1}'"; }
+flag01() { [[ ${!1} =~ ^[01]$ ]] || die "$1 must be 0 or 1, not '${!1}'"; }
 
 # Only what this run attached or mounted: loop devices whose backing file
 # is one of our images, mounted on one of our mount points.
@@ -121,7 +122,8 @@ machine_line() {
 }
 
 drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
-secs_since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
+secs_since() {	# T0 [DIGITS]: seconds since $EPOCHREALTIME was T0, DIGITS (1) decimals
+	awk -v a="$1" -v b="$EPOCHREALTIME" -v d="${2:-1}" 'BEGIN { printf "%.*f", d, b - a }'; }
 median() {	# [DIGITS]: the median of the numbers on stdin, DIGITS (6) decimals
 	tr ' ' '\n' | grep . | sort -g | awk -v d="${1:-6}" '{ v[NR] = $1 } END {
 	f = "%." d "f"; if (NR % 2) printf f, v[(NR + 1) / 2]; else printf f, (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
