@@ -29,6 +29,12 @@ SUMMARY = re.compile(r"^(.*): (?:scan cancelled; so far |stopped after \d+ error
 SANITIZER = re.compile(r"(AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer|runtime error:)")
 
 
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "slow: takes over 10 s; the sanitizer pass of tests/run leaves it out "
+        "(the plain pass runs it, and the code it covers is also covered by faster tests)")
+
 class Finding:
     def __init__(self, m):
         self.severity, self.path, ino, self.message, self.check = m.groups()

@@ -90,6 +90,7 @@ def test_100000_extents(image_factory):
     assert extents >= 100000, r
 
 
+@pytest.mark.slow
 def test_directory_with_a_million_entries(workdir, cleanups):
     mnt = tmpfs(workdir, cleanups, "wide", "size=4g,nr_inodes=0")
     d = os.path.join(mnt, "wide")

@@ -356,6 +356,7 @@ def test_ondisk_bnobt_order(ondisk_image):
     assert all(m.startswith("AG %d on disk: bnobt block %d: " % (ag, leaf)) for m in got), r
 
 
+@pytest.mark.slow
 def test_ondisk_cntbt_node_key(ondisk_image):
     """A cntbt node's key for its second child no longer is that child's
     first record (a problem between two blocks: believed only of a quiet
@@ -373,6 +374,7 @@ def test_ondisk_cntbt_node_key(ondisk_image):
     assert "waiting" in r.stdout and "for the log worker" in r.stdout, r
 
 
+@pytest.mark.slow
 def test_ondisk_agf_freeblks(ondisk_image):
     """AGF 1's freeblks one too many: both free space btrees disagree."""
     free = db_field(ondisk_image, "freeblks", "agf 1")
@@ -442,6 +444,7 @@ def test_ondisk_free_inode(ondisk_image, write, problem, rc):
         assert "xfs.bulkstat" in {e.check for e in r.errors}, r
 
 
+@pytest.mark.slow
 def test_ondisk_busy(ondisk_image):
     """A writer creates, fills, renames and deletes files while the device is
     read, scan after scan for 20 s: the disk holds what the kernel wrote

@@ -225,6 +225,7 @@ def bno_count(text):
     return int(re.search(r"recs\[1\]\.blockcount = (\d+)", text).group(1))
 
 
+@pytest.mark.slow
 def test_vm_free_space_btree(small_xfs, workdir):
     """AG 0's free space by block btree loses 100 blocks of its first
     record (the CRC is recomputed: only cross-referencing can tell)."""
