@@ -69,6 +69,37 @@ static bool in_proc(const char *path)
 	return yes;
 }
 
+/*
+ * The kernel's rule for sticky world-writable directories such as /tmp
+ * (fs.protected_symlinks, fs.protected_fifos): a link there is followed,
+ * and a FIFO there opened by a shell's redirection, only if it belongs to
+ * the user or to the directory's owner.  Links resolved here by hand must
+ * not get around it (a link planted in /tmp would have root replace what
+ * it points to), nor may a FIFO planted under the name receive the report.
+ */
+static bool trusted_in_dir(const char *path, const struct stat *st)
+{
+	struct strbuf dir = STRBUF_INIT;
+	struct stat dst;
+	bool ok;
+
+	if (st->st_uid == geteuid())
+		return true;
+	dir_of(&dir, path);
+	ok = stat(dir.buf, &dst) == 0 &&
+	     ((dst.st_mode & (S_ISVTX | S_IWOTH)) != (S_ISVTX | S_IWOTH) ||
+	      dst.st_uid == st->st_uid);
+	strbuf_release(&dir);
+	return ok;
+}
+
+static int untrusted(const char *what, struct strbuf *why)
+{
+	strbuf_addf(why, "it is a %s in a sticky world-writable directory, owned by "
+		    "neither this user nor the directory's owner", what);
+	return -EACCES;
+}
+
 /* Replace the link named by cur with the name it points to. */
 static int follow(struct strbuf *cur)
 {
@@ -153,6 +184,8 @@ static int classify_type(struct target *t, const struct stat *st, struct strbuf 
 	note_identity(t, st);
 	if (S_ISREG(st->st_mode))
 		return replace_in_dir(t, why);
+	if (S_ISFIFO(st->st_mode) && !trusted_in_dir(t->final.buf, st))
+		return untrusted("FIFO", why);
 	if (S_ISFIFO(st->st_mode) || S_ISCHR(st->st_mode)) {
 		t->kind = OUTFILE_DEVICE;
 		return 0;
@@ -188,6 +221,8 @@ static int classify(const char *name, struct target *t, struct strbuf *why)
 			return classify_type(t, &st, why);
 		if (in_proc(t->final.buf))
 			return proc_link(t, why);
+		if (!trusted_in_dir(t->final.buf, &st))
+			return untrusted("symlink", why);
 		if (++hops > MAX_LINKS)
 			return -ELOOP;
 		if ((err = follow(&t->final)) < 0)

@@ -17,7 +17,10 @@
  *   - anything else (a directory, a block device, a socket, a name whose
  *     directory is missing or not writable, a loop of links, another
  *     process's descriptor in /proc that is not a FIFO or a character
- *     device) is refused.
+ *     device, a link or a FIFO in a sticky world-writable directory such
+ *     as /tmp that is neither the user's nor the directory owner's, as
+ *     the kernel's fs.protected_symlinks and protected_fifos say) is
+ *     refused.
  *
  * outfile_check() says at parse time whether a name can be written, so a
  * bad one is a usage error before the scan; outfile_open() decides again

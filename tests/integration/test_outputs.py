@@ -354,6 +354,36 @@ def test_output_that_cannot_be_written_is_a_usage_error(small_fs, workdir, opt):
             "Too many levels of symbolic links")
 
 
+@pytest.mark.parametrize("opt", OUTPUTS)
+def test_output_name_planted_in_a_sticky_directory_is_refused(small_fs, workdir, opt):
+    """In a directory like /tmp, a symlink or a FIFO someone else put there
+    under the name is not followed or written to (the kernel's
+    protected_symlinks and protected_fifos rule); root's own link is."""
+    what = "JSON report" if opt == "--json" else "metrics file"
+    tmp = os.path.join(workdir, "tmp")
+    os.mkdir(tmp)
+    os.chmod(tmp, 0o1777)
+    victim = os.path.join(workdir, "victim")
+    with open(victim, "w") as f:
+        f.write("precious\n")
+    planted = os.path.join(tmp, "report")
+    os.symlink(victim, planted)
+    os.lchown(planted, 65534, 65534)
+    refused(run_fscrub("-n", opt, planted, small_fs), what, planted,
+            "it is a symlink in a sticky world-writable directory, owned by neither "
+            "this user nor the directory's owner")
+    assert open(victim).read() == "precious\n" and os.path.islink(planted)
+    fifo = os.path.join(tmp, "fifo")
+    os.mkfifo(fifo)
+    os.chown(fifo, 65534, 65534)
+    refused(run_fscrub("-n", opt, fifo, small_fs), what, fifo, "it is a FIFO in a sticky")
+    own = os.path.join(tmp, "own")
+    os.symlink(victim, own)
+    r = run_fscrub("-n", opt, own, small_fs)
+    assert r.rc == 0, r
+    check_output(opt, open(victim).read(), small_fs)
+
+
 def test_json_and_metrics_to_one_place_is_a_usage_error(small_fs, workdir):
     r = run_fscrub("-n", "--json", "-", "--metrics", "/dev/fd/1", small_fs)
     assert r.rc == 16 and "--json and --metrics would both write to '/dev/fd/1'" in r.stderr
