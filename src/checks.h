@@ -30,6 +30,7 @@
 #define CHECK_SYMLINK_SIZE	"symlink.size"	/* readlink length != st_size */
 #define CHECK_SYMLINK_EMPTY	"symlink.empty"
 #define CHECK_SYMLINK_UNREADABLE "symlink.unreadable"
+#define CHECK_SYMLINK_UNREAD	"symlink.unread"	/* info: not read, as that would change atimes */
 /* extent maps */
 #define CHECK_EXTENT_UNREADABLE	"extent.unreadable"	/* FIEMAP fails with a media/corruption error */
 #define CHECK_EXTENT_ZERO_LENGTH "extent.zero_length"

@@ -14,8 +14,10 @@
 
 #include "backends/backend.h"
 #include "context.h"
+#include "outfile.h"
 #include "ratelimit.h"
 #include "report.h"
+#include "strbuf.h"
 
 /* Long options without a short form. */
 enum { OPT_JSON = 256, OPT_METRICS, OPT_LIMIT, OPT_RECORD, OPT_LEDGER, OPT_MANIFEST };
@@ -67,7 +69,7 @@ void cli_usage(FILE *f)
 	      "  -V, --version        print the version and exit\n"
 	      "  -x, --verify-data    read all file data back\n"
 	      "      --json FILE      write a JSON report to FILE ('-': standard output)\n"
-	      "      --metrics FILE   write Prometheus metrics to FILE\n"
+	      "      --metrics FILE   write Prometheus metrics to FILE ('-': standard output)\n"
 	      "      --limit RATE     cap -x reads at RATE bytes/s (K, M, G suffixes)\n"
 	      "      --record         store a checksum of every file (implies -x)\n"
 	      "      --ledger DIR     keep checksums in a database in DIR, not in xattrs\n"
@@ -102,16 +104,32 @@ static bool parse_count(const char *s, unsigned long long max, unsigned long lon
 	return true;
 }
 
-/* Can a file be created beside path (where its temporary file goes)? */
-static bool writable_dir_of(const char *path)
+/* --json, --metrics: a name that cannot be written is refused before the scan. */
+static int check_output(const char *what, const char *path)
 {
-	const char *slash = strrchr(path, '/');
-	char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path))
-			  : strdup(".");
-	bool ok = dir && access(dir, W_OK | X_OK) == 0;
+	struct strbuf why = STRBUF_INIT;
 
-	free(dir);
-	return ok && *path && path[strlen(path) - 1] != '/';
+	if (outfile_check(path, &why) == 0) {
+		strbuf_release(&why);
+		return -1;
+	}
+	fprintf(stderr, "fscrub: cannot write the %s '%s': %s\n", what, path, why.buf);
+	strbuf_release(&why);
+	return EXIT_USAGE;
+}
+
+static int check_outputs(const struct scrub_options *opt)
+{
+	int ret;
+
+	if (opt->json_path && (ret = check_output("JSON report", opt->json_path)) >= 0)
+		return ret;
+	if (opt->metrics_path && (ret = check_output("metrics file", opt->metrics_path)) >= 0)
+		return ret;
+	if (opt->json_path && opt->metrics_path && outfile_same(opt->json_path, opt->metrics_path))
+		return usage_error("--json and --metrics would both write to '%s'",
+				   opt->metrics_path);
+	return -1;
 }
 
 static unsigned online_cpus(void)
@@ -124,7 +142,7 @@ static unsigned online_cpus(void)
 int cli_parse(int argc, char **argv, struct scrub_options *opt)
 {
 	unsigned long long v;
-	int c;
+	int c, ret;
 
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "a:bC:dhj:m:nt:TvVx", long_options, NULL)) != -1) {
@@ -202,8 +220,6 @@ int cli_parse(int argc, char **argv, struct scrub_options *opt)
 			opt->json_path = optarg;
 			break;
 		case OPT_METRICS:
-			if (!writable_dir_of(optarg))
-				return usage_error("cannot write the metrics file '%s'", optarg);
 			opt->metrics_path = optarg;
 			break;
 		case OPT_LIMIT:
@@ -248,6 +264,8 @@ int cli_parse(int argc, char **argv, struct scrub_options *opt)
 				   "or --record");
 	if (opt->manifest_path && !opt->verify_data)
 		return usage_error("%s", "--manifest is verified by the data scan: use it with -x");
+	if ((ret = check_outputs(opt)) >= 0)
+		return ret;
 	if (opt->ledger_dir) {
 		struct stat st;
 

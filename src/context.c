@@ -68,6 +68,7 @@ void scrub_stats_add(struct scrub_stats *to, const struct scrub_stats *from)
 	to->dirs += from->dirs;
 	to->files += from->files;
 	to->symlinks += from->symlinks;
+	to->symlinks_unread += from->symlinks_unread;
 	to->specials += from->specials;
 	to->entries += from->entries;
 	to->extents += from->extents;

@@ -70,6 +70,7 @@ struct scrub_options {
 /* Per-thread counters, summed after each phase; no atomics on hot paths. */
 struct scrub_stats {
 	unsigned long long dirs, files, symlinks, specials;
+	unsigned long long symlinks_unread;	/* reading would change their atime */
 	unsigned long long entries;		/* directory entries read */
 	unsigned long long extents, xattrs;
 	unsigned long long bytes_read;		/* -x */

@@ -24,7 +24,6 @@ void dircache_init(struct dircache *dc, unsigned budget)
 	dc->nr_open = 0;
 	dc->peak_open = 0;
 	dc->budget = budget ? budget : 1;
-	dc->open_flags = DIR_OPEN_FLAGS;
 }
 
 void dircache_release(struct dircache *dc)
@@ -130,17 +129,18 @@ static void evict_locked(struct dircache *dc)
 	}
 }
 
-static int open_child(struct dircache *dc, int parent_fd, const struct dir_node *node)
+static int open_child(int parent_fd, const struct dir_node *node)
 {
-	int flags = __atomic_load_n(&dc->open_flags, __ATOMIC_RELAXED);
-	int fd = openat(parent_fd, node->name, flags);
+	int fd = openat(parent_fd, node->name, DIR_OPEN_FLAGS);
 	struct stat st;
 
-	if (fd < 0 && errno == EPERM && (flags & O_NOATIME)) {
-		/* O_NOATIME needs ownership or CAP_FOWNER; without it, go on. */
-		__atomic_and_fetch(&dc->open_flags, ~O_NOATIME, __ATOMIC_RELAXED);
-		fd = openat(parent_fd, node->name, flags & ~O_NOATIME);
-	}
+	/*
+	 * O_NOATIME needs ownership or CAP_FOWNER: without it, read the
+	 * directory anyway (its atime then follows the mount's rules).  Asked
+	 * again for every directory, since the next one may be the user's own.
+	 */
+	if (fd < 0 && errno == EPERM)
+		fd = openat(parent_fd, node->name, DIR_OPEN_FLAGS & ~O_NOATIME);
 	if (fd < 0)
 		return -errno;
 	if (fstat(fd, &st) < 0) {
@@ -190,7 +190,7 @@ int dircache_pin(struct dircache *dc, struct dir_node *node, int *fdp)
 	fd = anc->fd;
 	for (size_t i = 0; i <= nchain; i++) {
 		struct dir_node *next = i < nchain ? chain[i] : node;
-		int nfd = open_child(dc, fd, next);
+		int nfd = open_child(fd, next);
 
 		if (fd != anc->fd)
 			close(fd);

@@ -48,7 +48,6 @@ struct dircache {
 	unsigned nr_open;		/* descriptors held in the cache */
 	unsigned budget;		/* most descriptors the cache keeps */
 	unsigned peak_open;
-	int open_flags;			/* O_NOATIME is dropped after EPERM */
 };
 
 void dircache_init(struct dircache *dc, unsigned budget);

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -239,6 +240,31 @@ static void check_nlink_zero(struct walk_thread *t, struct walk_dir *d,
 		  "inode is reachable by this name but its link count is 0");
 }
 
+/*
+ * Would readlink() leave this symlink's atime as it is?  readlink has no
+ * O_NOATIME.  Through the clone made read-only and noatime it always
+ * does; without it (not root, FSCRUB_DEBUG_NO_CLONE, no mount_setattr)
+ * the mount's own rule decides, as touch_atime() in the kernel's
+ * fs/inode.c does: read-only or noatime never updates, strictatime always,
+ * relatime only an atime not after both the mtime and the ctime, or a day
+ * old.
+ */
+static bool readlink_keeps_atime(const struct scrub_ctx *ctx, const struct statx *stx)
+{
+	/* A day, less a minute for the kernel's coarse clock and ours. */
+	const int64_t relatime_max_age = 24 * 3600 - 60;
+	struct timespec now;
+
+	if (ctx->walk_is_readonly || (ctx->svfs.f_flag & (ST_RDONLY | ST_NOATIME)))
+		return true;
+	if (!(ctx->svfs.f_flag & ST_RELATIME) || !(stx->stx_mask & STATX_ATIME) ||
+	    stx_ns(&stx->stx_atime) <= stx_ns(&stx->stx_mtime) ||
+	    stx_ns(&stx->stx_atime) <= stx_ns(&stx->stx_ctime))
+		return false;
+	clock_gettime(CLOCK_REALTIME, &now);
+	return (int64_t)now.tv_sec - stx->stx_atime.tv_sec < relatime_max_age;
+}
+
 /* readlink length against st_size; read again before reporting. */
 static void check_symlink(struct walk_thread *t, struct check_thread *ct,
 			  struct walk_dir *d, const struct walk_entry *e)
@@ -246,6 +272,12 @@ static void check_symlink(struct walk_thread *t, struct check_thread *ct,
 	struct scrub_ctx *ctx = t->ctx;
 	size_t want = e->stx.stx_size + 2;
 	ssize_t n;
+
+	/* Not read rather than touched: counted, and said once after phase 3. */
+	if (!readlink_keeps_atime(ctx, &e->stx)) {
+		t->stats.symlinks_unread++;
+		return;
+	}
 
 	/* Size the buffer from st_size, but never trust a damaged st_size far. */
 	if (want > ct->linkbuf_size && want <= 65536) {

@@ -9,18 +9,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "backends/backend.h"
 #include "context.h"
 #include "names.h"
+#include "outfile.h"
 #include "report.h"
 #include "strbuf.h"
 
 struct json_report {
-	FILE *f;
-	char *path;		/* final name; NULL for stdout */
-	char *tmp;		/* where it is written until complete */
+	struct outfile out;
+	FILE *f;		/* out.f */
 	bool began;		/* the header and "findings": [ are out */
 	unsigned long long nr_findings;
 	json_object *phases;
@@ -79,26 +78,15 @@ static void put_member(struct json_report *j, const char *key, json_object *v, b
 int json_report_open(struct scrub_ctx *ctx)
 {
 	struct json_report *j = xcalloc(1, sizeof(*j));
-	const char *path = ctx->opt.json_path;
+	int err = outfile_open(&j->out, ctx->opt.json_path);
 
-	if (!strcmp(path, "-")) {
-		j->f = stdout;
-		ctx->text_out = stderr;	/* standard output is the JSON's alone */
-	} else {
-		struct strbuf tmp = STRBUF_INIT;
-
-		strbuf_addf(&tmp, "%s.tmp.%ld", path, (long)getpid());
-		j->f = fopen(tmp.buf, "we");
-		if (!j->f) {
-			int err = errno;
-
-			strbuf_release(&tmp);
-			free(j);
-			return err;
-		}
-		j->path = xstrdup(path);
-		j->tmp = strbuf_detach(&tmp);
+	if (err) {
+		free(j);
+		return -err;
 	}
+	j->f = j->out.f;
+	if (outfile_is_stdout(&j->out))
+		ctx->text_out = stderr;	/* standard output is the JSON's alone */
 	j->phases = json_object_new_array();
 	iso8601_now(j->started, sizeof(j->started));
 	ctx->json = j;
@@ -221,19 +209,7 @@ int json_report_finish(struct scrub_ctx *ctx, int exit_code)
 	put_member(j, "finished", json_object_new_string(finished), true);
 	put_member(j, "exit_code", json_object_new_int(exit_code), false);
 	put(j, "}\n");
-	if (!j->err && fflush(j->f) == EOF)
-		j->err = errno ? errno : EIO;
-	if (j->path) {
-		if (fclose(j->f) == EOF && !j->err)
-			j->err = errno ? errno : EIO;
-		if (!j->err && rename(j->tmp, j->path) < 0)
-			j->err = errno;
-		if (j->err)
-			unlink(j->tmp);
-	}
-	err = j->err;
-	free(j->path);
-	free(j->tmp);
+	err = -outfile_close(&j->out, -j->err);
 	free(j);
 	ctx->json = NULL;
 	return err;

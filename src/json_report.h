@@ -4,9 +4,11 @@
  * The document is one object; findings are streamed into its "findings"
  * array as they are made, so memory does not grow with their number, and
  * the rest (phases, counts, statistics, exit code) is written at the end.
- * It goes to FILE.tmp.PID and is renamed to FILE when complete, so a
- * reader never sees half a report; "-" writes to standard output (and the
- * text report then goes to standard error).  The schema is in fscrub(8).
+ * A regular FILE is written to FILE.tmp.PID and renamed over FILE when
+ * complete, so a reader never sees half a report; a FIFO or a character
+ * device is written in place (outfile.h).  "-" or /dev/stdout writes to
+ * standard output, and the text report then goes to standard error.  The
+ * schema is in fscrub(8).
  */
 #ifndef FSCRUB_JSON_REPORT_H
 #define FSCRUB_JSON_REPORT_H
@@ -14,7 +16,10 @@
 struct scrub_ctx;
 struct finding;
 
-/* Open the output (before phase 1).  Returns 0 or a positive errno. */
+/*
+ * Open the output (before phase 1; a FIFO blocks until it has a reader).
+ * Returns 0 or a positive errno.
+ */
 int json_report_open(struct scrub_ctx *ctx);
 /* Add a finding (called with the report lock held). */
 void json_report_finding(struct scrub_ctx *ctx, const struct finding *f);

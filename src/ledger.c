@@ -49,6 +49,7 @@ struct ledger {
 	size_t nr_sums, alloc_sums;
 	/* What was done, for -v. */
 	atomic_ullong verified, recorded, refreshed, skipped, manifest_ok;
+	atomic_ullong just_before;	/* skipped: changed in the second before the scan */
 	atomic_bool put_error_said;
 };
 
@@ -527,6 +528,19 @@ static bool same_version(const struct statx *a, const struct ledger_file *f)
 	       ts_ns(&a->stx_ctime) == f->ctime_ns;
 }
 
+/*
+ * A file that phase 3 saw as it is now, whose ctime falls in the second
+ * before the scan began (phases.c: changed_since_ns is the start less
+ * 1 s).  Coarse timestamps cannot tell such a change from one during the
+ * scan, so it is skipped like one, but it is not one: it was written just
+ * before the run (the usual case right after copying files in), and the
+ * next run judges or records it.
+ */
+static bool changed_just_before_scan(const struct scrub_ctx *ctx, const struct statx *stx)
+{
+	return ts_ns(&stx->stx_ctime) < (int64_t)(ctx->changed_since_ns + 1000000000ULL);
+}
+
 /* The record is of this version of the file: size and mtime, ctime its own. */
 static bool record_matches(const struct ledger_record *r, const struct statx *stx)
 {
@@ -627,7 +641,11 @@ static void judge(struct walk_thread *t, const struct walk_dir *d, const struct 
 
 	if (statx(fd, "", AT_EMPTY_PATH, STATX_BASIC_STATS, &now) < 0 || !same_version(&now, f) ||
 	    stx_changed_during_scan(ctx, &now)) {
-		atomic_fetch_add(&lg->skipped, 1);	/* changing: next time */
+		/* changing: next time */
+		if (same_version(&now, f) && changed_just_before_scan(ctx, &now))
+			atomic_fetch_add(&lg->just_before, 1);
+		else
+			atomic_fetch_add(&lg->skipped, 1);
 		return;
 	}
 	gen = file_generation(fd);
@@ -850,6 +868,12 @@ void ledger_finish(struct scrub_ctx *ctx, struct ledger *lg)
 			       (unsigned long long)atomic_load(&lg->recorded),
 			       (unsigned long long)atomic_load(&lg->refreshed),
 			       (unsigned long long)atomic_load(&lg->skipped));
+	if (atomic_load(&lg->just_before))
+		report_verbose(ctx, "Phase 5: checksum ledger: %llu files skipped because they "
+			       "changed within the last second before the scan began (too close "
+			       "to tell from a change during it); the next %s them",
+			       (unsigned long long)atomic_load(&lg->just_before),
+			       ctx->opt.record ? "--record records" : "-x checks");
 	if (lg->manifest)
 		report_verbose(ctx, "Phase 5: manifest %s: %llu files match",
 			       lg->manifest->source,

@@ -7,11 +7,11 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "backends/backend.h"
 #include "context.h"
 #include "names.h"
+#include "outfile.h"
 #include "strbuf.h"
 
 /* A label value: names_escape() makes it printable, then \ " and newline. */
@@ -39,12 +39,12 @@ static void add_metric(struct strbuf *sb, const char *labels, const char *name,
 
 int metrics_write(struct scrub_ctx *ctx, int exit_code, double duration)
 {
-	struct strbuf labels = STRBUF_INIT, body = STRBUF_INIT, tmp = STRBUF_INIT;
+	struct strbuf labels = STRBUF_INIT, body = STRBUF_INIT;
+	struct outfile out;
 	const struct scrub_stats *s = &ctx->stats;
 	const char *path = ctx->opt.metrics_path;
 	struct timespec now;
-	FILE *f;
-	int err = 0;
+	int err;
 
 	add_label(&labels, "mountpoint", ctx->mntpoint ? ctx->mntpoint : ctx->opt.target, true);
 	add_label(&labels, "fstype", ctx->fstype ? ctx->fstype : "unknown", true);
@@ -72,23 +72,11 @@ int metrics_write(struct scrub_ctx *ctx, int exit_code, double duration)
 	add_metric(&body, labels.buf, "last_run_bytes_checked",
 		   "File data bytes the last scrub read back (-x).", (double)s->bytes_read);
 
-	strbuf_addf(&tmp, "%s.tmp.%ld", path, (long)getpid());
-	f = fopen(tmp.buf, "we");
-	if (!f) {
-		err = errno;
-	} else {
-		if (fwrite(body.buf, 1, body.len, f) != body.len || fflush(f) == EOF ||
-		    fsync(fileno(f)) < 0)
-			err = errno ? errno : EIO;
-		if (fclose(f) == EOF && !err)
-			err = errno ? errno : EIO;
-		if (!err && rename(tmp.buf, path) < 0)
-			err = errno;
-		if (err)
-			unlink(tmp.buf);
-	}
+	if (!(err = outfile_open(&out, path)) &&
+	    fwrite(body.buf, 1, body.len, out.f) != body.len)
+		err = errno ? -errno : -EIO;
+	err = outfile_close(&out, err);
 	strbuf_release(&labels);
 	strbuf_release(&body);
-	strbuf_release(&tmp);
-	return err;
+	return -err;
 }

@@ -4,9 +4,10 @@
  *
  * One sample per metric, labelled with the mount point, the filesystem
  * type and the backend, so one file per filesystem (or one directory of
- * them) feeds a dashboard and an alert on fscrub_last_run_exit_code.  The
- * file is written to FILE.tmp.PID and renamed over FILE, so the collector
- * never reads half of it.
+ * them) feeds a dashboard and an alert on fscrub_last_run_exit_code.  A
+ * regular file is written to FILE.tmp.PID and renamed over FILE, so the
+ * collector never reads half of it; a FIFO, a character device or "-"
+ * (standard output) is written in place (outfile.h).
  */
 #ifndef FSCRUB_METRICS_H
 #define FSCRUB_METRICS_H

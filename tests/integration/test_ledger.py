@@ -11,6 +11,7 @@ pauses between writing and recording.
 
 import hashlib
 import os
+import re
 import time
 
 import pytest
@@ -180,6 +181,27 @@ def test_open_for_writing_is_skipped(fs):
     assert r.rc == 0 and not r.errors, r
     skipped = [f for f in r.of("Info", "ledger.record") if "open for writing" in f.message]
     assert [f.path for f in skipped] == [files["small"]], r
+
+
+def test_record_right_after_writing_says_next_time(fs):
+    """--record straight after the files were written: their ctime is in
+    the second before the scan, too close to tell from a change during it,
+    so they are skipped; -v says so (not "changed during the scan") and
+    that the next --record records them, which it does 2 s later."""
+    for i in range(5):
+        with open(os.path.join(fs.mnt, "new%d" % i), "wb") as f:
+            f.write(os.urandom(64 * 1024))
+    r = run_fscrub("--record", "-v", fs.mnt)
+    assert r.rc == 0 and not r.errors and not r.warnings, r
+    assert re.search(r"\b0 recorded, 0 records refreshed, 0 skipped \(changed during", r.stdout), r
+    assert ("5 files skipped because they changed within the last second before the scan "
+            "began (too close to tell from a change during it); the next --record records "
+            "them") in r.stdout, r
+    time.sleep(2)
+    r = run_fscrub("--record", "-v", fs.mnt)
+    assert r.rc == 0 and not r.errors and not r.warnings, r
+    assert re.search(r"\b5 recorded, 0 records refreshed, 0 skipped", r.stdout), r
+    assert "within the last second" not in r.stdout, r
 
 
 def test_busy_filesystem_gives_no_false_bitrot(fs):

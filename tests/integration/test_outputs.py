@@ -7,13 +7,17 @@ import json
 import os
 import pty
 import re
+import socket
+import stat
 import subprocess
+import threading
 import time
 
 import pytest
 
 from conftest import FSCRUB, FINDING, check_sanitizers, run_fscrub
 import faults
+import fsimage
 
 
 @pytest.fixture
@@ -192,3 +196,197 @@ def test_verbose_status_line(big_fs):
     status = [l for l in r.stdout.splitlines()
               if re.match(r"^Phase 5: Verify file data +\d+\.\d% \d+/\d+ bytes \d+/s", l)]
     assert status, r
+
+
+# --- what --json and --metrics do to what their FILE already is ---
+
+OUTPUTS = ["--json", "--metrics"]
+
+
+@pytest.fixture
+def small_fs(workdir, cleanups):
+    """A clean tmpfs with one file: a scan of it takes a moment."""
+    fs = fsimage.make_tmpfs(workdir, "scanned", size_mb=16, populate=False)
+    cleanups.append(fs.cleanup)
+    with open(os.path.join(fs.mnt, "f"), "w") as f:
+        f.write("data\n")
+    return fs.mnt
+
+
+def check_output(opt, text, mnt):
+    """text is a whole JSON report or metrics file of a clean scan of mnt."""
+    if opt == "--json":
+        doc = json.loads(text)
+        assert doc["exit_code"] == 0 and doc["filesystem"]["mountpoint"] == mnt
+    else:
+        assert parse_prom(text)["fscrub_last_run_exit_code"][1] == 0
+
+
+def no_tmp_files(d):
+    return not [n for n in os.listdir(d) if ".tmp." in n]
+
+
+@pytest.mark.parametrize("opt", OUTPUTS)
+def test_output_to_a_character_device_writes_it_in_place(small_fs, workdir, opt):
+    """A null device (a node like /dev/null, made here so that a failure
+    cannot replace the system's) stays the device."""
+    null = os.path.join(workdir, "null")
+    os.mknod(null, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    r = run_fscrub("-n", opt, null, small_fs)
+    assert r.rc == 0 and r.summary, r
+    st = os.lstat(null)
+    assert stat.S_ISCHR(st.st_mode) and st.st_rdev == os.makedev(1, 3)
+    assert no_tmp_files(workdir)
+
+
+@pytest.mark.parametrize("opt", OUTPUTS)
+def test_output_to_a_full_device_is_a_write_error(small_fs, workdir, opt):
+    """A node like /dev/full: ENOSPC, exit 8 after a whole text report, the
+    device left a device."""
+    full = os.path.join(workdir, "full")
+    os.mknod(full, stat.S_IFCHR | 0o666, os.makedev(1, 7))
+    r = run_fscrub("-n", opt, full, small_fs)
+    what = "JSON report" if opt == "--json" else "metrics file"
+    assert r.rc == 8, r
+    assert "fscrub: cannot write the %s '%s': No space left on device" % (what, full) \
+        in r.stderr, r
+    assert r.summary == (small_fs, 0, 0), r
+    st = os.lstat(full)
+    assert stat.S_ISCHR(st.st_mode) and st.st_rdev == os.makedev(1, 7)
+    assert no_tmp_files(workdir)
+
+
+@pytest.mark.parametrize("opt", OUTPUTS)
+def test_output_to_a_fifo_is_read_from_it(small_fs, workdir, opt):
+    fifo = os.path.join(workdir, "fifo")
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo).read()), daemon=True)
+    reader.start()
+    r = run_fscrub("-n", opt, fifo, small_fs, timeout=120)
+    reader.join(30)
+    assert r.rc == 0, r
+    assert got, "nothing was read from the FIFO"
+    check_output(opt, got[0], small_fs)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert no_tmp_files(workdir)
+
+
+@pytest.mark.parametrize("opt", OUTPUTS)
+def test_output_through_a_symlink_replaces_its_target(small_fs, workdir, opt):
+    """The link stays a link; the file it points to (through a relative
+    and an absolute link) is replaced; a dangling link's target is created."""
+    d = os.path.join(workdir, "out")
+    os.mkdir(d)
+    target = os.path.join(d, "report")
+    with open(target, "w") as f:
+        f.write("old\n")
+    os.symlink("out/report", os.path.join(workdir, "rel"))
+    os.symlink(os.path.join(workdir, "rel"), os.path.join(workdir, "abs"))
+    r = run_fscrub("-n", opt, os.path.join(workdir, "abs"), small_fs)
+    assert r.rc == 0, r
+    assert os.readlink(os.path.join(workdir, "abs")) == os.path.join(workdir, "rel")
+    assert os.readlink(os.path.join(workdir, "rel")) == "out/report"
+    check_output(opt, open(target).read(), small_fs)
+    assert no_tmp_files(workdir) and no_tmp_files(d)
+
+    os.symlink("out/new", os.path.join(workdir, "dangling"))
+    r = run_fscrub("-n", opt, os.path.join(workdir, "dangling"), small_fs)
+    assert r.rc == 0, r
+    assert os.path.islink(os.path.join(workdir, "dangling"))
+    check_output(opt, open(os.path.join(d, "new")).read(), small_fs)
+
+
+@pytest.mark.parametrize("opt", OUTPUTS)
+def test_output_to_dev_stdout_is_standard_output(small_fs, workdir, opt):
+    """/dev/stdout is a link to /proc/self/fd/1: it is fscrub's standard
+    output, a pipe here.  (A link made here, the same as /dev/stdout, so that
+    a failure cannot replace the system's.)  JSON there moves the text
+    report to standard error, as "-" does; metrics follow the text."""
+    out = os.path.join(workdir, "stdout")
+    os.symlink("/proc/self/fd/1", out)
+    r = run_fscrub("-n", opt, out, small_fs)
+    assert r.rc == 0, r
+    if opt == "--json":
+        check_output(opt, r.stdout, small_fs)
+        assert "%s: 0 errors and 0 warnings found." % small_fs in r.stderr
+    else:
+        text, prom = r.stdout.split("# HELP", 1)
+        assert text.endswith("%s: 0 errors and 0 warnings found.\n" % small_fs), r
+        check_output(opt, "# HELP" + prom, small_fs)
+    assert os.readlink(out) == "/proc/self/fd/1"
+    # /dev/fd/1 the same way
+    r = run_fscrub("-n", "--json", "/dev/fd/1", small_fs)
+    assert r.rc == 0, r
+    check_output("--json", r.stdout, small_fs)
+
+
+def refused(r, what, name, why):
+    assert r.rc == 16, r
+    assert r.stderr.startswith("fscrub: cannot write the %s '%s': %s" % (what, name, why)), r
+    assert r.summary is None and "Phase" not in r.stdout, r    # before the scan
+
+
+@pytest.mark.parametrize("opt", OUTPUTS)
+def test_output_that_cannot_be_written_is_a_usage_error(small_fs, workdir, opt):
+    what = "JSON report" if opt == "--json" else "metrics file"
+    d = os.path.join(workdir, "dir")
+    os.mkdir(d)
+    refused(run_fscrub("-n", opt, d, small_fs), what, d, "it is a directory")
+    assert os.listdir(d) == [] and no_tmp_files(workdir)
+    missing = os.path.join(workdir, "missing", "r")
+    refused(run_fscrub("-n", opt, missing, small_fs), what, missing,
+            "cannot create a file in '%s': No such file or directory"
+            % os.path.dirname(missing))
+    blk = os.path.join(workdir, "blk")
+    os.mknod(blk, stat.S_IFBLK | 0o600, os.makedev(7, 250))
+    refused(run_fscrub("-n", opt, blk, small_fs), what, blk, "it is a block device")
+    assert stat.S_ISBLK(os.lstat(blk).st_mode)
+    sock = os.path.join(workdir, "sock")
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(sock)
+    refused(run_fscrub("-n", opt, sock, small_fs), what, sock, "it is a socket")
+    s.close()
+    assert stat.S_ISSOCK(os.lstat(sock).st_mode)
+    loop = os.path.join(workdir, "loop")
+    os.symlink("loop", loop)
+    refused(run_fscrub("-n", opt, loop, small_fs), what, loop,
+            "Too many levels of symbolic links")
+
+
+@pytest.mark.parametrize("opt", OUTPUTS)
+def test_output_name_planted_in_a_sticky_directory_is_refused(small_fs, workdir, opt):
+    """In a directory like /tmp, a symlink or a FIFO someone else put there
+    under the name is not followed or written to (the kernel's
+    protected_symlinks and protected_fifos rule); root's own link is."""
+    what = "JSON report" if opt == "--json" else "metrics file"
+    tmp = os.path.join(workdir, "tmp")
+    os.mkdir(tmp)
+    os.chmod(tmp, 0o1777)
+    victim = os.path.join(workdir, "victim")
+    with open(victim, "w") as f:
+        f.write("precious\n")
+    planted = os.path.join(tmp, "report")
+    os.symlink(victim, planted)
+    os.lchown(planted, 65534, 65534)
+    refused(run_fscrub("-n", opt, planted, small_fs), what, planted,
+            "it is a symlink in a sticky world-writable directory, owned by neither "
+            "this user nor the directory's owner")
+    assert open(victim).read() == "precious\n" and os.path.islink(planted)
+    fifo = os.path.join(tmp, "fifo")
+    os.mkfifo(fifo)
+    os.chown(fifo, 65534, 65534)
+    refused(run_fscrub("-n", opt, fifo, small_fs), what, fifo, "it is a FIFO in a sticky")
+    own = os.path.join(tmp, "own")
+    os.symlink(victim, own)
+    r = run_fscrub("-n", opt, own, small_fs)
+    assert r.rc == 0, r
+    check_output(opt, open(victim).read(), small_fs)
+
+
+def test_json_and_metrics_to_one_place_is_a_usage_error(small_fs, workdir):
+    r = run_fscrub("-n", "--json", "-", "--metrics", "/dev/fd/1", small_fs)
+    assert r.rc == 16 and "--json and --metrics would both write to '/dev/fd/1'" in r.stderr
+    f = os.path.join(workdir, "both")
+    r = run_fscrub("-n", "--json", f, "--metrics", f, small_fs)
+    assert r.rc == 16 and "would both write" in r.stderr and not os.path.exists(f)
