@@ -187,6 +187,34 @@ static void list_submounts(struct scrub_ctx *ctx, int id)
 	}
 }
 
+/*
+ * The backend's scan_fs; a backend that lacks a privilege (-EPERM or
+ * -EACCES, see backend.h) gives way to the generic backend, so that an
+ * unprivileged run still walks and checks what it can read.  Said once on
+ * standard error, whatever -v says: the run checks less than asked.  Not
+ * an operational error (the exit code stays 0 on a clean filesystem, see
+ * EXIT STATUS in fscrub.8) unless -t demanded that backend.
+ */
+static int setup_backend(struct scrub_ctx *ctx)
+{
+	const struct scrub_ops *ops = ctx->ops;
+	int ret = ops->scan_fs ? ops->scan_fs(ctx) : 0;
+
+	if ((ret != -EPERM && ret != -EACCES) || !ops->needs || ops == &generic_ops)
+		return ret;
+	if (ops->cleanup)
+		ops->cleanup(ctx);
+	if (ctx->opt.backend)
+		report_operational(ctx, NULL, NULL, -ret, "-t %s: the %s backend needs %s "
+				   "(%s)", ops->name, ops->name, ops->needs, ctx->source);
+	else
+		fprintf(stderr, "fscrub: %s: the %s backend needs %s (%s: %s): its checks "
+			"are skipped, only the generic checks are done\n", ctx->mntpoint,
+			ops->name, ops->needs, ctx->source, strerror(-ret));
+	ctx->ops = &generic_ops;
+	return generic_ops.scan_fs(ctx);
+}
+
 static int phase1_find_fs(struct scrub_ctx *ctx)
 {
 	struct mount_info mi;
@@ -280,13 +308,10 @@ static int phase1_find_fs(struct scrub_ctx *ctx)
 		str_info(ctx, CHECK_EXTENT_UNSUPPORTED, NULL, NULL, 0,
 			 "FSCRUB_DEBUG_NO_FIEMAP: extent maps are checked with FIBMAP");
 	}
-	if (ctx->ops->scan_fs) {
-		ret = ctx->ops->scan_fs(ctx);
-		if (ret < 0) {
-			report_operational(ctx, NULL, NULL, -ret, "%s backend setup",
-					   ctx->ops->name);
-			return EXIT_OPERATIONAL;
-		}
+	ret = setup_backend(ctx);
+	if (ret < 0) {
+		report_operational(ctx, NULL, NULL, -ret, "%s backend setup", ctx->ops->name);
+		return EXIT_OPERATIONAL;
 	}
 	return 0;
 }
