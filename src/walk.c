@@ -78,6 +78,11 @@ int walk_open_file(struct walk_thread *t, const struct walk_dir *d,
 
 		if (err == EINVAL && (extra_flags & O_DIRECT))
 			return -EINVAL;
+		if (err == ENOKEY) {
+			/* fscrypt: the key is not loaded; not damage, nothing we can do. */
+			t->nr_locked++;
+			return -ENOKEY;
+		}
 		if (err == ENOENT || err == ELOOP || err == ENXIO || err == EWOULDBLOCK ||
 		    err == ENOTDIR)
 			return -1;	/* gone, replaced or leased: not ours to check */
@@ -287,9 +292,12 @@ static void walk_one_dir(struct workqueue *wq, struct wq_item *item,
 	t->stats.blocks += d.before.stx_blocks;
 	if (ws->v->dir_begin)
 		ws->v->dir_begin(t, &d);
+	unsigned long long locked = t->nr_locked;
+
 	ret = dirent_iterate(d.fd, t->dents, t->dents_size, visit_entry, &dv);
 	if (ret < 0)
 		d.read_err = -ret;
+	d.nr_locked = t->nr_locked - locked;
 	if (ws->v->dir_end && !scrub_should_stop(ctx))
 		ws->v->dir_end(t, &d);
 	dircache_unpin(&ctx->dcache, node);
