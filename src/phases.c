@@ -27,6 +27,7 @@
 #include "json_report.h"
 #include "progress.h"
 #include "linktable.h"
+#include "mountclone.h"
 #include "mountpoint.h"
 #include "report.h"
 #include "strbuf.h"
@@ -96,6 +97,9 @@ static void restrict_clone(struct scrub_ctx *ctx, int tree)
 
 static void open_walk_root(struct scrub_ctx *ctx)
 {
+	if (ctx->walk_fd >= 0)
+		return;		/* a covered mount: open_covered() cloned it */
+
 	/* FSCRUB_DEBUG_NO_CLONE: fault-injection knob for the fallback's tests. */
 	int tree = getenv("FSCRUB_DEBUG_NO_CLONE") ? (errno = EPERM, -1) :
 		   (int)syscall(SYS_open_tree, ctx->mnt_fd, "",
@@ -215,11 +219,102 @@ static int setup_backend(struct scrub_ctx *ctx)
 	return generic_ops.scan_fs(ctx);
 }
 
+/*
+ * A device's mount that another mount covers: its path shows the other
+ * filesystem.  Reached through a clone made in a private mount namespace
+ * (mountclone.h) or, without the privilege for that, refused: scrubbing
+ * what the path shows would check a filesystem other than the one named.
+ */
+static int open_covered(struct scrub_ctx *ctx, const struct mount_info *mi)
+{
+	struct strbuf why = STRBUF_INIT;
+	int hold = -1, walk = -1;
+	bool readonly = false;
+	int ret = mount_clone_covered(mi, &hold, &walk, &readonly, &why);
+
+	if (ret < 0) {
+		fprintf(stderr, "fscrub: %s is mounted on %s, but another mount covers it, and "
+			"it cannot be reached otherwise (%s: %s); not scrubbing what the path "
+			"shows instead\n", ctx->opt.target, mi->target, why.buf, strerror(-ret));
+		strbuf_release(&why);
+		return EXIT_OPERATIONAL;
+	}
+	strbuf_release(&why);
+	ctx->mnt_fd = open_dir_noatime(hold, ".");
+	ctx->walk_fd = open_dir_noatime(walk, ".");
+	close(hold);
+	close(walk);
+	if (ctx->mnt_fd < 0 || ctx->walk_fd < 0) {
+		fprintf(stderr, "fscrub: cannot open the clone of the mount on '%s': %s\n",
+			mi->target, strerror(errno));
+		return EXIT_OPERATIONAL;
+	}
+	ctx->walk_is_clone = true;
+	ctx->walk_is_readonly = readonly;
+	fprintf(stderr, "fscrub: %s is mounted on %s, which another mount covers: scrubbing "
+		"it through a private clone of its mount\n", ctx->opt.target, mi->target);
+	return 0;
+}
+
+/*
+ * Is what mnt_fd shows the mount the argument names?  The mount opened
+ * must be the one the kernel's table named (with -m, for a device: a mount
+ * of that device).  If not, a device's mount point was covered meanwhile
+ * (1: reach it by a clone); a mount point's table changed while it was
+ * read (refused).
+ */
+static int check_opened(struct scrub_ctx *ctx, const struct mount_info *mi)
+{
+	struct statx stx;
+	bool ok = true;
+
+	if (walk_statx(ctx->mnt_fd, NULL, &stx) < 0 || !(stx.stx_mask & STATX_MNT_ID))
+		return 0;	/* cannot tell (kernels before 5.8) */
+	if (!ctx->opt.mtab && mi->id)
+		ok = stx.stx_mnt_id == (uint64_t)mi->id;
+	else if (mi->by_device)
+		ok = mount_id_is_device((int)stx.stx_mnt_id, mi->arg_rdev);
+	if (ok || mi->by_device)
+		return ok ? 0 : 1;
+	fprintf(stderr, "fscrub: '%s' shows another mount than the mount table named: "
+		"the mounts changed while it was opened; not scrubbing\n", ctx->mntpoint);
+	return EXIT_OPERATIONAL;
+}
+
+/*
+ * Open the mount root (mnt_fd) of what the argument names; for a covered
+ * device, the clones too (walk_fd).
+ */
+static int open_mount(struct scrub_ctx *ctx, const struct mount_info *mi)
+{
+	struct statx stx;
+	int ret;
+
+	if (mi->covered)
+		return open_covered(ctx, mi);
+	ctx->mnt_fd = open_dir_noatime(AT_FDCWD, ctx->mntpoint);
+	if (ctx->mnt_fd < 0) {
+		fprintf(stderr, "fscrub: cannot open '%s': %s\n", ctx->mntpoint, strerror(errno));
+		return EXIT_OPERATIONAL;
+	}
+	if (walk_statx(ctx->mnt_fd, NULL, &stx) == 0 &&
+	    (stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) &&
+	    !(stx.stx_attributes & STATX_ATTR_MOUNT_ROOT)) {
+		fprintf(stderr, "fscrub: '%s' is not a mount point\n", ctx->mntpoint);
+		return EXIT_USAGE;
+	}
+	ret = check_opened(ctx, mi);
+	if (ret != 1)
+		return ret;
+	close(ctx->mnt_fd);
+	ctx->mnt_fd = -1;
+	return open_covered(ctx, mi);
+}
+
 static int phase1_find_fs(struct scrub_ctx *ctx)
 {
 	struct mount_info mi;
 	struct strbuf err = STRBUF_INIT;
-	struct statx stx;
 	int ret = mount_resolve(ctx->opt.target, ctx->opt.mtab, &mi, &err);
 
 	if (ret) {
@@ -237,23 +332,20 @@ static int phase1_find_fs(struct scrub_ctx *ctx)
 	if (mi.nr_mounts > 1)
 		fprintf(stderr, "fscrub: %s is mounted in %u places; scrubbing %s\n",
 			ctx->opt.target, mi.nr_mounts, ctx->mntpoint);
+	/* A mount point names what it shows: the top of a stack (see fscrub.8). */
+	if (mi.nr_stacked > 1)
+		fprintf(stderr, "fscrub: %u filesystems are mounted on %s; scrubbing the one it "
+			"shows (%s, %s); name a device to scrub one below\n", mi.nr_stacked,
+			ctx->mntpoint, ctx->fstype, ctx->source);
 
 	if (is_pseudo(ctx->fstype)) {
 		fprintf(stderr, "fscrub: '%s' is a %s filesystem: there is nothing to scrub\n",
 			ctx->mntpoint, ctx->fstype);
 		return EXIT_USAGE;
 	}
-	ctx->mnt_fd = open_dir_noatime(AT_FDCWD, ctx->mntpoint);
-	if (ctx->mnt_fd < 0) {
-		fprintf(stderr, "fscrub: cannot open '%s': %s\n", ctx->mntpoint, strerror(errno));
-		return EXIT_OPERATIONAL;
-	}
-	if (walk_statx(ctx->mnt_fd, NULL, &stx) == 0 &&
-	    (stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) &&
-	    !(stx.stx_attributes & STATX_ATTR_MOUNT_ROOT)) {
-		fprintf(stderr, "fscrub: '%s' is not a mount point\n", ctx->mntpoint);
-		return EXIT_USAGE;
-	}
+	ret = open_mount(ctx, &mi);
+	if (ret)
+		return ret;
 	if (fstatfs(ctx->mnt_fd, &ctx->sfs) < 0 || fstatvfs(ctx->mnt_fd, &ctx->svfs) < 0) {
 		fprintf(stderr, "fscrub: cannot statfs '%s': %s\n", ctx->mntpoint, strerror(errno));
 		return EXIT_OPERATIONAL;

@@ -133,6 +133,17 @@ def test_device_argument_mounted_twice(image_factory, cleanups, workdir):
     assert r.summary[0] == mnt
 
 
+def test_btrfs_device_argument(image_factory):
+    """btrfs shows an anonymous device number (0:N) in mountinfo: the
+    device is found by the mount's source instead."""
+    img = image_factory("btrfs", size_mb=320)
+    img.mkfs()
+    mnt = img.mount()
+    r = run_fscrub("-n", "-v", img.dev)
+    assert r.rc == 0, r
+    assert "scrubbing %s (btrfs) with btrfs backend" % mnt in r.stdout, r
+
+
 def test_mount_table_from_file(image_factory, workdir):
     """-m: the table named decides what is a mount point."""
     img = image_factory("ext4", size_mb=32)

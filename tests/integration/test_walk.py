@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import escaped, need_tools, run_fscrub
+from conftest import FSCRUB, escaped, need_tools, run_fscrub
 import faults
 import fsimage
 
@@ -174,6 +174,8 @@ def test_encrypted_directory_without_its_key(image_factory):
 
 
 def test_stacked_mount_point_scrubs_the_top(image_factory, cleanups):
+    """A mount point names what the path shows: the top of the stack, said
+    on stderr with the way to the one below (the device)."""
     img = image_factory("ext4", size_mb=64)
     img.mkfs()
     mnt = img.mount()
@@ -181,6 +183,110 @@ def test_stacked_mount_point_scrubs_the_top(image_factory, cleanups):
     r = run_fscrub("-v", mnt)
     assert r.rc == 0, r
     assert "scrubbing %s (tmpfs)" % mnt in r.stdout
+    assert "2 filesystems are mounted on %s; scrubbing the one it shows (tmpfs, " \
+        "fscrub-top); name a device to scrub one below" % mnt in r.stderr, r
+
+
+def mountinfo_lines():
+    with open("/proc/self/mountinfo") as f:
+        return sorted(" ".join(l.split()[2:]) for l in f)     # ids aside
+
+
+def device_with_files(image_factory, name="ext4"):
+    """ext4 with 2 directories and 3 files (4 directories with its root and
+    lost+found), past the changed-during-scan margin."""
+    img = image_factory("ext4", size_mb=64, name=name)
+    img.mkfs()
+    mnt = img.mount()
+    os.makedirs(os.path.join(mnt, "d1", "d2"))
+    for p in ("f1", "d1/f2", "d1/d2/f3"):
+        with open(os.path.join(mnt, p), "w") as f:
+            f.write("on the device\n")
+    return img
+
+
+DEVICE_COUNTS = "Phase 3: 4 directories, 3 files"
+
+
+@pytest.mark.parametrize("cover", ["tmpfs", "bind of another ext4"])
+def test_covered_device_argument_scrubs_the_device(image_factory, cleanups, workdir, cover):
+    """fscrub DEVICE whose mount point another mount covers scrubs the
+    device's filesystem (a clone from a private mount namespace), not what
+    the path shows, and leaves the system's mounts as they were."""
+    img = device_with_files(image_factory)
+    if cover == "tmpfs":
+        mount(cleanups, "-t", "tmpfs", "fscrub-cover", img.mnt)
+    else:
+        other = image_factory("ext4", size_mb=32, name="other")
+        other.mkfs()
+        os.makedirs(os.path.join(other.mount(), "x"))
+        mount(cleanups, "--bind", os.path.join(other.mnt, "x"), img.mnt)
+    os.mkfifo(os.path.join(img.mnt, "on the cover"))
+    time.sleep(1.1)   # past the changed-during-scan margin (src/phases.c)
+    before = mountinfo_lines()
+    r = run_fscrub("-n", "-v", img.dev)
+    assert r.rc == 0 and r.errors == [] and r.warnings == [], r
+    assert "%s is mounted on %s, which another mount covers: scrubbing it through a " \
+        "private clone of its mount" % (img.dev, img.mnt) in r.stderr, r
+    assert "scrubbing %s (ext4) with ext4 backend" % img.mnt in r.stdout, r
+    assert DEVICE_COUNTS in r.stdout, r
+    assert "walking a private read-only, noatime clone" in r.stdout, r
+    assert mountinfo_lines() == before
+
+
+def test_covered_device_argument_below_a_covered_parent(image_factory, cleanups, workdir):
+    """The device is mounted at P/a/b and a tmpfs covers P/a: the same."""
+    img = image_factory("ext4", size_mb=64)
+    img.mkfs()
+    parent = os.path.join(workdir, "p")
+    deep = os.path.join(parent, "a", "b")
+    os.makedirs(deep)
+    mount(cleanups, "-t", "tmpfs", "fscrub-parent", parent)
+    os.makedirs(deep)
+    subprocess.run(["mount", img.attach(), deep], check=True)
+    cleanups.append(lambda: subprocess.run(["umount", deep], check=True))
+    with open(os.path.join(deep, "f"), "w") as f:
+        f.write("x\n")
+    mount(cleanups, "-t", "tmpfs", "fscrub-cover", os.path.join(parent, "a"))
+    time.sleep(1.1)
+    r = run_fscrub("-n", "-v", img.dev)
+    assert r.rc == 0 and r.errors == [], r
+    assert "scrubbing %s (ext4)" % deep in r.stdout, r
+    assert "Phase 3: 2 directories, 1 files" in r.stdout, r
+
+
+def test_device_mounted_twice_one_covered(image_factory, cleanups, workdir):
+    """Of two mounts of the device, the one whose path shows it is used."""
+    img = device_with_files(image_factory)
+    second = os.path.join(workdir, "second")
+    os.mkdir(second)
+    mount(cleanups, img.dev, second)
+    mount(cleanups, "-t", "tmpfs", "fscrub-cover", img.mnt)
+    time.sleep(1.1)
+    r = run_fscrub("-n", "-v", img.dev)
+    assert r.rc == 0 and r.errors == [], r
+    assert "is mounted in 2 places; scrubbing %s" % second in r.stderr, r
+    assert "another mount covers" not in r.stderr, r
+    assert DEVICE_COUNTS in r.stdout, r
+
+
+def test_covered_device_argument_unprivileged(image_factory, cleanups, workdir):
+    """Without the privilege to make a mount namespace: exit 8 and why,
+    never a scrub of the covering filesystem."""
+    need_tools("setpriv")
+    img = device_with_files(image_factory)
+    os.chmod(workdir, 0o755)
+    mount(cleanups, "-t", "tmpfs", "fscrub-cover", img.mnt)
+    os.chmod(img.dev, 0o666)        # nobody may name it; mode restored by detach
+    cleanups.append(lambda: os.chmod(img.dev, 0o660))
+    p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                        "--inh-caps=-all", os.environ.get("FSCRUB", FSCRUB), "-n", img.dev],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 8, p
+    assert "%s is mounted on %s, but another mount covers it, and it cannot be reached " \
+        "otherwise (making a private mount namespace: Operation not permitted)" \
+        % (img.dev, img.mnt) in p.stderr, p
+    assert "errors and" not in p.stdout, p
 
 
 def test_symlinks_not_followed(image_factory):
