@@ -580,11 +580,11 @@ static void inode_dir_end(struct walk_thread *t, struct walk_dir *d)
 
 	if (d->read_err)
 		report_read_error(t, d);
-	if (d->nr_locked)
+	if (d->locked)
 		str_info(ctx, CHECK_DIR_LOCKED, d->node, NULL, d->before.stx_ino,
 			 "encrypted directory whose key is not loaded: the contents, extent maps "
-			 "and data of its %llu files are not checked; names are checked as the "
-			 "encoded bytes the kernel shows", d->nr_locked);
+			 "and data of its files (%llu here) are not checked; names are checked as "
+			 "the encoded bytes the kernel shows", d->nr_locked);
 	xattrs_check_dir(t, &ct->xattrs, d);
 	if (d->node->parent && d->seen_dotdot && d->dotdot_ino != d->node->parent->ino &&
 	    !(ctx->quirks & QUIRK_DINO_UNRELATED))

@@ -334,8 +334,9 @@ static int phase1_find_fs(struct scrub_ctx *ctx)
 			ctx->opt.target, mi.nr_mounts, ctx->mntpoint);
 	/* A mount point names what it shows: the top of a stack (see fscrub.8). */
 	if (mi.nr_stacked > 1)
-		fprintf(stderr, "fscrub: %u filesystems are mounted on %s; scrubbing the one it "
-			"shows (%s, %s); name a device to scrub one below\n", mi.nr_stacked,
+		fprintf(stderr, "fscrub: %u mounts are stacked on %s; scrubbing the top one, "
+			"which the path shows (%s, %s); name a device to scrub one below\n",
+			mi.nr_stacked,
 			ctx->mntpoint, ctx->fstype, ctx->source);
 
 	if (is_pseudo(ctx->fstype)) {

@@ -49,7 +49,12 @@ struct walk_dir {
 	unsigned long long nr_entries;	/* excluding "." and ".." */
 	unsigned long long nr_subdirs;	/* entries that are directories */
 	int read_err;			/* positive errno if getdents failed */
-	/* Files in it whose encryption key is not loaded (ENOKEY on open). */
+	/*
+	 * fscrypt: the directory is encrypted and its key is not loaded (a
+	 * v2 policy whose key the kernel says is absent), or files in it
+	 * failed to open with ENOKEY (nr_locked of them).
+	 */
+	bool locked;
 	unsigned long long nr_locked;
 };
 

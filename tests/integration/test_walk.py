@@ -5,6 +5,7 @@ followed, device nodes and FIFOs are never opened, and depth is not
 limited by PATH_MAX or by the open file limit."""
 
 import os
+import re
 import resource
 import shutil
 import subprocess
@@ -167,10 +168,21 @@ def test_encrypted_directory_without_its_key(image_factory):
         assert "fscrub:" not in r.stderr, r
         assert not [f for f in r.findings if f.check.startswith("name.")], r
         infos = sorted((f.path, f.message) for f in r.of("Info", "dir.locked"))
-        assert len(infos) == 2, r       # locked/ and sub/: the empty one has no files
+        assert len(infos) == 3, r       # locked/, sub/ and sub/empty/
         assert infos[0][0] == locked and infos[1][0].startswith(locked + "/"), r
-        assert "of its 5 files are not checked" in dict(infos)[locked], r
+        assert "files (5 here) are not checked" in dict(infos)[locked], r
+        assert sorted(m.split("(")[1].split()[0] for p, m in infos) == ["0", "2", "5"], r
         assert "Phase 3: 5 directories, 8 files, 1 symlinks" in r.stdout, r
+    # The key loaded again: nothing is locked, every file is opened and mapped.
+    fscrypt_ioctl(mnt, FS_IOC_ADD_ENCRYPTION_KEY,
+                  bytearray(struct.pack("=II32sII32x", 2, 0, b"", len(raw), 0) + raw))
+    assert os.path.exists(os.path.join(locked, "file0"))
+    r = run_fscrub("-n", "-v", "-x", mnt)
+    assert r.rc == 0 and r.errors == [] and r.warnings == [], r
+    assert not r.of(check="dir.locked"), r
+    m = re.search(r"^Phase 3: 5 directories, 8 files, 1 symlinks, 0 special files, "
+                  r"(\d+) extents", r.stdout, re.M)
+    assert m and int(m.group(1)) >= 7, r     # 7 inodes with data; none while locked
 
 
 def test_stacked_mount_point_scrubs_the_top(image_factory, cleanups):
@@ -183,8 +195,8 @@ def test_stacked_mount_point_scrubs_the_top(image_factory, cleanups):
     r = run_fscrub("-v", mnt)
     assert r.rc == 0, r
     assert "scrubbing %s (tmpfs)" % mnt in r.stdout
-    assert "2 filesystems are mounted on %s; scrubbing the one it shows (tmpfs, " \
-        "fscrub-top); name a device to scrub one below" % mnt in r.stderr, r
+    assert "2 mounts are stacked on %s; scrubbing the top one, which the path shows " \
+        "(tmpfs, fscrub-top); name a device to scrub one below" % mnt in r.stderr, r
 
 
 def mountinfo_lines():
