@@ -304,11 +304,12 @@ static int open_mount(struct scrub_ctx *ctx, const struct mount_info *mi)
 		return EXIT_USAGE;
 	}
 	ret = check_opened(ctx, mi);
-	if (ret != 1)
-		return ret;
+	if (!ret)
+		return 0;
+	/* Not the mount named: nothing of it is scrubbed, so no summary either. */
 	close(ctx->mnt_fd);
 	ctx->mnt_fd = -1;
-	return open_covered(ctx, mi);
+	return ret == 1 ? open_covered(ctx, mi) : ret;
 }
 
 static int phase1_find_fs(struct scrub_ctx *ctx)
@@ -336,8 +337,7 @@ static int phase1_find_fs(struct scrub_ctx *ctx)
 	if (mi.nr_stacked > 1)
 		fprintf(stderr, "fscrub: %u mounts are stacked on %s; scrubbing the top one, "
 			"which the path shows (%s, %s); name a device to scrub one below\n",
-			mi.nr_stacked,
-			ctx->mntpoint, ctx->fstype, ctx->source);
+			mi.nr_stacked, ctx->mntpoint, ctx->fstype, ctx->source);
 
 	if (is_pseudo(ctx->fstype)) {
 		fprintf(stderr, "fscrub: '%s' is a %s filesystem: there is nothing to scrub\n",
