@@ -17,6 +17,7 @@
 #define CHECK_DIR_NLINK		"dir.nlink"	/* nlink != 2 + subdirectories */
 #define CHECK_DIR_MULTIPLY_LINKED "dir.multiply_linked"	/* a directory with two names */
 #define CHECK_DIR_UNREADABLE	"dir.unreadable"	/* open or getdents fails with a media/corruption error */
+#define CHECK_DIR_LOCKED	"dir.locked"	/* info: encrypted, its key not loaded: contents not checked */
 /* names */
 #define CHECK_NAME_EMPTY	"name.empty"
 #define CHECK_NAME_SLASH	"name.slash"

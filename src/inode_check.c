@@ -322,6 +322,12 @@ static void check_regular(struct walk_thread *t, struct check_thread *ct,
 	struct scrub_ctx *ctx = t->ctx;
 	int fd = walk_open_file(t, d, e, 0);
 
+	if (fd == -ENOKEY) {
+		/* Encrypted, key not loaded: what needs no open is still checked. */
+		xattrs_check_entry(t, &ct->xattrs, d, e, -1);
+		if (ctx->ops->check_inode)
+			ctx->ops->check_inode(t, d, e, -1);
+	}
 	if (fd < 0)
 		return;
 	extents_check_file(t, &ct->extents, d, e, fd);
@@ -606,6 +612,11 @@ static void inode_dir_end(struct walk_thread *t, struct walk_dir *d)
 
 	if (d->read_err)
 		report_read_error(t, d);
+	if (d->locked)
+		str_info(ctx, CHECK_DIR_LOCKED, d->node, NULL, d->before.stx_ino,
+			 "encrypted directory whose key is not loaded: the contents, extent maps "
+			 "and data of its files (%llu here) are not checked; names are checked as "
+			 "the encoded bytes the kernel shows", d->nr_locked);
 	xattrs_check_dir(t, &ct->xattrs, d);
 	if (d->node->parent && d->seen_dotdot && d->dotdot_ino != d->node->parent->ino &&
 	    !(ctx->quirks & QUIRK_DINO_UNRELATED))

@@ -4,6 +4,7 @@
 #include "mountpoint.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <libmount.h>
 #include <limits.h>
 #include <stdbool.h>
@@ -25,6 +26,34 @@ static void fill(struct mount_info *mi, struct libmnt_fs *fs)
 	mi->fstype = dup_or(mnt_fs_get_fstype(fs), "unknown");
 	mi->fsroot = dup_or(mnt_fs_get_root(fs), "/");
 	mi->id = mnt_fs_get_id(fs) > 0 ? mnt_fs_get_id(fs) : 0;
+	mi->devno = mnt_fs_get_devno(fs);
+}
+
+int mount_shown_id(const char *path)
+{
+	struct statx stx;
+
+	if (statx(AT_FDCWD, path, AT_NO_AUTOMOUNT, STATX_MNT_ID, &stx) < 0)
+		return -errno;
+	if (!(stx.stx_mask & STATX_MNT_ID))
+		return -EOPNOTSUPP;
+	return (int)stx.stx_mnt_id;
+}
+
+/*
+ * Does fs's mount point show fs?  Not when it shows another mount, or does
+ * not exist (a mount covers a directory above it); true when it cannot be
+ * told.
+ */
+static bool fs_shown(struct libmnt_fs *fs)
+{
+	int id = mnt_fs_get_id(fs);
+	int shown = id > 0 && mnt_fs_get_target(fs) ? mount_shown_id(mnt_fs_get_target(fs)) :
+		    -EINVAL;
+
+	if (shown == -ENOENT || shown == -ENOTDIR)
+		return false;
+	return shown < 0 || shown == id;
 }
 
 void mount_info_release(struct mount_info *mi)
@@ -64,56 +93,134 @@ int mount_find_by_target(struct libmnt_table *tb, const char *path, struct mount
 	struct libmnt_iter *it = mnt_new_iter(MNT_ITER_BACKWARD);
 	struct libmnt_fs *fs, *found = NULL;
 
+	unsigned n = 0;
+
 	/* Backward: the last mount on a path is the one the path shows. */
 	while (it && mnt_table_next_fs(tb, it, &fs) == 0) {
 		const char *t = mnt_fs_get_target(fs);
 
-		if (t && !strcmp(t, path)) {
+		if (t && !strcmp(t, path) && !n++)
 			found = fs;
-			break;
-		}
 	}
 	mnt_free_iter(it);
 	if (!found)
 		return -ENOENT;
 	fill(mi, found);
+	mi->nr_stacked = n;
 	return 0;
 }
 
 /* Does this table entry mount the block device devno? */
 static bool fs_is_device(struct libmnt_fs *fs, dev_t devno)
 {
-	const char *src;
+	const char *src = mnt_fs_get_srcpath(fs);
 	struct stat st;
 
-	if (mnt_fs_get_devno(fs))
-		return mnt_fs_get_devno(fs) == devno && mnt_fs_get_srcpath(fs);
-	/* fstab-style tables carry no device numbers: look at the source. */
-	src = mnt_fs_get_srcpath(fs);
+	if (mnt_fs_get_devno(fs) == devno && src)
+		return true;
+	/*
+	 * fstab-style tables carry no device numbers, and btrfs shows an
+	 * anonymous one (0:N): look at the source.
+	 */
 	return src && stat(src, &st) == 0 && S_ISBLK(st.st_mode) && st.st_rdev == devno;
 }
 
-unsigned mount_find_by_devno(struct libmnt_table *tb, dev_t devno, struct mount_info *mi)
+/*
+ * Rank of a mount of the device, best first: the whole filesystem before a
+ * bind mount of part of it, and (live tables only) a mount whose path
+ * shows it before one another mount covers.
+ */
+static int devno_rank(struct libmnt_fs *fs, bool live, bool *covered)
+{
+	const char *root = mnt_fs_get_root(fs);
+	bool whole = !root || !strcmp(root, "/");
+
+	*covered = live && !fs_shown(fs);
+	return (whole ? 0 : 2) + (*covered ? 1 : 0);
+}
+
+unsigned mount_find_by_devno(struct libmnt_table *tb, dev_t devno, struct mount_info *mi,
+			     bool live)
 {
 	struct libmnt_iter *it = mnt_new_iter(MNT_ITER_FORWARD);
-	struct libmnt_fs *fs, *first = NULL, *first_whole = NULL;
+	struct libmnt_fs *fs, *best = NULL;
+	int best_rank = 4;
+	bool covered, best_covered = false;
 	unsigned n = 0;
 
 	while (it && mnt_table_next_fs(tb, it, &fs) == 0) {
 		if (!fs_is_device(fs, devno))
 			continue;
 		n++;
-		if (!first)
-			first = fs;
-		const char *root = mnt_fs_get_root(fs);
-		if (!first_whole && (!root || !strcmp(root, "/")))
-			first_whole = fs;
+		int rank = devno_rank(fs, live, &covered);
+
+		if (rank < best_rank) {
+			best = fs;
+			best_rank = rank;
+			best_covered = covered;
+		}
 	}
-	if (n)
-		fill(mi, first_whole ? first_whole : first);
+	if (n) {
+		fill(mi, best);
+		mi->covered = best_covered;
+	}
 	mi->nr_mounts = n;
 	mnt_free_iter(it);
 	return n;
+}
+
+static bool same_str(const char *a, const char *b)
+{
+	return a && b ? !strcmp(a, b) : a == b;
+}
+
+int mount_find_same(struct libmnt_table *tb, const struct mount_info *mi)
+{
+	struct libmnt_iter *it = mnt_new_iter(MNT_ITER_FORWARD);
+	struct libmnt_fs *fs;
+	int id = -ENOENT;
+
+	while (it && id < 0 && mnt_table_next_fs(tb, it, &fs) == 0)
+		if (same_str(mnt_fs_get_target(fs), mi->target) &&
+		    mnt_fs_get_devno(fs) == mi->devno &&
+		    same_str(mnt_fs_get_root(fs), mi->fsroot) &&
+		    same_str(mnt_fs_get_fstype(fs), mi->fstype) &&
+		    same_str(mnt_fs_get_source(fs), mi->source))
+			id = mnt_fs_get_id(fs);
+	mnt_free_iter(it);
+	return id;
+}
+
+const char *mount_target_of(struct libmnt_table *tb, int id)
+{
+	struct libmnt_iter *it = mnt_new_iter(MNT_ITER_FORWARD);
+	struct libmnt_fs *fs;
+	const char *target = NULL;
+
+	while (it && !target && mnt_table_next_fs(tb, it, &fs) == 0)
+		if (mnt_fs_get_id(fs) == id)
+			target = mnt_fs_get_target(fs);
+	mnt_free_iter(it);
+	return target;
+}
+
+bool mount_id_is_device(int id, dev_t devno)
+{
+	int err;
+	struct libmnt_table *tb = mount_table_load(NULL, &err);
+	struct libmnt_iter *it = tb ? mnt_new_iter(MNT_ITER_FORWARD) : NULL;
+	struct libmnt_fs *fs;
+	bool found = false, is = false;
+
+	while (it && !found && mnt_table_next_fs(tb, it, &fs) == 0)
+		if (mnt_fs_get_id(fs) == id) {
+			found = true;
+			is = fs_is_device(fs, devno);
+		}
+	mnt_free_iter(it);
+	if (tb)
+		mount_table_free(tb);
+	return found ? is : true;
 }
 
 bool mount_id_attached(int id)
@@ -171,7 +278,9 @@ int mount_resolve(const char *arg, const char *mtab, struct mount_info *mi,
 		return mtab ? 16 : 8;
 	}
 	if (S_ISBLK(st.st_mode)) {
-		if (mount_find_by_devno(tb, st.st_rdev, mi) == 0) {
+		mi->by_device = true;
+		mi->arg_rdev = st.st_rdev;
+		if (mount_find_by_devno(tb, st.st_rdev, mi, !mtab) == 0) {
 			strbuf_addf(err, "'%s' is not mounted", arg);
 			ret = 16;
 		}

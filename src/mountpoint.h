@@ -3,11 +3,16 @@
  * with libmount.
  *
  * The argument is a mount point (a directory that is the root of a mount;
- * the topmost mount is used, as that is what the path shows), or a block
- * device that is mounted (the first mount of it in the table, preferring
- * one that shows the whole filesystem over a bind mount of a subdirectory;
- * how many other places it is mounted is reported).  Anything else is a
- * usage error with one line that says what the argument is.
+ * the topmost mount is used, as that is what the path shows, and the
+ * number of mounts stacked there is kept so that the caller can say so),
+ * or a block device that is mounted (the first mount of it in the table,
+ * preferring one that shows the whole filesystem over a bind mount of a
+ * subdirectory, and among those one whose mount point shows it over one
+ * that another mount covers; how many places it is mounted is reported).
+ * A device whose chosen mount is covered is marked so: its path shows
+ * another filesystem, and the caller must reach it another way
+ * (mountclone.h) or refuse.  Anything else is a usage error with one line
+ * that says what the argument is.
  */
 #ifndef FSCRUB_MOUNTPOINT_H
 #define FSCRUB_MOUNTPOINT_H
@@ -25,7 +30,12 @@ struct mount_info {
 	char *fstype;
 	char *fsroot;		/* the part of the fs shown at target; "/" if unknown */
 	int id;			/* mount id from mountinfo, 0 if unknown */
+	dev_t devno;		/* st_dev of the mount's filesystem, from the table */
 	unsigned nr_mounts;	/* for a device: how many mounts of it there are */
+	unsigned nr_stacked;	/* for a mount point: how many mounts are on the path */
+	bool by_device;		/* the argument was a block device ... */
+	dev_t arg_rdev;		/* ... this one */
+	bool covered;		/* the device's mount is covered by another mount */
 };
 
 void mount_info_release(struct mount_info *mi);
@@ -43,8 +53,29 @@ int mount_resolve(const char *arg, const char *mtab, struct mount_info *mi,
 struct libmnt_table *mount_table_load(const char *mtab, int *err);
 void mount_table_free(struct libmnt_table *tb);
 int mount_find_by_target(struct libmnt_table *tb, const char *path, struct mount_info *mi);
-/* Returns the number of mounts of the device (0: not mounted). */
-unsigned mount_find_by_devno(struct libmnt_table *tb, dev_t devno, struct mount_info *mi);
+/*
+ * Returns the number of mounts of the device (0: not mounted).  live: tb is
+ * the kernel's table, so whether a mount's path shows it can be asked.
+ */
+unsigned mount_find_by_devno(struct libmnt_table *tb, dev_t devno, struct mount_info *mi,
+			     bool live);
+
+/* The id of the mount that path shows now (statx), or a negative errno. */
+int mount_shown_id(const char *path);
+
+/*
+ * Does the kernel's mount id mount the block device devno?  (true when
+ * the table cannot be read: the caller cannot tell otherwise.)
+ */
+bool mount_id_is_device(int id, dev_t devno);
+
+/*
+ * In tb, the mount that is the one mi names (same target, device number,
+ * root, type and source), first in table order; its id, or -ENOENT.
+ */
+int mount_find_same(struct libmnt_table *tb, const struct mount_info *mi);
+/* In tb, the target of mount id; NULL if there is none. */
+const char *mount_target_of(struct libmnt_table *tb, int id);
 
 /* Is the mount with this id still in the kernel's mount table? */
 bool mount_id_attached(int id);

@@ -27,6 +27,7 @@
 #include "json_report.h"
 #include "progress.h"
 #include "linktable.h"
+#include "mountclone.h"
 #include "mountpoint.h"
 #include "report.h"
 #include "strbuf.h"
@@ -96,6 +97,9 @@ static void restrict_clone(struct scrub_ctx *ctx, int tree)
 
 static void open_walk_root(struct scrub_ctx *ctx)
 {
+	if (ctx->walk_fd >= 0)
+		return;		/* a covered mount: open_covered() cloned it */
+
 	/* FSCRUB_DEBUG_NO_CLONE: fault-injection knob for the fallback's tests. */
 	int tree = getenv("FSCRUB_DEBUG_NO_CLONE") ? (errno = EPERM, -1) :
 		   (int)syscall(SYS_open_tree, ctx->mnt_fd, "",
@@ -187,11 +191,131 @@ static void list_submounts(struct scrub_ctx *ctx, int id)
 	}
 }
 
+/*
+ * The backend's scan_fs; a backend that lacks a privilege (-EPERM or
+ * -EACCES, see backend.h) gives way to the generic backend, so that an
+ * unprivileged run still walks and checks what it can read.  Said once on
+ * standard error, whatever -v says: the run checks less than asked.  Not
+ * an operational error (the exit code stays 0 on a clean filesystem, see
+ * EXIT STATUS in fscrub.8) unless -t demanded that backend.
+ */
+static int setup_backend(struct scrub_ctx *ctx)
+{
+	const struct scrub_ops *ops = ctx->ops;
+	int ret = ops->scan_fs ? ops->scan_fs(ctx) : 0;
+
+	if ((ret != -EPERM && ret != -EACCES) || !ops->needs || ops == &generic_ops)
+		return ret;
+	if (ops->cleanup)
+		ops->cleanup(ctx);
+	if (ctx->opt.backend)
+		report_operational(ctx, NULL, NULL, -ret, "-t %s: the %s backend needs %s "
+				   "(%s)", ops->name, ops->name, ops->needs, ctx->source);
+	else
+		fprintf(stderr, "fscrub: %s: the %s backend needs %s (%s: %s): its checks "
+			"are skipped, only the generic checks are done\n", ctx->mntpoint,
+			ops->name, ops->needs, ctx->source, strerror(-ret));
+	ctx->ops = &generic_ops;
+	return generic_ops.scan_fs(ctx);
+}
+
+/*
+ * A device's mount that another mount covers: its path shows the other
+ * filesystem.  Reached through a clone made in a private mount namespace
+ * (mountclone.h) or, without the privilege for that, refused: scrubbing
+ * what the path shows would check a filesystem other than the one named.
+ */
+static int open_covered(struct scrub_ctx *ctx, const struct mount_info *mi)
+{
+	struct strbuf why = STRBUF_INIT;
+	int hold = -1, walk = -1;
+	bool readonly = false;
+	int ret = mount_clone_covered(mi, &hold, &walk, &readonly, &why);
+
+	if (ret < 0) {
+		fprintf(stderr, "fscrub: %s is mounted on %s, but another mount covers it, and "
+			"it cannot be reached otherwise (%s: %s); not scrubbing what the path "
+			"shows instead\n", ctx->opt.target, mi->target, why.buf, strerror(-ret));
+		strbuf_release(&why);
+		return EXIT_OPERATIONAL;
+	}
+	strbuf_release(&why);
+	ctx->mnt_fd = open_dir_noatime(hold, ".");
+	ctx->walk_fd = open_dir_noatime(walk, ".");
+	close(hold);
+	close(walk);
+	if (ctx->mnt_fd < 0 || ctx->walk_fd < 0) {
+		fprintf(stderr, "fscrub: cannot open the clone of the mount on '%s': %s\n",
+			mi->target, strerror(errno));
+		return EXIT_OPERATIONAL;
+	}
+	ctx->walk_is_clone = true;
+	ctx->walk_is_readonly = readonly;
+	fprintf(stderr, "fscrub: %s is mounted on %s, which another mount covers: scrubbing "
+		"it through a private clone of its mount\n", ctx->opt.target, mi->target);
+	return 0;
+}
+
+/*
+ * Is what mnt_fd shows the mount the argument names?  The mount opened
+ * must be the one the kernel's table named (with -m, for a device: a mount
+ * of that device).  If not, a device's mount point was covered meanwhile
+ * (1: reach it by a clone); a mount point's table changed while it was
+ * read (refused).
+ */
+static int check_opened(struct scrub_ctx *ctx, const struct mount_info *mi)
+{
+	struct statx stx;
+	bool ok = true;
+
+	if (walk_statx(ctx->mnt_fd, NULL, &stx) < 0 || !(stx.stx_mask & STATX_MNT_ID))
+		return 0;	/* cannot tell (kernels before 5.8) */
+	if (!ctx->opt.mtab && mi->id)
+		ok = stx.stx_mnt_id == (uint64_t)mi->id;
+	else if (mi->by_device)
+		ok = mount_id_is_device((int)stx.stx_mnt_id, mi->arg_rdev);
+	if (ok || mi->by_device)
+		return ok ? 0 : 1;
+	fprintf(stderr, "fscrub: '%s' shows another mount than the mount table named: "
+		"the mounts changed while it was opened; not scrubbing\n", ctx->mntpoint);
+	return EXIT_OPERATIONAL;
+}
+
+/*
+ * Open the mount root (mnt_fd) of what the argument names; for a covered
+ * device, the clones too (walk_fd).
+ */
+static int open_mount(struct scrub_ctx *ctx, const struct mount_info *mi)
+{
+	struct statx stx;
+	int ret;
+
+	if (mi->covered)
+		return open_covered(ctx, mi);
+	ctx->mnt_fd = open_dir_noatime(AT_FDCWD, ctx->mntpoint);
+	if (ctx->mnt_fd < 0) {
+		fprintf(stderr, "fscrub: cannot open '%s': %s\n", ctx->mntpoint, strerror(errno));
+		return EXIT_OPERATIONAL;
+	}
+	if (walk_statx(ctx->mnt_fd, NULL, &stx) == 0 &&
+	    (stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) &&
+	    !(stx.stx_attributes & STATX_ATTR_MOUNT_ROOT)) {
+		fprintf(stderr, "fscrub: '%s' is not a mount point\n", ctx->mntpoint);
+		return EXIT_USAGE;
+	}
+	ret = check_opened(ctx, mi);
+	if (!ret)
+		return 0;
+	/* Not the mount named: nothing of it is scrubbed, so no summary either. */
+	close(ctx->mnt_fd);
+	ctx->mnt_fd = -1;
+	return ret == 1 ? open_covered(ctx, mi) : ret;
+}
+
 static int phase1_find_fs(struct scrub_ctx *ctx)
 {
 	struct mount_info mi;
 	struct strbuf err = STRBUF_INIT;
-	struct statx stx;
 	int ret = mount_resolve(ctx->opt.target, ctx->opt.mtab, &mi, &err);
 
 	if (ret) {
@@ -209,23 +333,20 @@ static int phase1_find_fs(struct scrub_ctx *ctx)
 	if (mi.nr_mounts > 1)
 		fprintf(stderr, "fscrub: %s is mounted in %u places; scrubbing %s\n",
 			ctx->opt.target, mi.nr_mounts, ctx->mntpoint);
+	/* A mount point names what it shows: the top of a stack (see fscrub.8). */
+	if (mi.nr_stacked > 1)
+		fprintf(stderr, "fscrub: %u mounts are stacked on %s; scrubbing the top one, "
+			"which the path shows (%s, %s); name a device to scrub one below\n",
+			mi.nr_stacked, ctx->mntpoint, ctx->fstype, ctx->source);
 
 	if (is_pseudo(ctx->fstype)) {
 		fprintf(stderr, "fscrub: '%s' is a %s filesystem: there is nothing to scrub\n",
 			ctx->mntpoint, ctx->fstype);
 		return EXIT_USAGE;
 	}
-	ctx->mnt_fd = open_dir_noatime(AT_FDCWD, ctx->mntpoint);
-	if (ctx->mnt_fd < 0) {
-		fprintf(stderr, "fscrub: cannot open '%s': %s\n", ctx->mntpoint, strerror(errno));
-		return EXIT_OPERATIONAL;
-	}
-	if (walk_statx(ctx->mnt_fd, NULL, &stx) == 0 &&
-	    (stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) &&
-	    !(stx.stx_attributes & STATX_ATTR_MOUNT_ROOT)) {
-		fprintf(stderr, "fscrub: '%s' is not a mount point\n", ctx->mntpoint);
-		return EXIT_USAGE;
-	}
+	ret = open_mount(ctx, &mi);
+	if (ret)
+		return ret;
 	if (fstatfs(ctx->mnt_fd, &ctx->sfs) < 0 || fstatvfs(ctx->mnt_fd, &ctx->svfs) < 0) {
 		fprintf(stderr, "fscrub: cannot statfs '%s': %s\n", ctx->mntpoint, strerror(errno));
 		return EXIT_OPERATIONAL;
@@ -280,13 +401,10 @@ static int phase1_find_fs(struct scrub_ctx *ctx)
 		str_info(ctx, CHECK_EXTENT_UNSUPPORTED, NULL, NULL, 0,
 			 "FSCRUB_DEBUG_NO_FIEMAP: extent maps are checked with FIBMAP");
 	}
-	if (ctx->ops->scan_fs) {
-		ret = ctx->ops->scan_fs(ctx);
-		if (ret < 0) {
-			report_operational(ctx, NULL, NULL, -ret, "%s backend setup",
-					   ctx->ops->name);
-			return EXIT_OPERATIONAL;
-		}
+	ret = setup_backend(ctx);
+	if (ret < 0) {
+		report_operational(ctx, NULL, NULL, -ret, "%s backend setup", ctx->ops->name);
+		return EXIT_OPERATIONAL;
 	}
 	return 0;
 }

@@ -49,6 +49,13 @@ struct walk_dir {
 	unsigned long long nr_entries;	/* excluding "." and ".." */
 	unsigned long long nr_subdirs;	/* entries that are directories */
 	int read_err;			/* positive errno if getdents failed */
+	/*
+	 * fscrypt: the directory is encrypted and its key is not loaded (a
+	 * v2 policy whose key the kernel says is absent), or files in it
+	 * failed to open with ENOKEY (nr_locked of them).
+	 */
+	bool locked;
+	unsigned long long nr_locked;
 };
 
 struct walk_thread {
@@ -59,6 +66,7 @@ struct walk_thread {
 	size_t dents_size;
 	void *vstate;			/* the visitor's per-thread state */
 	void *varg;			/* walk_tree()'s arg */
+	unsigned long long nr_locked;	/* ENOKEY opens so far (walk_dir.nr_locked) */
 };
 
 struct walk_visitor {
@@ -106,7 +114,9 @@ int dirent_iterate(int fd, char *buf, size_t bufsize, dirent_fn fn, void *arg);
  * Open a regular file found by the walk: read-only, no atime update, never
  * following a symlink, not waiting for a lease, with extra_flags added
  * (O_DIRECT).  Returns the fd; -EINVAL if extra_flags had O_DIRECT and the
- * filesystem refuses it; or -1 when the file cannot be checked (a race is
+ * filesystem refuses it; -ENOKEY, not reported, if the file is encrypted
+ * and its key is not loaded (counted in the directory's nr_locked, for one
+ * info per directory); or -1 when the file cannot be checked (a race is
  * ignored, damage and operational failures are already reported).
  */
 int walk_open_file(struct walk_thread *t, const struct walk_dir *d,

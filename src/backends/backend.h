@@ -9,6 +9,12 @@
  * runs in the phase named beside it.  Hooks return 0, or a negative errno
  * when the backend could not do its job (an operational error, exit bit 8);
  * findings are reported through report.h, never returned.
+ *
+ * One exception: scan_fs returns -EPERM or -EACCES when the backend's own
+ * checks need a privilege the user does not have (what, in needs).  The
+ * core then cleans the backend up, says once which checks are skipped and
+ * why, and goes on with the generic backend: an unprivileged run still
+ * walks and checks everything it can read.
  */
 #ifndef FSCRUB_BACKEND_H
 #define FSCRUB_BACKEND_H
@@ -24,6 +30,8 @@ struct scrub_ops {
 	const char *name;
 	/* The tool named in "Unmount and run TOOL." */
 	const char *repair_tool;
+	/* What scan_fs's -EPERM/-EACCES means the backend needs (NULL: never). */
+	const char *needs;
 	/* Does this backend handle ctx's filesystem?  (phase 1) */
 	bool (*match)(const struct scrub_ctx *ctx);
 	/* Phase 1: learn geometry and features, set up private state. */

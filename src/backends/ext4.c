@@ -655,6 +655,7 @@ static int ext4_scan_inodes_hook(struct scrub_ctx *ctx)
 const struct scrub_ops ext4_ops = {
 	.name = "ext4",
 	.repair_tool = "fsck",
+	.needs = "read access to the block device",
 	.match = ext4_match,
 	.scan_fs = ext4_scan_fs,
 	.scan_metadata = ext4_scan_metadata,

@@ -96,6 +96,8 @@ struct ext4_state {
 	size_t nr_suspects, alloc_suspects;
 	/* Counters for phase 6. */
 	unsigned long long inodes_scanned, extent_blocks, dir_blocks, confirmed, cleared;
+	/* Inodes in use no name reached while names were hidden (phase 3). */
+	unsigned long long unreached;
 	/* Blocks claimed by inodes and metadata (phase 3), NULL before. */
 	ext2fs_block_bitmap claimed;
 };

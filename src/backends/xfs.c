@@ -213,6 +213,7 @@ static void xfs_report_health(struct scrub_ctx *ctx)
 static int xfs_scan_fs(struct scrub_ctx *ctx)
 {
 	struct xfs_state *xs = xcalloc(1, sizeof(*xs));
+	struct xfs_bulkstat root;
 	int ret;
 
 	xs->fd = ctx->mnt_fd;
@@ -224,6 +225,14 @@ static int xfs_scan_fs(struct scrub_ctx *ctx)
 	ctx->backend = xs;
 	ret = xfs_read_geometry(ctx);
 	if (ret < 0)
+		return ret;
+	/*
+	 * BULKSTAT, the kernel scrub and GETFSMAP need CAP_SYS_ADMIN (the
+	 * geometry does not): without it, say so once and leave the
+	 * filesystem to the generic checks rather than fail each of them.
+	 */
+	ret = xfs_bulkstat_one(xs->fd, ctx->root_stx.stx_ino, &root);
+	if (ret == -EPERM || ret == -EACCES)
 		return ret;
 	report_features(ctx);
 	/* The probe decides whether a sick mask is an error or a to-do. */
@@ -322,6 +331,7 @@ static void xfs_cleanup(struct scrub_ctx *ctx)
 const struct scrub_ops xfs_ops = {
 	.name = "xfs",
 	.repair_tool = "xfs_repair",
+	.needs = "CAP_SYS_ADMIN for BULKSTAT, GETFSMAP and the kernel scrub",
 	.match = xfs_match,
 	.scan_fs = xfs_scan_fs,
 	.scan_metadata = xfs_scan_metadata,

@@ -3,7 +3,9 @@ the documented fsck(8) exit code (16 usage, 8 operational), never a crash
 or a silent success."""
 
 import os
+import shutil
 import subprocess
+import time
 
 import pytest
 
@@ -131,6 +133,17 @@ def test_device_argument_mounted_twice(image_factory, cleanups, workdir):
     assert r.summary[0] == mnt
 
 
+def test_btrfs_device_argument(image_factory):
+    """btrfs shows an anonymous device number (0:N) in mountinfo: the
+    device is found by the mount's source instead."""
+    img = image_factory("btrfs", size_mb=320)
+    img.mkfs()
+    mnt = img.mount()
+    r = run_fscrub("-n", "-v", img.dev)
+    assert r.rc == 0, r
+    assert "scrubbing %s (btrfs) with btrfs backend" % mnt in r.stdout, r
+
+
 def test_mount_table_from_file(image_factory, workdir):
     """-m: the table named decides what is a mount point."""
     img = image_factory("ext4", size_mb=32)
@@ -169,3 +182,54 @@ def test_debug_prints_source_location(image_factory):
     assert r.rc == 0, r
     line = [l for l in r.stdout.splitlines() if l.startswith("Warning:")][0]
     assert line.endswith("[name.control] [inode_check.c:%s]" % line.rsplit(":", 1)[1][:-1])
+
+
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"]
+
+
+def run_unprivileged(*args):
+    """fscrub as uid/gid 65534 with no capabilities, parsed like run_fscrub."""
+    from conftest import Result, check_sanitizers
+    proc = subprocess.run(NOBODY + [FSCRUB] + [str(a) for a in args], capture_output=True,
+                          text=True, errors="surrogateescape", timeout=600)
+    check_sanitizers(proc.stderr)
+    return Result(proc, [str(a) for a in args])
+
+
+@pytest.mark.parametrize("fstype,needs", [
+    ("ext4", "the ext4 backend needs read access to the block device"),
+    ("xfs", "the xfs backend needs CAP_SYS_ADMIN"),
+    ("btrfs", "the btrfs backend needs CAP_SYS_ADMIN for the kernel scrub"),
+])
+def test_unprivileged_falls_back_to_the_generic_checks(image_factory, workdir, fstype, needs):
+    """Not root: a backend that needs the device or CAP_SYS_ADMIN gives way
+    to the generic checks, which walk the whole tree; the skipped checks
+    are said once, and a clean filesystem exits 0."""
+    if shutil.which("setpriv") is None:
+        pytest.skip("setpriv is not installed")
+    img = image_factory(fstype, size_mb=320)
+    img.mkfs()
+    mnt = img.mount()
+    os.chmod(workdir, 0o755)        # mkdtemp's 0700 would keep nobody out
+    os.makedirs(os.path.join(mnt, "d", "e"))
+    for i in range(3):
+        with open(os.path.join(mnt, "d", "f%d" % i), "w") as f:
+            f.write("x" * 5000)
+    for dirpath, dirnames, filenames in os.walk(mnt):
+        os.chmod(dirpath, 0o755)    # lost+found is 0700
+    time.sleep(1.1)   # past the changed-during-scan margin (src/phases.c)
+    r = run_unprivileged("-n", "-v", mnt)
+    assert r.rc == 0 and r.errors == [] and r.warnings == [], r
+    said = [l for l in r.stderr.splitlines() if needs in l]
+    assert len(said) == 1 and "only the generic checks are done" in said[0], r
+    assert "%s: Permission denied" % img.dev in said[0] or \
+        "%s: Operation not permitted" % img.dev in said[0], r
+    dirs = 3 + (fstype == "ext4")   # the root, d, d/e and ext4's lost+found
+    assert "Phase 3: %d directories, 3 files" % dirs in r.stdout, r
+    assert "backend setup" not in r.stderr, r
+    # -t demands the backend: what it cannot do is an operational error,
+    # but the generic walk still runs.
+    r = run_unprivileged("-n", "-v", "-t", fstype, mnt)
+    assert r.rc == 8, r
+    assert "-t %s: the %s backend needs" % (fstype, fstype) in r.stderr, r
+    assert "Phase 3: %d directories, 3 files" % dirs in r.stdout, r

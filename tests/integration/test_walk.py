@@ -5,6 +5,7 @@ followed, device nodes and FIFOs are never opened, and depth is not
 limited by PATH_MAX or by the open file limit."""
 
 import os
+import re
 import resource
 import shutil
 import subprocess
@@ -12,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import escaped, need_tools, run_fscrub
+from conftest import FSCRUB, escaped, need_tools, run_fscrub
 import faults
 import fsimage
 
@@ -79,7 +80,114 @@ def test_bind_mount_of_a_subdirectory(image_factory, cleanups, workdir):
     assert info and "the others may be in places the walk could not see" in info[0].message
 
 
+def test_ext4_bind_mount_of_a_subdirectory_summarises_unreached(image_factory, cleanups,
+                                                                workdir):
+    """ext4 seen through a bind mount of a 1-file subdirectory: the 3000
+    inodes outside it are not reached, which proves nothing; one info
+    counts them (no per-inode suspect, each confirmed by re-reads)."""
+    img = image_factory("ext4", size_mb=64)
+    img.mkfs()
+    mnt = img.mount()
+    os.makedirs(os.path.join(mnt, "sub"))
+    with open(os.path.join(mnt, "sub", "only"), "w") as f:
+        f.write("x\n")
+    for d in range(30):
+        os.makedirs(os.path.join(mnt, "else", str(d)))
+        for i in range(100):
+            open(os.path.join(mnt, "else", str(d), str(i)), "w").close()
+    time.sleep(1.1)   # past the changed-during-scan margin (src/phases.c)
+    bind = os.path.join(workdir, "bind")
+    os.mkdir(bind)
+    mount(cleanups, "--bind", os.path.join(mnt, "sub"), bind)
+    r = run_fscrub("-n", "-v", bind)
+    assert r.rc == 0 and r.errors == [] and r.warnings == [], r
+    assert "Phase 3: 1 directories, 1 files" in r.stdout, r
+    unreached = r.of("Info", "ext4.orphan")
+    assert len(unreached) == 1, r
+    n = int(unreached[0].message.split()[0])
+    assert n >= 3031, r        # 3000 files and 31 directories, at least
+    assert "the mount shows only /sub of the filesystem" in unreached[0].message, r
+
+
+# fscrypt ioctls (linux/fscrypt.h): _IOR/_IOWR('f', nr, size)
+FS_IOC_SET_ENCRYPTION_POLICY = 0x800c6613       # 19, the v1 struct's 12 bytes
+FS_IOC_ADD_ENCRYPTION_KEY = 0xc0506617          # 23, struct fscrypt_add_key_arg
+FS_IOC_REMOVE_ENCRYPTION_KEY = 0xc0406618       # 24, struct fscrypt_remove_key_arg
+
+
+def fscrypt_ioctl(path, req, arg):
+    import fcntl
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.ioctl(fd, req, arg)
+    finally:
+        os.close(fd)
+
+
+def test_encrypted_directory_without_its_key(image_factory):
+    """ext4 -O encrypt, a v2 policy whose key is added, files written, and
+    the key removed: each locked directory holding files is one info, the
+    encoded no-key names raise no name warning, nothing is an error or an
+    operational failure."""
+    import struct
+    img = image_factory("ext4", size_mb=64, mkfs_args=["-O", "encrypt"])
+    img.mkfs()
+    mnt = img.mount()
+    # key_spec {type IDENTIFIER, reserved, u[32]}, raw_size, key_id, reserved[8], raw
+    raw = os.urandom(64)
+    add = bytearray(struct.pack("=II32sII32x", 2, 0, b"", len(raw), 0) + raw)
+    try:
+        fscrypt_ioctl(mnt, FS_IOC_ADD_ENCRYPTION_KEY, add)
+    except OSError as e:
+        pytest.skip("the kernel cannot add an fscrypt key: %s" % e)
+    ident = bytes(add[8:24])
+    locked = os.path.join(mnt, "locked")
+    os.mkdir(locked)
+    # v2, AES-256-XTS contents, AES-256-CTS names, 32-byte name padding
+    fscrypt_ioctl(locked, FS_IOC_SET_ENCRYPTION_POLICY,
+                  struct.pack("=BBBB4x16s", 2, 1, 4, 2, ident))
+    os.makedirs(os.path.join(locked, "sub", "empty"))
+    for i in range(5):
+        with open(os.path.join(locked, "file%d" % i), "w") as f:
+            f.write("secret %d\n" % i * 1000)
+    with open(os.path.join(locked, "sub", "inner"), "w") as f:
+        f.write("x")
+    os.symlink("file0", os.path.join(locked, "link"))
+    os.link(os.path.join(locked, "file1"), os.path.join(locked, "sub", "hard"))
+    with open(os.path.join(mnt, "plain"), "w") as f:
+        f.write("not encrypted\n")
+    os.sync()
+    rm = bytearray(struct.pack("=II16s16sI20x", 2, 0, ident, b"", 0))
+    fscrypt_ioctl(mnt, FS_IOC_REMOVE_ENCRYPTION_KEY, rm)
+    assert struct.unpack("=I", rm[40:44])[0] == 0     # fully removed, nothing busy
+    assert not os.path.exists(os.path.join(locked, "file0"))    # names are encoded now
+    time.sleep(1.1)   # past the changed-during-scan margin (src/phases.c)
+    for args in (["-n", "-v"], ["-n", "-v", "-x"]):
+        r = run_fscrub(*args, mnt)
+        assert r.rc == 0 and r.errors == [] and r.warnings == [], r
+        assert "fscrub:" not in r.stderr, r
+        assert not [f for f in r.findings if f.check.startswith("name.")], r
+        infos = sorted((f.path, f.message) for f in r.of("Info", "dir.locked"))
+        assert len(infos) == 3, r       # locked/, sub/ and sub/empty/
+        assert infos[0][0] == locked and infos[1][0].startswith(locked + "/"), r
+        assert "files (5 here) are not checked" in dict(infos)[locked], r
+        assert sorted(m.split("(")[1].split()[0] for p, m in infos) == ["0", "2", "5"], r
+        assert "Phase 3: 5 directories, 8 files, 1 symlinks" in r.stdout, r
+    # The key loaded again: nothing is locked, every file is opened and mapped.
+    fscrypt_ioctl(mnt, FS_IOC_ADD_ENCRYPTION_KEY,
+                  bytearray(struct.pack("=II32sII32x", 2, 0, b"", len(raw), 0) + raw))
+    assert os.path.exists(os.path.join(locked, "file0"))
+    r = run_fscrub("-n", "-v", "-x", mnt)
+    assert r.rc == 0 and r.errors == [] and r.warnings == [], r
+    assert not r.of(check="dir.locked"), r
+    m = re.search(r"^Phase 3: 5 directories, 8 files, 1 symlinks, 0 special files, "
+                  r"(\d+) extents", r.stdout, re.M)
+    assert m and int(m.group(1)) >= 7, r     # 7 inodes with data; none while locked
+
+
 def test_stacked_mount_point_scrubs_the_top(image_factory, cleanups):
+    """A mount point names what the path shows: the top of the stack, said
+    on stderr with the way to the one below (the device)."""
     img = image_factory("ext4", size_mb=64)
     img.mkfs()
     mnt = img.mount()
@@ -87,6 +195,112 @@ def test_stacked_mount_point_scrubs_the_top(image_factory, cleanups):
     r = run_fscrub("-v", mnt)
     assert r.rc == 0, r
     assert "scrubbing %s (tmpfs)" % mnt in r.stdout
+    assert "2 mounts are stacked on %s; scrubbing the top one, which the path shows " \
+        "(tmpfs, fscrub-top); name a device to scrub one below" % mnt in r.stderr, r
+
+
+def mountinfo_lines(under):
+    """This test's mounts (other sessions mount and unmount meanwhile)."""
+    with open("/proc/self/mountinfo") as f:
+        return sorted(" ".join(l.split()[2:]) for l in f if l.split()[4].startswith(under))
+
+
+def device_with_files(image_factory, name="ext4"):
+    """ext4 with 2 directories and 3 files (4 directories with its root and
+    lost+found), past the changed-during-scan margin."""
+    img = image_factory("ext4", size_mb=64, name=name)
+    img.mkfs()
+    mnt = img.mount()
+    os.makedirs(os.path.join(mnt, "d1", "d2"))
+    for p in ("f1", "d1/f2", "d1/d2/f3"):
+        with open(os.path.join(mnt, p), "w") as f:
+            f.write("on the device\n")
+    return img
+
+
+DEVICE_COUNTS = "Phase 3: 4 directories, 3 files"
+
+
+@pytest.mark.parametrize("cover", ["tmpfs", "bind of another ext4"])
+def test_covered_device_argument_scrubs_the_device(image_factory, cleanups, workdir, cover):
+    """fscrub DEVICE whose mount point another mount covers scrubs the
+    device's filesystem (a clone from a private mount namespace), not what
+    the path shows, and leaves the system's mounts as they were."""
+    img = device_with_files(image_factory)
+    if cover == "tmpfs":
+        mount(cleanups, "-t", "tmpfs", "fscrub-cover", img.mnt)
+    else:
+        other = image_factory("ext4", size_mb=32, name="other")
+        other.mkfs()
+        os.makedirs(os.path.join(other.mount(), "x"))
+        mount(cleanups, "--bind", os.path.join(other.mnt, "x"), img.mnt)
+    os.mkfifo(os.path.join(img.mnt, "on the cover"))
+    time.sleep(1.1)   # past the changed-during-scan margin (src/phases.c)
+    before = mountinfo_lines(workdir)
+    assert len(before) == 2 + (cover != "tmpfs"), before
+    r = run_fscrub("-n", "-v", img.dev)
+    assert r.rc == 0 and r.errors == [] and r.warnings == [], r
+    assert "%s is mounted on %s, which another mount covers: scrubbing it through a " \
+        "private clone of its mount" % (img.dev, img.mnt) in r.stderr, r
+    assert "scrubbing %s (ext4) with ext4 backend" % img.mnt in r.stdout, r
+    assert DEVICE_COUNTS in r.stdout, r
+    assert "walking a private read-only, noatime clone" in r.stdout, r
+    assert mountinfo_lines(workdir) == before
+
+
+def test_covered_device_argument_below_a_covered_parent(image_factory, cleanups, workdir):
+    """The device is mounted at P/a/b and a tmpfs covers P/a: the same."""
+    img = image_factory("ext4", size_mb=64)
+    img.mkfs()
+    parent = os.path.join(workdir, "p")
+    deep = os.path.join(parent, "a", "b")
+    os.makedirs(deep)
+    mount(cleanups, "-t", "tmpfs", "fscrub-parent", parent)
+    os.makedirs(deep)
+    subprocess.run(["mount", img.attach(), deep], check=True)
+    cleanups.append(lambda: subprocess.run(["umount", deep], check=True))
+    with open(os.path.join(deep, "f"), "w") as f:
+        f.write("x\n")
+    mount(cleanups, "-t", "tmpfs", "fscrub-cover", os.path.join(parent, "a"))
+    time.sleep(1.1)
+    r = run_fscrub("-n", "-v", img.dev)
+    assert r.rc == 0 and r.errors == [], r
+    assert "scrubbing %s (ext4)" % deep in r.stdout, r
+    assert "Phase 3: 2 directories, 1 files" in r.stdout, r
+
+
+def test_device_mounted_twice_one_covered(image_factory, cleanups, workdir):
+    """Of two mounts of the device, the one whose path shows it is used."""
+    img = device_with_files(image_factory)
+    second = os.path.join(workdir, "second")
+    os.mkdir(second)
+    mount(cleanups, img.dev, second)
+    mount(cleanups, "-t", "tmpfs", "fscrub-cover", img.mnt)
+    time.sleep(1.1)
+    r = run_fscrub("-n", "-v", img.dev)
+    assert r.rc == 0 and r.errors == [], r
+    assert "is mounted in 2 places; scrubbing %s" % second in r.stderr, r
+    assert "another mount covers" not in r.stderr, r
+    assert DEVICE_COUNTS in r.stdout, r
+
+
+def test_covered_device_argument_unprivileged(image_factory, cleanups, workdir):
+    """Without the privilege to make a mount namespace: exit 8 and why,
+    never a scrub of the covering filesystem."""
+    need_tools("setpriv")
+    img = device_with_files(image_factory)
+    os.chmod(workdir, 0o755)
+    mount(cleanups, "-t", "tmpfs", "fscrub-cover", img.mnt)
+    os.chmod(img.dev, 0o666)        # nobody may name it; mode restored by detach
+    cleanups.append(lambda: os.chmod(img.dev, 0o660))
+    p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                        "--inh-caps=-all", os.environ.get("FSCRUB", FSCRUB), "-n", img.dev],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 8, p
+    assert "%s is mounted on %s, but another mount covers it, and it cannot be reached " \
+        "otherwise (making a private mount namespace: Operation not permitted)" \
+        % (img.dev, img.mnt) in p.stderr, p
+    assert "errors and" not in p.stdout, p
 
 
 def test_symlinks_not_followed(image_factory):

@@ -66,6 +66,7 @@ static void test_target_topmost(void **state)
 	/* two mounts on /mnt/a: the path shows the last one */
 	assert_string_equal(mi.fstype, "tmpfs");
 	assert_int_equal(mi.id, 31);
+	assert_int_equal(mi.nr_stacked, 2);
 	assert_int_equal(mount_find_by_target(tb, "/mnt/nothing", &mi), -2 /* -ENOENT */);
 	mount_info_release(&mi);
 	mount_table_free(tb);
@@ -79,12 +80,31 @@ static void test_device_mounted_thrice(void **state)
 
 	(void)state;
 	/* first mount of 7:5 is a bind of /sub: prefer the first whole-fs one */
-	assert_int_equal(mount_find_by_devno(tb, makedev(7, 5), &mi), 3);
+	assert_int_equal(mount_find_by_devno(tb, makedev(7, 5), &mi, false), 3);
 	assert_string_equal(mi.target, "/mnt/c");
 	assert_string_equal(mi.fsroot, "/");
 	assert_int_equal(mi.nr_mounts, 3);
 	mount_info_release(&mi);
-	assert_int_equal(mount_find_by_devno(tb, makedev(7, 9), &mi), 0);
+	assert_int_equal(mount_find_by_devno(tb, makedev(7, 9), &mi, false), 0);
+	mount_table_free(tb);
+}
+
+static void test_find_same_and_target_of(void **state)
+{
+	int err = 0;
+	struct libmnt_table *tb = mount_table_load(table, &err);
+	struct mount_info mi = { 0 };
+
+	(void)state;
+	/* the xfs under the tmpfs on /mnt/a, found again by what it is */
+	assert_int_equal(mount_find_by_devno(tb, makedev(7, 1), &mi, false), 1);
+	assert_int_equal(mount_find_same(tb, &mi), 30);
+	free(mi.fsroot);
+	mi.fsroot = strdup("/other");
+	assert_int_equal(mount_find_same(tb, &mi), -2 /* -ENOENT */);
+	mount_info_release(&mi);
+	assert_string_equal(mount_target_of(tb, 43), "/mnt/c/sub");
+	assert_null(mount_target_of(tb, 99));
 	mount_table_free(tb);
 }
 
@@ -144,6 +164,7 @@ int main(void)
 		cmocka_unit_test(test_target_topmost),
 		cmocka_unit_test(test_device_mounted_thrice),
 		cmocka_unit_test(test_children),
+		cmocka_unit_test(test_find_same_and_target_of),
 		cmocka_unit_test(test_resolve_errors),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
