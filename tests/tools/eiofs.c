@@ -14,6 +14,11 @@
  * test can mount the filesystem on top first (the kernel reads its
  * metadata at mount time) and make a metadata block go bad afterwards.
  *
+ * With $EIOFS_STATFS=BLOCKS:BFREE:BAVAIL:FILES:FFREE statfs reports those
+ * counters, whatever they say (as some daemons do: ntfs-3g's free inodes
+ * can exceed its inodes), for the tests of how fscrub treats a daemon's
+ * statfs.
+ *
  *     EIOFS_IMAGE=x.img EIOFS_BAD=1048576:4096 eiofs -f MOUNTPOINT
  */
 #define FUSE_USE_VERSION 31
@@ -24,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #define MAX_BAD 64
@@ -60,6 +66,38 @@ static int touches_bad(off_t off, size_t len)
 		    bad[i].off < (unsigned long long)off + len)
 			return 1;
 	return 0;
+}
+
+static struct statvfs fixed_statfs;
+static int have_fixed_statfs;
+
+static int parse_statfs(const char *s)
+{
+	unsigned long long v[5];
+
+	if (!s)
+		return 0;
+	if (sscanf(s, "%llu:%llu:%llu:%llu:%llu", &v[0], &v[1], &v[2], &v[3], &v[4]) != 5)
+		return -1;
+	fixed_statfs.f_bsize = fixed_statfs.f_frsize = 4096;
+	fixed_statfs.f_namemax = 255;
+	fixed_statfs.f_blocks = v[0];
+	fixed_statfs.f_bfree = v[1];
+	fixed_statfs.f_bavail = v[2];
+	fixed_statfs.f_files = v[3];
+	fixed_statfs.f_ffree = fixed_statfs.f_favail = v[4];
+	have_fixed_statfs = 1;
+	return 0;
+}
+
+static int e_statfs(const char *path, struct statvfs *sv)
+{
+	(void)path;
+	if (have_fixed_statfs) {
+		*sv = fixed_statfs;
+		return 0;
+	}
+	return fstatvfs(image_fd, sv) < 0 ? -errno : 0;
 }
 
 static int e_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
@@ -134,14 +172,16 @@ static const struct fuse_operations ops = {
 	.read = e_read,
 	.write = e_write,
 	.fsync = e_fsync,
+	.statfs = e_statfs,
 };
 
 int main(int argc, char **argv)
 {
 	const char *image = getenv("EIOFS_IMAGE");
 
-	if (!image || parse_bad(getenv("EIOFS_BAD")) < 0) {
-		fprintf(stderr, "eiofs: set EIOFS_IMAGE=FILE and EIOFS_BAD=OFF:LEN[,OFF:LEN...]\n");
+	if (!image || parse_bad(getenv("EIOFS_BAD")) < 0 || parse_statfs(getenv("EIOFS_STATFS")) < 0) {
+		fprintf(stderr, "eiofs: set EIOFS_IMAGE=FILE and EIOFS_BAD=OFF:LEN[,OFF:LEN...]; "
+			"EIOFS_STATFS=BLOCKS:BFREE:BAVAIL:FILES:FFREE\n");
 		return 2;
 	}
 	armed_path = getenv("EIOFS_ARMED");
