@@ -607,3 +607,30 @@ def test_bigalloc_clean(image_factory, block, cluster):
     assert r.rc == 4, r
     assert [f.check for f in r.errors] == ["nlink.count"], r
     assert r.errors[0].inode == fault["inode"], r
+
+
+def test_bigalloc_faults(image_factory):
+    """On bigalloc the bitmaps and free counts are per cluster: a cluster
+    of a file freed in the bitmap (debugfs freeb) is ext4.block_in_use
+    naming the file's first block in it, and a descriptor's free count off
+    by 7 is ext4.group_counts in clusters."""
+    img = image_factory("ext4", size_mb=256, mkfs_args=("-O", "bigalloc", "-C", "16384"))
+    img.mkfs()
+    rel, ino, _ = victim(img, "freeb", data=os.urandom(3 * 16384))
+    blk = faults._ext4_first_block(img, ino)
+    debugfs(img, "freeb %d" % blk, write=True)      # the whole cluster
+    assert "not in use" in debugfs(img, "testb %d" % blk)
+    out = debugfs(img, "show_super_stats")
+    m = re.search(r"Group  0: block bitmap at (\d+).*?\n\s+(\d+) free clusters", out, re.S)
+    assert m, out
+    debugfs(img, "set_bg 0 free_blocks_count %d" % (int(m.group(2)) - 7), write=True)
+    debugfs(img, "set_bg 0 checksum calc", write=True)
+    e2fsck(img)
+    mnt, r = _bigalloc_scrub(img, "-n")
+    # the freed cluster's 4 blocks of 4 KiB
+    assert_ext4(r, "ext4.block_in_use", ino, "4 blocks used by this regular file are marked "
+                "free in the block bitmap (the first: block %d)" % blk)
+    assert_ext4(r, "ext4.group_counts", None,
+                "group 0: block bitmap (block %s): the group descriptor says %d free clusters, "
+                "the bitmap has " % (m.group(1), int(m.group(2)) - 7))
+    assert not r.of("Error", "ext4.superblock") and not r.of("Error", "ext4.group_desc"), r
