@@ -491,10 +491,15 @@ static void confirm_suspect(struct walk_thread *t, struct walk_dir *d, struct su
 	if (s->seen != 1 || s->re_dino != s->d_ino || s->re_dtype != s->d_type)
 		return;
 	if (!strcmp(s->check, CHECK_DIRENT_DANGLING)) {
-		if (walk_statx(d->fd, s->name, &now) == -ENOENT)
+		if (walk_statx(d->fd, s->name, &now) != -ENOENT)
+			return;
+		if (report_dino(ctx, s->d_ino))
 			str_error(ctx, s->check, d->node, s->name, s->d_ino,
 				  "directory entry points to inode %llu, which cannot be found",
 				  (unsigned long long)s->d_ino);
+		else
+			str_error(ctx, s->check, d->node, s->name, 0,
+				  "directory entry names an inode that cannot be found");
 		return;
 	}
 	if (walk_statx(d->fd, s->name, &now) < 0 || !stx_unchanged(&now, &s->stx)) {

@@ -301,15 +301,8 @@ EIOFS = os.environ.get("FSCRUB_EIOFS", os.path.join(os.path.dirname(
     os.environ.get("FSCRUB", "build/fscrub")), "eiofs"))
 
 
-@pytest.mark.parametrize("counters,why", [
-    ("1000:10:10:500:600", "more free inodes than inodes"),
-    ("1000:2000:10:500:5", "more free blocks than blocks"),
-    ("1000:10:20:500:5", "more blocks available than free"),
-])
-def test_fuse_statfs_counters_are_the_daemons(workdir, cleanups, counters, why):
-    """eiofs with EIOFS_STATFS reports impossible statfs counters: on FUSE
-    that is an info naming the daemon, never an error; the same rule's
-    error on a kernel filesystem is tested in test_faults.py."""
+def eiofs(workdir, cleanups, **knobs):
+    """tests/tools/eiofs.c serving a 1 MiB file, with EIOFS_* knobs."""
     need_fuse("fusermount3")
     if not os.access(EIOFS, os.X_OK):
         pytest.skip("%s was not built (libfuse3-dev missing at build time)" % EIOFS)
@@ -318,7 +311,8 @@ def test_fuse_statfs_counters_are_the_daemons(workdir, cleanups, counters, why):
         f.truncate(MiB)
     mnt = os.path.join(workdir, "eio")
     os.makedirs(mnt)
-    env = dict(os.environ, EIOFS_IMAGE=img, EIOFS_BAD="", EIOFS_STATFS=counters)
+    env = dict(os.environ, EIOFS_IMAGE=img, EIOFS_BAD="",
+               **{"EIOFS_" + k.upper(): v for k, v in knobs.items()})
     proc = subprocess.Popen([EIOFS, "-f", mnt], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
 
@@ -336,7 +330,33 @@ def test_fuse_statfs_counters_are_the_daemons(workdir, cleanups, counters, why):
         assert proc.poll() is None, proc.stderr.read()
         time.sleep(0.05)
     time.sleep(1.1)
+    return mnt
+
+
+@pytest.mark.parametrize("counters,why", [
+    ("1000:10:10:500:600", "more free inodes than inodes"),
+    ("1000:2000:10:500:5", "more free blocks than blocks"),
+    ("1000:10:20:500:5", "more blocks available than free"),
+])
+def test_fuse_statfs_counters_are_the_daemons(workdir, cleanups, counters, why):
+    """eiofs with EIOFS_STATFS reports impossible statfs counters: on FUSE
+    that is an info naming the daemon, never an error."""
+    mnt = eiofs(workdir, cleanups, statfs=counters)
     r = run_fscrub("-n", "-v", mnt)
     assert_clean(r)
     info = r.of("Info", "statfs.counters")
     assert len(info) == 1 and why in info[0].message and "daemon" in info[0].message, r
+
+
+def test_fuse_dangling_entry_without_inode_number(workdir, cleanups):
+    """A FUSE entry that readdir lists (d_ino 4294967295) and lookup
+    refuses: still dirent.dangling, and with the name.control warning it
+    names no inode rather than 4294967295."""
+    name = "gone\x01x"
+    mnt = eiofs(workdir, cleanups, dangling=name)
+    assert {e.name: e.inode() for e in os.scandir(mnt)}[name] == BAD_INO
+    r = run_fscrub("-n", mnt)
+    assert r.rc == 4, r
+    hits = r.of("Error", "dirent.dangling") + r.of("Warning", "name.control")
+    assert len(hits) == 2 and all(h.inode is None for h in hits), r
+    assert all("4294967295" not in h.message for h in hits), r

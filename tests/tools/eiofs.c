@@ -19,6 +19,9 @@
  * can exceed its inodes), for the tests of how fscrub treats a daemon's
  * statfs.
  *
+ * With $EIOFS_DANGLING=NAME the root also lists NAME, which cannot be
+ * looked up (ENOENT): a directory entry without its inode.
+ *
  *     EIOFS_IMAGE=x.img EIOFS_BAD=1048576:4096 eiofs -f MOUNTPOINT
  */
 #define FUSE_USE_VERSION 31
@@ -68,6 +71,7 @@ static int touches_bad(off_t off, size_t len)
 	return 0;
 }
 
+static const char *dangling;	/* a name readdir lists and lookup refuses */
 static struct statvfs fixed_statfs;
 static int have_fixed_statfs;
 
@@ -127,6 +131,8 @@ static int e_readdir(const char *path, void *buf, fuse_fill_dir_t fill, off_t of
 	fill(buf, ".", NULL, 0, 0);
 	fill(buf, "..", NULL, 0, 0);
 	fill(buf, "disk", NULL, 0, 0);
+	if (dangling)
+		fill(buf, dangling, NULL, 0, 0);
 	return 0;
 }
 
@@ -185,6 +191,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	armed_path = getenv("EIOFS_ARMED");
+	dangling = getenv("EIOFS_DANGLING");
 	image_fd = open(image, O_RDWR | O_CLOEXEC);
 	if (image_fd < 0) {
 		perror(image);
