@@ -487,7 +487,6 @@ static uint32_t count_free(const unsigned char *bm, uint32_t nbits)
 	return nbits - used;
 }
 
-
 /* arg: group, kind, what (0: checksum, 1: free count) */
 static const char *bitmap_bad(ext2_filsys fs, dgrp_t g, enum bitmap_kind k,
 			      const unsigned char *bm, int what)
