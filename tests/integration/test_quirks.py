@@ -36,12 +36,15 @@ def compressible(i, size):
 
 # ---- item 5: compressed extents ----------------------------------------------
 
-def test_compressed_erofs(workdir, cleanups):
+@pytest.mark.parametrize("mkfs_args", [["-zlz4hc"],
+                                       ["-zlz4", "-Eztailpacking,fragments,dedupe"]])
+def test_compressed_erofs(workdir, cleanups, mkfs_args):
     """mkfs.erofs -zlz4hc: FIEMAP reports each compressed cluster with its
     uncompressed length (1 MiB of data "at" byte 4096 of a 200 KiB image)
     and no FIEMAP flag; statx says STATX_ATTR_COMPRESSED.  Not past the
     device, not cross-linked; -x reads those files through the file, the
-    plain ones from the device.  A hard link, a plain and a tiny file too."""
+    plain ones from the device.  A hard link, a plain and a tiny file too;
+    also with packed tails, fragments and deduplicated clusters."""
     need_fs("erofs")
     stage = fsimage.make_tmpfs(workdir, name="stage", populate=False)
     cleanups.append(stage.cleanup)
@@ -52,7 +55,7 @@ def test_compressed_erofs(workdir, cleanups):
     os.link(os.path.join(src, "text0"), os.path.join(src, "d", "text0.link"))
     fsimage._write(os.path.join(src, "random"), os.urandom(300000))
     fsimage._write(os.path.join(src, "d", "small"), b"small\n")
-    fs = fsimage.make_erofs(workdir, src, extra_args=["-zlz4hc"])
+    fs = fsimage.make_erofs(workdir, src, extra_args=mkfs_args)
     cleanups.append(fs.cleanup)
     size = os.path.getsize(fs.image)
     ext = fsimage.fiemap(os.path.join(fs.mnt, "text1"))
