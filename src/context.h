@@ -42,6 +42,27 @@ enum fs_quirks {
 	 * CIFS, 9p): dir.nlink is not checked.
 	 */
 	QUIRK_DIR_NLINK_ANY	= (1 << 1),
+	/*
+	 * A file's link count need not be the number of its names:
+	 * overlayfs with index=off breaks hard links on copy-up (the copied
+	 * name becomes a new inode with one link, the other names keep the
+	 * lower inode and its count; the kernel's overlayfs.rst says so).
+	 * nlink.count mismatches are infos.
+	 */
+	QUIRK_NLINK_NAMES_ANY	= (1 << 2),
+	/*
+	 * Inode numbers may be per name, not per inode: a FUSE daemon
+	 * without use_ino (squashfuse) gives each name its own st_ino, so a
+	 * hard-linked file is seen as several inodes with one name each.
+	 * Link counts are checked only if the walk reached some
+	 * multiply-linked inode by two of its names (links_share_ino).
+	 */
+	QUIRK_INO_MAYBE_PER_NAME = (1 << 3),
+	/*
+	 * statfs counters come from a daemon (FUSE): inconsistent ones are
+	 * not evidence of damage on the disk; statfs.counters is an info.
+	 */
+	QUIRK_STATFS_ANY	= (1 << 4),
 };
 
 struct scrub_options {
@@ -115,6 +136,7 @@ struct scrub_ctx {
 	struct dotdot_suspect *dotdot_suspects;
 	atomic_bool names_hidden;	/* a name may be invisible (covered mount point) */
 	atomic_bool dirs_changed;	/* a directory changed during the scan */
+	atomic_bool links_share_ino;	/* two names of a multiply-linked inode were found */
 	bool no_fiemap;			/* FSCRUB_DEBUG_NO_FIEMAP: always FIBMAP */
 	atomic_bool fiemap_missing_said;	/* "no FIEMAP" was reported */
 	atomic_bool fibmap_broken;	/* FIBMAP failed once: not tried again */

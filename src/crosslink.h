@@ -32,9 +32,14 @@
 
 struct scrub_ctx;
 
-/* Extents whose physical offset is no place on the device of their own. */
+/*
+ * Extents whose physical offset is no place on the device of their own,
+ * or whose length there is unknown (encoded: FIEMAP gives the length
+ * uncompressed).
+ */
 #define XLINK_NO_LOCATION (FIEMAP_EXTENT_UNKNOWN | FIEMAP_EXTENT_DELALLOC | \
-			   FIEMAP_EXTENT_DATA_INLINE | FIEMAP_EXTENT_NOT_ALIGNED)
+			   FIEMAP_EXTENT_DATA_INLINE | FIEMAP_EXTENT_NOT_ALIGNED | \
+			   FIEMAP_EXTENT_ENCODED)
 
 #define XLINK_MAX_EXTENTS (16ULL << 20)
 

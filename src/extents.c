@@ -30,6 +30,20 @@
 /* Extents whose physical offset means nothing on the device. */
 #define EXTENT_PHYS_UNKNOWN (FIEMAP_EXTENT_UNKNOWN | FIEMAP_EXTENT_DELALLOC)
 
+/*
+ * Is extent x past the end of the device?  An encoded extent's length is
+ * what it holds uncompressed (erofs: a 1 MiB cluster in 4 KiB of a 240 KiB
+ * image): only its start must be on the device.
+ */
+static bool past_device(const struct extent_cursor *cur, const struct fiemap_extent *x)
+{
+	if (!cur->dev_size || (x->fe_flags & EXTENT_PHYS_UNKNOWN))
+		return false;
+	if (cur->encoded || (x->fe_flags & FIEMAP_EXTENT_ENCODED))
+		return x->fe_physical >= cur->dev_size;
+	return x->fe_physical >= cur->dev_size || x->fe_length > cur->dev_size - x->fe_physical;
+}
+
 void extent_cursor_init(struct extent_cursor *cur, uint64_t dev_size)
 {
 	memset(cur, 0, sizeof(*cur));
@@ -59,9 +73,7 @@ enum extent_problem extent_validate(struct extent_cursor *cur,
 			return flag_problem(cur, x, EXTENT_ZERO_LENGTH);
 		if (cur->have_prev && x->fe_logical < cur->next_logical)
 			return flag_problem(cur, x, EXTENT_OVERLAP);
-		if (cur->dev_size && !(x->fe_flags & EXTENT_PHYS_UNKNOWN) &&
-		    (x->fe_physical >= cur->dev_size ||
-		     x->fe_length > cur->dev_size - x->fe_physical))
+		if (past_device(cur, x))
 			return flag_problem(cur, x, EXTENT_PAST_DEVICE);
 		cur->have_prev = true;
 		cur->mapped_bytes += x->fe_length;
@@ -185,14 +197,16 @@ static bool check_fork(struct walk_thread *t, struct extent_buf *eb,
 	int ret;
 
 	extent_cursor_init(&cur, dev_size);
-	ret = map_fork(eb, fd, flags, &cur, &p, flags || elsewhere ? NULL : e,
+	cur.encoded = eb->compressed;
+	/* A compressed file's bytes have no known place: the file is read as a file. */
+	ret = map_fork(eb, fd, flags, &cur, &p, flags || elsewhere || eb->compressed ? NULL : e,
 		       stx_changed_during_scan(ctx, &e->stx));
 	if (ret < 0 && fiemap_unsupported(-ret))
 		return false;
 	t->stats.extents += cur.nr_extents;
 	if (ret == 0 && p == EXTENT_OK) {
 		if (!flags) {
-			eb->collected = !eb->unlocated && !elsewhere;
+			eb->collected = !eb->unlocated && !elsewhere && !eb->compressed;
 			eb->data_bytes = cur.mapped_bytes;
 		}
 		return true;
@@ -200,6 +214,7 @@ static bool check_fork(struct walk_thread *t, struct extent_buf *eb,
 
 	/* Look again from scratch before saying anything. */
 	extent_cursor_init(&cur, dev_size);
+	cur.encoded = eb->compressed;
 	ret = map_fork(eb, fd, flags, &cur, &p, NULL, false);
 	if (ret == 0 && p == EXTENT_OK)
 		return true;
@@ -293,6 +308,8 @@ void extents_check_file(struct walk_thread *t, struct extent_buf *eb,
 	eb->collected = false;
 	eb->unlocated = false;
 	eb->elsewhere = ctx->rt_device && is_realtime(fd);
+	eb->compressed = (e->stx.stx_attributes_mask & STATX_ATTR_COMPRESSED) &&
+			 (e->stx.stx_attributes & STATX_ATTR_COMPRESSED);
 	eb->data_bytes = 0;
 	if (!ctx->no_fiemap) {
 		bool mapped = check_fork(t, eb, d, e, fd, 0, "data fork");

@@ -9,7 +9,14 @@
  * extent that ends past the end of the device (only where FIEMAP physical
  * offsets are offsets on the mount's block device: ctx->dev_size != 0).
  * Extents whose physical location is unknown (delalloc, unknown) are not
- * checked against the device.  A filesystem without FIEMAP is said so once.
+ * checked against the device.  Of an encoded (compressed) extent only the
+ * start is: FIEMAP gives its uncompressed length, not the bytes it takes
+ * on the device.  Encoded are the extents flagged FIEMAP_EXTENT_ENCODED
+ * (btrfs) and every extent of a file statx flags STATX_ATTR_COMPRESSED
+ * (erofs sets no FIEMAP flag on its compressed extents); their bytes are
+ * not placed on the device for the cross-link check or the device reader,
+ * which read such a file through the file instead.  A filesystem without
+ * FIEMAP is said so once.
  */
 #ifndef FSCRUB_EXTENTS_H
 #define FSCRUB_EXTENTS_H
@@ -40,6 +47,7 @@ struct extent_cursor {
 	bool have_prev;
 	bool saw_last;			/* an extent with FIEMAP_EXTENT_LAST was seen */
 	uint64_t dev_size;		/* 0: do not check physical offsets */
+	bool encoded;			/* every extent is encoded (a compressed file) */
 	unsigned long long nr_extents;
 	uint64_t mapped_bytes;		/* sum of the extents' lengths */
 	/* Where the problem is, for the report. */
@@ -59,6 +67,7 @@ struct extent_buf {
 	bool collected;			/* the last data fork went in whole */
 	bool unlocated;			/* ... but some of it has no place yet */
 	bool elsewhere;			/* the data fork is on another device (XFS realtime) */
+	bool compressed;		/* STATX_ATTR_COMPRESSED: every extent is encoded */
 	uint64_t data_bytes;		/* bytes the last data fork mapped */
 };
 

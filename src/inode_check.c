@@ -158,6 +158,22 @@ static const char *dtype_name(unsigned char t)
 }
 
 /* The name itself: corruption (empty, '/'), suspicious bytes, duplicates. */
+/*
+ * getdents' d_ino as a report's inode number: 0 (none printed) where it
+ * means nothing.  FUSE gives every entry d_ino 0xffffffff unless the
+ * daemon passes its inode numbers (use_ino, readdirplus).
+ */
+static uint64_t report_dino(const struct scrub_ctx *ctx, uint64_t d_ino)
+{
+	return ctx->quirks & QUIRK_DINO_UNRELATED ? 0 : d_ino;
+}
+
+/* The inode number to name an entry by: its own once statx answered. */
+static uint64_t entry_ino(const struct scrub_ctx *ctx, const struct walk_entry *e)
+{
+	return e->stat_err ? report_dino(ctx, e->d_ino) : e->stx.stx_ino;
+}
+
 static void check_name(struct walk_thread *t, struct check_thread *ct,
 		       struct walk_dir *d, const struct walk_entry *e)
 {
@@ -168,10 +184,10 @@ static void check_name(struct walk_thread *t, struct check_thread *ct,
 	if (flags & NAME_SLASH)
 		add_suspect(ct, CHECK_NAME_SLASH, e);
 	if (flags & NAME_BAD_UTF8)
-		str_warn(t->ctx, CHECK_NAME_ENCODING, d->node, e->name, e->d_ino,
+		str_warn(t->ctx, CHECK_NAME_ENCODING, d->node, e->name, entry_ino(t->ctx, e),
 			 "name is not valid UTF-8");
 	if (flags & NAME_CONTROL)
-		str_warn(t->ctx, CHECK_NAME_CONTROL, d->node, e->name, e->d_ino,
+		str_warn(t->ctx, CHECK_NAME_CONTROL, d->node, e->name, entry_ino(t->ctx, e),
 			 "name contains control characters");
 	if (name_set_insert(&ct->names, name_hash(e->name, e->namelen)))
 		add_suspect(ct, CHECK_NAME_DUPLICATE, e);
@@ -200,7 +216,7 @@ static void stat_failed(struct walk_thread *t, struct check_thread *ct,
 		err = -again;
 	}
 	if (errno_is_corruption(err))
-		str_error(ctx, CHECK_INODE_UNREADABLE, d->node, e->name, e->d_ino,
+		str_error(ctx, CHECK_INODE_UNREADABLE, d->node, e->name, report_dino(ctx, e->d_ino),
 			  "cannot read the inode: %s", strerror(err));
 	else
 		report_operational(ctx, d->node, e->name, err, "cannot stat");
@@ -389,6 +405,8 @@ static void inode_entry(struct walk_thread *t, struct walk_dir *d,
 		first = linktable_add(ctx->links, stx_devno(stx), stx->stx_ino,
 				      stx->stx_nlink, stx_ns(&stx->stx_ctime), d->node,
 				      e->name, e->namelen, 1);
+		if (!first && !atomic_load_explicit(&ctx->links_share_ino, memory_order_relaxed))
+			atomic_store(&ctx->links_share_ino, true);
 	} else if (!S_ISDIR(stx->stx_mode) && e->seen_before) {
 		first = false;
 		second_name_of_single_link(t, d, e);
@@ -491,9 +509,13 @@ static void confirm_suspect(struct walk_thread *t, struct walk_dir *d, struct su
 		if (!s->seen)
 			return;
 		names_escape(&esc, s->name, s->namelen);
-		str_error(ctx, s->check, d->node, NULL, s->d_ino,
-			  "directory has an entry with an invalid name '%s' (inode %llu)",
-			  esc.buf, (unsigned long long)s->d_ino);
+		if (report_dino(ctx, s->d_ino))
+			str_error(ctx, s->check, d->node, NULL, s->d_ino,
+				  "directory has an entry with an invalid name '%s' (inode %llu)",
+				  esc.buf, (unsigned long long)s->d_ino);
+		else
+			str_error(ctx, s->check, d->node, NULL, 0,
+				  "directory has an entry with an invalid name '%s'", esc.buf);
 		strbuf_release(&esc);
 		return;
 	}
@@ -507,10 +529,15 @@ static void confirm_suspect(struct walk_thread *t, struct walk_dir *d, struct su
 	if (s->seen != 1 || s->re_dino != s->d_ino || s->re_dtype != s->d_type)
 		return;
 	if (!strcmp(s->check, CHECK_DIRENT_DANGLING)) {
-		if (walk_statx(d->fd, s->name, &now) == -ENOENT)
+		if (walk_statx(d->fd, s->name, &now) != -ENOENT)
+			return;
+		if (report_dino(ctx, s->d_ino))
 			str_error(ctx, s->check, d->node, s->name, s->d_ino,
 				  "directory entry points to inode %llu, which cannot be found",
 				  (unsigned long long)s->d_ino);
+		else
+			str_error(ctx, s->check, d->node, s->name, 0,
+				  "directory entry names an inode that cannot be found");
 		return;
 	}
 	if (walk_statx(d->fd, s->name, &now) < 0 || !stx_unchanged(&now, &s->stx)) {
@@ -629,7 +656,7 @@ static void inode_dir_end(struct walk_thread *t, struct walk_dir *d)
 	if (walk_statx(d->fd, NULL, &after) < 0 || !stx_unchanged(&after, &d->before)) {
 		for (size_t i = 0; i < ct->nr_suspects; i++)
 			str_changed(ctx, ct->suspects[i].check, d->node, ct->suspects[i].name,
-				    ct->suspects[i].d_ino, "directory");
+				    report_dino(ctx, ct->suspects[i].d_ino), "directory");
 		if (!ct->nr_suspects)
 			str_changed(ctx, CHECK_DIR_NLINK, d->node, NULL, d->before.stx_ino,
 				    "directory");
@@ -824,6 +851,11 @@ static void recount_links(struct scrub_ctx *ctx, struct link_suspects *ls)
 			str_changed(ctx, CHECK_NLINK_COUNT, e->dir, e->name, e->ino,
 				    "link count is %u but %u names were found while directories "
 				    "were changing", e->nlink, e->found);
+		else if (ctx->quirks & QUIRK_NLINK_NAMES_ANY)
+			str_info(ctx, CHECK_NLINK_COUNT, e->dir, e->name, e->ino,
+				 "link count is %u but %u %s found: %s breaks hard links on "
+				 "copy-up without index=on", e->nlink, e->found,
+				 e->found == 1 ? "name was" : "names were", ctx->fstype);
 		else if (e->found < e->nlink && atomic_load(&ctx->names_hidden))
 			str_info(ctx, CHECK_NLINK_COUNT, e->dir, e->name, e->ino,
 				 "link count is %u but %u names were found; the others may be "
@@ -833,6 +865,33 @@ static void recount_links(struct scrub_ctx *ctx, struct link_suspects *ls)
 				  "link count is %u but %u %s found", e->nlink, e->found,
 				  e->found == 1 ? "name was" : "names were");
 	}
+}
+
+static void count_mismatch(struct link_entry *e, void *arg)
+{
+	(void)e;
+	++*(unsigned long long *)arg;
+}
+
+/*
+ * Are inode numbers per name here (QUIRK_INO_MAYBE_PER_NAME)?  Then no
+ * multiply-linked inode was reached by two names, and every link count
+ * looks wrong: the check is not done, and that is said once.
+ */
+static bool links_uncheckable(struct scrub_ctx *ctx)
+{
+	unsigned long long n = 0;
+
+	if (!(ctx->quirks & QUIRK_INO_MAYBE_PER_NAME) || atomic_load(&ctx->links_share_ino))
+		return false;
+	linktable_for_each_mismatch(ctx->links, count_mismatch, &n);
+	if (n)
+		str_info(ctx, CHECK_NLINK_COUNT, NULL, NULL, 0,
+			 "%llu files have more links than names, and no two names share an "
+			 "inode number: this %s filesystem gives each name its own inode "
+			 "number (a FUSE daemon without use_ino), so link counts are not "
+			 "checked", n, ctx->fstype);
+	return true;
 }
 
 void inode_check_links(struct scrub_ctx *ctx)
@@ -847,7 +906,8 @@ void inode_check_links(struct scrub_ctx *ctx)
 		recheck_dotdot(ctx, s, buf, bufsize);
 	}
 	free(buf);
-	linktable_for_each_mismatch(ctx->links, recheck_links, &ls);
+	if (!links_uncheckable(ctx))
+		linktable_for_each_mismatch(ctx->links, recheck_links, &ls);
 	if (ls.n && !scrub_should_stop(ctx))
 		recount_links(ctx, &ls);
 	free(ls.e);

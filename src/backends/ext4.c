@@ -228,6 +228,35 @@ static blk64_t sb_block(ext2_filsys fs, unsigned *off)
 	return SUPERBLOCK_OFFSET / fs->blocksize;
 }
 
+/*
+ * A group's size out of range?  One bitmap block maps a group, one bit per
+ * allocation unit: a block, or with bigalloc a cluster of 2^s_log_cluster_size
+ * blocks.  So the limit of 8 bits per byte of a bitmap block is on clusters
+ * per group, and blocks per group is clusters per group times the cluster
+ * ratio (a bigalloc group of 1 KiB blocks and 16-block clusters has 131072
+ * blocks, sixteen times 8 * 1024).  Without bigalloc the cluster fields
+ * equal the block fields (mke2fs writes both).
+ */
+static bool sb_groups_insane(ext2_filsys fs, const struct ext2_super_block *sb)
+{
+	bool bigalloc = ext2fs_has_feature_bigalloc((struct ext2_super_block *)sb);
+	uint32_t cpg = bigalloc ? sb->s_clusters_per_group : sb->s_blocks_per_group;
+	unsigned log_ratio;
+
+	/*
+	 * libext2fs's own bound on the cluster size: log2 of its bytes at most
+	 * EXT2_MAX_CLUSTER_LOG_SIZE (512 MiB); the field counts from 1 KiB.
+	 */
+	if (bigalloc && (sb->s_log_cluster_size < sb->s_log_block_size ||
+			 sb->s_log_cluster_size > EXT2_MAX_CLUSTER_LOG_SIZE - EXT2_MIN_BLOCK_LOG_SIZE))
+		return true;
+	log_ratio = bigalloc ? sb->s_log_cluster_size - sb->s_log_block_size : 0;
+	if (cpg == 0 || cpg > 8 * fs->blocksize ||
+	    (uint64_t)sb->s_blocks_per_group != (uint64_t)cpg << log_ratio)
+		return true;
+	return sb->s_inodes_per_group == 0 || sb->s_inodes_per_group > 8 * fs->blocksize;
+}
+
 /* What is wrong with a superblock's geometry, NULL if nothing. */
 static const char *sb_insane(ext2_filsys fs, const struct ext2_super_block *sb)
 {
@@ -238,9 +267,8 @@ static const char *sb_insane(ext2_filsys fs, const struct ext2_super_block *sb)
 		return "bad magic number";
 	if ((unsigned)EXT2_BLOCK_SIZE(sb) != fs->blocksize)
 		return "block size differs from the one the filesystem was opened with";
-	if (sb->s_blocks_per_group == 0 || sb->s_blocks_per_group > 8 * fs->blocksize ||
-	    sb->s_inodes_per_group == 0 || sb->s_inodes_per_group > 8 * fs->blocksize)
-		return "blocks or inodes per group out of range";
+	if (sb_groups_insane(fs, sb))
+		return "blocks, clusters or inodes per group out of range";
 	if (sb->s_first_data_block != (fs->blocksize == 1024 ? 1U : 0U) &&
 	    !(fs->blocksize == 1024 && sb->s_first_data_block == 0))
 		return "first data block is wrong for the block size";
@@ -396,6 +424,17 @@ out:
 
 /* ---- phase 2: group descriptors and bitmaps ------------------------------ */
 
+enum bitmap_kind { BITMAP_BLOCK, BITMAP_INODE };
+
+/* Bits that map group g: its inodes, or its blocks' allocation units (clusters). */
+static uint32_t bitmap_bits(ext2_filsys fs, dgrp_t g, enum bitmap_kind k)
+{
+	if (k == BITMAP_INODE)
+		return fs->super->s_inodes_per_group;
+	return (uint32_t)(((blk64_t)ext2fs_group_blocks_count(fs, g) +
+			   EXT2FS_CLUSTER_RATIO(fs) - 1) >> fs->cluster_ratio_bits);
+}
+
 /* What is wrong with group g's descriptor (as now in fs->group_desc), or NULL. */
 static const char *gd_bad(ext2_filsys fs, dgrp_t g)
 {
@@ -412,8 +451,10 @@ static const char *gd_bad(ext2_filsys fs, dgrp_t g)
 	if (!flex && (bb < first || bb > last || ib < first || ib > last || it < first ||
 		      it + fs->inode_blocks_per_group - 1 > last))
 		return "a bitmap or the inode table is outside its group";
-	if (ext2fs_bg_free_blocks_count(fs, g) > (uint32_t)ext2fs_group_blocks_count(fs, g))
-		return "more free blocks than the group has";
+	/* With bigalloc the descriptor counts free clusters, not blocks. */
+	if (ext2fs_bg_free_blocks_count(fs, g) > bitmap_bits(fs, g, BITMAP_BLOCK))
+		return EXT2FS_CLUSTER_RATIO(fs) > 1 ? "more free clusters than the group has" :
+		       "more free blocks than the group has";
 	if (ext2fs_bg_free_inodes_count(fs, g) > fs->super->s_inodes_per_group)
 		return "more free inodes than the group has";
 	if (ext2fs_bg_itable_unused(fs, g) > fs->super->s_inodes_per_group)
@@ -444,16 +485,6 @@ static uint32_t count_free(const unsigned char *bm, uint32_t nbits)
 	for (uint32_t i = nbits & ~7U; i < nbits; i++)
 		used += (bm[i / 8] >> (i % 8)) & 1;
 	return nbits - used;
-}
-
-enum bitmap_kind { BITMAP_BLOCK, BITMAP_INODE };
-
-static uint32_t bitmap_bits(ext2_filsys fs, dgrp_t g, enum bitmap_kind k)
-{
-	if (k == BITMAP_INODE)
-		return fs->super->s_inodes_per_group;
-	return (uint32_t)(((blk64_t)ext2fs_group_blocks_count(fs, g) +
-			   EXT2FS_CLUSTER_RATIO(fs) - 1) >> fs->cluster_ratio_bits);
 }
 
 /* arg: group, kind, what (0: checksum, 1: free count) */

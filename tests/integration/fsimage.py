@@ -408,8 +408,13 @@ def make_squashfs(workdir, src, name="squashfs", tree=None, extra_args=()):
 
 
 def make_erofs(workdir, src, name="erofs", tree=None, extra_args=()):
-    """mkfs.erofs *src* (uncompressed, xattrs kept) into
-    ``workdir/<name>.img`` and mount it read-only.
+    """mkfs.erofs *src* (uncompressed unless *extra_args* say, e.g.
+    ``["-zlz4hc"]``; xattrs kept) into ``workdir/<name>.img`` and mount it
+    read-only.
+
+    Compressed erofs (Linux 6.18) reports each compressed extent through
+    FIEMAP with its uncompressed length and no FIEMAP flag (not ENCODED);
+    statx sets STATX_ATTR_COMPRESSED on such files.
 
     erofs-utils 1.5 cannot handle a source containing a path longer than
     PATH_MAX: it fails with "failed to build shared xattrs: [Error 12]

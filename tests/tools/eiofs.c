@@ -14,6 +14,14 @@
  * test can mount the filesystem on top first (the kernel reads its
  * metadata at mount time) and make a metadata block go bad afterwards.
  *
+ * With $EIOFS_STATFS=BLOCKS:BFREE:BAVAIL:FILES:FFREE statfs reports those
+ * counters, whatever they say (as some daemons do: ntfs-3g's free inodes
+ * can exceed its inodes), for the tests of how fscrub treats a daemon's
+ * statfs.
+ *
+ * With $EIOFS_DANGLING=NAME the root also lists NAME, which cannot be
+ * looked up (ENOENT): a directory entry without its inode.
+ *
  *     EIOFS_IMAGE=x.img EIOFS_BAD=1048576:4096 eiofs -f MOUNTPOINT
  */
 #define FUSE_USE_VERSION 31
@@ -24,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #define MAX_BAD 64
@@ -62,6 +71,39 @@ static int touches_bad(off_t off, size_t len)
 	return 0;
 }
 
+static const char *dangling;	/* a name readdir lists and lookup refuses */
+static struct statvfs fixed_statfs;
+static int have_fixed_statfs;
+
+static int parse_statfs(const char *s)
+{
+	unsigned long long v[5];
+
+	if (!s)
+		return 0;
+	if (sscanf(s, "%llu:%llu:%llu:%llu:%llu", &v[0], &v[1], &v[2], &v[3], &v[4]) != 5)
+		return -1;
+	fixed_statfs.f_bsize = fixed_statfs.f_frsize = 4096;
+	fixed_statfs.f_namemax = 255;
+	fixed_statfs.f_blocks = v[0];
+	fixed_statfs.f_bfree = v[1];
+	fixed_statfs.f_bavail = v[2];
+	fixed_statfs.f_files = v[3];
+	fixed_statfs.f_ffree = fixed_statfs.f_favail = v[4];
+	have_fixed_statfs = 1;
+	return 0;
+}
+
+static int e_statfs(const char *path, struct statvfs *sv)
+{
+	(void)path;
+	if (have_fixed_statfs) {
+		*sv = fixed_statfs;
+		return 0;
+	}
+	return fstatvfs(image_fd, sv) < 0 ? -errno : 0;
+}
+
 static int e_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 {
 	(void)fi;
@@ -89,6 +131,8 @@ static int e_readdir(const char *path, void *buf, fuse_fill_dir_t fill, off_t of
 	fill(buf, ".", NULL, 0, 0);
 	fill(buf, "..", NULL, 0, 0);
 	fill(buf, "disk", NULL, 0, 0);
+	if (dangling)
+		fill(buf, dangling, NULL, 0, 0);
 	return 0;
 }
 
@@ -134,17 +178,20 @@ static const struct fuse_operations ops = {
 	.read = e_read,
 	.write = e_write,
 	.fsync = e_fsync,
+	.statfs = e_statfs,
 };
 
 int main(int argc, char **argv)
 {
 	const char *image = getenv("EIOFS_IMAGE");
 
-	if (!image || parse_bad(getenv("EIOFS_BAD")) < 0) {
-		fprintf(stderr, "eiofs: set EIOFS_IMAGE=FILE and EIOFS_BAD=OFF:LEN[,OFF:LEN...]\n");
+	if (!image || parse_bad(getenv("EIOFS_BAD")) < 0 || parse_statfs(getenv("EIOFS_STATFS")) < 0) {
+		fprintf(stderr, "eiofs: set EIOFS_IMAGE=FILE and EIOFS_BAD=OFF:LEN[,OFF:LEN...]; "
+			"EIOFS_STATFS=BLOCKS:BFREE:BAVAIL:FILES:FFREE\n");
 		return 2;
 	}
 	armed_path = getenv("EIOFS_ARMED");
+	dangling = getenv("EIOFS_DANGLING");
 	image_fd = open(image, O_RDWR | O_CLOEXEC);
 	if (image_fd < 0) {
 		perror(image);

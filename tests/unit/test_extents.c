@@ -87,6 +87,33 @@ static void test_past_device(void **state)
 	assert_int_equal(validate(huge, 1, 100 * MiB, &cur), EXTENT_PAST_DEVICE);
 }
 
+/*
+ * An encoded extent's FIEMAP length is its uncompressed length (erofs: a
+ * 1 MiB cluster compressed into 4 KiB at the end of a small image): only
+ * its start must be on the device.  Encoded by its flag (btrfs) or because
+ * the whole file is compressed (erofs sets no flag).
+ */
+static void test_encoded(void **state)
+{
+	struct extent_cursor cur;
+	struct fiemap_extent flagged[] = { ext(0, 99 * MiB, 2 * MiB, FIEMAP_EXTENT_ENCODED) };
+	struct fiemap_extent plain[] = { ext(0, 99 * MiB, 2 * MiB, 0),
+					 ext(2 * MiB, 3 * MiB, 2 * MiB, FIEMAP_EXTENT_LAST) };
+	struct fiemap_extent start_past[] = { ext(0, 100 * MiB, 2 * MiB, FIEMAP_EXTENT_ENCODED) };
+	struct fiemap_extent overlap[] = { ext(0, MiB, 2 * MiB, FIEMAP_EXTENT_ENCODED),
+					   ext(MiB, 2 * MiB, MiB, FIEMAP_EXTENT_ENCODED) };
+
+	(void)state;
+	assert_int_equal(validate(flagged, 1, 100 * MiB, &cur), EXTENT_OK);
+	assert_int_equal(validate(plain, 2, 100 * MiB, &cur), EXTENT_PAST_DEVICE);
+	extent_cursor_init(&cur, 100 * MiB);
+	cur.encoded = true;
+	assert_int_equal(extent_validate(&cur, plain, 2), EXTENT_OK);
+	/* still checked: the start, and the logical order */
+	assert_int_equal(validate(start_past, 1, 100 * MiB, &cur), EXTENT_PAST_DEVICE);
+	assert_int_equal(validate(overlap, 2, 100 * MiB, &cur), EXTENT_OVERLAP);
+}
+
 static void test_last_flag(void **state)
 {
 	struct extent_cursor cur;
@@ -117,6 +144,7 @@ int main(void)
 		cmocka_unit_test(test_zero_length),
 		cmocka_unit_test(test_overlap_and_order),
 		cmocka_unit_test(test_past_device),
+		cmocka_unit_test(test_encoded),
 		cmocka_unit_test(test_last_flag),
 		cmocka_unit_test(test_across_batches),
 	};
