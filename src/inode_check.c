@@ -69,6 +69,7 @@ static void *check_thread_init(struct scrub_ctx *ctx, unsigned index)
 	/* Physical offsets mean something only on the mount's own device. */
 	if (ctx->dev_size) {
 		ct->extents.collect = &ct->xlinks;
+		ct->xlinks.dev = ctx->xlinks.dev;
 		/* Each thread's share of the bound on the whole list. */
 		ct->xlinks.cap = XLINK_MAX_EXTENTS / (ctx->opt.nr_threads ? ctx->opt.nr_threads : 1);
 	}
@@ -667,7 +668,8 @@ static void recheck_dotdot(struct scrub_ctx *ctx, struct dotdot_suspect *s, char
 		  walk_statx(pfd, dir->name, &at_name) == 0 &&
 		  walk_statx(fd, NULL, &after) == 0;
 
-	if (!ok || !look.seen || at_name.stx_ino != dir->ino || !stx_unchanged(&before, &after))
+	if (!ok || !look.seen || at_name.stx_ino != dir->ino || stx_devno(&at_name) != dir->dev ||
+	    !stx_unchanged(&before, &after))
 		str_changed(ctx, CHECK_DIR_DOTDOT, dir, NULL, dir->ino, "directory");
 	else if (look.dotdot_ino != parent->ino && look.dotdot_ino == s->dotdot_ino)
 		str_error(ctx, CHECK_DIR_DOTDOT, dir, NULL, dir->ino,
@@ -702,7 +704,8 @@ static void recheck_links(struct link_entry *e, void *arg)
 	int ret = walk_statx(fd, e->name, &now);
 
 	dircache_unpin(&ctx->dcache, e->dir);
-	if (ret < 0 || now.stx_ino != e->ino || now.stx_nlink != e->nlink ||
+	if (ret < 0 || now.stx_ino != e->ino || stx_devno(&now) != e->dev ||
+	    now.stx_nlink != e->nlink ||
 	    stx_ns(&now.stx_ctime) != e->ctime_ns || stx_changed_during_scan(ctx, &now)) {
 		str_changed(ctx, CHECK_NLINK_COUNT, e->dir, e->name, e->ino, "link count");
 		return;
