@@ -50,6 +50,7 @@ struct ledger {
 	/* What was done, for -v. */
 	atomic_ullong verified, recorded, refreshed, skipped, manifest_ok;
 	atomic_bool put_error_said;
+	atomic_bool no_subvol_said;	/* a file's subvolume unknown (store_subvol()) */
 };
 
 /* A file's digest as hashed: base-chunk sums in chunk order (duplicates add). */
@@ -471,7 +472,7 @@ static int writable_fd(struct scrub_ctx *ctx, int fd)
 /* Store a new record of the file; with xattrs, the ctime it causes is its own. */
 static void put_record(struct walk_thread *t, const struct walk_dir *d,
 		       const struct walk_entry *e, int fd, const struct file_sums *fs,
-		       const struct statx *stx, uint64_t gen, bool refresh)
+		       const struct statx *stx, uint64_t subvol, uint64_t gen, bool refresh)
 {
 	struct ledger *lg = t->ctx->ledger;
 	struct ledger_record r;
@@ -483,7 +484,7 @@ static void put_record(struct walk_thread *t, const struct walk_dir *d,
 		r.written_ns = lg->store.db ? r.ctime_ns : now_ns() + 1000000000;
 		if (!lg->store.db && wfd < 0)
 			break;
-		ret = ledger_store_put(&lg->store, wfd, &r);
+		ret = ledger_store_put(&lg->store, wfd, subvol, &r);
 		/* Too big for this filesystem's xattrs: fewer, larger chunks. */
 		if (ret != -ENOSPC && ret != -E2BIG)
 			break;
@@ -614,6 +615,23 @@ static void confirm_bitrot(struct walk_thread *t, const struct walk_dir *d,
 	close(fd);
 }
 
+/*
+ * The subvolume part of the file's key in the --ledger database
+ * (ledger_store.h): the kernel's subvolume id (STATX_SUBVOL, asked for
+ * with the file's statx), else 0 for a file on the mount root's st_dev.
+ * False for a file on another st_dev whose subvolume the kernel does not
+ * name (btrfs before Linux 6.10): no key would tell it from the files of
+ * other subvolumes with its inode number, so it is not kept in the
+ * database.  The xattr store needs no key: the record is on the file.
+ */
+static bool store_subvol(const struct ledger *lg, const struct statx *now, uint64_t *subvol)
+{
+	*subvol = 0;
+	if (!lg->store.db_mode || stx_subvol(now, subvol))
+		return true;
+	return stx_devno(now) == stx_devno(&lg->ctx->root_stx);
+}
+
 /* Judge one hashed file against its record; fd is open on it. */
 static void judge(struct walk_thread *t, const struct walk_dir *d, const struct walk_entry *e,
 		  int fd, const struct ledger_file *f, struct file_sums *fs, bool complete)
@@ -622,16 +640,25 @@ static void judge(struct walk_thread *t, const struct walk_dir *d, const struct 
 	struct ledger *lg = ctx->ledger;
 	struct ledger_record r;
 	struct statx now;
-	uint64_t gen;
+	uint64_t gen, subvol;
 	int have;
 
-	if (statx(fd, "", AT_EMPTY_PATH, STATX_BASIC_STATS, &now) < 0 || !same_version(&now, f) ||
-	    stx_changed_during_scan(ctx, &now)) {
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_BASIC_STATS | STATX_SUBVOL, &now) < 0 ||
+	    !same_version(&now, f) || stx_changed_during_scan(ctx, &now)) {
 		atomic_fetch_add(&lg->skipped, 1);	/* changing: next time */
 		return;
 	}
+	if (!store_subvol(lg, &now, &subvol)) {
+		if (!atomic_exchange(&lg->no_subvol_said, true))
+			str_info(ctx, CHECK_LEDGER_RECORD, d->node, e->name, e->stx.stx_ino,
+				 "the kernel does not name this file's subvolume (STATX_SUBVOL, "
+				 "Linux 6.10): files outside the mount's own subvolume are not "
+				 "kept in %s (said once)", ctx->opt.ledger_dir);
+		atomic_fetch_add(&lg->skipped, 1);
+		return;
+	}
 	gen = file_generation(fd);
-	have = ledger_store_get(&lg->store, fd, now.stx_ino, gen, &r);
+	have = ledger_store_get(&lg->store, fd, subvol, now.stx_ino, gen, &r);
 	if (have == 0 && (r.ino != now.stx_ino || r.gen != gen || r.block_shift != lg->hp.block_shift))
 		have = -ENODATA;	/* a copy's record, or another filesystem's */
 	if (have < 0 && have != -ENODATA && have != -EINVAL)
@@ -657,7 +684,7 @@ static void judge(struct walk_thread *t, const struct walk_dir *d, const struct 
 		atomic_fetch_add(&lg->skipped, 1);	/* not all of it was read */
 		return;
 	}
-	put_record(t, d, e, fd, fs, &now, gen, have == 0);
+	put_record(t, d, e, fd, fs, &now, subvol, gen, have == 0);
 }
 
 /* --- the walk after the device reader --- */
