@@ -149,6 +149,17 @@ static bool extents_overlap(const struct xlink_extent *a, const struct xlink_ext
 	return a->phys < b->phys + b->len && b->phys < a->phys + a->len;
 }
 
+/*
+ * Do x and r map the same file offsets of one inode to the same device
+ * bytes?  Then they are two listings of one mapping (the same file mapped
+ * twice, or an ext2/ext3 map split differently by two FIEMAPs), not two
+ * owners of the bytes.
+ */
+static bool same_mapping(const struct xlink_extent *x, const struct xlink_extent *r)
+{
+	return x->ino == r->ino && x->phys - x->logical == r->phys - r->logical;
+}
+
 /* Sweep the sorted extents; each overlap with the furthest-reaching one. */
 static size_t find_pairs(struct scrub_ctx *ctx, struct pair **out)
 {
@@ -159,8 +170,7 @@ static size_t find_pairs(struct scrub_ctx *ctx, struct pair **out)
 	for (size_t i = 1; i < l->n && n < MAX_PAIRS; i++) {
 		const struct xlink_extent *x = &l->v[i], *r = &l->v[reach];
 
-		if (extents_overlap(x, r) && !(x->shared && r->shared) &&
-		    !(x->ino == r->ino && x->logical == r->logical)) {
+		if (extents_overlap(x, r) && !(x->shared && r->shared) && !same_mapping(x, r)) {
 			if (x->recent || r->recent) {
 				str_changed(ctx, CHECK_EXTENT_CROSSLINKED, NULL, NULL, x->ino,
 					    "device bytes %llu-%llu of inodes %llu and %llu",

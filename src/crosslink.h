@@ -18,6 +18,12 @@
  * The same list, sorted by physical offset, is what phase 5 reads the
  * device by (devverify.h).
  *
+ * An inode is mapped once, at the first of its names the walk reaches
+ * (inode_check.c), and two extents of one inode that map the same file
+ * offsets to the same device bytes are one mapping, never a cross-link:
+ * ext2/ext3 FIEMAP splits an indirect-block map at different places cold
+ * and cached, so two maps of one file need not list the same extents.
+ *
  * Every extent in a list is of an inode on the list's st_dev (l->dev, the
  * mount root's, where FIEMAP offsets are device offsets): the list keys
  * its extents by inode number alone, 8 bytes less per extent, and

@@ -285,15 +285,21 @@ static void check_symlink(struct walk_thread *t, struct check_thread *ct,
 			  (unsigned long long)e->stx.stx_size);
 }
 
+/*
+ * first: the first name of the inode the walk reached.  The extent maps
+ * are checked, and collected for the cross-link check, at that name only:
+ * an inode is one map however many names it has.
+ */
 static void check_regular(struct walk_thread *t, struct check_thread *ct,
-			  struct walk_dir *d, const struct walk_entry *e)
+			  struct walk_dir *d, const struct walk_entry *e, bool first)
 {
 	struct scrub_ctx *ctx = t->ctx;
 	int fd = walk_open_file(t, d, e, 0);
 
 	if (fd < 0)
 		return;
-	extents_check_file(t, &ct->extents, d, e, fd);
+	if (first)
+		extents_check_file(t, &ct->extents, d, e, fd);
 	xattrs_check_entry(t, &ct->xattrs, d, e, fd);
 	ledger_note(ctx->ledger, &ct->ledger, e, ct->xattrs.ledger_named);
 	if (ctx->ops->check_inode)
@@ -365,7 +371,7 @@ static void inode_entry(struct walk_thread *t, struct walk_dir *d,
 	switch (stx->stx_mode & S_IFMT) {
 	case S_IFREG:
 		t->stats.files++;
-		check_regular(t, ct, d, e);
+		check_regular(t, ct, d, e, first);
 		return;
 	case S_IFDIR:
 		return;		/* checked when it is read */
