@@ -51,6 +51,7 @@ struct ledger {
 	atomic_ullong verified, recorded, refreshed, skipped, manifest_ok;
 	atomic_bool put_error_said;
 	atomic_bool no_subvol_said;	/* a file's subvolume unknown (store_subvol()) */
+	bool no_statx_subvol;		/* FSCRUB_DEBUG_NO_STATX_SUBVOL: as before Linux 6.10 */
 };
 
 /* A file's digest as hashed: base-chunk sums in chunk order (duplicates add). */
@@ -117,6 +118,8 @@ int ledger_new(struct scrub_ctx *ctx, struct ledger **out)
 	lg = xcalloc(1, sizeof(*lg));
 	lg->ctx = ctx;
 	lg->all_files = o->record || o->ledger_dir;
+	/* Fault-injection knob for the tests of store_subvol()'s fallback. */
+	lg->no_statx_subvol = getenv("FSCRUB_DEBUG_NO_STATX_SUBVOL") != NULL;
 	pthread_mutex_init(&lg->lock, NULL);
 	chash_params_init(&lg->hp, (unsigned)ctx->sfs.f_bsize);
 	if (o->manifest_path && manifest_load(o->manifest_path, &lg->manifest, err,
@@ -627,7 +630,7 @@ static void confirm_bitrot(struct walk_thread *t, const struct walk_dir *d,
 static bool store_subvol(const struct ledger *lg, const struct statx *now, uint64_t *subvol)
 {
 	*subvol = 0;
-	if (!lg->store.db_mode || stx_subvol(now, subvol))
+	if (!lg->store.db_mode || (!lg->no_statx_subvol && stx_subvol(now, subvol)))
 		return true;
 	return stx_devno(now) == stx_devno(&lg->ctx->root_stx);
 }

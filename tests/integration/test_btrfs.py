@@ -516,3 +516,31 @@ def test_ledger_in_subvolumes_and_snapshot(btrfs_factory, workdir, store):
         ino = os.lstat(paths[0]).st_ino
         # 5: the top level's id
         assert rows == sorted([(5, ino), (ids["sub"], ino), (ids["snap"], ino)]), rows
+
+
+def test_ledger_database_without_subvolume_ids(btrfs_factory, workdir):
+    """Where the kernel does not name subvolumes (STATX_SUBVOL, Linux 6.10;
+    FSCRUB_DEBUG_NO_STATX_SUBVOL), files of other subvolumes than the
+    mount's have no key in --ledger's database: they are not kept there
+    (one info), and the mount's own files are, as subvolume 0."""
+    fs = btrfs_factory()
+    mnt = fs.mount()
+    same_numbers(mnt)
+    db = os.path.join(workdir, "ledger")
+    os.mkdir(db)
+    env = {"FSCRUB_DEBUG_NO_STATX_SUBVOL": "1"}
+    time.sleep(1.2)
+    r = run_fscrub("--record", "-v", "--ledger", db, mnt, env=env)
+    assert_clean(r)
+    assert "1 recorded, 0 records refreshed, 2 skipped" in r.stdout, r
+    infos = [f for f in r.of("Info", "ledger.record") if "does not name" in f.message]
+    assert len(infos) == 1, r
+    time.sleep(1.2)
+    r = run_fscrub("-n", "-x", "-v", "--ledger", db, mnt, env=env)
+    assert_clean(r)
+    assert "1 files verified, 0 recorded" in r.stdout, r
+    import sqlite3
+    con = sqlite3.connect(os.path.join(db, "fscrub-ledger.sqlite"))
+    rows = con.execute("SELECT subvol, ino FROM records").fetchall()
+    con.close()
+    assert rows == [(0, os.lstat(os.path.join(mnt, "a.txt")).st_ino)], rows
