@@ -99,7 +99,12 @@ struct scrub_stats {
 	unsigned long long inodes;		/* distinct inodes seen */
 };
 
-/* A ".." that did not point back, to be looked at again in phase 4. */
+/*
+ * A ".." that did not point back, to be looked at again in phase 4.  A
+ * d_ino has no st_dev: it is compared with the number of the directory the
+ * walk found dir in (dir->parent, whose st_dev the walk knows), and the
+ * second look checks dir's own (st_dev, inode) at its name.
+ */
 struct dotdot_suspect {
 	struct dotdot_suspect *next;
 	struct dir_node *dir;		/* reference */

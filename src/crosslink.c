@@ -24,18 +24,23 @@
 
 void xlink_list_release(struct xlink_list *l)
 {
+	uint64_t dev = l->dev;
+	size_t cap = l->cap;
+
 	free(l->v);
 	free(l->unmapped);
 	memset(l, 0, sizeof(*l));
+	l->dev = dev;
+	l->cap = cap;
 }
 
-void crosslink_unmapped(struct xlink_list *l, uint64_t ino)
+void crosslink_unmapped(struct xlink_list *l, struct ino_key id)
 {
 	if (l->nr_unmapped == l->alloc_unmapped) {
 		l->alloc_unmapped = l->alloc_unmapped ? l->alloc_unmapped * 2 : 64;
 		l->unmapped = xrealloc(l->unmapped, l->alloc_unmapped * sizeof(*l->unmapped));
 	}
-	l->unmapped[l->nr_unmapped++] = ino;
+	l->unmapped[l->nr_unmapped++] = id;
 }
 
 static void push(struct xlink_list *l, const struct xlink_extent *x)
@@ -56,11 +61,13 @@ static void push(struct xlink_list *l, const struct xlink_extent *x)
 	l->v[l->n++] = *x;
 }
 
-bool crosslink_collect(struct xlink_list *l, uint64_t ino, bool recent,
+bool crosslink_collect(struct xlink_list *l, struct ino_key id, bool recent,
 		       const struct fiemap_extent *x, size_t n)
 {
 	bool all_located = true;
 
+	if (id.dev != l->dev)
+		return false;	/* keyed by inode number: one st_dev per list */
 	for (size_t i = 0; i < n; i++) {
 		if (x[i].fe_flags & XLINK_NO_LOCATION) {
 			all_located = false;
@@ -70,7 +77,7 @@ bool crosslink_collect(struct xlink_list *l, uint64_t ino, bool recent,
 			continue;
 		struct xlink_extent e = {
 			.phys = x[i].fe_physical, .len = x[i].fe_length,
-			.logical = x[i].fe_logical, .ino = ino,
+			.logical = x[i].fe_logical, .ino = id.ino,
 			.shared = !!(x[i].fe_flags & FIEMAP_EXTENT_SHARED),
 			.unwritten = !!(x[i].fe_flags & FIEMAP_EXTENT_UNWRITTEN),
 			.recent = recent,
@@ -88,7 +95,8 @@ void crosslink_merge(struct scrub_ctx *ctx, struct xlink_list *l)
 		crosslink_unmapped(all, l->unmapped[i]);
 	if (l->overflow && !all->overflow) {
 		free(all->v);
-		*all = (struct xlink_list){ .overflow = true, .unmapped = all->unmapped,
+		*all = (struct xlink_list){ .dev = all->dev, .overflow = true,
+					    .unmapped = all->unmapped,
 					    .nr_unmapped = all->nr_unmapped,
 					    .alloc_unmapped = all->alloc_unmapped };
 	}
@@ -141,6 +149,17 @@ static bool extents_overlap(const struct xlink_extent *a, const struct xlink_ext
 	return a->phys < b->phys + b->len && b->phys < a->phys + a->len;
 }
 
+/*
+ * Do x and r map the same file offsets of one inode to the same device
+ * bytes?  Then they are two listings of one mapping (the same file mapped
+ * twice, or an ext2/ext3 map split differently by two FIEMAPs), not two
+ * owners of the bytes.
+ */
+static bool same_mapping(const struct xlink_extent *x, const struct xlink_extent *r)
+{
+	return x->ino == r->ino && x->phys - x->logical == r->phys - r->logical;
+}
+
 /* Sweep the sorted extents; each overlap with the furthest-reaching one. */
 static size_t find_pairs(struct scrub_ctx *ctx, struct pair **out)
 {
@@ -151,8 +170,7 @@ static size_t find_pairs(struct scrub_ctx *ctx, struct pair **out)
 	for (size_t i = 1; i < l->n && n < MAX_PAIRS; i++) {
 		const struct xlink_extent *x = &l->v[i], *r = &l->v[reach];
 
-		if (extents_overlap(x, r) && !(x->shared && r->shared) &&
-		    !(x->ino == r->ino && x->logical == r->logical)) {
+		if (extents_overlap(x, r) && !(x->shared && r->shared) && !same_mapping(x, r)) {
 			if (x->recent || r->recent) {
 				str_changed(ctx, CHECK_EXTENT_CROSSLINKED, NULL, NULL, x->ino,
 					    "device bytes %llu-%llu of inodes %llu and %llu",
@@ -183,16 +201,17 @@ static void relook_pairs(struct relook *rl, struct relook_file *f, int fd,
 			 const struct walk_entry *e)
 {
 	struct xlink_state *st = rl->arg;
+	const struct xlink_list *l = &st->ctx->xlinks;
 
 	(void)e;
 	for (size_t i = 0; i < st->nr_pairs; i++) {
 		struct pair *p = &st->pairs[i];
 		uint64_t len = p->end - p->start;
 
-		if (p->a.ino == f->ino &&
+		if (ino_key_eq(xlink_key(l, &p->a), f->id) &&
 		    relook_still_mapped(fd, p->a.logical + (p->start - p->a.phys), p->start, len))
 			p->seen_a = true;
-		if (p->b.ino == f->ino &&
+		if (ino_key_eq(xlink_key(l, &p->b), f->id) &&
 		    relook_still_mapped(fd, p->b.logical + (p->start - p->b.phys), p->start, len))
 			p->seen_b = true;
 	}
@@ -201,8 +220,8 @@ static void relook_pairs(struct relook *rl, struct relook_file *f, int fd,
 static void report_pair(struct xlink_state *st, const struct pair *p)
 {
 	struct scrub_ctx *ctx = st->ctx;
-	struct relook_file *fa = relook_find(&st->rl, p->a.ino);
-	struct relook_file *fb = relook_find(&st->rl, p->b.ino);
+	struct relook_file *fa = relook_find(&st->rl, xlink_key(&ctx->xlinks, &p->a));
+	struct relook_file *fb = relook_find(&st->rl, xlink_key(&ctx->xlinks, &p->b));
 	struct strbuf other = STRBUF_INIT;
 	uint64_t off_a = p->a.logical + (p->start - p->a.phys);
 	uint64_t off_b = p->b.logical + (p->start - p->b.phys);
@@ -256,8 +275,8 @@ void crosslink_check(struct scrub_ctx *ctx)
 	st.rl = (struct relook){ .ctx = ctx, .name = "cross-link second look",
 				 .visit = relook_pairs, .arg = &st };
 	for (size_t i = 0; i < st.nr_pairs; i++) {
-		relook_add(&st.rl, st.pairs[i].a.ino);
-		relook_add(&st.rl, st.pairs[i].b.ino);
+		relook_add(&st.rl, xlink_key(&ctx->xlinks, &st.pairs[i].a));
+		relook_add(&st.rl, xlink_key(&ctx->xlinks, &st.pairs[i].b));
 	}
 	report_verbose(ctx, "Phase 4: %zu cross-linked %s to look at again", st.nr_pairs,
 		       st.nr_pairs == 1 ? "extent" : "extents");

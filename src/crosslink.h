@@ -18,6 +18,19 @@
  * The same list, sorted by physical offset, is what phase 5 reads the
  * device by (devverify.h).
  *
+ * An inode is mapped once, at the first of its names the walk reaches
+ * (inode_check.c), and two extents of one inode that map the same file
+ * offsets to the same device bytes are one mapping, never a cross-link:
+ * ext2/ext3 FIEMAP splits an indirect-block map at different places cold
+ * and cached, so two maps of one file need not list the same extents.
+ *
+ * Every extent in a list is of an inode on the list's st_dev (l->dev, the
+ * mount root's, where FIEMAP offsets are device offsets): the list keys
+ * its extents by inode number alone, 8 bytes less per extent, and
+ * crosslink_collect() refuses a file on another st_dev (a btrfs
+ * subvolume's), which is then read file by file.  xlink_key() gives an
+ * extent's whole key (inokey.h).
+ *
  * Memory: 40 bytes per extent (40 MB per million extents), sorted once.
  * The list is bounded at XLINK_MAX_EXTENTS (640 MiB); past that the
  * cross-link check is not done, said so, and -x reads file by file.
@@ -29,6 +42,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <linux/fiemap.h>
+
+#include "inokey.h"
 
 struct scrub_ctx;
 
@@ -52,26 +67,35 @@ struct xlink_extent {
 
 /* A growable list of extents: one per walk thread, merged after phase 3. */
 struct xlink_list {
+	uint64_t dev;		/* st_dev of every inode in the list */
 	struct xlink_extent *v;
 	size_t n, alloc;
 	bool sorted;		/* by physical offset (crosslink_sort) */
 	/* Files with data whose extents are not (all) in the list. */
-	uint64_t *unmapped;
+	struct ino_key *unmapped;
 	size_t nr_unmapped, alloc_unmapped;
 	bool overflow;		/* the bound was reached: incomplete */
 	size_t cap;		/* bound for this list; 0 = XLINK_MAX_EXTENTS */
 };
 
+/* An extent's inode: the list's st_dev and the extent's inode number. */
+static inline struct ino_key xlink_key(const struct xlink_list *l, const struct xlink_extent *x)
+{
+	return (struct ino_key){ l->dev, x->ino };
+}
+
+/* Empty the list; its st_dev and bound stay. */
 void xlink_list_release(struct xlink_list *l);
 /*
  * Record a batch of a file's data extents.  Those without a location of
  * their own (delayed allocation, inline, packed tails) are skipped: returns
- * false if there were any, as the device reader cannot read those bytes.
+ * false if there were any, as the device reader cannot read those bytes,
+ * and false without recording anything for a file not on l->dev.
  */
-bool crosslink_collect(struct xlink_list *l, uint64_t ino, bool recent,
+bool crosslink_collect(struct xlink_list *l, struct ino_key id, bool recent,
 		       const struct fiemap_extent *x, size_t n);
 /* Note a file whose extents could not all be collected. */
-void crosslink_unmapped(struct xlink_list *l, uint64_t ino);
+void crosslink_unmapped(struct xlink_list *l, struct ino_key id);
 /* Move a thread's list into ctx's (single-threaded). */
 void crosslink_merge(struct scrub_ctx *ctx, struct xlink_list *l);
 /* Sort ctx's list by physical offset (once). */

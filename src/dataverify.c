@@ -65,13 +65,6 @@ static bool should_stop(void *ctx)
 	return scrub_should_stop(ctx);
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 static void report_bad_range(struct verify_file *vf, uint64_t off, uint64_t len, int err)
 {
 	struct scrub_ctx *ctx = vf->t->ctx;
@@ -180,8 +173,10 @@ static void verify_entry(struct walk_thread *t, struct walk_dir *d,
 
 	if (e->stat_err || e->submount || !S_ISREG(e->stx.stx_mode) || !vt->buf)
 		return;
-	if (args->only && !bsearch(&e->stx.stx_ino, args->only, args->nr_only,
-				   sizeof(*args->only), cmp_u64))
+	struct ino_key id = ino_key_of(&e->stx);
+
+	if (args->only && !bsearch(&id, args->only, args->nr_only, sizeof(*args->only),
+				   ino_key_cmp))
 		return;
 	/* Read each inode once, whatever number of names it has. */
 	if (e->seen_before || (e->stx.stx_nlink > 1 &&

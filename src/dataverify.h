@@ -15,6 +15,7 @@
 #ifndef FSCRUB_DATAVERIFY_H
 #define FSCRUB_DATAVERIFY_H
 
+#include "inokey.h"
 #include "walk.h"
 
 struct inoset;
@@ -23,7 +24,7 @@ struct ratelimit;
 /* The walk_tree() arg of dataverify_visitor. */
 struct dataverify_args {
 	struct inoset *linked;		/* the multiply-linked files read so far */
-	const uint64_t *only;		/* sorted; if not NULL, read only these inodes */
+	const struct ino_key *only;	/* by ino_key_cmp; if not NULL, read only these */
 	size_t nr_only;
 	struct ratelimit *limit;	/* --limit, or NULL */
 };

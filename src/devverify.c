@@ -91,7 +91,7 @@ static struct io_range *plan_reads(const struct scrub_ctx *ctx, size_t *nr, uint
 		if (x->unwritten || s >= ctx->dev_size)
 			continue;
 		/* Files in a manifest are read file by file: their digests need order. */
-		if (ledger_reads_per_file(ctx->ledger, x->ino))
+		if (ledger_reads_per_file(ctx->ledger, xlink_key(l, x)))
 			continue;
 		if (e > ctx->dev_size)
 			e = ctx->dev_size;

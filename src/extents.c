@@ -124,7 +124,7 @@ static int map_fork(struct extent_buf *eb, int fd, uint32_t flags,
 		if (*problem != EXTENT_OK)
 			return 0;
 		if (collect_for && eb->collect &&
-		    !crosslink_collect(eb->collect, collect_for->stx.stx_ino, recent,
+		    !crosslink_collect(eb->collect, ino_key_of(&collect_for->stx), recent,
 				       fm->fm_extents, fm->fm_mapped_extents))
 			eb->unlocated = true;
 		const struct fiemap_extent *last = &fm->fm_extents[fm->fm_mapped_extents - 1];
@@ -316,7 +316,7 @@ void extents_check_file(struct walk_thread *t, struct extent_buf *eb,
 
 		/* A file the device reader cannot know all of: read it by itself. */
 		if (eb->collect && !eb->collected)
-			crosslink_unmapped(eb->collect, e->stx.stx_ino);
+			crosslink_unmapped(eb->collect, ino_key_of(&e->stx));
 		if (mapped) {
 			if (attr_fork_may_own_blocks(eb, e) &&
 			    !atomic_load(&ctx->fiemap_xattr_broken) &&
@@ -330,6 +330,6 @@ void extents_check_file(struct walk_thread *t, struct extent_buf *eb,
 				 "FIBMAP where possible");
 	}
 	else if (eb->collect)
-		crosslink_unmapped(eb->collect, e->stx.stx_ino);
+		crosslink_unmapped(eb->collect, ino_key_of(&e->stx));
 	check_fibmap(t, d, e, fd);
 }

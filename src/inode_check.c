@@ -70,6 +70,7 @@ static void *check_thread_init(struct scrub_ctx *ctx, unsigned index)
 	/* Physical offsets mean something only on the mount's own device. */
 	if (ctx->dev_size) {
 		ct->extents.collect = &ct->xlinks;
+		ct->xlinks.dev = ctx->xlinks.dev;
 		/* Each thread's share of the bound on the whole list. */
 		ct->xlinks.cap = XLINK_MAX_EXTENTS / (ctx->opt.nr_threads ? ctx->opt.nr_threads : 1);
 	}
@@ -332,8 +333,13 @@ static void check_symlink(struct walk_thread *t, struct check_thread *ct,
 			  (unsigned long long)e->stx.stx_size);
 }
 
+/*
+ * first: the first name of the inode the walk reached.  The extent maps
+ * are checked, and collected for the cross-link check, at that name only:
+ * an inode is one map however many names it has.
+ */
 static void check_regular(struct walk_thread *t, struct check_thread *ct,
-			  struct walk_dir *d, const struct walk_entry *e)
+			  struct walk_dir *d, const struct walk_entry *e, bool first)
 {
 	struct scrub_ctx *ctx = t->ctx;
 	int fd = walk_open_file(t, d, e, 0);
@@ -346,7 +352,8 @@ static void check_regular(struct walk_thread *t, struct check_thread *ct,
 	}
 	if (fd < 0)
 		return;
-	extents_check_file(t, &ct->extents, d, e, fd);
+	if (first)
+		extents_check_file(t, &ct->extents, d, e, fd);
 	xattrs_check_entry(t, &ct->xattrs, d, e, fd);
 	ledger_note(ctx->ledger, &ct->ledger, e, ct->xattrs.ledger_named);
 	if (ctx->ops->check_inode)
@@ -420,7 +427,7 @@ static void inode_entry(struct walk_thread *t, struct walk_dir *d,
 	switch (stx->stx_mode & S_IFMT) {
 	case S_IFREG:
 		t->stats.files++;
-		check_regular(t, ct, d, e);
+		check_regular(t, ct, d, e, first);
 		return;
 	case S_IFDIR:
 		return;		/* checked when it is read */
@@ -737,7 +744,8 @@ static void recheck_dotdot(struct scrub_ctx *ctx, struct dotdot_suspect *s, char
 		  walk_statx(pfd, dir->name, &at_name) == 0 &&
 		  walk_statx(fd, NULL, &after) == 0;
 
-	if (!ok || !look.seen || at_name.stx_ino != dir->ino || !stx_unchanged(&before, &after))
+	if (!ok || !look.seen || at_name.stx_ino != dir->ino || stx_devno(&at_name) != dir->dev ||
+	    !stx_unchanged(&before, &after))
 		str_changed(ctx, CHECK_DIR_DOTDOT, dir, NULL, dir->ino, "directory");
 	else if (look.dotdot_ino != parent->ino && look.dotdot_ino == s->dotdot_ino)
 		str_error(ctx, CHECK_DIR_DOTDOT, dir, NULL, dir->ino,
@@ -772,7 +780,8 @@ static void recheck_links(struct link_entry *e, void *arg)
 	int ret = walk_statx(fd, e->name, &now);
 
 	dircache_unpin(&ctx->dcache, e->dir);
-	if (ret < 0 || now.stx_ino != e->ino || now.stx_nlink != e->nlink ||
+	if (ret < 0 || now.stx_ino != e->ino || stx_devno(&now) != e->dev ||
+	    now.stx_nlink != e->nlink ||
 	    stx_ns(&now.stx_ctime) != e->ctime_ns || stx_changed_during_scan(ctx, &now)) {
 		str_changed(ctx, CHECK_NLINK_COUNT, e->dir, e->name, e->ino, "link count");
 		return;

@@ -40,7 +40,7 @@ struct ledger {
 	struct ledger_store store;
 	bool store_open;
 	struct manifest *manifest;
-	uint64_t *per_file;		/* the manifest's inodes, sorted */
+	struct ino_key *per_file;	/* the manifest's inodes, sorted */
 	size_t nr_per_file;
 	/* The device reader's state. */
 	const struct xlink_list *xl;
@@ -51,6 +51,8 @@ struct ledger {
 	atomic_ullong verified, recorded, refreshed, skipped, manifest_ok;
 	atomic_ullong just_before;	/* skipped: changed in the second before the scan */
 	atomic_bool put_error_said;
+	atomic_bool no_subvol_said;	/* a file's subvolume unknown (store_subvol()) */
+	bool no_statx_subvol;		/* FSCRUB_DEBUG_NO_STATX_SUBVOL: as before Linux 6.10 */
 };
 
 /* A file's digest as hashed: base-chunk sums in chunk order (duplicates add). */
@@ -59,29 +61,28 @@ struct file_sums {
 	size_t n;
 };
 
+/* The manifest's digest algorithms (enum manifest_alg). */
+#define NR_MANIFEST_ALGS (MANIFEST_SHA512 + 1)
+
 struct ledger_stream {
 	struct ledger *lg;
 	const struct ledger_file *file;		/* NULL: not ledger-hashed */
-	const struct manifest_entry *mentry;	/* NULL: not in the manifest */
-	struct manifest_hash mh;
-	uint64_t mpos;				/* the manifest digest is this far */
+	/* The file's manifest lines (several names, or a name listed twice). */
+	const struct manifest_entry *const *mentries;	/* NULL: not in the manifest */
+	size_t nr_mentries;
+	bool alg_used[NR_MANIFEST_ALGS];	/* by some of those lines */
+	struct manifest_hash mh[NR_MANIFEST_ALGS];	/* one digest per algorithm used */
+	uint64_t mpos;				/* the manifest digests are this far */
 	struct chash_chunk *v;
 	size_t n, alloc;
 	char *scratch;
 	bool failed;
 };
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 static int cmp_file(const void *a, const void *b)
 {
-	return cmp_u64(&((const struct ledger_file *)a)->ino,
-		       &((const struct ledger_file *)b)->ino);
+	return ino_key_cmp(&((const struct ledger_file *)a)->id,
+			   &((const struct ledger_file *)b)->id);
 }
 
 static int cmp_chunk(const void *a, const void *b)
@@ -118,6 +119,8 @@ int ledger_new(struct scrub_ctx *ctx, struct ledger **out)
 	lg = xcalloc(1, sizeof(*lg));
 	lg->ctx = ctx;
 	lg->all_files = o->record || o->ledger_dir;
+	/* Fault-injection knob for the tests of store_subvol()'s fallback. */
+	lg->no_statx_subvol = getenv("FSCRUB_DEBUG_NO_STATX_SUBVOL") != NULL;
 	pthread_mutex_init(&lg->lock, NULL);
 	chash_params_init(&lg->hp, (unsigned)ctx->sfs.f_bsize);
 	if (o->manifest_path && manifest_load(o->manifest_path, &lg->manifest, err,
@@ -167,7 +170,7 @@ void ledger_note(struct ledger *lg, struct ledger_notes *nt, const struct walk_e
 		nt->v = xrealloc(nt->v, nt->alloc * sizeof(*nt->v));
 	}
 	nt->v[nt->n++] = (struct ledger_file){
-		.ino = e->stx.stx_ino, .size = e->stx.stx_size,
+		.id = ino_key_of(&e->stx), .size = e->stx.stx_size,
 		.mtime_ns = ts_ns(&e->stx.stx_mtime), .ctime_ns = ts_ns(&e->stx.stx_ctime),
 	};
 }
@@ -188,19 +191,21 @@ void ledger_merge(struct ledger *lg, struct ledger_notes *nt)
 	*nt = (struct ledger_notes){ 0 };
 }
 
-static struct ledger_file *find_file(const struct ledger *lg, uint64_t ino)
+static struct ledger_file *find_file(const struct ledger *lg, struct ino_key id)
 {
-	return lg->nr_files ? bsearch(&ino, lg->files, lg->nr_files, sizeof(*lg->files),
+	struct ledger_file key = { .id = id };
+
+	return lg->nr_files ? bsearch(&key, lg->files, lg->nr_files, sizeof(*lg->files),
 				      cmp_file) : NULL;
 }
 
-bool ledger_reads_per_file(const struct ledger *lg, uint64_t ino)
+bool ledger_reads_per_file(const struct ledger *lg, struct ino_key id)
 {
 	return lg && lg->nr_per_file &&
-	       bsearch(&ino, lg->per_file, lg->nr_per_file, sizeof(*lg->per_file), cmp_u64);
+	       bsearch(&id, lg->per_file, lg->nr_per_file, sizeof(*lg->per_file), ino_key_cmp);
 }
 
-const uint64_t *ledger_per_file(const struct ledger *lg, size_t *n)
+const struct ino_key *ledger_per_file(const struct ledger *lg, size_t *n)
 {
 	*n = lg ? lg->nr_per_file : 0;
 	return lg ? lg->per_file : NULL;
@@ -215,7 +220,7 @@ static void sort_files(struct ledger *lg)
 		return;
 	qsort(lg->files, lg->nr_files, sizeof(*lg->files), cmp_file);
 	for (size_t i = 0; i < lg->nr_files; i++)
-		if (!w || lg->files[w - 1].ino != lg->files[i].ino)
+		if (!w || !ino_key_eq(lg->files[w - 1].id, lg->files[i].id))
 			lg->files[w++] = lg->files[i];
 	lg->nr_files = w;
 }
@@ -229,8 +234,7 @@ bool ledger_prepare(struct scrub_ctx *ctx, struct ledger *lg)
 		return false;
 	sort_files(lg);
 	if (lg->manifest) {
-		size_t found = manifest_resolve(lg->manifest, ctx->walk_fd,
-						stx_devno(&ctx->root_stx));
+		size_t found = manifest_resolve(lg->manifest, ctx->walk_fd);
 
 		lg->per_file = manifest_inodes(lg->manifest, &lg->nr_per_file);
 		report_verbose(ctx, "Phase 5: manifest %s: %zu of %zu files found on %s",
@@ -292,7 +296,7 @@ void ledger_device_begin(struct ledger *lg, const struct xlink_list *l)
 			m = x->phys + x->len;
 		lg->end_max[i] = m;
 		/* What of this extent holds file data the reader will hash. */
-		f = x->unwritten || repeats_previous(l, i) ? NULL : find_file(lg, x->ino);
+		f = x->unwritten || repeats_previous(l, i) ? NULL : find_file(lg, xlink_key(l, x));
 		if (f && x->logical < f->size)
 			f->expect += x->logical + x->len > f->size ? f->size - x->logical : x->len;
 	}
@@ -340,11 +344,11 @@ static struct ledger_file *hash_piece(struct ledger *lg, const struct xlink_exte
 	uint64_t s = x->phys > off ? x->phys : off;
 	uint64_t e = x->phys + x->len < off + len ? x->phys + x->len : off + len;
 	uint64_t logical = x->logical + (s - x->phys);
-	struct ledger_file *f = find_file(lg, x->ino);
+	struct ledger_file *f = find_file(lg, xlink_key(lg->xl, x));
 	size_t before = b->n;
 
 	if (!f || e <= s || logical >= f->size || (logical & (lg->hp.block_size - 1)) ||
-	    ledger_reads_per_file(lg, x->ino))
+	    ledger_reads_per_file(lg, xlink_key(lg->xl, x)))
 		return NULL;
 	b->ino = x->ino;
 	chash_range(&lg->hp, logical, buf + (s - off), e - s, f->size, scratch, sum_emit, b);
@@ -472,7 +476,7 @@ static int writable_fd(struct scrub_ctx *ctx, int fd)
 /* Store a new record of the file; with xattrs, the ctime it causes is its own. */
 static void put_record(struct walk_thread *t, const struct walk_dir *d,
 		       const struct walk_entry *e, int fd, const struct file_sums *fs,
-		       const struct statx *stx, uint64_t gen, bool refresh)
+		       const struct statx *stx, uint64_t subvol, uint64_t gen, bool refresh)
 {
 	struct ledger *lg = t->ctx->ledger;
 	struct ledger_record r;
@@ -484,7 +488,7 @@ static void put_record(struct walk_thread *t, const struct walk_dir *d,
 		r.written_ns = lg->store.db ? r.ctime_ns : now_ns() + 1000000000;
 		if (!lg->store.db && wfd < 0)
 			break;
-		ret = ledger_store_put(&lg->store, wfd, &r);
+		ret = ledger_store_put(&lg->store, wfd, subvol, &r);
 		/* Too big for this filesystem's xattrs: fewer, larger chunks. */
 		if (ret != -ENOSPC && ret != -E2BIG)
 			break;
@@ -628,6 +632,23 @@ static void confirm_bitrot(struct walk_thread *t, const struct walk_dir *d,
 	close(fd);
 }
 
+/*
+ * The subvolume part of the file's key in the --ledger database
+ * (ledger_store.h): the kernel's subvolume id (STATX_SUBVOL, asked for
+ * with the file's statx), else 0 for a file on the mount root's st_dev.
+ * False for a file on another st_dev whose subvolume the kernel does not
+ * name (btrfs before Linux 6.10): no key would tell it from the files of
+ * other subvolumes with its inode number, so it is not kept in the
+ * database.  The xattr store needs no key: the record is on the file.
+ */
+static bool store_subvol(const struct ledger *lg, const struct statx *now, uint64_t *subvol)
+{
+	*subvol = 0;
+	if (!lg->store.db_mode || (!lg->no_statx_subvol && stx_subvol(now, subvol)))
+		return true;
+	return stx_devno(now) == stx_devno(&lg->ctx->root_stx);
+}
+
 /* Judge one hashed file against its record; fd is open on it. */
 static void judge(struct walk_thread *t, const struct walk_dir *d, const struct walk_entry *e,
 		  int fd, const struct ledger_file *f, struct file_sums *fs, bool complete)
@@ -636,11 +657,14 @@ static void judge(struct walk_thread *t, const struct walk_dir *d, const struct 
 	struct ledger *lg = ctx->ledger;
 	struct ledger_record r;
 	struct statx now;
-	uint64_t gen;
+	uint64_t gen, subvol;
 	int have;
 
-	if (statx(fd, "", AT_EMPTY_PATH, STATX_BASIC_STATS, &now) < 0 || !same_version(&now, f) ||
-	    stx_changed_during_scan(ctx, &now)) {
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_BASIC_STATS | STATX_SUBVOL, &now) < 0) {
+		atomic_fetch_add(&lg->skipped, 1);
+		return;
+	}
+	if (!same_version(&now, f) || stx_changed_during_scan(ctx, &now)) {
 		/* changing: next time */
 		if (same_version(&now, f) && changed_just_before_scan(ctx, &now))
 			atomic_fetch_add(&lg->just_before, 1);
@@ -648,8 +672,17 @@ static void judge(struct walk_thread *t, const struct walk_dir *d, const struct 
 			atomic_fetch_add(&lg->skipped, 1);
 		return;
 	}
+	if (!store_subvol(lg, &now, &subvol)) {
+		if (!atomic_exchange(&lg->no_subvol_said, true))
+			str_info(ctx, CHECK_LEDGER_RECORD, d->node, e->name, e->stx.stx_ino,
+				 "the kernel does not name this file's subvolume (STATX_SUBVOL, "
+				 "Linux 6.10): files outside the mount's own subvolume are not "
+				 "kept in %s (said once)", ctx->opt.ledger_dir);
+		atomic_fetch_add(&lg->skipped, 1);
+		return;
+	}
 	gen = file_generation(fd);
-	have = ledger_store_get(&lg->store, fd, now.stx_ino, gen, &r);
+	have = ledger_store_get(&lg->store, fd, subvol, now.stx_ino, gen, &r);
 	if (have == 0 && (r.ino != now.stx_ino || r.gen != gen || r.block_shift != lg->hp.block_shift))
 		have = -ENODATA;	/* a copy's record, or another filesystem's */
 	if (have < 0 && have != -ENODATA && have != -EINVAL)
@@ -675,14 +708,14 @@ static void judge(struct walk_thread *t, const struct walk_dir *d, const struct 
 		atomic_fetch_add(&lg->skipped, 1);	/* not all of it was read */
 		return;
 	}
-	put_record(t, d, e, fd, fs, &now, gen, have == 0);
+	put_record(t, d, e, fd, fs, &now, subvol, gen, have == 0);
 }
 
 /* --- the walk after the device reader --- */
 
 struct judge_args {
 	struct ledger *lg;
-	const uint64_t *skip;
+	const struct ino_key *skip;
 	size_t nr_skip;
 	struct inoset *linked;
 };
@@ -699,9 +732,10 @@ static void judge_entry(struct walk_thread *t, struct walk_dir *d, const struct 
 
 	if (e->stat_err || e->submount || !S_ISREG(e->stx.stx_mode) || e->seen_before)
 		return;
-	f = find_file(lg, e->stx.stx_ino);
-	if (!f || (a->nr_skip && bsearch(&f->ino, a->skip, a->nr_skip, sizeof(*a->skip),
-					 cmp_u64)))
+	f = find_file(lg, ino_key_of(&e->stx));
+	/* The device reader's sums are of its list's st_dev only (crosslink.h). */
+	if (!f || f->id.dev != lg->xl->dev ||
+	    (a->nr_skip && bsearch(&f->id, a->skip, a->nr_skip, sizeof(*a->skip), ino_key_cmp)))
 		return;
 	if (e->stx.stx_nlink > 1 &&
 	    inoset_test_and_set(a->linked, stx_devno(&e->stx), e->stx.stx_ino))
@@ -719,7 +753,7 @@ static void judge_entry(struct walk_thread *t, struct walk_dir *d, const struct 
 		else
 			hi = mid;
 	}
-	for (hi = lo; hi < lg->nr_sums && lg->sums[hi].ino == f->ino; hi++)
+	for (hi = lo; hi < lg->nr_sums && lg->sums[hi].ino == f->id.ino; hi++)
 		;
 	fs = (struct file_sums){ lg->sums + lo, hi - lo };
 	judge(t, d, e, fd, f, &fs, f->hashed == f->expect);
@@ -731,7 +765,7 @@ static const struct walk_visitor judge_visitor = {
 	.entry = judge_entry,
 };
 
-int ledger_judge_walk(struct scrub_ctx *ctx, struct ledger *lg, const uint64_t *skip,
+int ledger_judge_walk(struct scrub_ctx *ctx, struct ledger *lg, const struct ino_key *skip,
 		      size_t nr_skip)
 {
 	struct judge_args a = { .lg = lg, .skip = skip, .nr_skip = nr_skip };
@@ -751,19 +785,26 @@ int ledger_judge_walk(struct scrub_ctx *ctx, struct ledger *lg, const uint64_t *
 
 struct ledger_stream *ledger_stream_begin(struct ledger *lg, const struct walk_entry *e)
 {
-	const struct ledger_file *f = lg && lg->store_open ? find_file(lg, e->stx.stx_ino) : NULL;
-	const struct manifest_entry *m = lg && lg->manifest && lg->nr_per_file ?
-		manifest_find(lg->manifest, e->stx.stx_ino) : NULL;
+	const struct ledger_file *f = lg && lg->store_open ? find_file(lg, ino_key_of(&e->stx))
+							     : NULL;
+	const struct manifest_entry *const *m = NULL;
+	size_t nr_m = 0;
 	struct ledger_stream *s;
 
+	if (lg && lg->manifest && lg->nr_per_file)
+		m = manifest_find_all(lg->manifest, ino_key_of(&e->stx), &nr_m);
 	if (!f && !m)
 		return NULL;
 	s = xcalloc(1, sizeof(*s));
 	s->lg = lg;
 	s->file = f;
-	s->mentry = m;
-	if (m)
-		manifest_hash_init(&s->mh, m->alg);
+	s->mentries = m;
+	s->nr_mentries = nr_m;
+	for (size_t i = 0; i < nr_m; i++) {
+		if (!s->alg_used[m[i]->alg])
+			manifest_hash_init(&s->mh[m[i]->alg], m[i]->alg);
+		s->alg_used[m[i]->alg] = true;
+	}
 	s->scratch = xmalloc(lg->hp.block_size);
 	return s;
 }
@@ -780,7 +821,7 @@ static void stream_emit(void *arg, uint64_t chunk, struct chash128 sum)
 		s->alloc = s->alloc ? s->alloc * 2 : 16;
 		s->v = xrealloc(s->v, s->alloc * sizeof(*s->v));
 	}
-	s->v[s->n++] = (struct chash_chunk){ .ino = s->file->ino, .chunk = chunk, .sum = sum };
+	s->v[s->n++] = (struct chash_chunk){ .ino = s->file->id.ino, .chunk = chunk, .sum = sum };
 }
 
 void ledger_stream_feed(struct ledger_stream *s, uint64_t off, const char *buf, uint64_t len)
@@ -789,13 +830,17 @@ void ledger_stream_feed(struct ledger_stream *s, uint64_t off, const char *buf, 
 		return;
 	if (s->file)
 		chash_range(&s->lg->hp, off, buf, len, s->file->size, s->scratch, stream_emit, s);
-	if (s->mentry) {
+	if (s->mentries) {
 		if (off < s->mpos) {
 			s->failed = true;	/* not in order: cannot be */
 			return;
 		}
-		manifest_hash_zeros(&s->mh, off - s->mpos);	/* a hole */
-		manifest_hash_update(&s->mh, buf, (size_t)len);
+		for (int a = 0; a < NR_MANIFEST_ALGS; a++) {
+			if (!s->alg_used[a])
+				continue;
+			manifest_hash_zeros(&s->mh[a], off - s->mpos);	/* a hole */
+			manifest_hash_update(&s->mh[a], buf, (size_t)len);
+		}
 		s->mpos = off + len;
 	}
 }
@@ -806,36 +851,50 @@ void ledger_stream_fail(struct ledger_stream *s)
 		s->failed = true;
 }
 
-/* The file against its manifest line: error if it was not modified since. */
-static void judge_manifest(struct walk_thread *t, const struct walk_dir *d,
-			   const struct walk_entry *e, int fd, struct ledger_stream *s)
+/*
+ * One manifest line against the file's digest: an error if the file was
+ * not modified since the manifest was written.  The finding names the
+ * line's path: the data scan reads a file at whichever of its names it
+ * reaches first, which need not be the one listed.
+ */
+static void judge_manifest_line(struct scrub_ctx *ctx, struct ledger_stream *s,
+				const struct manifest_entry *me, const struct statx *now)
+{
+	const struct manifest *m = s->lg->manifest;
+	int64_t mtime = ts_ns(&now->stx_mtime);
+	int64_t listed = (int64_t)m->mtime.tv_sec * 1000000000 + m->mtime.tv_nsec;
+
+	if (manifest_hash_matches(&s->mh[me->alg], me)) {
+		atomic_fetch_add(&s->lg->manifest_ok, 1);
+		return;
+	}
+	if (mtime < listed)
+		str_error(ctx, CHECK_MANIFEST_MISMATCH, NULL, me->path, now->stx_ino,
+			  "content differs from %s line %u, and the file was not modified "
+			  "since the manifest was written", m->source, me->line);
+	else
+		str_warn(ctx, CHECK_MANIFEST_MISMATCH, NULL, me->path, now->stx_ino,
+			 "content differs from %s line %u (modified after the manifest was "
+			 "written)", m->source, me->line);
+}
+
+/* The file against each of its manifest lines, if it did not change while read. */
+static void judge_manifest(struct walk_thread *t, const struct walk_entry *e, int fd,
+			   struct ledger_stream *s)
 {
 	struct scrub_ctx *ctx = t->ctx;
-	const struct manifest *m = s->lg->manifest;
 	struct statx now;
-	int64_t mtime, listed;
 
 	if (statx(fd, "", AT_EMPTY_PATH, STATX_BASIC_STATS, &now) < 0 ||
 	    !stx_unchanged(&now, &e->stx) || stx_changed_during_scan(ctx, &now))
 		return;
-	if (s->mpos < now.stx_size)
-		manifest_hash_zeros(&s->mh, now.stx_size - s->mpos);	/* a trailing hole */
-	else if (s->mpos > now.stx_size)
+	if (s->mpos > now.stx_size)
 		return;		/* read past the end: it grew and shrank */
-	if (manifest_hash_matches(&s->mh, s->mentry)) {
-		atomic_fetch_add(&s->lg->manifest_ok, 1);
-		return;
-	}
-	mtime = ts_ns(&now.stx_mtime);
-	listed = (int64_t)m->mtime.tv_sec * 1000000000 + m->mtime.tv_nsec;
-	if (mtime < listed)
-		str_error(ctx, CHECK_MANIFEST_MISMATCH, d->node, e->name, e->stx.stx_ino,
-			  "content differs from %s line %u, and the file was not modified "
-			  "since the manifest was written", m->source, s->mentry->line);
-	else
-		str_warn(ctx, CHECK_MANIFEST_MISMATCH, d->node, e->name, e->stx.stx_ino,
-			 "content differs from %s line %u (modified after the manifest was "
-			 "written)", m->source, s->mentry->line);
+	for (int a = 0; a < NR_MANIFEST_ALGS; a++)
+		if (s->alg_used[a] && s->mpos < now.stx_size)
+			manifest_hash_zeros(&s->mh[a], now.stx_size - s->mpos);	/* a trailing hole */
+	for (size_t i = 0; i < s->nr_mentries; i++)
+		judge_manifest_line(ctx, s, s->mentries[i], &now);
 }
 
 void ledger_stream_end(struct walk_thread *t, const struct walk_dir *d,
@@ -843,8 +902,8 @@ void ledger_stream_end(struct walk_thread *t, const struct walk_dir *d,
 {
 	if (!s)
 		return;
-	if (!s->failed && s->mentry)
-		judge_manifest(t, d, e, fd, s);
+	if (!s->failed && s->mentries)
+		judge_manifest(t, e, fd, s);
 	if (!s->failed && s->file) {
 		struct file_sums fs = { s->v, s->n };
 

@@ -29,7 +29,10 @@
  *     the file before anything is said; only a second mismatch, of a file
  *     still unchanged, is an error.
  *
- * Memory: 48 bytes per regular file noted in phase 3 (with --record or
+ * Files are (st_dev, st_ino) keys (inokey.h) throughout: each btrfs
+ * subvolume and snapshot numbers its inodes anew.
+ *
+ * Memory: 56 bytes per regular file noted in phase 3 (with --record or
  * --ledger every file, else those with a record), 40 bytes per 1 MiB of
  * file data hashed by the device reader, and 8 bytes per extent.
  */
@@ -40,6 +43,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "inokey.h"
+
 struct ledger;
 struct scrub_ctx;
 struct walk_thread;
@@ -49,7 +54,8 @@ struct xlink_list;
 
 /* What phase 3 saw of a file. */
 struct ledger_file {
-	uint64_t ino, size;
+	struct ino_key id;
+	uint64_t size;
 	int64_t mtime_ns, ctime_ns;
 	uint64_t expect;		/* bytes the device reader should hash */
 	uint64_t hashed;		/* ... and did (under the ledger's lock) */
@@ -82,11 +88,11 @@ void ledger_merge(struct ledger *lg, struct ledger_notes *nt);
 bool ledger_prepare(struct scrub_ctx *ctx, struct ledger *lg);
 
 /*
- * The inodes the per-file reader must take, sorted: those in the manifest
- * (--manifest), whose digests need the bytes in file order.
+ * The inodes the per-file reader must take, sorted by ino_key_cmp: those in
+ * the manifest (--manifest), whose digests need the bytes in file order.
  */
-const uint64_t *ledger_per_file(const struct ledger *lg, size_t *n);
-bool ledger_reads_per_file(const struct ledger *lg, uint64_t ino);
+const struct ino_key *ledger_per_file(const struct ledger *lg, size_t *n);
+bool ledger_reads_per_file(const struct ledger *lg, struct ino_key id);
 
 /* The device reader: a sorted extent list; then each buffer read. */
 void ledger_device_begin(struct ledger *lg, const struct xlink_list *l);
@@ -96,7 +102,7 @@ void ledger_hash_read(struct ledger *lg, uint64_t off, uint64_t len, const char 
  * After the device reader: judge the files it hashed, in a walk; files in
  * skip (sorted) were read, and judged, by the per-file reader instead.
  */
-int ledger_judge_walk(struct scrub_ctx *ctx, struct ledger *lg, const uint64_t *skip,
+int ledger_judge_walk(struct scrub_ctx *ctx, struct ledger *lg, const struct ino_key *skip,
 		      size_t nr_skip);
 
 /* The per-file reader: NULL if the file is not hashed. */

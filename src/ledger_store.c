@@ -114,6 +114,40 @@ static int db_exec(struct ledger_store *s, const char *sql)
 	return sqlite3_exec(s->db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : -EIO;
 }
 
+/* Does this statement compile (its table and columns exist)? */
+static bool db_compiles(struct ledger_store *s, const char *sql)
+{
+	sqlite3_stmt *st;
+	bool ok = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) == SQLITE_OK;
+
+	sqlite3_finalize(st);
+	return ok;
+}
+
+#define RECORDS_SCHEMA "(fsid TEXT NOT NULL, subvol INTEGER NOT NULL, ino INTEGER NOT NULL, " \
+		       "gen INTEGER NOT NULL, rec BLOB NOT NULL, " \
+		       "PRIMARY KEY (fsid, subvol, ino, gen)) WITHOUT ROWID"
+
+/*
+ * The table, in the transaction just begun: created, or converted from the
+ * first schema (no subvol column; SQLite cannot change a primary key in
+ * place) with its records in subvolume 0.
+ */
+static int db_schema(struct ledger_store *s)
+{
+	if (!db_compiles(s, "SELECT 1 FROM records"))
+		return db_exec(s, "CREATE TABLE records " RECORDS_SCHEMA);
+	if (db_compiles(s, "SELECT subvol FROM records"))
+		return 0;
+	if (db_exec(s, "CREATE TABLE records_v2 " RECORDS_SCHEMA) ||
+	    db_exec(s, "INSERT INTO records_v2 (fsid, subvol, ino, gen, rec) "
+		    "SELECT fsid, 0, ino, gen, rec FROM records") ||
+	    db_exec(s, "DROP TABLE records") ||
+	    db_exec(s, "ALTER TABLE records_v2 RENAME TO records"))
+		return -EIO;
+	return 0;
+}
+
 static int open_db(struct ledger_store *s, const char *dir, bool write, char *err,
 		   size_t errlen)
 {
@@ -139,10 +173,7 @@ static int open_db(struct ledger_store *s, const char *dir, bool write, char *er
 		return -EIO;
 	}
 	sqlite3_busy_timeout(s->db, 10000);
-	if (write && (db_exec(s, "CREATE TABLE IF NOT EXISTS records (fsid TEXT NOT NULL, "
-			      "ino INTEGER NOT NULL, gen INTEGER NOT NULL, rec BLOB NOT NULL, "
-			      "PRIMARY KEY (fsid, ino, gen)) WITHOUT ROWID") ||
-		      db_exec(s, "BEGIN IMMEDIATE"))) {
+	if (write && (db_exec(s, "BEGIN IMMEDIATE") || db_schema(s))) {
 		snprintf(err, errlen, "cannot use %s: %s", path.buf, sqlite3_errmsg(s->db));
 		sqlite3_close(s->db);
 		s->db = NULL;
@@ -150,6 +181,7 @@ static int open_db(struct ledger_store *s, const char *dir, bool write, char *er
 		return -EIO;
 	}
 	s->in_transaction = write;
+	s->old_schema = !write && !db_compiles(s, "SELECT subvol FROM records");
 	strbuf_release(&path);
 	return 0;
 }
@@ -179,17 +211,24 @@ void ledger_store_close(struct ledger_store *s)
 	pthread_mutex_destroy(&s->lock);
 }
 
-static int db_get(struct ledger_store *s, uint64_t ino, uint64_t gen, struct ledger_record *r)
+static int db_get(struct ledger_store *s, uint64_t subvol, uint64_t ino, uint64_t gen,
+		  struct ledger_record *r)
 {
 	sqlite3_stmt *st;
 	int ret = -ENODATA;
+	const char *sql = s->old_schema ?
+		"SELECT rec FROM records WHERE fsid = ?1 AND ino = ?2 AND gen = ?3" :
+		"SELECT rec FROM records WHERE fsid = ?1 AND ino = ?2 AND gen = ?3 AND subvol = ?4";
 
-	if (sqlite3_prepare_v2(s->db, "SELECT rec FROM records WHERE fsid = ?1 AND ino = ?2 "
-			       "AND gen = ?3", -1, &st, NULL) != SQLITE_OK)
+	if (s->old_schema && subvol)
+		return -ENODATA;	/* its records are all of subvolume 0 */
+	if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
 		return -EIO;
 	sqlite3_bind_text(st, 1, s->fsid, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 2, (sqlite3_int64)ino);
 	sqlite3_bind_int64(st, 3, (sqlite3_int64)gen);
+	if (!s->old_schema)
+		sqlite3_bind_int64(st, 4, (sqlite3_int64)subvol);
 	if (sqlite3_step(st) == SQLITE_ROW) {
 		const void *blob = sqlite3_column_blob(st, 0);
 		int n = sqlite3_column_bytes(st, 0);
@@ -200,7 +239,7 @@ static int db_get(struct ledger_store *s, uint64_t ino, uint64_t gen, struct led
 	return ret;
 }
 
-static int db_put(struct ledger_store *s, const struct ledger_record *r)
+static int db_put(struct ledger_store *s, uint64_t subvol, const struct ledger_record *r)
 {
 	unsigned char buf[LEDGER_REC_MAX];
 	size_t len = ledger_record_encode(r, buf);
@@ -208,23 +247,25 @@ static int db_put(struct ledger_store *s, const struct ledger_record *r)
 	int ret = 0;
 
 	/* An older generation of the inode number is another, deleted, file. */
-	if (sqlite3_prepare_v2(s->db, "DELETE FROM records WHERE fsid = ?1 AND ino = ?2",
-			       -1, &st, NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(s->db, "DELETE FROM records WHERE fsid = ?1 AND subvol = ?3 "
+			       "AND ino = ?2", -1, &st, NULL) != SQLITE_OK)
 		return -EIO;
 	sqlite3_bind_text(st, 1, s->fsid, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 2, (sqlite3_int64)r->ino);
+	sqlite3_bind_int64(st, 3, (sqlite3_int64)subvol);
 	if (sqlite3_step(st) != SQLITE_DONE)
 		ret = -EIO;
 	sqlite3_finalize(st);
 	if (ret)
 		return ret;
-	if (sqlite3_prepare_v2(s->db, "INSERT INTO records (fsid, ino, gen, rec) "
-			       "VALUES (?1, ?2, ?3, ?4)", -1, &st, NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(s->db, "INSERT INTO records (fsid, subvol, ino, gen, rec) "
+			       "VALUES (?1, ?5, ?2, ?3, ?4)", -1, &st, NULL) != SQLITE_OK)
 		return -EIO;
 	sqlite3_bind_text(st, 1, s->fsid, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 2, (sqlite3_int64)r->ino);
 	sqlite3_bind_int64(st, 3, (sqlite3_int64)r->gen);
 	sqlite3_bind_blob(st, 4, buf, (int)len, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(st, 5, (sqlite3_int64)subvol);
 	if (sqlite3_step(st) != SQLITE_DONE)
 		ret = -EIO;
 	sqlite3_finalize(st);
@@ -265,27 +306,28 @@ static int xattr_put(struct ledger_store *s, int fd, const struct ledger_record 
 	return fsetxattr(fd, LEDGER_XATTR_USER, buf, len, 0) == 0 ? 0 : -errno;
 }
 
-int ledger_store_get(struct ledger_store *s, int fd, uint64_t ino, uint64_t gen,
-		     struct ledger_record *r)
+int ledger_store_get(struct ledger_store *s, int fd, uint64_t subvol, uint64_t ino,
+		     uint64_t gen, struct ledger_record *r)
 {
 	int ret;
 
 	if (!s->db)
 		return s->db_mode ? -ENODATA : xattr_get(fd, r);
 	pthread_mutex_lock(&s->lock);
-	ret = db_get(s, ino, gen, r);
+	ret = db_get(s, subvol, ino, gen, r);
 	pthread_mutex_unlock(&s->lock);
 	return ret;
 }
 
-int ledger_store_put(struct ledger_store *s, int fd, const struct ledger_record *r)
+int ledger_store_put(struct ledger_store *s, int fd, uint64_t subvol,
+		     const struct ledger_record *r)
 {
 	int ret;
 
 	if (!s->db)
 		return s->db_mode ? -EROFS : xattr_put(s, fd, r);
 	pthread_mutex_lock(&s->lock);
-	ret = db_put(s, r);
+	ret = db_put(s, subvol, r);
 	pthread_mutex_unlock(&s->lock);
 	return ret;
 }

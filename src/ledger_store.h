@@ -25,9 +25,19 @@
  *           the file that keep xattrs carry another inode number and are
  *           taken as having no record.
  *   sqlite  (--ledger DIR) DIR/fscrub-ledger.sqlite, on another
- *           filesystem, a table keyed by filesystem UUID, inode and
- *           generation; the file is not written at all.  One connection
- *           behind a mutex; writes go in one transaction per run.
+ *           filesystem, a table keyed by filesystem UUID, subvolume,
+ *           inode and generation; the file is not written at all.  One
+ *           connection behind a mutex; writes go in one transaction per
+ *           run.  The subvolume is the kernel's id for it (btrfs: the
+ *           subvolume's root id, 5 for the top level), 0 on filesystems
+ *           without subvolumes: inode numbers, and on btrfs snapshots
+ *           generations too, repeat from subvolume to subvolume.
+ *           A database of the first schema (key: UUID, inode, generation)
+ *           is converted when it is first opened for writing, its records
+ *           given subvolume 0: they still serve filesystems without
+ *           subvolumes, and are not used for btrfs files, which --record
+ *           records again.  Opened read-only (-n) it is read as it is,
+ *           for subvolume 0 only.
  */
 #ifndef FSCRUB_LEDGER_STORE_H
 #define FSCRUB_LEDGER_STORE_H
@@ -69,6 +79,7 @@ struct ledger_store {
 	bool db_mode;			/* --ledger: the database, even if absent (-n) */
 	bool xattr_user;		/* trusted.* was refused: user.* from now on */
 	bool in_transaction;
+	bool old_schema;		/* read-only, not converted: no subvol column */
 };
 
 /*
@@ -79,10 +90,17 @@ struct ledger_store {
 int ledger_store_open(struct ledger_store *s, const char *dir, bool write, int fs_fd,
 		      char *err, size_t errlen);
 void ledger_store_close(struct ledger_store *s);
-/* The record of the open file fd (inode ino, generation gen): 0, -ENODATA, or an errno. */
-int ledger_store_get(struct ledger_store *s, int fd, uint64_t ino, uint64_t gen,
-		     struct ledger_record *r);
-/* Store r for fd.  0, or a negative errno (-ENOSPC / -E2BIG: too big for an xattr). */
-int ledger_store_put(struct ledger_store *s, int fd, const struct ledger_record *r);
+/*
+ * The record of the open file fd (subvolume subvol, inode ino, generation
+ * gen; the xattr store uses fd alone): 0, -ENODATA, or an errno.
+ */
+int ledger_store_get(struct ledger_store *s, int fd, uint64_t subvol, uint64_t ino,
+		     uint64_t gen, struct ledger_record *r);
+/*
+ * Store r for fd (in subvolume subvol).  0, or a negative errno (-ENOSPC /
+ * -E2BIG: too big for an xattr).
+ */
+int ledger_store_put(struct ledger_store *s, int fd, uint64_t subvol,
+		     const struct ledger_record *r);
 
 #endif

@@ -319,75 +319,115 @@ static int open_beneath(int root_fd, const char *path, bool *no_openat2)
 	return openat(root_fd, path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 }
 
-static uint64_t lookup(int root_fd, const char *path, uint64_t dev, bool *no_openat2)
-{
-	int fd = open_beneath(root_fd, path, no_openat2);
-	struct stat st;
-	uint64_t ino = 0;
+/* Where a file is: its key, and the mount it is on (0 where the kernel does not say). */
+struct place {
+	struct ino_key id;
+	uint64_t mnt_id;
+	bool is_reg;
+};
 
-	if (fd < 0)
-		return 0;
-	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_dev == dev)
-		ino = (uint64_t)st.st_ino;
-	close(fd);
-	return ino;
+static int place_of(int fd, struct place *p)
+{
+	struct statx stx;
+
+	if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_TYPE | STATX_INO |
+		  STATX_MNT_ID, &stx) < 0)
+		return -errno;
+	p->id = ino_key_of(&stx);
+	p->mnt_id = stx.stx_mask & STATX_MNT_ID ? stx.stx_mnt_id : 0;
+	p->is_reg = S_ISREG(stx.stx_mode);
+	return 0;
 }
 
-/* By inode, then by position in v: the first listed comes first. */
+/* The key of path if it is a regular file on root's mount, else ino 0. */
+static struct ino_key lookup(int root_fd, const struct place *root, const char *path,
+			     bool *no_openat2)
+{
+	int fd = open_beneath(root_fd, path, no_openat2);
+	struct place p;
+	struct ino_key id = { 0, 0 };
+
+	if (fd < 0)
+		return id;
+	if (place_of(fd, &p) == 0 && p.is_reg &&
+	    (root->mnt_id ? p.mnt_id == root->mnt_id : p.id.dev == root->id.dev))
+		id = p.id;
+	close(fd);
+	return id;
+}
+
+/* By (st_dev, inode), then by position in v: the first listed comes first. */
 static int cmp_by_ino(const void *a, const void *b)
 {
 	const struct manifest_entry *x = *(const struct manifest_entry *const *)a;
 	const struct manifest_entry *y = *(const struct manifest_entry *const *)b;
+	int c = ino_key_cmp(&x->id, &y->id);
 
-	if (x->ino != y->ino)
-		return x->ino < y->ino ? -1 : 1;
+	if (c)
+		return c;
 	return x < y ? -1 : x > y;
 }
 
-size_t manifest_resolve(struct manifest *m, int root_fd, uint64_t dev)
+size_t manifest_resolve(struct manifest *m, int root_fd)
 {
 	bool no_openat2 = false;
+	struct place root = { { 0, 0 }, 0, false };
 
 	free(m->by_ino);
 	m->by_ino = NULL;
 	m->n_found = 0;
+	if (place_of(root_fd, &root) < 0)
+		root.id.dev = root.mnt_id = 0;
 	for (size_t i = 0; i < m->n; i++) {
-		m->v[i].ino = lookup(root_fd, m->v[i].path, dev, &no_openat2);
-		m->n_found += m->v[i].ino != 0;
+		m->v[i].id = root.id.ino ? lookup(root_fd, &root, m->v[i].path, &no_openat2)
+					 : (struct ino_key){ 0, 0 };
+		m->n_found += m->v[i].id.ino != 0;
 	}
 	m->by_ino = xmalloc(m->n_found * sizeof(*m->by_ino));
 	for (size_t i = 0, j = 0; i < m->n; i++)
-		if (m->v[i].ino)
+		if (m->v[i].id.ino)
 			m->by_ino[j++] = &m->v[i];
 	if (m->n_found > 1)
 		qsort(m->by_ino, m->n_found, sizeof(*m->by_ino), cmp_by_ino);
 	return m->n_found;
 }
 
-const struct manifest_entry *manifest_find(const struct manifest *m, uint64_t ino)
+const struct manifest_entry *const *manifest_find_all(const struct manifest *m,
+						      struct ino_key id, size_t *n)
 {
-	size_t lo = 0, hi = m->n_found;
+	size_t lo = 0, hi = m->n_found, end;
 
-	/* The lowest position whose inode is >= ino: the first entry for it. */
+	/* The lowest position whose key is >= id: the first entry for it. */
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 
-		if (m->by_ino[mid]->ino < ino)
+		if (ino_key_cmp(&m->by_ino[mid]->id, &id) < 0)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	return lo < m->n_found && m->by_ino[lo]->ino == ino ? m->by_ino[lo] : NULL;
+	for (end = lo; end < m->n_found && ino_key_eq(m->by_ino[end]->id, id); end++)
+		;
+	*n = id.ino ? end - lo : 0;
+	return *n ? (const struct manifest_entry *const *)m->by_ino + lo : NULL;
 }
 
-uint64_t *manifest_inodes(const struct manifest *m, size_t *n)
+const struct manifest_entry *manifest_find(const struct manifest *m, struct ino_key id)
 {
-	uint64_t *v = xmalloc(m->n_found * sizeof(*v));
+	size_t n;
+	const struct manifest_entry *const *v = manifest_find_all(m, id, &n);
+
+	return v ? v[0] : NULL;
+}
+
+struct ino_key *manifest_inodes(const struct manifest *m, size_t *n)
+{
+	struct ino_key *v = xmalloc(m->n_found * sizeof(*v));
 	size_t k = 0;
 
 	for (size_t i = 0; i < m->n_found; i++)
-		if (!k || v[k - 1] != m->by_ino[i]->ino)
-			v[k++] = m->by_ino[i]->ino;
+		if (!k || !ino_key_eq(v[k - 1], m->by_ino[i]->id))
+			v[k++] = m->by_ino[i]->id;
 	*n = k;
 	return v;
 }

@@ -24,6 +24,11 @@
  * absolute symlink or a file on a filesystem mounted below this one is not
  * a file of the filesystem being scrubbed.  Such an entry is simply not
  * found (ino 0), as is a name that is missing or not a regular file.
+ * Files in btrfs subvolumes and snapshots are on the same mount with an
+ * st_dev of their own and inode numbers that repeat in every subvolume:
+ * an entry is found by (st_dev, st_ino) (inokey.h), never by the number
+ * alone, and a finding about a line names the line's path, not whichever
+ * name of the file the data scan reached first.
  *
  * A digest is a stream over the file from its first byte to its last, so a
  * file in a manifest is read file by file, in offset order, and not merged
@@ -44,6 +49,8 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "inokey.h"
+
 enum manifest_alg { MANIFEST_MD5, MANIFEST_SHA1, MANIFEST_SHA256, MANIFEST_SHA512 };
 
 /* The largest digest: sha512's 64 bytes. */
@@ -57,8 +64,11 @@ struct manifest_entry {
 	enum manifest_alg alg;	/* from the hex length: 32 md5, 40 sha1, 64 sha256, 128 sha512 */
 	uint8_t digest[MANIFEST_DIGEST_MAX];	/* the first manifest_alg_size(alg) bytes */
 	unsigned line;		/* 1-based line number in the manifest, for messages */
-	/* Set by manifest_resolve; 0 = not found, or not a regular file on this filesystem. */
-	uint64_t ino;
+	/*
+	 * Set by manifest_resolve: the file's (st_dev, st_ino); id.ino 0 = not
+	 * found, or not a regular file on this mount.
+	 */
+	struct ino_key id;
 };
 
 struct manifest {
@@ -66,7 +76,7 @@ struct manifest {
 	struct timespec mtime;	/* the manifest file's mtime */
 	struct manifest_entry *v;	/* in manifest order */
 	size_t n;
-	/* The entries found by manifest_resolve, sorted by inode, then by line. */
+	/* The entries found by manifest_resolve, sorted by (st_dev, inode), then by line. */
 	struct manifest_entry **by_ino;
 	size_t n_found;
 };
@@ -92,25 +102,32 @@ void manifest_free(struct manifest *m);
  * RESOLVE_BENEATH | RESOLVE_NO_XDEV | RESOLVE_NO_MAGICLINKS and O_PATH |
  * O_NOFOLLOW, so symlinks in directory components are followed if they stay
  * beneath root_fd, and a final symlink is not a regular file.  Every entry
- * that is a regular file with st_dev == dev gets its ino, every other one
- * ino 0.  Returns how many were found, and builds the index for
- * manifest_find and manifest_inodes.  Without openat2 (ENOSYS: a kernel
- * before 5.6) it falls back to openat with O_NOFOLLOW and refuses any ".."
- * component; the st_dev test still keeps out other filesystems.  May be
- * called again (after a remount, say): every ino is looked up afresh.
+ * that is a regular file on root_fd's mount gets its (st_dev, st_ino), every
+ * other one ino 0.  "On the mount" is the statx mount id of root_fd where
+ * the kernel gives one (a btrfs subvolume's files have an st_dev of their
+ * own but are on the mount), else st_dev equal to root_fd's.  Returns how
+ * many were found, and builds the index for manifest_find and
+ * manifest_inodes.  Without openat2 (ENOSYS: a kernel before 5.6) it falls
+ * back to openat with O_NOFOLLOW and refuses any ".." component; the mount
+ * test still keeps out other filesystems.  May be called again (after a
+ * remount, say): every entry is looked up afresh.
  */
-size_t manifest_resolve(struct manifest *m, int root_fd, uint64_t dev);
+size_t manifest_resolve(struct manifest *m, int root_fd);
 /*
- * The entry for that inode, or NULL.  With several (a name listed twice,
- * or hard links), the first in manifest order.  After manifest_resolve
- * only: before it, nothing is found.  O(log n).
+ * The entries for that inode, in manifest order (a name listed twice, or
+ * several names of one file): *n of them from the returned pointer, or
+ * NULL and *n = 0.  After manifest_resolve only: before it, nothing is
+ * found.  O(log n).
  */
-const struct manifest_entry *manifest_find(const struct manifest *m, uint64_t ino);
+const struct manifest_entry *const *manifest_find_all(const struct manifest *m,
+						      struct ino_key id, size_t *n);
+/* The first entry for that inode in manifest order, or NULL. */
+const struct manifest_entry *manifest_find(const struct manifest *m, struct ino_key id);
 /*
- * Every inode found, sorted and distinct: a malloc'd array of *n entries
- * that the caller frees (never NULL, even when *n is 0).
+ * Every inode found, sorted by ino_key_cmp and distinct: a malloc'd array
+ * of *n entries that the caller frees (never NULL, even when *n is 0).
  */
-uint64_t *manifest_inodes(const struct manifest *m, size_t *n);
+struct ino_key *manifest_inodes(const struct manifest *m, size_t *n);
 
 /* The digest's size in bytes (16, 20, 32 or 64) and its name ("md5", "sha256", ...). */
 size_t manifest_alg_size(enum manifest_alg alg);

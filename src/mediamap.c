@@ -27,7 +27,7 @@
 /* One bad range, or the part of it that one extent owns. */
 struct piece {
 	uint64_t dev_off, len;
-	uint64_t ino;			/* 0: no extent of the walk owns it */
+	uint64_t ino;			/* on dev; 0: no extent of the walk owns it */
 	uint64_t file_off;
 	int err;
 	bool still_mapped, still_bad;	/* the second look, through the file */
@@ -36,6 +36,7 @@ struct piece {
 struct pieces {
 	struct piece *v;
 	size_t n;
+	uint64_t dev;			/* the st_dev of every inode in the extent list */
 };
 
 static void add_piece(struct pieces *p, const struct piece *x)
@@ -111,7 +112,7 @@ static void relook_pieces(struct relook *rl, struct relook_file *f, int fd,
 	for (size_t i = 0; i < p->n; i++) {
 		struct piece *x = &p->v[i];
 
-		if (x->ino != f->ino || x->still_mapped)
+		if (x->ino != f->id.ino || f->id.dev != p->dev || x->still_mapped)
 			continue;
 		x->still_mapped = relook_still_mapped(fd, x->file_off, x->dev_off, x->len);
 		x->still_bad = x->still_mapped && file_range_fails(fd, x->file_off, x->len);
@@ -234,7 +235,8 @@ static void report_unowned(struct scrub_ctx *ctx, const struct piece *x)
 
 static void report_piece(struct scrub_ctx *ctx, struct relook *rl, const struct piece *x)
 {
-	struct relook_file *f = x->ino ? relook_find(rl, x->ino) : NULL;
+	struct relook_file *f = x->ino ? relook_find(rl, (struct ino_key){ ctx->xlinks.dev,
+									 x->ino }) : NULL;
 	unsigned long long off = x->dev_off, len = x->len, foff = x->file_off;
 
 	if (!x->ino) {
@@ -258,7 +260,7 @@ static void report_piece(struct scrub_ctx *ctx, struct relook *rl, const struct 
 void mediamap_report(struct scrub_ctx *ctx, int dev_fd, const struct bad_range *bad,
 		     size_t nr_bad)
 {
-	struct pieces p = { 0 };
+	struct pieces p = { .dev = ctx->xlinks.dev };
 	struct relook rl = { .ctx = ctx, .name = "media error second look",
 			     .visit = relook_pieces, .arg = &p };
 
@@ -267,7 +269,7 @@ void mediamap_report(struct scrub_ctx *ctx, int dev_fd, const struct bad_range *
 		split_range(&ctx->xlinks, &bad[i], &p);
 	for (size_t i = 0; i < p.n; i++)
 		if (p.v[i].ino)
-			relook_add(&rl, p.v[i].ino);
+			relook_add(&rl, (struct ino_key){ ctx->xlinks.dev, p.v[i].ino });
 	report_verbose(ctx, "Phase 5: %zu unreadable %s on %s, %zu in file data", nr_bad,
 		       nr_bad == 1 ? "range" : "ranges", ctx->source, rl.nr_files);
 	if (rl.nr_files && relook_walk(&rl) < 0)

@@ -363,6 +363,7 @@ static int phase1_find_fs(struct scrub_ctx *ctx)
 		fprintf(stderr, "fscrub: cannot stat '%s': %s\n", ctx->mntpoint, strerror(errno));
 		return EXIT_OPERATIONAL;
 	}
+	ctx->xlinks.dev = stx_devno(&ctx->root_stx);
 	if (ctx->root_stx.stx_mask & STATX_MNT_ID) {
 		ctx->have_mnt_id = true;
 		ctx->walk_mnt_id = ctx->root_stx.stx_mnt_id;
@@ -476,7 +477,7 @@ static int phase4_links(struct scrub_ctx *ctx, unsigned long long *items)
 }
 
 /* The per-file reader, for every file or (only != NULL) for those inodes. */
-static int read_files(struct scrub_ctx *ctx, uint64_t *only, size_t nr_only,
+static int read_files(struct scrub_ctx *ctx, const struct ino_key *only, size_t nr_only,
 		      struct scrub_stats *stats)
 {
 	struct ratelimit limit;
@@ -493,23 +494,17 @@ static int read_files(struct scrub_ctx *ctx, uint64_t *only, size_t nr_only,
 	return ret;
 }
 
-static int cmp_ino(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 /*
  * The inodes the per-file reader takes after the device reader: those
- * whose extents are not all known, and a manifest's (sorted, distinct).
+ * whose extents are not all known, and a manifest's (sorted by
+ * ino_key_cmp, distinct).
  */
-static uint64_t *per_file_inodes(struct scrub_ctx *ctx, size_t *n)
+static struct ino_key *per_file_inodes(struct scrub_ctx *ctx, size_t *n)
 {
 	struct xlink_list *l = &ctx->xlinks;
 	size_t nr_manifest, w = 0;
-	const uint64_t *manifest = ledger_per_file(ctx->ledger, &nr_manifest);
-	uint64_t *v = xmalloc((l->nr_unmapped + nr_manifest + 1) * sizeof(*v));
+	const struct ino_key *manifest = ledger_per_file(ctx->ledger, &nr_manifest);
+	struct ino_key *v = xmalloc((l->nr_unmapped + nr_manifest + 1) * sizeof(*v));
 
 	if (l->nr_unmapped)	/* memcpy from NULL is undefined, even of 0 bytes */
 		memcpy(v, l->unmapped, l->nr_unmapped * sizeof(*v));
@@ -517,9 +512,9 @@ static uint64_t *per_file_inodes(struct scrub_ctx *ctx, size_t *n)
 		memcpy(v + l->nr_unmapped, manifest, nr_manifest * sizeof(*v));
 	*n = l->nr_unmapped + nr_manifest;
 	if (*n)
-		qsort(v, *n, sizeof(*v), cmp_ino);
+		qsort(v, *n, sizeof(*v), ino_key_cmp);
 	for (size_t i = 0; i < *n; i++)
-		if (!w || v[w - 1] != v[i])
+		if (!w || !ino_key_eq(v[w - 1], v[i]))
 			v[w++] = v[i];
 	*n = w;
 	return v;
@@ -544,7 +539,7 @@ static int phase5_data(struct scrub_ctx *ctx, unsigned long long *items)
 	ledger_prepare(ctx, ctx->ledger);
 	if (devverify_run(ctx, &dev_bytes, &why) == 0) {
 		size_t nr_only;
-		uint64_t *only = per_file_inodes(ctx, &nr_only);
+		struct ino_key *only = per_file_inodes(ctx, &nr_only);
 
 		/* Then the files the device reader could not know all of. */
 		if (nr_only && !scrub_should_stop(ctx)) {

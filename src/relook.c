@@ -18,25 +18,25 @@
 #include "walk.h"
 
 
-static int by_ino(const void *a, const void *b)
+static int by_key(const void *a, const void *b)
 {
 	const struct relook_file *x = a, *y = b;
 
-	return x->ino < y->ino ? -1 : x->ino > y->ino;
+	return ino_key_cmp(&x->id, &y->id);
 }
 
-void relook_add(struct relook *rl, uint64_t ino)
+void relook_add(struct relook *rl, struct ino_key id)
 {
 	if (!(rl->nr_files & (rl->nr_files + 1)))	/* 0, 1, 3, 7, ...: grow */
 		rl->files = xrealloc(rl->files, (rl->nr_files * 2 + 1) * sizeof(*rl->files));
-	rl->files[rl->nr_files++] = (struct relook_file){ .ino = ino };
+	rl->files[rl->nr_files++] = (struct relook_file){ .id = id };
 }
 
-struct relook_file *relook_find(struct relook *rl, uint64_t ino)
+struct relook_file *relook_find(struct relook *rl, struct ino_key id)
 {
-	struct relook_file key = { .ino = ino };
+	struct relook_file key = { .id = id };
 
-	return bsearch(&key, rl->files, rl->nr_files, sizeof(key), by_ino);
+	return rl->nr_files ? bsearch(&key, rl->files, rl->nr_files, sizeof(key), by_key) : NULL;
 }
 
 static void relook_entry(struct walk_thread *t, struct walk_dir *d, const struct walk_entry *e)
@@ -45,7 +45,7 @@ static void relook_entry(struct walk_thread *t, struct walk_dir *d, const struct
 	struct relook_file *f;
 	int fd;
 
-	if (e->stat_err || !S_ISREG(e->stx.stx_mode) || !(f = relook_find(rl, e->stx.stx_ino)))
+	if (e->stat_err || !S_ISREG(e->stx.stx_mode) || !(f = relook_find(rl, ino_key_of(&e->stx))))
 		return;
 	fd = walk_open_file(t, d, e, 0);
 	if (fd < 0)
@@ -76,9 +76,9 @@ int relook_walk(struct relook *rl)
 	int ret;
 
 	if (rl->nr_files)	/* qsort of a NULL array is undefined, even empty */
-		qsort(rl->files, rl->nr_files, sizeof(*rl->files), by_ino);
+		qsort(rl->files, rl->nr_files, sizeof(*rl->files), by_key);
 	for (size_t i = 0; i < rl->nr_files; i++)
-		if (!n || rl->files[n - 1].ino != rl->files[i].ino)
+		if (!n || !ino_key_eq(rl->files[n - 1].id, rl->files[i].id))
 			rl->files[n++] = rl->files[i];
 	rl->nr_files = n;
 	pthread_mutex_init(&rl->lock, NULL);

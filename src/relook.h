@@ -7,7 +7,8 @@
  * finds every name of the inodes on its list, opens each regular file and
  * hands it to visit() (serialised under one lock: the lists are small), and
  * remembers the first name found and whether the file changed during the
- * scan.
+ * scan.  Files are (st_dev, st_ino) keys (inokey.h): an inode number is
+ * another file in each btrfs subvolume.
  */
 #ifndef FSCRUB_RELOOK_H
 #define FSCRUB_RELOOK_H
@@ -17,12 +18,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "inokey.h"
+
 struct scrub_ctx;
 struct dir_node;
 struct walk_entry;
 
 struct relook_file {
-	uint64_t ino;
+	struct ino_key id;
 	struct dir_node *dir;		/* reference, or NULL if not found */
 	char *name;
 	bool changed;			/* changed since the scan began */
@@ -32,7 +35,7 @@ struct relook_file {
 struct relook {
 	struct scrub_ctx *ctx;
 	const char *name;		/* of the walk, for messages */
-	struct relook_file *files;	/* sorted by inode once walked */
+	struct relook_file *files;	/* sorted by key once walked */
 	size_t nr_files;
 	/* Called for each name of each file on the list, with an open fd. */
 	void (*visit)(struct relook *rl, struct relook_file *f, int fd,
@@ -42,10 +45,10 @@ struct relook {
 };
 
 /* Add an inode to look at (duplicates are merged). */
-void relook_add(struct relook *rl, uint64_t ino);
+void relook_add(struct relook *rl, struct ino_key id);
 /* Walk; 0, or a negative errno if the walk could not start (reported). */
 int relook_walk(struct relook *rl);
-struct relook_file *relook_find(struct relook *rl, uint64_t ino);
+struct relook_file *relook_find(struct relook *rl, struct ino_key id);
 void relook_release(struct relook *rl);
 
 /*

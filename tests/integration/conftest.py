@@ -150,6 +150,7 @@ def need_tools(*tools):
 
 
 MKFS_TOOL = {"xfs": "mkfs.xfs", "ext4": "mkfs.ext4", "btrfs": "mkfs.btrfs",
+             "ext2": "mkfs.ext2", "ext3": "mkfs.ext3",
              "squashfs": "mksquashfs", "erofs": "mkfs.erofs"}
 
 

@@ -84,6 +84,9 @@ __all__ = [
 
 #: Block-device filesystems handled by :class:`Image`.
 FSTYPES = ("xfs", "ext4", "btrfs")
+#: Older ext formats :class:`Image` also makes, mounted by their own name
+#: (indirect-block maps; not in FSTYPES, which tests parametrise over).
+OLD_EXT = ("ext2", "ext3")
 #: Everything the helpers in this module can produce.
 ALL_FSTYPES = FSTYPES + ("tmpfs", "squashfs", "erofs", "overlay")
 
@@ -181,6 +184,11 @@ _DEFAULT_MKFS = {
     # -b 4096: mke2fs.conf would pick 1 KiB blocks for these small images
     "ext4": ["mkfs.ext4", "-F", "-q", "-b", "4096"],
     "btrfs": ["mkfs.btrfs", "-f", "-q"],
+    # 1 KiB blocks, as mke2fs.conf picks for small images: an indirect block
+    # holds 256 pointers, so a file of a few hundred KiB crosses both the
+    # single- and the double-indirect boundary.
+    "ext2": ["mkfs.ext2", "-F", "-q", "-b", "1024"],
+    "ext3": ["mkfs.ext3", "-F", "-q", "-b", "1024"],
 }
 
 # mkfs.xfs >= 5.19 refuses new filesystems smaller than 300 MiB unless one
@@ -204,9 +212,9 @@ class Image:
 
     def __init__(self, workdir, fstype, size_mb=256, mkfs_args=(),
                  name=None, path=None):
-        if fstype not in FSTYPES:
+        if fstype not in FSTYPES + OLD_EXT:
             raise ValueError("unsupported fstype %r (want one of %s)"
-                             % (fstype, ", ".join(FSTYPES)))
+                             % (fstype, ", ".join(FSTYPES + OLD_EXT)))
         self.workdir = os.path.abspath(workdir)
         self.fstype = fstype
         self.size_mb = size_mb

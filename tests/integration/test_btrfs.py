@@ -383,3 +383,164 @@ def test_walk_enters_subvolumes_not_other_mounts(btrfs_factory, cleanups):
     assert "not entering %s/tm (tmpfs): another filesystem" % mnt in r.stdout, r
     # root, sv, sv/d, snap, snap/d and the covered tm; f0-f2 twice
     assert "Phase 3: 6 directories, 6 files," in r.stdout, r
+
+
+# ----------------------------------------------------------------------------
+# Inode numbers repeat in every subvolume and snapshot (each has its own
+# st_dev and numbers its inodes from 256): every table of inodes is keyed
+# by (st_dev, inode), never by the number alone (src/inokey.h).
+# ----------------------------------------------------------------------------
+
+def same_numbers(mnt):
+    """a.txt at the top, sub/b.txt in a subvolume, snap/b.txt in a snapshot
+    of it: three files with one inode number.  Returns their paths."""
+    fsimage._write(os.path.join(mnt, "a.txt"), b"top\n")
+    run(["btrfs", "subvolume", "create", os.path.join(mnt, "sub")])
+    fsimage._write(os.path.join(mnt, "sub", "b.txt"), b"inside\n")
+    run(["btrfs", "subvolume", "snapshot", os.path.join(mnt, "sub"), os.path.join(mnt, "snap")])
+    paths = [os.path.join(mnt, p) for p in ("a.txt", "sub/b.txt", "snap/b.txt")]
+    st = [os.lstat(p) for p in paths]
+    assert len({s.st_ino for s in st}) == 1 and len({s.st_dev for s in st}) == 3, st
+    return paths
+
+
+def write_sums(mnt, rels, out, bad=None):
+    with open(out, "w") as f:
+        for rel in rels:
+            with open(os.path.join(mnt, rel), "rb") as g:
+                digest = hashlib.sha256(g.read()).hexdigest()
+            if rel == bad:
+                digest = ("0" if digest[0] != "0" else "1") + digest[1:]
+            f.write("%s  %s\n" % (digest, rel))
+
+
+def test_manifest_in_subvolumes_and_snapshot(btrfs_factory, workdir):
+    """issue 18 item 2: sub/b.txt and snap/b.txt were compared with a.txt's
+    line (the same inode number): two manifest.mismatch errors, exit 4."""
+    fs = btrfs_factory()
+    mnt = fs.mount()
+    same_numbers(mnt)
+    rels = ["a.txt", "sub/b.txt", "snap/b.txt"]
+    sums = os.path.join(workdir, "sums")
+    write_sums(mnt, rels, sums)
+    time.sleep(1.2)
+    r = run_fscrub("-n", "-x", "-v", "--manifest", sums, mnt)
+    assert_clean(r)
+    assert "manifest %s: 3 of 3 files found" % sums in r.stdout, r
+    assert "manifest %s: 3 files match" % sums in r.stdout, r
+    # A bad line for the subvolume's file is still an error, naming that
+    # file; its snapshot's and the top's lines still match.
+    write_sums(mnt, rels, sums, bad="sub/b.txt")
+    os.utime(sums, (time.time() - 3600,) * 2)
+    os.utime(sums, (time.time() + 3600,) * 2)     # written after the files
+    r = run_fscrub("-n", "-x", "-v", "--manifest", sums, mnt)
+    assert r.rc == 4, r
+    assert [(e.check, e.path) for e in r.errors] == \
+        [("manifest.mismatch", os.path.join(mnt, "sub/b.txt"))], r
+    assert "line 2" in r.errors[0].message, r
+    assert "manifest %s: 2 files match" % sums in r.stdout, r
+
+
+def test_hard_links_in_subvolume_and_snapshot(btrfs_factory):
+    """Link counts: a file with two names at the top and one with three in
+    a subvolume have the same inode number, and the snapshot has it again:
+    names are counted per (st_dev, inode).  -x reads each of them once."""
+    fs = btrfs_factory()
+    mnt = fs.mount()
+    top = os.path.join(mnt, "t1")
+    fsimage._write(top, b"top file, two names\n" * 100)
+    os.link(top, os.path.join(mnt, "t2"))
+    run(["btrfs", "subvolume", "create", os.path.join(mnt, "sub")])
+    inner = os.path.join(mnt, "sub", "s1")
+    fsimage._write(inner, b"subvolume file, three names\n" * 1000)
+    os.mkdir(os.path.join(mnt, "sub", "d"))
+    os.link(inner, os.path.join(mnt, "sub", "s2"))
+    os.link(inner, os.path.join(mnt, "sub", "d", "s3"))
+    run(["btrfs", "subvolume", "snapshot", os.path.join(mnt, "sub"), os.path.join(mnt, "snap")])
+    ino = {os.lstat(p).st_ino for p in (top, inner, os.path.join(mnt, "snap", "s1"))}
+    assert len(ino) == 1, ino
+    time.sleep(1.2)
+    r = run_fscrub("-n", "-x", "-v", mnt)
+    assert_clean(r)
+    assert not r.of(None, "nlink.count"), r
+    # root, sub, sub/d, snap, snap/d; t1 t2 s1 s2 s3 s1 s2 s3 (names)
+    assert "Phase 3: 5 directories, 8 files," in r.stdout, r
+    # three inodes read, once each
+    assert "from 3 files)" in r.stdout, r
+
+
+@pytest.mark.parametrize("store", ["xattr", "sqlite"])
+def test_ledger_in_subvolumes_and_snapshot(btrfs_factory, workdir, store):
+    """--record then -x: every file of each subvolume is recorded and
+    verified by its own key.  Before, the notes of the three files with one
+    inode number were merged into one, and the database kept one record for
+    the subvolume's file and its snapshot (same inode and generation):
+    changing one of them made each run refresh both, for ever."""
+    fs = btrfs_factory()
+    mnt = fs.mount()
+    paths = same_numbers(mnt)
+    extra = ()
+    if store == "sqlite":
+        db = os.path.join(workdir, "ledger")
+        os.mkdir(db)
+        extra = ("--ledger", db)
+    time.sleep(1.2)
+    r = run_fscrub("--record", "-v", *extra, mnt)
+    assert_clean(r)
+    assert "3 recorded, 0 records refreshed, 0 skipped" in r.stdout, r
+    time.sleep(1.2)
+    r = run_fscrub("-n", "-x", "-v", *extra, mnt)
+    assert_clean(r)
+    assert "3 files verified, 0 recorded" in r.stdout, r
+    # The subvolume's file changes (same size); its snapshot does not.
+    with open(paths[1], "r+b") as f:
+        f.write(b"INSIDE")
+    os.sync()
+    time.sleep(1.2)
+    r = run_fscrub("-x", "-v", *extra, mnt)
+    assert_clean(r)
+    assert "2 files verified, 0 recorded, 1 records refreshed" in r.stdout, r
+    time.sleep(1.2)
+    r = run_fscrub("-x", "-v", *extra, mnt)
+    assert_clean(r)
+    assert "3 files verified, 0 recorded, 0 records refreshed" in r.stdout, r
+    if store == "sqlite":
+        import sqlite3
+        con = sqlite3.connect(os.path.join(db, "fscrub-ledger.sqlite"))
+        rows = sorted(con.execute("SELECT subvol, ino FROM records").fetchall())
+        con.close()
+        ids = {}
+        for p in ("sub", "snap"):
+            out = run(["btrfs", "subvolume", "show", os.path.join(mnt, p)]).stdout
+            ids[p] = int(re.search(r"Subvolume ID:\s+(\d+)", out).group(1))
+        ino = os.lstat(paths[0]).st_ino
+        # 5: the top level's id
+        assert rows == sorted([(5, ino), (ids["sub"], ino), (ids["snap"], ino)]), rows
+
+
+def test_ledger_database_without_subvolume_ids(btrfs_factory, workdir):
+    """Where the kernel does not name subvolumes (STATX_SUBVOL, Linux 6.10;
+    FSCRUB_DEBUG_NO_STATX_SUBVOL), files of other subvolumes than the
+    mount's have no key in --ledger's database: they are not kept there
+    (one info), and the mount's own files are, as subvolume 0."""
+    fs = btrfs_factory()
+    mnt = fs.mount()
+    same_numbers(mnt)
+    db = os.path.join(workdir, "ledger")
+    os.mkdir(db)
+    env = {"FSCRUB_DEBUG_NO_STATX_SUBVOL": "1"}
+    time.sleep(1.2)
+    r = run_fscrub("--record", "-v", "--ledger", db, mnt, env=env)
+    assert_clean(r)
+    assert "1 recorded, 0 records refreshed, 2 skipped" in r.stdout, r
+    infos = [f for f in r.of("Info", "ledger.record") if "does not name" in f.message]
+    assert len(infos) == 1, r
+    time.sleep(1.2)
+    r = run_fscrub("-n", "-x", "-v", "--ledger", db, mnt, env=env)
+    assert_clean(r)
+    assert "1 files verified, 0 recorded" in r.stdout, r
+    import sqlite3
+    con = sqlite3.connect(os.path.join(db, "fscrub-ledger.sqlite"))
+    rows = con.execute("SELECT subvol, ino FROM records").fetchall()
+    con.close()
+    assert rows == [(0, os.lstat(os.path.join(mnt, "a.txt")).st_ino)], rows

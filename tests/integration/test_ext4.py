@@ -117,6 +117,48 @@ def test_clean_without_metadata_csum(image_factory):
     assert r.rc == 0 and r.errors == [], r
 
 
+def write_linked(mnt, size=900000):
+    """A file of *size* bytes with three names, in two directories."""
+    os.mkdir(os.path.join(mnt, "d"))
+    big = os.path.join(mnt, "d", "big")
+    with open(big, "wb") as f:
+        f.write(os.urandom(size))
+    os.link(big, os.path.join(mnt, "big2"))
+    os.link(big, os.path.join(mnt, "d", "big3"))
+    os.sync()
+    return big
+
+
+@pytest.mark.parametrize("fstype", ["ext2", "ext3"])
+def test_hard_links_with_indirect_block_maps(image_factory, fstype):
+    """issue 18 item 3: ext2/ext3 map files with indirect blocks, and a
+    cold FIEMAP splits the map where an indirect block ends (file offset
+    268 KiB with 1 KiB blocks) while a later one, cached, merges it.  The
+    first scan after a mount (or drop_caches) mapped the file at each of
+    its names and took the two maps for a cross-link of the file with
+    itself: "mapped twice, at file offsets 274432 and 274432"."""
+    img = image_factory(fstype, size_mb=64)
+    img.mkfs()
+    big = write_linked(img.mount())
+    rel = os.path.relpath(big, img.mnt)
+    # The premise: cold and cached maps of one file differ.
+    img.remount()
+    cold = fsimage.fiemap(os.path.join(img.mnt, rel), flags=0)
+    warm = fsimage.fiemap(os.path.join(img.mnt, rel), flags=0)
+    assert len(cold) > len(warm), (cold, warm)
+    for args in (("-n",), ("-n", "-x")):
+        img.remount()
+        time.sleep(1.1)
+        r = run_fscrub("-v", *args, img.mnt)
+        assert r.rc == 0 and r.errors == [] and r.warnings == [], r
+        assert not r.of(check="extent.crosslinked"), r
+    # ... and after drop_caches, on a mount that has seen the file before.
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+    r = run_fscrub("-n", "-v", img.mnt)
+    assert r.rc == 0 and not r.of(check="extent.crosslinked"), r
+
+
 def test_clean_under_churn(workdir, request):
     """A writer/renamer running through the whole scan (frozen mid-walk
     until 10 000 operations ran, as test_churn.py): no error, no warning,

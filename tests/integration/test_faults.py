@@ -232,3 +232,32 @@ def test_ext4_crosslinked_extent(prepared):
     assert r.rc == 4 and len(hits) == 1, r
     paths = {hits[0].path, hits[0].message.split(" are also mapped by ")[1].split(" (inode")[0]}
     assert paths == {escaped(os.path.join(mnt, "a")), escaped(os.path.join(mnt, "b"))}, r
+
+
+def test_ext2_crosslinked_between_two_inodes(image_factory):
+    """The neighbour of issue 18 item 3: on ext2 (indirect-block maps), a
+    file mapped once however many names it has still shows a real
+    cross-link: b's first block pointer (i_block[0]) set to a's with
+    debugfs.  a has two names; b is a different inode."""
+    img = image_factory("ext2", size_mb=64)
+    img.mkfs()
+    mnt = img.mount()
+    for name in ("a", "b"):
+        with open(os.path.join(mnt, name), "wb") as f:
+            f.write(os.urandom(400000))
+    os.link(os.path.join(mnt, "a"), os.path.join(mnt, "a-link"))
+    ia, ib = (os.stat(os.path.join(mnt, n)).st_ino for n in ("a", "b"))
+    img.offline()
+    out = faults.debugfs(img, "stat <%d>" % ia)
+    start = int(re.search(r"\(0(?:-\d+)?\):(\d+)", out).group(1))    # a's block 0
+    faults.debugfs(img, "set_inode_field <%d> block[0] %d" % (ib, start), write=True)
+    mnt, r = scrub_faulty(img, "-n")
+    hits = r.of("Error", "extent.crosslinked")
+    assert r.rc == 4 and len(hits) == 1, r
+    other = re.search(r" are also mapped by (.*) \(inode \d+\) at its offset", hits[0].message)
+    assert other, r
+    names = {hits[0].path, other.group(1)}
+    assert escaped(os.path.join(mnt, "b")) in names, r
+    assert names - {escaped(os.path.join(mnt, "b"))} <= \
+        {escaped(os.path.join(mnt, "a")), escaped(os.path.join(mnt, "a-link"))}, r
+    assert "mapped twice" not in r.stdout, r

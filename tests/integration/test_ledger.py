@@ -326,3 +326,66 @@ def test_device_and_per_file_readers_agree(fs, first, then):
     settle()
     r = run_fscrub("-n", "-x", "-v", fs.mnt, env=env[then])
     assert r.rc == 0 and not r.errors and "8 files verified" in r.stdout, r
+
+
+def test_manifest_finding_names_the_listed_path(fs, workdir):
+    """issue 18 item 13: a file is read at the first of its names the walk
+    reaches ("first", in the root), but a finding about a manifest line
+    names the line's path.  Every line of a file is checked: the file's
+    two listed names, one with a wrong digest, give one error, for it."""
+    populate(fs.mnt)
+    os.mkdir(os.path.join(fs.mnt, "d e"))
+    with open(os.path.join(fs.mnt, "first"), "wb") as f:
+        f.write(os.urandom(300000))
+    for name in ("hard1", "hard2"):
+        os.link(os.path.join(fs.mnt, "first"), os.path.join(fs.mnt, "d e", name))
+    manifest = os.path.join(workdir, "list.sha256")
+    write_manifest(manifest, fs.mnt, ["b", "d e/hard1", "d e/hard2"], "sha256",
+                   bad="d e/hard2")
+    settle()
+    r = run_fscrub("-n", "-x", "-v", "--manifest", manifest, fs.mnt)
+    assert r.rc == 4, r
+    assert [(e.check, e.path) for e in r.errors] == \
+        [("manifest.mismatch", os.path.join(fs.mnt, "d e", "hard2"))], r
+    assert "line 3" in r.errors[0].message, r
+    assert "2 files match" in r.stdout, r
+    # The same with only the bad line: still its path, not "first".
+    write_manifest(manifest, fs.mnt, ["d e/hard2"], "sha256", bad="d e/hard2")
+    settle()
+    r = run_fscrub("-n", "-x", "--manifest", manifest, fs.mnt)
+    assert [(e.check, e.path) for e in r.errors] == \
+        [("manifest.mismatch", os.path.join(fs.mnt, "d e", "hard2"))], r
+
+
+def test_old_ledger_database_is_converted(fs, workdir):
+    """A database of the first schema (key: fsid, inode, generation) is read
+    as it is under -n, and converted, its records kept (subvolume 0), by
+    the first run that writes."""
+    import sqlite3
+    populate(fs.mnt)
+    db = os.path.join(workdir, "ledger")
+    os.mkdir(db)
+    record(fs.mnt, "--ledger", db)
+    path = os.path.join(db, "fscrub-ledger.sqlite")
+    con = sqlite3.connect(path)
+    rows = con.execute("SELECT fsid, ino, gen, rec FROM records").fetchall()
+    assert len(rows) == 6 and \
+        {r[0] for r in con.execute("SELECT subvol FROM records")} == {0}, rows
+    con.executescript("DROP TABLE records; CREATE TABLE records (fsid TEXT NOT NULL, "
+                      "ino INTEGER NOT NULL, gen INTEGER NOT NULL, rec BLOB NOT NULL, "
+                      "PRIMARY KEY (fsid, ino, gen)) WITHOUT ROWID;")
+    con.executemany("INSERT INTO records VALUES (?, ?, ?, ?)", rows)
+    con.commit()
+    con.close()
+    r = run_fscrub("-n", "-x", "-v", "--ledger", db, fs.mnt)
+    assert r.rc == 0 and not r.errors, r
+    assert "6 files verified, 0 recorded" in r.stdout, r
+    r = run_fscrub("-x", "-v", "--ledger", db, fs.mnt)
+    assert r.rc == 0 and not r.errors, r
+    assert "6 files verified, 0 recorded, 0 records refreshed" in r.stdout, r
+    con = sqlite3.connect(path)
+    cols = [c[1] for c in con.execute("PRAGMA table_info(records)")]
+    assert cols == ["fsid", "subvol", "ino", "gen", "rec"], cols
+    assert sorted(con.execute("SELECT fsid, ino, gen, rec FROM records").fetchall()) == \
+        sorted(rows)
+    con.close()

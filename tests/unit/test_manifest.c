@@ -127,7 +127,7 @@ static void test_load_sha256(void **state)
 	assert_string_equal(m->v[0].path, "x");
 	assert_int_equal(m->v[0].alg, MANIFEST_SHA256);
 	assert_int_equal(m->v[0].line, 1);
-	assert_int_equal(m->v[0].ino, 0);
+	assert_int_equal(m->v[0].id.ino, 0);
 	assert_int_equal(m->v[0].digest[0], 0xba);
 	assert_int_equal(m->v[0].digest[31], 0xad);
 	assert_hex(&m->v[0], SHA256_ABC);
@@ -385,7 +385,9 @@ static void test_resolve(void **state)
 	struct manifest *m;
 	bool o2 = have_openat2();
 	struct stat st;
-	uint64_t ino_a, ino_b, ino_x, *inos;
+	uint64_t ino_a, ino_b, ino_x;
+	struct ino_key *inos, ka, kb, kx;
+	const struct manifest_entry *const *all;
 	size_t n;
 	int root_fd;
 
@@ -404,6 +406,10 @@ static void test_resolve(void **state)
 	ino_a = ino_of(tmp_path("root/a"));
 	ino_b = ino_of(tmp_path("root/d/b"));
 	ino_x = ino_of(tmp_path("x"));
+	assert_int_equal(lstat(tmp_path("x"), &st), 0);
+	ka = (struct ino_key){ (uint64_t)st.st_dev, ino_a };
+	kb = (struct ino_key){ (uint64_t)st.st_dev, ino_b };
+	kx = (struct ino_key){ (uint64_t)st.st_dev, ino_x };
 
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		strcat(text, SHA256_ABC "  ");
@@ -413,7 +419,7 @@ static void test_resolve(void **state)
 	m = load_ok(text);
 	assert_int_equal(m->n, 10);
 	/* Before manifest_resolve nothing is found. */
-	assert_null(manifest_find(m, ino_a));
+	assert_null(manifest_find(m, ka));
 	inos = manifest_inodes(m, &n);
 	assert_non_null(inos);
 	assert_int_equal(n, 0);
@@ -427,38 +433,45 @@ static void test_resolve(void **state)
 	 * Without openat2 the fallback refuses every "..", and cannot tell that
 	 * abs/x left the root (x is on the same filesystem).
 	 */
-	assert_int_equal(manifest_resolve(m, root_fd, st.st_dev), 5);
-	assert_int_equal(m->v[0].ino, ino_a);
-	assert_int_equal(m->v[1].ino, ino_b);
-	assert_int_equal(m->v[2].ino, 0);	/* missing */
-	assert_int_equal(m->v[3].ino, 0);	/* a final symlink */
-	assert_int_equal(m->v[4].ino, 0);	/* ../x escapes the root */
-	assert_int_equal(m->v[5].ino, ino_b);
-	assert_int_equal(m->v[6].ino, 0);	/* a directory */
-	assert_int_equal(m->v[7].ino, ino_a);	/* the hard link */
-	assert_int_equal(m->v[8].ino, o2 ? 0 : ino_x);	/* an absolute symlink leads out */
-	assert_int_equal(m->v[9].ino, o2 ? ino_a : 0);
+	assert_int_equal(manifest_resolve(m, root_fd), 5);
+	assert_int_equal(m->v[0].id.dev, (uint64_t)st.st_dev);
+	assert_int_equal(m->v[0].id.ino, ino_a);
+	assert_int_equal(m->v[1].id.ino, ino_b);
+	assert_int_equal(m->v[2].id.ino, 0);	/* missing */
+	assert_int_equal(m->v[3].id.ino, 0);	/* a final symlink */
+	assert_int_equal(m->v[4].id.ino, 0);	/* ../x escapes the root */
+	assert_int_equal(m->v[5].id.ino, ino_b);
+	assert_int_equal(m->v[6].id.ino, 0);	/* a directory */
+	assert_int_equal(m->v[7].id.ino, ino_a);	/* the hard link */
+	assert_int_equal(m->v[8].id.ino, o2 ? 0 : ino_x);	/* an absolute symlink leads out */
+	assert_int_equal(m->v[9].id.ino, o2 ? ino_a : 0);
 
 	/* The first entry for an inode, by manifest order. */
-	assert_ptr_equal(manifest_find(m, ino_a), &m->v[0]);
-	assert_ptr_equal(manifest_find(m, ino_b), &m->v[1]);
-	assert_null(manifest_find(m, 0));
+	assert_ptr_equal(manifest_find(m, ka), &m->v[0]);
+	assert_ptr_equal(manifest_find(m, kb), &m->v[1]);
+	assert_null(manifest_find(m, (struct ino_key){ (uint64_t)st.st_dev, 0 }));
+	/* Every line of a file, in manifest order: a, the hard link h, d/../a. */
+	all = manifest_find_all(m, ka, &n);
+	assert_int_equal(n, o2 ? 3 : 2);
+	assert_ptr_equal(all[0], &m->v[0]);
+	assert_ptr_equal(all[1], &m->v[7]);
+	if (o2)
+		assert_ptr_equal(all[2], &m->v[9]);
+	/*
+	 * The same inode number on another st_dev (a btrfs subvolume's file,
+	 * or a snapshot's) is another file: none of these lines is about it.
+	 */
+	assert_null(manifest_find(m, (struct ino_key){ (uint64_t)st.st_dev + 1, ino_a }));
+	assert_null(manifest_find_all(m, (struct ino_key){ (uint64_t)st.st_dev + 1, ino_a }, &n));
+	assert_int_equal(n, 0);
 	if (o2) {
-		assert_null(manifest_find(m, ino_x));
+		assert_null(manifest_find(m, kx));
 		inos = manifest_inodes(m, &n);
 		assert_int_equal(n, 2);
-		assert_int_equal(inos[0], ino_a < ino_b ? ino_a : ino_b);
-		assert_int_equal(inos[1], ino_a < ino_b ? ino_b : ino_a);
+		assert_true(ino_key_eq(inos[0], ino_a < ino_b ? ka : kb));
+		assert_true(ino_key_eq(inos[1], ino_a < ino_b ? kb : ka));
 		free(inos);
 	}
-
-	/* Another filesystem's dev: nothing is found, and the old index is gone. */
-	assert_int_equal(manifest_resolve(m, root_fd, (uint64_t)st.st_dev + 1), 0);
-	assert_int_equal(m->v[0].ino, 0);
-	assert_null(manifest_find(m, ino_a));
-	inos = manifest_inodes(m, &n);
-	assert_int_equal(n, 0);
-	free(inos);
 	close(root_fd);
 	manifest_free(m);
 }
