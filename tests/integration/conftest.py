@@ -100,7 +100,33 @@ def run_fscrub(*args, env=None, timeout=600, **kw):
     proc = subprocess.run([FSCRUB] + args, capture_output=True, text=True,
                           errors="surrogateescape", env=e, timeout=timeout, **kw)
     check_sanitizers(proc.stderr)
-    return Result(proc, args)
+    result = Result(proc, args)
+    _record_run(result)
+    return result
+
+
+def _normalise(text):
+    """A finding as it reads whatever scratch directory and loop device the
+    run got, so two runs of the suite can be compared line by line."""
+    text = re.sub(r"/tmp/fscrub-[A-Za-z0-9_.-]+", "TMP", text)
+    return re.sub(r"/dev/loop\d+", "LOOP", text)
+
+
+def _record_run(result):
+    """FSCRUB_TEST_RECORD=FILE: append each run's exit code and findings to
+    FILE (JSON lines, by test), for tools/compare-runs, which shows what a
+    change that should not change behaviour changed."""
+    path = os.environ.get("FSCRUB_TEST_RECORD")
+    if not path:
+        return
+    import json
+    test = os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" ", 1)[0]
+    findings = sorted("%s %s %s (inode %s): %s" % (f.severity, f.check, _normalise(f.path),
+                                                  f.inode, _normalise(f.message))
+                      for f in result.findings)
+    with open(path, "a") as out:
+        out.write(json.dumps({"test": test, "args": _normalise(" ".join(result.args)),
+                              "rc": result.rc, "findings": findings}) + "\n")
 
 
 def escaped(path):
