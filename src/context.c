@@ -1,5 +1,7 @@
 /*
- * context: life cycle of struct scrub_ctx.
+ * context: life cycle of struct scrub_ctx.  What the phases make for each
+ * other is not released here but by phases_release() (phases.h): the
+ * context knows no phase's products.
  */
 #include "context.h"
 
@@ -7,10 +9,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backends/backend.h"
-#include "ledger.h"
-#include "inoset.h"
-#include "linktable.h"
 
 volatile sig_atomic_t scrub_cancelled;
 
@@ -25,30 +23,8 @@ void scrub_ctx_init(struct scrub_ctx *ctx)
 	pthread_mutex_init(&ctx->suspects_lock, NULL);
 }
 
-static void put_linked_dir(struct dir_node *dir, void *arg)
-{
-	struct scrub_ctx *ctx = arg;
-
-	dir_node_put(&ctx->dcache, dir);
-}
-
 void scrub_ctx_release(struct scrub_ctx *ctx)
 {
-	if (ctx->ops && ctx->ops->cleanup)
-		ctx->ops->cleanup(ctx);
-	linktable_free(ctx->links, put_linked_dir, ctx);
-	inoset_free(ctx->reached);
-	ctx->links = NULL;
-	while (ctx->dotdot_suspects) {
-		struct dotdot_suspect *s = ctx->dotdot_suspects;
-
-		ctx->dotdot_suspects = s->next;
-		dir_node_put(&ctx->dcache, s->dir);
-		free(s);
-	}
-	xlink_list_release(&ctx->xlinks);
-	ledger_free(ctx->ledger);
-	ctx->ledger = NULL;
 	if (ctx->dcache.lru)
 		dircache_release(&ctx->dcache);
 	if (ctx->walk_fd >= 0 && ctx->walk_fd != ctx->mnt_fd)

@@ -18,7 +18,6 @@
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
 
-#include "crosslink.h"
 #include "dircache.h"
 
 struct scrub_ops;
@@ -27,6 +26,7 @@ struct inoset;
 struct progress;
 struct json_report;
 struct ledger;
+struct xlink_list;
 
 /* What a filesystem does not promise, so the checks that rely on it are off. */
 enum fs_quirks {
@@ -136,9 +136,7 @@ struct scrub_ctx {
 
 	/* Shared walk state. */
 	struct dircache dcache;
-	struct linktable *links;
-	pthread_mutex_t suspects_lock;
-	struct dotdot_suspect *dotdot_suspects;
+	pthread_mutex_t suspects_lock;	/* dotdot_suspects, added by walk threads */
 	atomic_bool names_hidden;	/* a name may be invisible (covered mount point) */
 	atomic_bool dirs_changed;	/* a directory changed during the scan */
 	atomic_bool links_share_ino;	/* two names of a multiply-linked inode were found */
@@ -151,9 +149,16 @@ struct scrub_ctx {
 	unsigned quirks;	/* enum fs_quirks, set by the backend in phase 1 */
 	bool proc_fd_ok;	/* /proc/self/fd works: xattrs of non-files by path */
 
-	struct inoset *reached;		/* every inode phase 3's walk reached (walk.h) */
-	struct xlink_list xlinks;	/* data extents for the cross-link check (phase 3 -> 4) */
-	struct ledger *ledger;		/* -x: the checksum ledger (ledger.h), or NULL */
+	/*
+	 * Products: what one phase makes for later ones.  Each is made by the
+	 * phase named (NULL before it) and released by phases_release(),
+	 * never by the context; phase3.c says what each holds.
+	 */
+	struct linktable *links;	/* phase 3 -> 4: multiply-linked inodes */
+	struct dotdot_suspect *dotdot_suspects;	/* phase 3 -> 4 */
+	struct inoset *reached;		/* phase 3: every inode the walk reached (walk.h) */
+	struct xlink_list *xlinks;	/* phase 3 -> 4 -> 5: data extents (crosslink.h) */
+	struct ledger *ledger;		/* phase 3 -> 5, -x: the checksum ledger (ledger.h) */
 
 	/* Totals, summed from the threads after each phase. */
 	struct scrub_stats stats;

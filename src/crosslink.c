@@ -89,7 +89,7 @@ bool crosslink_collect(struct xlink_list *l, struct ino_key id, bool recent,
 
 void crosslink_merge(struct scrub_ctx *ctx, struct xlink_list *l)
 {
-	struct xlink_list *all = &ctx->xlinks;
+	struct xlink_list *all = ctx->xlinks;
 
 	for (size_t i = 0; i < l->nr_unmapped; i++)
 		crosslink_unmapped(all, l->unmapped[i]);
@@ -139,9 +139,9 @@ struct xlink_state {
 void crosslink_sort(struct scrub_ctx *ctx)
 {
 	/* qsort(NULL, 0, ...) is undefined: an empty list has no array. */
-	if (!ctx->xlinks.sorted && ctx->xlinks.n)
-		qsort(ctx->xlinks.v, ctx->xlinks.n, sizeof(*ctx->xlinks.v), by_phys);
-	ctx->xlinks.sorted = true;
+	if (!ctx->xlinks->sorted && ctx->xlinks->n)
+		qsort(ctx->xlinks->v, ctx->xlinks->n, sizeof(*ctx->xlinks->v), by_phys);
+	ctx->xlinks->sorted = true;
 }
 
 static bool extents_overlap(const struct xlink_extent *a, const struct xlink_extent *b)
@@ -163,7 +163,7 @@ static bool same_mapping(const struct xlink_extent *x, const struct xlink_extent
 /* Sweep the sorted extents; each overlap with the furthest-reaching one. */
 static size_t find_pairs(struct scrub_ctx *ctx, struct pair **out)
 {
-	struct xlink_list *l = &ctx->xlinks;
+	struct xlink_list *l = ctx->xlinks;
 	struct pair *pairs = NULL;
 	size_t n = 0, reach = 0;
 
@@ -201,7 +201,7 @@ static void relook_pairs(struct relook *rl, struct relook_file *f, int fd,
 			 const struct walk_entry *e)
 {
 	struct xlink_state *st = rl->arg;
-	const struct xlink_list *l = &st->ctx->xlinks;
+	const struct xlink_list *l = st->ctx->xlinks;
 
 	(void)e;
 	for (size_t i = 0; i < st->nr_pairs; i++) {
@@ -220,8 +220,8 @@ static void relook_pairs(struct relook *rl, struct relook_file *f, int fd,
 static void report_pair(struct xlink_state *st, const struct pair *p)
 {
 	struct scrub_ctx *ctx = st->ctx;
-	struct relook_file *fa = relook_find(&st->rl, xlink_key(&ctx->xlinks, &p->a));
-	struct relook_file *fb = relook_find(&st->rl, xlink_key(&ctx->xlinks, &p->b));
+	struct relook_file *fa = relook_find(&st->rl, xlink_key(ctx->xlinks, &p->a));
+	struct relook_file *fb = relook_find(&st->rl, xlink_key(ctx->xlinks, &p->b));
 	struct strbuf other = STRBUF_INIT;
 	uint64_t off_a = p->a.logical + (p->start - p->a.phys);
 	uint64_t off_b = p->b.logical + (p->start - p->b.phys);
@@ -256,18 +256,18 @@ void crosslink_check(struct scrub_ctx *ctx)
 {
 	struct xlink_state st = { .ctx = ctx };
 
-	if (ctx->xlinks.overflow) {
+	if (ctx->xlinks->overflow) {
 		str_info(ctx, CHECK_EXTENT_CROSSLINKED, NULL, NULL, 0,
 			 "more than %llu data extents: cross-linked blocks are not looked for",
 			 XLINK_MAX_EXTENTS);
 		return;
 	}
-	if (!ctx->xlinks.n)
+	if (!ctx->xlinks->n)
 		return;
 	crosslink_sort(ctx);
 	st.nr_pairs = find_pairs(ctx, &st.pairs);
 	if (!ctx->opt.verify_data)
-		xlink_list_release(&ctx->xlinks);	/* else phase 5 reads by it */
+		xlink_list_release(ctx->xlinks);	/* else phase 5 reads by it */
 	if (!st.nr_pairs || scrub_should_stop(ctx)) {
 		free(st.pairs);
 		return;
@@ -275,8 +275,8 @@ void crosslink_check(struct scrub_ctx *ctx)
 	st.rl = (struct relook){ .ctx = ctx, .name = "cross-link second look",
 				 .visit = relook_pairs, .arg = &st };
 	for (size_t i = 0; i < st.nr_pairs; i++) {
-		relook_add(&st.rl, xlink_key(&ctx->xlinks, &st.pairs[i].a));
-		relook_add(&st.rl, xlink_key(&ctx->xlinks, &st.pairs[i].b));
+		relook_add(&st.rl, xlink_key(ctx->xlinks, &st.pairs[i].a));
+		relook_add(&st.rl, xlink_key(ctx->xlinks, &st.pairs[i].b));
 	}
 	report_verbose(ctx, "Phase 4: %zu cross-linked %s to look at again", st.nr_pairs,
 		       st.nr_pairs == 1 ? "extent" : "extents");

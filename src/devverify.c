@@ -76,7 +76,7 @@ static void add_reads(struct io_range **v, size_t *n, size_t *alloc, uint64_t of
  */
 static struct io_range *plan_reads(const struct scrub_ctx *ctx, size_t *nr, uint64_t *data)
 {
-	const struct xlink_list *l = &ctx->xlinks;
+	const struct xlink_list *l = ctx->xlinks;
 	struct io_range *v = NULL;
 	size_t n = 0, alloc = 0;
 	uint64_t start = 0, end = 0;
@@ -208,7 +208,7 @@ static int open_device(const struct scrub_ctx *ctx, const char **why)
 		*why = "extent offsets are not offsets on one block device";
 		return -EOPNOTSUPP;
 	}
-	if (ctx->xlinks.overflow) {
+	if (ctx->xlinks->overflow) {
 		*why = "the extent list reached its bound";
 		return -E2BIG;
 	}
@@ -244,7 +244,7 @@ int devverify_run(struct scrub_ctx *ctx, unsigned long long *bytes, const char *
 	if (dr.fd < 0)
 		return dr.fd;
 	crosslink_sort(ctx);
-	ledger_device_begin(ctx->ledger, &ctx->xlinks);
+	ledger_device_begin(ctx->ledger, ctx->xlinks);
 	reads = plan_reads(ctx, &nr_reads, &data);
 	ratelimit_init(&dr.limit, ctx->opt.limit_rate);
 	pthread_mutex_init(&dr.lock, NULL);

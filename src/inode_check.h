@@ -6,7 +6,7 @@
  * against it, nlink 0, symlink length, extent maps (extents.h), extended
  * attributes (xattrs.h), and the link-count bookkeeping (linktable.h).  Per
  * directory, once it has been read: its own attributes, ".", the number of
- * subdirectories against its nlink, and ".." (handed to phase 4).
+ * subdirectories against its nlink, and ".." (handed to phase 4, phase4.c).
  *
  * The live-filesystem rule: a directory-level finding is a suspect until
  * the directory has been read again.  The directory is statx()ed before and
@@ -22,8 +22,6 @@
 
 extern const struct walk_visitor inode_check_visitor;
 
-/* Phase 4: link counts and ".." back pointers, looked at again. */
-void inode_check_links(struct scrub_ctx *ctx);
 /* "regular file", "directory", ... for a mode's S_IFMT bits (for messages). */
 const char *inode_mode_name(unsigned mode);
 

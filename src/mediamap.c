@@ -235,7 +235,7 @@ static void report_unowned(struct scrub_ctx *ctx, const struct piece *x)
 
 static void report_piece(struct scrub_ctx *ctx, struct relook *rl, const struct piece *x)
 {
-	struct relook_file *f = x->ino ? relook_find(rl, (struct ino_key){ ctx->xlinks.dev,
+	struct relook_file *f = x->ino ? relook_find(rl, (struct ino_key){ ctx->xlinks->dev,
 									 x->ino }) : NULL;
 	unsigned long long off = x->dev_off, len = x->len, foff = x->file_off;
 
@@ -260,16 +260,16 @@ static void report_piece(struct scrub_ctx *ctx, struct relook *rl, const struct 
 void mediamap_report(struct scrub_ctx *ctx, int dev_fd, const struct bad_range *bad,
 		     size_t nr_bad)
 {
-	struct pieces p = { .dev = ctx->xlinks.dev };
+	struct pieces p = { .dev = ctx->xlinks->dev };
 	struct relook rl = { .ctx = ctx, .name = "media error second look",
 			     .visit = relook_pieces, .arg = &p };
 
 	(void)dev_fd;
 	for (size_t i = 0; i < nr_bad; i++)
-		split_range(&ctx->xlinks, &bad[i], &p);
+		split_range(ctx->xlinks, &bad[i], &p);
 	for (size_t i = 0; i < p.n; i++)
 		if (p.v[i].ino)
-			relook_add(&rl, (struct ino_key){ ctx->xlinks.dev, p.v[i].ino });
+			relook_add(&rl, (struct ino_key){ ctx->xlinks->dev, p.v[i].ino });
 	report_verbose(ctx, "Phase 5: %zu unreadable %s on %s, %zu in file data", nr_bad,
 		       nr_bad == 1 ? "range" : "ranges", ctx->source, rl.nr_files);
 	if (rl.nr_files && relook_walk(&rl) < 0)

@@ -62,6 +62,7 @@
 #include "inoset.h"
 #include "report.h"
 #include "strbuf.h"
+#include "crosslink.h"
 #include "walk.h"
 
 /* 512 records of 192 bytes: ~100 KiB per thread, a few ioctls per AG. */
@@ -698,7 +699,7 @@ static void add_suspect(struct rmap_check *rc, enum rmap_kind kind, uint64_t ino
 /* Both directions of the comparison; suspects go to rc->sus. */
 static void rmap_compare(struct scrub_ctx *ctx, struct xfs_state *xs, struct rmap_check *rc)
 {
-	struct xlink_list *xl = &ctx->xlinks;
+	struct xlink_list *xl = ctx->xlinks;
 	const struct rmap_list *rl = &rc->rl;
 
 	/* Re-sorted by owner: crosslink_sort() puts them back in device order. */
@@ -795,7 +796,7 @@ static bool rmap_collect(struct scrub_ctx *ctx, struct xfs_state *xs, struct rma
 	}
 	rmap_compare(ctx, xs, rc);
 	report_verbose(ctx, "Phase 3: %zu data extents against %zu reverse mappings: %zu to "
-		       "look at again", ctx->xlinks.n, rc->rl.n, rc->nr_sus);
+		       "look at again", ctx->xlinks->n, rc->rl.n, rc->nr_sus);
 	return true;
 }
 

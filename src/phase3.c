@@ -1,0 +1,84 @@
+/*
+ * Phase 3: scan all inodes and the directory tree.
+ *
+ * The parallel walk (walk.h) reads every directory from the mount root
+ * and hands every entry to phase 3's visitor (inode_check.h): names, the
+ * inode against its entry, link bookkeeping, extent maps, extended
+ * attributes, and the backend's own per-directory and per-inode checks.
+ * After the walk the backend's scan_inodes hook compares the inode table
+ * it reads in bulk with what the walk reached.
+ *
+ * Reads: what phase 1 found.  Leaves for later phases (context.h,
+ * "Products", released by phases_release()):
+ *   - ctx->links: every multiply-linked inode and the names found for it,
+ *     and ctx->dotdot_suspects: ".." entries that did not point back
+ *     (phase 4 looks at both again);
+ *   - ctx->xlinks: every data extent with a place on the device, and the
+ *     files whose extents are not all known (phase 4's cross-link check,
+ *     phase 5's reads in physical order);
+ *   - ctx->reached: every inode a name reached (the backends' orphan
+ *     checks, in this phase's scan_inodes hook);
+ *   - ctx->ledger: the files the checksum ledger will hash (phase 5);
+ *   - ctx->stats and ctx->changed_since_ns: the totals, and the time
+ *     after which an inode counts as changed during the scan.
+ */
+#include "phase.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "backends/backend.h"
+#include "checks.h"
+#include "context.h"
+#include "crosslink.h"
+#include "inode_check.h"
+#include "ledger.h"
+#include "linktable.h"
+#include "report.h"
+#include "strbuf.h"
+#include "walk.h"
+
+int phase3_inodes(struct scrub_ctx *ctx, unsigned long long *items)
+{
+	struct scrub_stats stats = { 0 };
+	struct timespec now;
+	int ret;
+
+	/*
+	 * Timestamps are coarse: the kernel's coarse clock lags by up to a
+	 * tick, and some filesystems (ext4 with 128-byte inodes) keep whole
+	 * seconds, so a change at or after the start may carry a ctime up to
+	 * 1 s before it.  An inode whose ctime is within 1 s before the scan
+	 * began is treated as changed during it.
+	 */
+	clock_gettime(CLOCK_REALTIME, &now);
+	ctx->changed_since_ns = ((uint64_t)now.tv_sec - 1) * 1000000000ULL + (uint64_t)now.tv_nsec;
+	ctx->links = linktable_new();
+	/* Data extents, keyed by inode alone: those of the mount's own st_dev. */
+	ctx->xlinks = xcalloc(1, sizeof(*ctx->xlinks));
+	ctx->xlinks->dev = stx_devno(&ctx->root_stx);
+	/* The walk notes the files the checksum ledger will hash in phase 5. */
+	if (!ctx->ops->scan_data && ledger_new(ctx, &ctx->ledger) < 0)
+		return EXIT_USAGE;
+	ret = walk_tree(ctx, &inode_check_visitor, NULL, &stats, items);
+
+	ctx->stats = stats;
+	if (ret < 0) {
+		report_operational(ctx, NULL, NULL, -ret, "cannot start the tree walk");
+		return EXIT_OPERATIONAL;
+	}
+	*items = stats.entries;
+	report_verbose(ctx, "Phase 3: %llu directories, %llu files, %llu symlinks, %llu "
+		       "special files, %llu extents, %llu attributes",
+		       stats.dirs, stats.files, stats.symlinks, stats.specials,
+		       stats.extents, stats.xattrs);
+	if (stats.symlinks_unread)
+		str_info(ctx, CHECK_SYMLINK_UNREAD, NULL, NULL, 0,
+			 "%llu of %llu symlinks were not read (symlink.size not checked): "
+			 "reading them would change their access times, as the walk is not "
+			 "through a noatime clone of the mount", stats.symlinks_unread,
+			 stats.symlinks);
+	phase_run_hook(ctx, ctx->ops->scan_inodes, "inode scan");
+	return 0;
+}

@@ -1,0 +1,133 @@
+/*
+ * Phase 5: verify file data (only with -x).
+ *
+ * Read back every allocated byte of every file.  Where FIEMAP offsets are
+ * offsets on the block device, the device reader (devverify.h) reads the
+ * extents phase 3 collected in physical order, maps each unreadable range
+ * to the files that own it (mediamap.h) and hashes what it read for the
+ * checksum ledger; then the per-file reader (dataverify.h) takes the
+ * files whose extents were not all known and those a manifest lists.
+ * Elsewhere (no device: FUSE, overlayfs, tmpfs, network filesystems, not
+ * root) the per-file reader reads every file.  Last, the ledger judges
+ * every file it hashed against its record (ledger.h).  A backend with its
+ * own data verification (btrfs: checksums on every read) runs its
+ * scan_data hook instead.
+ *
+ * Reads: ctx->xlinks (phase 3, sorted by phase 4) and ctx->ledger (phase
+ * 3).  Leaves: ctx->stats.bytes_read; ctx->xlinks emptied.
+ */
+#include "phase.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/backend.h"
+#include "checks.h"
+#include "context.h"
+#include "crosslink.h"
+#include "dataverify.h"
+#include "devverify.h"
+#include "inokey.h"
+#include "inoset.h"
+#include "ledger.h"
+#include "ratelimit.h"
+#include "report.h"
+#include "strbuf.h"
+#include "walk.h"
+
+/* The per-file reader, for every file or (only != NULL) for those inodes. */
+static int read_files(struct scrub_ctx *ctx, const struct ino_key *only, size_t nr_only,
+		      struct scrub_stats *stats)
+{
+	struct ratelimit limit;
+	struct dataverify_args args = { .linked = inoset_new(), .only = only,
+					.nr_only = nr_only, .limit = &limit };
+	int ret;
+
+	ratelimit_init(&limit, ctx->opt.limit_rate);
+	ret = walk_tree(ctx, &dataverify_visitor, &args, stats, NULL);
+	ratelimit_destroy(&limit);
+	inoset_free(args.linked);
+	if (ret < 0)
+		report_operational(ctx, NULL, NULL, -ret, "cannot start the data scan");
+	return ret;
+}
+
+/*
+ * The inodes the per-file reader takes after the device reader: those
+ * whose extents are not all known, and a manifest's (sorted by
+ * ino_key_cmp, distinct).
+ */
+static struct ino_key *per_file_inodes(struct scrub_ctx *ctx, size_t *n)
+{
+	struct xlink_list *l = ctx->xlinks;
+	size_t nr_manifest, w = 0;
+	const struct ino_key *manifest = ledger_per_file(ctx->ledger, &nr_manifest);
+	struct ino_key *v = xmalloc((l->nr_unmapped + nr_manifest + 1) * sizeof(*v));
+
+	if (l->nr_unmapped)	/* memcpy from NULL is undefined, even of 0 bytes */
+		memcpy(v, l->unmapped, l->nr_unmapped * sizeof(*v));
+	if (nr_manifest)
+		memcpy(v + l->nr_unmapped, manifest, nr_manifest * sizeof(*v));
+	*n = l->nr_unmapped + nr_manifest;
+	if (*n)
+		qsort(v, *n, sizeof(*v), ino_key_cmp);
+	for (size_t i = 0; i < *n; i++)
+		if (!w || !ino_key_eq(v[w - 1], v[i]))
+			v[w++] = v[i];
+	*n = w;
+	return v;
+}
+
+int phase5_data(struct scrub_ctx *ctx, unsigned long long *items)
+{
+	struct scrub_stats stats = { 0 };
+	struct xlink_list *l = ctx->xlinks;
+	unsigned long long dev_bytes = 0;
+	const char *why = NULL;
+	int ret = 0;
+
+	if (ctx->ops->scan_data) {
+		if (ctx->opt.record || ctx->opt.manifest_path)
+			str_info(ctx, CHECK_LEDGER_RECORD, NULL, NULL, 0, "the %s backend verifies "
+				 "data by its own checksums: --record and --manifest are not used",
+				 ctx->ops->name);
+		phase_run_hook(ctx, ctx->ops->scan_data, "data verification");
+		return 0;
+	}
+	ledger_prepare(ctx, ctx->ledger);
+	if (devverify_run(ctx, &dev_bytes, &why) == 0) {
+		size_t nr_only;
+		struct ino_key *only = per_file_inodes(ctx, &nr_only);
+
+		/* Then the files the device reader could not know all of. */
+		if (nr_only && !scrub_should_stop(ctx)) {
+			report_verbose(ctx, "Phase 5: reading %zu files file by file (extents not "
+				       "all known, or in the manifest)", nr_only);
+			if (read_files(ctx, only, nr_only, &stats) < 0)
+				ret = EXIT_OPERATIONAL;
+		}
+		if (!ret && !scrub_should_stop(ctx) &&
+		    ledger_judge_walk(ctx, ctx->ledger, only, nr_only) < 0) {
+			report_operational(ctx, NULL, NULL, EIO, "cannot walk the tree to check "
+					   "the checksum records");
+			ret = EXIT_OPERATIONAL;
+		}
+		free(only);
+	} else {
+		report_verbose(ctx, "Phase 5: reading file by file: %s", why);
+		if (read_files(ctx, NULL, 0, &stats) < 0)
+			ret = EXIT_OPERATIONAL;
+	}
+	ledger_finish(ctx, ctx->ledger);
+	if (ret)
+		return ret;
+	xlink_list_release(l);
+	*items = stats.bytes_read + dev_bytes;
+	ctx->stats.bytes_read = stats.bytes_read + dev_bytes;
+	report_verbose(ctx, "Phase 5: %llu bytes read (%llu from the device in physical order, "
+		       "%llu from %llu files)", ctx->stats.bytes_read, dev_bytes,
+		       stats.bytes_read, stats.files);
+	return 0;
+}
