@@ -130,7 +130,6 @@ struct scrub_ctx {
 	struct statfs sfs;
 	struct statvfs svfs;
 	uint64_t dev_size;	/* bytes; 0 if FIEMAP offsets are not device offsets */
-	bool rt_device;		/* an XFS realtime device: realtime files' data is elsewhere */
 	const struct scrub_ops *ops;
 	void *backend;		/* the backend's private state */
 

@@ -10,6 +10,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "backends/backend.h"
 #include "checks.h"
 #include "report.h"
 #include "strbuf.h"
@@ -180,7 +181,7 @@ static bool file_changed(int fd, const struct walk_entry *e)
 {
 	struct statx now;
 
-	return walk_statx(fd, NULL, &now) < 0 || !stx_unchanged(&now, &e->stx);
+	return stx_get(fd, NULL, &now) < 0 || !stx_unchanged(&now, &e->stx);
 }
 
 /* Check one fork; returns false if FIEMAP is not supported for that fork. */
@@ -288,13 +289,6 @@ static bool attr_fork_may_own_blocks(const struct extent_buf *eb,
 }
 
 /* An XFS realtime file (FS_XFLAG_REALTIME): its data is on the realtime device. */
-static bool is_realtime(int fd)
-{
-	struct fsxattr fsx;
-
-	return ioctl(fd, FS_IOC_FSGETXATTR, &fsx) == 0 && (fsx.fsx_xflags & FS_XFLAG_REALTIME);
-}
-
 void extents_check_file(struct walk_thread *t, struct extent_buf *eb,
 			const struct walk_dir *d, const struct walk_entry *e, int fd)
 {
@@ -307,7 +301,7 @@ void extents_check_file(struct walk_thread *t, struct extent_buf *eb,
 	 */
 	eb->collected = false;
 	eb->unlocated = false;
-	eb->elsewhere = ctx->rt_device && is_realtime(fd);
+	eb->elsewhere = ctx->ops->data_elsewhere && ctx->ops->data_elsewhere(ctx, fd);
 	eb->compressed = (e->stx.stx_attributes_mask & STATX_ATTR_COMPRESSED) &&
 			 (e->stx.stx_attributes & STATX_ATTR_COMPRESSED);
 	eb->data_bytes = 0;

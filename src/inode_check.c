@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backends/backend.h"
+#include "backend_core.h"
 #include "checks.h"
 #include "crosslink.h"
 #include "extents.h"
@@ -131,20 +131,6 @@ static unsigned char mode_to_dtype(uint16_t mode)
 	return (unsigned char)((mode & S_IFMT) >> 12);
 }
 
-const char *inode_mode_name(unsigned mode)
-{
-	switch (mode & S_IFMT) {
-	case S_IFREG: return "regular file";
-	case S_IFDIR: return "directory";
-	case S_IFLNK: return "symlink";
-	case S_IFCHR: return "character device";
-	case S_IFBLK: return "block device";
-	case S_IFIFO: return "FIFO";
-	case S_IFSOCK: return "socket";
-	default: return "inode of unknown type";
-	}
-}
-
 static const char *dtype_name(unsigned char t)
 {
 	switch (t) {
@@ -211,7 +197,7 @@ static void stat_failed(struct walk_thread *t, struct check_thread *ct,
 		return;
 	}
 	if (errno_is_corruption(err)) {
-		int again = walk_statx(d->fd, e->name, &stx);
+		int again = stx_get(d->fd, e->name, &stx);
 
 		if (again == 0 || -again == ENOENT)
 			return;		/* readable now, or gone */
@@ -228,7 +214,7 @@ static void stat_failed(struct walk_thread *t, struct check_thread *ct,
 static bool still_nlink_zero(const struct walk_dir *d, const struct walk_entry *e,
 			     struct statx *again)
 {
-	return walk_statx(d->fd, e->name, again) == 0 && again->stx_ino == e->stx.stx_ino &&
+	return stx_get(d->fd, e->name, again) == 0 && again->stx_ino == e->stx.stx_ino &&
 	       again->stx_nlink == 0;
 }
 
@@ -310,7 +296,7 @@ static void check_symlink(struct walk_thread *t, struct check_thread *ct,
 			return;		/* gone or replaced by a non-symlink */
 		if (n >= 0 && (uint64_t)n == e->stx.stx_size && n > 0)
 			return;
-		if (walk_statx(d->fd, e->name, &now) < 0 || !stx_unchanged(&now, &e->stx)) {
+		if (stx_get(d->fd, e->name, &now) < 0 || !stx_unchanged(&now, &e->stx)) {
 			str_changed(ctx, CHECK_SYMLINK_SIZE, d->node, e->name,
 				    e->stx.stx_ino, "symlink");
 			return;
@@ -339,6 +325,20 @@ static void check_symlink(struct walk_thread *t, struct check_thread *ct,
  * are checked, and collected for the cross-link check, at that name only:
  * an inode is one map however many names it has.
  */
+/* The backend's own per-entry checks (fd: an open regular file, or -1). */
+static void backend_check_inode(struct walk_thread *t, const struct walk_dir *d,
+				const struct walk_entry *e, int fd)
+{
+	struct backend_dir bd;
+	struct backend_entry be;
+
+	if (!t->ctx->ops->check_inode)
+		return;
+	bd = backend_dir_of(t, d);
+	be = backend_entry_of(e, fd);
+	t->ctx->ops->check_inode(t->ctx, &bd, &be);
+}
+
 static void check_regular(struct walk_thread *t, struct check_thread *ct,
 			  struct walk_dir *d, const struct walk_entry *e, bool first)
 {
@@ -348,8 +348,7 @@ static void check_regular(struct walk_thread *t, struct check_thread *ct,
 	if (fd == -ENOKEY) {
 		/* Encrypted, key not loaded: what needs no open is still checked. */
 		xattrs_check_entry(t, &ct->xattrs, d, e, -1);
-		if (ctx->ops->check_inode)
-			ctx->ops->check_inode(t, d, e, -1);
+		backend_check_inode(t, d, e, -1);
 	}
 	if (fd < 0)
 		return;
@@ -357,8 +356,7 @@ static void check_regular(struct walk_thread *t, struct check_thread *ct,
 		extents_check_file(t, &ct->extents, d, e, fd);
 	xattrs_check_entry(t, &ct->xattrs, d, e, fd);
 	ledger_note(ctx->ledger, &ct->ledger, e, ct->xattrs.ledger_named);
-	if (ctx->ops->check_inode)
-		ctx->ops->check_inode(t, d, e, fd);
+	backend_check_inode(t, d, e, fd);
 	close(fd);
 }
 
@@ -441,8 +439,7 @@ static void inode_entry(struct walk_thread *t, struct walk_dir *d,
 		break;
 	}
 	xattrs_check_entry(t, &ct->xattrs, d, e, -1);
-	if (ctx->ops->check_inode)
-		ctx->ops->check_inode(t, d, e, -1);
+	backend_check_inode(t, d, e, -1);
 }
 
 static void inode_dir_begin(struct walk_thread *t, struct walk_dir *d)
@@ -537,7 +534,7 @@ static void confirm_suspect(struct walk_thread *t, struct walk_dir *d, struct su
 	if (s->seen != 1 || s->re_dino != s->d_ino || s->re_dtype != s->d_type)
 		return;
 	if (!strcmp(s->check, CHECK_DIRENT_DANGLING)) {
-		if (walk_statx(d->fd, s->name, &now) != -ENOENT)
+		if (stx_get(d->fd, s->name, &now) != -ENOENT)
 			return;
 		if (report_dino(ctx, s->d_ino))
 			str_error(ctx, s->check, d->node, s->name, s->d_ino,
@@ -548,7 +545,7 @@ static void confirm_suspect(struct walk_thread *t, struct walk_dir *d, struct su
 				  "directory entry names an inode that cannot be found");
 		return;
 	}
-	if (walk_statx(d->fd, s->name, &now) < 0 || !stx_unchanged(&now, &s->stx)) {
+	if (stx_get(d->fd, s->name, &now) < 0 || !stx_unchanged(&now, &s->stx)) {
 		str_changed(ctx, s->check, d->node, s->name, s->d_ino, "directory entry");
 		return;
 	}
@@ -656,12 +653,15 @@ static void inode_dir_end(struct walk_thread *t, struct walk_dir *d)
 	if (d->node->parent && d->seen_dotdot && d->dotdot_ino != d->node->parent->ino &&
 	    !(ctx->quirks & QUIRK_DINO_UNRELATED))
 		queue_dotdot_suspect(ctx, d);
-	if (ctx->ops->check_dir)
-		ctx->ops->check_dir(t, d);
+	if (ctx->ops->check_dir) {
+		struct backend_dir bd = backend_dir_of(t, d);
+
+		ctx->ops->check_dir(ctx, &bd);
+	}
 	if (!dir_needs_second_look(ctx, d, ct))
 		return;
 
-	if (walk_statx(d->fd, NULL, &after) < 0 || !stx_unchanged(&after, &d->before)) {
+	if (stx_get(d->fd, NULL, &after) < 0 || !stx_unchanged(&after, &d->before)) {
 		for (size_t i = 0; i < ct->nr_suspects; i++)
 			str_changed(ctx, ct->suspects[i].check, d->node, ct->suspects[i].name,
 				    report_dino(ctx, ct->suspects[i].d_ino), "directory");
@@ -677,7 +677,7 @@ static void inode_dir_end(struct walk_thread *t, struct walk_dir *d)
 	int ret = dirent_iterate(d->fd, t->dents, t->dents_size, reread_entry, &rr);
 	struct statx final;
 
-	if (ret < 0 || walk_statx(d->fd, NULL, &final) < 0 || !stx_unchanged(&final, &d->before)) {
+	if (ret < 0 || stx_get(d->fd, NULL, &final) < 0 || !stx_unchanged(&final, &d->before)) {
 		str_changed(ctx, CHECK_DIR_NLINK, d->node, NULL, d->before.stx_ino,
 			    "directory (second read)");
 		return;

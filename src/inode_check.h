@@ -22,7 +22,5 @@
 
 extern const struct walk_visitor inode_check_visitor;
 
-/* "regular file", "directory", ... for a mode's S_IFMT bits (for messages). */
-const char *inode_mode_name(unsigned mode);
 
 #endif

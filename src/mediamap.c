@@ -14,6 +14,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "backends/backend.h"
 #include "checks.h"
 #include "context.h"
 #include "crosslink.h"
@@ -127,32 +128,6 @@ static uint32_t fsmap_devno(dev_t dev)
 	return (min & 0xff) | (maj << 8) | ((min & ~0xffU) << 12);
 }
 
-/*
- * Names of GETFSMAP's special owners.  The codes are each filesystem's
- * interface: XFS's in <xfs/xfs_fs.h> (type 'X'), ext4's (type 'f', and
- * XFS's codes for the superblock, journal and inode tables).
- */
-static const char *special_owner_name(uint64_t owner)
-{
-	static const char *const xfs[] = {
-		NULL, "static filesystem metadata (superblock, AG headers)", "the journal",
-		"per-AG metadata (free space and reverse mapping btrees, free list)",
-		"an inode btree", "an inode cluster", "a reference count btree",
-		"copy-on-write staging", "blocks marked defective",
-	};
-	static const char *const ext4[] = {
-		NULL, "group descriptors", "reserved group descriptors", "a block bitmap",
-		"an inode bitmap",
-	};
-	uint32_t type = FMR_OWNER_TYPE(owner), code = FMR_OWNER_CODE(owner);
-
-	if (type == 'X' && code < sizeof(xfs) / sizeof(*xfs))
-		return xfs[code];
-	if (type == 'f' && code < sizeof(ext4) / sizeof(*ext4))
-		return ext4[code];
-	return NULL;
-}
-
 /* What GETFSMAP says owns the first byte of [off, off+len), into out. */
 static bool fsmap_owner(struct scrub_ctx *ctx, uint64_t off, uint64_t len, struct strbuf *out,
 			bool *is_metadata)
@@ -177,7 +152,9 @@ static bool fsmap_owner(struct scrub_ctx *ctx, uint64_t off, uint64_t len, struc
 
 	found = true;
 	*is_metadata = false;
-	const char *name = special_owner_name(r->fmr_owner);
+	const struct scrub_ops *native = backend_native(ctx);
+	const char *name = native->fsmap_owner_name ? native->fsmap_owner_name(r->fmr_owner)
+						    : NULL;
 
 	if (!(r->fmr_flags & FMR_OF_SPECIAL_OWNER) && (r->fmr_flags & FMR_OF_EXTENT_MAP)) {
 		strbuf_addf(out, "in the extent map (%s fork) of inode %llu",

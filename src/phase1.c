@@ -273,7 +273,7 @@ static int check_opened(struct scrub_ctx *ctx, const struct mount_info *mi)
 	struct statx stx;
 	bool ok = true;
 
-	if (walk_statx(ctx->mnt_fd, NULL, &stx) < 0 || !(stx.stx_mask & STATX_MNT_ID))
+	if (stx_get(ctx->mnt_fd, NULL, &stx) < 0 || !(stx.stx_mask & STATX_MNT_ID))
 		return 0;	/* cannot tell (kernels before 5.8) */
 	if (!ctx->opt.mtab && mi->id)
 		ok = stx.stx_mnt_id == (uint64_t)mi->id;
@@ -302,7 +302,7 @@ static int open_mount(struct scrub_ctx *ctx, const struct mount_info *mi)
 		fprintf(stderr, "fscrub: cannot open '%s': %s\n", ctx->mntpoint, strerror(errno));
 		return EXIT_OPERATIONAL;
 	}
-	if (walk_statx(ctx->mnt_fd, NULL, &stx) == 0 &&
+	if (stx_get(ctx->mnt_fd, NULL, &stx) == 0 &&
 	    (stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) &&
 	    !(stx.stx_attributes & STATX_ATTR_MOUNT_ROOT)) {
 		fprintf(stderr, "fscrub: '%s' is not a mount point\n", ctx->mntpoint);
@@ -365,7 +365,7 @@ int phase1_find_fs(struct scrub_ctx *ctx, unsigned long long *items)
 		return EXIT_OPERATIONAL;
 	}
 	open_walk_root(ctx);
-	if (walk_statx(ctx->walk_fd, NULL, &ctx->root_stx) < 0) {
+	if (stx_get(ctx->walk_fd, NULL, &ctx->root_stx) < 0) {
 		fprintf(stderr, "fscrub: cannot stat '%s': %s\n", ctx->mntpoint, strerror(errno));
 		return EXIT_OPERATIONAL;
 	}

@@ -66,10 +66,10 @@ static void recheck_dotdot(struct scrub_ctx *ctx, struct dotdot_suspect *s, char
 		str_changed(ctx, CHECK_DIR_DOTDOT, dir, NULL, dir->ino, "parent directory");
 		return;
 	}
-	bool ok = walk_statx(fd, NULL, &before) == 0 &&
+	bool ok = stx_get(fd, NULL, &before) == 0 &&
 		  dirent_iterate(fd, buf, bufsize, find_dotdot, &look) >= 0 &&
-		  walk_statx(pfd, dir->name, &at_name) == 0 &&
-		  walk_statx(fd, NULL, &after) == 0;
+		  stx_get(pfd, dir->name, &at_name) == 0 &&
+		  stx_get(fd, NULL, &after) == 0;
 
 	if (!ok || !look.seen || at_name.stx_ino != dir->ino || stx_devno(&at_name) != dir->dev ||
 	    !stx_unchanged(&before, &after))
@@ -104,7 +104,7 @@ static void recheck_links(struct link_entry *e, void *arg)
 		str_changed(ctx, CHECK_NLINK_COUNT, e->dir, e->name, e->ino, "link count");
 		return;
 	}
-	int ret = walk_statx(fd, e->name, &now);
+	int ret = stx_get(fd, e->name, &now);
 
 	dircache_unpin(&ctx->dcache, e->dir);
 	if (ret < 0 || now.stx_ino != e->ino || stx_devno(&now) != e->dev ||

@@ -20,46 +20,12 @@
 #include "progress.h"
 #include "workqueue.h"
 
-#ifndef EFSCORRUPTED
-#define EFSCORRUPTED EUCLEAN
-#endif
-#ifndef EFSBADCRC
-#define EFSBADCRC EBADMSG
-#endif
-
 /*
  * 64 KiB of getdents64 records: a few hundred entries per call, enough to
  * amortise the syscall without holding much memory per thread.
  */
 #define DENTS_BUFSIZE (64 * 1024)
 
-#define WALK_STATX_MASK (STATX_TYPE | STATX_MODE | STATX_NLINK | STATX_INO | \
-			 STATX_SIZE | STATX_BLOCKS | STATX_ATIME | STATX_MTIME | \
-			 STATX_CTIME | STATX_MNT_ID)
-
-bool errno_is_corruption(int err)
-{
-	return err == EIO || err == EFSCORRUPTED || err == EFSBADCRC;
-}
-
-int walk_statx(int dirfd, const char *name, struct statx *stx)
-{
-	int flags = AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | AT_STATX_SYNC_AS_STAT;
-
-	if (!name || !*name)
-		flags |= AT_EMPTY_PATH;
-	if (statx(dirfd, name ? name : "", flags, WALK_STATX_MASK, stx) < 0)
-		return -errno;
-	return 0;
-}
-
-bool stx_unchanged(const struct statx *a, const struct statx *b)
-{
-	return a->stx_ino == b->stx_ino && a->stx_nlink == b->stx_nlink &&
-	       a->stx_size == b->stx_size && a->stx_mode == b->stx_mode &&
-	       stx_ns(&a->stx_ctime) == stx_ns(&b->stx_ctime) &&
-	       stx_ns(&a->stx_mtime) == stx_ns(&b->stx_mtime);
-}
 
 #define FILE_OPEN_FLAGS (O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC)
 
@@ -95,7 +61,7 @@ int walk_open_file(struct walk_thread *t, const struct walk_dir *d,
 			report_operational(ctx, d->node, e->name, err, "cannot open");
 		return -1;
 	}
-	if (walk_statx(fd, NULL, &now) < 0 || now.stx_ino != e->stx.stx_ino) {
+	if (stx_get(fd, NULL, &now) < 0 || now.stx_ino != e->stx.stx_ino) {
 		close(fd);
 		return -1;	/* replaced since the walk's statx */
 	}
@@ -165,11 +131,6 @@ static bool is_submount(const struct scrub_ctx *ctx, const struct statx *stx)
 	       (stx->stx_attributes & STATX_ATTR_MOUNT_ROOT);
 }
 
-bool stx_changed_during_scan(const struct scrub_ctx *ctx, const struct statx *stx)
-{
-	return stx_ns(&stx->stx_ctime) >= ctx->changed_since_ns;
-}
-
 /* A directory reached by a second name: moved during the scan, or damage. */
 static void second_dir_name(struct scrub_ctx *ctx, struct walk_dir *d,
 			    const struct walk_entry *e)
@@ -177,7 +138,7 @@ static void second_dir_name(struct scrub_ctx *ctx, struct walk_dir *d,
 	struct statx again;
 
 	if (stx_changed_during_scan(ctx, &e->stx) ||
-	    walk_statx(d->fd, e->name, &again) < 0 || !stx_unchanged(&again, &e->stx))
+	    stx_get(d->fd, e->name, &again) < 0 || !stx_unchanged(&again, &e->stx))
 		str_changed(ctx, CHECK_WALK_MOVED, d->node, e->name, e->stx.stx_ino,
 			    "directory reached a second time: moved during the scan");
 	else
@@ -213,7 +174,7 @@ static int visit_entry(void *arg, const char *name, size_t namelen,
 	if (namelen == 0 || memchr(name, '/', namelen)) {
 		e.stat_err = EINVAL;
 	} else {
-		int ret = walk_statx(d->fd, name, &e.stx);
+		int ret = stx_get(d->fd, name, &e.stx);
 
 		e.stat_err = ret < 0 ? -ret : 0;
 	}
@@ -222,7 +183,7 @@ static int visit_entry(void *arg, const char *name, size_t namelen,
 		e.submount = is_submount(ctx, &e.stx);
 	}
 	if (!e.stat_err && !e.submount) {
-		/* Every inode goes in, for walk_reached(); a second name of a
+		/* Every inode goes in, for backend_reached(); a second name of a
 		 * multiply-linked file is not "seen before", it is expected. */
 		bool seen = inoset_test_and_set(dv->ws->seen, stx_devno(&e.stx),
 						e.stx.stx_ino);
@@ -297,7 +258,7 @@ static void walk_one_dir(struct workqueue *wq, struct wq_item *item,
 		walk_dir_fail(ctx, node, -ret);
 		goto out;
 	}
-	ret = walk_statx(d.fd, NULL, &d.before);
+	ret = stx_get(d.fd, NULL, &d.before);
 	if (ret < 0) {
 		walk_dir_fail(ctx, node, -ret);
 		dircache_unpin(&ctx->dcache, node);
@@ -382,7 +343,3 @@ int walk_tree(struct scrub_ctx *ctx, const struct walk_visitor *v, void *arg,
 	return ret;
 }
 
-bool walk_reached(const struct scrub_ctx *ctx, uint64_t dev, uint64_t ino)
-{
-	return ctx->reached && inoset_test(ctx->reached, dev, ino);
-}

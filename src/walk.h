@@ -24,6 +24,7 @@
 #include <sys/sysmacros.h>
 
 #include "context.h"
+#include "stx.h"
 
 struct walk_entry {
 	const char *name;
@@ -93,13 +94,6 @@ struct walk_visitor {
 int walk_tree(struct scrub_ctx *ctx, const struct walk_visitor *v, void *arg,
 	      struct scrub_stats *stats, unsigned long long *items);
 
-/* Did this inode change since shortly before the scan began? */
-/*
- * Was (dev, ino) reached by a name in phase 3's walk?  For the backends'
- * orphan checks in their scan_inodes hook (false before the walk).
- */
-bool walk_reached(const struct scrub_ctx *ctx, uint64_t dev, uint64_t ino);
-bool stx_changed_during_scan(const struct scrub_ctx *ctx, const struct statx *stx);
 
 /*
  * Iterate over the entries of an open directory from its start, "." and
@@ -121,26 +115,5 @@ int dirent_iterate(int fd, char *buf, size_t bufsize, dirent_fn fn, void *arg);
  */
 int walk_open_file(struct walk_thread *t, const struct walk_dir *d,
 		   const struct walk_entry *e, int extra_flags);
-
-/* The statx() fscrub uses everywhere: no following, no automount. */
-int walk_statx(int dirfd, const char *name, struct statx *stx);
-
-/* True for the errno values that mean media or metadata damage. */
-bool errno_is_corruption(int err);
-
-/* statx timestamps as nanoseconds. */
-static inline uint64_t stx_ns(const struct statx_timestamp *t)
-{
-	return (uint64_t)t->tv_sec * 1000000000ULL + t->tv_nsec;
-}
-
-/* The st_dev of a statx result. */
-static inline uint64_t stx_devno(const struct statx *stx)
-{
-	return makedev(stx->stx_dev_major, stx->stx_dev_minor);
-}
-
-/* True if the inode looks the same in both snapshots (no change seen). */
-bool stx_unchanged(const struct statx *a, const struct statx *b);
 
 #endif

@@ -122,8 +122,8 @@ struct xattr_target {
 static bool target_changed(const struct xattr_target *tg)
 {
 	struct statx now;
-	int ret = tg->inode_fd >= 0 ? walk_statx(tg->inode_fd, NULL, &now)
-				    : walk_statx(tg->dirfd, tg->name, &now);
+	int ret = tg->inode_fd >= 0 ? stx_get(tg->inode_fd, NULL, &now)
+				    : stx_get(tg->dirfd, tg->name, &now);
 
 	return ret < 0 || !stx_unchanged(&now, tg->stx);
 }

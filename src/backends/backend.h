@@ -2,12 +2,19 @@
  * backend: the interface between fscrub's core and a filesystem backend.
  *
  * The core (walk, generic checks, reporting) knows nothing of any
- * filesystem's ioctls; a backend knows nothing of the walk's internals.  A
- * backend is a struct scrub_ops: the registry picks the first whose match()
- * accepts the filesystem, or the one named with -t; "generic" accepts
- * everything and is last.  Every hook is optional (NULL: nothing to do) and
- * runs in the phase named beside it.  Hooks return 0, or a negative errno
- * when the backend could not do its job (an operational error, exit bit 8);
+ * filesystem's ioctls; a backend knows nothing of the walk's internals.
+ * Besides this header, a backend includes from the core only reporting
+ * (report.h, checks.h), the context (context.h) and small utilities
+ * (stx.h, strbuf.h, inoset.h, workqueue.h, crc32c.h, fsmap.h, names.h);
+ * never walk.h, crosslink.h or a phase's header.  What the core hands a
+ * backend is in the backend_* types below, made for the call.
+ *
+ * A backend is a struct scrub_ops: the registry picks the first whose
+ * match() accepts the filesystem, or the one named with -t; "generic"
+ * accepts everything and is last.  Every hook is optional (NULL: nothing
+ * to do) and runs in the phase named over it (phases.h).  Hooks that
+ * return int return 0, or a negative errno when the backend could not do
+ * its job (an operational error, exit bit 8, and the run goes on);
  * findings are reported through report.h, never returned.
  *
  * One exception: scan_fs returns -EPERM or -EACCES when the backend's own
@@ -15,16 +22,43 @@
  * core then cleans the backend up, says once which checks are skipped and
  * why, and goes on with the generic backend: an unprivileged run still
  * walks and checks everything it can read.
+ *
+ * Threading: hooks that take only the context run on the main thread,
+ * one at a time, and may change the backend's state (ctx->backend) as
+ * they like.  check_dir, check_inode and data_elsewhere run in the walk
+ * threads, many at once: they may touch only per-thread state (indexed
+ * by backend_dir.thread) or state they lock or update atomically, and
+ * must not block for long (the walk waits).
  */
 #ifndef FSCRUB_BACKEND_H
 #define FSCRUB_BACKEND_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 struct scrub_ctx;
-struct walk_thread;
-struct walk_dir;
-struct walk_entry;
+struct dir_node;
+struct statx;
+
+/*
+ * A directory the walk is reading, as a backend sees it; valid for the
+ * call only.
+ */
+struct backend_dir {
+	struct dir_node *node;		/* where it is: report.h names it from this */
+	int fd;				/* open on the directory for the call */
+	const struct statx *stx;	/* the directory, stat'ed before it was read */
+	unsigned thread;		/* the calling walk thread, 0 .. nr_threads - 1 */
+};
+
+/* One entry of that directory whose inode could be stat'ed. */
+struct backend_entry {
+	const char *name;		/* NUL-terminated, relative to backend_dir.fd */
+	size_t namelen;
+	const struct statx *stx;	/* the inode as the walk stat'ed it */
+	int fd;				/* an open regular file, or -1 */
+};
 
 struct scrub_ops {
 	const char *name;
@@ -32,29 +66,62 @@ struct scrub_ops {
 	const char *repair_tool;
 	/* What scan_fs's -EPERM/-EACCES means the backend needs (NULL: never). */
 	const char *needs;
-	/* Does this backend handle ctx's filesystem?  (phase 1) */
+
+	/* Phase 1: does this backend handle ctx's filesystem?  No side effects. */
 	bool (*match)(const struct scrub_ctx *ctx);
-	/* Phase 1: learn geometry and features, set up private state. */
+	/*
+	 * Phase 1: learn geometry and features, set up ctx->backend and the
+	 * quirks the generic checks follow (ctx->quirks).
+	 */
 	int (*scan_fs)(struct scrub_ctx *ctx);
 	/* Phase 2: check filesystem metadata. */
 	int (*scan_metadata)(struct scrub_ctx *ctx);
-	/* Phase 3, after the walk: inode-table level checks. */
+	/*
+	 * Phase 3, walk threads: extra checks of one directory, called once
+	 * it has been read (after check_inode for each of its entries) ...
+	 */
+	void (*check_dir)(struct scrub_ctx *ctx, const struct backend_dir *d);
+	/* ... and of each entry whose inode could be stat'ed. */
+	void (*check_inode)(struct scrub_ctx *ctx, const struct backend_dir *d,
+			    const struct backend_entry *e);
+	/*
+	 * Phase 3, walk threads: is the data of this open regular file on
+	 * another device than the mount's (an XFS realtime file)?  Its
+	 * extents are then not placed on the device nor cross-checked, and
+	 * -x reads it file by file.  NULL: never.
+	 */
+	bool (*data_elsewhere)(struct scrub_ctx *ctx, int fd);
+	/*
+	 * Phase 3, after the walk: inode-table level checks against what the
+	 * walk reached (backend_reached(), backend_extents_by_owner()).
+	 */
 	int (*scan_inodes)(struct scrub_ctx *ctx);
-	/* Phase 3, in the walk threads: extra checks of one directory ... */
-	void (*check_dir)(struct walk_thread *t, const struct walk_dir *d);
-	/* ... and of one entry (fd is an open regular file or -1). */
-	void (*check_inode)(struct walk_thread *t, const struct walk_dir *d,
-			    const struct walk_entry *e, int fd);
-	/* Phase 5: verify file data; NULL uses the core's per-file reader. */
+	/*
+	 * Phase 5, main thread: what a GETFSMAP special owner code of this
+	 * filesystem is ("an inode btree"), to name the owner of a bad
+	 * sector; NULL if the code is not one of this backend's.  Asked of
+	 * backend_native(), even under -t generic.
+	 */
+	const char *(*fsmap_owner_name)(uint64_t owner);
+	/* Phase 5: verify file data; NULL uses the core's readers. */
 	int (*scan_data)(struct scrub_ctx *ctx);
 	/* Phase 6: summary counters. */
 	int (*summary)(struct scrub_ctx *ctx);
-	/* Free private state (always called if scan_fs was). */
+	/*
+	 * After the last phase (phases_release()): free ctx->backend.  Called
+	 * whenever scan_fs was, even if it failed.
+	 */
 	void (*cleanup)(struct scrub_ctx *ctx);
 };
 
 /* Pick the backend for ctx (by -t name if given).  NULL: unknown -t name. */
 const struct scrub_ops *backend_select(const struct scrub_ctx *ctx);
+/*
+ * The backend made for ctx's filesystem, whatever -t chose: what its
+ * filesystem's own codes mean (fsmap_owner_name) does not depend on which
+ * backend checks it.
+ */
+const struct scrub_ops *backend_native(const struct scrub_ctx *ctx);
 /* Find a backend by name; NULL if none. */
 const struct scrub_ops *backend_find(const char *name);
 /* "generic, ..." for messages. */
@@ -63,7 +130,45 @@ const char *backend_names(void);
 extern const struct scrub_ops generic_ops;
 extern const struct scrub_ops xfs_ops;
 extern const struct scrub_ops btrfs_ops;
-extern const struct scrub_ops ext4_ops;		/* ext4.c */
+extern const struct scrub_ops ext4_ops;
+
+/* ---- what the core offers the backends (backend_core.c) ---------------- */
+
+/*
+ * Was the inode (dev, ino) reached by a name in phase 3's walk?  For the
+ * orphan checks in scan_inodes; false before the walk.
+ */
+bool backend_reached(const struct scrub_ctx *ctx, uint64_t dev, uint64_t ino);
+
+/* A data extent of a file, as phase 3 mapped it with FIEMAP. */
+struct backend_extent {
+	uint64_t ino, logical, phys, len;	/* bytes; phys on the mount's device */
+};
+
+/*
+ * Phase 3's data extents with a place on the mount's own device, of
+ * inodes that did not change during the scan, copied into a new array
+ * sorted by (inode, file offset); *n gets the count.  The caller frees
+ * it.  NULL with *n = 0 when phase 3 kept none.  The core's own list is
+ * not touched: phase 5 reads the device in its order.
+ */
+struct backend_extent *backend_extents_by_owner(const struct scrub_ctx *ctx, size_t *n);
+
+/* What backend_walk_tree() calls; either may be NULL. */
+struct backend_walk {
+	/* Each entry whose inode could be stat'ed (walk threads). */
+	void (*entry)(struct scrub_ctx *ctx, void *arg, const struct backend_dir *d,
+		      const struct backend_entry *e);
+	/* Each directory, after it was read (walk threads). */
+	void (*dir_end)(struct scrub_ctx *ctx, void *arg, const struct backend_dir *d);
+};
+
+/*
+ * Walk the whole tree again with the walk threads (a second look, in
+ * scan_inodes or later), calling w's functions with arg.  0, or a
+ * negative errno if the walk could not start.
+ */
+int backend_walk_tree(struct scrub_ctx *ctx, const struct backend_walk *w, void *arg);
 
 /*
  * Generic statfs sanity (phase 2 of the generic backend): free counts may

@@ -26,6 +26,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fsmap.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -39,7 +40,7 @@
 #include "context.h"
 #include "report.h"
 #include "strbuf.h"
-#include "walk.h"
+#include "stx.h"
 
 #define EXT4_STATFS_MAGIC 0xEF53	/* statfs f_type of ext2, ext3 and ext4 */
 
@@ -683,6 +684,27 @@ static int ext4_scan_inodes_hook(struct scrub_ctx *ctx)
 	return ext4_scan_inodes(ctx);
 }
 
+/*
+ * GETFSMAP's special owners of ext4 (fs/ext4/fsmap.h): its own codes
+ * (type 'f') and, for the superblocks, the journal and the inode tables,
+ * XFS's (type 'X').
+ */
+static const char *ext4_fsmap_owner_name(uint64_t owner)
+{
+	static const char *const ext4[] = {
+		NULL, "group descriptors", "reserved group descriptors", "a block bitmap",
+		"an inode bitmap",
+	};
+	uint32_t type = FMR_OWNER_TYPE(owner), code = FMR_OWNER_CODE(owner);
+
+	if (type == 'f' && code < sizeof(ext4) / sizeof(*ext4))
+		return ext4[code];
+	if (type != 'X')
+		return NULL;
+	return code == 1 ? "static filesystem metadata (superblocks)" :
+	       code == 2 ? "the journal" : code == 5 ? "an inode table" : NULL;
+}
+
 const struct scrub_ops ext4_ops = {
 	.name = "ext4",
 	.repair_tool = "fsck",
@@ -693,6 +715,7 @@ const struct scrub_ops ext4_ops = {
 	.scan_inodes = ext4_scan_inodes_hook,
 	.check_dir = ext4_check_dir,
 	.check_inode = ext4_check_inode,
+	.fsmap_owner_name = ext4_fsmap_owner_name,
 	.summary = ext4_summary,
 	.cleanup = ext4_cleanup,
 };

@@ -131,12 +131,11 @@ void *ext4_block_buf(const struct ext4_state *st);
 /* ---- ext4_inodes.c ---- */
 
 /* Phase 3 walk hooks. */
-struct walk_thread;
-struct walk_dir;
-struct walk_entry;
-void ext4_check_inode(struct walk_thread *t, const struct walk_dir *d,
-		      const struct walk_entry *e, int fd);
-void ext4_check_dir(struct walk_thread *t, const struct walk_dir *d);
+struct backend_dir;
+struct backend_entry;
+void ext4_check_inode(struct scrub_ctx *ctx, const struct backend_dir *d,
+		      const struct backend_entry *e);
+void ext4_check_dir(struct scrub_ctx *ctx, const struct backend_dir *d);
 /* Phase 3 after the walk. */
 int ext4_scan_inodes(struct scrub_ctx *ctx);
 

@@ -30,7 +30,6 @@
  * extent map) also ask the kernel again, through open_by_handle_at(), for
  * the inode as it is now.
  */
-#include "inode_check.h"
 #include "backends/ext4.h"
 
 #include <errno.h>
@@ -44,10 +43,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backends/backend.h"
 #include "checks.h"
 #include "report.h"
 #include "strbuf.h"
-#include "walk.h"
+#include "stx.h"
 
 /* Inode-table blocks per read of the inode scan: 8 MiB at 4 KiB blocks. */
 #define INODE_SCAN_BLOCKS 2048
@@ -207,33 +207,32 @@ static void note_seen(struct scrub_ctx *ctx, const struct statx *stx, uint16_t f
 	atomic_fetch_or(&s->flags, flags);
 }
 
-void ext4_check_inode(struct walk_thread *t, const struct walk_dir *d,
-		      const struct walk_entry *e, int fd)
+void ext4_check_inode(struct scrub_ctx *ctx, const struct backend_dir *d,
+		      const struct backend_entry *e)
 {
-	struct scrub_ctx *ctx = t->ctx;
 	struct ext4_state *st = ext4_state(ctx);
 	uint16_t flags = 0;
 
 	(void)d;
 	if (!st || !st->fs)
 		return;
-	if (fd >= 0 && !stx_changed_during_scan(ctx, &e->stx)) {
-		struct ext4_seen *s = seen_slot(st, (ext2_ino_t)e->stx.stx_ino, true);
+	if (e->fd >= 0 && !stx_changed_during_scan(ctx, e->stx)) {
+		struct ext4_seen *s = seen_slot(st, (ext2_ino_t)e->stx->stx_ino, true);
 		uint32_t h;
 		struct statx after;
 
-		if (s && fiemap_digest(fd, st->fs->blocksize, &h) &&
-		    walk_statx(fd, NULL, &after) == 0 && stx_unchanged(&after, &e->stx)) {
+		if (s && fiemap_digest(e->fd, st->fs->blocksize, &h) &&
+		    stx_get(e->fd, NULL, &after) == 0 && stx_unchanged(&after, e->stx)) {
 			atomic_store(&s->map_hash, h);
 			flags |= EXT4_SEEN_MAP;
 		}
 	}
-	note_seen(ctx, &e->stx, flags);
+	note_seen(ctx, e->stx, flags);
 }
 
-void ext4_check_dir(struct walk_thread *t, const struct walk_dir *d)
+void ext4_check_dir(struct scrub_ctx *ctx, const struct backend_dir *d)
 {
-	note_seen(t->ctx, &d->before, EXT4_SEEN_DIR);
+	note_seen(ctx, d->stx, EXT4_SEEN_DIR);
 }
 
 /* ---- reading inodes ------------------------------------------------------ */
@@ -621,7 +620,7 @@ static const char *kernel_inode(struct scrub_ctx *ctx, const struct ext4_suspect
 	if (fd < 0)
 		return errno == ESTALE ? "the kernel says the inode is no longer in use" :
 		       "the kernel cannot be asked for the inode by handle";
-	if (walk_statx(fd, NULL, stx) < 0) {
+	if (stx_get(fd, NULL, stx) < 0) {
 		close(fd);
 		return "the inode cannot be looked at through the kernel";
 	}
@@ -1084,7 +1083,7 @@ static void check_against_walk(struct scrub_ctx *ctx, ext2_ino_t ino,
 
 	if (special_inode(fs, ino, in) || !inode_in_use_on_disk(in) || inode_recent(ctx, in, isize))
 		return;
-	if (!walk_reached(ctx, stx_devno(&ctx->root_stx), ino)) {
+	if (!backend_reached(ctx, stx_devno(&ctx->root_stx), ino)) {
 		/*
 		 * The walk did not see every name (a bind mount of a
 		 * subdirectory, a covered directory): an unreached inode is

@@ -26,8 +26,11 @@ const struct scrub_ops *backend_find(const char *name)
 
 const struct scrub_ops *backend_select(const struct scrub_ctx *ctx)
 {
-	if (ctx->opt.backend)
-		return backend_find(ctx->opt.backend);
+	return ctx->opt.backend ? backend_find(ctx->opt.backend) : backend_native(ctx);
+}
+
+const struct scrub_ops *backend_native(const struct scrub_ctx *ctx)
+{
 	for (size_t i = 0; i < NR_BACKENDS; i++)
 		if (!backends[i]->match || backends[i]->match(ctx))
 			return backends[i];

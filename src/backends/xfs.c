@@ -20,6 +20,7 @@
 #include "backends/xfs.h"
 
 #include <errno.h>
+#include <linux/fsmap.h>
 #include <linux/magic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +32,7 @@
 #include "inoset.h"
 #include "report.h"
 #include "strbuf.h"
-#include "walk.h"
+#include "stx.h"
 #include "workqueue.h"
 
 #ifndef XFS_SUPER_MAGIC
@@ -172,8 +173,6 @@ static int xfs_read_geometry(struct scrub_ctx *ctx)
 
 	if (ioctl(xs->fd, XFS_IOC_FSGEOMETRY, &xs->geo) < 0)
 		return -errno;
-	/* Realtime files' extents are offsets on the realtime device, not ours. */
-	ctx->rt_device = xs->geo.rtblocks != 0;
 	xs->ags = xcalloc(xs->geo.agcount ? xs->geo.agcount : 1, sizeof(*xs->ags));
 	xs->bulkstat_corrupt_said = xcalloc(xs->geo.agcount ? xs->geo.agcount : 1,
 					    sizeof(*xs->bulkstat_corrupt_said));
@@ -265,24 +264,48 @@ static int xfs_scan_metadata(struct scrub_ctx *ctx)
 	return 0;
 }
 
-static void xfs_check_inode(struct walk_thread *t, const struct walk_dir *d,
-			    const struct walk_entry *e, int fd)
+static void xfs_check_inode(struct scrub_ctx *ctx, const struct backend_dir *d,
+			    const struct backend_entry *e)
 {
-	struct xfs_state *xs = xfs_state(t->ctx);
+	struct xfs_state *xs = xfs_state(ctx);
 
-	xfs_walkstat_add(t, d, e->name, &e->stx);
-	if (fd >= 0 && S_ISREG(e->stx.stx_mode) && !stx_changed_during_scan(t->ctx, &e->stx))
-		inoset_test_and_set(xs->files, 0, e->stx.stx_ino);
-	xfs_names_note(&xs->named, d->node, e->name, e->namelen, e->stx.stx_ino);
+	xfs_walkstat_add(ctx, d, e->name, e->stx);
+	if (e->fd >= 0 && S_ISREG(e->stx->stx_mode) && !stx_changed_during_scan(ctx, e->stx))
+		inoset_test_and_set(xs->files, 0, e->stx->stx_ino);
+	xfs_names_note(&xs->named, d->node, e->name, e->namelen, e->stx->stx_ino);
 }
 
-static void xfs_check_dir(struct walk_thread *t, const struct walk_dir *d)
+static void xfs_check_dir(struct scrub_ctx *ctx, const struct backend_dir *d)
 {
-	struct xfs_state *xs = xfs_state(t->ctx);
+	struct xfs_state *xs = xfs_state(ctx);
 
-	xfs_walkstat_add(t, d, NULL, &d->before);
-	xfs_walkstat_flush(t, d);
-	xfs_names_note(&xs->named, d->node, NULL, 0, d->before.stx_ino);
+	xfs_walkstat_add(ctx, d, NULL, d->stx);
+	xfs_walkstat_flush(ctx, d);
+	xfs_names_note(&xs->named, d->node, NULL, 0, d->stx->stx_ino);
+}
+
+/* Realtime files' extents are offsets on the realtime device, not ours. */
+static bool xfs_data_elsewhere(struct scrub_ctx *ctx, int fd)
+{
+	struct fsxattr fsx;
+
+	return xfs_state(ctx)->geo.rtblocks && ioctl(fd, FS_IOC_FSGETXATTR, &fsx) == 0 &&
+	       (fsx.fsx_xflags & FS_XFLAG_REALTIME);
+}
+
+/* GETFSMAP's special owners of XFS (<xfs/xfs_fs.h>, XFS_FMR_OWN_*). */
+static const char *xfs_fsmap_owner_name(uint64_t owner)
+{
+	static const char *const names[] = {
+		NULL, "static filesystem metadata (superblock, AG headers)", "the journal",
+		"per-AG metadata (free space and reverse mapping btrees, free list)",
+		"an inode btree", "an inode cluster", "a reference count btree",
+		"copy-on-write staging", "blocks marked defective",
+	};
+	uint32_t code = FMR_OWNER_CODE(owner);
+
+	return FMR_OWNER_TYPE(owner) == 'X' && code < sizeof(names) / sizeof(*names) ?
+	       names[code] : NULL;
 }
 
 static int xfs_scan_inodes(struct scrub_ctx *ctx)
@@ -338,6 +361,8 @@ const struct scrub_ops xfs_ops = {
 	.scan_inodes = xfs_scan_inodes,
 	.check_dir = xfs_check_dir,
 	.check_inode = xfs_check_inode,
+	.data_elsewhere = xfs_data_elsewhere,
+	.fsmap_owner_name = xfs_fsmap_owner_name,
 	.summary = xfs_summary,
 	.cleanup = xfs_cleanup,
 };

@@ -105,14 +105,13 @@ void xfs_ondisk_check(struct scrub_ctx *ctx);
  * directory d (name NULL: d itself) for its BULKSTAT; flush() checks what
  * is held, at the end of d (while d->fd is open).
  */
-struct walk_thread;
-struct walk_dir;
+struct backend_dir;
 struct statx;
 struct xfs_walkstat *xfs_walkstat_new(unsigned nr_threads);
 void xfs_walkstat_free(struct xfs_walkstat *w, unsigned nr_threads);
-void xfs_walkstat_add(struct walk_thread *t, const struct walk_dir *d, const char *name,
+void xfs_walkstat_add(struct scrub_ctx *ctx, const struct backend_dir *d, const char *name,
 		      const struct statx *stx);
-void xfs_walkstat_flush(struct walk_thread *t, const struct walk_dir *d);
+void xfs_walkstat_flush(struct scrub_ctx *ctx, const struct backend_dir *d);
 /* "N inodes compared with BULKSTAT in M requests" (-v), after the walk. */
 void xfs_walkstat_report(struct scrub_ctx *ctx);
 

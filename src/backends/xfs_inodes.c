@@ -40,7 +40,6 @@
  * the walk's extents), for the time of the check; orphan candidates and
  * mismatches are capped.
  */
-#include "inode_check.h"
 #include "backends/xfs.h"
 
 #include <errno.h>
@@ -56,14 +55,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backends/backend.h"
 #include "checks.h"
 #include "context.h"
 #include "dircache.h"
 #include "inoset.h"
 #include "report.h"
 #include "strbuf.h"
-#include "crosslink.h"
-#include "walk.h"
+#include "stx.h"
 
 /* 512 records of 192 bytes: ~100 KiB per thread, a few ioctls per AG. */
 #define BULKSTAT_BATCH 512
@@ -366,7 +365,7 @@ static void orphan_fn(struct scrub_ctx *ctx, const struct xfs_bulkstat *bs, void
 {
 	struct orphan_run *or = arg;
 
-	if (!bs->bs_nlink || walk_reached(ctx, or->dev, bs->bs_ino) ||
+	if (!bs->bs_nlink || backend_reached(ctx, or->dev, bs->bs_ino) ||
 	    xfs_bs_changed_during_scan(ctx, bs))
 		return;
 	pthread_mutex_lock(&or->lock);
@@ -496,15 +495,6 @@ static int rmap_cmp(const void *a, const void *b)
 	return x->off < y->off ? -1 : x->off > y->off;
 }
 
-static int xlink_cmp(const void *a, const void *b)
-{
-	const struct xlink_extent *x = a, *y = b;
-
-	if (x->ino != y->ino)
-		return x->ino < y->ino ? -1 : 1;
-	return x->logical < y->logical ? -1 : x->logical > y->logical;
-}
-
 /*
  * A mapping (logical -> phys, len) is covered by the sorted list of
  * mappings v[] of the same inode if they map every byte of it to the same
@@ -524,9 +514,9 @@ static struct span rmap_span(const void *v, size_t i)
 	return (struct span){ r->ino, r->off, r->phys, r->len };
 }
 
-static struct span xlink_span(const void *v, size_t i)
+static struct span extent_span(const void *v, size_t i)
 {
-	const struct xlink_extent *x = &((const struct xlink_extent *)v)[i];
+	const struct backend_extent *x = &((const struct backend_extent *)v)[i];
 
 	return (struct span){ x->ino, x->logical, x->phys, x->len };
 }
@@ -675,6 +665,7 @@ static int rmap_recheck(struct scrub_ctx *ctx, struct xfs_state *xs, uint32_t de
 
 struct rmap_check {
 	struct rmap_list rl;
+	size_t nr_extents;		/* the walk's extents compared */
 	struct rmap_suspect *sus;
 	size_t nr_sus;
 	bool overflow;
@@ -699,22 +690,19 @@ static void add_suspect(struct rmap_check *rc, enum rmap_kind kind, uint64_t ino
 /* Both directions of the comparison; suspects go to rc->sus. */
 static void rmap_compare(struct scrub_ctx *ctx, struct xfs_state *xs, struct rmap_check *rc)
 {
-	struct xlink_list *xl = ctx->xlinks;
 	const struct rmap_list *rl = &rc->rl;
+	size_t n;
+	struct backend_extent *xv = backend_extents_by_owner(ctx, &n);
 
-	/* Re-sorted by owner: crosslink_sort() puts them back in device order. */
-	if (xl->n) {
-		qsort(xl->v, xl->n, sizeof(*xl->v), xlink_cmp);
-		xl->sorted = false;
-	}
+	rc->nr_extents = n;
 	if (rc->rl.n)
 		qsort(rc->rl.v, rc->rl.n, sizeof(*rc->rl.v), rmap_cmp);
-	for (size_t i = 0; i < xl->n; i++) {
-		const struct xlink_extent *x = &xl->v[i];
+	for (size_t i = 0; i < n; i++) {
+		const struct backend_extent *x = &xv[i];
 		struct span want = { x->ino, x->logical, x->phys, x->len };
 		uint64_t ok;
 
-		if (x->recent || !inoset_test(xs->files, 0, x->ino))
+		if (!inoset_test(xs->files, 0, x->ino))
 			continue;
 		ok = covered(rl->v, rl->n, rmap_span, &want);
 		if (ok < x->len)
@@ -728,10 +716,11 @@ static void rmap_compare(struct scrub_ctx *ctx, struct xfs_state *xs, struct rma
 
 		if (!inoset_test(xs->files, 0, r->ino))
 			continue;
-		ok = covered(xl->v, xl->n, xlink_span, &want);
+		ok = covered(xv, n, extent_span, &want);
 		if (ok < r->len)
 			add_suspect(rc, RMAP_EXTRA, r->ino, r->off + ok, r->phys + ok, r->len - ok);
 	}
+	free(xv);
 }
 
 static void report_rmap(struct scrub_ctx *ctx, struct xfs_state *xs, struct rmap_check *rc,
@@ -796,7 +785,7 @@ static bool rmap_collect(struct scrub_ctx *ctx, struct xfs_state *xs, struct rma
 	}
 	rmap_compare(ctx, xs, rc);
 	report_verbose(ctx, "Phase 3: %zu data extents against %zu reverse mappings: %zu to "
-		       "look at again", ctx->xlinks->n, rc->rl.n, rc->nr_sus);
+		       "look at again", rc->nr_extents, rc->rl.n, rc->nr_sus);
 	return true;
 }
 
@@ -832,26 +821,27 @@ struct second_walk {
 	atomic_bool dirs_changed;	/* it read a directory changed since then */
 };
 
-static void second_entry(struct walk_thread *t, struct walk_dir *d, const struct walk_entry *e)
+static void second_entry(struct scrub_ctx *ctx, void *arg, const struct backend_dir *d,
+			 const struct backend_entry *e)
 {
-	struct second_walk *sw = t->varg;
+	struct second_walk *sw = arg;
 
-	if (!e->stat_err)
-		xfs_names_note(sw->names, d->node, e->name, e->namelen, e->stx.stx_ino);
+	(void)ctx;
+	xfs_names_note(sw->names, d->node, e->name, e->namelen, e->stx->stx_ino);
 }
 
-static void second_dir_end(struct walk_thread *t, struct walk_dir *d)
+static void second_dir_end(struct scrub_ctx *ctx, void *arg, const struct backend_dir *d)
 {
-	struct second_walk *sw = t->varg;
+	struct second_walk *sw = arg;
 	struct statx after;
 
-	if (stx_ns(&d->before.stx_ctime) >= sw->since_ns ||
-	    walk_statx(d->fd, NULL, &after) < 0 || stx_ns(&after.stx_ctime) >= sw->since_ns)
+	(void)ctx;
+	if (stx_ns(&d->stx->stx_ctime) >= sw->since_ns ||
+	    stx_get(d->fd, NULL, &after) < 0 || stx_ns(&after.stx_ctime) >= sw->since_ns)
 		atomic_store(&sw->dirs_changed, true);
 }
 
-static const struct walk_visitor second_visitor = {
-	.name = "XFS second look",
+static const struct backend_walk second_walk_fns = {
 	.entry = second_entry,
 	.dir_end = second_dir_end,
 };
@@ -877,13 +867,12 @@ static int second_walks(struct scrub_ctx *ctx, struct xfs_names *second, bool *q
 
 	*quiet = false;
 	while (walks < MAX_SECOND_WALKS && !scrub_should_stop(ctx)) {
-		struct scrub_stats stats = { 0 };
 		struct timespec now;
 
 		clock_gettime(CLOCK_REALTIME, &now);
 		sw.since_ns = ((uint64_t)now.tv_sec - 1) * 1000000000ULL + (uint64_t)now.tv_nsec;
 		atomic_store(&sw.dirs_changed, false);
-		if (walk_tree(ctx, &second_visitor, &sw, &stats, NULL) < 0)
+		if (backend_walk_tree(ctx, &second_walk_fns, &sw) < 0)
 			break;
 		walks++;
 		*quiet = !atomic_load(&sw.dirs_changed);

@@ -41,11 +41,12 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "backends/backend.h"
 #include "checks.h"
 #include "context.h"
 #include "report.h"
 #include "strbuf.h"
-#include "walk.h"
+#include "stx.h"
 
 /* Types newer than the xfslibs-dev 6.1 headers (the kernel's ABI numbers). */
 #define KS_TYPE_QUOTACHECK	25	/* Linux 6.9 */

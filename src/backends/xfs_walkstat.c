@@ -24,11 +24,12 @@
 #include <string.h>
 #include <sys/ioctl.h>
 
+#include "backends/backend.h"
 #include "checks.h"
 #include "context.h"
 #include "report.h"
 #include "strbuf.h"
-#include "walk.h"
+#include "stx.h"
 
 /* Entries held per thread: 256 statx copies, ~70 KiB. */
 #define XFS_WALKSTAT_MAX 256
@@ -90,14 +91,14 @@ static bool bs_agrees(const struct xfs_bulkstat *bs, const struct statx *s)
  * two (or in memory); a change in between is a race.
  */
 static void look_again(struct scrub_ctx *ctx, struct xfs_state *xs,
-		       const struct walk_dir *d, const char *name, const struct statx *stx)
+		       const struct backend_dir *d, const char *name, const struct statx *stx)
 {
 	struct xfs_bulkstat bs;
 	struct statx again;
 
 	if (xfs_bulkstat_one(xs->fd, stx->stx_ino, &bs) != 1 || bs_agrees(&bs, stx))
 		return;		/* freed meanwhile, or the batch's view was older */
-	if (walk_statx(d->fd, name, &again) < 0 || !stx_unchanged(&again, stx) ||
+	if (stx_get(d->fd, name, &again) < 0 || !stx_unchanged(&again, stx) ||
 	    stx_changed_during_scan(ctx, stx)) {
 		str_changed(ctx, CHECK_XFS_BULKSTAT, d->node, name, stx->stx_ino,
 			    "bulkstat vs stat");
@@ -126,7 +127,7 @@ static const char *entry_name(const struct xfs_walkstat *w, const struct walksta
 
 /* Entries [i, j] (sorted, inside one window) against one BULKSTAT request. */
 static void check_window(struct scrub_ctx *ctx, struct xfs_state *xs, struct xfs_walkstat *w,
-			 const struct walk_dir *d, size_t i, size_t j)
+			 const struct backend_dir *d, size_t i, size_t j)
 {
 	struct xfs_bulkstat_req *req = w->req;
 	uint64_t first = w->v[i].stx.stx_ino;
@@ -153,18 +154,18 @@ static void check_window(struct scrub_ctx *ctx, struct xfs_state *xs, struct xfs
 	}
 }
 
-void xfs_walkstat_flush(struct walk_thread *t, const struct walk_dir *d)
+void xfs_walkstat_flush(struct scrub_ctx *ctx, const struct backend_dir *d)
 {
-	struct xfs_state *xs = xfs_state(t->ctx);
-	struct xfs_walkstat *w = &xs->walkstat[t->index];
+	struct xfs_state *xs = xfs_state(ctx);
+	struct xfs_walkstat *w = &xs->walkstat[d->thread];
 
-	if (w->dir == d->node && !scrub_should_stop(t->ctx)) {
+	if (w->dir == d->node && !scrub_should_stop(ctx)) {
 		qsort(w->v, w->n, sizeof(*w->v), entry_cmp);
 		for (size_t i = 0, j; i < w->n; i = j + 1) {
 			for (j = i; j + 1 < w->n &&
 			     w->v[j + 1].stx.stx_ino - w->v[i].stx.stx_ino < XFS_WALKSTAT_WINDOW;)
 				j++;
-			check_window(t->ctx, xs, w, d, i, j);
+			check_window(ctx, xs, w, d, i, j);
 		}
 	}
 	w->n = 0;
@@ -180,11 +181,11 @@ void xfs_walkstat_report(struct scrub_ctx *ctx)
 		       (unsigned long long)atomic_load(&xs->walkstat_requests));
 }
 
-void xfs_walkstat_add(struct walk_thread *t, const struct walk_dir *d, const char *name,
+void xfs_walkstat_add(struct scrub_ctx *ctx, const struct backend_dir *d, const char *name,
 		      const struct statx *stx)
 {
-	struct xfs_state *xs = xfs_state(t->ctx);
-	struct xfs_walkstat *w = &xs->walkstat[t->index];
+	struct xfs_state *xs = xfs_state(ctx);
+	struct xfs_walkstat *w = &xs->walkstat[d->thread];
 
 	if (w->dir != d->node) {
 		/* A directory left without its end (a cancelled walk): drop. */
@@ -193,7 +194,7 @@ void xfs_walkstat_add(struct walk_thread *t, const struct walk_dir *d, const cha
 		w->dir = d->node;
 	}
 	if (w->n == XFS_WALKSTAT_MAX)
-		xfs_walkstat_flush(t, d);
+		xfs_walkstat_flush(ctx, d);
 	struct walkstat_entry *e = &w->v[w->n++];
 
 	e->stx = *stx;

@@ -1,0 +1,54 @@
+/*
+ * stx: the statx() fscrub uses everywhere, and the rules built on it that
+ * the core and the backends share: has an inode changed between two
+ * looks, did it change during the scan, does an errno mean damage.
+ *
+ * Layering: a small utility.  It reads ctx->changed_since_ns and nothing
+ * else of the context, and calls nothing of fscrub's.
+ */
+#ifndef FSCRUB_STX_H
+#define FSCRUB_STX_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+struct scrub_ctx;
+
+/*
+ * statx() name relative to dirfd (name NULL or "": dirfd itself), never
+ * following a symlink or triggering an automount, asking for everything
+ * the checks use.  0, or a negative errno.
+ */
+int stx_get(int dirfd, const char *name, struct statx *stx);
+
+/* True if the inode looks the same in both snapshots (no change seen). */
+bool stx_unchanged(const struct statx *a, const struct statx *b);
+
+/*
+ * Did this inode change since shortly before the scan began (its ctime at
+ * or after ctx->changed_since_ns, set by phase 3)?  Such an inode's
+ * oddities are races, never errors.
+ */
+bool stx_changed_during_scan(const struct scrub_ctx *ctx, const struct statx *stx);
+
+/* True for the errno values that mean media or metadata damage. */
+bool errno_is_corruption(int err);
+
+/* "regular file", "directory", ... for a mode's S_IFMT bits (for messages). */
+const char *inode_mode_name(unsigned mode);
+
+/* statx timestamps as nanoseconds. */
+static inline uint64_t stx_ns(const struct statx_timestamp *t)
+{
+	return (uint64_t)t->tv_sec * 1000000000ULL + t->tv_nsec;
+}
+
+/* The st_dev of a statx result. */
+static inline uint64_t stx_devno(const struct statx *stx)
+{
+	return makedev(stx->stx_dev_major, stx->stx_dev_minor);
+}
+
+#endif
