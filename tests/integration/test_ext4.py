@@ -1,4 +1,4 @@
-"""The ext4 backend (src/backends/ext4*.c): every kind of on-disk damage it
+"""The ext4 backend (src/backends/ext4/): every kind of on-disk damage it
 reads from the device is injected offline on an unmounted image (debugfs -w,
 or bytes patched where debugfs, dumpe2fs or the superblock put them) and
 must be reported with its own check id, the inode or block, and exit 4.

@@ -34,7 +34,7 @@
  * What this cannot tell: on-disk metadata that is old but self-consistent
  * (it is checked against itself, not against the kernel's memory).
  */
-#include "backends/xfs_ondisk.h"
+#include "backends/xfs/xfs_ondisk.h"
 
 #include <endian.h>
 #include <errno.h>

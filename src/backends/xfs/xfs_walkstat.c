@@ -17,7 +17,7 @@
  * name, and only a difference that survives both is an error.  An inode
  * BULKSTAT does not return has been freed since the walk's statx.
  */
-#include "backends/xfs.h"
+#include "backends/xfs/xfs.h"
 
 #include <errno.h>
 #include <stdlib.h>

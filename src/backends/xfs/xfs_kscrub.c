@@ -30,7 +30,7 @@
  * it), repaired, and checked again.  "Repaired" (exit 1 if nothing else is
  * wrong) only when the last check is clean; otherwise the error stands.
  */
-#include "backends/xfs.h"
+#include "backends/xfs/xfs.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -40,7 +40,7 @@
  * the walk's extents), for the time of the check; orphan candidates and
  * mismatches are capped.
  */
-#include "backends/xfs.h"
+#include "backends/xfs/xfs.h"
 
 #include <errno.h>
 #include <fcntl.h>

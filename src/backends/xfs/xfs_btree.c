@@ -38,7 +38,7 @@
  * blocks visited (4 bytes each), and the inobt and finobt records (16
  * bytes each: 100,000 inodes make about 1,600).
  */
-#include "backends/xfs_ondisk.h"
+#include "backends/xfs/xfs_ondisk.h"
 
 #include <endian.h>
 #include <errno.h>

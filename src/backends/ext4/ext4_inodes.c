@@ -30,7 +30,7 @@
  * extent map) also ask the kernel again, through open_by_handle_at(), for
  * the inode as it is now.
  */
-#include "backends/ext4.h"
+#include "backends/ext4/ext4.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -31,7 +31,7 @@
  *
  * Memory: 80 bytes per id per quota type.
  */
-#include "backends/xfs.h"
+#include "backends/xfs/xfs.h"
 
 #include <errno.h>
 #include <grp.h>

@@ -25,7 +25,7 @@
  * not parsed: they name inodes, not blocks, and the blocks they change are
  * logged again by the next full commit.
  */
-#include "backends/ext4.h"
+#include "backends/ext4/ext4.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -22,7 +22,7 @@
  * Phase 3 (ext4_inodes.c) reads the inode tables after the walk.
  * Every suspect is confirmed by ext4_confirm.c before it is reported.
  */
-#include "backends/ext4.h"
+#include "backends/ext4/ext4.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backends/xfs.h"	/* <xfs/xfs.h>, which xfs_format.h needs first */
+#include "backends/xfs/xfs.h"	/* <xfs/xfs.h>, which xfs_format.h needs first */
 
 #include <xfs/xfs_format.h>
 

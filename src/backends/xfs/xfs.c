@@ -17,7 +17,7 @@
  * xfs_inodes.c looks for orphans and cross-checks GETFSMAP.
  */
 #include "backends/backend.h"
-#include "backends/xfs.h"
+#include "backends/xfs/xfs.h"
 
 #include <errno.h>
 #include <linux/fsmap.h>
