@@ -41,8 +41,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (tb) {
 		(void)mount_find_by_target(tb, "/", &mi);
 		(void)mount_find_by_target(tb, "/mnt", &mi);
-		(void)mount_find_by_devno(tb, makedev(7, 0), &mi);
-		(void)mount_find_by_devno(tb, makedev(8, 1), &mi);
+		(void)mount_find_by_devno(tb, makedev(7, 0), &mi, false);
+		(void)mount_find_by_devno(tb, makedev(8, 1), &mi, false);
 		for (int id = 0; id < 64; id++)
 			mount_for_each_child(tb, id, ignore, NULL);
 		mount_info_release(&mi);
