@@ -4,8 +4,9 @@
  * The core (walk, generic checks, reporting) knows nothing of any
  * filesystem's ioctls; a backend knows nothing of the walk's internals.
  * Besides this header, a backend includes from the core only reporting
- * (report.h, checks.h), the context (context.h) and small utilities
- * (stx.h, strbuf.h, inoset.h, workqueue.h, crc32c.h, fsmap.h, names.h);
+ * (report.h, checks.h), the context (context.h), dircache.h's reference
+ * counts (to keep a directory for a report's path) and small utilities
+ * (stx.h, strbuf.h, inoset.h, workqueue.h, crc32c.h, mountpoint.h);
  * never walk.h, crosslink.h or a phase's header.  What the core hands a
  * backend is in the backend_* types below, made for the call.
  *
