@@ -1,0 +1,213 @@
+"""btrfs's logical trees, checked online (src/backends/btrfs_check.c).
+
+Faults are made with btrfs_edit.py on the unmounted image (the edit is
+proven by `btrfs check --readonly` naming the same problem), then the image
+is mounted and `fscrub -n` must exit 4 with the right check id and path.
+The faults are ones the kernel mounts and keeps while mounted: counters and
+reference counts that it only reads back (an extent item's refs, an
+inode's nbytes, a block group's used, the superblock's bytes_used) and
+which it does not recompute at mount.  Clean images with subvolumes,
+snapshots, reflinks, compression, inline extents, prealloc and nodatacow
+files must exit 0.
+
+The editor's own tests come first: an edit makes `btrfs check` report the
+matching problem (so the edit hit the intended item and every checksum and
+copy is right), and an edit reverted leaves `btrfs check` clean.
+"""
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import need_fs, run_fscrub
+import btrfs_edit as be
+import fsimage
+from fsimage import run
+
+MiB = 1 << 20
+U64 = 2 ** 64 - 1
+
+
+def btrfs_check(path):
+    """(exit code, output) of `btrfs check --readonly` on an image file."""
+    r = subprocess.run(["btrfs", "check", "--readonly", path], capture_output=True,
+                       text=True, timeout=300)
+    return r.returncode, r.stdout + r.stderr
+
+
+def populate(mnt):
+    """Files of every extent kind: regular, inline, reflinked, prealloc,
+    nodatacow, in the top level, a subvolume and a snapshot of it."""
+    with open(os.path.join(mnt, "big"), "wb") as f:
+        f.write(os.urandom(MiB))
+    with open(os.path.join(mnt, "small"), "w") as f:
+        f.write("tiny inline file\n")
+    run(["cp", "--reflink=always", os.path.join(mnt, "big"), os.path.join(mnt, "big.reflink")])
+    with open(os.path.join(mnt, "prealloc"), "wb") as f:
+        os.posix_fallocate(f.fileno(), 0, 256 << 10)
+        f.write(b"x" * 5000)
+    nocow = os.path.join(mnt, "nocow")
+    open(nocow, "wb").close()
+    run(["chattr", "+C", nocow])
+    with open(nocow, "wb") as f:
+        f.write(os.urandom(300 << 10))
+    with open(os.path.join(mnt, "compressible"), "wb") as f:
+        f.write(b"abcdefgh" * (64 << 10))
+    run(["btrfs", "subvolume", "create", os.path.join(mnt, "sv")])
+    os.makedirs(os.path.join(mnt, "sv", "d"))
+    with open(os.path.join(mnt, "sv", "d", "g"), "wb") as f:
+        f.write(os.urandom(200 << 10))
+    with open(os.path.join(mnt, "sv", "d", "s"), "w") as f:
+        f.write("small in a subvolume\n")
+    run(["btrfs", "subvolume", "snapshot", os.path.join(mnt, "sv"), os.path.join(mnt, "snap")])
+    with open(os.path.join(mnt, "snap", "d", "new"), "wb") as f:
+        f.write(os.urandom(100 << 10))
+    os.sync()
+
+
+@pytest.fixture
+def image(image_factory):
+    """A populated btrfs image (mkfs defaults: DUP metadata, free space tree,
+    no-holes), unmounted."""
+    need_fs("btrfs")
+    img = image_factory("btrfs", size_mb=300)
+    img.mkfs()
+    populate(img.mount("compress=zstd"))
+    img.offline()
+    return img
+
+
+def ino_of(img, relpath):
+    """The inode number of a path (mounts the image for a moment)."""
+    mnt = img.mount()
+    try:
+        return os.stat(os.path.join(mnt, relpath)).st_ino
+    finally:
+        img.offline()
+
+
+def subvol_id(img, name):
+    mnt = img.mount()
+    try:
+        out = run(["btrfs", "inspect-internal", "rootid", os.path.join(mnt, name)]).stdout
+        return int(out.strip())
+    finally:
+        img.offline()
+
+
+def file_extents(ed, tree, ino):
+    return [it for it in ed.items(tree, (ino, be.EXTENT_DATA, 0), (ino, be.EXTENT_DATA, U64))]
+
+
+def data_extent_item(ed, fe):
+    db, dl = fe.get("fe.disk_bytenr"), fe.get("fe.disk_num_bytes")
+    return ed.find(be.EXTENT_TREE, (db, be.EXTENT_ITEM, dl))
+
+
+def block_group_tree(ed):
+    """The tree holding BLOCK_GROUP_ITEMs: the block group tree if any."""
+    try:
+        ed.tree_root(be.BLOCK_GROUP_TREE)
+        return be.BLOCK_GROUP_TREE
+    except KeyError:
+        return be.EXTENT_TREE
+
+
+def data_block_group(ed):
+    tree = block_group_tree(ed)
+    for it in ed.items(tree, (0, be.BLOCK_GROUP_ITEM, 0), (U64, be.BLOCK_GROUP_ITEM, U64)):
+        if it.key[1] == be.BLOCK_GROUP_ITEM and it.get("bg.flags") & 1 and it.get("bg.used"):
+            return it
+    raise AssertionError("no data block group in use")
+
+
+# ============================================================================
+# the editor
+# ============================================================================
+
+def test_edit_maps_dup_metadata(image):
+    """mkfs's default metadata profile on one device is DUP: every metadata
+    chunk has two copies, and the editor writes both."""
+    with be.BtrfsImage(image.path) as ed:
+        meta = [c for c in ed.chunks if len(c[2]) == 2]
+        assert meta, ed.chunks
+        root, _ = ed.tree_root(be.EXTENT_TREE)
+        a, b = ed.physical(root)
+        with open(image.path, "rb") as f:
+            f.seek(a)
+            ca = f.read(ed.nodesize)
+            f.seek(b)
+            cb = f.read(ed.nodesize)
+        assert ca == cb
+
+
+@pytest.mark.parametrize("what", ["extent_refs", "nbytes", "bg_used", "bytes_used",
+                                  "delete_file_extent"])
+def test_edit_seen_by_btrfs_check(image, what):
+    rc, out = btrfs_check(image.path)
+    assert rc == 0, out
+    big = ino_of(image, "big")
+    reflink = ino_of(image, "big.reflink")
+    with be.BtrfsImage(image.path) as ed:
+        if what == "extent_refs":
+            item = data_extent_item(ed, file_extents(ed, be.FS_TREE, big)[0])
+            assert item.get("extent.refs") == 2
+            ed.set_field(item, "extent.refs", 3)
+            want = "ref mismatch on [%d %d] extent item 3, found 2" % (item.key[0], item.key[2])
+        elif what == "nbytes":
+            item = ed.find(be.FS_TREE, (big, be.INODE_ITEM, 0))
+            assert item.get("inode.nbytes") == MiB
+            ed.set_field(item, "inode.nbytes", 4096)
+            want = "root 5 inode %d errors 400, nbytes wrong" % big
+        elif what == "bg_used":
+            item = data_block_group(ed)
+            used = item.get("bg.used")
+            ed.set_field(item, "bg.used", used + 4096)
+            want = "block group [%d %d] used %d but extent items used %d" % (
+                item.key[0], item.key[2], used + 4096, used)
+        elif what == "bytes_used":
+            used = ed.super("bytes_used")
+            ed.set_super("bytes_used", used + 4096)
+            want = "super bytes used %d mismatches actual used %d" % (used + 4096, used)
+        else:
+            # the reflink's only file extent gone: the shared extent has one
+            # reference less than it counts, and the file's nbytes is wrong
+            fe = file_extents(ed, be.FS_TREE, reflink)
+            assert len(fe) == 1
+            item = data_extent_item(ed, fe[0])
+            ed.delete_item(fe[0])
+            assert file_extents(ed, be.FS_TREE, reflink) == []
+            want = "ref mismatch on [%d %d] extent item 2, found 1" % (item.key[0], item.key[2])
+    rc, out = btrfs_check(image.path)
+    assert rc != 0 and want in out, out
+
+
+def test_edit_revert_is_clean(image):
+    big = ino_of(image, "big")
+    with be.BtrfsImage(image.path) as ed:
+        item = ed.find(be.FS_TREE, (big, be.INODE_ITEM, 0))
+        old = ed.set_field(item, "inode.nbytes", 12345)
+        ed.set_field(item, "inode.nbytes", old)
+        bg = data_block_group(ed)
+        ed.set_field(bg, "bg.used", ed.set_field(bg, "bg.used", 1))
+        ed.set_super("bytes_used", ed.super("bytes_used") + 1)
+        ed.set_super("bytes_used", ed.super("bytes_used") - 1)
+    rc, out = btrfs_check(image.path)
+    assert rc == 0, out
+
+
+def test_edit_subvolume_tree(image):
+    """An fs tree found through its ROOT_ITEM (a subvolume, a snapshot)."""
+    sv = subvol_id(image, "sv")
+    snap = subvol_id(image, "snap")
+    g = ino_of(image, "sv/d/g")
+    with be.BtrfsImage(image.path) as ed:
+        a = file_extents(ed, sv, g)
+        b = file_extents(ed, snap, g)
+        assert a and b and a[0].get("fe.disk_bytenr") == b[0].get("fe.disk_bytenr")
+        item = ed.find(snap, (g, be.INODE_ITEM, 0))
+        ed.set_field(item, "inode.nbytes", 4096)
+    rc, out = btrfs_check(image.path)
+    assert rc != 0 and "root %d inode %d errors 400, nbytes wrong" % (snap, g) in out, out
