@@ -59,6 +59,11 @@
 #define CHECK_BTRFS_TREE	"btrfs.tree"	/* a tree (metadata) block failed its checks */
 #define CHECK_BTRFS_DEV_STATS	"btrfs.dev_stats"	/* warning: nonzero device error counters */
 #define CHECK_BTRFS_NO_KMSG	"btrfs.no_kmsg"	/* info: the kernel log cannot be read */
+/* btrfs logical trees (backends/btrfs_check.c) */
+#define CHECK_BTRFS_EXTENT_REFS	"btrfs.extent_refs"	/* data extent refs != its back refs != file extent items */
+#define CHECK_BTRFS_NBYTES	"btrfs.nbytes"	/* inode nbytes != the bytes of its file extents */
+#define CHECK_BTRFS_BG_USED	"btrfs.bg_used"	/* block group used != its extent items */
+#define CHECK_BTRFS_BYTES_USED	"btrfs.bytes_used"	/* superblock bytes_used != the block groups' used */
 
 /* XFS backend */
 #define CHECK_XFS_SCRUB		"xfs.scrub"	/* the kernel's online scrub: corrupt, or repaired */

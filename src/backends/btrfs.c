@@ -31,6 +31,7 @@
  * are a warning: the device failed before, perhaps outside this scrub).
  */
 #include "backends/backend.h"
+#include "backends/btrfs_check.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -492,6 +493,11 @@ static bool file_path(struct scrub_ctx *ctx, struct btrfs_state *st, uint64_t ro
 	return true;
 }
 
+bool btrfs_file_path(struct scrub_ctx *ctx, uint64_t root, uint64_t inode, struct strbuf *out)
+{
+	return file_path(ctx, ctx->backend, root, inode, out);
+}
+
 /* Names of the trees a tree block can belong to. */
 static const char *tree_name(uint64_t root, char *buf, size_t size)
 {
@@ -842,6 +848,7 @@ const struct scrub_ops btrfs_ops = {
 	.match = btrfs_match,
 	.scan_fs = btrfs_scan_fs,
 	.scan_metadata = btrfs_scan_metadata,
+	.scan_inodes = btrfs_check_trees,
 	.summary = btrfs_summary,
 	.cleanup = btrfs_cleanup,
 };

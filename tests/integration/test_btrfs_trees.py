@@ -65,6 +65,14 @@ def populate(mnt):
     with open(os.path.join(mnt, "snap", "d", "new"), "wb") as f:
         f.write(os.urandom(100 << 10))
     os.sync()
+    # the source rewrites a block after the snapshot: its shared leaf is COWed
+    with open(os.path.join(mnt, "sv", "d", "g"), "r+b") as f:
+        f.seek(8192)
+        f.write(os.urandom(4096))
+    for i in range(40):
+        with open(os.path.join(mnt, "sv", "many%02d" % i), "wb") as f:
+            f.write(os.urandom(4096 * (i % 3 + 1)))
+    os.sync()
 
 
 @pytest.fixture
@@ -211,3 +219,95 @@ def test_edit_subvolume_tree(image):
         ed.set_field(item, "inode.nbytes", 4096)
     rc, out = btrfs_check(image.path)
     assert rc != 0 and "root %d inode %d errors 400, nbytes wrong" % (snap, g) in out, out
+
+
+# ============================================================================
+# fscrub on the mounted image
+# ============================================================================
+
+def fscrub_mounted(img, options="compress=zstd"):
+    mnt = img.mount(options)
+    try:
+        return mnt, run_fscrub("-n", mnt)
+    finally:
+        img.offline()
+
+
+def test_clean_image_exits_0(image):
+    """Subvolumes, a snapshot and its source both changed after it, reflinks,
+    zstd compression, inline, prealloc and nodatacow files: all legal."""
+    rc, out = btrfs_check(image.path)
+    assert rc == 0, out
+    mnt = image.mount("compress=zstd")
+    try:
+        r = run_fscrub("-n", "-v", mnt)
+    finally:
+        image.offline()
+    assert r.rc == 0, r.stdout + r.stderr
+    assert "btrfs trees (first pass)" in r.stdout
+    assert not [f for f in r.findings if f.check.startswith("btrfs.")], r.findings
+
+
+def inject(img, what):
+    """Make one fault; returns (check id, path suffix that must be named)."""
+    big = ino_of(img, "big")
+    reflink = ino_of(img, "big.reflink")
+    snap = subvol_id(img, "snap")
+    g = ino_of(img, "snap/d/g")
+    with be.BtrfsImage(img.path) as ed:
+        if what == "extent_refs":
+            ed.set_field(data_extent_item(ed, file_extents(ed, be.FS_TREE, big)[0]),
+                         "extent.refs", 3)
+            return "btrfs.extent_refs", "/big", "counts 3 references, its back references add up to 2"
+        if what == "missing_file_extent":
+            ed.delete_item(file_extents(ed, be.FS_TREE, reflink)[0])
+            return "btrfs.extent_refs", "/big.reflink", "counts 1 file extent items, the tree has 0"
+        if what == "backref_inode":
+            # the reflink's inline EXTENT_DATA_REF names inode 9999 instead
+            item = data_extent_item(ed, file_extents(ed, be.FS_TREE, reflink)[0])
+            off = 24
+            while off < item.size:
+                t = item.data[off]
+                if t == be.EXTENT_DATA_REF:
+                    if be.struct.unpack_from("<Q", item.data, off + 9)[0] == reflink:
+                        ed.patch(item, off + 9, "<Q", 9999)
+                        break
+                    off += 29
+                else:
+                    off += 9 if t != be.SHARED_DATA_REF else 13
+            else:
+                raise AssertionError("no inline ref for the reflink")
+            return "btrfs.extent_refs", "/big.reflink", "has no back reference to it"
+        if what == "nbytes":
+            ed.set_field(ed.find(be.FS_TREE, (big, be.INODE_ITEM, 0)), "inode.nbytes", 4096)
+            return "btrfs.nbytes", "/big", "nbytes 4096, its file extents add up to 1048576"
+        if what == "nbytes_snapshot":
+            ed.set_field(ed.find(snap, (g, be.INODE_ITEM, 0)), "inode.nbytes", 4096)
+            return "btrfs.nbytes", "/snap/d/g", "nbytes 4096"
+        if what == "bg_used":
+            bg = data_block_group(ed)
+            ed.set_field(bg, "bg.used", bg.get("bg.used") + 4096)
+            return "btrfs.bg_used", None, "block group at logical %d" % bg.key[0]
+        if what == "bytes_used":
+            ed.set_super("bytes_used", ed.super("bytes_used") + 4096)
+            return "btrfs.bytes_used", None, "superblock bytes_used"
+    raise ValueError(what)
+
+
+@pytest.mark.parametrize("what", ["extent_refs", "missing_file_extent", "backref_inode",
+                                  "nbytes", "nbytes_snapshot", "bg_used", "bytes_used"])
+def test_fault_found(image, what):
+    """Each fault is one the kernel mounts with and keeps: it reads these
+    counters and references back but does not recompute them at mount (a
+    deleted file extent item or a renamed back reference only matter when
+    the extent is next freed, which the test does not do)."""
+    check, suffix, text = inject(image, what)
+    rc, out = btrfs_check(image.path)
+    assert rc != 0, out
+    mnt, r = fscrub_mounted(image)
+    assert r.rc == 4, r.stdout + r.stderr
+    hits = [f for f in r.of("Error", check) if text in f.message]
+    assert hits, r.stdout
+    if suffix:
+        assert any(f.path == mnt + suffix for f in hits), hits
+        assert all(f.inode for f in hits), hits
