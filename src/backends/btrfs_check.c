@@ -29,7 +29,8 @@
  *     of the leaves' owner or by a SHARED_DATA_REF to the leaf, which a
  *     mounted reader cannot see); each file extent item must have a back
  *     reference naming its inode and offset, or the extent a shared one
- *     (btrfs.extent_refs).  Reflinks are references of their own and
+ *     (btrfs.extent_refs; btrfs.crosslink when the extent's references name
+ *     only other files).  Reflinks are references of their own and
  *     snapshots share through the rules above: neither is ever reported.
  *     Extent and metadata items are summed per block group
  *     (btrfs.bg_used), and the block groups' used bytes are summed and
@@ -99,6 +100,7 @@ enum finding_kind {
 	F_REFS_SUM,	/* extent item refs != sum of its back references */
 	F_REF_COUNT,	/* a data back reference's count != file extent items */
 	F_NO_BACKREF,	/* a file extent item without a back reference */
+	F_CROSSLINK,	/* ... to an extent whose back references name other files */
 	F_NO_EXTENT,	/* a file extent item pointing at no data extent item */
 	F_REF_NO_ROOT,	/* a data back reference naming a tree that does not exist */
 	F_NBYTES,
@@ -113,6 +115,7 @@ struct tfinding {
 	uint64_t logical, len;
 	uint64_t a, b;			/* recorded vs found */
 	uint64_t ref_off;		/* F_REF_COUNT: the back reference's offset */
+	uint64_t other_root, other_ino;	/* F_CROSSLINK: the file the extent belongs to */
 	uint64_t transid;		/* newest leaf among the items involved */
 };
 
@@ -464,9 +467,11 @@ static void check_group(struct pass *p, size_t from, size_t to, bool has_shared)
 		transid = p->fe[i].transid > transid ? p->fe[i].transid : transid;
 	if (!r && !has_shared && !ref_for(p, e->root, e->ino, e->ref_off, true))
 		add_finding(p, &(struct tfinding){
-			.kind = F_NO_BACKREF, .root = e->root, .ino = e->ino,
-			.file_off = e->file_off, .logical = p->d_bytenr, .len = p->d_len,
-			.transid = transid,
+			.kind = p->nr_refs ? F_CROSSLINK : F_NO_BACKREF, .root = e->root,
+			.ino = e->ino, .file_off = e->file_off, .logical = p->d_bytenr,
+			.len = p->d_len, .transid = transid,
+			.other_root = p->nr_refs ? p->refs[0].root : 0,
+			.other_ino = p->nr_refs ? p->refs[0].ino : 0,
 		});
 	else if (r && (exact ? r->count != n : r->count > n))
 		add_finding(p, &(struct tfinding){
@@ -764,12 +769,15 @@ static const char *check_of(enum finding_kind k)
 	case F_NBYTES: return CHECK_BTRFS_NBYTES;
 	case F_BG_USED: return CHECK_BTRFS_BG_USED;
 	case F_BYTES_USED: return CHECK_BTRFS_BYTES_USED;
+	case F_CROSSLINK: return CHECK_BTRFS_CROSSLINK;
 	default: return CHECK_BTRFS_EXTENT_REFS;
 	}
 }
 
-static void describe(const struct tfinding *f, struct strbuf *m)
+static void describe(struct scrub_ctx *ctx, const struct tfinding *f, struct strbuf *m)
 {
+	struct strbuf other = STRBUF_INIT, rel = STRBUF_INIT;
+
 	unsigned long long lg = f->logical, len = f->len, a = f->a, b = f->b;
 	unsigned long long fo = f->file_off, root = f->root, ino = f->ino;
 
@@ -787,6 +795,17 @@ static void describe(const struct tfinding *f, struct strbuf *m)
 	case F_NO_BACKREF:
 		strbuf_addf(m, "file extent at file offset %llu uses the data extent at logical "
 			    "%llu (%llu bytes), which has no back reference to it", fo, lg, len);
+		break;
+	case F_CROSSLINK:
+		if (!btrfs_file_path(ctx, f->other_root, f->other_ino, &rel))
+			strbuf_addf(&rel, "<subvolume %llu>/<inode %llu>",
+				    (unsigned long long)f->other_root,
+				    (unsigned long long)f->other_ino);
+		report_path(ctx, &other, NULL, rel.buf);
+		strbuf_addf(m, "file extent at file offset %llu uses the data extent at logical "
+			    "%llu (%llu bytes), whose back references name another file, %s "
+			    "(inode %llu), and not this one: cross-linked", fo, lg, len, other.buf,
+			    (unsigned long long)f->other_ino);
 		break;
 	case F_NO_EXTENT:
 		strbuf_addf(m, "file extent at file offset %llu points at logical %llu, where "
@@ -808,6 +827,8 @@ static void describe(const struct tfinding *f, struct strbuf *m)
 			    a, b);
 		break;
 	}
+	strbuf_release(&other);
+	strbuf_release(&rel);
 }
 
 static void report_one(struct scrub_ctx *ctx, const struct tfinding *f, enum severity sev,
@@ -821,7 +842,7 @@ static void report_one(struct scrub_ctx *ctx, const struct tfinding *f, enum sev
 			    (unsigned long long)f->ino);
 	if (why)
 		strbuf_addf(&msg, "changed while being checked (%s): ", why);
-	describe(f, &msg);
+	describe(ctx, f, &msg);
 	report_at(ctx, sev, check_of(f->kind), NULL, named ? path.buf : NULL,
 		  named ? f->ino : 0, __FILE__, __LINE__, "%s", msg.buf);
 	strbuf_release(&path);

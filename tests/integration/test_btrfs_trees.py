@@ -42,6 +42,9 @@ def populate(mnt):
     nodatacow, in the top level, a subvolume and a snapshot of it."""
     with open(os.path.join(mnt, "big"), "wb") as f:
         f.write(os.urandom(MiB))
+    for name in ("x1", "x2"):    # separate extents of one size: a crosslink
+        with open(os.path.join(mnt, name), "wb") as f:
+            f.write(os.urandom(64 << 10))
     with open(os.path.join(mnt, "small"), "w") as f:
         f.write("tiny inline file\n")
     run(["cp", "--reflink=always", os.path.join(mnt, "big"), os.path.join(mnt, "big.reflink")])
@@ -248,6 +251,10 @@ def test_clean_image_exits_0(image):
     assert not [f for f in r.findings if f.check.startswith("btrfs.")], r.findings
 
 
+def mnt_of(img):
+    return img.mnt
+
+
 def inject(img, what):
     """Make one fault; returns (check id, path suffix that must be named)."""
     big = ino_of(img, "big")
@@ -277,7 +284,15 @@ def inject(img, what):
                     off += 9 if t != be.SHARED_DATA_REF else 13
             else:
                 raise AssertionError("no inline ref for the reflink")
-            return "btrfs.extent_refs", "/big.reflink", "has no back reference to it"
+            return "btrfs.crosslink", "/big.reflink", "name another file, %s/big" % mnt_of(img)
+        if what == "crosslink":
+            # x2's file extent points at x1's extent (same size): both named
+            x1, x2 = ino_of(img, "x1"), ino_of(img, "x2")
+            fe = file_extents(ed, be.FS_TREE, x2)
+            ed.set_field(fe[0], "fe.disk_bytenr",
+                         file_extents(ed, be.FS_TREE, x1)[0].get("fe.disk_bytenr"))
+            return "btrfs.crosslink", "/x2", "name another file, %s/x1 (inode %d)" % (
+                mnt_of(img), x1)
         if what == "nbytes":
             ed.set_field(ed.find(be.FS_TREE, (big, be.INODE_ITEM, 0)), "inode.nbytes", 4096)
             return "btrfs.nbytes", "/big", "nbytes 4096, its file extents add up to 1048576"
@@ -294,7 +309,7 @@ def inject(img, what):
     raise ValueError(what)
 
 
-@pytest.mark.parametrize("what", ["extent_refs", "missing_file_extent", "backref_inode",
+@pytest.mark.parametrize("what", ["extent_refs", "missing_file_extent", "backref_inode", "crosslink",
                                   "nbytes", "nbytes_snapshot", "bg_used", "bytes_used"])
 def test_fault_found(image, what):
     """Each fault is one the kernel mounts with and keeps: it reads these
