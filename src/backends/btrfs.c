@@ -479,6 +479,15 @@ static bool file_path(struct scrub_ctx *ctx, struct btrfs_state *st, uint64_t ro
 	struct btrfs_ioctl_ino_lookup_args lk = { .treeid = root, .objectid = inode };
 	size_t n;
 
+	if (inode == BTRFS_FIRST_FREE_OBJECTID) {	/* a subvolume's top directory */
+		if (root != st->mnt_root && !subvol_prefix(ctx, st, root, out)) {
+			strbuf_reset(out);
+			return false;
+		}
+		if (out->len && out->buf[out->len - 1] == '/')
+			out->buf[--out->len] = 0;
+		return true;
+	}
 	if (root == st->mnt_root)
 		return ino_path(ctx, st, root, inode, out);
 	if (!subvol_prefix(ctx, st, root, out) ||

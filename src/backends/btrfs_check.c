@@ -35,7 +35,11 @@
  *     Extent and metadata items are summed per block group
  *     (btrfs.bg_used), and the block groups' used bytes are summed and
  *     compared with the superblock's bytes_used read from the first device
- *     (btrfs.bytes_used).
+ *     (btrfs.bytes_used);
+ *  5. the subvolume references of the root tree: every ROOT_REF has its
+ *     ROOT_BACKREF (same directory, index and name) and the other way
+ *     round, the parent's DIR_INDEX names the subvolume by that name, and
+ *     every live subvolume has a ROOT_BACKREF (btrfs.root_ref).
  *
  * The live-filesystem rule: btrfs applies extent reference changes at
  * transaction commit (delayed refs), and updates block group items and the
@@ -106,6 +110,9 @@ enum finding_kind {
 	F_NBYTES,
 	F_BG_USED,
 	F_BYTES_USED,
+	F_ROOT_REF_ALONE,	/* a ROOT_REF without its ROOT_BACKREF or v.v. (a: key type) */
+	F_ROOT_REF_DIR,		/* a ROOT_REF without its directory entry */
+	F_ROOT_UNREFERENCED,	/* a live subvolume no ROOT_BACKREF names */
 };
 
 /* A finding, kept until the second pass has confirmed it. */
@@ -116,6 +123,7 @@ struct tfinding {
 	uint64_t a, b;			/* recorded vs found */
 	uint64_t ref_off;		/* F_REF_COUNT: the back reference's offset */
 	uint64_t other_root, other_ino;	/* F_CROSSLINK: the file the extent belongs to */
+	const char *name;		/* root refs: the subvolume's name (the pass owns it) */
 	uint64_t transid;		/* newest leaf among the items involved */
 };
 
@@ -123,6 +131,14 @@ struct fs_root {
 	uint64_t id;
 	bool shared;		/* a snapshot: may hold leaves owned by another tree */
 	bool dead;		/* deleted, being dropped (refs 0) */
+	uint64_t transid;	/* of the leaf holding its ROOT_ITEM */
+};
+
+/* A ROOT_REF (parent -> child) or ROOT_BACKREF (child -> parent). */
+struct root_ref {
+	bool back;
+	uint64_t parent, child, dirid, seq, transid;
+	char *name;
 };
 
 /* A file extent item with a disk extent: what its back reference must say. */
@@ -155,6 +171,8 @@ struct pass {
 	uint32_t nodesize;
 	struct fs_root *roots;
 	size_t nr_roots, alloc_roots;
+	struct root_ref *rrefs;
+	size_t nr_rrefs, alloc_rrefs;
 	struct fe_rec *fe;
 	size_t nr_fe, alloc_fe, fe_pos;
 	struct bgroup *bg;
@@ -232,12 +250,41 @@ static bool is_fs_tree(uint64_t id)
 	       (id >= BTRFS_FIRST_FREE_OBJECTID && id <= BTRFS_LAST_FREE_OBJECTID);
 }
 
+static int root_ref_item(struct pass *p, const struct btrfs_tree_item *it)
+{
+	bool back = it->key.type == BTRFS_ROOT_BACKREF_KEY;
+	struct root_ref *r;
+	uint16_t n;
+
+	if (it->len < sizeof(struct btrfs_root_ref))
+		return 0;
+	n = (uint16_t)(it->data[16] | it->data[17] << 8);
+	if (sizeof(struct btrfs_root_ref) + n > it->len)
+		n = (uint16_t)(it->len - sizeof(struct btrfs_root_ref));
+	if (grow((void **)&p->rrefs, &p->alloc_rrefs, p->nr_rrefs + 1, sizeof(*r)) < 0)
+		return -ENOMEM;
+	r = &p->rrefs[p->nr_rrefs];
+	*r = (struct root_ref){
+		.back = back, .transid = it->transid,
+		.parent = back ? it->key.offset : it->key.objectid,
+		.child = back ? it->key.objectid : it->key.offset,
+		.dirid = btrfs_get64(it->data), .seq = btrfs_get64(it->data + 8),
+		.name = strndup((const char *)it->data + sizeof(struct btrfs_root_ref), n),
+	};
+	if (!r->name)
+		return -ENOMEM;
+	p->nr_rrefs++;
+	return 0;
+}
+
 static int root_item(struct pass *p, uint64_t tree, const struct btrfs_tree_item *it)
 {
 	static const unsigned char zero_uuid[BTRFS_UUID_SIZE];
 	struct fs_root *r;
 
 	(void)tree;
+	if (it->key.type == BTRFS_ROOT_REF_KEY || it->key.type == BTRFS_ROOT_BACKREF_KEY)
+		return root_ref_item(p, it);
 	if (it->key.type != BTRFS_ROOT_ITEM_KEY)
 		return 0;
 	if (it->key.objectid == BTRFS_BLOCK_GROUP_TREE_OBJECTID)
@@ -249,6 +296,7 @@ static int root_item(struct pass *p, uint64_t tree, const struct btrfs_tree_item
 		return -ENOMEM;
 	r = &p->roots[p->nr_roots++];
 	r->id = it->key.objectid;
+	r->transid = it->transid;
 	r->dead = btrfs_get32(it->data + offsetof(struct btrfs_root_item, refs)) == 0;
 	r->shared = it->key.offset != 0;
 	if (it->len >= offsetof(struct btrfs_root_item, parent_uuid) + BTRFS_UUID_SIZE &&
@@ -643,6 +691,79 @@ static int extent_item(struct pass *p, uint64_t tree, const struct btrfs_tree_it
 	return 0;
 }
 
+/* ---- 5. subvolume references ---- */
+
+static bool same_ref(const struct root_ref *a, const struct root_ref *b)
+{
+	return a->parent == b->parent && a->child == b->child && a->dirid == b->dirid &&
+	       a->seq == b->seq && !strcmp(a->name, b->name);
+}
+
+/*
+ * The parent's DIR_INDEX (dirid, seq) must name the child subvolume
+ * (location: its ROOT_ITEM) by the ref's name.  True if so; *transid gets
+ * the leaf's generation.
+ */
+static bool dir_entry_ok(struct pass *p, const struct root_ref *r, uint64_t *transid)
+{
+	struct btrfs_tkey k = { r->dirid, BTRFS_DIR_INDEX_KEY, r->seq };
+	struct btrfs_tree_reader rd;
+	struct btrfs_tree_item it;
+	bool ok = false;
+
+	if (btrfs_tree_open(&rd, p->fd, r->parent, k, k) < 0)
+		return true;	/* no memory: no finding */
+	if (btrfs_tree_next(&rd, &it) > 0 && it.len >= sizeof(struct btrfs_dir_item)) {
+		size_t n = (size_t)(it.data[27] | it.data[28] << 8);
+
+		*transid = it.transid;
+		ok = btrfs_get64(it.data) == r->child && it.data[8] == BTRFS_ROOT_ITEM_KEY &&
+		     sizeof(struct btrfs_dir_item) + n <= it.len && n == strlen(r->name) &&
+		     !memcmp(it.data + sizeof(struct btrfs_dir_item), r->name, n);
+	}
+	p->calls += rd.calls;
+	btrfs_tree_close(&rd);
+	return ok;
+}
+
+static void check_root_refs(struct pass *p)
+{
+	for (size_t i = 0; i < p->nr_rrefs; i++) {
+		const struct root_ref *r = &p->rrefs[i];
+		uint64_t transid = r->transid;
+		bool paired = false;
+
+		for (size_t j = 0; j < p->nr_rrefs && !paired; j++)
+			paired = p->rrefs[j].back != r->back && same_ref(r, &p->rrefs[j]);
+		if (!paired)
+			add_finding(p, &(struct tfinding){
+				.kind = F_ROOT_REF_ALONE, .root = r->parent, .ino = r->dirid,
+				.logical = r->child, .a = r->back, .b = r->seq, .name = r->name,
+				.transid = r->transid,
+			});
+		if (!r->back && !dir_entry_ok(p, r, &transid))
+			add_finding(p, &(struct tfinding){
+				.kind = F_ROOT_REF_DIR, .root = r->parent, .ino = r->dirid,
+				.logical = r->child, .b = r->seq, .name = r->name,
+				.transid = transid > r->transid ? transid : r->transid,
+			});
+	}
+	for (size_t i = 0; i < p->nr_roots; i++) {
+		const struct fs_root *fr = &p->roots[i];
+		bool named = false;
+
+		if (fr->dead || fr->id < BTRFS_FIRST_FREE_OBJECTID ||
+		    fr->id > BTRFS_LAST_FREE_OBJECTID)
+			continue;
+		for (size_t j = 0; j < p->nr_rrefs && !named; j++)
+			named = p->rrefs[j].back && p->rrefs[j].child == fr->id;
+		if (!named)
+			add_finding(p, &(struct tfinding){
+				.kind = F_ROOT_UNREFERENCED, .logical = fr->id, .transid = fr->transid,
+			});
+	}
+}
+
 static void check_block_groups(struct pass *p)
 {
 	uint64_t sum = 0, transid = 0;
@@ -701,6 +822,9 @@ out:
 
 static void pass_release(struct pass *p)
 {
+	for (size_t i = 0; i < p->nr_rrefs; i++)
+		free(p->rrefs[i].name);
+	free(p->rrefs);
 	free(p->roots);
 	free(p->fe);
 	free(p->bg);
@@ -743,6 +867,7 @@ static int run_pass(struct scrub_ctx *ctx, struct pass *p)
 	data_extent_done(p);
 	skip_to(p, UINT64_MAX);
 	check_block_groups(p);
+	check_root_refs(p);
 	return 0;
 }
 
@@ -752,7 +877,8 @@ static bool same(const struct tfinding *a, const struct tfinding *b)
 {
 	return a->kind == b->kind && a->root == b->root && a->ino == b->ino &&
 	       a->file_off == b->file_off && a->logical == b->logical && a->a == b->a &&
-	       a->b == b->b && a->ref_off == b->ref_off;
+	       a->b == b->b && a->ref_off == b->ref_off &&
+	       !strcmp(a->name ? a->name : "", b->name ? b->name : "");
 }
 
 static bool found_in(const struct pass *p, const struct tfinding *f)
@@ -770,6 +896,9 @@ static const char *check_of(enum finding_kind k)
 	case F_BG_USED: return CHECK_BTRFS_BG_USED;
 	case F_BYTES_USED: return CHECK_BTRFS_BYTES_USED;
 	case F_CROSSLINK: return CHECK_BTRFS_CROSSLINK;
+	case F_ROOT_REF_ALONE:
+	case F_ROOT_REF_DIR:
+	case F_ROOT_UNREFERENCED: return CHECK_BTRFS_ROOT_REF;
 	default: return CHECK_BTRFS_EXTENT_REFS;
 	}
 }
@@ -815,6 +944,18 @@ static void describe(struct scrub_ctx *ctx, const struct tfinding *f, struct str
 		strbuf_addf(m, "data extent at logical %llu (%llu bytes) has a back reference "
 			    "from tree %llu inode %llu, a tree that does not exist", lg, len, root, ino);
 		break;
+	case F_ROOT_REF_ALONE:
+		strbuf_addf(m, "subvolume %llu \"%s\" (directory index %llu): its %s has no "
+			    "matching %s", lg, f->name, b, a ? "ROOT_BACKREF" : "ROOT_REF",
+			    a ? "ROOT_REF" : "ROOT_BACKREF");
+		break;
+	case F_ROOT_REF_DIR:
+		strbuf_addf(m, "subvolume %llu \"%s\": its ROOT_REF names directory index %llu, "
+			    "which is not an entry of that name for the subvolume", lg, f->name, b);
+		break;
+	case F_ROOT_UNREFERENCED:
+		strbuf_addf(m, "subvolume %llu has no ROOT_BACKREF: no directory names it", lg);
+		break;
 	case F_NBYTES:
 		strbuf_addf(m, "inode item nbytes %llu, its file extents add up to %llu", a, b);
 		break;
@@ -843,7 +984,8 @@ static void report_one(struct scrub_ctx *ctx, const struct tfinding *f, enum sev
 	if (why)
 		strbuf_addf(&msg, "changed while being checked (%s): ", why);
 	describe(ctx, f, &msg);
-	report_at(ctx, sev, check_of(f->kind), NULL, named ? path.buf : NULL,
+	/* An empty path is the mounted subvolume's top directory. */
+	report_at(ctx, sev, check_of(f->kind), NULL, named && path.len ? path.buf : NULL,
 		  named ? f->ino : 0, __FILE__, __LINE__, "%s", msg.buf);
 	strbuf_release(&path);
 	strbuf_release(&msg);

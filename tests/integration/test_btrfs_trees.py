@@ -260,6 +260,7 @@ def inject(img, what):
     big = ino_of(img, "big")
     reflink = ino_of(img, "big.reflink")
     snap = subvol_id(img, "snap")
+    sv = subvol_id(img, "sv")
     g = ino_of(img, "snap/d/g")
     with be.BtrfsImage(img.path) as ed:
         if what == "extent_refs":
@@ -299,6 +300,14 @@ def inject(img, what):
         if what == "nbytes_snapshot":
             ed.set_field(ed.find(snap, (g, be.INODE_ITEM, 0)), "inode.nbytes", 4096)
             return "btrfs.nbytes", "/snap/d/g", "nbytes 4096"
+        if what == "root_backref":
+            # sv's ROOT_BACKREF deleted: its ROOT_REF is alone, nothing names it
+            ed.delete_item(ed.find(be.ROOT_TREE, (sv, be.ROOT_BACKREF, be.FS_TREE)))
+            return "btrfs.root_ref", "", 'subvolume %d "sv" (directory index' % sv
+        if what == "root_ref_index":
+            # the ROOT_REF's directory index points at no entry for sv
+            ed.patch(ed.find(be.ROOT_TREE, (be.FS_TREE, be.ROOT_REF, sv)), 8, "<Q", 99)
+            return "btrfs.root_ref", "", "names directory index 99, which is not an entry"
         if what == "bg_used":
             bg = data_block_group(ed)
             ed.set_field(bg, "bg.used", bg.get("bg.used") + 4096)
@@ -310,7 +319,8 @@ def inject(img, what):
 
 
 @pytest.mark.parametrize("what", ["extent_refs", "missing_file_extent", "backref_inode", "crosslink",
-                                  "nbytes", "nbytes_snapshot", "bg_used", "bytes_used"])
+                                  "nbytes", "nbytes_snapshot", "root_backref", "root_ref_index",
+                                  "bg_used", "bytes_used"])
 def test_fault_found(image, what):
     """Each fault is one the kernel mounts with and keeps: it reads these
     counters and references back but does not recompute them at mount (a
@@ -323,6 +333,6 @@ def test_fault_found(image, what):
     assert r.rc == 4, r.stdout + r.stderr
     hits = [f for f in r.of("Error", check) if text in f.message]
     assert hits, r.stdout
-    if suffix:
+    if suffix is not None:
         assert any(f.path == mnt + suffix for f in hits), hits
         assert all(f.inode for f in hits), hits
