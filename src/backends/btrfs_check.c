@@ -39,7 +39,11 @@
  *  5. the subvolume references of the root tree: every ROOT_REF has its
  *     ROOT_BACKREF (same directory, index and name) and the other way
  *     round, the parent's DIR_INDEX names the subvolume by that name, and
- *     every live subvolume has a ROOT_BACKREF (btrfs.root_ref).
+ *     every live subvolume has a ROOT_BACKREF (btrfs.root_ref);
+ *  6. the csum tree, read alongside the extent tree with a second reader:
+ *     the data a checksummed file's regular extent uses (all of a
+ *     compressed extent) is covered by csum items, and a nodatasum file's
+ *     is not (btrfs.csum).
  *
  * The live-filesystem rule: btrfs applies extent reference changes at
  * transaction commit (delayed refs), and updates block group items and the
@@ -52,8 +56,9 @@
  * while being checked".  On a read-only mount nothing moves: the first
  * pass is the answer.
  *
- * Memory: the reader's 256 KiB buffer, 48 bytes per file extent item with
- * a disk extent (48 MiB per million; sorted in place), 40 bytes per block
+ * Memory: two readers' 256 KiB buffers, 72 bytes per file extent item with
+ * a disk extent (72 MiB per million; sorted in place), the csum items that
+ * reach the data extent being looked at, 40 bytes per block
  * group, the back references of one data extent at a time, and at most
  * MAX_FINDINGS findings per pass.
  */
@@ -99,6 +104,10 @@
 #define FE_OFFSET 37
 #define FE_NUM_BYTES 45
 #define FE_REG_SIZE 53
+#define FE_COMPRESSION 16
+#define FE_DISK_NUM_BYTES 29
+/* btrfs_inode_item.flags: BTRFS_INODE_NODATASUM (not in the uapi headers). */
+#define INODE_NODATASUM (1ULL << 0)
 
 enum finding_kind {
 	F_REFS_SUM,	/* extent item refs != sum of its back references */
@@ -113,6 +122,8 @@ enum finding_kind {
 	F_ROOT_REF_ALONE,	/* a ROOT_REF without its ROOT_BACKREF or v.v. (a: key type) */
 	F_ROOT_REF_DIR,		/* a ROOT_REF without its directory entry */
 	F_ROOT_UNREFERENCED,	/* a live subvolume no ROOT_BACKREF names */
+	F_CSUM_MISSING,		/* checksummed file data without csum items */
+	F_CSUM_UNEXPECTED,	/* nodatasum file data with csum items */
 };
 
 /* A finding, kept until the second pass has confirmed it. */
@@ -144,6 +155,13 @@ struct root_ref {
 /* A file extent item with a disk extent: what its back reference must say. */
 struct fe_rec {
 	uint64_t bytenr, root, ino, ref_off, file_off, transid;
+	uint64_t cs_start, cs_len;	/* the disk bytes its checksums cover */
+	int want_csum;			/* 1: must have csums, -1: must not, 0: either */
+};
+
+/* The logical range [start, end) one csum item covers. */
+struct csum_iv {
+	uint64_t start, end, transid;
 };
 
 /* A data back reference of the extent being looked at. */
@@ -158,6 +176,7 @@ struct data_ref {
 struct inode_sum {
 	uint64_t ino, nbytes, found, transid;
 	uint32_t nlink, mode;
+	uint64_t flags;
 	bool active;
 };
 
@@ -179,6 +198,14 @@ struct pass {
 	size_t nr_bg, alloc_bg;
 	bool bg_tree;
 	struct inode_sum cur_inode;	/* the inode being summed */
+	/* the csum tree, read alongside the extent tree */
+	struct btrfs_tree_reader csr;
+	bool csr_end;
+	int csr_err;
+	struct csum_iv *cs;
+	size_t nr_cs, alloc_cs;
+	uint32_t csum_size, sectorsize;
+	unsigned long long csum_items;
 	uint64_t pending_at, pending_sum;	/* extents at a bg start before its item */
 	/* the data extent being read */
 	bool in_data;
@@ -331,6 +358,29 @@ static void inode_done(struct pass *p, uint64_t root)
 	s->active = false;
 }
 
+/*
+ * Which disk bytes of a written (regular) extent carry checksums: all of a
+ * compressed extent, else the part the file uses; a prealloc extent has
+ * none, the data relocation tree's inodes are not looked at.
+ */
+static void want_csum(struct pass *p, uint64_t root, struct fe_rec *e, uint8_t type,
+		      const struct btrfs_tree_item *it)
+{
+	const struct inode_sum *s = &p->cur_inode;
+
+	if (type != BTRFS_FILE_EXTENT_REG || root == BTRFS_DATA_RELOC_TREE_OBJECTID ||
+	    !s->active || s->ino != it->key.objectid)
+		return;
+	if (it->data[FE_COMPRESSION]) {
+		e->cs_start = e->bytenr;
+		e->cs_len = btrfs_get64(it->data + FE_DISK_NUM_BYTES);
+	} else {
+		e->cs_start = e->bytenr + btrfs_get64(it->data + FE_OFFSET);
+		e->cs_len = btrfs_get64(it->data + FE_NUM_BYTES);
+	}
+	e->want_csum = s->flags & INODE_NODATASUM ? -1 : 1;
+}
+
 static int file_extent(struct pass *p, uint64_t root, const struct btrfs_tree_item *it)
 {
 	struct inode_sum *s = &p->cur_inode;
@@ -358,6 +408,7 @@ static int file_extent(struct pass *p, uint64_t root, const struct btrfs_tree_it
 		.ref_off = it->key.offset - btrfs_get64(it->data + FE_OFFSET),
 		.file_off = it->key.offset, .transid = it->transid,
 	};
+	want_csum(p, root, &p->fe[p->nr_fe - 1], type, it);
 	p->file_extents++;
 	return 0;
 }
@@ -375,6 +426,7 @@ static int fs_item(struct pass *p, uint64_t root, const struct btrfs_tree_item *
 			.nbytes = btrfs_get64(it->data + offsetof(struct btrfs_inode_item, nbytes)),
 			.nlink = btrfs_get32(it->data + offsetof(struct btrfs_inode_item, nlink)),
 			.mode = btrfs_get32(it->data + offsetof(struct btrfs_inode_item, mode)),
+			.flags = btrfs_get64(it->data + offsetof(struct btrfs_inode_item, flags)),
 		};
 		p->inodes++;
 		return 0;
@@ -565,6 +617,90 @@ static void skip_to(struct pass *p, uint64_t bytenr)
 	}
 }
 
+/* ---- the csum tree, merged with the data extents ---- */
+
+/* Keep the csum items that reach [start, end): drop older, read ahead. */
+static void csum_advance(struct pass *p, uint64_t start, uint64_t end)
+{
+	size_t keep = 0;
+
+	for (size_t i = 0; i < p->nr_cs; i++)
+		if (p->cs[i].end > start)
+			p->cs[keep++] = p->cs[i];
+	p->nr_cs = keep;
+	while (!p->csr_end && !p->csr_err && (!p->nr_cs || p->cs[p->nr_cs - 1].start < end)) {
+		struct btrfs_tree_item it;
+		int ret = btrfs_tree_next(&p->csr, &it);
+
+		if (ret <= 0) {
+			p->csr_end = true;
+			p->csr_err = ret;
+			break;
+		}
+		if (it.key.type != BTRFS_EXTENT_CSUM_KEY || !p->csum_size)
+			continue;
+		if (grow((void **)&p->cs, &p->alloc_cs, p->nr_cs + 1, sizeof(*p->cs)) < 0) {
+			p->csr_err = -ENOMEM;
+			break;
+		}
+		p->cs[p->nr_cs++] = (struct csum_iv){
+			.start = it.key.offset, .transid = it.transid,
+			.end = it.key.offset + (uint64_t)(it.len / p->csum_size) * p->sectorsize,
+		};
+	}
+}
+
+/* The first byte of [start, end) that no csum item covers (end: none). */
+static uint64_t csum_gap(const struct pass *p, uint64_t start, uint64_t end, uint64_t *transid)
+{
+	uint64_t pos = start;
+
+	for (size_t i = 0; i < p->nr_cs && pos < end; i++) {
+		if (p->cs[i].end <= pos)
+			continue;
+		if (p->cs[i].start > pos)
+			return pos;
+		pos = p->cs[i].end;
+		*transid = p->cs[i].transid > *transid ? p->cs[i].transid : *transid;
+	}
+	return pos < end ? pos : end;
+}
+
+/* The first csum item inside [start, end); NULL if none. */
+static const struct csum_iv *csum_any(const struct pass *p, uint64_t start, uint64_t end)
+{
+	for (size_t i = 0; i < p->nr_cs; i++)
+		if (p->cs[i].start < end && p->cs[i].end > start)
+			return &p->cs[i];
+	return NULL;
+}
+
+static void check_csums(struct pass *p, size_t from, size_t to)
+{
+	csum_advance(p, p->d_bytenr, p->d_bytenr + p->d_len);
+	if (p->csr_err)
+		return;
+	for (size_t i = from; i < to; i++) {
+		const struct fe_rec *e = &p->fe[i];
+		uint64_t end = e->cs_start + e->cs_len, transid = e->transid, gap;
+		const struct csum_iv *iv;
+
+		if (e->want_csum > 0 && (gap = csum_gap(p, e->cs_start, end, &transid)) < end)
+			add_finding(p, &(struct tfinding){
+				.kind = F_CSUM_MISSING, .root = e->root, .ino = e->ino,
+				.file_off = e->file_off, .logical = gap, .len = e->cs_len,
+				.a = e->cs_start, .transid = transid,
+			});
+		else if (e->want_csum < 0 && (iv = csum_any(p, e->cs_start, end)))
+			add_finding(p, &(struct tfinding){
+				.kind = F_CSUM_UNEXPECTED, .root = e->root, .ino = e->ino,
+				.file_off = e->file_off, .logical = iv->start, .len = e->cs_len,
+				.a = e->cs_start,
+				.transid = iv->transid > transid ? iv->transid : transid,
+			});
+	}
+}
+
 static void data_extent_done(struct pass *p)
 {
 	uint64_t sum = 0;
@@ -605,6 +741,7 @@ static void data_extent_done(struct pass *p)
 	for (size_t i = 0; i < p->nr_refs; i++)
 		if (!p->refs[i].shared)
 			check_unused_ref(p, &p->refs[i]);
+	check_csums(p, p->fe_pos, end);
 	p->fe_pos = end;
 }
 
@@ -825,6 +962,9 @@ static void pass_release(struct pass *p)
 	for (size_t i = 0; i < p->nr_rrefs; i++)
 		free(p->rrefs[i].name);
 	free(p->rrefs);
+	if (p->csr.args)
+		btrfs_tree_close(&p->csr);
+	free(p->cs);
 	free(p->roots);
 	free(p->fe);
 	free(p->bg);
@@ -835,7 +975,9 @@ static void pass_release(struct pass *p)
 
 static int run_pass(struct scrub_ctx *ctx, struct pass *p)
 {
-	struct btrfs_ioctl_fs_info_args fs = { 0 };
+	struct btrfs_ioctl_fs_info_args fs = { .flags = BTRFS_FS_INFO_FLAG_CSUM_INFO };
+	struct btrfs_tkey cmin = { BTRFS_EXTENT_CSUM_OBJECTID, BTRFS_EXTENT_CSUM_KEY, 0 };
+	struct btrfs_tkey cmax = { BTRFS_EXTENT_CSUM_OBJECTID, BTRFS_EXTENT_CSUM_KEY, UINT64_MAX };
 	int ret;
 
 	memset(p, 0, sizeof(*p));
@@ -847,6 +989,11 @@ static int run_pass(struct scrub_ctx *ctx, struct pass *p)
 	if (ioctl(p->fd, BTRFS_IOC_FS_INFO, &fs) < 0)
 		return -errno;
 	p->nodesize = fs.nodesize;
+	p->sectorsize = fs.sectorsize;
+	/* Kernels before 5.5 do not fill csum_size: crc32c's 4 bytes then. */
+	p->csum_size = (fs.flags & BTRFS_FS_INFO_FLAG_CSUM_INFO) && fs.csum_size ? fs.csum_size : 4;
+	if (btrfs_tree_open(&p->csr, p->fd, BTRFS_CSUM_TREE_OBJECTID, cmin, cmax) < 0)
+		return -ENOMEM;
 	read_super(p);
 	ret = read_tree(p, BTRFS_ROOT_TREE_OBJECTID, KEY_MIN, KEY_MAX, root_item, &p->root_items);
 	if (ret == 0)
@@ -866,6 +1013,10 @@ static int run_pass(struct scrub_ctx *ctx, struct pass *p)
 		return ret;
 	data_extent_done(p);
 	skip_to(p, UINT64_MAX);
+	p->csum_items = p->csr.items;
+	p->calls += p->csr.calls;
+	if (p->csr_err < 0)
+		report_operational(ctx, NULL, NULL, -p->csr_err, "cannot read the btrfs csum tree");
 	check_block_groups(p);
 	check_root_refs(p);
 	return 0;
@@ -899,6 +1050,8 @@ static const char *check_of(enum finding_kind k)
 	case F_ROOT_REF_ALONE:
 	case F_ROOT_REF_DIR:
 	case F_ROOT_UNREFERENCED: return CHECK_BTRFS_ROOT_REF;
+	case F_CSUM_MISSING:
+	case F_CSUM_UNEXPECTED: return CHECK_BTRFS_CSUM;
 	default: return CHECK_BTRFS_EXTENT_REFS;
 	}
 }
@@ -956,6 +1109,16 @@ static void describe(struct scrub_ctx *ctx, const struct tfinding *f, struct str
 	case F_ROOT_UNREFERENCED:
 		strbuf_addf(m, "subvolume %llu has no ROOT_BACKREF: no directory names it", lg);
 		break;
+	case F_CSUM_MISSING:
+		strbuf_addf(m, "file extent at file offset %llu: its data at logical %llu "
+			    "(%llu bytes from %llu) has no checksum items from logical %llu on, and "
+			    "the file is checksummed", fo, a, len, a, lg);
+		break;
+	case F_CSUM_UNEXPECTED:
+		strbuf_addf(m, "file extent at file offset %llu: the file is nodatasum but its "
+			    "data at logical %llu (%llu bytes) has checksum items (from logical "
+			    "%llu)", fo, a, len, lg);
+		break;
 	case F_NBYTES:
 		strbuf_addf(m, "inode item nbytes %llu, its file extents add up to %llu", a, b);
 		break;
@@ -995,10 +1158,11 @@ static void report_counts(struct scrub_ctx *ctx, const struct pass *p, const cha
 {
 	report_verbose(ctx, "Phase 3: btrfs trees (%s): root tree %llu items, %zu fs trees "
 		       "%llu items (%llu inodes, %llu file extents with disk extents), extent "
-		       "tree %llu items (%llu data extents, %llu tree blocks), %llu block groups%s; "
+		       "tree %llu items (%llu data extents, %llu tree blocks), csum tree %llu "
+		       "items, %llu block groups%s; "
 		       "%llu TREE_SEARCH_V2 calls", which, p->root_items, p->nr_roots, p->fs_items,
 		       p->inodes, p->file_extents, p->extent_items, p->data_extents,
-		       p->tree_blocks, p->bg_items, p->bg_tree ? " (block group tree)" : "",
+		       p->tree_blocks, p->csum_items, p->bg_items, p->bg_tree ? " (block group tree)" : "",
 		       p->calls);
 }
 

@@ -91,6 +91,8 @@ FIELDS = {
     "inode.size": (16, "<Q"),
     "inode.nbytes": (24, "<Q"),
     "inode.nlink": (40, "<I"),
+    "inode.mode": (52, "<I"),
+    "inode.flags": (64, "<Q"),
     # btrfs_block_group_item
     "bg.used": (0, "<Q"),
     "bg.flags": (16, "<Q"),

@@ -308,6 +308,18 @@ def inject(img, what):
             # the ROOT_REF's directory index points at no entry for sv
             ed.patch(ed.find(be.ROOT_TREE, (be.FS_TREE, be.ROOT_REF, sv)), 8, "<Q", 99)
             return "btrfs.root_ref", "", "names directory index 99, which is not an entry"
+        if what == "csum_missing":
+            # the nodatacow file loses NODATASUM: its data has no csum items
+            nocow = ino_of(img, "nocow")
+            item = ed.find(be.FS_TREE, (nocow, be.INODE_ITEM, 0))
+            assert item.get("inode.flags") & 1
+            ed.set_field(item, "inode.flags", item.get("inode.flags") & ~3)
+            return "btrfs.csum", "/nocow", "has no checksum items"
+        if what == "csum_unexpected":
+            # x1 gains NODATASUM: its data has csum items it should not have
+            item = ed.find(be.FS_TREE, (ino_of(img, "x1"), be.INODE_ITEM, 0))
+            ed.set_field(item, "inode.flags", item.get("inode.flags") | 1)
+            return "btrfs.csum", "/x1", "the file is nodatasum but its data"
         if what == "bg_used":
             bg = data_block_group(ed)
             ed.set_field(bg, "bg.used", bg.get("bg.used") + 4096)
@@ -320,6 +332,7 @@ def inject(img, what):
 
 @pytest.mark.parametrize("what", ["extent_refs", "missing_file_extent", "backref_inode", "crosslink",
                                   "nbytes", "nbytes_snapshot", "root_backref", "root_ref_index",
+                                  "csum_missing", "csum_unexpected",
                                   "bg_used", "bytes_used"])
 def test_fault_found(image, what):
     """Each fault is one the kernel mounts with and keeps: it reads these
