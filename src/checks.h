@@ -64,6 +64,7 @@
 #define CHECK_BTRFS_CROSSLINK	"btrfs.crosslink"	/* a file uses a data extent whose back refs name other files */
 #define CHECK_BTRFS_ROOT_REF	"btrfs.root_ref"	/* ROOT_REF / ROOT_BACKREF / directory entry disagree */
 #define CHECK_BTRFS_CSUM	"btrfs.csum"	/* checksummed data without csum items, nodatasum data with */
+#define CHECK_BTRFS_FREE_SPACE_TREE "btrfs.free_space_tree"	/* free space tree calls used space free, or miscounts */
 #define CHECK_BTRFS_NBYTES	"btrfs.nbytes"	/* inode nbytes != the bytes of its file extents */
 #define CHECK_BTRFS_BG_USED	"btrfs.bg_used"	/* block group used != its extent items */
 #define CHECK_BTRFS_BYTES_USED	"btrfs.bytes_used"	/* superblock bytes_used != the block groups' used */

@@ -43,7 +43,11 @@
  *  6. the csum tree, read alongside the extent tree with a second reader:
  *     the data a checksummed file's regular extent uses (all of a
  *     compressed extent) is covered by csum items, and a nodatasum file's
- *     is not (btrfs.csum).
+ *     is not (btrfs.csum);
+ *  7. the free space tree (when the filesystem has one), read alongside
+ *     the extent tree with a third reader: no free extent or bitmap bit
+ *     covers a used extent, and each FREE_SPACE_INFO's extent count is
+ *     the number of free ranges after it (btrfs.free_space_tree).
  *
  * The live-filesystem rule: btrfs applies extent reference changes at
  * transaction commit (delayed refs), and updates block group items and the
@@ -56,7 +60,8 @@
  * while being checked".  On a read-only mount nothing moves: the first
  * pass is the answer.
  *
- * Memory: two readers' 256 KiB buffers, 72 bytes per file extent item with
+ * Memory: three readers' 256 KiB buffers, the free ranges that reach
+ * the extent being looked at, 72 bytes per file extent item with
  * a disk extent (72 MiB per million; sorted in place), the csum items that
  * reach the data extent being looked at, 40 bytes per block
  * group, the back references of one data extent at a time, and at most
@@ -124,6 +129,8 @@ enum finding_kind {
 	F_ROOT_UNREFERENCED,	/* a live subvolume no ROOT_BACKREF names */
 	F_CSUM_MISSING,		/* checksummed file data without csum items */
 	F_CSUM_UNEXPECTED,	/* nodatasum file data with csum items */
+	F_FST_USED_FREE,	/* the free space tree calls an extent's bytes free */
+	F_FST_COUNT,		/* a FREE_SPACE_INFO's extent count != its free ranges */
 };
 
 /* A finding, kept until the second pass has confirmed it. */
@@ -157,6 +164,12 @@ struct fe_rec {
 	uint64_t bytenr, root, ino, ref_off, file_off, transid;
 	uint64_t cs_start, cs_len;	/* the disk bytes its checksums cover */
 	int want_csum;			/* 1: must have csums, -1: must not, 0: either */
+};
+
+/* A free range of the free space tree: an extent, or a bitmap's range. */
+struct fst_range {
+	uint64_t start, end, transid;
+	unsigned char *bitmap;		/* NULL: all free; else a bit per sector */
 };
 
 /* The logical range [start, end) one csum item covers. */
@@ -206,6 +219,18 @@ struct pass {
 	size_t nr_cs, alloc_cs;
 	uint32_t csum_size, sectorsize;
 	unsigned long long csum_items;
+	/* the free space tree, read alongside the extent tree */
+	bool fst;
+	struct btrfs_tree_reader fsr;
+	bool fsr_end;
+	int fsr_err;
+	uint64_t fsr_last;		/* objectid of the last item read */
+	struct fst_range *fq;
+	size_t nr_fq, alloc_fq;
+	bool in_info;
+	uint64_t info_start, info_len, info_transid, run_end;
+	uint32_t info_count, counted;
+	unsigned long long fst_items;
 	uint64_t pending_at, pending_sum;	/* extents at a bg start before its item */
 	/* the data extent being read */
 	bool in_data;
@@ -316,6 +341,8 @@ static int root_item(struct pass *p, uint64_t tree, const struct btrfs_tree_item
 		return 0;
 	if (it->key.objectid == BTRFS_BLOCK_GROUP_TREE_OBJECTID)
 		p->bg_tree = true;
+	if (it->key.objectid == BTRFS_FREE_SPACE_TREE_OBJECTID)
+		p->fst = true;
 	if (!is_fs_tree(it->key.objectid) ||
 	    it->len < offsetof(struct btrfs_root_item, drop_progress))
 		return 0;
@@ -617,6 +644,156 @@ static void skip_to(struct pass *p, uint64_t bytenr)
 	}
 }
 
+/* ---- the free space tree, merged with the used extents ---- */
+
+static bool bit_set(const unsigned char *bm, uint64_t i)
+{
+	return bm[i / 8] & (1u << (i % 8));
+}
+
+/* The free ranges counted since the last FREE_SPACE_INFO against its count. */
+static void fst_info_done(struct pass *p)
+{
+	if (p->in_info && p->counted != p->info_count)
+		add_finding(p, &(struct tfinding){
+			.kind = F_FST_COUNT, .logical = p->info_start, .len = p->info_len,
+			.a = p->info_count, .b = p->counted, .transid = p->info_transid,
+		});
+	p->in_info = false;
+}
+
+/* A bitmap's runs of free sectors; one continuing the previous bitmap is not new. */
+static void fst_count_runs(struct pass *p, const struct fst_range *r)
+{
+	uint64_t bits = (r->end - r->start) / p->sectorsize;
+	bool prev = p->run_end == r->start;
+
+	for (uint64_t i = 0; i < bits; i++) {
+		bool cur = bit_set(r->bitmap, i);
+
+		if (cur && !prev)
+			p->counted++;
+		prev = cur;
+	}
+	p->run_end = prev ? r->end : 0;
+}
+
+static int fst_item(struct pass *p, const struct btrfs_tree_item *it)
+{
+	struct fst_range r = { .start = it->key.objectid, .transid = it->transid,
+			       .end = it->key.objectid + it->key.offset };
+
+	p->fsr_last = it->key.objectid;
+	if (it->key.type == BTRFS_FREE_SPACE_INFO_KEY && it->len >= sizeof(struct btrfs_free_space_info)) {
+		fst_info_done(p);
+		p->in_info = true;
+		p->info_start = r.start;
+		p->info_len = it->key.offset;
+		p->info_count = btrfs_get32(it->data);
+		p->info_transid = it->transid;
+		p->counted = 0;
+		p->run_end = 0;
+		return 0;
+	}
+	if (it->key.type != BTRFS_FREE_SPACE_EXTENT_KEY && it->key.type != BTRFS_FREE_SPACE_BITMAP_KEY)
+		return 0;
+	if (p->in_info && it->transid > p->info_transid)
+		p->info_transid = it->transid;
+	if (it->key.type == BTRFS_FREE_SPACE_BITMAP_KEY) {
+		if (it->len < (it->key.offset / p->sectorsize + 7) / 8)
+			return 0;
+		if (!(r.bitmap = malloc(it->len)))
+			return -ENOMEM;
+		memcpy(r.bitmap, it->data, it->len);
+		fst_count_runs(p, &r);
+	} else {
+		p->counted++;
+	}
+	if (grow((void **)&p->fq, &p->alloc_fq, p->nr_fq + 1, sizeof(*p->fq)) < 0) {
+		free(r.bitmap);
+		return -ENOMEM;
+	}
+	p->fq[p->nr_fq++] = r;
+	return 0;
+}
+
+/* Read the free space tree up to the first item at or past logical end. */
+static void fst_read_to(struct pass *p, uint64_t end)
+{
+	while (!p->fsr_end && !p->fsr_err && (!p->fst_items || p->fsr_last < end)) {
+		struct btrfs_tree_item it;
+		int ret = btrfs_tree_next(&p->fsr, &it);
+
+		if (ret == 0) {
+			p->fsr_end = true;
+			break;
+		}
+		if (ret > 0) {
+			p->fst_items++;
+			ret = fst_item(p, &it);
+		}
+		if (ret < 0)
+			p->fsr_err = ret;
+	}
+}
+
+/* Does r call any byte of [a, b) free? */
+static bool fst_overlaps(const struct pass *p, const struct fst_range *r, uint64_t a, uint64_t b)
+{
+	uint64_t lo = a > r->start ? a : r->start, hi = b < r->end ? b : r->end;
+
+	if (lo >= hi)
+		return false;
+	if (!r->bitmap)
+		return true;
+	for (uint64_t x = lo; x < hi; x += p->sectorsize)
+		if (bit_set(r->bitmap, (x - r->start) / p->sectorsize))
+			return true;
+	return false;
+}
+
+/* A used extent [a, b), in logical order: no free range may cover it. */
+static void fst_used(struct pass *p, uint64_t a, uint64_t b, uint64_t transid)
+{
+	size_t keep = 0;
+
+	if (!p->fst || p->fsr_err)
+		return;
+	fst_read_to(p, b);
+	for (size_t i = 0; i < p->nr_fq; i++) {
+		if (p->fq[i].end <= a) {
+			free(p->fq[i].bitmap);
+			continue;
+		}
+		p->fq[keep++] = p->fq[i];
+	}
+	p->nr_fq = keep;
+	for (size_t i = 0; i < p->nr_fq; i++) {
+		const struct fst_range *r = &p->fq[i];
+
+		if (!fst_overlaps(p, r, a, b))
+			continue;
+		add_finding(p, &(struct tfinding){
+			.kind = F_FST_USED_FREE, .logical = a, .len = b - a,
+			.a = r->start, .b = r->end,
+			.transid = r->transid > transid ? r->transid : transid,
+		});
+		break;
+	}
+}
+
+/* After the extent tree: the rest of the free space tree, for its counts. */
+static void fst_finish(struct pass *p)
+{
+	if (!p->fst || p->fsr_err)
+		return;
+	fst_read_to(p, UINT64_MAX);
+	fst_info_done(p);
+	for (size_t i = 0; i < p->nr_fq; i++)
+		free(p->fq[i].bitmap);
+	p->nr_fq = 0;
+}
+
 /* ---- the csum tree, merged with the data extents ---- */
 
 /* Keep the csum items that reach [start, end): drop older, read ahead. */
@@ -788,11 +965,13 @@ static int extent_item(struct pass *p, uint64_t tree, const struct btrfs_tree_it
 	case BTRFS_METADATA_ITEM_KEY:
 		p->tree_blocks++;
 		bg_account(p, k->objectid, p->nodesize);
+		fst_used(p, k->objectid, k->objectid + p->nodesize, it->transid);
 		return 0;
 	case BTRFS_EXTENT_ITEM_KEY:
 		if (it->len < sizeof(struct btrfs_extent_item))
 			return 0;
 		bg_account(p, k->objectid, k->offset);
+		fst_used(p, k->objectid, k->objectid + k->offset, it->transid);
 		if (btrfs_get64(it->data + offsetof(struct btrfs_extent_item, flags)) &
 		    BTRFS_EXTENT_FLAG_TREE_BLOCK) {
 			p->tree_blocks++;
@@ -964,6 +1143,11 @@ static void pass_release(struct pass *p)
 	free(p->rrefs);
 	if (p->csr.args)
 		btrfs_tree_close(&p->csr);
+	if (p->fsr.args)
+		btrfs_tree_close(&p->fsr);
+	for (size_t i = 0; i < p->nr_fq; i++)
+		free(p->fq[i].bitmap);
+	free(p->fq);
 	free(p->cs);
 	free(p->roots);
 	free(p->fe);
@@ -998,6 +1182,9 @@ static int run_pass(struct scrub_ctx *ctx, struct pass *p)
 	ret = read_tree(p, BTRFS_ROOT_TREE_OBJECTID, KEY_MIN, KEY_MAX, root_item, &p->root_items);
 	if (ret == 0)
 		ret = read_fs_trees(p);
+	if (ret == 0 && p->fst)
+		ret = btrfs_tree_open(&p->fsr, p->fd, BTRFS_FREE_SPACE_TREE_OBJECTID, KEY_MIN,
+				      KEY_MAX);
 	if (ret < 0)
 		return ret;
 	qsort(p->fe, p->nr_fe, sizeof(*p->fe), fe_cmp);
@@ -1013,8 +1200,12 @@ static int run_pass(struct scrub_ctx *ctx, struct pass *p)
 		return ret;
 	data_extent_done(p);
 	skip_to(p, UINT64_MAX);
+	fst_finish(p);
 	p->csum_items = p->csr.items;
-	p->calls += p->csr.calls;
+	p->calls += p->csr.calls + p->fsr.calls;
+	if (p->fsr_err < 0)
+		report_operational(ctx, NULL, NULL, -p->fsr_err,
+				   "cannot read the btrfs free space tree");
 	if (p->csr_err < 0)
 		report_operational(ctx, NULL, NULL, -p->csr_err, "cannot read the btrfs csum tree");
 	check_block_groups(p);
@@ -1052,6 +1243,8 @@ static const char *check_of(enum finding_kind k)
 	case F_ROOT_UNREFERENCED: return CHECK_BTRFS_ROOT_REF;
 	case F_CSUM_MISSING:
 	case F_CSUM_UNEXPECTED: return CHECK_BTRFS_CSUM;
+	case F_FST_USED_FREE:
+	case F_FST_COUNT: return CHECK_BTRFS_FREE_SPACE_TREE;
 	default: return CHECK_BTRFS_EXTENT_REFS;
 	}
 }
@@ -1119,6 +1312,14 @@ static void describe(struct scrub_ctx *ctx, const struct tfinding *f, struct str
 			    "data at logical %llu (%llu bytes) has checksum items (from logical "
 			    "%llu)", fo, a, len, lg);
 		break;
+	case F_FST_USED_FREE:
+		strbuf_addf(m, "the free space tree calls bytes of the extent at logical %llu "
+			    "(%llu bytes) free (its free range %llu-%llu)", lg, len, a, b);
+		break;
+	case F_FST_COUNT:
+		strbuf_addf(m, "block group at logical %llu (%llu bytes): its free space info "
+			    "counts %llu free ranges, the free space tree has %llu", lg, len, a, b);
+		break;
 	case F_NBYTES:
 		strbuf_addf(m, "inode item nbytes %llu, its file extents add up to %llu", a, b);
 		break;
@@ -1159,10 +1360,10 @@ static void report_counts(struct scrub_ctx *ctx, const struct pass *p, const cha
 	report_verbose(ctx, "Phase 3: btrfs trees (%s): root tree %llu items, %zu fs trees "
 		       "%llu items (%llu inodes, %llu file extents with disk extents), extent "
 		       "tree %llu items (%llu data extents, %llu tree blocks), csum tree %llu "
-		       "items, %llu block groups%s; "
+		       "items, free space tree %llu items, %llu block groups%s; "
 		       "%llu TREE_SEARCH_V2 calls", which, p->root_items, p->nr_roots, p->fs_items,
 		       p->inodes, p->file_extents, p->extent_items, p->data_extents,
-		       p->tree_blocks, p->csum_items, p->bg_items, p->bg_tree ? " (block group tree)" : "",
+		       p->tree_blocks, p->csum_items, p->fst_items, p->bg_items, p->bg_tree ? " (block group tree)" : "",
 		       p->calls);
 }
 

@@ -57,6 +57,9 @@ METADATA_ITEM = 169
 EXTENT_DATA_REF = 178
 SHARED_DATA_REF = 184
 BLOCK_GROUP_ITEM = 192
+FREE_SPACE_INFO = 198
+FREE_SPACE_EXTENT = 199
+FREE_SPACE_BITMAP = 200
 CHUNK_ITEM = 228
 
 # Superblock fields: name -> (offset, struct format).
@@ -105,6 +108,9 @@ FIELDS = {
     "fe.disk_num_bytes": (29, "<Q"),
     "fe.offset": (37, "<Q"),
     "fe.num_bytes": (45, "<Q"),
+    # btrfs_free_space_info
+    "fsi.extent_count": (0, "<I"),
+    "fsi.flags": (4, "<I"),
     # btrfs_root_item
     "root.bytenr": (176, "<Q"),
     "root.level": (238, "<B"),
@@ -352,6 +358,15 @@ class BtrfsImage:
         data = bytearray(item.data)
         struct.pack_into(fmt, data, off, value)
         self.write_item(item, bytes(data))
+
+    def set_key(self, item, key):
+        """Change an item's key in place (the caller keeps the leaf sorted)."""
+        block = bytearray(self.read_block(item.leaf))
+        struct.pack_into("<QBQ", block, HEADER_SIZE + item.slot * ITEM_SIZE, *key)
+        self.write_block(item.leaf, block)
+        item.key = tuple(key)
+        if item.slot == 0:
+            self._fix_parent_keys(item.path, key)
 
     def delete_item(self, item):
         """Remove an item from its leaf (the leaf may not become empty)."""

@@ -320,6 +320,23 @@ def inject(img, what):
             item = ed.find(be.FS_TREE, (ino_of(img, "x1"), be.INODE_ITEM, 0))
             ed.set_field(item, "inode.flags", item.get("inode.flags") | 1)
             return "btrfs.csum", "/x1", "the file is nodatasum but its data"
+        if what == "fst_count":
+            bg = data_block_group(ed)
+            info = ed.find(be.FREE_SPACE_TREE, (bg.key[0], be.FREE_SPACE_INFO, bg.key[2]))
+            ed.set_field(info, "fsi.extent_count", info.get("fsi.extent_count") + 1)
+            return "btrfs.free_space_tree", None, "block group at logical %d" % bg.key[0]
+        if what == "fst_used_free":
+            # the data group's first free extent grows 4 KiB down, over the
+            # end of the used extent before it (mounted read-only: the kernel
+            # would allocate from it)
+            bg = data_block_group(ed)
+            start, end = bg.key[0], bg.key[0] + bg.key[2]
+            free = [it for it in ed.items(be.FREE_SPACE_TREE, (start, be.FREE_SPACE_EXTENT, 0),
+                                          (end, 0, 0)) if it.key[1] == be.FREE_SPACE_EXTENT]
+            first = free[0]
+            assert first.key[0] > start
+            ed.set_key(first, (first.key[0] - 4096, be.FREE_SPACE_EXTENT, first.key[2] + 4096))
+            return "btrfs.free_space_tree", None, "free (its free range %d-" % (first.key[0])
         if what == "bg_used":
             bg = data_block_group(ed)
             ed.set_field(bg, "bg.used", bg.get("bg.used") + 4096)
@@ -332,7 +349,7 @@ def inject(img, what):
 
 @pytest.mark.parametrize("what", ["extent_refs", "missing_file_extent", "backref_inode", "crosslink",
                                   "nbytes", "nbytes_snapshot", "root_backref", "root_ref_index",
-                                  "csum_missing", "csum_unexpected",
+                                  "csum_missing", "csum_unexpected", "fst_count", "fst_used_free",
                                   "bg_used", "bytes_used"])
 def test_fault_found(image, what):
     """Each fault is one the kernel mounts with and keeps: it reads these
@@ -342,10 +359,53 @@ def test_fault_found(image, what):
     check, suffix, text = inject(image, what)
     rc, out = btrfs_check(image.path)
     assert rc != 0, out
-    mnt, r = fscrub_mounted(image)
+    mnt, r = fscrub_mounted(image, "ro" if what == "fst_used_free" else "compress=zstd")
     assert r.rc == 4, r.stdout + r.stderr
     hits = [f for f in r.of("Error", check) if text in f.message]
     assert hits, r.stdout
     if suffix is not None:
         assert any(f.path == mnt + suffix for f in hits), hits
         assert all(f.inode for f in hits), hits
+
+
+def test_free_space_bitmap(image_factory):
+    """A fragmented data block group is kept as bitmaps in the free space
+    tree: clean, then one used sector's bit set (read-only mount)."""
+    need_fs("btrfs")
+    img = image_factory("btrfs", size_mb=1024)
+    img.mkfs()
+    mnt = img.mount()
+    for i in range(6000):
+        with open(os.path.join(mnt, "f%d" % i), "wb") as f:
+            f.write(os.urandom(4096))
+    os.sync()
+    for i in range(0, 6000, 2):
+        os.unlink(os.path.join(mnt, "f%d" % i))
+    os.sync()
+    keep = os.stat(os.path.join(mnt, "f4001")).st_ino
+    r = run_fscrub("-n", mnt)
+    img.offline()
+    assert r.rc == 0, r.stdout + r.stderr
+    with be.BtrfsImage(img.path) as ed:
+        bytenr = file_extents(ed, be.FS_TREE, keep)[0].get("fe.disk_bytenr")
+        bitmaps = [it for it in ed.items(be.FREE_SPACE_TREE, (0, be.FREE_SPACE_BITMAP, 0),
+                                         (U64, be.FREE_SPACE_BITMAP, U64))
+                   if it.key[1] == be.FREE_SPACE_BITMAP
+                   and it.key[0] <= bytenr < it.key[0] + it.key[2]]
+        assert bitmaps, "no bitmap covers logical %d" % bytenr
+        bm = bitmaps[0]
+        bit = (bytenr - bm.key[0]) // 4096
+        data = bytearray(bm.data)
+        assert not data[bit // 8] & (1 << (bit % 8))
+        data[bit // 8] |= 1 << (bit % 8)
+        ed.write_item(bm, bytes(data))
+    rc, out = btrfs_check(img.path)
+    assert rc != 0, out
+    mnt = img.mount("ro")
+    try:
+        r = run_fscrub("-n", mnt)
+    finally:
+        img.offline()
+    assert r.rc == 4, r.stdout + r.stderr
+    assert any("the extent at logical %d " % bytenr in f.message
+               for f in r.of("Error", "btrfs.free_space_tree")), r.stdout
