@@ -44,7 +44,9 @@
  *     the data a checksummed file's regular extent uses (all of a
  *     compressed extent) is covered by csum items, and a nodatasum file's
  *     is not (btrfs.csum);
- *  7. the free space tree (when the filesystem has one), read alongside
+ *  7. the namespace of each fs tree as it streams by (btrfs_names.c:
+ *     btrfs.dir_item, btrfs.inode_ref, btrfs.orphan);
+ *  8. the free space tree (when the filesystem has one), read alongside
  *     the extent tree with a third reader: no free extent or bitmap bit
  *     covers a used extent, and each FREE_SPACE_INFO's extent count is
  *     the number of free ranges after it (btrfs.free_space_tree).
@@ -84,6 +86,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backends/btrfs_check_int.h"
+#include "backends/btrfs_names.h"
 #include "backends/btrfs_trees.h"
 #include "checks.h"
 #include "context.h"
@@ -113,37 +117,6 @@
 #define FE_DISK_NUM_BYTES 29
 /* btrfs_inode_item.flags: BTRFS_INODE_NODATASUM (not in the uapi headers). */
 #define INODE_NODATASUM (1ULL << 0)
-
-enum finding_kind {
-	F_REFS_SUM,	/* extent item refs != sum of its back references */
-	F_REF_COUNT,	/* a data back reference's count != file extent items */
-	F_NO_BACKREF,	/* a file extent item without a back reference */
-	F_CROSSLINK,	/* ... to an extent whose back references name other files */
-	F_NO_EXTENT,	/* a file extent item pointing at no data extent item */
-	F_REF_NO_ROOT,	/* a data back reference naming a tree that does not exist */
-	F_NBYTES,
-	F_BG_USED,
-	F_BYTES_USED,
-	F_ROOT_REF_ALONE,	/* a ROOT_REF without its ROOT_BACKREF or v.v. (a: key type) */
-	F_ROOT_REF_DIR,		/* a ROOT_REF without its directory entry */
-	F_ROOT_UNREFERENCED,	/* a live subvolume no ROOT_BACKREF names */
-	F_CSUM_MISSING,		/* checksummed file data without csum items */
-	F_CSUM_UNEXPECTED,	/* nodatasum file data with csum items */
-	F_FST_USED_FREE,	/* the free space tree calls an extent's bytes free */
-	F_FST_COUNT,		/* a FREE_SPACE_INFO's extent count != its free ranges */
-};
-
-/* A finding, kept until the second pass has confirmed it. */
-struct tfinding {
-	enum finding_kind kind;
-	uint64_t root, ino, file_off;	/* the file named (0: none) */
-	uint64_t logical, len;
-	uint64_t a, b;			/* recorded vs found */
-	uint64_t ref_off;		/* F_REF_COUNT: the back reference's offset */
-	uint64_t other_root, other_ino;	/* F_CROSSLINK: the file the extent belongs to */
-	const char *name;		/* root refs: the subvolume's name (the pass owns it) */
-	uint64_t transid;		/* newest leaf among the items involved */
-};
 
 struct fs_root {
 	uint64_t id;
@@ -211,6 +184,7 @@ struct pass {
 	size_t nr_bg, alloc_bg;
 	bool bg_tree;
 	struct inode_sum cur_inode;	/* the inode being summed */
+	struct btrfs_names names;	/* the namespace of the fs tree being read */
 	/* the csum tree, read alongside the extent tree */
 	struct btrfs_tree_reader csr;
 	bool csr_end;
@@ -251,7 +225,7 @@ struct pass {
 static const struct btrfs_tkey KEY_MIN = { 0, 0, 0 };
 static const struct btrfs_tkey KEY_MAX = { UINT64_MAX, UINT8_MAX, UINT64_MAX };
 
-static void add_finding(struct pass *p, const struct tfinding *f)
+void btrfs_add_finding(struct pass *p, const struct tfinding *f)
 {
 	if (p->nr_f >= MAX_FINDINGS) {
 		p->dropped++;
@@ -378,7 +352,7 @@ static void inode_done(struct pass *p, uint64_t root)
 	/* btrfs check's rule: files and symlinks (a subvolume's root directory has nbytes). */
 	if (s->active && s->nlink && (S_ISREG(s->mode) || S_ISLNK(s->mode)) &&
 	    s->nbytes != s->found)
-		add_finding(p, &(struct tfinding){
+		btrfs_add_finding(p, &(struct tfinding){
 			.kind = F_NBYTES, .root = root, .ino = s->ino,
 			.a = s->nbytes, .b = s->found, .transid = s->transid,
 		});
@@ -443,7 +417,10 @@ static int file_extent(struct pass *p, uint64_t root, const struct btrfs_tree_it
 static int fs_item(struct pass *p, uint64_t root, const struct btrfs_tree_item *it)
 {
 	struct inode_sum *s = &p->cur_inode;
+	int ret = names_item(&p->names, p, it);
 
+	if (ret < 0)
+		return ret;
 	if (it->key.type == BTRFS_INODE_ITEM_KEY) {
 		inode_done(p, root);
 		if (it->len < sizeof(struct btrfs_inode_item))
@@ -471,8 +448,11 @@ static int read_fs_trees(struct pass *p)
 		if (p->roots[i].dead)
 			continue;
 		p->cur_inode.active = false;
+		names_begin(&p->names, p->roots[i].id);
 		ret = read_tree(p, p->roots[i].id, KEY_MIN, KEY_MAX, fs_item, &p->fs_items);
 		inode_done(p, p->roots[i].id);
+		if (ret == 0)
+			ret = names_end(&p->names, p, p->fd);
 		/* ENOENT: deleted since the root tree was read. */
 		if (ret < 0 && ret != -ENOENT)
 			return ret;
@@ -593,7 +573,7 @@ static void check_group(struct pass *p, size_t from, size_t to, bool has_shared)
 	for (size_t i = from; i < to; i++)
 		transid = p->fe[i].transid > transid ? p->fe[i].transid : transid;
 	if (!r && !has_shared && !ref_for(p, e->root, e->ino, e->ref_off, true))
-		add_finding(p, &(struct tfinding){
+		btrfs_add_finding(p, &(struct tfinding){
 			.kind = p->nr_refs ? F_CROSSLINK : F_NO_BACKREF, .root = e->root,
 			.ino = e->ino, .file_off = e->file_off, .logical = p->d_bytenr,
 			.len = p->d_len, .transid = transid,
@@ -601,7 +581,7 @@ static void check_group(struct pass *p, size_t from, size_t to, bool has_shared)
 			.other_ino = p->nr_refs ? p->refs[0].ino : 0,
 		});
 	else if (r && (exact ? r->count != n : r->count > n))
-		add_finding(p, &(struct tfinding){
+		btrfs_add_finding(p, &(struct tfinding){
 			.kind = F_REF_COUNT, .root = e->root, .ino = e->ino,
 			.file_off = e->file_off, .logical = p->d_bytenr, .len = p->d_len,
 			.a = r->count, .b = n, .ref_off = r->off, .transid = transid,
@@ -620,7 +600,7 @@ static void check_unused_ref(struct pass *p, const struct data_ref *r)
 	for (size_t i = p->fe_pos; i < p->nr_fe && p->fe[i].bytenr == p->d_bytenr; i++)
 		if (!fe_cmp(&p->fe[i], &key))
 			return;
-	add_finding(p, &(struct tfinding){
+	btrfs_add_finding(p, &(struct tfinding){
 		.kind = root ? F_REF_COUNT : F_REF_NO_ROOT, .root = r->root, .ino = r->ino,
 		.file_off = r->off, .logical = p->d_bytenr, .len = p->d_len,
 		.a = r->count, .b = 0, .ref_off = r->off, .transid = p->d_transid,
@@ -633,7 +613,7 @@ static void skip_to(struct pass *p, uint64_t bytenr)
 	while (p->fe_pos < p->nr_fe && p->fe[p->fe_pos].bytenr < bytenr) {
 		const struct fe_rec *e = &p->fe[p->fe_pos];
 
-		add_finding(p, &(struct tfinding){
+		btrfs_add_finding(p, &(struct tfinding){
 			.kind = F_NO_EXTENT, .root = e->root, .ino = e->ino,
 			.file_off = e->file_off, .logical = e->bytenr, .transid = e->transid,
 		});
@@ -655,7 +635,7 @@ static bool bit_set(const unsigned char *bm, uint64_t i)
 static void fst_info_done(struct pass *p)
 {
 	if (p->in_info && p->counted != p->info_count)
-		add_finding(p, &(struct tfinding){
+		btrfs_add_finding(p, &(struct tfinding){
 			.kind = F_FST_COUNT, .logical = p->info_start, .len = p->info_len,
 			.a = p->info_count, .b = p->counted, .transid = p->info_transid,
 		});
@@ -773,7 +753,7 @@ static void fst_used(struct pass *p, uint64_t a, uint64_t b, uint64_t transid)
 
 		if (!fst_overlaps(p, r, a, b))
 			continue;
-		add_finding(p, &(struct tfinding){
+		btrfs_add_finding(p, &(struct tfinding){
 			.kind = F_FST_USED_FREE, .logical = a, .len = b - a,
 			.a = r->start, .b = r->end,
 			.transid = r->transid > transid ? r->transid : transid,
@@ -863,13 +843,13 @@ static void check_csums(struct pass *p, size_t from, size_t to)
 		const struct csum_iv *iv;
 
 		if (e->want_csum > 0 && (gap = csum_gap(p, e->cs_start, end, &transid)) < end)
-			add_finding(p, &(struct tfinding){
+			btrfs_add_finding(p, &(struct tfinding){
 				.kind = F_CSUM_MISSING, .root = e->root, .ino = e->ino,
 				.file_off = e->file_off, .logical = gap, .len = e->cs_len,
 				.a = e->cs_start, .transid = transid,
 			});
 		else if (e->want_csum < 0 && (iv = csum_any(p, e->cs_start, end)))
-			add_finding(p, &(struct tfinding){
+			btrfs_add_finding(p, &(struct tfinding){
 				.kind = F_CSUM_UNEXPECTED, .root = e->root, .ino = e->ino,
 				.file_off = e->file_off, .logical = iv->start, .len = e->cs_len,
 				.a = e->cs_start,
@@ -900,7 +880,7 @@ static void data_extent_done(struct pass *p)
 	if (sum != p->d_refs) {
 		const struct data_ref *r = p->nr_refs && !p->refs[0].shared ? &p->refs[0] : NULL;
 
-		add_finding(p, &(struct tfinding){
+		btrfs_add_finding(p, &(struct tfinding){
 			.kind = F_REFS_SUM, .logical = p->d_bytenr, .len = p->d_len,
 			.root = r ? r->root : end > p->fe_pos ? p->fe[p->fe_pos].root : 0,
 			.ino = r ? r->ino : end > p->fe_pos ? p->fe[p->fe_pos].ino : 0,
@@ -1052,13 +1032,13 @@ static void check_root_refs(struct pass *p)
 		for (size_t j = 0; j < p->nr_rrefs && !paired; j++)
 			paired = p->rrefs[j].back != r->back && same_ref(r, &p->rrefs[j]);
 		if (!paired)
-			add_finding(p, &(struct tfinding){
+			btrfs_add_finding(p, &(struct tfinding){
 				.kind = F_ROOT_REF_ALONE, .root = r->parent, .ino = r->dirid,
 				.logical = r->child, .a = r->back, .b = r->seq, .name = r->name,
 				.transid = r->transid,
 			});
 		if (!r->back && !dir_entry_ok(p, r, &transid))
-			add_finding(p, &(struct tfinding){
+			btrfs_add_finding(p, &(struct tfinding){
 				.kind = F_ROOT_REF_DIR, .root = r->parent, .ino = r->dirid,
 				.logical = r->child, .b = r->seq, .name = r->name,
 				.transid = transid > r->transid ? transid : r->transid,
@@ -1074,7 +1054,7 @@ static void check_root_refs(struct pass *p)
 		for (size_t j = 0; j < p->nr_rrefs && !named; j++)
 			named = p->rrefs[j].back && p->rrefs[j].child == fr->id;
 		if (!named)
-			add_finding(p, &(struct tfinding){
+			btrfs_add_finding(p, &(struct tfinding){
 				.kind = F_ROOT_UNREFERENCED, .logical = fr->id, .transid = fr->transid,
 			});
 	}
@@ -1090,13 +1070,13 @@ static void check_block_groups(struct pass *p)
 		sum += g->used;
 		transid = g->transid > transid ? g->transid : transid;
 		if (g->used != g->found)
-			add_finding(p, &(struct tfinding){
+			btrfs_add_finding(p, &(struct tfinding){
 				.kind = F_BG_USED, .logical = g->start, .len = g->len,
 				.a = g->used, .b = g->found, .transid = g->transid,
 			});
 	}
 	if (p->sb_ok && p->nr_bg && sum != p->sb_bytes_used)
-		add_finding(p, &(struct tfinding){
+		btrfs_add_finding(p, &(struct tfinding){
 			.kind = F_BYTES_USED, .a = p->sb_bytes_used, .b = sum, .transid = transid,
 		});
 }
@@ -1141,6 +1121,7 @@ static void pass_release(struct pass *p)
 	for (size_t i = 0; i < p->nr_rrefs; i++)
 		free(p->rrefs[i].name);
 	free(p->rrefs);
+	names_release(&p->names);
 	if (p->csr.args)
 		btrfs_tree_close(&p->csr);
 	if (p->fsr.args)
@@ -1245,6 +1226,13 @@ static const char *check_of(enum finding_kind k)
 	case F_CSUM_UNEXPECTED: return CHECK_BTRFS_CSUM;
 	case F_FST_USED_FREE:
 	case F_FST_COUNT: return CHECK_BTRFS_FREE_SPACE_TREE;
+	case F_DIR_PAIR:
+	case F_DIR_ISIZE:
+	case F_ENTRY_NO_REF:
+	case F_REF_NO_ENTRY: return CHECK_BTRFS_DIR_ITEM;
+	case F_NLINK_REFS: return CHECK_BTRFS_INODE_REF;
+	case F_UNNAMED:
+	case F_ORPHAN_LOST: return CHECK_BTRFS_ORPHAN;
 	default: return CHECK_BTRFS_EXTENT_REFS;
 	}
 }
@@ -1319,6 +1307,32 @@ static void describe(struct scrub_ctx *ctx, const struct tfinding *f, struct str
 	case F_FST_COUNT:
 		strbuf_addf(m, "block group at logical %llu (%llu bytes): its free space info "
 			    "counts %llu free ranges, the free space tree has %llu", lg, len, a, b);
+		break;
+	case F_DIR_PAIR:
+		strbuf_addf(m, "directory has %llu DIR_ITEM and %llu DIR_INDEX entries, and they "
+			    "are not the same names", a, b);
+		break;
+	case F_DIR_ISIZE:
+		strbuf_addf(m, "directory i_size %llu, its names add up to %llu bytes (counted "
+			    "in DIR_ITEM and DIR_INDEX)", a, b);
+		break;
+	case F_ENTRY_NO_REF:
+		strbuf_addf(m, "directory entry \"%s\" (index %llu) names inode %llu, which has "
+			    "no INODE_REF back to it", f->name, b, lg);
+		break;
+	case F_REF_NO_ENTRY:
+		strbuf_addf(m, "the inode's INODE_REF names \"%s\" in directory inode %llu "
+			    "(index %llu), which has no such entry", f->name, lg, b);
+		break;
+	case F_NLINK_REFS:
+		strbuf_addf(m, "inode nlink %llu, it has %llu names (INODE_REF, INODE_EXTREF)", a, b);
+		break;
+	case F_UNNAMED:
+		strbuf_addf(m, "inode has %llu links and no name: no directory reaches it", a);
+		break;
+	case F_ORPHAN_LOST:
+		strbuf_addf(m, "inode has no links and is not on the orphan list: its space is "
+			    "never freed");
 		break;
 	case F_NBYTES:
 		strbuf_addf(m, "inode item nbytes %llu, its file extents add up to %llu", a, b);

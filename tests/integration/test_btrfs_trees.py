@@ -337,6 +337,31 @@ def inject(img, what):
             assert first.key[0] > start
             ed.set_key(first, (first.key[0] - 4096, be.FREE_SPACE_EXTENT, first.key[2] + 4096))
             return "btrfs.free_space_tree", None, "free (its free range %d-" % (first.key[0])
+        if what == "dir_index_gone":
+            # "small"'s DIR_INDEX deleted: its DIR_ITEM and INODE_REF remain
+            small = ino_of(img, "small")
+            idx = [it for it in ed.items(be.FS_TREE, (256, be.DIR_INDEX, 0), (256, be.DIR_INDEX, U64))
+                   if it.data[30:] == b"small"]
+            ed.delete_item(idx[0])
+            return "btrfs.dir_item", "/small", 'INODE_REF names "small" in directory inode 256'
+        if what == "inode_ref_gone":
+            # "x1"'s INODE_REF deleted: its directory entries name an inode
+            # that has no name back, and nothing reaches it (nlink 1)
+            x1 = ino_of(img, "x1")
+            ed.delete_item(ed.find(be.FS_TREE, (x1, be.INODE_REF, 256)))
+            return "btrfs.dir_item", "", 'directory entry "x1" (index'
+        if what == "dir_isize":
+            d = ino_of(img, "sv/d")
+            item = ed.find(sv, (d, be.INODE_ITEM, 0))
+            ed.set_field(item, "inode.size", item.get("inode.size") + 2)
+            return "btrfs.dir_item", "/sv/d", "directory i_size"
+        if what == "nlink":
+            ed.set_field(ed.find(be.FS_TREE, (big, be.INODE_ITEM, 0)), "inode.nlink", 2)
+            return "btrfs.inode_ref", "/big", "inode nlink 2, it has 1 names"
+        if what == "orphan":
+            # x2 has a name but no links, and is not on the orphan list
+            ed.set_field(ed.find(be.FS_TREE, (ino_of(img, "x2"), be.INODE_ITEM, 0)), "inode.nlink", 0)
+            return "btrfs.orphan", "/x2", "not on the orphan list"
         if what == "bg_used":
             bg = data_block_group(ed)
             ed.set_field(bg, "bg.used", bg.get("bg.used") + 4096)
@@ -350,6 +375,8 @@ def inject(img, what):
 @pytest.mark.parametrize("what", ["extent_refs", "missing_file_extent", "backref_inode", "crosslink",
                                   "nbytes", "nbytes_snapshot", "root_backref", "root_ref_index",
                                   "csum_missing", "csum_unexpected", "fst_count", "fst_used_free",
+                                  "dir_index_gone", "inode_ref_gone", "dir_isize", "nlink",
+                                  "orphan",
                                   "bg_used", "bytes_used"])
 def test_fault_found(image, what):
     """Each fault is one the kernel mounts with and keeps: it reads these
