@@ -1,14 +1,22 @@
 /*
  * btrfs_check_int: what the modules of the btrfs tree check share (the
- * findings of a pass).  Only btrfs_check.c and the modules it drives
- * (btrfs_names.c) include this.
+ * state of a pass and its findings).  Only btrfs_check.c and the modules it
+ * drives include this: btrfs_names.c (the namespace), btrfs_roots.c
+ * (subvolume references), btrfs_csum.c (the csum tree), btrfs_fst.c (the
+ * free space tree) and btrfs_check_report.c (the messages).
  */
 #ifndef FSCRUB_BTRFS_CHECK_INT_H
 #define FSCRUB_BTRFS_CHECK_INT_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
-struct pass;
+#include "backends/btrfs_names.h"
+#include "backends/btrfs_trees.h"
+#include "report.h"
+
+struct scrub_ctx;
 
 enum finding_kind {
 	F_REFS_SUM,	/* extent item refs != sum of its back references */
@@ -54,5 +62,131 @@ struct tfinding {
  * live-filesystem rule decide later whether it is an error.
  */
 void btrfs_add_finding(struct pass *p, const struct tfinding *f);
+
+/* One pass over the trees (btrfs_check.c owns it; the modules fill parts). */
+struct fs_root {
+	uint64_t id;
+	bool shared;		/* a snapshot: may hold leaves owned by another tree */
+	bool dead;		/* deleted, being dropped (refs 0) */
+	uint64_t transid;	/* of the leaf holding its ROOT_ITEM */
+};
+
+/* A ROOT_REF (parent -> child) or ROOT_BACKREF (child -> parent). */
+struct root_ref {
+	bool back;
+	uint64_t parent, child, dirid, seq, transid;
+	char *name;
+};
+
+/* A file extent item with a disk extent: what its back reference must say. */
+struct fe_rec {
+	uint64_t bytenr, root, ino, ref_off, file_off, transid;
+	uint64_t cs_start, cs_len;	/* the disk bytes its checksums cover */
+	int want_csum;			/* 1: must have csums, -1: must not, 0: either */
+};
+
+/* A free range of the free space tree: an extent, or a bitmap's range. */
+struct fst_range {
+	uint64_t start, end, transid;
+	unsigned char *bitmap;		/* NULL: all free; else a bit per sector */
+};
+
+/* The logical range [start, end) one csum item covers. */
+struct csum_iv {
+	uint64_t start, end, transid;
+};
+
+/* A data back reference of the extent being looked at. */
+struct data_ref {
+	bool shared;
+	uint64_t root, ino, off;	/* shared: root is the parent leaf */
+	uint32_t count;
+	uint64_t transid;
+};
+
+/* The inode being summed in the fs tree being read. */
+struct inode_sum {
+	uint64_t ino, nbytes, found, transid;
+	uint32_t nlink, mode;
+	uint64_t flags;
+	bool active;
+};
+
+struct bgroup {
+	uint64_t start, len, used, found, transid;
+};
+
+struct pass {
+	struct scrub_ctx *ctx;
+	int fd;
+	uint32_t nodesize;
+	struct fs_root *roots;
+	size_t nr_roots, alloc_roots;
+	struct root_ref *rrefs;
+	size_t nr_rrefs, alloc_rrefs;
+	struct fe_rec *fe;
+	size_t nr_fe, alloc_fe, fe_pos;
+	struct bgroup *bg;
+	size_t nr_bg, alloc_bg;
+	bool bg_tree;
+	struct inode_sum cur_inode;	/* the inode being summed */
+	struct btrfs_names names;	/* the namespace of the fs tree being read */
+	/* the csum tree, read alongside the extent tree */
+	struct btrfs_tree_reader csr;
+	bool csr_end;
+	int csr_err;
+	struct csum_iv *cs;
+	size_t nr_cs, alloc_cs;
+	uint32_t csum_size, sectorsize;
+	unsigned long long csum_items;
+	/* the free space tree, read alongside the extent tree */
+	bool fst;
+	struct btrfs_tree_reader fsr;
+	bool fsr_end;
+	int fsr_err;
+	uint64_t fsr_last;		/* objectid of the last item read */
+	struct fst_range *fq;
+	size_t nr_fq, alloc_fq;
+	bool in_info;
+	uint64_t info_start, info_len, info_transid, run_end;
+	uint32_t info_count, counted;
+	unsigned long long fst_items;
+	uint64_t pending_at, pending_sum;	/* extents at a bg start before its item */
+	/* the data extent being read */
+	bool in_data;
+	uint64_t d_bytenr, d_len, d_refs, d_transid;
+	struct data_ref *refs;
+	size_t nr_refs, alloc_refs;
+	/* findings */
+	struct tfinding *f;
+	size_t nr_f;
+	unsigned long long dropped;
+	/* counters for -v */
+	unsigned long long root_items, fs_items, extent_items, bg_items, calls;
+	unsigned long long data_extents, tree_blocks, file_extents, inodes;
+	uint64_t sb_bytes_used, sb_generation;
+	bool sb_ok;
+};
+
+/* Grow *v (of *alloc elements of size bytes) to hold need; 0 or -ENOMEM. */
+int btrfs_grow(void **v, size_t *alloc, size_t need, size_t size);
+
+/* btrfs_roots.c: keep a ROOT_REF / ROOT_BACKREF; check them all at the end. */
+int btrfs_root_ref_item(struct pass *p, const struct btrfs_tree_item *it);
+void btrfs_check_root_refs(struct pass *p);
+
+/* btrfs_csum.c: the csums of the file extents [from, to) of the data extent p->d_*. */
+void btrfs_check_csums(struct pass *p, size_t from, size_t to);
+
+/*
+ * btrfs_fst.c: a used extent [a, b), in logical order, against the free
+ * space tree; then the rest of the tree, for its counts.
+ */
+void btrfs_fst_used(struct pass *p, uint64_t a, uint64_t b, uint64_t transid);
+void btrfs_fst_finish(struct pass *p);
+
+/* btrfs_check_report.c: print a finding (why: the "changed" reason, or NULL). */
+void btrfs_report_finding(struct scrub_ctx *ctx, const struct tfinding *f, enum severity sev,
+			  const char *why);
 
 #endif
