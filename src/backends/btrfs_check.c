@@ -409,9 +409,19 @@ static int add_ref(struct pass *p, const struct data_ref *r)
 	return 0;
 }
 
+/*
+ * The back reference (root, ino, off) of the extent, by binary search in
+ * the sorted references; with any_root, one from any tree (a linear scan,
+ * taken only when the exact one is missing).
+ */
 static const struct data_ref *ref_for(const struct pass *p, uint64_t root, uint64_t ino,
 				      uint64_t off, bool any_root)
 {
+	if (!any_root) {
+		struct data_ref key = { .root = root, .ino = ino, .off = off };
+
+		return bsearch(&key, p->refs, p->nr_refs, sizeof(*p->refs), ref_cmp);
+	}
 	for (size_t i = 0; i < p->nr_refs; i++) {
 		const struct data_ref *r = &p->refs[i];
 
@@ -448,18 +458,18 @@ static void check_group(struct pass *p, size_t from, size_t to, bool has_shared)
 		});
 }
 
-/* A back reference that no file extent item of its tree uses. */
-static void check_unused_ref(struct pass *p, const struct data_ref *r)
+/* A back reference that no file extent item [fe_pos, end) of its tree uses. */
+static void check_unused_ref(struct pass *p, const struct data_ref *r, size_t end)
 {
 	const struct fs_root *root = find_root(p, r->root);
 	struct fe_rec key = { .bytenr = p->d_bytenr, .root = r->root, .ino = r->ino,
 			      .ref_off = r->off };
 
-	if (root && root->dead)
+	/* Dropped trees and relocation trees (balance) keep references too. */
+	if ((root && root->dead) || !is_fs_tree(r->root))
 		return;
-	for (size_t i = p->fe_pos; i < p->nr_fe && p->fe[i].bytenr == p->d_bytenr; i++)
-		if (!fe_cmp(&p->fe[i], &key))
-			return;
+	if (bsearch(&key, p->fe + p->fe_pos, end - p->fe_pos, sizeof(*p->fe), fe_cmp))
+		return;
 	btrfs_add_finding(p, &(struct tfinding){
 		.kind = root ? F_REF_COUNT : F_REF_NO_ROOT, .root = r->root, .ino = r->ino,
 		.file_off = r->off, .logical = p->d_bytenr, .len = p->d_len,
@@ -523,7 +533,7 @@ static void data_extent_done(struct pass *p)
 	}
 	for (size_t i = 0; i < p->nr_refs; i++)
 		if (!p->refs[i].shared)
-			check_unused_ref(p, &p->refs[i]);
+			check_unused_ref(p, &p->refs[i], end);
 	btrfs_check_csums(p, p->fe_pos, end);
 	p->fe_pos = end;
 }
