@@ -187,6 +187,7 @@ static int root_item(struct pass *p, uint64_t tree, const struct btrfs_tree_item
 	r->transid = it->transid;
 	r->dead = btrfs_get32(it->data + offsetof(struct btrfs_root_item, refs)) == 0;
 	r->shared = it->key.offset != 0;
+	r->created = it->key.offset;
 	if (it->len >= offsetof(struct btrfs_root_item, parent_uuid) + BTRFS_UUID_SIZE &&
 	    memcmp(it->data + offsetof(struct btrfs_root_item, parent_uuid), zero_uuid,
 		   BTRFS_UUID_SIZE))
@@ -644,6 +645,45 @@ static void check_block_groups(struct pass *p)
 		});
 }
 
+/* ---- snapshots: one item, one finding ---- */
+
+/* Equal but for the tree: the same check of the same inode and numbers. */
+static bool same_but_root(const struct tfinding *a, const struct tfinding *b)
+{
+	return a->kind == b->kind && a->ino == b->ino && a->file_off == b->file_off &&
+	       a->logical == b->logical && a->a == b->a && a->b == b->b &&
+	       a->ref_off == b->ref_off && a->transid == b->transid &&
+	       !strcmp(a->name ? a->name : "", b->name ? b->name : "");
+}
+
+/*
+ * A snapshot shares the leaves of its source that neither has changed
+ * since; a damaged item in such a leaf is read through both trees.  A
+ * finding of a snapshot whose items are no newer than the snapshot itself
+ * and which another tree made identically, leaf generation included, is
+ * that same item: it is folded into the other tree's finding.
+ */
+static void fold_snapshot_findings(struct pass *p)
+{
+	for (size_t i = 0; i < p->nr_f; i++) {
+		struct tfinding *f = &p->f[i];
+		const struct fs_root *r = f->root ? find_root(p, f->root) : NULL;
+
+		if (!r || !r->shared || f->transid > r->created)
+			continue;
+		for (size_t j = 0; j < p->nr_f; j++) {
+			struct tfinding *g = &p->f[j];
+
+			if (j == i || g->dup || g->root == f->root || !same_but_root(f, g))
+				continue;
+			f->dup = true;
+			if (!g->shared_by++)
+				g->shared_root = f->root;
+			break;
+		}
+	}
+}
+
 /* ---- the superblock ---- */
 
 /* bytes_used and generation from the first device's primary superblock. */
@@ -754,6 +794,7 @@ static int run_pass(struct scrub_ctx *ctx, struct pass *p)
 		report_operational(ctx, NULL, NULL, -p->csr_err, "cannot read the btrfs csum tree");
 	check_block_groups(p);
 	btrfs_check_root_refs(p);
+	fold_snapshot_findings(p);
 	return 0;
 }
 
@@ -803,6 +844,9 @@ static void judge(struct scrub_ctx *ctx, const struct pass *p1, const struct pas
 {
 	for (size_t i = 0; i < p2->nr_f; i++) {
 		const struct tfinding *f = &p2->f[i];
+
+		if (f->dup)
+			continue;
 		bool twice = found_in(p1, f) || p1->dropped;
 
 		if (twice && committed && f->transid <= committed)
@@ -812,7 +856,7 @@ static void judge(struct scrub_ctx *ctx, const struct pass *p1, const struct pas
 				   "commit forced to check it" : "not found before a forced commit");
 	}
 	for (size_t i = 0; i < p1->nr_f; i++)
-		if (!found_in(p2, &p1->f[i]))
+		if (!p1->f[i].dup && !found_in(p2, &p1->f[i]))
 			btrfs_report_finding(ctx, &p1->f[i], SEV_INFO, "not found again after a forced commit");
 	if (p2->dropped)
 		str_info(ctx, CHECK_BTRFS_EXTENT_REFS, NULL, NULL, 0,
@@ -835,7 +879,8 @@ int btrfs_check_trees(struct scrub_ctx *ctx)
 	}
 	if (ctx->svfs.f_flag & ST_RDONLY) {
 		for (size_t i = 0; i < p1.nr_f; i++)
-			btrfs_report_finding(ctx, &p1.f[i], SEV_ERROR, NULL);
+			if (!p1.f[i].dup)
+				btrfs_report_finding(ctx, &p1.f[i], SEV_ERROR, NULL);
 		pass_release(&p1);
 		goto out;
 	}

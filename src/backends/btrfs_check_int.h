@@ -55,6 +55,10 @@ struct tfinding {
 	uint64_t other_root, other_ino;	/* F_CROSSLINK: the file the extent belongs to */
 	const char *name;		/* a name, owned by the pass (root refs, dir entries) */
 	uint64_t transid;		/* newest leaf among the items involved */
+	/* the same item seen again through snapshots sharing its leaf */
+	unsigned long long shared_by;
+	uint64_t shared_root;		/* one of them */
+	bool dup;			/* this is such a sighting: not reported */
 };
 
 /*
@@ -69,6 +73,7 @@ struct fs_root {
 	bool shared;		/* a snapshot: may hold leaves owned by another tree */
 	bool dead;		/* deleted, being dropped (refs 0) */
 	uint64_t transid;	/* of the leaf holding its ROOT_ITEM */
+	uint64_t created;	/* a snapshot's: the transaction that took it */
 };
 
 /* A ROOT_REF (parent -> child) or ROOT_BACKREF (child -> parent). */

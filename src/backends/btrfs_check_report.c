@@ -158,6 +158,10 @@ void btrfs_report_finding(struct scrub_ctx *ctx, const struct tfinding *f, enum 
 	if (why)
 		strbuf_addf(&msg, "changed while being checked (%s): ", why);
 	describe(ctx, f, &msg);
+	if (f->shared_by)
+		strbuf_addf(&msg, "; the same item, in a leaf shared with %llu %s, is seen through "
+			    "subvolume %llu%s", f->shared_by, f->shared_by == 1 ? "snapshot" : "snapshots",
+			    (unsigned long long)f->shared_root, f->shared_by > 1 ? " and others" : "");
 	/* An empty path is the mounted subvolume's top directory. */
 	report_at(ctx, sev, check_of(f->kind), NULL, named && path.len ? path.buf : NULL,
 		  named ? f->ino : 0, __FILE__, __LINE__, "%s", msg.buf);

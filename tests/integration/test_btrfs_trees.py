@@ -543,3 +543,37 @@ def test_no_false_alarms_under_btrfs_churn(image_factory):
         img.offline()
     rc, out = btrfs_check(img.path)
     assert rc == 0, out
+
+
+def test_shared_leaf_reported_once(image_factory):
+    """An item in a leaf that a snapshot still shares with its source is read
+    through both trees: one error (the source's path), naming the snapshot,
+    not two."""
+    need_fs("btrfs")
+    img = image_factory("btrfs", size_mb=300)
+    img.mkfs()
+    mnt = img.mount()
+    sv = os.path.join(mnt, "sv")
+    run(["btrfs", "subvolume", "create", sv])
+    for i in range(400):     # enough inline files for a tree of two levels
+        with open(os.path.join(sv, "f%03d" % i), "wb") as f:
+            f.write(b"%d" % i * 100)
+    with open(os.path.join(sv, "victim"), "wb") as f:
+        f.write(os.urandom(65536))
+    victim = os.stat(os.path.join(sv, "victim")).st_ino
+    run(["btrfs", "subvolume", "snapshot", sv, os.path.join(mnt, "snap")])
+    os.sync()
+    img.offline()
+    svid, snapid = subvol_id(img, "sv"), subvol_id(img, "snap")
+    with be.BtrfsImage(img.path) as ed:
+        a = ed.find(svid, (victim, be.INODE_ITEM, 0))
+        b = ed.find(snapid, (victim, be.INODE_ITEM, 0))
+        assert a.leaf == b.leaf and a.path, "the leaf is not shared"
+        ed.set_field(a, "inode.nbytes", 4096)
+    rc, out = btrfs_check(img.path)
+    assert rc != 0, out
+    mnt, r = fscrub_mounted(img, "")
+    errs = r.of("Error", "btrfs.nbytes")
+    assert r.rc == 4 and len(errs) == 1, r.stdout
+    assert errs[0].path == mnt + "/sv/victim", errs
+    assert "shared with 1 snapshot, is seen through subvolume %d" % snapid in errs[0].message
