@@ -3,10 +3,39 @@
  * of the files it names (btrfs_file_path(): subvolume path + file path).
  */
 #include "backends/btrfs_check.h"
+
+#include <linux/btrfs.h>
+#include <string.h>
+#include <sys/ioctl.h>
+
 #include "backends/btrfs_check_int.h"
+#include "context.h"
 #include "checks.h"
 #include "report.h"
 #include "strbuf.h"
+
+/*
+ * The path of (root, ino) for a message: under the mount if it is there,
+ * else "<subvolume R>/path in that subvolume" (BTRFS_IOC_INO_LOOKUP, which
+ * follows the inode's first name up), else "<subvolume R>/<inode I>".
+ */
+static void name_of(struct scrub_ctx *ctx, uint64_t root, uint64_t ino, struct strbuf *out)
+{
+	struct btrfs_ioctl_ino_lookup_args lk = { .treeid = root, .objectid = ino };
+	size_t n;
+
+	if (btrfs_file_path(ctx, root, ino, out))
+		return;
+	strbuf_addf(out, "<subvolume %llu>/", (unsigned long long)root);
+	if (ioctl(ctx->mnt_fd, BTRFS_IOC_INO_LOOKUP, &lk) < 0 || !lk.name[0]) {
+		strbuf_addf(out, "<inode %llu>", (unsigned long long)ino);
+		return;
+	}
+	n = strlen(lk.name);
+	if (lk.name[n - 1] == '/')
+		lk.name[--n] = 0;	/* INO_LOOKUP ends every component with '/' */
+	strbuf_addstr(out, lk.name);
+}
 
 static const char *check_of(enum finding_kind k)
 {
@@ -56,10 +85,7 @@ static void describe(struct scrub_ctx *ctx, const struct tfinding *f, struct str
 			    "%llu (%llu bytes), which has no back reference to it", fo, lg, len);
 		break;
 	case F_CROSSLINK:
-		if (!btrfs_file_path(ctx, f->other_root, f->other_ino, &rel))
-			strbuf_addf(&rel, "<subvolume %llu>/<inode %llu>",
-				    (unsigned long long)f->other_root,
-				    (unsigned long long)f->other_ino);
+		name_of(ctx, f->other_root, f->other_ino, &rel);
 		report_path(ctx, &other, NULL, rel.buf);
 		strbuf_addf(m, "file extent at file offset %llu uses the data extent at logical "
 			    "%llu (%llu bytes), whose back references name another file, %s "
@@ -152,9 +178,8 @@ void btrfs_report_finding(struct scrub_ctx *ctx, const struct tfinding *f, enum 
 	struct strbuf path = STRBUF_INIT, msg = STRBUF_INIT;
 	bool named = f->ino && f->kind != F_REF_NO_ROOT;
 
-	if (named && !btrfs_file_path(ctx, f->root, f->ino, &path))
-		strbuf_addf(&path, "<subvolume %llu>/<inode %llu>", (unsigned long long)f->root,
-			    (unsigned long long)f->ino);
+	if (named)
+		name_of(ctx, f->root, f->ino, &path);
 	if (why)
 		strbuf_addf(&msg, "changed while being checked (%s): ", why);
 	describe(ctx, f, &msg);

@@ -577,3 +577,14 @@ def test_shared_leaf_reported_once(image_factory):
     assert r.rc == 4 and len(errs) == 1, r.stdout
     assert errs[0].path == mnt + "/sv/victim", errs
     assert "shared with 1 snapshot, is seen through subvolume %d" % snapid in errs[0].message
+
+
+def test_file_outside_the_mounted_subvolume(image):
+    """Mounted with subvol=sv, a finding in the top level (tree 5) names the
+    file by its path in that tree: <subvolume 5>/big."""
+    big = ino_of(image, "big")
+    with be.BtrfsImage(image.path) as ed:
+        ed.set_field(ed.find(be.FS_TREE, (big, be.INODE_ITEM, 0)), "inode.nbytes", 4096)
+    mnt, r = fscrub_mounted(image, "subvol=sv")
+    errs = r.of("Error", "btrfs.nbytes")
+    assert r.rc == 4 and [f.path for f in errs] == [mnt + "/<subvolume 5>/big"], r.stdout
