@@ -85,6 +85,8 @@
 #include "report.h"
 #include "strbuf.h"
 
+/* Items read between looks at cancellation: a few milliseconds' worth. */
+#define CANCEL_CHECK_ITEMS 4096
 /* Findings kept per pass; more are counted and treated as found twice. */
 #define MAX_FINDINGS 4096
 /* The primary superblock: 64 KiB into the device, 4 KiB long. */
@@ -147,8 +149,16 @@ static int read_tree(struct pass *p, uint64_t tree, struct btrfs_tkey min, struc
 	struct btrfs_tree_item it;
 	int ret = btrfs_tree_open(&r, p->fd, tree, min, max);
 
-	while (ret == 0 && (ret = btrfs_tree_next(&r, &it)) > 0)
+	while (ret == 0) {
+		/* A signal or -a stops the check within this many items. */
+		if (r.items % CANCEL_CHECK_ITEMS == 0 && scrub_should_stop(p->ctx)) {
+			ret = -ECANCELED;
+			break;
+		}
+		if ((ret = btrfs_tree_next(&r, &it)) <= 0)
+			break;
 		ret = fn(p, tree, &it);
+	}
 	*count += r.items;
 	p->calls += r.calls;
 	btrfs_tree_close(&r);
@@ -872,6 +882,10 @@ int btrfs_check_trees(struct scrub_ctx *ctx)
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	ret = run_pass(ctx, &p1);
+	if (ret == -ECANCELED) {	/* stopped: nothing to say */
+		pass_release(&p1);
+		return 0;
+	}
 	report_counts(ctx, &p1, "first pass");
 	if (ret < 0 || (!p1.nr_f && !p1.dropped)) {
 		pass_release(&p1);
@@ -888,6 +902,11 @@ int btrfs_check_trees(struct scrub_ctx *ctx)
 		       "them again", p1.nr_f);
 	committed = force_commit(ctx, &probe);
 	ret = run_pass(ctx, &p2);
+	if (ret == -ECANCELED) {
+		pass_release(&p1);
+		pass_release(&p2);
+		return 0;
+	}
 	report_counts(ctx, &p2, "after the commit");
 	if (ret == 0)
 		judge(ctx, &p1, &p2, committed);

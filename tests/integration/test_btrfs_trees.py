@@ -22,7 +22,7 @@ import subprocess
 
 import pytest
 
-from conftest import need_fs, run_fscrub
+from conftest import FSCRUB, need_fs, run_fscrub
 import btrfs_edit as be
 import fsimage
 from fsimage import run
@@ -634,3 +634,30 @@ def test_clean_variants(image_factory, mkfs_args, options):
     assert not [f for f in r.findings if f.check.startswith("btrfs.")], r.findings
     rc, out = btrfs_check(img.path)
     assert rc == 0, out
+
+
+def test_sigint_stops_the_tree_check(image):
+    """SIGINT during the walk (fscrub frozen at the phase 3 header, the
+    signal pending when it goes on) stops the walk, and the tree check that
+    phase 3 still calls looks before reading any tree: exit 32, no tree
+    counts, no operational error."""
+    import signal
+    mnt = image.mount()
+    try:
+        p = subprocess.Popen([FSCRUB, "-n", "-v", mnt], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        out = []
+        for line in p.stdout:
+            out.append(line)
+            if line.startswith("Phase 3: Scan all inodes"):
+                p.send_signal(signal.SIGSTOP)
+                p.send_signal(signal.SIGINT)
+                p.send_signal(signal.SIGCONT)
+                break
+        rest, err = p.communicate(timeout=60)
+    finally:
+        image.offline()
+    text = "".join(out) + rest
+    assert p.returncode == 32, text + err
+    assert "btrfs trees" not in text, text
+    assert "fscrub:" not in err, err
