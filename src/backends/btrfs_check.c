@@ -431,7 +431,8 @@ static const struct data_ref *ref_for(const struct pass *p, uint64_t root, uint6
 	if (!any_root) {
 		struct data_ref key = { .root = root, .ino = ino, .off = off };
 
-		return bsearch(&key, p->refs, p->nr_refs, sizeof(*p->refs), ref_cmp);
+		return p->nr_refs ? bsearch(&key, p->refs, p->nr_refs, sizeof(*p->refs), ref_cmp)
+				  : NULL;
 	}
 	for (size_t i = 0; i < p->nr_refs; i++) {
 		const struct data_ref *r = &p->refs[i];
@@ -479,7 +480,8 @@ static void check_unused_ref(struct pass *p, const struct data_ref *r, size_t en
 	/* Dropped trees and relocation trees (balance) keep references too. */
 	if ((root && root->dead) || !is_fs_tree(r->root))
 		return;
-	if (bsearch(&key, p->fe + p->fe_pos, end - p->fe_pos, sizeof(*p->fe), fe_cmp))
+	if (end > p->fe_pos &&
+	    bsearch(&key, p->fe + p->fe_pos, end - p->fe_pos, sizeof(*p->fe), fe_cmp))
 		return;
 	btrfs_add_finding(p, &(struct tfinding){
 		.kind = root ? F_REF_COUNT : F_REF_NO_ROOT, .root = r->root, .ino = r->ino,
@@ -516,7 +518,8 @@ static void data_extent_done(struct pass *p)
 	p->in_data = false;
 	p->data_extents++;
 	skip_to(p, p->d_bytenr);
-	qsort(p->refs, p->nr_refs, sizeof(*p->refs), ref_cmp);
+	if (p->nr_refs)
+		qsort(p->refs, p->nr_refs, sizeof(*p->refs), ref_cmp);
 	for (size_t i = 0; i < p->nr_refs; i++) {
 		sum += p->refs[i].count;
 		has_shared |= p->refs[i].shared;
@@ -781,7 +784,8 @@ static int run_pass(struct scrub_ctx *ctx, struct pass *p)
 				      KEY_MAX);
 	if (ret < 0)
 		return ret;
-	qsort(p->fe, p->nr_fe, sizeof(*p->fe), fe_cmp);
+	if (p->nr_fe)	/* qsort and bsearch take no NULL array, even empty */
+		qsort(p->fe, p->nr_fe, sizeof(*p->fe), fe_cmp);
 	if (p->bg_tree) {
 		ret = read_tree(p, BTRFS_BLOCK_GROUP_TREE_OBJECTID, KEY_MIN, KEY_MAX, bg_item,
 				&p->bg_items);

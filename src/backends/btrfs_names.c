@@ -365,7 +365,8 @@ static int name_differences(struct btrfs_names *n, struct pass *p, int fd)
 	if (ret == 0)
 		ret = c.err;
 	if (ret == 0) {
-		qsort(c.v, c.nr, sizeof(*c.v), erec_cmp);
+		if (c.nr)
+			qsort(c.v, c.nr, sizeof(*c.v), erec_cmp);
 		for (size_t i = 0; i < c.nr; i++) {
 			if (i + 1 < c.nr && !c.v[i].is_ref && c.v[i + 1].is_ref &&
 			    erec_cmp(&c.v[i], &c.v[i + 1]) < 0 && c.v[i].dir == c.v[i + 1].dir &&
