@@ -31,6 +31,7 @@
  * are a warning: the device failed before, perhaps outside this scrub).
  */
 #include "backends/backend.h"
+#include "backends/btrfs/btrfs_check.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -490,6 +491,15 @@ static bool file_path(struct scrub_ctx *ctx, struct btrfs_state *st, uint64_t ro
 	struct btrfs_ioctl_ino_lookup_args lk = { .treeid = root, .objectid = inode };
 	size_t n;
 
+	if (inode == BTRFS_FIRST_FREE_OBJECTID) {	/* a subvolume's top directory */
+		if (root != st->mnt_root && !subvol_prefix(ctx, st, root, out)) {
+			strbuf_reset(out);
+			return false;
+		}
+		if (out->len && out->buf[out->len - 1] == '/')
+			out->buf[--out->len] = 0;
+		return true;
+	}
 	if (root == st->mnt_root)
 		return ino_path(ctx, st, root, inode, out);
 	if (!subvol_prefix(ctx, st, root, out) ||
@@ -502,6 +512,11 @@ static bool file_path(struct scrub_ctx *ctx, struct btrfs_state *st, uint64_t ro
 		lk.name[n - 1] = 0;	/* INO_LOOKUP ends every component with '/' */
 	strbuf_addstr(out, lk.name);
 	return true;
+}
+
+bool btrfs_file_path(struct scrub_ctx *ctx, uint64_t root, uint64_t inode, struct strbuf *out)
+{
+	return file_path(ctx, ctx->backend, root, inode, out);
 }
 
 /* Names of the trees a tree block can belong to. */
@@ -855,6 +870,7 @@ const struct scrub_ops btrfs_ops = {
 	.match = btrfs_match,
 	.scan_fs = btrfs_scan_fs,
 	.scan_metadata = btrfs_scan_metadata,
+	.scan_inodes = btrfs_check_trees,
 	.summary = btrfs_summary,
 	.cleanup = btrfs_cleanup,
 };

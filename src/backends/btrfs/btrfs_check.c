@@ -1,0 +1,924 @@
+/*
+ * btrfs_check: the logical cross-checks of `btrfs check`, on a mounted btrfs.
+ *
+ * Runs in phase 3 after the walk (the backend's scan_inodes hook), so that
+ * the kernel scrub of phase 2 has vouched for the tree blocks' checksums
+ * before their contents are compared.  One pass reads, with the streaming
+ * reader of btrfs_trees.h (BTRFS_IOC_TREE_SEARCH_V2):
+ *
+ *  1. the root tree: every fs tree (5, each subvolume and snapshot, the
+ *     data relocation tree), and whether it shares leaves with another
+ *     (a snapshot: its ROOT_ITEM's offset or parent_uuid is set); its
+ *     ROOT_REF / ROOT_BACKREF items (btrfs_roots.c: btrfs.root_ref);
+ *  2. each fs tree in key order: an inode's INODE_ITEM comes before its
+ *     EXTENT_DATA items, so nbytes is compared with the sum of the inode's
+ *     regular/prealloc extents' num_bytes (disk_bytenr != 0) plus its
+ *     inline extents' ram_bytes when the next inode starts, for regular
+ *     files and symlinks as `btrfs check` does (btrfs.nbytes; inodes with
+ *     no links are being deleted: skipped); its names go by too
+ *     (btrfs_names.c: btrfs.dir_item, btrfs.inode_ref, btrfs.orphan).
+ *     Each file extent item with disk_bytenr != 0 is kept as a 72-byte
+ *     record (disk_bytenr, tree, inode, back reference offset, the bytes
+ *     its checksums cover);
+ *  3. the block groups (the block group tree if the filesystem has one,
+ *     else the extent tree's BLOCK_GROUP_ITEMs);
+ *  4. the extent tree in key order, merged with the sorted records: each
+ *     data extent's refs must equal the sum of its back references (inline
+ *     and keyed EXTENT_DATA_REF / SHARED_DATA_REF); each back reference
+ *     (tree, inode, offset, count) must be matched by that many file extent
+ *     items of that tree (exactly when the tree shares no leaves and the
+ *     extent has no shared reference, at most otherwise: a snapshot's file
+ *     extent items in leaves it still shares are counted by the reference
+ *     of the leaves' owner or by a SHARED_DATA_REF to the leaf, which a
+ *     mounted reader cannot see); each file extent item must have a back
+ *     reference naming its inode and offset, or the extent a shared one
+ *     (btrfs.extent_refs; btrfs.crosslink when the extent's references name
+ *     only other files).  Reflinks are references of their own and
+ *     snapshots share through the rules above: neither is ever reported.
+ *     Extent and metadata items are summed per block group
+ *     (btrfs.bg_used), and the block groups' used bytes are summed and
+ *     compared with the superblock's bytes_used read from the first device
+ *     (btrfs.bytes_used).  Alongside, a second reader streams the csum
+ *     tree (btrfs_csum.c: btrfs.csum) and a third the free space tree
+ *     (btrfs_fst.c: btrfs.free_space_tree).
+ *
+ * The live-filesystem rule: btrfs applies extent reference changes at
+ * transaction commit (delayed refs), and updates block group items and the
+ * superblock only then, so a filesystem in use disagrees with itself in
+ * between.  A pass that finds nothing is the end.  Otherwise fscrub forces
+ * a commit (BTRFS_IOC_SYNC), reads the superblock's generation T, and runs
+ * the pass again.  A finding is an error only if the second pass finds it
+ * again with the same numbers and every item involved is in a leaf no newer
+ * than T (the search header's transid); anything else is an info "changed
+ * while being checked".  On a read-only mount nothing moves: the first
+ * pass is the answer.
+ *
+ * Memory: three readers' 256 KiB buffers, 72 bytes per file extent item
+ * with a disk extent (72 MiB per million, up to twice that while the array
+ * doubles; sorted in place), 40 bytes per block group and subvolume, the
+ * back references, csum items and free ranges that reach the data extent
+ * being looked at, 8 bytes per unlinked inode, and at most MAX_FINDINGS
+ * findings per pass (btrfs_names.h says what a subvolume whose names
+ * disagree costs).
+ */
+#include "backends/btrfs/btrfs_check.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/btrfs.h>
+#include <linux/btrfs_tree.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backends/btrfs/btrfs_check_int.h"
+#include "backends/btrfs/btrfs_trees.h"
+#include "checks.h"
+#include "context.h"
+#include "report.h"
+#include "strbuf.h"
+
+/* Items read between looks at cancellation: a few milliseconds' worth. */
+#define CANCEL_CHECK_ITEMS 4096
+/* Findings kept per pass; more are counted and treated as found twice. */
+#define MAX_FINDINGS 4096
+/* The primary superblock: 64 KiB into the device, 4 KiB long. */
+#define SUPER_OFFSET (64 * 1024)
+#define SUPER_SIZE 4096
+#define SUPER_MAGIC_OFF 0x40
+#define SUPER_GENERATION_OFF 0x48
+#define SUPER_BYTES_USED_OFF 0x78
+/* Inline reference sizes: a type byte and its payload. */
+#define IREF_DATA_SIZE (1 + sizeof(struct btrfs_extent_data_ref))
+#define IREF_SHARED_DATA_SIZE (1 + 8 + 4)
+#define IREF_OFFSET_SIZE (1 + 8)	/* tree block refs, owner refs */
+/* Simple-quota owner reference (not in older uapi headers). */
+#define EXTENT_OWNER_REF_KEY 172
+/* Where the regular/prealloc fields start in a file extent item. */
+#define FE_DISK_BYTENR 21
+#define FE_OFFSET 37
+#define FE_NUM_BYTES 45
+#define FE_REG_SIZE 53
+#define FE_COMPRESSION 16
+#define FE_DISK_NUM_BYTES 29
+/* btrfs_inode_item.flags: BTRFS_INODE_NODATASUM (not in the uapi headers). */
+#define INODE_NODATASUM (1ULL << 0)
+
+static const struct btrfs_tkey KEY_MIN = { 0, 0, 0 };
+static const struct btrfs_tkey KEY_MAX = { UINT64_MAX, UINT8_MAX, UINT64_MAX };
+
+void btrfs_add_finding(struct pass *p, const struct tfinding *f)
+{
+	if (p->nr_f >= MAX_FINDINGS) {
+		p->dropped++;
+		return;
+	}
+	p->f[p->nr_f++] = *f;
+}
+
+int btrfs_grow(void **v, size_t *alloc, size_t need, size_t size)
+{
+	size_t n = *alloc ? *alloc : 64;
+	void *nv;
+
+	if (need <= *alloc)
+		return 0;
+	while (n < need)
+		n *= 2;
+	nv = realloc(*v, n * size);
+	if (!nv)
+		return -ENOMEM;
+	*v = nv;
+	*alloc = n;
+	return 0;
+}
+
+/* Read a whole key range, calling fn on every item; counts items read. */
+static int read_tree(struct pass *p, uint64_t tree, struct btrfs_tkey min, struct btrfs_tkey max,
+		     int (*fn)(struct pass *, uint64_t, const struct btrfs_tree_item *),
+		     unsigned long long *count)
+{
+	struct btrfs_tree_reader r;
+	struct btrfs_tree_item it;
+	int ret = btrfs_tree_open(&r, p->fd, tree, min, max);
+
+	while (ret == 0) {
+		/* A signal or -a stops the check within this many items. */
+		if (r.items % CANCEL_CHECK_ITEMS == 0 && scrub_should_stop(p->ctx)) {
+			ret = -ECANCELED;
+			break;
+		}
+		if ((ret = btrfs_tree_next(&r, &it)) <= 0)
+			break;
+		ret = fn(p, tree, &it);
+	}
+	*count += r.items;
+	p->calls += r.calls;
+	btrfs_tree_close(&r);
+	return ret;
+}
+
+/* ---- 1. the root tree ---- */
+
+static bool is_fs_tree(uint64_t id)
+{
+	return id == BTRFS_FS_TREE_OBJECTID || id == BTRFS_DATA_RELOC_TREE_OBJECTID ||
+	       (id >= BTRFS_FIRST_FREE_OBJECTID && id <= BTRFS_LAST_FREE_OBJECTID);
+}
+
+static int root_item(struct pass *p, uint64_t tree, const struct btrfs_tree_item *it)
+{
+	static const unsigned char zero_uuid[BTRFS_UUID_SIZE];
+	struct fs_root *r;
+
+	(void)tree;
+	if (it->key.type == BTRFS_ROOT_REF_KEY || it->key.type == BTRFS_ROOT_BACKREF_KEY)
+		return btrfs_root_ref_item(p, it);
+	if (it->key.type != BTRFS_ROOT_ITEM_KEY)
+		return 0;
+	if (it->key.objectid == BTRFS_BLOCK_GROUP_TREE_OBJECTID)
+		p->bg_tree = true;
+	if (it->key.objectid == BTRFS_FREE_SPACE_TREE_OBJECTID)
+		p->fst = true;
+	if (!is_fs_tree(it->key.objectid) ||
+	    it->len < offsetof(struct btrfs_root_item, drop_progress))
+		return 0;
+	if (btrfs_grow((void **)&p->roots, &p->alloc_roots, p->nr_roots + 1, sizeof(*r)) < 0)
+		return -ENOMEM;
+	r = &p->roots[p->nr_roots++];
+	r->id = it->key.objectid;
+	r->transid = it->transid;
+	r->dead = btrfs_get32(it->data + offsetof(struct btrfs_root_item, refs)) == 0;
+	r->shared = it->key.offset != 0;
+	r->created = it->key.offset;
+	if (it->len >= offsetof(struct btrfs_root_item, parent_uuid) + BTRFS_UUID_SIZE &&
+	    memcmp(it->data + offsetof(struct btrfs_root_item, parent_uuid), zero_uuid,
+		   BTRFS_UUID_SIZE))
+		r->shared = true;
+	return 0;
+}
+
+static const struct fs_root *find_root(const struct pass *p, uint64_t id)
+{
+	for (size_t i = 0; i < p->nr_roots; i++)
+		if (p->roots[i].id == id)
+			return &p->roots[i];
+	return NULL;
+}
+
+/* ---- 2. the fs trees ---- */
+
+
+static void inode_done(struct pass *p, uint64_t root)
+{
+	struct inode_sum *s = &p->cur_inode;
+
+	/* btrfs check's rule: files and symlinks (a subvolume's root directory has nbytes). */
+	if (s->active && s->nlink && (S_ISREG(s->mode) || S_ISLNK(s->mode)) &&
+	    s->nbytes != s->found)
+		btrfs_add_finding(p, &(struct tfinding){
+			.kind = F_NBYTES, .root = root, .ino = s->ino,
+			.a = s->nbytes, .b = s->found, .transid = s->transid,
+		});
+	s->active = false;
+}
+
+/*
+ * Which disk bytes of a written (regular) extent carry checksums: all of a
+ * compressed extent, else the part the file uses; a prealloc extent has
+ * none, the data relocation tree's inodes are not looked at.
+ */
+static void want_csum(struct pass *p, uint64_t root, struct fe_rec *e, uint8_t type,
+		      const struct btrfs_tree_item *it)
+{
+	const struct inode_sum *s = &p->cur_inode;
+
+	if (type != BTRFS_FILE_EXTENT_REG || root == BTRFS_DATA_RELOC_TREE_OBJECTID ||
+	    !s->active || s->ino != it->key.objectid)
+		return;
+	if (it->data[FE_COMPRESSION]) {
+		e->cs_start = e->bytenr;
+		e->cs_len = btrfs_get64(it->data + FE_DISK_NUM_BYTES);
+	} else {
+		e->cs_start = e->bytenr + btrfs_get64(it->data + FE_OFFSET);
+		e->cs_len = btrfs_get64(it->data + FE_NUM_BYTES);
+	}
+	e->want_csum = s->flags & INODE_NODATASUM ? -1 : 1;
+}
+
+static int file_extent(struct pass *p, uint64_t root, const struct btrfs_tree_item *it)
+{
+	struct inode_sum *s = &p->cur_inode;
+	uint8_t type;
+	uint64_t bytenr;
+
+	if (it->len < FE_DISK_BYTENR)
+		return 0;
+	type = it->data[20];
+	if (s->active && s->ino == it->key.objectid && it->transid > s->transid)
+		s->transid = it->transid;
+	if (type == BTRFS_FILE_EXTENT_INLINE) {
+		if (s->active && s->ino == it->key.objectid)
+			s->found += btrfs_get64(it->data + 8);
+		return 0;
+	}
+	if (it->len < FE_REG_SIZE || !(bytenr = btrfs_get64(it->data + FE_DISK_BYTENR)))
+		return 0;
+	if (s->active && s->ino == it->key.objectid)
+		s->found += btrfs_get64(it->data + FE_NUM_BYTES);
+	if (btrfs_grow((void **)&p->fe, &p->alloc_fe, p->nr_fe + 1, sizeof(*p->fe)) < 0)
+		return -ENOMEM;
+	p->fe[p->nr_fe++] = (struct fe_rec){
+		.bytenr = bytenr, .root = root, .ino = it->key.objectid,
+		.ref_off = it->key.offset - btrfs_get64(it->data + FE_OFFSET),
+		.file_off = it->key.offset, .transid = it->transid,
+	};
+	want_csum(p, root, &p->fe[p->nr_fe - 1], type, it);
+	p->file_extents++;
+	return 0;
+}
+
+static int fs_item(struct pass *p, uint64_t root, const struct btrfs_tree_item *it)
+{
+	struct inode_sum *s = &p->cur_inode;
+	int ret = names_item(&p->names, p, it);
+
+	if (ret < 0)
+		return ret;
+	if (it->key.type == BTRFS_INODE_ITEM_KEY) {
+		inode_done(p, root);
+		if (it->len < sizeof(struct btrfs_inode_item))
+			return 0;
+		*s = (struct inode_sum){
+			.ino = it->key.objectid, .active = true, .transid = it->transid,
+			.nbytes = btrfs_get64(it->data + offsetof(struct btrfs_inode_item, nbytes)),
+			.nlink = btrfs_get32(it->data + offsetof(struct btrfs_inode_item, nlink)),
+			.mode = btrfs_get32(it->data + offsetof(struct btrfs_inode_item, mode)),
+			.flags = btrfs_get64(it->data + offsetof(struct btrfs_inode_item, flags)),
+		};
+		p->inodes++;
+		return 0;
+	}
+	if (it->key.type == BTRFS_EXTENT_DATA_KEY)
+		return file_extent(p, root, it);
+	return 0;
+}
+
+static int read_fs_trees(struct pass *p)
+{
+	for (size_t i = 0; i < p->nr_roots; i++) {
+		int ret;
+
+		if (p->roots[i].dead)
+			continue;
+		p->cur_inode.active = false;
+		names_begin(&p->names, p->roots[i].id);
+		ret = read_tree(p, p->roots[i].id, KEY_MIN, KEY_MAX, fs_item, &p->fs_items);
+		inode_done(p, p->roots[i].id);
+		if (ret == 0)
+			ret = names_end(&p->names, p, p->fd);
+		/* ENOENT: deleted since the root tree was read. */
+		if (ret < 0 && ret != -ENOENT)
+			return ret;
+	}
+	return 0;
+}
+
+static int fe_cmp(const void *a, const void *b)
+{
+	const struct fe_rec *x = a, *y = b;
+
+	if (x->bytenr != y->bytenr)
+		return x->bytenr < y->bytenr ? -1 : 1;
+	if (x->root != y->root)
+		return x->root < y->root ? -1 : 1;
+	if (x->ino != y->ino)
+		return x->ino < y->ino ? -1 : 1;
+	if (x->ref_off != y->ref_off)
+		return x->ref_off < y->ref_off ? -1 : 1;
+	return 0;
+}
+
+/* ---- 3. block groups ---- */
+
+static int bg_item(struct pass *p, uint64_t tree, const struct btrfs_tree_item *it)
+{
+	struct bgroup *g;
+
+	(void)tree;
+	if (it->key.type != BTRFS_BLOCK_GROUP_ITEM_KEY || it->len < sizeof(struct btrfs_block_group_item))
+		return 0;
+	if (btrfs_grow((void **)&p->bg, &p->alloc_bg, p->nr_bg + 1, sizeof(*p->bg)) < 0)
+		return -ENOMEM;
+	g = &p->bg[p->nr_bg++];
+	*g = (struct bgroup){
+		.start = it->key.objectid, .len = it->key.offset,
+		.used = btrfs_get64(it->data), .transid = it->transid,
+	};
+	/* Extent items at the group's start sort before its item (extent tree). */
+	if (p->pending_at == g->start) {
+		g->found += p->pending_sum;
+		p->pending_sum = 0;
+	}
+	p->bg_items++;
+	return 0;
+}
+
+/* Add an extent's bytes to the block group that holds it. */
+static void bg_account(struct pass *p, uint64_t start, uint64_t len)
+{
+	size_t lo = 0, hi = p->nr_bg;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (p->bg[mid].start + p->bg[mid].len <= start)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < p->nr_bg && p->bg[lo].start <= start) {
+		p->bg[lo].found += len;
+		return;
+	}
+	if (p->pending_at != start) {
+		p->pending_at = start;
+		p->pending_sum = 0;
+	}
+	p->pending_sum += len;
+}
+
+/* ---- 4. the extent tree ---- */
+
+static int ref_cmp(const void *a, const void *b)
+{
+	const struct data_ref *x = a, *y = b;
+
+	if (x->shared != y->shared)
+		return x->shared ? 1 : -1;
+	if (x->root != y->root)
+		return x->root < y->root ? -1 : 1;
+	if (x->ino != y->ino)
+		return x->ino < y->ino ? -1 : 1;
+	if (x->off != y->off)
+		return x->off < y->off ? -1 : 1;
+	return 0;
+}
+
+static int add_ref(struct pass *p, const struct data_ref *r)
+{
+	if (btrfs_grow((void **)&p->refs, &p->alloc_refs, p->nr_refs + 1, sizeof(*p->refs)) < 0)
+		return -ENOMEM;
+	p->refs[p->nr_refs++] = *r;
+	return 0;
+}
+
+/*
+ * The back reference (root, ino, off) of the extent, by binary search in
+ * the sorted references; with any_root, one from any tree (a linear scan,
+ * taken only when the exact one is missing).
+ */
+static const struct data_ref *ref_for(const struct pass *p, uint64_t root, uint64_t ino,
+				      uint64_t off, bool any_root)
+{
+	if (!any_root) {
+		struct data_ref key = { .root = root, .ino = ino, .off = off };
+
+		return p->nr_refs ? bsearch(&key, p->refs, p->nr_refs, sizeof(*p->refs), ref_cmp)
+				  : NULL;
+	}
+	for (size_t i = 0; i < p->nr_refs; i++) {
+		const struct data_ref *r = &p->refs[i];
+
+		if (!r->shared && r->ino == ino && r->off == off && (any_root || r->root == root))
+			return r;
+	}
+	return NULL;
+}
+
+/* The file extent items [from, to) of one (tree, inode, offset) against the refs. */
+static void check_group(struct pass *p, size_t from, size_t to, bool has_shared)
+{
+	const struct fe_rec *e = &p->fe[from];
+	const struct fs_root *root = find_root(p, e->root);
+	const struct data_ref *r = ref_for(p, e->root, e->ino, e->ref_off, false);
+	uint64_t n = to - from, transid = p->d_transid;
+	bool exact = root && !root->shared && !has_shared;
+
+	for (size_t i = from; i < to; i++)
+		transid = p->fe[i].transid > transid ? p->fe[i].transid : transid;
+	if (!r && !has_shared && !ref_for(p, e->root, e->ino, e->ref_off, true))
+		btrfs_add_finding(p, &(struct tfinding){
+			.kind = p->nr_refs ? F_CROSSLINK : F_NO_BACKREF, .root = e->root,
+			.ino = e->ino, .file_off = e->file_off, .logical = p->d_bytenr,
+			.len = p->d_len, .transid = transid,
+			.other_root = p->nr_refs ? p->refs[0].root : 0,
+			.other_ino = p->nr_refs ? p->refs[0].ino : 0,
+		});
+	else if (r && (exact ? r->count != n : r->count > n))
+		btrfs_add_finding(p, &(struct tfinding){
+			.kind = F_REF_COUNT, .root = e->root, .ino = e->ino,
+			.file_off = e->file_off, .logical = p->d_bytenr, .len = p->d_len,
+			.a = r->count, .b = n, .ref_off = r->off, .transid = transid,
+		});
+}
+
+/* A back reference that no file extent item [fe_pos, end) of its tree uses. */
+static void check_unused_ref(struct pass *p, const struct data_ref *r, size_t end)
+{
+	const struct fs_root *root = find_root(p, r->root);
+	struct fe_rec key = { .bytenr = p->d_bytenr, .root = r->root, .ino = r->ino,
+			      .ref_off = r->off };
+
+	/* Dropped trees and relocation trees (balance) keep references too. */
+	if ((root && root->dead) || !is_fs_tree(r->root))
+		return;
+	if (end > p->fe_pos &&
+	    bsearch(&key, p->fe + p->fe_pos, end - p->fe_pos, sizeof(*p->fe), fe_cmp))
+		return;
+	btrfs_add_finding(p, &(struct tfinding){
+		.kind = root ? F_REF_COUNT : F_REF_NO_ROOT, .root = r->root, .ino = r->ino,
+		.file_off = r->off, .logical = p->d_bytenr, .len = p->d_len,
+		.a = r->count, .b = 0, .ref_off = r->off, .transid = p->d_transid,
+	});
+}
+
+/* File extent items before the data extent at bytenr point at nothing. */
+static void skip_to(struct pass *p, uint64_t bytenr)
+{
+	while (p->fe_pos < p->nr_fe && p->fe[p->fe_pos].bytenr < bytenr) {
+		const struct fe_rec *e = &p->fe[p->fe_pos];
+
+		btrfs_add_finding(p, &(struct tfinding){
+			.kind = F_NO_EXTENT, .root = e->root, .ino = e->ino,
+			.file_off = e->file_off, .logical = e->bytenr, .transid = e->transid,
+		});
+		/* One finding per (extent, tree, inode): a file's many pieces. */
+		while (p->fe_pos < p->nr_fe && p->fe[p->fe_pos].bytenr == e->bytenr &&
+		       p->fe[p->fe_pos].root == e->root && p->fe[p->fe_pos].ino == e->ino)
+			p->fe_pos++;
+	}
+}
+
+static void data_extent_done(struct pass *p)
+{
+	uint64_t sum = 0;
+	bool has_shared = false;
+	size_t end;
+
+	if (!p->in_data)
+		return;
+	p->in_data = false;
+	p->data_extents++;
+	skip_to(p, p->d_bytenr);
+	if (p->nr_refs)
+		qsort(p->refs, p->nr_refs, sizeof(*p->refs), ref_cmp);
+	for (size_t i = 0; i < p->nr_refs; i++) {
+		sum += p->refs[i].count;
+		has_shared |= p->refs[i].shared;
+	}
+	end = p->fe_pos;
+	while (end < p->nr_fe && p->fe[end].bytenr == p->d_bytenr)
+		end++;
+	if (sum != p->d_refs) {
+		const struct data_ref *r = p->nr_refs && !p->refs[0].shared ? &p->refs[0] : NULL;
+
+		btrfs_add_finding(p, &(struct tfinding){
+			.kind = F_REFS_SUM, .logical = p->d_bytenr, .len = p->d_len,
+			.root = r ? r->root : end > p->fe_pos ? p->fe[p->fe_pos].root : 0,
+			.ino = r ? r->ino : end > p->fe_pos ? p->fe[p->fe_pos].ino : 0,
+			.a = p->d_refs, .b = sum, .transid = p->d_transid,
+		});
+	}
+	for (size_t i = p->fe_pos; i < end;) {
+		size_t j = i + 1;
+
+		while (j < end && !fe_cmp(&p->fe[i], &p->fe[j]))
+			j++;
+		check_group(p, i, j, has_shared);
+		i = j;
+	}
+	for (size_t i = 0; i < p->nr_refs; i++)
+		if (!p->refs[i].shared)
+			check_unused_ref(p, &p->refs[i], end);
+	btrfs_check_csums(p, p->fe_pos, end);
+	p->fe_pos = end;
+}
+
+/* The inline references after an EXTENT_ITEM's fixed part. */
+static int inline_refs(struct pass *p, const struct btrfs_tree_item *it)
+{
+	size_t off = sizeof(struct btrfs_extent_item);
+
+	while (off < it->len) {
+		const unsigned char *q = it->data + off;
+		int ret = 0;
+
+		if (q[0] == BTRFS_EXTENT_DATA_REF_KEY && off + IREF_DATA_SIZE <= it->len) {
+			ret = add_ref(p, &(struct data_ref){
+				.root = btrfs_get64(q + 1), .ino = btrfs_get64(q + 9),
+				.off = btrfs_get64(q + 17), .count = btrfs_get32(q + 25),
+			});
+			off += IREF_DATA_SIZE;
+		} else if (q[0] == BTRFS_SHARED_DATA_REF_KEY && off + IREF_SHARED_DATA_SIZE <= it->len) {
+			ret = add_ref(p, &(struct data_ref){
+				.shared = true, .root = btrfs_get64(q + 1), .count = btrfs_get32(q + 9),
+			});
+			off += IREF_SHARED_DATA_SIZE;
+		} else if (q[0] == EXTENT_OWNER_REF_KEY || q[0] == BTRFS_TREE_BLOCK_REF_KEY ||
+			   q[0] == BTRFS_SHARED_BLOCK_REF_KEY) {
+			off += IREF_OFFSET_SIZE;
+		} else {
+			break;	/* unknown: the scrub and the kernel's tree checker say more */
+		}
+		if (ret < 0)
+			return ret;
+	}
+	return 0;
+}
+
+static int extent_item(struct pass *p, uint64_t tree, const struct btrfs_tree_item *it)
+{
+	const struct btrfs_tkey *k = &it->key;
+
+	(void)tree;
+	if (p->in_data && k->objectid != p->d_bytenr)
+		data_extent_done(p);
+	switch (k->type) {
+	case BTRFS_METADATA_ITEM_KEY:
+		p->tree_blocks++;
+		bg_account(p, k->objectid, p->nodesize);
+		btrfs_fst_used(p, k->objectid, k->objectid + p->nodesize, it->transid);
+		return 0;
+	case BTRFS_EXTENT_ITEM_KEY:
+		if (it->len < sizeof(struct btrfs_extent_item))
+			return 0;
+		bg_account(p, k->objectid, k->offset);
+		btrfs_fst_used(p, k->objectid, k->objectid + k->offset, it->transid);
+		if (btrfs_get64(it->data + offsetof(struct btrfs_extent_item, flags)) &
+		    BTRFS_EXTENT_FLAG_TREE_BLOCK) {
+			p->tree_blocks++;
+			return 0;
+		}
+		p->in_data = true;
+		p->d_bytenr = k->objectid;
+		p->d_len = k->offset;
+		p->d_refs = btrfs_get64(it->data);
+		p->d_transid = it->transid;
+		p->nr_refs = 0;
+		return inline_refs(p, it);
+	case BTRFS_EXTENT_DATA_REF_KEY:
+		if (!p->in_data || it->len < sizeof(struct btrfs_extent_data_ref))
+			return 0;
+		if (it->transid > p->d_transid)
+			p->d_transid = it->transid;
+		return add_ref(p, &(struct data_ref){
+			.root = btrfs_get64(it->data), .ino = btrfs_get64(it->data + 8),
+			.off = btrfs_get64(it->data + 16), .count = btrfs_get32(it->data + 24),
+		});
+	case BTRFS_SHARED_DATA_REF_KEY:
+		if (!p->in_data || it->len < sizeof(struct btrfs_shared_data_ref))
+			return 0;
+		if (it->transid > p->d_transid)
+			p->d_transid = it->transid;
+		return add_ref(p, &(struct data_ref){
+			.shared = true, .root = k->offset, .count = btrfs_get32(it->data),
+		});
+	case BTRFS_BLOCK_GROUP_ITEM_KEY:
+		return p->bg_tree ? 0 : bg_item(p, tree, it);
+	}
+	return 0;
+}
+
+static void check_block_groups(struct pass *p)
+{
+	uint64_t sum = 0, transid = 0;
+
+	for (size_t i = 0; i < p->nr_bg; i++) {
+		const struct bgroup *g = &p->bg[i];
+
+		sum += g->used;
+		transid = g->transid > transid ? g->transid : transid;
+		if (g->used != g->found)
+			btrfs_add_finding(p, &(struct tfinding){
+				.kind = F_BG_USED, .logical = g->start, .len = g->len,
+				.a = g->used, .b = g->found, .transid = g->transid,
+			});
+	}
+	if (p->sb_ok && p->nr_bg && sum != p->sb_bytes_used)
+		btrfs_add_finding(p, &(struct tfinding){
+			.kind = F_BYTES_USED, .a = p->sb_bytes_used, .b = sum, .transid = transid,
+		});
+}
+
+/* ---- snapshots: one item, one finding ---- */
+
+/* Equal but for the tree: the same check of the same inode and numbers. */
+static bool same_but_root(const struct tfinding *a, const struct tfinding *b)
+{
+	return a->kind == b->kind && a->ino == b->ino && a->file_off == b->file_off &&
+	       a->logical == b->logical && a->a == b->a && a->b == b->b &&
+	       a->ref_off == b->ref_off && a->transid == b->transid &&
+	       !strcmp(a->name ? a->name : "", b->name ? b->name : "");
+}
+
+/*
+ * A snapshot shares the leaves of its source that neither has changed
+ * since; a damaged item in such a leaf is read through both trees.  A
+ * finding of a snapshot whose items are no newer than the snapshot itself
+ * and which another tree made identically, leaf generation included, is
+ * that same item: it is folded into the other tree's finding.
+ */
+static void fold_snapshot_findings(struct pass *p)
+{
+	for (size_t i = 0; i < p->nr_f; i++) {
+		struct tfinding *f = &p->f[i];
+		const struct fs_root *r = f->root ? find_root(p, f->root) : NULL;
+
+		if (!r || !r->shared || f->transid > r->created)
+			continue;
+		for (size_t j = 0; j < p->nr_f; j++) {
+			struct tfinding *g = &p->f[j];
+
+			if (j == i || g->dup || g->root == f->root || !same_but_root(f, g))
+				continue;
+			f->dup = true;
+			if (!g->shared_by++)
+				g->shared_root = f->root;
+			break;
+		}
+	}
+}
+
+/* ---- the superblock ---- */
+
+/* bytes_used and generation from the first device's primary superblock. */
+static void read_super(struct pass *p)
+{
+	struct btrfs_ioctl_fs_info_args fs = { 0 };
+	void *buf = NULL;
+	int fd = -1;
+
+	p->sb_ok = false;
+	if (ioctl(p->fd, BTRFS_IOC_FS_INFO, &fs) < 0)
+		return;
+	for (uint64_t id = 1; id <= fs.max_id && fd < 0; id++) {
+		struct btrfs_ioctl_dev_info_args d = { .devid = id };
+
+		if (ioctl(p->fd, BTRFS_IOC_DEV_INFO, &d) == 0)
+			/* O_DIRECT: btrfs writes the superblock past the page cache. */
+			fd = open((const char *)d.path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+	}
+	if (fd < 0 || posix_memalign(&buf, SUPER_SIZE, SUPER_SIZE))
+		goto out;
+	if (pread(fd, buf, SUPER_SIZE, SUPER_OFFSET) == SUPER_SIZE &&
+	    !memcmp((char *)buf + SUPER_MAGIC_OFF, "_BHRfS_M", 8)) {
+		p->sb_bytes_used = btrfs_get64((unsigned char *)buf + SUPER_BYTES_USED_OFF);
+		p->sb_generation = btrfs_get64((unsigned char *)buf + SUPER_GENERATION_OFF);
+		p->sb_ok = true;
+	}
+out:
+	free(buf);
+	if (fd >= 0)
+		close(fd);
+}
+
+/* ---- a pass ---- */
+
+static void pass_release(struct pass *p)
+{
+	for (size_t i = 0; i < p->nr_rrefs; i++)
+		free(p->rrefs[i].name);
+	free(p->rrefs);
+	names_release(&p->names);
+	if (p->csr.args)
+		btrfs_tree_close(&p->csr);
+	if (p->fsr.args)
+		btrfs_tree_close(&p->fsr);
+	for (size_t i = 0; i < p->nr_fq; i++)
+		free(p->fq[i].bitmap);
+	free(p->fq);
+	free(p->cs);
+	free(p->roots);
+	free(p->fe);
+	free(p->bg);
+	free(p->refs);
+	free(p->f);
+	memset(p, 0, sizeof(*p));
+}
+
+static int run_pass(struct scrub_ctx *ctx, struct pass *p)
+{
+	struct btrfs_ioctl_fs_info_args fs = { .flags = BTRFS_FS_INFO_FLAG_CSUM_INFO };
+	struct btrfs_tkey cmin = { BTRFS_EXTENT_CSUM_OBJECTID, BTRFS_EXTENT_CSUM_KEY, 0 };
+	struct btrfs_tkey cmax = { BTRFS_EXTENT_CSUM_OBJECTID, BTRFS_EXTENT_CSUM_KEY, UINT64_MAX };
+	int ret;
+
+	memset(p, 0, sizeof(*p));
+	p->ctx = ctx;
+	p->fd = ctx->mnt_fd;
+	p->pending_at = UINT64_MAX;
+	if (!(p->f = calloc(MAX_FINDINGS, sizeof(*p->f))))
+		return -ENOMEM;
+	if (ioctl(p->fd, BTRFS_IOC_FS_INFO, &fs) < 0)
+		return -errno;
+	p->nodesize = fs.nodesize;
+	p->sectorsize = fs.sectorsize;
+	/* Kernels before 5.5 do not fill csum_size: crc32c's 4 bytes then. */
+	p->csum_size = (fs.flags & BTRFS_FS_INFO_FLAG_CSUM_INFO) && fs.csum_size ? fs.csum_size : 4;
+	if (btrfs_tree_open(&p->csr, p->fd, BTRFS_CSUM_TREE_OBJECTID, cmin, cmax) < 0)
+		return -ENOMEM;
+	read_super(p);
+	ret = read_tree(p, BTRFS_ROOT_TREE_OBJECTID, KEY_MIN, KEY_MAX, root_item, &p->root_items);
+	if (ret == 0)
+		ret = read_fs_trees(p);
+	if (ret == 0 && p->fst)
+		ret = btrfs_tree_open(&p->fsr, p->fd, BTRFS_FREE_SPACE_TREE_OBJECTID, KEY_MIN,
+				      KEY_MAX);
+	if (ret < 0)
+		return ret;
+	if (p->nr_fe)	/* qsort and bsearch take no NULL array, even empty */
+		qsort(p->fe, p->nr_fe, sizeof(*p->fe), fe_cmp);
+	if (p->bg_tree) {
+		ret = read_tree(p, BTRFS_BLOCK_GROUP_TREE_OBJECTID, KEY_MIN, KEY_MAX, bg_item,
+				&p->bg_items);
+		if (ret < 0)
+			return ret;
+	}
+	ret = read_tree(p, BTRFS_EXTENT_TREE_OBJECTID, KEY_MIN, KEY_MAX, extent_item,
+			&p->extent_items);
+	if (ret < 0)
+		return ret;
+	data_extent_done(p);
+	skip_to(p, UINT64_MAX);
+	btrfs_fst_finish(p);
+	p->csum_items = p->csr.items;
+	p->calls += p->csr.calls + p->fsr.calls;
+	if (p->fsr_err < 0)
+		report_operational(ctx, NULL, NULL, -p->fsr_err,
+				   "cannot read the btrfs free space tree");
+	if (p->csr_err < 0)
+		report_operational(ctx, NULL, NULL, -p->csr_err, "cannot read the btrfs csum tree");
+	check_block_groups(p);
+	btrfs_check_root_refs(p);
+	fold_snapshot_findings(p);
+	return 0;
+}
+
+/* ---- reporting ---- */
+
+static bool same(const struct tfinding *a, const struct tfinding *b)
+{
+	return a->kind == b->kind && a->root == b->root && a->ino == b->ino &&
+	       a->file_off == b->file_off && a->logical == b->logical && a->a == b->a &&
+	       a->b == b->b && a->ref_off == b->ref_off &&
+	       !strcmp(a->name ? a->name : "", b->name ? b->name : "");
+}
+
+static bool found_in(const struct pass *p, const struct tfinding *f)
+{
+	for (size_t i = 0; i < p->nr_f; i++)
+		if (same(&p->f[i], f))
+			return true;
+	return false;
+}
+
+static void report_counts(struct scrub_ctx *ctx, const struct pass *p, const char *which)
+{
+	report_verbose(ctx, "Phase 3: btrfs trees (%s): root tree %llu items, %zu fs trees "
+		       "%llu items (%llu inodes, %llu file extents with disk extents), extent "
+		       "tree %llu items (%llu data extents, %llu tree blocks), csum tree %llu "
+		       "items, free space tree %llu items, %llu block groups%s; "
+		       "%llu TREE_SEARCH_V2 calls", which, p->root_items, p->nr_roots, p->fs_items,
+		       p->inodes, p->file_extents, p->extent_items, p->data_extents,
+		       p->tree_blocks, p->csum_items, p->fst_items, p->bg_items, p->bg_tree ? " (block group tree)" : "",
+		       p->calls);
+}
+
+/* Force a commit; the committed generation, or 0 if unknown. */
+static uint64_t force_commit(struct scrub_ctx *ctx, struct pass *probe)
+{
+	if (ioctl(ctx->mnt_fd, BTRFS_IOC_SYNC, NULL) < 0)
+		return 0;
+	probe->fd = ctx->mnt_fd;
+	read_super(probe);
+	return probe->sb_ok ? probe->sb_generation : 0;
+}
+
+/* The second pass decides: errors found twice in committed items, else infos. */
+static void judge(struct scrub_ctx *ctx, const struct pass *p1, const struct pass *p2,
+		  uint64_t committed)
+{
+	for (size_t i = 0; i < p2->nr_f; i++) {
+		const struct tfinding *f = &p2->f[i];
+
+		if (f->dup)
+			continue;
+		bool twice = found_in(p1, f) || p1->dropped;
+
+		if (twice && committed && f->transid <= committed)
+			btrfs_report_finding(ctx, f, SEV_ERROR, NULL);
+		else
+			btrfs_report_finding(ctx, f, SEV_INFO, twice ? "its items are newer than the "
+				   "commit forced to check it" : "not found before a forced commit");
+	}
+	for (size_t i = 0; i < p1->nr_f; i++)
+		if (!p1->f[i].dup && !found_in(p2, &p1->f[i]))
+			btrfs_report_finding(ctx, &p1->f[i], SEV_INFO, "not found again after a forced commit");
+	if (p2->dropped)
+		str_info(ctx, CHECK_BTRFS_EXTENT_REFS, NULL, NULL, 0,
+			 "%llu more tree findings were not kept", p2->dropped);
+}
+
+int btrfs_check_trees(struct scrub_ctx *ctx)
+{
+	struct pass p1, p2, probe = { 0 };
+	struct timespec t0, t1;
+	uint64_t committed;
+	int ret;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ret = run_pass(ctx, &p1);
+	if (ret == -ECANCELED) {	/* stopped: nothing to say */
+		pass_release(&p1);
+		return 0;
+	}
+	report_counts(ctx, &p1, "first pass");
+	if (ret < 0 || (!p1.nr_f && !p1.dropped)) {
+		pass_release(&p1);
+		goto out;
+	}
+	if (ctx->svfs.f_flag & ST_RDONLY) {
+		for (size_t i = 0; i < p1.nr_f; i++)
+			if (!p1.f[i].dup)
+				btrfs_report_finding(ctx, &p1.f[i], SEV_ERROR, NULL);
+		pass_release(&p1);
+		goto out;
+	}
+	report_verbose(ctx, "Phase 3: btrfs trees: %zu findings; forcing a commit to read "
+		       "them again", p1.nr_f);
+	committed = force_commit(ctx, &probe);
+	ret = run_pass(ctx, &p2);
+	if (ret == -ECANCELED) {
+		pass_release(&p1);
+		pass_release(&p2);
+		return 0;
+	}
+	report_counts(ctx, &p2, "after the commit");
+	if (ret == 0)
+		judge(ctx, &p1, &p2, committed);
+	pass_release(&p1);
+	pass_release(&p2);
+out:
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	report_verbose(ctx, "Phase 3: btrfs trees checked in %.3f s",
+		       (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
+	return ret;
+}

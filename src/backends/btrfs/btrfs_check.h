@@ -1,0 +1,35 @@
+/*
+ * btrfs_check: btrfs's logical trees cross-checked on the mounted
+ * filesystem (what `btrfs check` finds offline).  See btrfs_check.c.
+ *
+ * Layering: btrfs_check.c reads the trees through btrfs_trees.h and names
+ * files through btrfs_file_path(), which lives in btrfs.c (it needs the
+ * backend's state); btrfs.c calls nothing here but btrfs_check_trees().
+ */
+#ifndef FSCRUB_BTRFS_CHECK_H
+#define FSCRUB_BTRFS_CHECK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct scrub_ctx;
+struct strbuf;
+
+/*
+ * Phase 3, after the walk (the btrfs backend's scan_inodes hook): read the
+ * root, extent and block group trees and every subvolume's fs tree, and
+ * report btrfs.extent_refs, btrfs.nbytes, btrfs.bg_used and
+ * btrfs.bytes_used.  A mismatch is read again after a forced commit before
+ * it is an error.  Returns 0, or a negative errno when the trees cannot be
+ * read at all (reported as operational by the caller).
+ */
+int btrfs_check_trees(struct scrub_ctx *ctx);
+
+/*
+ * The path of inode in tree root relative to the mount point, for any
+ * subvolume below the mounted one (btrfs.c).  False, out empty, if unknown.
+ */
+bool btrfs_file_path(struct scrub_ctx *ctx, uint64_t root, uint64_t inode,
+		     struct strbuf *out);
+
+#endif

@@ -1,0 +1,197 @@
+/*
+ * btrfs_check_int: what the modules of the btrfs tree check share (the
+ * state of a pass and its findings).  Only btrfs_check.c and the modules it
+ * drives include this: btrfs_names.c (the namespace), btrfs_roots.c
+ * (subvolume references), btrfs_csum.c (the csum tree), btrfs_fst.c (the
+ * free space tree) and btrfs_check_report.c (the messages).
+ */
+#ifndef FSCRUB_BTRFS_CHECK_INT_H
+#define FSCRUB_BTRFS_CHECK_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backends/btrfs/btrfs_names.h"
+#include "backends/btrfs/btrfs_trees.h"
+#include "report.h"
+
+struct scrub_ctx;
+
+enum finding_kind {
+	F_REFS_SUM,	/* extent item refs != sum of its back references */
+	F_REF_COUNT,	/* a data back reference's count != file extent items */
+	F_NO_BACKREF,	/* a file extent item without a back reference */
+	F_CROSSLINK,	/* ... to an extent whose back references name other files */
+	F_NO_EXTENT,	/* a file extent item pointing at no data extent item */
+	F_REF_NO_ROOT,	/* a data back reference naming a tree that does not exist */
+	F_NBYTES,
+	F_BG_USED,
+	F_BYTES_USED,
+	F_ROOT_REF_ALONE,	/* a ROOT_REF without its ROOT_BACKREF or v.v. (a: key type) */
+	F_ROOT_REF_DIR,		/* a ROOT_REF without its directory entry */
+	F_ROOT_UNREFERENCED,	/* a live subvolume no ROOT_BACKREF names */
+	F_CSUM_MISSING,		/* checksummed file data without csum items */
+	F_CSUM_UNEXPECTED,	/* nodatasum file data with csum items */
+	F_FST_USED_FREE,	/* the free space tree calls an extent's bytes free */
+	F_FST_COUNT,		/* a FREE_SPACE_INFO's extent count != its free ranges */
+	/* btrfs_names.c */
+	F_DIR_PAIR,		/* a directory's DIR_ITEMs and DIR_INDEXes differ */
+	F_DIR_ISIZE,		/* a directory's i_size != its names' bytes */
+	F_ENTRY_NO_REF,		/* a DIR_INDEX entry without the inode's INODE_REF */
+	F_REF_NO_ENTRY,		/* an INODE_REF without the directory's DIR_INDEX */
+	F_NLINK_REFS,		/* nlink != INODE_REF / INODE_EXTREF names */
+	F_UNNAMED,		/* linked inode without any name */
+	F_ORPHAN_LOST,		/* unlinked inode not on the orphan list */
+};
+
+/* A finding, kept until the second pass has confirmed it. */
+struct tfinding {
+	enum finding_kind kind;
+	uint64_t root, ino, file_off;	/* the file named (0: none) */
+	uint64_t logical, len;
+	uint64_t a, b;			/* recorded vs found */
+	uint64_t ref_off;		/* F_REF_COUNT: the back reference's offset */
+	uint64_t other_root, other_ino;	/* F_CROSSLINK: the file the extent belongs to */
+	const char *name;		/* a name, owned by the pass (root refs, dir entries) */
+	uint64_t transid;		/* newest leaf among the items involved */
+	/* the same item seen again through snapshots sharing its leaf */
+	unsigned long long shared_by;
+	uint64_t shared_root;		/* one of them */
+	bool dup;			/* this is such a sighting: not reported */
+};
+
+/*
+ * Keep a finding of this pass (btrfs_check.c): the second pass and the
+ * live-filesystem rule decide later whether it is an error.
+ */
+void btrfs_add_finding(struct pass *p, const struct tfinding *f);
+
+/* One pass over the trees (btrfs_check.c owns it; the modules fill parts). */
+struct fs_root {
+	uint64_t id;
+	bool shared;		/* a snapshot: may hold leaves owned by another tree */
+	bool dead;		/* deleted, being dropped (refs 0) */
+	uint64_t transid;	/* of the leaf holding its ROOT_ITEM */
+	uint64_t created;	/* a snapshot's: the transaction that took it */
+};
+
+/* A ROOT_REF (parent -> child) or ROOT_BACKREF (child -> parent). */
+struct root_ref {
+	bool back;
+	uint64_t parent, child, dirid, seq, transid;
+	char *name;
+};
+
+/* A file extent item with a disk extent: what its back reference must say. */
+struct fe_rec {
+	uint64_t bytenr, root, ino, ref_off, file_off, transid;
+	uint64_t cs_start, cs_len;	/* the disk bytes its checksums cover */
+	int want_csum;			/* 1: must have csums, -1: must not, 0: either */
+};
+
+/* A free range of the free space tree: an extent, or a bitmap's range. */
+struct fst_range {
+	uint64_t start, end, transid;
+	unsigned char *bitmap;		/* NULL: all free; else a bit per sector */
+};
+
+/* The logical range [start, end) one csum item covers. */
+struct csum_iv {
+	uint64_t start, end, transid;
+};
+
+/* A data back reference of the extent being looked at. */
+struct data_ref {
+	bool shared;
+	uint64_t root, ino, off;	/* shared: root is the parent leaf */
+	uint32_t count;
+	uint64_t transid;
+};
+
+/* The inode being summed in the fs tree being read. */
+struct inode_sum {
+	uint64_t ino, nbytes, found, transid;
+	uint32_t nlink, mode;
+	uint64_t flags;
+	bool active;
+};
+
+struct bgroup {
+	uint64_t start, len, used, found, transid;
+};
+
+struct pass {
+	struct scrub_ctx *ctx;
+	int fd;
+	uint32_t nodesize;
+	struct fs_root *roots;
+	size_t nr_roots, alloc_roots;
+	struct root_ref *rrefs;
+	size_t nr_rrefs, alloc_rrefs;
+	struct fe_rec *fe;
+	size_t nr_fe, alloc_fe, fe_pos;
+	struct bgroup *bg;
+	size_t nr_bg, alloc_bg;
+	bool bg_tree;
+	struct inode_sum cur_inode;	/* the inode being summed */
+	struct btrfs_names names;	/* the namespace of the fs tree being read */
+	/* the csum tree, read alongside the extent tree */
+	struct btrfs_tree_reader csr;
+	bool csr_end;
+	int csr_err;
+	struct csum_iv *cs;
+	size_t nr_cs, alloc_cs;
+	uint32_t csum_size, sectorsize;
+	unsigned long long csum_items;
+	/* the free space tree, read alongside the extent tree */
+	bool fst;
+	struct btrfs_tree_reader fsr;
+	bool fsr_end;
+	int fsr_err;
+	uint64_t fsr_last;		/* objectid of the last item read */
+	struct fst_range *fq;
+	size_t nr_fq, alloc_fq;
+	bool in_info;
+	uint64_t info_start, info_len, info_transid, run_end;
+	uint32_t info_count, counted;
+	unsigned long long fst_items;
+	uint64_t pending_at, pending_sum;	/* extents at a bg start before its item */
+	/* the data extent being read */
+	bool in_data;
+	uint64_t d_bytenr, d_len, d_refs, d_transid;
+	struct data_ref *refs;
+	size_t nr_refs, alloc_refs;
+	/* findings */
+	struct tfinding *f;
+	size_t nr_f;
+	unsigned long long dropped;
+	/* counters for -v */
+	unsigned long long root_items, fs_items, extent_items, bg_items, calls;
+	unsigned long long data_extents, tree_blocks, file_extents, inodes;
+	uint64_t sb_bytes_used, sb_generation;
+	bool sb_ok;
+};
+
+/* Grow *v (of *alloc elements of size bytes) to hold need; 0 or -ENOMEM. */
+int btrfs_grow(void **v, size_t *alloc, size_t need, size_t size);
+
+/* btrfs_roots.c: keep a ROOT_REF / ROOT_BACKREF; check them all at the end. */
+int btrfs_root_ref_item(struct pass *p, const struct btrfs_tree_item *it);
+void btrfs_check_root_refs(struct pass *p);
+
+/* btrfs_csum.c: the csums of the file extents [from, to) of the data extent p->d_*. */
+void btrfs_check_csums(struct pass *p, size_t from, size_t to);
+
+/*
+ * btrfs_fst.c: a used extent [a, b), in logical order, against the free
+ * space tree; then the rest of the tree, for its counts.
+ */
+void btrfs_fst_used(struct pass *p, uint64_t a, uint64_t b, uint64_t transid);
+void btrfs_fst_finish(struct pass *p);
+
+/* btrfs_check_report.c: print a finding (why: the "changed" reason, or NULL). */
+void btrfs_report_finding(struct scrub_ctx *ctx, const struct tfinding *f, enum severity sev,
+			  const char *why);
+
+#endif

@@ -1,0 +1,195 @@
+/*
+ * btrfs_check_report: the text of each btrfs tree finding, with the paths
+ * of the files it names (btrfs_file_path(): subvolume path + file path).
+ */
+#include "backends/btrfs/btrfs_check.h"
+
+#include <linux/btrfs.h>
+#include <string.h>
+#include <sys/ioctl.h>
+
+#include "backends/btrfs/btrfs_check_int.h"
+#include "context.h"
+#include "checks.h"
+#include "report.h"
+#include "strbuf.h"
+
+/*
+ * The path of (root, ino) for a message: under the mount if it is there,
+ * else "<subvolume R>/path in that subvolume" (BTRFS_IOC_INO_LOOKUP, which
+ * follows the inode's first name up), else "<subvolume R>/<inode I>".
+ */
+static void name_of(struct scrub_ctx *ctx, uint64_t root, uint64_t ino, struct strbuf *out)
+{
+	struct btrfs_ioctl_ino_lookup_args lk = { .treeid = root, .objectid = ino };
+	size_t n;
+
+	if (btrfs_file_path(ctx, root, ino, out))
+		return;
+	strbuf_addf(out, "<subvolume %llu>/", (unsigned long long)root);
+	if (ioctl(ctx->mnt_fd, BTRFS_IOC_INO_LOOKUP, &lk) < 0 || !lk.name[0]) {
+		strbuf_addf(out, "<inode %llu>", (unsigned long long)ino);
+		return;
+	}
+	n = strlen(lk.name);
+	if (lk.name[n - 1] == '/')
+		lk.name[--n] = 0;	/* INO_LOOKUP ends every component with '/' */
+	strbuf_addstr(out, lk.name);
+}
+
+static const char *check_of(enum finding_kind k)
+{
+	switch (k) {
+	case F_NBYTES: return CHECK_BTRFS_NBYTES;
+	case F_BG_USED: return CHECK_BTRFS_BG_USED;
+	case F_BYTES_USED: return CHECK_BTRFS_BYTES_USED;
+	case F_CROSSLINK: return CHECK_BTRFS_CROSSLINK;
+	case F_ROOT_REF_ALONE:
+	case F_ROOT_REF_DIR:
+	case F_ROOT_UNREFERENCED: return CHECK_BTRFS_ROOT_REF;
+	case F_CSUM_MISSING:
+	case F_CSUM_UNEXPECTED: return CHECK_BTRFS_CSUM;
+	case F_FST_USED_FREE:
+	case F_FST_COUNT: return CHECK_BTRFS_FREE_SPACE_TREE;
+	case F_DIR_PAIR:
+	case F_DIR_ISIZE:
+	case F_ENTRY_NO_REF:
+	case F_REF_NO_ENTRY: return CHECK_BTRFS_DIR_ITEM;
+	case F_NLINK_REFS: return CHECK_BTRFS_INODE_REF;
+	case F_UNNAMED:
+	case F_ORPHAN_LOST: return CHECK_BTRFS_ORPHAN;
+	default: return CHECK_BTRFS_EXTENT_REFS;
+	}
+}
+
+static void describe(struct scrub_ctx *ctx, const struct tfinding *f, struct strbuf *m)
+{
+	struct strbuf other = STRBUF_INIT, rel = STRBUF_INIT;
+
+	unsigned long long lg = f->logical, len = f->len, a = f->a, b = f->b;
+	unsigned long long fo = f->file_off, root = f->root, ino = f->ino;
+
+	switch (f->kind) {
+	case F_REFS_SUM:
+		strbuf_addf(m, "data extent at logical %llu (%llu bytes): its extent item counts "
+			    "%llu references, its back references add up to %llu", lg, len, a, b);
+		break;
+	case F_REF_COUNT:
+		strbuf_addf(m, "data extent at logical %llu (%llu bytes): its back reference from "
+			    "tree %llu inode %llu offset %llu counts %llu file extent items, the "
+			    "tree has %llu", lg, len, root, ino,
+			    (unsigned long long)f->ref_off, a, b);
+		break;
+	case F_NO_BACKREF:
+		strbuf_addf(m, "file extent at file offset %llu uses the data extent at logical "
+			    "%llu (%llu bytes), which has no back reference to it", fo, lg, len);
+		break;
+	case F_CROSSLINK:
+		name_of(ctx, f->other_root, f->other_ino, &rel);
+		report_path(ctx, &other, NULL, rel.buf);
+		strbuf_addf(m, "file extent at file offset %llu uses the data extent at logical "
+			    "%llu (%llu bytes), whose back references name another file, %s "
+			    "(inode %llu), and not this one: cross-linked", fo, lg, len, other.buf,
+			    (unsigned long long)f->other_ino);
+		break;
+	case F_NO_EXTENT:
+		strbuf_addf(m, "file extent at file offset %llu points at logical %llu, where "
+			    "the extent tree has no data extent", fo, lg);
+		break;
+	case F_REF_NO_ROOT:
+		strbuf_addf(m, "data extent at logical %llu (%llu bytes) has a back reference "
+			    "from tree %llu inode %llu, a tree that does not exist", lg, len, root, ino);
+		break;
+	case F_ROOT_REF_ALONE:
+		strbuf_addf(m, "subvolume %llu \"%s\" (directory index %llu): its %s has no "
+			    "matching %s", lg, f->name, b, a ? "ROOT_BACKREF" : "ROOT_REF",
+			    a ? "ROOT_REF" : "ROOT_BACKREF");
+		break;
+	case F_ROOT_REF_DIR:
+		strbuf_addf(m, "subvolume %llu \"%s\": its ROOT_REF names directory index %llu, "
+			    "which is not an entry of that name for the subvolume", lg, f->name, b);
+		break;
+	case F_ROOT_UNREFERENCED:
+		strbuf_addf(m, "subvolume %llu has no ROOT_BACKREF: no directory names it", lg);
+		break;
+	case F_CSUM_MISSING:
+		strbuf_addf(m, "file extent at file offset %llu: its data at logical %llu "
+			    "(%llu bytes from %llu) has no checksum items from logical %llu on, and "
+			    "the file is checksummed", fo, a, len, a, lg);
+		break;
+	case F_CSUM_UNEXPECTED:
+		strbuf_addf(m, "file extent at file offset %llu: the file is nodatasum but its "
+			    "data at logical %llu (%llu bytes) has checksum items (from logical "
+			    "%llu)", fo, a, len, lg);
+		break;
+	case F_FST_USED_FREE:
+		strbuf_addf(m, "the free space tree calls bytes of the extent at logical %llu "
+			    "(%llu bytes) free (its free range %llu-%llu)", lg, len, a, b);
+		break;
+	case F_FST_COUNT:
+		strbuf_addf(m, "block group at logical %llu (%llu bytes): its free space info "
+			    "counts %llu free ranges, the free space tree has %llu", lg, len, a, b);
+		break;
+	case F_DIR_PAIR:
+		strbuf_addf(m, "directory has %llu DIR_ITEM and %llu DIR_INDEX entries, and they "
+			    "are not the same names", a, b);
+		break;
+	case F_DIR_ISIZE:
+		strbuf_addf(m, "directory i_size %llu, its names add up to %llu bytes (counted "
+			    "in DIR_ITEM and DIR_INDEX)", a, b);
+		break;
+	case F_ENTRY_NO_REF:
+		strbuf_addf(m, "directory entry \"%s\" (index %llu) names inode %llu, which has "
+			    "no INODE_REF back to it", f->name, b, lg);
+		break;
+	case F_REF_NO_ENTRY:
+		strbuf_addf(m, "the inode's INODE_REF names \"%s\" in directory inode %llu "
+			    "(index %llu), which has no such entry", f->name, lg, b);
+		break;
+	case F_NLINK_REFS:
+		strbuf_addf(m, "inode nlink %llu, it has %llu names (INODE_REF, INODE_EXTREF)", a, b);
+		break;
+	case F_UNNAMED:
+		strbuf_addf(m, "inode has %llu links and no name: no directory reaches it", a);
+		break;
+	case F_ORPHAN_LOST:
+		strbuf_addf(m, "inode has no links and is not on the orphan list: its space is "
+			    "never freed");
+		break;
+	case F_NBYTES:
+		strbuf_addf(m, "inode item nbytes %llu, its file extents add up to %llu", a, b);
+		break;
+	case F_BG_USED:
+		strbuf_addf(m, "block group at logical %llu (%llu bytes): used %llu, its extent "
+			    "items add up to %llu", lg, len, a, b);
+		break;
+	case F_BYTES_USED:
+		strbuf_addf(m, "superblock bytes_used %llu, the block groups' used add up to %llu",
+			    a, b);
+		break;
+	}
+	strbuf_release(&other);
+	strbuf_release(&rel);
+}
+
+void btrfs_report_finding(struct scrub_ctx *ctx, const struct tfinding *f, enum severity sev,
+		       const char *why)
+{
+	struct strbuf path = STRBUF_INIT, msg = STRBUF_INIT;
+	bool named = f->ino && f->kind != F_REF_NO_ROOT;
+
+	if (named)
+		name_of(ctx, f->root, f->ino, &path);
+	if (why)
+		strbuf_addf(&msg, "changed while being checked (%s): ", why);
+	describe(ctx, f, &msg);
+	if (f->shared_by)
+		strbuf_addf(&msg, "; the same item, in a leaf shared with %llu %s, is seen through "
+			    "subvolume %llu%s", f->shared_by, f->shared_by == 1 ? "snapshot" : "snapshots",
+			    (unsigned long long)f->shared_root, f->shared_by > 1 ? " and others" : "");
+	/* An empty path is the mounted subvolume's top directory. */
+	report_at(ctx, sev, check_of(f->kind), NULL, named && path.len ? path.buf : NULL,
+		  named ? f->ino : 0, __FILE__, __LINE__, "%s", msg.buf);
+	strbuf_release(&path);
+	strbuf_release(&msg);
+}

@@ -1,0 +1,136 @@
+/*
+ * btrfs_trees: a TREE_SEARCH_V2 streaming reader (see btrfs_trees.h).
+ *
+ * Each refill asks the kernel for every key in [cursor, max]; the kernel
+ * fills the buffer with whole items and says how many (nr_items).  The
+ * cursor then moves to the key just after the last item copied: offset + 1,
+ * carrying into type and objectid.  An empty answer ends the range.
+ */
+#include "backends/btrfs/btrfs_trees.h"
+
+#include <errno.h>
+#include <linux/btrfs.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+
+uint64_t btrfs_get64(const unsigned char *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 7; i >= 0; i--)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+uint32_t btrfs_get32(const unsigned char *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+int btrfs_key_cmp(const struct btrfs_tkey *a, const struct btrfs_tkey *b)
+{
+	if (a->objectid != b->objectid)
+		return a->objectid < b->objectid ? -1 : 1;
+	if (a->type != b->type)
+		return a->type < b->type ? -1 : 1;
+	if (a->offset != b->offset)
+		return a->offset < b->offset ? -1 : 1;
+	return 0;
+}
+
+int btrfs_tree_open(struct btrfs_tree_reader *r, int fd, uint64_t tree,
+		    struct btrfs_tkey min, struct btrfs_tkey max)
+{
+	memset(r, 0, sizeof(*r));
+	r->fd = fd;
+	r->tree = tree;
+	r->next = min;
+	r->max = max;
+	r->args = malloc(sizeof(struct btrfs_ioctl_search_args_v2) + BTRFS_TREES_BUF);
+	if (!r->args)
+		return -ENOMEM;
+	r->end = btrfs_key_cmp(&min, &max) > 0;
+	return 0;
+}
+
+/* The key after k; false if k is the last key there is. */
+static bool key_inc(struct btrfs_tkey *k)
+{
+	if (++k->offset)
+		return true;
+	if (k->type++ != UINT8_MAX)
+		return true;
+	k->type = 0;
+	return ++k->objectid != 0;
+}
+
+static int refill(struct btrfs_tree_reader *r)
+{
+	struct btrfs_ioctl_search_args_v2 *a = r->args;
+	struct btrfs_ioctl_search_key *k = &a->key;
+
+	memset(k, 0, sizeof(*k));
+	k->tree_id = r->tree;
+	k->min_objectid = r->next.objectid;
+	k->min_type = r->next.type;
+	k->min_offset = r->next.offset;
+	k->max_objectid = r->max.objectid;
+	k->max_type = r->max.type;
+	k->max_offset = r->max.offset;
+	k->max_transid = UINT64_MAX;
+	k->nr_items = UINT32_MAX;
+	a->buf_size = BTRFS_TREES_BUF;
+	if (ioctl(r->fd, BTRFS_IOC_TREE_SEARCH_V2, a) < 0)
+		return -errno;
+	r->calls++;
+	r->pos = 0;
+	r->left = k->nr_items;
+	if (!r->left)
+		r->end = true;
+	return 0;
+}
+
+int btrfs_tree_next(struct btrfs_tree_reader *r, struct btrfs_tree_item *it)
+{
+	struct btrfs_ioctl_search_args_v2 *a = r->args;
+	struct btrfs_ioctl_search_header h;
+	int ret;
+
+	if (!r->left) {
+		if (r->end)
+			return 0;
+		ret = refill(r);
+		if (ret < 0)
+			return ret;
+		if (!r->left)
+			return 0;
+	}
+	if (r->pos + sizeof(h) > BTRFS_TREES_BUF)
+		return -EIO;
+	memcpy(&h, a->buf + r->pos, sizeof(h));
+	if (r->pos + sizeof(h) + h.len > BTRFS_TREES_BUF)
+		return -EIO;
+	it->key.objectid = h.objectid;
+	it->key.type = (uint8_t)h.type;
+	it->key.offset = h.offset;
+	it->transid = h.transid;
+	it->len = h.len;
+	it->data = a->buf + r->pos + sizeof(h);
+	r->pos += sizeof(h) + h.len;
+	r->left--;
+	r->items++;
+	r->next = it->key;
+	if (!key_inc(&r->next) || btrfs_key_cmp(&r->next, &r->max) > 0)
+		r->end = true;
+	return 1;
+}
+
+void btrfs_tree_close(struct btrfs_tree_reader *r)
+{
+	free(r->args);
+	r->args = NULL;
+	r->left = 0;
+	r->end = true;
+}

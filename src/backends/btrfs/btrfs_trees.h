@@ -1,0 +1,78 @@
+/*
+ * btrfs_trees: stream the items of a btrfs tree by key range, mounted.
+ *
+ * BTRFS_IOC_TREE_SEARCH_V2 (root only) copies the items of one tree whose
+ * keys lie in [min, max] (keys compared as a whole: objectid, type, offset)
+ * into a buffer, as many as fit.  A reader owns one buffer of
+ * BTRFS_TREES_BUF bytes and a key cursor: each refill asks for the items
+ * after the last key returned, so memory stays that one buffer whatever the
+ * tree's size, and a tree that changes between refills is read as it is at
+ * each refill (items are never returned twice or out of order).
+ *
+ * The item's transid is the generation of the leaf that held it: the last
+ * transaction that changed anything in that leaf, an upper bound of the
+ * item's own age.
+ *
+ * This module only reads; it never reports (callers do).
+ */
+#ifndef FSCRUB_BTRFS_TREES_H
+#define FSCRUB_BTRFS_TREES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * 256 KiB: sixteen 16 KiB leaves per ioctl, the item count per call that
+ * makes the ioctl cost small next to the copy; an item is at most a node
+ * (64 KiB), so one always fits.
+ */
+#define BTRFS_TREES_BUF (256 * 1024)
+
+struct btrfs_tkey {
+	uint64_t objectid;
+	uint8_t type;
+	uint64_t offset;
+};
+
+struct btrfs_tree_item {
+	struct btrfs_tkey key;
+	uint64_t transid;		/* generation of the leaf that held it */
+	uint32_t len;
+	const unsigned char *data;	/* len bytes, valid until the next call */
+};
+
+struct btrfs_tree_reader {
+	int fd;
+	uint64_t tree;
+	struct btrfs_tkey next, max;	/* cursor: the next key wanted; the last */
+	void *args;			/* struct btrfs_ioctl_search_args_v2 + buffer */
+	size_t pos;			/* in the buffer */
+	uint32_t left;			/* items not yet returned from the buffer */
+	bool end;			/* no refill: the range is exhausted */
+	unsigned long long items, calls;	/* counters, for -v */
+};
+
+/*
+ * Start reading tree (a tree id: BTRFS_EXTENT_TREE_OBJECTID, a subvolume's
+ * id, ...) through fd (any file of the filesystem) from key min to key max,
+ * both included.  0, or -ENOMEM.
+ */
+int btrfs_tree_open(struct btrfs_tree_reader *r, int fd, uint64_t tree,
+		    struct btrfs_tkey min, struct btrfs_tkey max);
+/*
+ * The next item: 1 and *it filled, 0 at the end of the range, or a negative
+ * errno from the ioctl (-ENOENT: no such tree; -EPERM: not root).
+ */
+int btrfs_tree_next(struct btrfs_tree_reader *r, struct btrfs_tree_item *it);
+/* Free the buffer; the counters stay readable. */
+void btrfs_tree_close(struct btrfs_tree_reader *r);
+
+/* Little-endian fields of an item's bytes (no alignment needed). */
+uint64_t btrfs_get64(const unsigned char *p);
+uint32_t btrfs_get32(const unsigned char *p);
+
+/* Key order: <0, 0, >0. */
+int btrfs_key_cmp(const struct btrfs_tkey *a, const struct btrfs_tkey *b);
+
+#endif
