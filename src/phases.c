@@ -184,7 +184,8 @@ void phases_release(struct scrub_ctx *ctx)
 	}
 	ledger_free(ctx->ledger);
 	ctx->ledger = NULL;
-	if (ctx->ops && ctx->ops->cleanup)
+	/* ctx->ops stays: the reports name the backend and its repair tool. */
+	if (ctx->backend && ctx->ops && ctx->ops->cleanup)
 		ctx->ops->cleanup(ctx);
-	ctx->ops = NULL;
+	ctx->backend = NULL;
 }

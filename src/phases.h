@@ -27,8 +27,8 @@ int phases_run(struct scrub_ctx *ctx);
 
 /*
  * Release what the phases made for each other (context.h, "Products")
- * and the backend's state (its cleanup hook).  Safe after any phase,
- * and twice.
+ * and the backend's state (its cleanup hook; ctx->ops stays, for the
+ * reports).  Safe after any phase, and twice.
  */
 void phases_release(struct scrub_ctx *ctx);
 
