@@ -13,15 +13,42 @@
 #ifndef FSCRUB_MEDIAMAP_H
 #define FSCRUB_MEDIAMAP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 struct scrub_ctx;
+struct xlink_list;
 
 struct bad_range {
 	uint64_t off, len;	/* device bytes */
 	int err;		/* positive errno of the failed read */
 };
+
+/* One bad range, or the part of it that one extent owns. */
+struct media_piece {
+	uint64_t dev_off, len;
+	uint64_t ino;			/* on dev; 0: no extent of the walk owns it */
+	uint64_t file_off;
+	int err;
+	bool still_mapped, still_bad;	/* the second look, through the file */
+};
+
+struct media_pieces {
+	struct media_piece *v;
+	size_t n;
+	uint64_t dev;			/* the st_dev of every inode in the extent list */
+};
+
+/*
+ * Split bad range b over the extents of l (sorted by physical offset),
+ * appending to out, in device order: a piece for each part an extent
+ * owns (its inode and file offset), a piece with ino 0 for each gap no
+ * extent owns.  Unwritten extents own nothing (they have no data to
+ * lose).  Pure: no context, no I/O; out->v is grown with xrealloc.
+ */
+void mediamap_split(const struct xlink_list *l, const struct bad_range *b,
+		    struct media_pieces *out);
 
 /* Report every bad range; dev_fd is the device, open O_DIRECT. */
 void mediamap_report(struct scrub_ctx *ctx, int dev_fd, const struct bad_range *bad,
