@@ -31,31 +31,48 @@ static void add_piece(struct media_pieces *p, const struct media_piece *x)
 	p->v[p->n++] = *x;
 }
 
-/* Index of the first extent that may overlap off (the list is by phys). */
-static size_t first_candidate(const struct xlink_list *l, uint64_t off)
+void media_index_init(struct media_index *ix, const struct xlink_list *l)
 {
-	size_t lo = 0, hi = l->n;
+	uint64_t m = 0;
 
-	while (lo < hi) {			/* first extent with phys > off */
+	ix->l = l;
+	ix->end_max = l->n ? xmalloc(l->n * sizeof(*ix->end_max)) : NULL;
+	for (size_t i = 0; i < l->n; i++) {
+		if (l->v[i].phys + l->v[i].len > m)
+			m = l->v[i].phys + l->v[i].len;
+		ix->end_max[i] = m;
+	}
+}
+
+void media_index_release(struct media_index *ix)
+{
+	free(ix->end_max);
+	ix->end_max = NULL;
+}
+
+/* Index of the first extent that may overlap off: end_max is non-decreasing. */
+static size_t first_candidate(const struct media_index *ix, uint64_t off)
+{
+	size_t lo = 0, hi = ix->l->n;
+
+	while (lo < hi) {			/* first extent with end_max > off */
 		size_t mid = lo + (hi - lo) / 2;
 
-		if (l->v[mid].phys <= off)
-			lo = mid + 1;
-		else
+		if (ix->end_max[mid] > off)
 			hi = mid;
+		else
+			lo = mid + 1;
 	}
-	/* Step back over the extents that start before off and reach it. */
-	while (lo > 0 && l->v[lo - 1].phys + l->v[lo - 1].len > off)
-		lo--;
 	return lo;
 }
 
-void mediamap_split(const struct xlink_list *l, const struct bad_range *b,
+void mediamap_split(const struct media_index *ix, const struct bad_range *b,
 		    struct media_pieces *out)
 {
+	const struct xlink_list *l = ix->l;
 	uint64_t pos = b->off, end = b->off + b->len;
 
-	for (size_t i = first_candidate(l, b->off); i < l->n && l->v[i].phys < end; i++) {
+	for (size_t i = first_candidate(ix, b->off); i < l->n && l->v[i].phys < end; i++) {
 		const struct xlink_extent *x = &l->v[i];
 		uint64_t s = x->phys > b->off ? x->phys : b->off;
 		uint64_t e = x->phys + x->len < end ? x->phys + x->len : end;
@@ -228,9 +245,13 @@ void mediamap_report(struct scrub_ctx *ctx, int dev_fd, const struct bad_range *
 	struct relook rl = { .ctx = ctx, .name = "media error second look",
 			     .visit = relook_pieces, .arg = &p };
 
+	struct media_index ix;
+
 	(void)dev_fd;
+	media_index_init(&ix, ctx->xlinks);
 	for (size_t i = 0; i < nr_bad; i++)
-		mediamap_split(ctx->xlinks, &bad[i], &p);
+		mediamap_split(&ix, &bad[i], &p);
+	media_index_release(&ix);
 	for (size_t i = 0; i < p.n; i++)
 		if (p.v[i].ino)
 			relook_add(&rl, (struct ino_key){ ctx->xlinks->dev, p.v[i].ino });

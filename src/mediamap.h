@@ -41,13 +41,28 @@ struct media_pieces {
 };
 
 /*
- * Split bad range b over the extents of l (sorted by physical offset),
- * appending to out, in device order: a piece for each part an extent
- * owns (its inode and file offset), a piece with ino 0 for each gap no
- * extent owns.  Unwritten extents own nothing (they have no data to
- * lose).  Pure: no context, no I/O; out->v is grown with xrealloc.
+ * The extent list (sorted by physical offset) indexed for lookups by
+ * device offset: end_max[i] is the furthest end of v[0..i], so the first
+ * extent that may reach an offset is found by a binary search even where
+ * extents overlap (a cross-link: a small extent inside a large one).
+ * 8 bytes per extent, made only when there are bad ranges.
  */
-void mediamap_split(const struct xlink_list *l, const struct bad_range *b,
+struct media_index {
+	const struct xlink_list *l;
+	uint64_t *end_max;		/* NULL for an empty list */
+};
+
+void media_index_init(struct media_index *ix, const struct xlink_list *l);
+void media_index_release(struct media_index *ix);
+
+/*
+ * Split bad range b over the extents of ix, appending to out, in device
+ * order: a piece for each part an extent owns (its inode and file offset),
+ * a piece with ino 0 for each gap no extent owns.  Unwritten extents own
+ * nothing (they have no data to lose).  Pure: no context, no I/O; out->v
+ * is grown with xrealloc.
+ */
+void mediamap_split(const struct media_index *ix, const struct bad_range *b,
 		    struct media_pieces *out);
 
 /* Report every bad range; dev_fd is the device, open O_DIRECT. */

@@ -1,6 +1,7 @@
 /*
  * Unit tests for mediamap.c: mediamap_split(), which splits a bad device
- * range over the extents (sorted by physical offset) that own it.
+ * range over the extents (sorted by physical offset) that own it, looked
+ * up through a media_index.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -34,8 +35,11 @@ static struct media_pieces split(uint64_t off, uint64_t len)
 	struct xlink_list l = { .dev = 7, .v = extents, .n = 4, .sorted = true };
 	struct media_pieces p = { .dev = 7 };
 	struct bad_range b = { .off = off, .len = len, .err = EIO };
+	struct media_index ix;
 
-	mediamap_split(&l, &b, &p);
+	media_index_init(&ix, &l);
+	mediamap_split(&ix, &b, &p);
+	media_index_release(&ix);
 	return p;
 }
 
@@ -147,10 +151,13 @@ static void test_appends(void **state)
 		{ .off = 104 * KiB, .len = 4 * KiB, .err = EIO },
 		{ .off = 500 * KiB, .len = 4 * KiB, .err = EIO },
 	};
+	struct media_index ix;
 
 	(void)state;
-	mediamap_split(&l, &b[0], &p);
-	mediamap_split(&l, &b[1], &p);
+	media_index_init(&ix, &l);
+	mediamap_split(&ix, &b[0], &p);
+	mediamap_split(&ix, &b[1], &p);
+	media_index_release(&ix);
 	assert_int_equal(p.n, 2);
 	assert_piece(&p, 0, 104 * KiB, 4 * KiB, 10, 4 * KiB);
 	assert_piece(&p, 1, 500 * KiB, 4 * KiB, 0, 0);
@@ -162,12 +169,50 @@ static void test_empty_list(void **state)
 	struct xlink_list l = { .dev = 7 };
 	struct media_pieces p = { .dev = 7 };
 	struct bad_range b = { .off = 4 * KiB, .len = 4 * KiB, .err = EIO };
+	struct media_index ix;
 
 	(void)state;
-	mediamap_split(&l, &b, &p);
+	media_index_init(&ix, &l);
+	assert_null(ix.end_max);
+	mediamap_split(&ix, &b, &p);
+	media_index_release(&ix);
 	assert_int_equal(p.n, 1);
 	assert_piece(&p, 0, 4 * KiB, 4 * KiB, 0, 0);
 	free(p.v);
+}
+
+/*
+ * Cross-linked extents: ino 2's extent lies inside ino 1's, ino 3's
+ * overlaps the end of ino 1's.  A bad range in ino 1's extent past ino 2's
+ * is still ino 1's (a lookup that stepped back only over the extents
+ * reaching the offset stopped at ino 2's and called it nobody's); one in
+ * both is a piece of each.
+ */
+static void test_contained_extent(void **state)
+{
+	struct xlink_extent v[] = {
+		{ .phys = 0, .len = 100 * KiB, .logical = 0, .ino = 1 },
+		{ .phys = 8 * KiB, .len = 4 * KiB, .logical = 0, .ino = 2 },
+		{ .phys = 96 * KiB, .len = 8 * KiB, .logical = 0, .ino = 3 },
+	};
+	struct xlink_list l = { .dev = 7, .v = v, .n = 3, .sorted = true };
+	struct bad_range past = { .off = 50 * KiB, .len = 4 * KiB, .err = EIO };
+	struct bad_range in_both = { .off = 8 * KiB, .len = 4 * KiB, .err = EIO };
+	struct media_pieces p = { .dev = 7 }, q = { .dev = 7 };
+	struct media_index ix;
+
+	(void)state;
+	media_index_init(&ix, &l);
+	mediamap_split(&ix, &past, &p);
+	mediamap_split(&ix, &in_both, &q);
+	media_index_release(&ix);
+	assert_int_equal(p.n, 1);
+	assert_piece(&p, 0, 50 * KiB, 4 * KiB, 1, 50 * KiB);
+	assert_int_equal(q.n, 2);
+	assert_piece(&q, 0, 8 * KiB, 4 * KiB, 1, 8 * KiB);
+	assert_piece(&q, 1, 8 * KiB, 4 * KiB, 2, 0);
+	free(p.v);
+	free(q.v);
 }
 
 int main(void)
@@ -182,6 +227,7 @@ int main(void)
 		cmocka_unit_test(test_unwritten),
 		cmocka_unit_test(test_appends),
 		cmocka_unit_test(test_empty_list),
+		cmocka_unit_test(test_contained_extent),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
