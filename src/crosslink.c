@@ -160,40 +160,59 @@ static bool same_mapping(const struct xlink_extent *x, const struct xlink_extent
 	return x->ino == r->ino && x->phys - x->logical == r->phys - r->logical;
 }
 
-/* Sweep the sorted extents; each overlap with the furthest-reaching one. */
-static size_t find_pairs(struct scrub_ctx *ctx, struct pair **out)
+void crosslink_sweep(const struct xlink_extent *v, size_t n, xlink_overlap_fn fn, void *arg)
 {
-	struct xlink_list *l = ctx->xlinks;
-	struct pair *pairs = NULL;
-	size_t n = 0, reach = 0;
+	size_t reach = 0;
 
-	for (size_t i = 1; i < l->n && n < MAX_PAIRS; i++) {
-		const struct xlink_extent *x = &l->v[i], *r = &l->v[reach];
+	for (size_t i = 1; i < n; i++) {
+		const struct xlink_extent *x = &v[i], *r = &v[reach];
 
-		if (extents_overlap(x, r) && !(x->shared && r->shared) && !same_mapping(x, r)) {
-			if (x->recent || r->recent) {
-				str_changed(ctx, CHECK_EXTENT_CROSSLINKED, NULL, NULL, x->ino,
-					    "device bytes %llu-%llu of inodes %llu and %llu",
-					    (unsigned long long)x->phys,
-					    (unsigned long long)(x->phys + x->len - 1),
-					    (unsigned long long)x->ino, (unsigned long long)r->ino);
-			} else {
-				pairs = xrealloc(pairs, (n + 1) * sizeof(*pairs));
-				pairs[n] = (struct pair){ .a = *r, .b = *x, .start = x->phys };
-				pairs[n].end = x->phys + x->len < r->phys + r->len ?
-					       x->phys + x->len : r->phys + r->len;
-				n++;
-			}
-		}
+		if (extents_overlap(x, r) && !(x->shared && r->shared) && !same_mapping(x, r) &&
+		    fn(arg, r, x))
+			return;
 		if (x->phys + x->len > r->phys + r->len)
 			reach = i;
 	}
-	if (n == MAX_PAIRS)
+}
+
+struct find_state {
+	struct scrub_ctx *ctx;
+	struct pair *pairs;
+	size_t n;
+};
+
+/* An overlap: an info if either inode changed during the scan, else a pair. */
+static bool note_pair(void *arg, const struct xlink_extent *r, const struct xlink_extent *x)
+{
+	struct find_state *fs = arg;
+
+	if (x->recent || r->recent) {
+		str_changed(fs->ctx, CHECK_EXTENT_CROSSLINKED, NULL, NULL, x->ino,
+			    "device bytes %llu-%llu of inodes %llu and %llu",
+			    (unsigned long long)x->phys,
+			    (unsigned long long)(x->phys + x->len - 1),
+			    (unsigned long long)x->ino, (unsigned long long)r->ino);
+		return false;
+	}
+	fs->pairs = xrealloc(fs->pairs, (fs->n + 1) * sizeof(*fs->pairs));
+	fs->pairs[fs->n] = (struct pair){ .a = *r, .b = *x, .start = x->phys };
+	fs->pairs[fs->n].end = x->phys + x->len < r->phys + r->len ?
+			       x->phys + x->len : r->phys + r->len;
+	return ++fs->n >= MAX_PAIRS;
+}
+
+/* Sweep the sorted extents; each overlap with the furthest-reaching one. */
+static size_t find_pairs(struct scrub_ctx *ctx, struct pair **out)
+{
+	struct find_state fs = { .ctx = ctx };
+
+	crosslink_sweep(ctx->xlinks->v, ctx->xlinks->n, note_pair, &fs);
+	if (fs.n == MAX_PAIRS)
 		str_info(ctx, CHECK_EXTENT_CROSSLINKED, NULL, NULL, 0,
 			 "more than %d cross-linked extents: only the first are examined",
 			 MAX_PAIRS);
-	*out = pairs;
-	return n;
+	*out = fs.pairs;
+	return fs.n;
 }
 
 /* The second look: is each side of each pair still mapped so? */

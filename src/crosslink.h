@@ -100,6 +100,19 @@ void crosslink_unmapped(struct xlink_list *l, struct ino_key id);
 void crosslink_merge(struct scrub_ctx *ctx, struct xlink_list *l);
 /* Sort ctx's list by physical offset (once). */
 void crosslink_sort(struct scrub_ctx *ctx);
+/*
+ * The sweep of phase 4, over extents sorted by physical offset
+ * (crosslink_sort): fn(arg, a, b) for each extent b that overlaps a, the
+ * extent before it that reaches furthest (so an extent inside several is
+ * paired with one of them), unless both are shared (reflinked) or they
+ * are one mapping of one inode (the same file offsets on the same device
+ * bytes, see above).  Extents that only touch (one ends where the next
+ * starts) do not overlap.  fn returns true to stop the sweep.  Pure: no
+ * context, no reports (crosslink_check() makes them).
+ */
+typedef bool (*xlink_overlap_fn)(void *arg, const struct xlink_extent *a,
+				 const struct xlink_extent *b);
+void crosslink_sweep(const struct xlink_extent *v, size_t n, xlink_overlap_fn fn, void *arg);
 /* Phase 4: find, look again at, and report cross-linked blocks. */
 void crosslink_check(struct scrub_ctx *ctx);
 

@@ -25,52 +25,54 @@
 
 #define STEP 4096U
 
-/* One bad range, or the part of it that one extent owns. */
-struct piece {
-	uint64_t dev_off, len;
-	uint64_t ino;			/* on dev; 0: no extent of the walk owns it */
-	uint64_t file_off;
-	int err;
-	bool still_mapped, still_bad;	/* the second look, through the file */
-};
-
-struct pieces {
-	struct piece *v;
-	size_t n;
-	uint64_t dev;			/* the st_dev of every inode in the extent list */
-};
-
-static void add_piece(struct pieces *p, const struct piece *x)
+static void add_piece(struct media_pieces *p, const struct media_piece *x)
 {
 	p->v = xrealloc(p->v, (p->n + 1) * sizeof(*p->v));
 	p->v[p->n++] = *x;
 }
 
-/* Index of the first extent that may overlap off (the list is by phys). */
-static size_t first_candidate(const struct xlink_list *l, uint64_t off)
+void media_index_init(struct media_index *ix, const struct xlink_list *l)
 {
-	size_t lo = 0, hi = l->n;
+	uint64_t m = 0;
 
-	while (lo < hi) {			/* first extent with phys > off */
+	ix->l = l;
+	ix->end_max = l->n ? xmalloc(l->n * sizeof(*ix->end_max)) : NULL;
+	for (size_t i = 0; i < l->n; i++) {
+		if (l->v[i].phys + l->v[i].len > m)
+			m = l->v[i].phys + l->v[i].len;
+		ix->end_max[i] = m;
+	}
+}
+
+void media_index_release(struct media_index *ix)
+{
+	free(ix->end_max);
+	ix->end_max = NULL;
+}
+
+/* Index of the first extent that may overlap off: end_max is non-decreasing. */
+static size_t first_candidate(const struct media_index *ix, uint64_t off)
+{
+	size_t lo = 0, hi = ix->l->n;
+
+	while (lo < hi) {			/* first extent with end_max > off */
 		size_t mid = lo + (hi - lo) / 2;
 
-		if (l->v[mid].phys <= off)
-			lo = mid + 1;
-		else
+		if (ix->end_max[mid] > off)
 			hi = mid;
+		else
+			lo = mid + 1;
 	}
-	/* Step back over the extents that start before off and reach it. */
-	while (lo > 0 && l->v[lo - 1].phys + l->v[lo - 1].len > off)
-		lo--;
 	return lo;
 }
 
-/* Split a bad range into the parts files own and the parts none does. */
-static void split_range(const struct xlink_list *l, const struct bad_range *b, struct pieces *out)
+void mediamap_split(const struct media_index *ix, const struct bad_range *b,
+		    struct media_pieces *out)
 {
+	const struct xlink_list *l = ix->l;
 	uint64_t pos = b->off, end = b->off + b->len;
 
-	for (size_t i = first_candidate(l, b->off); i < l->n && l->v[i].phys < end; i++) {
+	for (size_t i = first_candidate(ix, b->off); i < l->n && l->v[i].phys < end; i++) {
 		const struct xlink_extent *x = &l->v[i];
 		uint64_t s = x->phys > b->off ? x->phys : b->off;
 		uint64_t e = x->phys + x->len < end ? x->phys + x->len : end;
@@ -78,15 +80,17 @@ static void split_range(const struct xlink_list *l, const struct bad_range *b, s
 		if (e <= s || x->unwritten)
 			continue;
 		if (s > pos)
-			add_piece(out, &(struct piece){ .dev_off = pos, .len = s - pos, .err = b->err });
-		add_piece(out, &(struct piece){ .dev_off = s, .len = e - s, .ino = x->ino,
-						.file_off = x->logical + (s - x->phys),
-						.err = b->err });
+			add_piece(out, &(struct media_piece){ .dev_off = pos, .len = s - pos,
+							      .err = b->err });
+		add_piece(out, &(struct media_piece){ .dev_off = s, .len = e - s, .ino = x->ino,
+						      .file_off = x->logical + (s - x->phys),
+						      .err = b->err });
 		if (e > pos)
 			pos = e;
 	}
 	if (pos < end)
-		add_piece(out, &(struct piece){ .dev_off = pos, .len = end - pos, .err = b->err });
+		add_piece(out, &(struct media_piece){ .dev_off = pos, .len = end - pos,
+						      .err = b->err });
 }
 
 /* Read [off, off+len) of the file directly; true if it still fails. */
@@ -107,11 +111,11 @@ static bool file_range_fails(int fd, uint64_t off, uint64_t len)
 static void relook_pieces(struct relook *rl, struct relook_file *f, int fd,
 			  const struct walk_entry *e)
 {
-	struct pieces *p = rl->arg;
+	struct media_pieces *p = rl->arg;
 
 	(void)e;
 	for (size_t i = 0; i < p->n; i++) {
-		struct piece *x = &p->v[i];
+		struct media_piece *x = &p->v[i];
 
 		if (x->ino != f->id.ino || f->id.dev != p->dev || x->still_mapped)
 			continue;
@@ -187,7 +191,7 @@ out:
 	return found;
 }
 
-static void report_unowned(struct scrub_ctx *ctx, const struct piece *x)
+static void report_unowned(struct scrub_ctx *ctx, const struct media_piece *x)
 {
 	struct strbuf what = STRBUF_INIT;
 	bool metadata = false;
@@ -210,7 +214,7 @@ static void report_unowned(struct scrub_ctx *ctx, const struct piece *x)
 	strbuf_release(&what);
 }
 
-static void report_piece(struct scrub_ctx *ctx, struct relook *rl, const struct piece *x)
+static void report_piece(struct scrub_ctx *ctx, struct relook *rl, const struct media_piece *x)
 {
 	struct relook_file *f = x->ino ? relook_find(rl, (struct ino_key){ ctx->xlinks->dev,
 									 x->ino }) : NULL;
@@ -237,13 +241,17 @@ static void report_piece(struct scrub_ctx *ctx, struct relook *rl, const struct 
 void mediamap_report(struct scrub_ctx *ctx, int dev_fd, const struct bad_range *bad,
 		     size_t nr_bad)
 {
-	struct pieces p = { .dev = ctx->xlinks->dev };
+	struct media_pieces p = { .dev = ctx->xlinks->dev };
 	struct relook rl = { .ctx = ctx, .name = "media error second look",
 			     .visit = relook_pieces, .arg = &p };
 
+	struct media_index ix;
+
 	(void)dev_fd;
+	media_index_init(&ix, ctx->xlinks);
 	for (size_t i = 0; i < nr_bad; i++)
-		split_range(ctx->xlinks, &bad[i], &p);
+		mediamap_split(&ix, &bad[i], &p);
+	media_index_release(&ix);
 	for (size_t i = 0; i < p.n; i++)
 		if (p.v[i].ino)
 			relook_add(&rl, (struct ino_key){ ctx->xlinks->dev, p.v[i].ino });
