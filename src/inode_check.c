@@ -355,7 +355,12 @@ static void check_regular(struct walk_thread *t, struct check_thread *ct,
 	if (first)
 		extents_check_file(t, &ct->extents, d, e, fd);
 	xattrs_check_entry(t, &ct->xattrs, d, e, fd);
-	ledger_note(ctx->ledger, &ct->ledger, e, ct->xattrs.ledger_named);
+	if (ledger_wants(ctx->ledger, ct->xattrs.ledger_named)) {
+		if (ctx->ops->data_checksummed && ctx->ops->data_checksummed(ctx, fd))
+			ledger_leave_to_fs(ctx->ledger);
+		else
+			ledger_note(ctx->ledger, &ct->ledger, e, ct->xattrs.ledger_named);
+	}
 	backend_check_inode(t, d, e, fd);
 	close(fd);
 }

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backends/backend.h"
 #include "checks.h"
 #include "contenthash.h"
 #include "context.h"
@@ -50,6 +51,7 @@ struct ledger {
 	/* What was done, for -v. */
 	atomic_ullong verified, recorded, refreshed, skipped, manifest_ok;
 	atomic_ullong just_before;	/* skipped: changed in the second before the scan */
+	atomic_ullong left_to_fs;	/* not noted: the filesystem checksums their data */
 	atomic_bool put_error_said;
 	atomic_bool no_subvol_said;	/* a file's subvolume unknown (store_subvol()) */
 	bool no_statx_subvol;		/* FSCRUB_DEBUG_NO_STATX_SUBVOL: as before Linux 6.10 */
@@ -158,6 +160,16 @@ void ledger_free(struct ledger *lg)
 	free(lg->sums);
 	pthread_mutex_destroy(&lg->lock);
 	free(lg);
+}
+
+bool ledger_wants(const struct ledger *lg, bool has_record)
+{
+	return lg && (lg->all_files || has_record);
+}
+
+void ledger_leave_to_fs(struct ledger *lg)
+{
+	atomic_fetch_add(&lg->left_to_fs, 1);
 }
 
 void ledger_note(struct ledger *lg, struct ledger_notes *nt, const struct walk_entry *e,
@@ -927,6 +939,10 @@ void ledger_finish(struct scrub_ctx *ctx, struct ledger *lg)
 			       (unsigned long long)atomic_load(&lg->recorded),
 			       (unsigned long long)atomic_load(&lg->refreshed),
 			       (unsigned long long)atomic_load(&lg->skipped));
+	if (atomic_load(&lg->left_to_fs))
+		report_verbose(ctx, "Phase 5: checksum ledger: %llu files left to the %s "
+			       "backend's own data checksums (verified by every read)",
+			       (unsigned long long)atomic_load(&lg->left_to_fs), ctx->ops->name);
 	if (atomic_load(&lg->just_before))
 		report_verbose(ctx, "Phase 5: checksum ledger: %llu files skipped because they "
 			       "changed within the last second before the scan began (too close "

@@ -1,6 +1,10 @@
 /*
  * ledger: the checksum ledger -- silent data corruption on filesystems
- * without data checksums (XFS, ext4).
+ * without data checksums (XFS, ext4), and of the files btrfs keeps no
+ * checksums for (NODATASUM: `chattr +C`, nodatacow/nodatasum mounts).
+ * Files whose data the filesystem checksums itself (the backend's
+ * data_checksummed hook: btrfs's other files) are left to it: no record,
+ * no verdict; a record one has from before is ignored.
  *
  * With --record, phase 5 (-x) stores for every regular file a content
  * digest (contenthash.h) with the file's size, mtime, ctime and inode
@@ -76,6 +80,17 @@ struct ledger_notes {
 int ledger_new(struct scrub_ctx *ctx, struct ledger **out);
 void ledger_free(struct ledger *lg);
 
+/*
+ * Phase 3: would ledger_note() keep this regular file (has_record: it has
+ * a ledger xattr)?  Asked before a question that costs (is it checksummed
+ * by the filesystem?).
+ */
+bool ledger_wants(const struct ledger *lg, bool has_record);
+/*
+ * Phase 3: a file the filesystem checksums itself (backend.h,
+ * data_checksummed): not noted, only counted for -v.  Any thread.
+ */
+void ledger_leave_to_fs(struct ledger *lg);
 /* Phase 3: a regular file (has_record: it has a ledger xattr). */
 void ledger_note(struct ledger *lg, struct ledger_notes *nt, const struct walk_entry *e,
 		 bool has_record);

@@ -10,8 +10,10 @@
  * Elsewhere (no device: FUSE, overlayfs, tmpfs, network filesystems, not
  * root) the per-file reader reads every file.  Last, the ledger judges
  * every file it hashed against its record (ledger.h).  A backend with its
- * own data verification (btrfs: checksums on every read) runs its
- * scan_data hook instead.
+ * own data verification may run its scan_data hook instead (none does:
+ * btrfs's kernel scrub runs in phase 2, and here btrfs files are read file
+ * by file, each read verifying btrfs's checksums, the ledger hashing only
+ * the files btrfs keeps none for: backend.h, data_checksummed).
  *
  * Reads: ctx->xlinks (phase 3, sorted by phase 4) and ctx->ledger (phase
  * 3).  Leaves: ctx->stats.bytes_read; ctx->xlinks emptied.

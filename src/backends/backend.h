@@ -26,10 +26,11 @@
  *
  * Threading: hooks that take only the context run on the main thread,
  * one at a time, and may change the backend's state (ctx->backend) as
- * they like.  check_dir, check_inode and data_elsewhere run in the walk
- * threads, many at once: they may touch only per-thread state (indexed
- * by backend_dir.thread) or state they lock or update atomically, and
- * must not block for long (the walk waits).
+ * they like.  check_dir, check_inode, data_elsewhere and
+ * data_checksummed run in the walk threads, many at once: they may touch
+ * only per-thread state (indexed by backend_dir.thread) or state they
+ * lock or update atomically, and must not block for long (the walk
+ * waits).
  */
 #ifndef FSCRUB_BACKEND_H
 #define FSCRUB_BACKEND_H
@@ -92,6 +93,16 @@ struct scrub_ops {
 	 * -x reads it file by file.  NULL: never.
 	 */
 	bool (*data_elsewhere)(struct scrub_ctx *ctx, int fd);
+	/*
+	 * Phase 3, walk threads, only when the checksum ledger would take
+	 * the file (-x with --record or --ledger, or a file with a record):
+	 * does the filesystem keep checksums of this open regular file's
+	 * data, so that every read and its own scrub verify it (btrfs,
+	 * unless the inode is NODATASUM)?  Such a file is left out of the
+	 * ledger: not recorded, not judged (a manifest still checks it).
+	 * Answer false when it cannot be told.  NULL: never (XFS, ext4).
+	 */
+	bool (*data_checksummed)(struct scrub_ctx *ctx, int fd);
 	/*
 	 * Phase 3, after the walk: inode-table level checks against what the
 	 * walk reached (backend_reached(), backend_extents_by_owner()).

@@ -391,12 +391,19 @@ def test_walk_enters_subvolumes_not_other_mounts(btrfs_factory, cleanups):
 # by (st_dev, inode), never by the number alone (src/inokey.h).
 # ----------------------------------------------------------------------------
 
-def same_numbers(mnt):
+def same_numbers(mnt, nocow=False):
     """a.txt at the top, sub/b.txt in a subvolume, snap/b.txt in a snapshot
-    of it: three files with one inode number.  Returns their paths."""
-    fsimage._write(os.path.join(mnt, "a.txt"), b"top\n")
+    of it: three files with one inode number.  Returns their paths.
+    nocow: the files are `chattr +C` (no btrfs checksums: the ledger's)."""
+    def write(path, data):
+        if nocow:
+            open(path, "wb").close()
+            run(["chattr", "+C", path])
+        fsimage._write(path, data)
+
+    write(os.path.join(mnt, "a.txt"), b"top\n")
     run(["btrfs", "subvolume", "create", os.path.join(mnt, "sub")])
-    fsimage._write(os.path.join(mnt, "sub", "b.txt"), b"inside\n")
+    write(os.path.join(mnt, "sub", "b.txt"), b"inside\n")
     run(["btrfs", "subvolume", "snapshot", os.path.join(mnt, "sub"), os.path.join(mnt, "snap")])
     paths = [os.path.join(mnt, p) for p in ("a.txt", "sub/b.txt", "snap/b.txt")]
     st = [os.lstat(p) for p in paths]
@@ -475,10 +482,11 @@ def test_ledger_in_subvolumes_and_snapshot(btrfs_factory, workdir, store):
     verified by its own key.  Before, the notes of the three files with one
     inode number were merged into one, and the database kept one record for
     the subvolume's file and its snapshot (same inode and generation):
-    changing one of them made each run refresh both, for ever."""
+    changing one of them made each run refresh both, for ever.  The files
+    are +C: btrfs's checksummed files are not the ledger's."""
     fs = btrfs_factory()
     mnt = fs.mount()
-    paths = same_numbers(mnt)
+    paths = same_numbers(mnt, nocow=True)
     extra = ()
     if store == "sqlite":
         db = os.path.join(workdir, "ledger")
@@ -525,7 +533,7 @@ def test_ledger_database_without_subvolume_ids(btrfs_factory, workdir):
     (one info), and the mount's own files are, as subvolume 0."""
     fs = btrfs_factory()
     mnt = fs.mount()
-    same_numbers(mnt)
+    same_numbers(mnt, nocow=True)
     db = os.path.join(workdir, "ledger")
     os.mkdir(db)
     env = {"FSCRUB_DEBUG_NO_STATX_SUBVOL": "1"}
@@ -544,3 +552,114 @@ def test_ledger_database_without_subvolume_ids(btrfs_factory, workdir):
     rows = con.execute("SELECT subvol, ino FROM records").fetchall()
     con.close()
     assert rows == [(0, os.lstat(os.path.join(mnt, "a.txt")).st_ino)], rows
+
+
+def write_nocow(path, size=MiB):
+    """A file btrfs does not checksum: +C set while it is empty, then
+    written.  Returns the btrfs logical address of its one extent."""
+    open(path, "wb").close()
+    run(["chattr", "+C", path])
+    with open(path, "r+b") as f:
+        f.write(os.urandom(size))       # incompressible: one plain extent
+        f.flush()
+        os.fsync(f.fileno())
+    ext = fsimage.fiemap(path)
+    assert len(ext) == 1 and ext[0]["length"] >= size, ext
+    return ext[0]["physical"]
+
+
+@pytest.mark.parametrize("where", ["top", "subvolume", "snapshot"])
+def test_nocow_bitrot_found_by_the_ledger(btrfs_factory, where):
+    """issue 20 item 5: a `chattr +C` file has no btrfs checksums, so
+    neither the kernel scrub nor a read sees its data rot.  --record
+    records it (and only it: btrfs verifies the checksummed file itself);
+    after a byte of it is flipped on the unmounted image, -x reports
+    ledger.bitrot naming it, exit 4.  The checksummed file, flipped the
+    same way, is the kernel scrub's (btrfs.data_csum), never the ledger's.
+    In a snapshot both the snapshot's file and its origin's share the
+    flipped extent: each is reported, by its own (subvolume, inode) key."""
+    fs = btrfs_factory()
+    mnt = fs.mount()
+    d = mnt
+    if where != "top":
+        d = os.path.join(mnt, "sub")
+        run(["btrfs", "subvolume", "create", d])
+    nocow = os.path.join(d, "nocow.img")
+    csummed = os.path.join(d, "csummed")
+    logical = write_nocow(nocow)
+    csum_logical = write_victim(d, "csummed")
+    victims = [nocow]
+    if where == "snapshot":
+        run(["btrfs", "subvolume", "snapshot", d, os.path.join(mnt, "snap")])
+        victims.append(os.path.join(mnt, "snap", "nocow.img"))
+    time.sleep(1.2)
+    r = run_fscrub("--record", "-v", mnt)
+    assert_clean(r)
+    assert "%d recorded, 0 records refreshed, 0 skipped" % len(victims) in r.stdout, r
+    assert "checksum ledger: %d files left to the btrfs backend's own data checksums" \
+        % len(victims) in r.stdout, r
+    time.sleep(1.2)
+    r = run_fscrub("-n", "-x", "-v", mnt)
+    assert_clean(r)
+    assert "%d files verified, 0 recorded" % len(victims) in r.stdout, r
+    fs.offline()
+    flip(*fs.locate(logical + 100)[0])
+    flip(*fs.locate(csum_logical + 100)[0])
+    fs.mount()
+    r = run_fscrub("-n", "-x", "-v", mnt)
+    assert r.rc == 4, r
+    assert sorted(f.path for f in r.of("Error", "ledger.bitrot")) == sorted(victims), r
+    # one finding for the shared extent, naming either of its files
+    named = [f.path for f in r.of("Error", "btrfs.data_csum")]
+    assert len(named) == 1 and named[0] in (csummed, os.path.join(mnt, "snap", "csummed")), r
+    # the nocow file's only finding is the ledger's
+    assert [f.check for f in r.errors if f.path in victims] == \
+        ["ledger.bitrot"] * len(victims), r
+
+
+def test_nodatasum_mount_option_file_is_in_the_ledger(btrfs_factory, workdir):
+    """A file written under -o nodatasum has no checksums though it has no
+    +C flag (only its inode item says NODATASUM): it is recorded in the
+    ledger (here the database) and its rot found, like a +C file's."""
+    fs = btrfs_factory()
+    mnt = fs.mount("nodatasum")
+    logical = write_victim(mnt, "nosum")
+    fs.offline()
+    fs.mount()
+    write_victim(mnt, "csummed")
+    db = os.path.join(workdir, "ledger")
+    os.mkdir(db)
+    time.sleep(1.2)
+    r = run_fscrub("--record", "-v", "--ledger", db, mnt)
+    assert_clean(r)
+    assert "1 recorded, 0 records refreshed, 0 skipped" in r.stdout, r
+    fs.offline()
+    flip(*fs.locate(logical + 100)[0])
+    fs.mount()
+    r = run_fscrub("-n", "-x", "--ledger", db, mnt)
+    assert r.rc == 4, r
+    assert [(f.check, f.path) for f in r.errors] == \
+        [("ledger.bitrot", os.path.join(mnt, "nosum"))], r
+
+
+def test_manifest_checks_checksummed_and_nocow_files(btrfs_factory, workdir):
+    """--manifest checks every listed file on btrfs, checksummed or not:
+    a wrong line is a manifest.mismatch naming its file; clean, exit 0."""
+    fs = btrfs_factory()
+    mnt = fs.mount()
+    write_nocow(os.path.join(mnt, "nocow.img"))
+    write_victim(mnt, "csummed")
+    sums = os.path.join(workdir, "sums")
+    for bad in ("nocow.img", "csummed"):
+        write_sums(mnt, ["nocow.img", "csummed"], sums, bad=bad)
+        os.utime(sums, (time.time() + 3600,) * 2)
+        time.sleep(1.2)
+        r = run_fscrub("-n", "-x", "-v", "--manifest", sums, mnt)
+        assert r.rc == 4, r
+        assert [(e.check, e.path) for e in r.errors] == \
+            [("manifest.mismatch", os.path.join(mnt, bad))], r
+        assert "manifest %s: 1 files match" % sums in r.stdout, r
+    write_sums(mnt, ["nocow.img", "csummed"], sums)
+    r = run_fscrub("-n", "-x", "-v", "--manifest", sums, mnt)
+    assert_clean(r)
+    assert "manifest %s: 2 files match" % sums in r.stdout, r

@@ -27,11 +27,15 @@
  * and are the authority for the exit code.  Without /dev/kmsg fscrub says
  * so: -x (the generic reader, EIO on a checksum failure) names the files.
  *
+ * Phase 3 tells the checksum ledger which files btrfs keeps no data
+ * checksums for (btrfs_datasum.h): only those are the ledger's.
+ *
  * Phase 6 reports BTRFS_IOC_GET_DEV_STATS (all under -v; nonzero counters
  * are a warning: the device failed before, perhaps outside this scrub).
  */
 #include "backends/backend.h"
 #include "backends/btrfs/btrfs_check.h"
+#include "backends/btrfs/btrfs_datasum.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -871,6 +875,7 @@ const struct scrub_ops btrfs_ops = {
 	.scan_fs = btrfs_scan_fs,
 	.scan_metadata = btrfs_scan_metadata,
 	.scan_inodes = btrfs_check_trees,
+	.data_checksummed = btrfs_data_checksummed,
 	.summary = btrfs_summary,
 	.cleanup = btrfs_cleanup,
 };
