@@ -117,15 +117,20 @@ def btrfs_factory(workdir):
         fs.offline()
 
 
-def write_victim(mnt, name="victim", size=MiB):
-    path = os.path.join(mnt, name)
-    with open(path, "wb") as f:
-        f.write(os.urandom(size))      # incompressible: one plain extent
+def write_one_extent(path, size=MiB):
+    """Write size random (incompressible) bytes to path, which must then
+    have one plain extent; returns its btrfs logical address."""
+    with open(path, "r+b" if os.path.exists(path) else "wb") as f:
+        f.write(os.urandom(size))
         f.flush()
         os.fsync(f.fileno())
     ext = fsimage.fiemap(path)
     assert len(ext) == 1 and ext[0]["length"] >= size, ext
     return ext[0]["physical"]
+
+
+def write_victim(mnt, name="victim", size=MiB):
+    return write_one_extent(os.path.join(mnt, name), size)
 
 
 def populate(mnt):
@@ -559,13 +564,7 @@ def write_nocow(path, size=MiB):
     written.  Returns the btrfs logical address of its one extent."""
     open(path, "wb").close()
     run(["chattr", "+C", path])
-    with open(path, "r+b") as f:
-        f.write(os.urandom(size))       # incompressible: one plain extent
-        f.flush()
-        os.fsync(f.fileno())
-    ext = fsimage.fiemap(path)
-    assert len(ext) == 1 and ext[0]["length"] >= size, ext
-    return ext[0]["physical"]
+    return write_one_extent(path, size)
 
 
 @pytest.mark.parametrize("where", ["top", "subvolume", "snapshot"])
