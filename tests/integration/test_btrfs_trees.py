@@ -77,6 +77,17 @@ def populate(mnt):
         with open(os.path.join(mnt, "sv", "many%02d" % i), "wb") as f:
             f.write(os.urandom(4096 * (i % 3 + 1)))
     os.sync()
+    # checksummed data after a nodatasum gap: the csum items before the gap
+    # are not the csum tree's last run (btrfs check judges a run at a gap)
+    nocow2 = os.path.join(mnt, "nocow2")
+    open(nocow2, "wb").close()
+    run(["chattr", "+C", nocow2])
+    with open(nocow2, "wb") as f:
+        f.write(os.urandom(64 << 10))
+    os.sync()
+    with open(os.path.join(mnt, "tail"), "wb") as f:
+        f.write(os.urandom(16 << 10))
+    os.sync()
 
 
 @pytest.fixture
@@ -107,6 +118,32 @@ def subvol_id(img, name):
         return int(out.strip())
     finally:
         img.offline()
+
+
+def move_csum_item_to_free_space(ed):
+    """Move the first csum item that ends a run of checksummed data into
+    the free space after it (its key offset only: the tree stays sorted).
+    Its new range holds no extent (`btrfs check`: "there are no extents for
+    csum range"); its old one loses its checksums.  Not the last run:
+    btrfs check judges a run of csum items when the next one starts after
+    a gap.  Returns (new start, end)."""
+    items = list(ed.items(be.CSUM_TREE, (be.EXTENT_CSUM_OBJECTID, be.EXTENT_CSUM, 0),
+                          (be.EXTENT_CSUM_OBJECTID, be.EXTENT_CSUM, U64)))
+    sector = ed.super("sectorsize")
+    for cur, nxt in zip(items, items[1:]):
+        length = cur.size // 4 * sector
+        end = cur.key[2] + length
+        new = (end + MiB + MiB - 1) // MiB * MiB     # 1 MiB past it, aligned
+        if new + length > nxt.key[2]:
+            continue
+        used = [it for it in ed.items(be.EXTENT_TREE, (0, 0, 0), (new + length, 0, 0))
+                if it.key[1] in (be.EXTENT_ITEM, be.METADATA_ITEM) and
+                it.key[0] + (it.key[2] if it.key[1] == be.EXTENT_ITEM else ed.nodesize) > new]
+        if used:
+            continue
+        ed.set_key(cur, (be.EXTENT_CSUM_OBJECTID, be.EXTENT_CSUM, new))
+        return new, new + length
+    raise AssertionError("no csum item with free space after it")
 
 
 def file_extents(ed, tree, ino):
@@ -156,7 +193,7 @@ def test_edit_maps_dup_metadata(image):
 
 
 @pytest.mark.parametrize("what", ["extent_refs", "nbytes", "bg_used", "bytes_used",
-                                  "delete_file_extent"])
+                                  "delete_file_extent", "csum_orphan"])
 def test_edit_seen_by_btrfs_check(image, what):
     rc, out = btrfs_check(image.path)
     assert rc == 0, out
@@ -183,6 +220,17 @@ def test_edit_seen_by_btrfs_check(image, what):
             used = ed.super("bytes_used")
             ed.set_super("bytes_used", used + 4096)
             want = "super bytes used %d mismatches actual used %d" % (used + 4096, used)
+        elif what == "csum_orphan":
+            # x1's file extent item and data extent item gone: its csums
+            # remain; nbytes 0 (a hole now), or btrfs check stops at the fs roots
+            x1 = ino_of(image, "x1")
+            fe = file_extents(ed, be.FS_TREE, x1)
+            item = data_extent_item(ed, fe[0])
+            ed.delete_item(fe[0])
+            ed.delete_item(item)
+            ed.set_field(ed.find(be.FS_TREE, (x1, be.INODE_ITEM, 0)), "inode.nbytes", 0)
+            want = "there are no extents for csum range %d-%d" % (
+                item.key[0], item.key[0] + item.key[2])
         else:
             # the reflink's only file extent gone: the shared extent has one
             # reference less than it counts, and the file's nbytes is wrong
@@ -321,6 +369,23 @@ def inject(img, what):
             item = ed.find(be.FS_TREE, (ino_of(img, "x1"), be.INODE_ITEM, 0))
             ed.set_field(item, "inode.flags", item.get("inode.flags") | 1)
             return "btrfs.csum", "/x1", "the file is nodatasum but its data"
+        if what == "csum_orphan":
+            start, end = move_csum_item_to_free_space(ed)
+            return "btrfs.csum", None, "checksum items cover logical %d-%d (%d bytes)" % (
+                start, end, end - start)
+        if what == "csum_orphan_deleted":
+            # x1's file extent item and its data extent item deleted: its
+            # csum items cover bytes that no extent holds
+            x1 = ino_of(img, "x1")
+            fe = file_extents(ed, be.FS_TREE, x1)
+            assert len(fe) == 1
+            ext = data_extent_item(ed, fe[0])
+            ed.delete_item(fe[0])
+            ed.delete_item(ext)
+            ed.set_field(ed.find(be.FS_TREE, (x1, be.INODE_ITEM, 0)), "inode.nbytes", 0)
+            start, length = ext.key[0], ext.key[2]
+            return "btrfs.csum", None, "checksum items cover logical %d-%d (%d bytes)" % (
+                start, start + length, length)
         if what == "fst_count":
             bg = data_block_group(ed)
             info = ed.find(be.FREE_SPACE_TREE, (bg.key[0], be.FREE_SPACE_INFO, bg.key[2]))
@@ -375,7 +440,8 @@ def inject(img, what):
 
 @pytest.mark.parametrize("what", ["extent_refs", "missing_file_extent", "backref_inode", "crosslink",
                                   "nbytes", "nbytes_snapshot", "root_backref", "root_ref_index",
-                                  "csum_missing", "csum_unexpected", "fst_count", "fst_used_free",
+                                  "csum_missing", "csum_unexpected", "csum_orphan", "csum_orphan_deleted",
+                                  "fst_count", "fst_used_free",
                                   "dir_index_gone", "inode_ref_gone", "dir_isize", "nlink",
                                   "orphan",
                                   "bg_used", "bytes_used"])

@@ -798,6 +798,7 @@ static int run_pass(struct scrub_ctx *ctx, struct pass *p)
 		return ret;
 	data_extent_done(p);
 	skip_to(p, UINT64_MAX);
+	btrfs_csum_finish(p);
 	btrfs_fst_finish(p);
 	p->csum_items = p->csr.items;
 	p->calls += p->csr.calls + p->fsr.calls;

@@ -33,6 +33,7 @@ enum finding_kind {
 	F_ROOT_UNREFERENCED,	/* a live subvolume no ROOT_BACKREF names */
 	F_CSUM_MISSING,		/* checksummed file data without csum items */
 	F_CSUM_UNEXPECTED,	/* nodatasum file data with csum items */
+	F_CSUM_ORPHAN,		/* csum items over bytes no data extent holds */
 	F_FST_USED_FREE,	/* the free space tree calls an extent's bytes free */
 	F_FST_COUNT,		/* a FREE_SPACE_INFO's extent count != its free ranges */
 	/* btrfs_names.c */
@@ -144,6 +145,8 @@ struct pass {
 	size_t nr_cs, alloc_cs;
 	uint32_t csum_size, sectorsize;
 	unsigned long long csum_items;
+	uint64_t cs_done;		/* the end of the last data extent checked */
+	uint64_t orphan_start, orphan_end, orphan_transid;	/* csums without extent */
 	/* the free space tree, read alongside the extent tree */
 	bool fst;
 	struct btrfs_tree_reader fsr;
@@ -182,6 +185,8 @@ void btrfs_check_root_refs(struct pass *p);
 
 /* btrfs_csum.c: the csums of the file extents [from, to) of the data extent p->d_*. */
 void btrfs_check_csums(struct pass *p, size_t from, size_t to);
+/* btrfs_csum.c: after the last data extent, the rest of the csum tree (orphans). */
+void btrfs_csum_finish(struct pass *p);
 
 /*
  * btrfs_fst.c: a used extent [a, b), in logical order, against the free

@@ -48,7 +48,8 @@ static const char *check_of(enum finding_kind k)
 	case F_ROOT_REF_DIR:
 	case F_ROOT_UNREFERENCED: return CHECK_BTRFS_ROOT_REF;
 	case F_CSUM_MISSING:
-	case F_CSUM_UNEXPECTED: return CHECK_BTRFS_CSUM;
+	case F_CSUM_UNEXPECTED:
+	case F_CSUM_ORPHAN: return CHECK_BTRFS_CSUM;
 	case F_FST_USED_FREE:
 	case F_FST_COUNT: return CHECK_BTRFS_FREE_SPACE_TREE;
 	case F_DIR_PAIR:
@@ -121,6 +122,10 @@ static void describe(struct scrub_ctx *ctx, const struct tfinding *f, struct str
 		strbuf_addf(m, "file extent at file offset %llu: the file is nodatasum but its "
 			    "data at logical %llu (%llu bytes) has checksum items (from logical "
 			    "%llu)", fo, a, len, lg);
+		break;
+	case F_CSUM_ORPHAN:
+		strbuf_addf(m, "checksum items cover logical %llu-%llu (%llu bytes), where the "
+			    "extent tree has no data extent", lg, lg + len, len);
 		break;
 	case F_FST_USED_FREE:
 		strbuf_addf(m, "the free space tree calls bytes of the extent at logical %llu "
