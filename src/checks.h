@@ -73,6 +73,7 @@
 #define CHECK_BTRFS_NBYTES	"btrfs.nbytes"	/* inode nbytes != the bytes of its file extents */
 #define CHECK_BTRFS_BG_USED	"btrfs.bg_used"	/* block group used != its extent items */
 #define CHECK_BTRFS_BYTES_USED	"btrfs.bytes_used"	/* superblock bytes_used != the block groups' used */
+#define CHECK_BTRFS_CHUNK	"btrfs.chunk"	/* chunks vs device extents vs block groups; DEV_ITEM bytes_used */
 
 /* XFS backend */
 #define CHECK_XFS_SCRUB		"xfs.scrub"	/* the kernel's online scrub: corrupt, or repaired */

@@ -727,3 +727,68 @@ def test_sigint_stops_the_tree_check(image):
     assert p.returncode == 32, text + err
     assert "btrfs trees" not in text, text
     assert "fscrub:" not in err, err
+
+
+# ============================================================================
+# chunks, device extents, block groups (btrfs.chunk)
+# ============================================================================
+
+def dev_extents(ed):
+    return [it for it in ed.items(be.DEV_TREE, (1, be.DEV_EXTENT, 0), (U64, be.DEV_EXTENT, U64))
+            if it.key[1] == be.DEV_EXTENT]
+
+
+@pytest.mark.parametrize("what", ["dev_extent_length", "bg_type"])
+def test_chunk_damage_refused_at_mount(image, what):
+    """The kernel verifies every dev extent against its chunk at mount
+    (btrfs_verify_dev_extents) and every block group against its chunk
+    (check_chunk_block_group_mappings), and refuses the filesystem: such
+    damage never reaches fscrub's online check, whose logic the unit test
+    tests/unit/test_btrfs_chunks.c covers with a fake TREE_SEARCH_V2."""
+    with be.BtrfsImage(image.path) as ed:
+        if what == "dev_extent_length":
+            de = dev_extents(ed)[-1]
+            ed.set_field(de, "dev_extent.length", de.get("dev_extent.length") + MiB)
+        else:
+            bg = data_block_group(ed)
+            ed.set_field(bg, "bg.flags", bg.get("bg.flags") ^ 3)     # DATA -> SYSTEM
+    rc, out = btrfs_check(image.path)
+    # btrfs-progs 6.2 prints a chunk / block group mismatch but may exit 0
+    assert rc != 0 or "mismatch with block group" in out, out
+    with pytest.raises(Exception):
+        image.mount()
+    image.offline()
+
+
+@pytest.mark.parametrize("what", ["dev_bytes_used", "bg_profile"])
+def test_chunk_fault_found(image, what):
+    """Damage the kernel mounts with: a DEV_ITEM's bytes_used that is not
+    the sum of its device extents (nothing verifies it at mount), a block
+    group whose profile bits are not its chunk's (the mount compares the
+    type bits only).  Mounted read-only: right after a read-write mount
+    the kernel deletes mkfs's unused block groups and rewrites the DEV_ITEM
+    from its (wrong) count, so both passes would see items in flux."""
+    with be.BtrfsImage(image.path) as ed:
+        if what == "dev_bytes_used":
+            dev = ed.find(be.CHUNK_TREE, (1, be.DEV_ITEM, 1))
+            used = dev.get("dev_item.bytes_used")
+            assert used == sum(it.get("dev_extent.length") for it in dev_extents(ed))
+            ed.set_field(dev, "dev_item.bytes_used", used + 64 * MiB)
+            ed.set_super("dev_item.bytes_used", used + 64 * MiB)
+            want = "device 1 item bytes_used %d, its device extents add up to %d" % (
+                used + 64 * MiB, used)
+        else:
+            bg = data_block_group(ed)
+            flags = bg.get("bg.flags")
+            ed.set_field(bg, "bg.flags", flags ^ (1 << 5))     # DUP on/off
+            want = "chunk at logical %d: %d bytes, type 0x%x; its block group item: %d " \
+                   "bytes, flags 0x%x" % (bg.key[0], bg.key[2], flags, bg.key[2], flags ^ (1 << 5))
+    rc, out = btrfs_check(image.path)
+    assert rc != 0 or "mismatch with block group" in out, out
+    mnt = image.mount("ro")
+    try:
+        r = run_fscrub("-n", "-v", mnt)
+    finally:
+        image.offline()
+    assert r.rc == 4, r.stdout + r.stderr
+    assert [f for f in r.of("Error", "btrfs.chunk") if want in f.message], r.stdout
