@@ -792,3 +792,18 @@ def test_chunk_fault_found(image, what):
         image.offline()
     assert r.rc == 4, r.stdout + r.stderr
     assert [f for f in r.of("Error", "btrfs.chunk") if want in f.message], r.stdout
+
+
+def test_debug_no_btrfs_trees(image):
+    """FSCRUB_DEBUG_NO_BTRFS_TREES (bench/btrfs_trees.sh's run without the
+    check) skips the tree check: a fault it would find goes unreported."""
+    inject(image, "bytes_used")
+    mnt = image.mount("compress=zstd")
+    try:
+        off = run_fscrub("-n", "-v", mnt, env={"FSCRUB_DEBUG_NO_BTRFS_TREES": "1"})
+        on = run_fscrub("-n", "-v", mnt)
+    finally:
+        image.offline()
+    assert off.rc == 0 and "btrfs trees not checked" in off.stdout, off.stdout
+    assert "btrfs trees (first pass)" not in off.stdout
+    assert on.rc == 4 and on.of("Error", "btrfs.bytes_used"), on.stdout
