@@ -65,7 +65,7 @@
 #define CHECK_BTRFS_EXTENT_REFS	"btrfs.extent_refs"	/* data extent refs != its back refs != file extent items */
 #define CHECK_BTRFS_CROSSLINK	"btrfs.crosslink"	/* a file uses a data extent whose back refs name other files */
 #define CHECK_BTRFS_ROOT_REF	"btrfs.root_ref"	/* ROOT_REF / ROOT_BACKREF / directory entry disagree */
-#define CHECK_BTRFS_CSUM	"btrfs.csum"	/* checksummed data without csum items, nodatasum data with */
+#define CHECK_BTRFS_CSUM	"btrfs.csum"	/* checksummed data without csum items, nodatasum data with, csums over no extent */
 #define CHECK_BTRFS_FREE_SPACE_TREE "btrfs.free_space_tree"	/* free space tree calls used space free, or miscounts */
 #define CHECK_BTRFS_DIR_ITEM	"btrfs.dir_item"	/* DIR_ITEM / DIR_INDEX / INODE_REF / dir i_size disagree */
 #define CHECK_BTRFS_INODE_REF	"btrfs.inode_ref"	/* nlink != the inode's names */
@@ -73,6 +73,7 @@
 #define CHECK_BTRFS_NBYTES	"btrfs.nbytes"	/* inode nbytes != the bytes of its file extents */
 #define CHECK_BTRFS_BG_USED	"btrfs.bg_used"	/* block group used != its extent items */
 #define CHECK_BTRFS_BYTES_USED	"btrfs.bytes_used"	/* superblock bytes_used != the block groups' used */
+#define CHECK_BTRFS_CHUNK	"btrfs.chunk"	/* chunks vs device extents vs block groups; DEV_ITEM bytes_used */
 
 /* XFS backend */
 #define CHECK_XFS_SCRUB		"xfs.scrub"	/* the kernel's online scrub: corrupt, or repaired */

@@ -43,12 +43,14 @@ FS_TREE = 5
 CSUM_TREE = 7
 FREE_SPACE_TREE = 10
 BLOCK_GROUP_TREE = 11
+EXTENT_CSUM_OBJECTID = 2 ** 64 - 10
 
 INODE_ITEM = 1
 INODE_REF = 12
 DIR_ITEM = 84
 DIR_INDEX = 96
 EXTENT_DATA = 108
+EXTENT_CSUM = 128
 ROOT_ITEM = 132
 ROOT_BACKREF = 144
 ROOT_REF = 156
@@ -57,6 +59,8 @@ METADATA_ITEM = 169
 EXTENT_DATA_REF = 178
 SHARED_DATA_REF = 184
 BLOCK_GROUP_ITEM = 192
+DEV_EXTENT = 204
+DEV_ITEM = 216
 FREE_SPACE_INFO = 198
 FREE_SPACE_EXTENT = 199
 FREE_SPACE_BITMAP = 200
@@ -80,6 +84,7 @@ SUPER_FIELDS = {
     "root_level": (0xC6, "<B"),
     "chunk_root_level": (0xC7, "<B"),
     "devid": (0xC9, "<Q"),
+    "dev_item.bytes_used": (0xD9, "<Q"),     # the superblock's copy of its DEV_ITEM
 }
 SYS_CHUNK_ARRAY = 0x32B
 
@@ -108,6 +113,10 @@ FIELDS = {
     "fe.disk_num_bytes": (29, "<Q"),
     "fe.offset": (37, "<Q"),
     "fe.num_bytes": (45, "<Q"),
+    # btrfs_dev_extent (device tree) and btrfs_dev_item (chunk tree)
+    "dev_extent.chunk_offset": (16, "<Q"),
+    "dev_extent.length": (24, "<Q"),
+    "dev_item.bytes_used": (16, "<Q"),
     # btrfs_free_space_info
     "fsi.extent_count": (0, "<I"),
     "fsi.flags": (4, "<I"),

@@ -77,6 +77,17 @@ def populate(mnt):
         with open(os.path.join(mnt, "sv", "many%02d" % i), "wb") as f:
             f.write(os.urandom(4096 * (i % 3 + 1)))
     os.sync()
+    # checksummed data after a nodatasum gap: the csum items before the gap
+    # are not the csum tree's last run (btrfs check judges a run at a gap)
+    nocow2 = os.path.join(mnt, "nocow2")
+    open(nocow2, "wb").close()
+    run(["chattr", "+C", nocow2])
+    with open(nocow2, "wb") as f:
+        f.write(os.urandom(64 << 10))
+    os.sync()
+    with open(os.path.join(mnt, "tail"), "wb") as f:
+        f.write(os.urandom(16 << 10))
+    os.sync()
 
 
 @pytest.fixture
@@ -107,6 +118,32 @@ def subvol_id(img, name):
         return int(out.strip())
     finally:
         img.offline()
+
+
+def move_csum_item_to_free_space(ed):
+    """Move the first csum item that ends a run of checksummed data into
+    the free space after it (its key offset only: the tree stays sorted).
+    Its new range holds no extent (`btrfs check`: "there are no extents for
+    csum range"); its old one loses its checksums.  Not the last run:
+    btrfs check judges a run of csum items when the next one starts after
+    a gap.  Returns (new start, end)."""
+    items = list(ed.items(be.CSUM_TREE, (be.EXTENT_CSUM_OBJECTID, be.EXTENT_CSUM, 0),
+                          (be.EXTENT_CSUM_OBJECTID, be.EXTENT_CSUM, U64)))
+    sector = ed.super("sectorsize")
+    for cur, nxt in zip(items, items[1:]):
+        length = cur.size // 4 * sector
+        end = cur.key[2] + length
+        new = (end + MiB + MiB - 1) // MiB * MiB     # 1 MiB past it, aligned
+        if new + length > nxt.key[2]:
+            continue
+        used = [it for it in ed.items(be.EXTENT_TREE, (0, 0, 0), (new + length, 0, 0))
+                if it.key[1] in (be.EXTENT_ITEM, be.METADATA_ITEM) and
+                it.key[0] + (it.key[2] if it.key[1] == be.EXTENT_ITEM else ed.nodesize) > new]
+        if used:
+            continue
+        ed.set_key(cur, (be.EXTENT_CSUM_OBJECTID, be.EXTENT_CSUM, new))
+        return new, new + length
+    raise AssertionError("no csum item with free space after it")
 
 
 def file_extents(ed, tree, ino):
@@ -156,7 +193,7 @@ def test_edit_maps_dup_metadata(image):
 
 
 @pytest.mark.parametrize("what", ["extent_refs", "nbytes", "bg_used", "bytes_used",
-                                  "delete_file_extent"])
+                                  "delete_file_extent", "csum_orphan"])
 def test_edit_seen_by_btrfs_check(image, what):
     rc, out = btrfs_check(image.path)
     assert rc == 0, out
@@ -183,6 +220,17 @@ def test_edit_seen_by_btrfs_check(image, what):
             used = ed.super("bytes_used")
             ed.set_super("bytes_used", used + 4096)
             want = "super bytes used %d mismatches actual used %d" % (used + 4096, used)
+        elif what == "csum_orphan":
+            # x1's file extent item and data extent item gone: its csums
+            # remain; nbytes 0 (a hole now), or btrfs check stops at the fs roots
+            x1 = ino_of(image, "x1")
+            fe = file_extents(ed, be.FS_TREE, x1)
+            item = data_extent_item(ed, fe[0])
+            ed.delete_item(fe[0])
+            ed.delete_item(item)
+            ed.set_field(ed.find(be.FS_TREE, (x1, be.INODE_ITEM, 0)), "inode.nbytes", 0)
+            want = "there are no extents for csum range %d-%d" % (
+                item.key[0], item.key[0] + item.key[2])
         else:
             # the reflink's only file extent gone: the shared extent has one
             # reference less than it counts, and the file's nbytes is wrong
@@ -321,6 +369,23 @@ def inject(img, what):
             item = ed.find(be.FS_TREE, (ino_of(img, "x1"), be.INODE_ITEM, 0))
             ed.set_field(item, "inode.flags", item.get("inode.flags") | 1)
             return "btrfs.csum", "/x1", "the file is nodatasum but its data"
+        if what == "csum_orphan":
+            start, end = move_csum_item_to_free_space(ed)
+            return "btrfs.csum", None, "checksum items cover logical %d-%d (%d bytes)" % (
+                start, end, end - start)
+        if what == "csum_orphan_deleted":
+            # x1's file extent item and its data extent item deleted: its
+            # csum items cover bytes that no extent holds
+            x1 = ino_of(img, "x1")
+            fe = file_extents(ed, be.FS_TREE, x1)
+            assert len(fe) == 1
+            ext = data_extent_item(ed, fe[0])
+            ed.delete_item(fe[0])
+            ed.delete_item(ext)
+            ed.set_field(ed.find(be.FS_TREE, (x1, be.INODE_ITEM, 0)), "inode.nbytes", 0)
+            start, length = ext.key[0], ext.key[2]
+            return "btrfs.csum", None, "checksum items cover logical %d-%d (%d bytes)" % (
+                start, start + length, length)
         if what == "fst_count":
             bg = data_block_group(ed)
             info = ed.find(be.FREE_SPACE_TREE, (bg.key[0], be.FREE_SPACE_INFO, bg.key[2]))
@@ -375,7 +440,8 @@ def inject(img, what):
 
 @pytest.mark.parametrize("what", ["extent_refs", "missing_file_extent", "backref_inode", "crosslink",
                                   "nbytes", "nbytes_snapshot", "root_backref", "root_ref_index",
-                                  "csum_missing", "csum_unexpected", "fst_count", "fst_used_free",
+                                  "csum_missing", "csum_unexpected", "csum_orphan", "csum_orphan_deleted",
+                                  "fst_count", "fst_used_free",
                                   "dir_index_gone", "inode_ref_gone", "dir_isize", "nlink",
                                   "orphan",
                                   "bg_used", "bytes_used"])
@@ -661,3 +727,83 @@ def test_sigint_stops_the_tree_check(image):
     assert p.returncode == 32, text + err
     assert "btrfs trees" not in text, text
     assert "fscrub:" not in err, err
+
+
+# ============================================================================
+# chunks, device extents, block groups (btrfs.chunk)
+# ============================================================================
+
+def dev_extents(ed):
+    return [it for it in ed.items(be.DEV_TREE, (1, be.DEV_EXTENT, 0), (U64, be.DEV_EXTENT, U64))
+            if it.key[1] == be.DEV_EXTENT]
+
+
+@pytest.mark.parametrize("what", ["dev_extent_length", "bg_type"])
+def test_chunk_damage_refused_at_mount(image, what):
+    """The kernel verifies every dev extent against its chunk at mount
+    (btrfs_verify_dev_extents) and every block group against its chunk
+    (check_chunk_block_group_mappings), and refuses the filesystem: such
+    damage never reaches fscrub's online check, whose logic the unit test
+    tests/unit/test_btrfs_chunks.c covers with a fake TREE_SEARCH_V2."""
+    with be.BtrfsImage(image.path) as ed:
+        if what == "dev_extent_length":
+            de = dev_extents(ed)[-1]
+            ed.set_field(de, "dev_extent.length", de.get("dev_extent.length") + MiB)
+        else:
+            bg = data_block_group(ed)
+            ed.set_field(bg, "bg.flags", bg.get("bg.flags") ^ 3)     # DATA -> SYSTEM
+    rc, out = btrfs_check(image.path)
+    # btrfs-progs 6.2 prints a chunk / block group mismatch but may exit 0
+    assert rc != 0 or "mismatch with block group" in out, out
+    with pytest.raises(Exception):
+        image.mount()
+    image.offline()
+
+
+@pytest.mark.parametrize("what", ["dev_bytes_used", "bg_profile"])
+def test_chunk_fault_found(image, what):
+    """Damage the kernel mounts with: a DEV_ITEM's bytes_used that is not
+    the sum of its device extents (nothing verifies it at mount), a block
+    group whose profile bits are not its chunk's (the mount compares the
+    type bits only).  Mounted read-only: right after a read-write mount
+    the kernel deletes mkfs's unused block groups and rewrites the DEV_ITEM
+    from its (wrong) count, so both passes would see items in flux."""
+    with be.BtrfsImage(image.path) as ed:
+        if what == "dev_bytes_used":
+            dev = ed.find(be.CHUNK_TREE, (1, be.DEV_ITEM, 1))
+            used = dev.get("dev_item.bytes_used")
+            assert used == sum(it.get("dev_extent.length") for it in dev_extents(ed))
+            ed.set_field(dev, "dev_item.bytes_used", used + 64 * MiB)
+            ed.set_super("dev_item.bytes_used", used + 64 * MiB)
+            want = "device 1 item bytes_used %d, its device extents add up to %d" % (
+                used + 64 * MiB, used)
+        else:
+            bg = data_block_group(ed)
+            flags = bg.get("bg.flags")
+            ed.set_field(bg, "bg.flags", flags ^ (1 << 5))     # DUP on/off
+            want = "chunk at logical %d: %d bytes, type 0x%x; its block group item: %d " \
+                   "bytes, flags 0x%x" % (bg.key[0], bg.key[2], flags, bg.key[2], flags ^ (1 << 5))
+    rc, out = btrfs_check(image.path)
+    assert rc != 0 or "mismatch with block group" in out, out
+    mnt = image.mount("ro")
+    try:
+        r = run_fscrub("-n", "-v", mnt)
+    finally:
+        image.offline()
+    assert r.rc == 4, r.stdout + r.stderr
+    assert [f for f in r.of("Error", "btrfs.chunk") if want in f.message], r.stdout
+
+
+def test_debug_no_btrfs_trees(image):
+    """FSCRUB_DEBUG_NO_BTRFS_TREES (bench/btrfs_trees.sh's run without the
+    check) skips the tree check: a fault it would find goes unreported."""
+    inject(image, "bytes_used")
+    mnt = image.mount("compress=zstd")
+    try:
+        off = run_fscrub("-n", "-v", mnt, env={"FSCRUB_DEBUG_NO_BTRFS_TREES": "1"})
+        on = run_fscrub("-n", "-v", mnt)
+    finally:
+        image.offline()
+    assert off.rc == 0 and "btrfs trees not checked" in off.stdout, off.stdout
+    assert "btrfs trees (first pass)" not in off.stdout
+    assert on.rc == 4 and on.of("Error", "btrfs.bytes_used"), on.stdout

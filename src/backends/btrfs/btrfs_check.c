@@ -40,7 +40,9 @@
  *     compared with the superblock's bytes_used read from the first device
  *     (btrfs.bytes_used).  Alongside, a second reader streams the csum
  *     tree (btrfs_csum.c: btrfs.csum) and a third the free space tree
- *     (btrfs_fst.c: btrfs.free_space_tree).
+ *     (btrfs_fst.c: btrfs.free_space_tree);
+ *  5. the chunk tree and the device tree, against each other and the block
+ *     groups (btrfs_chunks.c: btrfs.chunk).
  *
  * The live-filesystem rule: btrfs applies extent reference changes at
  * transaction commit (delayed refs), and updates block group items and the
@@ -55,7 +57,8 @@
  *
  * Memory: three readers' 256 KiB buffers, 72 bytes per file extent item
  * with a disk extent (72 MiB per million, up to twice that while the array
- * doubles; sorted in place), 40 bytes per block group and subvolume, the
+ * doubles; sorted in place), 48 bytes per block group, 40 per subvolume, the
+ * chunks and their stripes (btrfs_chunks.c), the
  * back references, csum items and free ranges that reach the data extent
  * being looked at, 8 bytes per unlinked inode, and at most MAX_FINDINGS
  * findings per pass (btrfs_names.h says what a subvolume whose names
@@ -361,6 +364,7 @@ static int bg_item(struct pass *p, uint64_t tree, const struct btrfs_tree_item *
 	*g = (struct bgroup){
 		.start = it->key.objectid, .len = it->key.offset,
 		.used = btrfs_get64(it->data), .transid = it->transid,
+		.flags = btrfs_get64(it->data + offsetof(struct btrfs_block_group_item, flags)),
 	};
 	/* Extent items at the group's start sort before its item (extent tree). */
 	if (p->pending_at == g->start) {
@@ -798,6 +802,7 @@ static int run_pass(struct scrub_ctx *ctx, struct pass *p)
 		return ret;
 	data_extent_done(p);
 	skip_to(p, UINT64_MAX);
+	btrfs_csum_finish(p);
 	btrfs_fst_finish(p);
 	p->csum_items = p->csr.items;
 	p->calls += p->csr.calls + p->fsr.calls;
@@ -807,6 +812,9 @@ static int run_pass(struct scrub_ctx *ctx, struct pass *p)
 	if (p->csr_err < 0)
 		report_operational(ctx, NULL, NULL, -p->csr_err, "cannot read the btrfs csum tree");
 	check_block_groups(p);
+	/* after the extent tree: p->bg is complete (it may come from there) */
+	if ((ret = btrfs_check_chunks(p)) < 0)
+		return ret;
 	btrfs_check_root_refs(p);
 	fold_snapshot_findings(p);
 	return 0;
@@ -818,7 +826,8 @@ static bool same(const struct tfinding *a, const struct tfinding *b)
 {
 	return a->kind == b->kind && a->root == b->root && a->ino == b->ino &&
 	       a->file_off == b->file_off && a->logical == b->logical && a->a == b->a &&
-	       a->b == b->b && a->ref_off == b->ref_off &&
+	       a->b == b->b && a->ref_off == b->ref_off && a->devid == b->devid &&
+	       a->physical == b->physical &&
 	       !strcmp(a->name ? a->name : "", b->name ? b->name : "");
 }
 
@@ -835,11 +844,12 @@ static void report_counts(struct scrub_ctx *ctx, const struct pass *p, const cha
 	report_verbose(ctx, "Phase 3: btrfs trees (%s): root tree %llu items, %zu fs trees "
 		       "%llu items (%llu inodes, %llu file extents with disk extents), extent "
 		       "tree %llu items (%llu data extents, %llu tree blocks), csum tree %llu "
-		       "items, free space tree %llu items, %llu block groups%s; "
-		       "%llu TREE_SEARCH_V2 calls", which, p->root_items, p->nr_roots, p->fs_items,
-		       p->inodes, p->file_extents, p->extent_items, p->data_extents,
-		       p->tree_blocks, p->csum_items, p->fst_items, p->bg_items, p->bg_tree ? " (block group tree)" : "",
-		       p->calls);
+		       "items, free space tree %llu items, %llu block groups%s, chunk tree %llu "
+		       "items, device tree %llu items; %llu TREE_SEARCH_V2 calls", which,
+		       p->root_items, p->nr_roots, p->fs_items, p->inodes, p->file_extents,
+		       p->extent_items, p->data_extents, p->tree_blocks, p->csum_items,
+		       p->fst_items, p->bg_items, p->bg_tree ? " (block group tree)" : "",
+		       p->chunk_items, p->dev_items, p->calls);
 }
 
 /* Force a commit; the committed generation, or 0 if unknown. */
@@ -884,6 +894,11 @@ int btrfs_check_trees(struct scrub_ctx *ctx)
 	uint64_t committed;
 	int ret;
 
+	/* For bench/btrfs_trees.sh: the same run without this check. */
+	if (getenv("FSCRUB_DEBUG_NO_BTRFS_TREES")) {
+		report_verbose(ctx, "Phase 3: btrfs trees not checked (FSCRUB_DEBUG_NO_BTRFS_TREES)");
+		return 0;
+	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	ret = run_pass(ctx, &p1);
 	if (ret == -ECANCELED) {	/* stopped: nothing to say */

@@ -3,7 +3,8 @@
  * state of a pass and its findings).  Only btrfs_check.c and the modules it
  * drives include this: btrfs_names.c (the namespace), btrfs_roots.c
  * (subvolume references), btrfs_csum.c (the csum tree), btrfs_fst.c (the
- * free space tree) and btrfs_check_report.c (the messages).
+ * free space tree), btrfs_chunks.c (chunks, device extents) and
+ * btrfs_check_report.c (the messages).
  */
 #ifndef FSCRUB_BTRFS_CHECK_INT_H
 #define FSCRUB_BTRFS_CHECK_INT_H
@@ -33,8 +34,17 @@ enum finding_kind {
 	F_ROOT_UNREFERENCED,	/* a live subvolume no ROOT_BACKREF names */
 	F_CSUM_MISSING,		/* checksummed file data without csum items */
 	F_CSUM_UNEXPECTED,	/* nodatasum file data with csum items */
+	F_CSUM_ORPHAN,		/* csum items over bytes no data extent holds */
 	F_FST_USED_FREE,	/* the free space tree calls an extent's bytes free */
 	F_FST_COUNT,		/* a FREE_SPACE_INFO's extent count != its free ranges */
+	/* btrfs_chunks.c */
+	F_CHUNK_NO_BG,		/* a chunk without a block group item */
+	F_BG_NO_CHUNK,		/* a block group item without a chunk */
+	F_CHUNK_BG_DIFF,	/* a chunk and its block group differ: length or type */
+	F_STRIPE_NO_DEV_EXTENT,	/* a chunk's stripe without its DEV_EXTENT */
+	F_DEV_EXTENT_ORPHAN,	/* a DEV_EXTENT that is no chunk's stripe */
+	F_DEV_EXTENT_LEN,	/* a DEV_EXTENT of another length than its chunk's stripes */
+	F_DEV_BYTES_USED,	/* a DEV_ITEM's bytes_used != its device extents */
 	/* btrfs_names.c */
 	F_DIR_PAIR,		/* a directory's DIR_ITEMs and DIR_INDEXes differ */
 	F_DIR_ISIZE,		/* a directory's i_size != its names' bytes */
@@ -53,6 +63,7 @@ struct tfinding {
 	uint64_t a, b;			/* recorded vs found */
 	uint64_t ref_off;		/* F_REF_COUNT: the back reference's offset */
 	uint64_t other_root, other_ino;	/* F_CROSSLINK: the file the extent belongs to */
+	uint64_t devid, physical;	/* chunk findings: the device and offset */
 	const char *name;		/* a name, owned by the pass (root refs, dir entries) */
 	uint64_t transid;		/* newest leaf among the items involved */
 	/* the same item seen again through snapshots sharing its leaf */
@@ -119,6 +130,7 @@ struct inode_sum {
 
 struct bgroup {
 	uint64_t start, len, used, found, transid;
+	uint64_t flags;			/* BTRFS_BLOCK_GROUP_*: type and profile */
 };
 
 struct pass {
@@ -144,6 +156,8 @@ struct pass {
 	size_t nr_cs, alloc_cs;
 	uint32_t csum_size, sectorsize;
 	unsigned long long csum_items;
+	uint64_t cs_done;		/* the end of the last data extent checked */
+	uint64_t orphan_start, orphan_end, orphan_transid;	/* csums without extent */
 	/* the free space tree, read alongside the extent tree */
 	bool fst;
 	struct btrfs_tree_reader fsr;
@@ -169,6 +183,7 @@ struct pass {
 	/* counters for -v */
 	unsigned long long root_items, fs_items, extent_items, bg_items, calls;
 	unsigned long long data_extents, tree_blocks, file_extents, inodes;
+	unsigned long long chunk_items, dev_items;
 	uint64_t sb_bytes_used, sb_generation;
 	bool sb_ok;
 };
@@ -182,6 +197,8 @@ void btrfs_check_root_refs(struct pass *p);
 
 /* btrfs_csum.c: the csums of the file extents [from, to) of the data extent p->d_*. */
 void btrfs_check_csums(struct pass *p, size_t from, size_t to);
+/* btrfs_csum.c: after the last data extent, the rest of the csum tree (orphans). */
+void btrfs_csum_finish(struct pass *p);
 
 /*
  * btrfs_fst.c: a used extent [a, b), in logical order, against the free
@@ -189,6 +206,13 @@ void btrfs_check_csums(struct pass *p, size_t from, size_t to);
  */
 void btrfs_fst_used(struct pass *p, uint64_t a, uint64_t b, uint64_t transid);
 void btrfs_fst_finish(struct pass *p);
+
+/*
+ * btrfs_chunks.c: read the chunk and device trees and check them against
+ * each other and against the block groups in p->bg (sorted by start).
+ * 0, or a negative errno from the reader.
+ */
+int btrfs_check_chunks(struct pass *p);
 
 /* btrfs_check_report.c: print a finding (why: the "changed" reason, or NULL). */
 void btrfs_report_finding(struct scrub_ctx *ctx, const struct tfinding *f, enum severity sev,

@@ -48,7 +48,8 @@ static const char *check_of(enum finding_kind k)
 	case F_ROOT_REF_DIR:
 	case F_ROOT_UNREFERENCED: return CHECK_BTRFS_ROOT_REF;
 	case F_CSUM_MISSING:
-	case F_CSUM_UNEXPECTED: return CHECK_BTRFS_CSUM;
+	case F_CSUM_UNEXPECTED:
+	case F_CSUM_ORPHAN: return CHECK_BTRFS_CSUM;
 	case F_FST_USED_FREE:
 	case F_FST_COUNT: return CHECK_BTRFS_FREE_SPACE_TREE;
 	case F_DIR_PAIR:
@@ -56,6 +57,13 @@ static const char *check_of(enum finding_kind k)
 	case F_ENTRY_NO_REF:
 	case F_REF_NO_ENTRY: return CHECK_BTRFS_DIR_ITEM;
 	case F_NLINK_REFS: return CHECK_BTRFS_INODE_REF;
+	case F_CHUNK_NO_BG:
+	case F_BG_NO_CHUNK:
+	case F_CHUNK_BG_DIFF:
+	case F_STRIPE_NO_DEV_EXTENT:
+	case F_DEV_EXTENT_ORPHAN:
+	case F_DEV_EXTENT_LEN:
+	case F_DEV_BYTES_USED: return CHECK_BTRFS_CHUNK;
 	case F_UNNAMED:
 	case F_ORPHAN_LOST: return CHECK_BTRFS_ORPHAN;
 	default: return CHECK_BTRFS_EXTENT_REFS;
@@ -68,6 +76,7 @@ static void describe(struct scrub_ctx *ctx, const struct tfinding *f, struct str
 
 	unsigned long long lg = f->logical, len = f->len, a = f->a, b = f->b;
 	unsigned long long fo = f->file_off, root = f->root, ino = f->ino;
+	unsigned long long dev = f->devid, phys = f->physical;
 
 	switch (f->kind) {
 	case F_REFS_SUM:
@@ -122,6 +131,10 @@ static void describe(struct scrub_ctx *ctx, const struct tfinding *f, struct str
 			    "data at logical %llu (%llu bytes) has checksum items (from logical "
 			    "%llu)", fo, a, len, lg);
 		break;
+	case F_CSUM_ORPHAN:
+		strbuf_addf(m, "checksum items cover logical %llu-%llu (%llu bytes), where the "
+			    "extent tree has no data extent", lg, lg + len, len);
+		break;
 	case F_FST_USED_FREE:
 		strbuf_addf(m, "the free space tree calls bytes of the extent at logical %llu "
 			    "(%llu bytes) free (its free range %llu-%llu)", lg, len, a, b);
@@ -155,6 +168,36 @@ static void describe(struct scrub_ctx *ctx, const struct tfinding *f, struct str
 	case F_ORPHAN_LOST:
 		strbuf_addf(m, "inode has no links and is not on the orphan list: its space is "
 			    "never freed");
+		break;
+	case F_CHUNK_NO_BG:
+		strbuf_addf(m, "chunk at logical %llu (%llu bytes, type 0x%llx) has no block "
+			    "group item", lg, len, a);
+		break;
+	case F_BG_NO_CHUNK:
+		strbuf_addf(m, "block group at logical %llu (%llu bytes, flags 0x%llx) has no "
+			    "chunk", lg, len, a);
+		break;
+	case F_CHUNK_BG_DIFF:
+		strbuf_addf(m, "chunk at logical %llu: %llu bytes, type 0x%llx; its block group "
+			    "item: %llu bytes, flags 0x%llx", lg, len, a, phys, b);
+		break;
+	case F_STRIPE_NO_DEV_EXTENT:
+		strbuf_addf(m, "chunk at logical %llu (%llu bytes): its stripe on device %llu at "
+			    "physical %llu has no device extent", lg, len, dev, phys);
+		break;
+	case F_DEV_EXTENT_ORPHAN:
+		strbuf_addf(m, "device extent on device %llu at physical %llu (%llu bytes) names "
+			    "the chunk at logical %llu, %s", dev, phys, a, lg,
+			    len ? "which has no stripe there" : "which does not exist");
+		break;
+	case F_DEV_EXTENT_LEN:
+		strbuf_addf(m, "device extent on device %llu at physical %llu of the chunk at "
+			    "logical %llu is %llu bytes, the chunk's stripes are %llu", dev, phys,
+			    lg, a, b);
+		break;
+	case F_DEV_BYTES_USED:
+		strbuf_addf(m, "device %llu item bytes_used %llu, its device extents add up to %llu",
+			    dev, a, b);
 		break;
 	case F_NBYTES:
 		strbuf_addf(m, "inode item nbytes %llu, its file extents add up to %llu", a, b);

@@ -6,6 +6,14 @@
  * data extent the items that reach it are kept, and the disk bytes each
  * file extent of a checksummed file uses (all of a compressed extent) must
  * be covered, those of a nodatasum file must not be.
+ *
+ * The other way round, checksums must belong to data: csum bytes between
+ * one data extent's end and the next one's start cover no extent at all
+ * (`btrfs check`: "there are no extents for csum range").  Data extents
+ * come in logical order, so the gap before each one is known when it
+ * arrives; csum items wholly inside a gap are judged as they are read and
+ * not kept, so memory stays the items that reach the current extent.
+ * Adjacent orphan pieces are reported as one range.
  */
 #include <errno.h>
 #include <linux/btrfs_tree.h>
@@ -13,17 +21,54 @@
 
 #include "backends/btrfs/btrfs_check_int.h"
 
-/* Keep the csum items that reach [start, end): drop older, read ahead. */
+/* Report the orphan csum range kept so far, if any. */
+static void orphan_flush(struct pass *p)
+{
+	if (p->orphan_end > p->orphan_start)
+		btrfs_add_finding(p, &(struct tfinding){
+			.kind = F_CSUM_ORPHAN, .logical = p->orphan_start,
+			.len = p->orphan_end - p->orphan_start, .transid = p->orphan_transid,
+		});
+	p->orphan_start = p->orphan_end = 0;
+}
+
+/* The part of a csum item in the gap [p->cs_done, before) covers no data extent. */
+static void orphan_piece(struct pass *p, const struct csum_iv *c, uint64_t before)
+{
+	uint64_t a = c->start > p->cs_done ? c->start : p->cs_done;
+	uint64_t b = c->end < before ? c->end : before;
+
+	if (a >= b)
+		return;
+	if (p->orphan_end != a)
+		orphan_flush(p);
+	if (p->orphan_end <= p->orphan_start) {
+		p->orphan_start = a;
+		p->orphan_transid = 0;
+	}
+	p->orphan_end = b;
+	if (c->transid > p->orphan_transid)
+		p->orphan_transid = c->transid;
+}
+
+/*
+ * Keep the csum items that reach [start, end): drop older, read ahead.
+ * Bytes of csum items below start and above p->cs_done (the end of the
+ * previous data extent) are orphans.
+ */
 static void csum_advance(struct pass *p, uint64_t start, uint64_t end)
 {
 	size_t keep = 0;
 
-	for (size_t i = 0; i < p->nr_cs; i++)
+	for (size_t i = 0; i < p->nr_cs; i++) {
+		orphan_piece(p, &p->cs[i], start);
 		if (p->cs[i].end > start)
 			p->cs[keep++] = p->cs[i];
+	}
 	p->nr_cs = keep;
 	while (!p->csr_end && !p->csr_err && (!p->nr_cs || p->cs[p->nr_cs - 1].start < end)) {
 		struct btrfs_tree_item it;
+		struct csum_iv c;
 		int ret = btrfs_tree_next(&p->csr, &it);
 
 		if (ret <= 0) {
@@ -33,14 +78,18 @@ static void csum_advance(struct pass *p, uint64_t start, uint64_t end)
 		}
 		if (it.key.type != BTRFS_EXTENT_CSUM_KEY || !p->csum_size)
 			continue;
+		c = (struct csum_iv){
+			.start = it.key.offset, .transid = it.transid,
+			.end = it.key.offset + (uint64_t)(it.len / p->csum_size) * p->sectorsize,
+		};
+		orphan_piece(p, &c, start);
+		if (c.end <= start)
+			continue;	/* wholly before the extent: judged, not kept */
 		if (btrfs_grow((void **)&p->cs, &p->alloc_cs, p->nr_cs + 1, sizeof(*p->cs)) < 0) {
 			p->csr_err = -ENOMEM;
 			break;
 		}
-		p->cs[p->nr_cs++] = (struct csum_iv){
-			.start = it.key.offset, .transid = it.transid,
-			.end = it.key.offset + (uint64_t)(it.len / p->csum_size) * p->sectorsize,
-		};
+		p->cs[p->nr_cs++] = c;
 	}
 }
 
@@ -72,6 +121,8 @@ static const struct csum_iv *csum_any(const struct pass *p, uint64_t start, uint
 void btrfs_check_csums(struct pass *p, size_t from, size_t to)
 {
 	csum_advance(p, p->d_bytenr, p->d_bytenr + p->d_len);
+	if (p->d_bytenr + p->d_len > p->cs_done)
+		p->cs_done = p->d_bytenr + p->d_len;
 	if (p->csr_err)
 		return;
 	for (size_t i = from; i < to; i++) {
@@ -93,4 +144,10 @@ void btrfs_check_csums(struct pass *p, size_t from, size_t to)
 				.transid = iv->transid > transid ? iv->transid : transid,
 			});
 	}
+}
+
+void btrfs_csum_finish(struct pass *p)
+{
+	csum_advance(p, UINT64_MAX, UINT64_MAX);
+	orphan_flush(p);
 }
