@@ -72,6 +72,12 @@
 #define CHECK_XFS_RMAP_EXTRA	"xfs.rmap_extra"	/* a reverse mapping without its extent */
 #define CHECK_XFS_FSMAP_COUNTS	"xfs.fsmap_counts"	/* free space by GETFSMAP vs the counters */
 #define CHECK_XFS_ONDISK	"xfs.ondisk"	/* an AG header, btree block, counter or inode on the disk is bad */
+/* ... cross-referenced with each other (src/backends/xfs_xref.c) */
+#define CHECK_XFS_INODE_ALLOC	"xfs.inode_alloc"	/* inode in use but free in the inobt, or the reverse */
+#define CHECK_XFS_UNLINKED	"xfs.unlinked"	/* an AGI unlinked list: linked, free, looping inodes */
+#define CHECK_XFS_SPACE		"xfs.space"	/* blocks free and used, used twice, or owned by none */
+#define CHECK_XFS_BLOCK_COUNT	"xfs.block_count"	/* di_nblocks != the blocks the forks map */
+#define CHECK_XFS_SB_SECONDARY	"xfs.sb_secondary"	/* a secondary superblock differs from the primary */
 #define CHECK_XFS_QUOTA		"xfs.quota"	/* quota usage != what the id's inodes add up to */
 /* The checksum ledger and manifests (src/ledger.c): -x */
 #define CHECK_LEDGER_BITROT	"ledger.bitrot"	/* content changed, size and times did not */
