@@ -1154,6 +1154,7 @@ static void check_one_inode(struct scrub_ctx *ctx, ext2_ino_t ino, struct ext2_i
 	}
 	if (in->i_links_count == 0 && in->i_dtime)
 		return;		/* deleted; the bitmap lags or the orphan list has it */
+	ext4_xref_inode(ctx, ino, in);
 
 	xwalk_init(&w, fs, ino, in, fetch_disk, df);
 	if (LINUX_S_ISDIR(in->i_mode))
