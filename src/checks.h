@@ -107,5 +107,6 @@
 #define CHECK_EXT4_INODE_FLAGS	"ext4.inode_flags"	/* flags the type or the features forbid */
 #define CHECK_EXT4_INODE_SIZE	"ext4.inode_size"	/* directory i_size against its blocks */
 #define CHECK_EXT4_INODE_BLOCKS	"ext4.inode_blocks"	/* i_blocks != what the extent tree maps */
+#define CHECK_EXT4_JOURNAL	"ext4.journal"	/* the journal superblock (ext4_journal.c) */
 
 #endif

@@ -146,6 +146,11 @@ int ext4_scan_inodes(struct scrub_ctx *ctx);
  */
 void ext4_xref_inode(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext2_inode_large *in);
 
+/* ---- ext4_journal.c ---- */
+
+/* The internal journal's superblock against the filesystem: suspects. */
+void ext4_journal_check(struct scrub_ctx *ctx);
+
 /* ---- ext4.c ---- */
 
 /* Are blocks [b, b + n) inside the filesystem? */

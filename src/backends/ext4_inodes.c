@@ -1352,6 +1352,7 @@ int ext4_scan_inodes(struct scrub_ctx *ctx)
 		check_one_inode(ctx, ino, in, &df, buf);
 	}
 	check_orphan_list(ctx);
+	ext4_journal_check(ctx);
 	ext4_confirm_run(ctx);
 	if (!scrub_should_stop(ctx))
 		report_unclaimed(ctx);
