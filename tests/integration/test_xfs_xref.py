@@ -156,13 +156,17 @@ def test_xref_clean(xref_image):
 
 def _free_rec_with_inode_in_use(img):
     """(ag, inobt index, finobt index, record, k): an inode k of a chunk
-    that has free inodes (so the finobt has its record) is in use."""
+    that has free inodes (so the finobt has its record) is in use; not the
+    root directory's chunk (a free root does not mount)."""
+    root = db_int(img, "rootino", "sb 0")
     for ag in range(4):
         hdr = "agi %d" % ag
         fino = leaf_recs(img, hdr, "free_root", "free_level")
         ino = leaf_recs(img, hdr, "root", "level")
         for fi, rec in enumerate(fino):
             start, holemask, count, freecount, free = rec
+            if ag == 0 and start <= root < start + 64:
+                continue
             for k in range(64):
                 if not (holemask >> (k // 4)) & 1 and not (free >> k) & 1:
                     return ag, [r[0] for r in ino].index(start) + 1, fi + 1, rec, k
@@ -230,29 +234,32 @@ def test_linked_inode_on_unlinked_list(xref_image, shift):
     assert xref_errors(r) == sorted(want), r
 
 
-def _free_after(img, owned):
-    """(ag, bnobt index, cntbt index, free extent, the block before it): a
-    free extent right after a block that owned(ag, block) accepts."""
+def _free_next_to(img, owned):
+    """(ag, bnobt index, cntbt index, free extent, victim, who): a free
+    extent right after (else right before) a block, the victim, that
+    owned(ag, block) names (who)."""
     for ag in range(4):
         hdr = "agf %d" % ag
         bno = leaf_recs(img, hdr, "bnoroot", "bnolevel")
         cnt = leaf_recs(img, hdr, "cntroot", "cntlevel")
         for bi, (start, length) in enumerate(bno):
-            who = owned(ag, start - 1)
-            if who is not None:
-                ci = [tuple(c) for c in cnt].index((start, length))
-                return ag, bi + 1, ci + 1, (start, length), who
-    raise AssertionError("no free extent after such a block")
+            for victim in (start - 1, start + length):
+                who = owned(ag, victim)
+                if who is not None:
+                    ci = [tuple(c) for c in cnt].index((start, length))
+                    return ag, bi + 1, ci + 1, (start, length), victim, who
+    raise AssertionError("no free extent next to such a block")
 
 
-def _grow_free_back(img, ag, bi, ci, start, length, cnt=True):
-    """The free extent (start, length) takes in the block before it, in the
-    bnobt (and the cntbt, the AGF's free count and longest)."""
+def _grow_free(img, ag, bi, ci, start, length, victim, cnt=True):
+    """The free extent (start, length) takes in the victim block next to it,
+    in the bnobt (and the cntbt, the AGF's free count and longest)."""
     hdr = "agf %d" % ag
-    cmds = [hdr, "addr bnoroot", "write recs[%d].startblock %d" % (bi, start - 1),
+    new = min(start, victim)
+    cmds = [hdr, "addr bnoroot", "write recs[%d].startblock %d" % (bi, new),
             "write recs[%d].blockcount %d" % (bi, length + 1)]
     if cnt:
-        cmds += [hdr, "addr cntroot", "write recs[%d].startblock %d" % (ci, start - 1),
+        cmds += [hdr, "addr cntroot", "write recs[%d].startblock %d" % (ci, new),
                  "write recs[%d].blockcount %d" % (ci, length + 1),
                  hdr, "write freeblks %d" % (db_int(img, "freeblks", hdr) + 1)]
         if db_int(img, "longest", hdr) == length:
@@ -261,7 +268,7 @@ def _grow_free_back(img, ag, bi, ci, start, length, cnt=True):
 
 
 def file_block_owner(img):
-    """owned(ag, block) for _free_after(): (inode, file block) the rmapbt
+    """owned(ag, block) for _free_next_to(): (inode, file block) the rmapbt
     gives a regular file of the image, else None."""
     paths = inode_paths(img, files_only=True)
 
@@ -275,7 +282,7 @@ def file_block_owner(img):
 
 
 def btree_block_owner(img, rmap):
-    """owned(ag, block) for _free_after(): which btree root or AGFL block."""
+    """owned(ag, block) for _free_next_to(): which btree root or AGFL block."""
     roots = {("agf", "bnoroot"): "the bnobt", ("agf", "cntroot"): "the cntbt",
              ("agf", "refcntroot"): "the refcountbt", ("agi", "root"): "the inobt",
              ("agi", "free_root"): "the finobt"}
@@ -294,48 +301,49 @@ def btree_block_owner(img, rmap):
 
 
 def free_extent_over(img, owned, cnt=True):
-    """The first free extent after a block owned() names takes that block in."""
-    ag, bi, ci, (start, length), who = _free_after(img, owned)
-    _grow_free_back(img, ag, bi, ci, start, length, cnt=cnt)
-    return ag, start, length, who
+    """A free extent takes in the block next to it that owned() names.
+    Returns (ag, victim, first, last free block now, who)."""
+    ag, bi, ci, (start, length), victim, who = _free_next_to(img, owned)
+    _grow_free(img, ag, bi, ci, start, length, victim, cnt=cnt)
+    first = min(start, victim)
+    return ag, victim, first, first + length, who
 
 
 def test_free_extent_over_file_data(xref_image):
-    """With the rmapbt: a free extent grows back over the last block of a
-    file's extent, in both free space btrees and the AGF's counters: used
+    """With the rmapbt: a free extent grows over the block of a file's
+    extent next to it, in both free space btrees and the AGF's counters: used
     space recorded as free, named by the owner's inode and path."""
     if not xref_image.rmap:
         pytest.skip("file data is cross-checked with the rmapbt only")
     img = xref_image
     paths, owned = file_block_owner(img)
-    ag, start, length, (ino, fblock) = free_extent_over(img, owned)
+    ag, victim, first, last, (ino, fblock) = free_extent_over(img, owned)
     assert re.search(r"data fork in ino %d claims free block" % ino, repair_n(img))
     mnt, r = scrub(img)
     assert r.rc == 4, r
     assert xref_errors(r) == [
         ("xfs.space", ino, paths[ino],
          "AG %d on disk: block %d is free in the bnobt (free extent %d-%d) but used by "
-         "inode %d (data fork, file block %d)" % (ag, start - 1, start - 1, start + length - 1,
-                                                  ino, fblock))], r
+         "inode %d (data fork, file block %d)" % (ag, victim, first, last, ino, fblock))], r
 
 
 @pytest.mark.parametrize("cnt", [True, False], ids=["both_btrees", "bnobt_only"])
 def test_free_extent_over_btree_block(xref_image, cnt):
-    """A free extent grows back over a btree or AGFL block (with or without
+    """A free extent grows over a btree or AGFL block (with or without
     the rmapbt: the btrees' own blocks are known from their walks); made in
     the bnobt only, the cntbt no longer holds the same extents either."""
     img = xref_image
-    ag, start, length, who = free_extent_over(img, btree_block_owner(img, img.rmap), cnt)
-    assert "block (%d,%d-%d) multiply claimed by bno space tree" % (ag, start - 1, start - 1) \
+    ag, victim, first, last, who = free_extent_over(img, btree_block_owner(img, img.rmap), cnt)
+    assert "block (%d,%d-%d) multiply claimed by bno space tree" % (ag, victim, victim) \
         in repair_n(img)
     mnt, r = scrub(img)
     assert r.rc == 4, r
     got = [e.message for e in r.errors if e.check == "xfs.space"]
     want = ["AG %d on disk: block %d is free in the bnobt (free extent %d-%d) but used by %s"
-            % (ag, start - 1, start - 1, start + length - 1, who)]
+            % (ag, victim, first, last, who)]
     if not cnt:
         want.append("AG %d on disk: bnobt has free blocks %d-%d, the cntbt has not"
-                    % (ag, start - 1, start + length - 1))
+                    % (ag, first, last))
     assert sorted(got) == sorted(want), r
     assert all(e.path == mnt for e in r.errors), r
 
