@@ -121,13 +121,16 @@ def free_over_btree_block(img, cnt=True):
     test_xfs_xref.free_extent_over(img, test_xfs_xref.btree_block_owner(img, True), cnt)
 
 
-def nblocks_too_many(img):
+def nblocks_too_many(img, fmt):
+    """A non-empty file whose data fork is in format fmt (2: extents, 3:
+    btree) says it has two blocks more."""
     mnt = img.mount()
-    victim = sorted(os.path.join(dp, f) for dp, _, fs in os.walk(mnt) for f in fs
-                    if os.path.isfile(os.path.join(dp, f)) and os.path.getsize(
-                        os.path.join(dp, f)) > 0)[0]
-    ino = fsimage.inode_of(victim)
+    files = sorted(os.path.join(dp, f) for dp, _, fs in os.walk(mnt) for f in fs
+                   if os.path.isfile(os.path.join(dp, f)) and
+                   os.path.getsize(os.path.join(dp, f)) > 0)
+    inos = [fsimage.inode_of(f) for f in files]
     img.offline()
+    ino = [i for i in inos if faults.xfs_field(img, i, "core.format").startswith(str(fmt))][0]
     n = int(faults.xfs_field(img, ino, "core.nblocks"))
     faults.xfs_db(img, "inode %d" % ino, "write core.nblocks %d" % (n + 2))
 
@@ -153,7 +156,9 @@ CASES = [
     ("free extent over a btree/AGFL block (bnobt+cntbt+AGF)", free_over_btree_block),
     ("free extent over a btree/AGFL block (bnobt only)",
      lambda img: free_over_btree_block(img, cnt=False)),
-    ("di_nblocks two too many", nblocks_too_many),
+    ("di_nblocks two too many (extents format)", lambda img: nblocks_too_many(img, 2)),
+    ("di_nblocks two too many (btree format: not counted)",
+     lambda img: nblocks_too_many(img, 3)),
     ("secondary sb 3 ro-compat features 0", lambda img: faults.xfs_db(
         img, "sb 3", "write features_ro_compat 0")),
     ("reflinked files (must be clean)", reflinked),

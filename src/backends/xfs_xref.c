@@ -16,8 +16,9 @@
  *                    rmapbt, whatever it maps -- never both, never by two
  *                    owners of the headers, btrees and chunks; with the
  *                    rmapbt, never by nobody.
- *   xfs.block_count  an inode whose forks are in extents (or local) format
- *                    counts other blocks (di_nblocks) than they map.
+ *   xfs.block_count  an inode counts other blocks (di_nblocks) than its
+ *                    forks map, with their bmbt blocks (walked from the
+ *                    root in the inode, read from the device).
  *   xfs.sb_secondary a secondary superblock's geometry and features are
  *                    the primary's.
  *
@@ -104,6 +105,94 @@ static bool fork_blocks(const uint8_t *fork, size_t room, uint8_t fmt, uint64_t 
 	return true;
 }
 
+/* bmbt blocks below a root: at most this many are read for one inode. */
+#define BMBT_MAX_BLOCKS (1u << 16)
+#define BMBT_MAX_LEVELS 9
+
+/* The disk address of filesystem block fsb. */
+static uint64_t fsb_offset(const struct od *od, uint64_t fsb)
+{
+	uint64_t agno = fsb >> od->agblklog, agbno = fsb & ((1ULL << od->agblklog) - 1);
+
+	return (agno * od->xs->geo.agblocks + agbno) * od->bsize;
+}
+
+struct bmbt_count {
+	struct od *od;
+	uint64_t ino, mapped;
+	unsigned blocks;
+};
+
+/*
+ * The bmbt block fsb at level, its records' blocks added to c->mapped and
+ * itself to c->blocks.  False if it is not what its pointer says (other
+ * checks or the kernel will say so) or the tree is too big to count.
+ */
+static bool bmbt_block(struct bmbt_count *c, uint64_t fsb, unsigned level)
+{
+	struct od *od = c->od;
+	const uint8_t *b = od->buf;
+	unsigned n, maxrecs = (od->bsize - XFS_BTREE_LBLOCK_CRC_LEN) / 16;
+	uint64_t owner, *ptrs;
+	bool ok = true;
+
+	if (++c->blocks > BMBT_MAX_BLOCKS || od_pread(od, od->buf, fsb_offset(od, fsb),
+						      od->bsize) < 0)
+		return false;
+	memcpy(&owner, b + offsetof(struct xfs_btree_block, bb_u.l.bb_owner), 8);
+	n = be16toh(((const struct xfs_btree_block *)b)->bb_numrecs);
+	if (be32toh(((const struct xfs_btree_block *)b)->bb_magic) != XFS_BMAP_CRC_MAGIC ||
+	    be16toh(((const struct xfs_btree_block *)b)->bb_level) != level ||
+	    be64toh(owner) != c->ino || n > maxrecs ||
+	    !od_crc_ok(b, od->bsize, XFS_BTREE_LBLOCK_CRC_OFF))
+		return false;
+	if (!level) {
+		fork_blocks(b + XFS_BTREE_LBLOCK_CRC_LEN, (size_t)n * 16, XFS_DINODE_FMT_EXTENTS,
+			    n, &c->mapped);
+		return true;
+	}
+	/* The children overwrite od->buf: their pointers are copied first. */
+	ptrs = xmalloc((size_t)n * 8 + 1);
+	memcpy(ptrs, b + XFS_BTREE_LBLOCK_CRC_LEN + (size_t)maxrecs * 8, (size_t)n * 8);
+	for (unsigned i = 0; i < n && ok; i++)
+		ok = bmbt_block(c, be64toh(ptrs[i]), level - 1);
+	free(ptrs);
+	return ok;
+}
+
+/* A fork in btree format: its bmbt blocks and what its records map. */
+static bool btree_fork_blocks(struct od *od, uint64_t ino, const uint8_t *fork, size_t room,
+			      uint64_t *sum)
+{
+	const struct xfs_bmdr_block *root = (const void *)fork;
+	unsigned level = be16toh(root->bb_level), n = be16toh(root->bb_numrecs);
+	/* The root's keys and pointers share the fork, as xfs_bmdr_maxrecs() has it. */
+	size_t maxrecs = (room - sizeof(*root)) / 16;
+	struct bmbt_count c = { .od = od, .ino = ino };
+	const uint8_t *p = fork + sizeof(*root) + maxrecs * 8;
+
+	if (!level || level > BMBT_MAX_LEVELS || !n || n > maxrecs)
+		return false;
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t fsb;
+
+		memcpy(&fsb, p + (size_t)i * 8, 8);
+		if (!bmbt_block(&c, be64toh(fsb), level - 1))
+			return false;
+	}
+	*sum += c.mapped + c.blocks;
+	return true;
+}
+
+/* A fork's blocks, in any format; false: not known here. */
+static bool any_fork_blocks(struct od *od, uint64_t ino, const uint8_t *fork, size_t room,
+			    uint8_t fmt, uint64_t nextents, uint64_t *sum)
+{
+	if (fmt == XFS_DINODE_FMT_BTREE)
+		return btree_fork_blocks(od, ino, fork, room, sum);
+	return fork_blocks(fork, room, fmt, nextents, sum);
+}
+
 void xref_inode_blocks(struct od *od, const struct xfs_dinode *d, uint64_t ino)
 {
 	const uint8_t *lit = (const uint8_t *)d + sizeof(*d);
@@ -115,10 +204,9 @@ void xref_inode_blocks(struct od *od, const struct xfs_dinode *d, uint64_t ino)
 
 	if (!be16toh(d->di_mode) || boff > room)
 		return;
-	/* A fork in btree format has its own blocks: not counted here. */
-	if (!fork_blocks(lit, boff ? boff : room, d->di_format, next, &mapped) ||
-	    (boff && !fork_blocks(lit + boff, room - boff, (uint8_t)d->di_aformat, anext,
-				  &mapped)))
+	if (!any_fork_blocks(od, ino, lit, boff ? boff : room, d->di_format, next, &mapped) ||
+	    (boff && !any_fork_blocks(od, ino, lit + boff, room - boff, (uint8_t)d->di_aformat,
+				      anext, &mapped)))
 		return;
 	if (mapped != be64toh(d->di_nblocks))
 		od_problem_id(od, CHECK_XFS_BLOCK_COUNT, ino, true,

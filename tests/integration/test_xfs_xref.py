@@ -34,6 +34,11 @@ def _fill(mnt):
     fsimage.run(["cp", "--reflink=always", os.path.join(mnt, "big"),
                  os.path.join(mnt, "big2")])
     os.setxattr(os.path.join(d, "f1"), "user.x", b"a" * 3000)
+    # 600 one-block extents apart: a data fork in btree format.
+    with open(os.path.join(mnt, "frag"), "wb") as fh:
+        for i in range(600):
+            fh.seek(2 * i * 4096)
+            fh.write(b"x" * 4096)
 
 
 @pytest.fixture(scope="module", params=["rmapbt", "normap"])
@@ -363,20 +368,24 @@ def test_secondary_superblock_features(xref_image):
          "0x0, the primary's 0x%x" % primary)], r
 
 
-def test_block_count(xref_image):
-    """A file of one block says it has three (core.nblocks): xfs_repair
-    would reset it; the kernel mounts it (its verifier only wants no fewer
-    blocks than extents)."""
+@pytest.mark.parametrize("rel,fmt", [("d/f3", "2 (extents)"), ("frag", "3 (btree)")],
+                         ids=["extents", "btree"])
+def test_block_count(xref_image, rel, fmt):
+    """A file says it has two blocks more (core.nblocks): xfs_repair would
+    reset it; the kernel mounts it (its verifier only wants no fewer
+    blocks than extents).  For a fork in btree format the bmbt is walked
+    from the device."""
     img = xref_image
     paths = inode_paths(img)
-    path = os.path.join(img.mnt, "d", "f3")
+    path = os.path.join(img.mnt, rel)
     ino = [i for i, p in paths.items() if p == path][0]
-    assert faults.xfs_field(img, ino, "core.nblocks") == "1"
-    faults.xfs_db(img, "inode %d" % ino, "write core.nblocks 3")
-    assert "bad nblocks 3 for inode %d, would reset to 1" % ino in repair_n(img)
+    assert faults.xfs_field(img, ino, "core.format") == fmt
+    n = int(faults.xfs_field(img, ino, "core.nblocks"))
+    faults.xfs_db(img, "inode %d" % ino, "write core.nblocks %d" % (n + 2))
+    assert "bad nblocks %d for inode %d, would reset to %d" % (n + 2, ino, n) in repair_n(img)
     ag = int(re.search(r"^(\w+) \(", db(img, "convert ino %d agno" % ino), re.M).group(1), 0)
     mnt, r = scrub(img)
     assert r.rc == 4, r
     assert xref_errors(r) == [
         ("xfs.block_count", ino, path,
-         "AG %d on disk: inode %d counts 3 blocks, its forks map 1" % (ag, ino))], r
+         "AG %d on disk: inode %d counts %d blocks, its forks map %d" % (ag, ino, n + 2, n))], r
