@@ -157,7 +157,7 @@ CASES = [
     ("free extent over a btree/AGFL block (bnobt only)",
      lambda img: free_over_btree_block(img, cnt=False)),
     ("di_nblocks two too many (extents format)", lambda img: nblocks_too_many(img, 2)),
-    ("di_nblocks two too many (btree format: not counted)",
+    ("di_nblocks two too many (btree format)",
      lambda img: nblocks_too_many(img, 3)),
     ("secondary sb 3 ro-compat features 0", lambda img: faults.xfs_db(
         img, "sb 3", "write features_ro_compat 0")),
