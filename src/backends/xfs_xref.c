@@ -270,8 +270,8 @@ static uint64_t unl_ino(const struct unl_walk *u, uint32_t agino)
 }
 
 /*
- * Read inode agino's core into od->buf; returns it, or NULL (a problem is
- * said where one of the inode's own checks would not say it).
+ * Read inode agino's block into od->buf; returns its core, or NULL if it
+ * cannot be read or fails its own checks (check_chunk() says so).
  */
 static const struct xfs_dinode *unl_read(struct unl_walk *u, uint32_t agino)
 {
