@@ -87,6 +87,12 @@
 #define CHECK_XFS_RMAP_EXTRA	"xfs.rmap_extra"	/* a reverse mapping without its extent */
 #define CHECK_XFS_FSMAP_COUNTS	"xfs.fsmap_counts"	/* free space by GETFSMAP vs the counters */
 #define CHECK_XFS_ONDISK	"xfs.ondisk"	/* an AG header, btree block, counter or inode on the disk is bad */
+/* ... cross-referenced with each other (src/backends/xfs_xref.c) */
+#define CHECK_XFS_INODE_ALLOC	"xfs.inode_alloc"	/* inode in use but free in the inobt, or the reverse */
+#define CHECK_XFS_UNLINKED	"xfs.unlinked"	/* an AGI unlinked list: linked, free, looping inodes */
+#define CHECK_XFS_SPACE		"xfs.space"	/* blocks free and used, used twice, or owned by none */
+#define CHECK_XFS_BLOCK_COUNT	"xfs.block_count"	/* di_nblocks != the blocks the forks map */
+#define CHECK_XFS_SB_SECONDARY	"xfs.sb_secondary"	/* a secondary superblock differs from the primary */
 #define CHECK_XFS_QUOTA		"xfs.quota"	/* quota usage != what the id's inodes add up to */
 /* The checksum ledger and manifests (src/ledger.c): -x */
 #define CHECK_LEDGER_BITROT	"ledger.bitrot"	/* content changed, size and times did not */
@@ -111,5 +117,11 @@
 #define CHECK_EXT4_ORPHAN_LIST	"ext4.orphan_list"	/* superblock orphan list */
 #define CHECK_EXT4_NLINK	"ext4.nlink"	/* on-disk link count != the kernel's */
 #define CHECK_EXT4_BLOCK_IN_USE	"ext4.block_in_use"	/* a used block is free in the bitmap */
+/* ... inode cores against their type, features and extent trees (ext4_xref.c) */
+#define CHECK_EXT4_INODE_DTIME	"ext4.inode_dtime"	/* a linked inode with a deletion time */
+#define CHECK_EXT4_INODE_FLAGS	"ext4.inode_flags"	/* flags the type or the features forbid */
+#define CHECK_EXT4_INODE_SIZE	"ext4.inode_size"	/* directory i_size against its blocks */
+#define CHECK_EXT4_INODE_BLOCKS	"ext4.inode_blocks"	/* i_blocks != what the extent tree maps */
+#define CHECK_EXT4_JOURNAL	"ext4.journal"	/* the journal superblock (ext4_journal.c) */
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * ext4: the ext4 backend's private interface, shared by its three files.
+ * ext4: the ext4 backend's private interface, shared by its files.
  *
  *   ext4.c          the ops table; phase 1 (identify, syncfs, open the
  *                   device with libext2fs) and phase 2 (superblock and its
@@ -138,6 +138,19 @@ void ext4_check_inode(struct scrub_ctx *ctx, const struct backend_dir *d,
 void ext4_check_dir(struct scrub_ctx *ctx, const struct backend_dir *d);
 /* Phase 3 after the walk. */
 int ext4_scan_inodes(struct scrub_ctx *ctx);
+
+/* ---- ext4_xref.c ---- */
+
+/*
+ * e2fsck's pass-1 checks of an inode core in use (checksum good): dtime,
+ * flags, directory size, i_blocks; what is wrong becomes a suspect.
+ */
+void ext4_xref_inode(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext2_inode_large *in);
+
+/* ---- ext4_journal.c ---- */
+
+/* The internal journal's superblock against the filesystem: suspects. */
+void ext4_journal_check(struct scrub_ctx *ctx);
 
 /* ---- ext4.c ---- */
 

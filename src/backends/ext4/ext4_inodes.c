@@ -1163,6 +1163,7 @@ static void check_one_inode(struct scrub_ctx *ctx, ext2_ino_t ino, struct ext2_i
 	}
 	if (in->i_links_count == 0 && in->i_dtime)
 		return;		/* deleted; the bitmap lags or the orphan list has it */
+	ext4_xref_inode(ctx, ino, in);
 
 	xwalk_init(&w, fs, ino, in, fetch_disk, df);
 	if (LINUX_S_ISDIR(in->i_mode))
@@ -1384,6 +1385,7 @@ int ext4_scan_inodes(struct scrub_ctx *ctx)
 	}
 	check_orphan_list(ctx);
 	report_unreached(ctx);
+	ext4_journal_check(ctx);
 	ext4_confirm_run(ctx);
 	if (!scrub_should_stop(ctx))
 		report_unclaimed(ctx);

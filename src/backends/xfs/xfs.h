@@ -9,6 +9,9 @@
  *                 that makes an error of what the disk of a live XFS shows.
  *   xfs_btree.c   phase 2: every per-AG btree block, the headers' counters,
  *                 every inode of every chunk, read from the device.
+ *   xfs_xref.c    phase 2: what those reads give cross-referenced: inode
+ *                 allocation, unlinked lists, free against used space,
+ *                 block counts, secondary superblocks.
  *   xfs_inodes.c  phase 2: BULKSTAT of every inode; phase 3, after the walk:
  *                 orphaned inodes, bulkstat health, the reverse-mapping
  *                 cross-check with GETFSMAP; per-inode findings reported

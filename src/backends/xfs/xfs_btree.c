@@ -78,14 +78,6 @@ struct bt_ptr {
 	uint8_t lo[BT_KEY_MAX], hi[BT_KEY_MAX];
 };
 
-/* An inobt or finobt record, decoded. */
-struct ino_rec {
-	uint32_t startino;
-	uint16_t holemask;
-	uint8_t count, freecount;
-	uint64_t free;
-};
-
 struct ino_recs {
 	struct ino_rec *v;
 	size_t n, alloc;
@@ -99,6 +91,7 @@ struct ag_sums {
 	struct ino_recs inobt, finobt;
 	uint32_t blocks[BT_NR];
 	bool clean[BT_NR];	/* the walk found nothing */
+	struct xref_space sp;	/* for xfs_xref.c */
 };
 
 struct bt_walk {
@@ -209,8 +202,10 @@ static void bno_rec(struct bt_walk *w, uint32_t agbno, unsigned idx, const uint8
 {
 	uint32_t start = get32(rec), len = get32(rec + 4);
 
-	if (extent_ok(w, agbno, idx, start, len))
+	if (extent_ok(w, agbno, idx, start, len)) {
 		no_overlap(w, agbno, idx, start, len);
+		xref_exts_add(&w->sums->sp.bno, start, len, 0, 0);
+	}
 	w->sums->bno_free += len;
 }
 
@@ -218,7 +213,8 @@ static void cnt_rec(struct bt_walk *w, uint32_t agbno, unsigned idx, const uint8
 {
 	uint32_t len = get32(rec + 4);
 
-	extent_ok(w, agbno, idx, get32(rec), len);
+	if (extent_ok(w, agbno, idx, get32(rec), len))
+		xref_exts_add(&w->sums->sp.cnt, get32(rec), len, 0, 0);
 	w->sums->cnt_free += len;
 	if (len > w->sums->cnt_longest)
 		w->sums->cnt_longest = len;
@@ -313,7 +309,9 @@ static int rmap_cmp(const uint8_t *a, const uint8_t *b)
 
 static void rmap_rec(struct bt_walk *w, uint32_t agbno, unsigned idx, const uint8_t *rec)
 {
-	extent_ok(w, agbno, idx, get32(rec), get32(rec + 4));
+	if (extent_ok(w, agbno, idx, get32(rec), get32(rec + 4)))
+		xref_exts_add(&w->sums->sp.rmap, get32(rec), get32(rec + 4), get64(rec + 8),
+			      get64(rec + 16));
 }
 
 /* refcountbt: key rc_startblock, CoW staging extents (top bit) last. */
@@ -336,6 +334,19 @@ static void refc_rec(struct bt_walk *w, uint32_t agbno, unsigned idx, const uint
 			   agbno, idx, cow ? "CoW staging " : "", raw & ~XFS_REFC_COWFLAG, len,
 			   refcount);
 }
+
+/* Who owns a block of each btree, as the rmapbt says it. */
+static const uint64_t bt_owner[BT_NR] = {
+	[BT_BNO] = XFS_RMAP_OWN_AG, [BT_CNT] = XFS_RMAP_OWN_AG, [BT_RMAP] = XFS_RMAP_OWN_AG,
+	[BT_REFC] = XFS_RMAP_OWN_REFC, [BT_INO] = XFS_RMAP_OWN_INOBT,
+	[BT_FINO] = XFS_RMAP_OWN_INOBT,
+};
+
+/* What a block of each btree is, for xfs_xref.c's messages. */
+static const char *const bt_used_name[BT_NR] = {
+	[BT_BNO] = "the bnobt", [BT_CNT] = "the cntbt", [BT_RMAP] = "the rmapbt",
+	[BT_REFC] = "the refcountbt", [BT_INO] = "the inobt", [BT_FINO] = "the finobt",
+};
 
 static const struct bt_ops bt_types[BT_NR] = {
 	[BT_BNO] = { "bnobt", XFS_ABTB_CRC_MAGIC, 8, 8, false, alloc_keys, bno_cmp, bno_rec },
@@ -459,6 +470,8 @@ static void bt_block(struct bt_walk *w, const struct bt_ptr *p, uint32_t left, u
 	}
 	w->seen[w->nseen++] = p->agbno;
 	w->sums->blocks[w->type]++;
+	xref_used_add(&w->sums->sp, p->agbno, 1, bt_owner[w->type],
+		      bt_used_name[w->type]);
 	if (!bt_header(w, p->agbno, root ? "root " : "", level, maxrecs))
 		return;
 	bt_siblings(w, p->agbno, left, right);
@@ -588,7 +601,8 @@ static void check_agf_sums(struct od *od, const struct ag_sums *s, const struct 
 }
 
 /* The AGFL: agf_flcount slots from agf_flfirst to agf_fllast, in the AG. */
-static void check_agfl(struct od *od, uint64_t base, uint32_t length, const struct xfs_agf *agf)
+static void check_agfl(struct od *od, uint64_t base, uint32_t length, const struct xfs_agf *agf,
+		       struct xref_space *sp)
 {
 	uint32_t slots = (od->sect - sizeof(struct xfs_agfl)) / 4;
 	uint32_t first = be32toh(agf->agf_flfirst), last = be32toh(agf->agf_fllast);
@@ -621,6 +635,7 @@ static void check_agfl(struct od *od, uint64_t base, uint32_t length, const stru
 				   slot, b);
 			break;
 		}
+		xref_used_add(sp, b, 1, XFS_RMAP_OWN_AG, "the AGFL");
 	}
 }
 
@@ -676,7 +691,8 @@ static void check_agi_sums(struct od *od, const struct ag_sums *s, const struct 
 			s->blocks[BT_FINO]);
 }
 
-static void check_inode(struct od *od, const uint8_t *p, uint64_t ino)
+/* True if the inode's core is what it says it is. */
+static bool check_inode(struct od *od, const uint8_t *p, uint64_t ino)
 {
 	const struct xfs_dinode *d = (const void *)p;
 
@@ -696,10 +712,14 @@ static void check_inode(struct od *od, const uint8_t *p, uint64_t ino)
 	else if (memcmp(&d->di_uuid, od->meta_uuid, 16))
 		od_problem(od, ino, false, "inode %llu has another filesystem's UUID",
 			   (unsigned long long)ino);
+	else
+		return true;
+	return false;
 }
 
 /* Every inode of the chunk, each run between sparse holes in one read. */
-static void check_chunk(struct od *od, uint32_t agno, uint64_t base, const struct ino_rec *r)
+static void check_chunk(struct od *od, uint32_t agno, uint64_t base, const struct ino_rec *r,
+			struct xref_space *sp)
 {
 	uint64_t ino0 = ((uint64_t)agno << (od->agblklog + od->inopblog)) | r->startino;
 	uint32_t inopb_mask = (1u << od->inopblog) - 1;
@@ -717,6 +737,10 @@ static void check_chunk(struct od *od, uint32_t agno, uint64_t base, const struc
 		}
 		while (j < XFS_INOBT_HOLEMASK_BITS && !(r->holemask & (1u << j)))
 			j++;
+		xref_used_add(sp, (r->startino + i * HOLE_INODES) >> od->inopblog,
+			      ((r->startino + j * HOLE_INODES - 1) >> od->inopblog) -
+			      ((r->startino + i * HOLE_INODES) >> od->inopblog) + 1,
+			      XFS_RMAP_OWN_INODES, "an inode chunk");
 		off = chunk + (uint64_t)i * HOLE_INODES * od->isize;
 		start = off & ~(uint64_t)(od->sect - 1);
 		end = (chunk + (uint64_t)j * HOLE_INODES * od->isize + od->sect - 1) &
@@ -727,9 +751,16 @@ static void check_chunk(struct od *od, uint32_t agno, uint64_t base, const struc
 				   (unsigned long long)(ino0 + i * HOLE_INODES),
 				   (unsigned long long)(ino0 + j * HOLE_INODES - 1), strerror(-ret));
 		} else {
-			for (unsigned k = i * HOLE_INODES; k < j * HOLE_INODES; k++)
-				check_inode(od, od->ibuf + (off - start) +
-					    (size_t)(k - i * HOLE_INODES) * od->isize, ino0 + k);
+			for (unsigned k = i * HOLE_INODES; k < j * HOLE_INODES; k++) {
+				const uint8_t *p = od->ibuf + (off - start) +
+						   (size_t)(k - i * HOLE_INODES) * od->isize;
+
+				if (!check_inode(od, p, ino0 + k))
+					continue;
+				xref_inode_alloc(od, (const void *)p, ino0 + k,
+						 (r->free >> k) & 1);
+				xref_inode_blocks(od, (const void *)p, ino0 + k);
+			}
 		}
 		i = j;
 	}
@@ -741,6 +772,7 @@ void xfs_btrees_check(struct od *od, uint32_t agno, uint64_t base, uint32_t leng
 	const struct xfs_fsop_geom *g = &od->xs->geo;
 	struct ag_sums s = { 0 };
 
+	s.sp.have_rmap = g->flags & XFS_FSOP_GEOM_FLAGS_RMAPBT;
 	if (agf) {
 		bt_walk(od, &s, BT_BNO, agno, base, length,
 			be32toh(agf->agf_roots[XFS_BTNUM_BNOi]),
@@ -756,7 +788,10 @@ void xfs_btrees_check(struct od *od, uint32_t agno, uint64_t base, uint32_t leng
 			bt_walk(od, &s, BT_REFC, agno, base, length,
 				be32toh(agf->agf_refcount_root), be32toh(agf->agf_refcount_level));
 		check_agf_sums(od, &s, agf);
-		check_agfl(od, base, length, agf);
+		check_agfl(od, base, length, agf, &s.sp);
+		s.sp.bno_ok = s.clean[BT_BNO];
+		s.sp.cnt_ok = s.clean[BT_CNT];
+		s.sp.rmap_ok = s.sp.have_rmap && s.clean[BT_RMAP];
 	}
 	if (agi) {
 		bt_walk(od, &s, BT_INO, agno, base, length, be32toh(agi->agi_root),
@@ -766,8 +801,14 @@ void xfs_btrees_check(struct od *od, uint32_t agno, uint64_t base, uint32_t leng
 				be32toh(agi->agi_free_root), be32toh(agi->agi_free_level));
 		check_agi_sums(od, &s, agi);
 		for (size_t i = 0; i < s.inobt.n && !scrub_should_stop(od->ctx); i++)
-			check_chunk(od, agno, base, &s.inobt.v[i]);
+			check_chunk(od, agno, base, &s.inobt.v[i], &s.sp);
+		if (s.clean[BT_INO])
+			xref_unlinked(od, agno, base, length, agi, s.inobt.v, s.inobt.n);
 	}
+	/* Every AG header was read and the inode btrees walked: all is used. */
+	if (agf && agi && s.clean[BT_INO] && (!s.sp.have_rmap || s.clean[BT_RMAP]))
+		xref_space_check(od, agno, length, &s.sp);
+	xref_space_release(&s.sp);
 	free(s.inobt.v);
 	free(s.finobt.v);
 }

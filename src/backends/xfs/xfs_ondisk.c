@@ -84,23 +84,40 @@ int od_pread(struct od *od, void *buf, uint64_t off, size_t len)
 	return (size_t)n == len ? 0 : -EIO;
 }
 
-void od_problem(struct od *od, uint64_t ino, bool cross, const char *fmt, ...)
+static void od_vproblem(struct od *od, const char *check, uint64_t ino, bool cross,
+			const char *fmt, va_list ap)
 {
 	struct strbuf sb = STRBUF_INIT;
-	va_list ap;
 
 	if (od->pn == OD_MAX_PROBLEMS) {
 		od->pdropped++;
 		return;
 	}
-	va_start(ap, fmt);
 	strbuf_vaddf(&sb, fmt, ap);
-	va_end(ap);
 	if (od->pn == od->palloc) {
 		od->palloc = od->palloc ? 2 * od->palloc : 8;
 		od->pv = xrealloc(od->pv, od->palloc * sizeof(*od->pv));
 	}
-	od->pv[od->pn++] = (struct od_problem){ strbuf_detach(&sb), ino, cross };
+	od->pv[od->pn++] = (struct od_problem){ strbuf_detach(&sb), check, ino, cross };
+}
+
+void od_problem(struct od *od, uint64_t ino, bool cross, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	od_vproblem(od, NULL, ino, cross, fmt, ap);
+	va_end(ap);
+}
+
+void od_problem_id(struct od *od, const char *check, uint64_t ino, bool cross,
+		   const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	od_vproblem(od, check, ino, cross, fmt, ap);
+	va_end(ap);
 }
 
 /* Forget this look's problems. */
@@ -157,6 +174,8 @@ static void check_sb(struct od *od, uint64_t base)
 		od_problem(od, 0, false, "superblock geometry (block size %u, %u AGs of %u "
 			   "blocks) differs from the primary's", be32toh(sb->sb_blocksize),
 			   be32toh(sb->sb_agcount), be32toh(sb->sb_agblocks));
+	else if (base)
+		xref_sb(od, sb);
 }
 
 /* One look at AG agno: its problems are left in od->pv. */
@@ -226,6 +245,7 @@ static int read_primary(struct od *od)
 	if (be32toh(sb->sb_magicnum) != XFS_SB_MAGIC)
 		return -EINVAL;
 	incompat = be32toh(sb->sb_features_incompat);
+	memcpy(&od->primary, sb, sizeof(od->primary));
 	memcpy(od->uuid, &sb->sb_uuid, 16);
 	if (incompat & XFS_SB_FEAT_INCOMPAT_META_UUID)
 		memcpy(od->meta_uuid, &sb->sb_meta_uuid, 16);
@@ -306,7 +326,16 @@ static bool quiet(const struct xfs_ag_geometry *k0, const struct od_look *a,
 static void verdict(struct od *od, const struct od_look *l, const struct od_problem *p,
 		    bool error)
 {
-	if (error)
+	/* A cross-reference about an inode waits for the walk to name it. */
+	if (p->check && p->ino)
+		xfs_defer(od->xs, p->ino, error ? SEV_ERROR : SEV_INFO, p->check,
+			  "%sAG %u on disk: %s", error ? "" : "changed while being checked: ",
+			  l->ag, p->msg);
+	else if (p->check && error)
+		str_error(od->ctx, p->check, NULL, NULL, 0, "AG %u on disk: %s", l->ag, p->msg);
+	else if (p->check)
+		str_changed(od->ctx, p->check, NULL, NULL, 0, "AG %u on disk: %s", l->ag, p->msg);
+	else if (error)
 		str_error(od->ctx, CHECK_XFS_ONDISK, NULL, NULL, p->ino, "AG %u on disk: %s",
 			  l->ag, p->msg);
 	else

@@ -23,6 +23,7 @@
 
 struct od_problem {
 	char *msg;
+	const char *check;	/* its check id; NULL: CHECK_XFS_ONDISK */
 	uint64_t ino;		/* the inode it is about, 0 for none */
 	/*
 	 * Between blocks (a counter against a btree, keys, siblings, order
@@ -43,6 +44,7 @@ struct od {
 	size_t ibuf_len;
 	uint8_t uuid[16];		/* sb_uuid of the primary superblock */
 	uint8_t meta_uuid[16];		/* what the metadata blocks carry */
+	struct xfs_dsb primary;		/* the primary superblock, as read first */
 	uint32_t isize;			/* sb_inodesize */
 	unsigned agblklog, inopblog;	/* for inode numbers */
 	bool sparse;			/* sparse inode chunks */
@@ -58,10 +60,66 @@ struct od {
 /* Add a problem to this look (at most OD_MAX_PROBLEMS are kept). */
 void od_problem(struct od *od, uint64_t ino, bool cross, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
+/* The same under another check id than CHECK_XFS_ONDISK. */
+void od_problem_id(struct od *od, const char *check, uint64_t ino, bool cross,
+		   const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
 /* pread len bytes at off into buf (aligned): 0 or a negative errno. */
 int od_pread(struct od *od, void *buf, uint64_t off, size_t len);
 /* XFS's CRC32c of a block of len bytes whose CRC is at crc_off. */
 bool od_crc_ok(const uint8_t *buf, size_t len, size_t crc_off);
+
+/* An inobt or finobt record, decoded. */
+struct ino_rec {
+	uint32_t startino;
+	uint16_t holemask;
+	uint8_t count, freecount;
+	uint64_t free;
+};
+
+/* Extents of one AG: free space, reverse mappings or other used blocks. */
+struct xref_ext {
+	uint32_t start, len;
+	uint64_t owner;		/* an inode, or XFS_RMAP_OWN_*; 0 for free space */
+	uint64_t offset;	/* in the owner (rmapbt records), with its flags */
+	const char *what;	/* sp->used: "the bnobt", "the AGFL"...; else NULL */
+};
+
+struct xref_exts {
+	struct xref_ext *v;
+	size_t n, alloc;
+};
+
+/* What xfs_btree.c's walks of one AG leave for the space cross-check. */
+struct xref_space {
+	struct xref_exts bno, cnt;	/* the free space btrees' records */
+	struct xref_exts rmap;		/* the rmapbt's records */
+	struct xref_exts used;		/* headers, AGFL, btree blocks, inode chunks, log */
+	bool bno_ok, cnt_ok, rmap_ok;	/* that walk found nothing wrong */
+	bool have_rmap;
+};
+
+/*
+ * xfs_xref.c: cross-references inside one AG, each problem "cross" (see
+ * struct od_problem) and under its own check id.
+ */
+void xref_exts_add(struct xref_exts *s, uint32_t start, uint32_t len, uint64_t owner,
+		   uint64_t offset);
+/* A used extent of AG metadata: owner XFS_RMAP_OWN_*, what names it. */
+void xref_used_add(struct xref_space *sp, uint32_t start, uint32_t len, uint64_t owner,
+		   const char *what);
+void xref_space_release(struct xref_space *sp);
+/* Every block of the AG is free or used, never both; bnobt == cntbt. */
+void xref_space_check(struct od *od, uint32_t agno, uint32_t length, struct xref_space *sp);
+/* An inode of a chunk (its core passed its checks) against its inobt free bit. */
+void xref_inode_alloc(struct od *od, const struct xfs_dinode *d, uint64_t ino, bool free);
+/* Its di_nblocks against the blocks its forks map (extents format only). */
+void xref_inode_blocks(struct od *od, const struct xfs_dinode *d, uint64_t ino);
+/* The AGI's unlinked lists, read from the disk (recs: the inobt's records). */
+void xref_unlinked(struct od *od, uint32_t agno, uint64_t base, uint32_t length,
+		   const struct xfs_agi *agi, const struct ino_rec *recs, size_t nrecs);
+/* A secondary superblock (that passed its own checks) against the primary. */
+void xref_sb(struct od *od, const struct xfs_dsb *sb);
 
 /*
  * xfs_btree.c: walk every btree of AG agno (agf, agi: copies of headers

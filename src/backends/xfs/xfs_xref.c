@@ -1,0 +1,635 @@
+/*
+ * xfs_xref: what only cross-referencing finds in one AG, read from the
+ * device by xfs_btree.c -- damage that passes every check of a block on
+ * its own, the kind xfs_repair -n finds by building its own maps.
+ *
+ *   xfs.inode_alloc  an inode of a chunk in use (mode not 0) that its inobt
+ *                    record calls free, or free (mode 0) that it calls in
+ *                    use (xfs_repair: "imap claims ...").
+ *   xfs.unlinked     the AGI's unlinked buckets, followed through the
+ *                    inodes' di_next_unlinked: every inode on them is
+ *                    allocated, in use, has no link, is in its bucket
+ *                    (agino % 64), and on one list once; lists do not loop.
+ *   xfs.space        every block of the AG is free (bnobt; the cntbt has
+ *                    the same extents) or used -- AG headers, the AGFL,
+ *                    btree blocks, inode chunks, the log and, with the
+ *                    rmapbt, whatever it maps -- never both, never by two
+ *                    owners of the headers, btrees and chunks; with the
+ *                    rmapbt, never by nobody.
+ *   xfs.block_count  an inode counts other blocks (di_nblocks) than its
+ *                    forks map, with their bmbt blocks (walked from the
+ *                    root in the inode, read from the device).
+ *   xfs.sb_secondary a secondary superblock's geometry and features are
+ *                    the primary's.
+ *
+ * Each of these is a problem between blocks ("cross": see xfs_ondisk.c),
+ * so it is believed only if it persists across looks of a quiet AG.
+ * Without the rmapbt, file data is not in the space check: the blocks of
+ * files are known only from FIEMAP, after the walk (crosslink.c).
+ */
+#include "backends/xfs/xfs_ondisk.h"
+
+#include <endian.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checks.h"
+#include "context.h"
+#include "strbuf.h"
+
+/* Problems of one kind per AG: the first few say enough. */
+#define XREF_MAX_SAID 8
+
+void xref_exts_add(struct xref_exts *s, uint32_t start, uint32_t len, uint64_t owner,
+		   uint64_t offset)
+{
+	if (s->n == s->alloc) {
+		s->alloc = s->alloc ? 2 * s->alloc : 64;
+		s->v = xrealloc(s->v, s->alloc * sizeof(*s->v));
+	}
+	s->v[s->n++] = (struct xref_ext){ start, len, owner, offset, NULL };
+}
+
+void xref_used_add(struct xref_space *sp, uint32_t start, uint32_t len, uint64_t owner,
+		   const char *what)
+{
+	xref_exts_add(&sp->used, start, len, owner, 0);
+	sp->used.v[sp->used.n - 1].what = what;
+}
+
+void xref_space_release(struct xref_space *sp)
+{
+	free(sp->bno.v);
+	free(sp->cnt.v);
+	free(sp->rmap.v);
+	free(sp->used.v);
+	memset(sp, 0, sizeof(*sp));
+}
+
+/* ------------------------------------------------------ inode allocation */
+
+void xref_inode_alloc(struct od *od, const struct xfs_dinode *d, uint64_t ino, bool free)
+{
+	unsigned mode = be16toh(d->di_mode);
+
+	if (mode && free)
+		od_problem_id(od, CHECK_XFS_INODE_ALLOC, ino, true,
+			      "inode %llu is in use (mode 0%o, %u links) but free in its inobt "
+			      "record", (unsigned long long)ino, mode, be32toh(d->di_nlink));
+	else if (!mode && !free)
+		od_problem_id(od, CHECK_XFS_INODE_ALLOC, ino, true,
+			      "inode %llu is free (mode 0) but in use in its inobt record",
+			      (unsigned long long)ino);
+}
+
+/* ----------------------------------------------------------- block counts */
+
+/* Blocks a fork in extents format maps, added to *sum; false: not known here. */
+static bool fork_blocks(const uint8_t *fork, size_t room, uint8_t fmt, uint64_t nextents,
+			uint64_t *sum)
+{
+	/* A packed bmbt record: 128 bits, the block count in the low 21. */
+	const uint64_t count_mask = (1ULL << 21) - 1;
+
+	if (fmt == XFS_DINODE_FMT_LOCAL || fmt == XFS_DINODE_FMT_DEV)
+		return true;
+	if (fmt != XFS_DINODE_FMT_EXTENTS || nextents > room / sizeof(struct xfs_bmbt_rec))
+		return false;
+	for (uint64_t i = 0; i < nextents; i++) {
+		uint64_t l1;
+
+		memcpy(&l1, fork + i * sizeof(struct xfs_bmbt_rec) + 8, 8);
+		*sum += be64toh(l1) & count_mask;
+	}
+	return true;
+}
+
+/* bmbt blocks below a root: at most this many are read for one inode. */
+#define BMBT_MAX_BLOCKS (1u << 16)
+#define BMBT_MAX_LEVELS 9
+
+/* The disk address of filesystem block fsb. */
+static uint64_t fsb_offset(const struct od *od, uint64_t fsb)
+{
+	uint64_t agno = fsb >> od->agblklog, agbno = fsb & ((1ULL << od->agblklog) - 1);
+
+	return (agno * od->xs->geo.agblocks + agbno) * od->bsize;
+}
+
+struct bmbt_count {
+	struct od *od;
+	uint64_t ino, mapped;
+	unsigned blocks;
+};
+
+/*
+ * The bmbt block fsb at level, its records' blocks added to c->mapped and
+ * itself to c->blocks.  False if it is not what its pointer says (other
+ * checks or the kernel will say so) or the tree is too big to count.
+ */
+static bool bmbt_block(struct bmbt_count *c, uint64_t fsb, unsigned level)
+{
+	struct od *od = c->od;
+	const uint8_t *b = od->buf;
+	unsigned n, maxrecs = (od->bsize - XFS_BTREE_LBLOCK_CRC_LEN) / 16;
+	uint64_t owner, *ptrs;
+	bool ok = true;
+
+	if (++c->blocks > BMBT_MAX_BLOCKS || od_pread(od, od->buf, fsb_offset(od, fsb),
+						      od->bsize) < 0)
+		return false;
+	memcpy(&owner, b + offsetof(struct xfs_btree_block, bb_u.l.bb_owner), 8);
+	n = be16toh(((const struct xfs_btree_block *)b)->bb_numrecs);
+	if (be32toh(((const struct xfs_btree_block *)b)->bb_magic) != XFS_BMAP_CRC_MAGIC ||
+	    be16toh(((const struct xfs_btree_block *)b)->bb_level) != level ||
+	    be64toh(owner) != c->ino || n > maxrecs ||
+	    !od_crc_ok(b, od->bsize, XFS_BTREE_LBLOCK_CRC_OFF))
+		return false;
+	if (!level) {
+		fork_blocks(b + XFS_BTREE_LBLOCK_CRC_LEN, (size_t)n * 16, XFS_DINODE_FMT_EXTENTS,
+			    n, &c->mapped);
+		return true;
+	}
+	/* The children overwrite od->buf: their pointers are copied first. */
+	ptrs = xmalloc((size_t)n * 8 + 1);
+	memcpy(ptrs, b + XFS_BTREE_LBLOCK_CRC_LEN + (size_t)maxrecs * 8, (size_t)n * 8);
+	for (unsigned i = 0; i < n && ok; i++)
+		ok = bmbt_block(c, be64toh(ptrs[i]), level - 1);
+	free(ptrs);
+	return ok;
+}
+
+/* A fork in btree format: its bmbt blocks and what its records map. */
+static bool btree_fork_blocks(struct od *od, uint64_t ino, const uint8_t *fork, size_t room,
+			      uint64_t *sum)
+{
+	const struct xfs_bmdr_block *root = (const void *)fork;
+	unsigned level = be16toh(root->bb_level), n = be16toh(root->bb_numrecs);
+	/* The root's keys and pointers share the fork, as xfs_bmdr_maxrecs() has it. */
+	size_t maxrecs = (room - sizeof(*root)) / 16;
+	struct bmbt_count c = { .od = od, .ino = ino };
+	const uint8_t *p = fork + sizeof(*root) + maxrecs * 8;
+
+	if (!level || level > BMBT_MAX_LEVELS || !n || n > maxrecs)
+		return false;
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t fsb;
+
+		memcpy(&fsb, p + (size_t)i * 8, 8);
+		if (!bmbt_block(&c, be64toh(fsb), level - 1))
+			return false;
+	}
+	*sum += c.mapped + c.blocks;
+	return true;
+}
+
+/* A fork's blocks, in any format; false: not known here. */
+static bool any_fork_blocks(struct od *od, uint64_t ino, const uint8_t *fork, size_t room,
+			    uint8_t fmt, uint64_t nextents, uint64_t *sum)
+{
+	if (fmt == XFS_DINODE_FMT_BTREE)
+		return btree_fork_blocks(od, ino, fork, room, sum);
+	return fork_blocks(fork, room, fmt, nextents, sum);
+}
+
+void xref_inode_blocks(struct od *od, const struct xfs_dinode *d, uint64_t ino)
+{
+	const uint8_t *lit = (const uint8_t *)d + sizeof(*d);
+	size_t room = od->isize - sizeof(*d), boff = (size_t)d->di_forkoff << 3;
+	bool big = be64toh(d->di_flags2) & XFS_DIFLAG2_NREXT64;
+	uint64_t next = big ? be64toh(d->di_big_nextents) : be32toh(d->di_nextents);
+	uint64_t anext = big ? be32toh(d->di_big_anextents) : be16toh(d->di_anextents);
+	uint64_t mapped = 0;
+
+	if (!be16toh(d->di_mode) || boff > room)
+		return;
+	if (!any_fork_blocks(od, ino, lit, boff ? boff : room, d->di_format, next, &mapped) ||
+	    (boff && !any_fork_blocks(od, ino, lit + boff, room - boff, (uint8_t)d->di_aformat,
+				      anext, &mapped)))
+		return;
+	if (mapped != be64toh(d->di_nblocks))
+		od_problem_id(od, CHECK_XFS_BLOCK_COUNT, ino, true,
+			      "inode %llu counts %llu blocks, its forks map %llu",
+			      (unsigned long long)ino, (unsigned long long)be64toh(d->di_nblocks),
+			      (unsigned long long)mapped);
+}
+
+/* --------------------------------------------------------- unlinked lists */
+
+/* The inobt record holding agino (recs sorted by startino), or NULL. */
+static const struct ino_rec *rec_of(const struct ino_rec *recs, size_t n, uint32_t agino)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (recs[mid].startino + XFS_INODES_PER_CHUNK <= agino)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n && recs[lo].startino <= agino ? &recs[lo] : NULL;
+}
+
+/* Allocated in the inobt: in a chunk, not in a hole, not free. */
+static bool ino_allocated(const struct ino_rec *recs, size_t n, uint32_t agino)
+{
+	const struct ino_rec *r = rec_of(recs, n, agino);
+	unsigned k;
+
+	if (!r)
+		return false;
+	k = agino - r->startino;
+	return !(r->holemask & (1u << (k / XFS_INODES_PER_HOLEMASK_BIT))) &&
+	       !((r->free >> k) & 1);
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+struct unl_walk {
+	struct od *od;
+	uint32_t agno, length;
+	uint64_t base;
+	const struct ino_rec *recs;
+	size_t nrecs;
+	uint32_t *seen;		/* every agino met on any list */
+	size_t nseen, aseen;
+	uint64_t limit;		/* more steps than this: a loop */
+};
+
+static uint64_t unl_ino(const struct unl_walk *u, uint32_t agino)
+{
+	return ((uint64_t)u->agno << (u->od->agblklog + u->od->inopblog)) | agino;
+}
+
+/*
+ * Read inode agino's block into od->buf; returns its core, or NULL if it
+ * cannot be read or fails its own checks (check_chunk() says so).
+ */
+static const struct xfs_dinode *unl_read(struct unl_walk *u, uint32_t agino)
+{
+	struct od *od = u->od;
+	uint32_t agbno = agino >> od->inopblog;
+	const uint8_t *p;
+
+	if (agbno >= u->length || od_pread(od, od->buf, u->base + (uint64_t)agbno * od->bsize,
+					   od->bsize) < 0)
+		return NULL;
+	p = od->buf + (size_t)(agino & ((1u << od->inopblog) - 1)) * od->isize;
+	if (be16toh(((const struct xfs_dinode *)p)->di_magic) != XFS_DINODE_MAGIC ||
+	    !od_crc_ok(p, od->isize, XFS_DINODE_CRC_OFF))
+		return NULL;
+	return (const void *)p;
+}
+
+/* One inode of bucket b's list: what it must be; false ends the list. */
+static bool unl_inode(struct unl_walk *u, unsigned b, uint32_t agino, uint32_t *next)
+{
+	struct od *od = u->od;
+	uint64_t ino = unl_ino(u, agino);
+	const struct xfs_dinode *d;
+
+	if (agino % XFS_AGI_UNLINKED_BUCKETS != b)
+		od_problem_id(od, CHECK_XFS_UNLINKED, ino, true,
+			      "unlinked bucket %u holds inode %llu, whose bucket is %u", b,
+			      (unsigned long long)ino, agino % XFS_AGI_UNLINKED_BUCKETS);
+	if (!ino_allocated(u->recs, u->nrecs, agino)) {
+		od_problem_id(od, CHECK_XFS_UNLINKED, 0, true,
+			      "unlinked bucket %u holds inode %llu, which the inobt does not "
+			      "have in use", b, (unsigned long long)ino);
+		return false;
+	}
+	d = unl_read(u, agino);
+	if (!d)
+		return false;	/* the inode's own check says why */
+	if (!be16toh(d->di_mode))
+		od_problem_id(od, CHECK_XFS_UNLINKED, ino, true,
+			      "unlinked bucket %u holds inode %llu, which is free (mode 0)", b,
+			      (unsigned long long)ino);
+	else if (be32toh(d->di_nlink))
+		od_problem_id(od, CHECK_XFS_UNLINKED, ino, true,
+			      "unlinked bucket %u holds inode %llu, which has %u links", b,
+			      (unsigned long long)ino, be32toh(d->di_nlink));
+	*next = be32toh(d->di_next_unlinked);
+	return true;
+}
+
+static void unl_bucket(struct unl_walk *u, unsigned b, uint32_t head)
+{
+	uint32_t agino = head, next = NULLAGINO;
+	uint64_t steps = 0;
+
+	while (agino != NULLAGINO && !scrub_should_stop(u->od->ctx)) {
+		if (++steps > u->limit) {
+			od_problem_id(u->od, CHECK_XFS_UNLINKED, 0, true,
+				      "unlinked bucket %u's list is longer than the AG has "
+				      "inodes: it loops", b);
+			return;
+		}
+		if (u->nseen == u->aseen) {
+			u->aseen = u->aseen ? 2 * u->aseen : 64;
+			u->seen = xrealloc(u->seen, u->aseen * sizeof(*u->seen));
+		}
+		u->seen[u->nseen++] = agino;
+		if (!unl_inode(u, b, agino, &next))
+			return;
+		agino = next;
+	}
+}
+
+void xref_unlinked(struct od *od, uint32_t agno, uint64_t base, uint32_t length,
+		   const struct xfs_agi *agi, const struct ino_rec *recs, size_t nrecs)
+{
+	struct unl_walk u = { .od = od, .agno = agno, .length = length, .base = base,
+			      .recs = recs, .nrecs = nrecs,
+			      .limit = (uint64_t)be32toh(agi->agi_count) + 1 };
+	size_t said = 0;
+
+	for (unsigned b = 0; b < XFS_AGI_UNLINKED_BUCKETS; b++)
+		unl_bucket(&u, b, be32toh(agi->agi_unlinked[b]));
+	if (u.nseen)
+		qsort(u.seen, u.nseen, sizeof(*u.seen), cmp_u32);
+	for (size_t i = 1; i < u.nseen && said < XREF_MAX_SAID; i++)
+		if (u.seen[i] == u.seen[i - 1] && (i < 2 || u.seen[i - 2] != u.seen[i])) {
+			od_problem_id(od, CHECK_XFS_UNLINKED, unl_ino(&u, u.seen[i]), true,
+				      "inode %llu is on the unlinked lists more than once",
+				      (unsigned long long)unl_ino(&u, u.seen[i]));
+			said++;
+		}
+	free(u.seen);
+}
+
+/* ------------------------------------------------------------ free space */
+
+static int cmp_ext(const void *a, const void *b)
+{
+	const struct xref_ext *x = a, *y = b;
+
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	if (x->len != y->len)
+		return x->len < y->len ? -1 : 1;
+	return x->owner < y->owner ? -1 : x->owner > y->owner;
+}
+
+/* Who an rmapbt owner is, for a message. */
+static void owner_name(char *buf, size_t len, const struct xref_ext *e)
+{
+	static const char *const special[] = {
+		"the AG headers", "the log", "the free space btrees or the AGFL", "the inode btrees",
+		"inode chunks", "the refcount btree", "CoW staging",
+	};
+	uint64_t off = XFS_RMAP_OFF(e->offset);
+
+	if (e->what)
+		snprintf(buf, len, "%s", e->what);
+	else if (e->owner <= XFS_RMAP_OWN_FS && e->owner > XFS_RMAP_OWN_MIN)
+		snprintf(buf, len, "%s", special[XFS_RMAP_OWN_FS - e->owner]);
+	else if (e->offset & XFS_RMAP_OFF_BMBT_BLOCK)
+		snprintf(buf, len, "inode %llu's block map", (unsigned long long)e->owner);
+	else
+		snprintf(buf, len, "inode %llu (%s fork, file block %llu)",
+			 (unsigned long long)e->owner,
+			 e->offset & XFS_RMAP_OFF_ATTR_FORK ? "attr" : "data",
+			 (unsigned long long)off);
+}
+
+/* The owner to name a finding after: an inode, else none. */
+static uint64_t owner_ino(const struct xref_ext *e)
+{
+	return e->owner < XFS_RMAP_OWN_MIN ? e->owner : 0;
+}
+
+/* The bnobt and the cntbt hold the same extents (bno sorted by block). */
+static void check_bno_cnt(struct od *od, struct xref_space *sp)
+{
+	struct xref_exts *bno = &sp->bno, *cnt = &sp->cnt;
+
+	if (cnt->n)
+		qsort(cnt->v, cnt->n, sizeof(*cnt->v), cmp_ext);
+	for (size_t i = 0; i < bno->n || i < cnt->n; i++) {
+		const struct xref_ext *b = i < bno->n ? &bno->v[i] : NULL;
+		const struct xref_ext *c = i < cnt->n ? &cnt->v[i] : NULL;
+
+		if (b && c && b->start == c->start && b->len == c->len)
+			continue;
+		if (b && (!c || b->start <= c->start))
+			od_problem_id(od, CHECK_XFS_SPACE, 0, true,
+				      "bnobt has free blocks %u-%u, the cntbt has not", b->start,
+				      b->start + b->len - 1);
+		else
+			od_problem_id(od, CHECK_XFS_SPACE, 0, true,
+				      "cntbt has free blocks %u-%u, the bnobt has not", c->start,
+				      c->start + c->len - 1);
+		return;
+	}
+}
+
+/* The free extent that overlaps [start, end), or NULL (free: sorted, disjoint). */
+static const struct xref_ext *free_overlap(const struct xref_exts *free, uint32_t start,
+					   uint32_t end)
+{
+	size_t lo = 0, hi = free->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if ((uint64_t)free->v[mid].start + free->v[mid].len <= start)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < free->n && free->v[lo].start < end ? &free->v[lo] : NULL;
+}
+
+/*
+ * Used blocks (of exts, sorted) that the bnobt calls free: the headers,
+ * btrees, chunks and log (exts: sp->used), or the files' and CoW staging
+ * blocks the rmapbt maps (exts: sp->rmap).
+ */
+static void check_free_used(struct od *od, const struct xref_space *sp,
+			    const struct xref_exts *exts, size_t *said)
+{
+	const struct xref_exts *free = &sp->bno;
+	char who[96], what[40];
+
+	for (size_t i = 0; i < exts->n && *said < XREF_MAX_SAID; i++) {
+		const struct xref_ext *u = &exts->v[i];
+		const struct xref_ext *f;
+		uint32_t s, e;
+
+		/* The rmapbt's AG metadata: known from the walks (check_used_twice). */
+		if (exts != &sp->used && u->owner >= XFS_RMAP_OWN_MIN && u->owner != XFS_RMAP_OWN_COW)
+			continue;
+		f = free_overlap(free, u->start, u->start + u->len);
+		if (!f)
+			continue;
+		s = f->start > u->start ? f->start : u->start;
+		e = f->start + f->len < u->start + u->len ? f->start + f->len : u->start + u->len;
+		owner_name(who, sizeof(who), u);
+		if (e - s == 1)
+			snprintf(what, sizeof(what), "block %u is", s);
+		else
+			snprintf(what, sizeof(what), "blocks %u-%u are", s, e - 1);
+		od_problem_id(od, CHECK_XFS_SPACE, owner_ino(u), true,
+			      "%s free in the bnobt (free extent %u-%u) but used by %s", what,
+			      f->start, f->start + f->len - 1, who);
+		(*said)++;
+	}
+}
+
+/* The headers, btrees, chunks, AGFL and log (sorted) never share a block. */
+static void check_used_twice(struct od *od, const struct xref_exts *used)
+{
+	char a[96], b[96];
+	size_t said = 0;
+	uint64_t end = 0;
+	size_t last = 0;
+
+	for (size_t i = 0; i < used->n && said < XREF_MAX_SAID; i++) {
+		const struct xref_ext *u = &used->v[i];
+
+		/* The same block twice in one btree: bt_walk() says so. */
+		if (i && u->start < end && (cmp_ext(u, &used->v[last]) ||
+					    u->what != used->v[last].what)) {
+			owner_name(a, sizeof(a), &used->v[last]);
+			owner_name(b, sizeof(b), u);
+			od_problem_id(od, CHECK_XFS_SPACE, 0, true,
+				      "block %u is used by %s and by %s", u->start, a, b);
+			said++;
+		}
+		if (u->start + (uint64_t)u->len > end) {
+			end = u->start + (uint64_t)u->len;
+			last = i;
+		}
+	}
+}
+
+/* With the rmapbt: blocks neither free nor mapped (both sorted by block). */
+static void check_unowned(struct od *od, uint32_t length, const struct xref_space *sp)
+{
+	size_t i = 0, j = 0, said = 0;
+	uint64_t at = 0;	/* every block before it is free or mapped */
+
+	while (at < length && said < XREF_MAX_SAID) {
+		const struct xref_ext *f = i < sp->bno.n ? &sp->bno.v[i] : NULL;
+		const struct xref_ext *r = j < sp->rmap.n ? &sp->rmap.v[j] : NULL;
+		const struct xref_ext *e = f && (!r || f->start <= r->start) ? f : r;
+
+		if (!e || e->start > at) {
+			uint64_t to = e ? e->start : length;
+
+			od_problem_id(od, CHECK_XFS_SPACE, 0, true,
+				      "blocks %llu-%llu are neither free nor in the rmapbt",
+				      (unsigned long long)at, (unsigned long long)to - 1);
+			said++;
+			at = to;
+			continue;
+		}
+		if (e->start + (uint64_t)e->len > at)
+			at = e->start + (uint64_t)e->len;
+		if (e == f)
+			i++;
+		else
+			j++;
+	}
+}
+
+/* What is used but in no btree: the AG headers and, in its AG, the log. */
+static void add_static(struct od *od, uint32_t agno, struct xref_space *sp)
+{
+	const struct xfs_fsop_geom *g = &od->xs->geo;
+	/* Superblock, AGF, AGI, AGFL: a sector each, at the start of the AG. */
+	uint32_t hdr = (4 * od->sect + od->bsize - 1) / od->bsize;
+
+	xref_used_add(sp, 0, hdr, XFS_RMAP_OWN_FS, "the AG headers");
+	if (g->logstart && g->logstart >> od->agblklog == agno)
+		xref_used_add(sp, (uint32_t)(g->logstart & ((1ULL << od->agblklog) - 1)),
+			      g->logblocks, XFS_RMAP_OWN_LOG, "the log");
+}
+
+void xref_space_check(struct od *od, uint32_t agno, uint32_t length, struct xref_space *sp)
+{
+	size_t said = 0;
+
+	add_static(od, agno, sp);
+	if (sp->used.n)
+		qsort(sp->used.v, sp->used.n, sizeof(*sp->used.v), cmp_ext);
+	check_used_twice(od, &sp->used);
+	if (!sp->bno_ok)
+		return;
+	if (sp->cnt_ok)
+		check_bno_cnt(od, sp);
+	check_free_used(od, sp, &sp->used, &said);
+	if (!sp->rmap_ok)
+		return;
+	check_free_used(od, sp, &sp->rmap, &said);
+	check_unowned(od, length, sp);
+}
+
+/* ---------------------------------------------------- secondary superblocks */
+
+/*
+ * The fields a secondary superblock shares with the primary, but for the
+ * bits the kernel sets in the primary alone: the first extended attribute
+ * or quota mount sets XFS_SB_VERSION_ATTRBIT, _QUOTABIT and ATTR2BIT in
+ * the primary (xfs_repair -n does not mind either).
+ */
+#define SB_FIELD(f, ign) \
+	{ #f, offsetof(struct xfs_dsb, f), sizeof(((struct xfs_dsb *)0)->f), ign }
+static const struct {
+	const char *name;
+	size_t off, len;
+	uint64_t ignore;
+} sb_fields[] = {
+	SB_FIELD(sb_dblocks, 0), SB_FIELD(sb_rblocks, 0), SB_FIELD(sb_rextents, 0),
+	SB_FIELD(sb_logstart, 0), SB_FIELD(sb_rextsize, 0), SB_FIELD(sb_rbmblocks, 0),
+	SB_FIELD(sb_logblocks, 0),
+	SB_FIELD(sb_versionnum, XFS_SB_VERSION_ATTRBIT | XFS_SB_VERSION_QUOTABIT),
+	SB_FIELD(sb_sectsize, 0), SB_FIELD(sb_inodesize, 0), SB_FIELD(sb_inopblock, 0),
+	SB_FIELD(sb_blocklog, 0), SB_FIELD(sb_sectlog, 0), SB_FIELD(sb_inodelog, 0),
+	SB_FIELD(sb_inopblog, 0), SB_FIELD(sb_agblklog, 0), SB_FIELD(sb_rextslog, 0),
+	SB_FIELD(sb_inoalignmt, 0), SB_FIELD(sb_dirblklog, 0), SB_FIELD(sb_logsectlog, 0),
+	SB_FIELD(sb_logsectsize, 0), SB_FIELD(sb_logsunit, 0),
+	SB_FIELD(sb_features2, XFS_SB_VERSION2_ATTR2BIT), SB_FIELD(sb_features_compat, 0),
+	SB_FIELD(sb_features_ro_compat, 0), SB_FIELD(sb_features_incompat, 0),
+	SB_FIELD(sb_spino_align, 0),
+	/*
+	 * Not compared: the counters (only the primary's are kept), the
+	 * quota inodes and flags, sb_unit/sb_width (mount options change the
+	 * primary's), sb_features_log_incompat (the primary's, at run time),
+	 * the label (xfs_admin -L writes every copy, the kernel only the
+	 * primary), the UUIDs (the metadata blocks' UUID is checked).
+	 */
+};
+
+static uint64_t sb_value(const struct xfs_dsb *sb, size_t i)
+{
+	const uint8_t *p = (const uint8_t *)sb + sb_fields[i].off;
+	uint64_t v = 0;
+
+	/* Big-endian fields of 1, 2, 4 or 8 bytes. */
+	for (size_t k = 0; k < sb_fields[i].len; k++)
+		v = v << 8 | p[k];
+	return v & ~sb_fields[i].ignore;
+}
+
+void xref_sb(struct od *od, const struct xfs_dsb *sb)
+{
+	for (size_t i = 0; i < sizeof(sb_fields) / sizeof(sb_fields[0]); i++) {
+		uint64_t mine = sb_value(sb, i), primary = sb_value(&od->primary, i);
+
+		if (mine != primary)
+			od_problem_id(od, CHECK_XFS_SB_SECONDARY, 0, true,
+				      "superblock %s is 0x%llx, the primary's 0x%llx",
+				      sb_fields[i].name, (unsigned long long)mine,
+				      (unsigned long long)primary);
+	}
+}

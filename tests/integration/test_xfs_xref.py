@@ -1,0 +1,391 @@
+"""XFS damage that only cross-referencing finds (src/backends/xfs_xref.c):
+each block passes its own checks, but two of them disagree -- an inode in
+use that its inobt record calls free, a linked inode on an AGI unlinked
+list, a free extent over a file's blocks or a btree block, a secondary
+superblock with other features.  Each fault is made with xfs_db -x on the
+unmounted image, shown to be there by xfs_repair -n, and must be found on
+the mounted filesystem with exit code 4, naming the AG, the blocks, the
+inode and its path; the clean images (rmapbt on and off, sparse inodes,
+reflinked files, an unlinked-but-open file and an O_TMPFILE) give
+nothing.  Every fault is between blocks, so fscrub believes it only after
+the log worker's period (about 32 s a test)."""
+
+import os
+import re
+import shutil
+import tempfile
+import time
+
+import pytest
+
+from conftest import need_fs, need_tools, run_fscrub
+import faults
+import fsimage
+
+
+def _fill(mnt):
+    d = os.path.join(mnt, "d")
+    os.mkdir(d)
+    for i in range(300):
+        with open(os.path.join(d, "f%d" % i), "w") as fh:
+            fh.write("%d\n" % i)
+    with open(os.path.join(mnt, "big"), "wb") as fh:
+        fh.write(os.urandom(5 << 20))
+    fsimage.run(["cp", "--reflink=always", os.path.join(mnt, "big"),
+                 os.path.join(mnt, "big2")])
+    os.setxattr(os.path.join(d, "f1"), "user.x", b"a" * 3000)
+    # 600 one-block extents apart: a data fork in btree format.
+    with open(os.path.join(mnt, "frag"), "wb") as fh:
+        for i in range(600):
+            fh.seek(2 * i * 4096)
+            fh.write(b"x" * 4096)
+
+
+@pytest.fixture(scope="module", params=["rmapbt", "normap"])
+def xref_base(request):
+    """Built once per flavour: 4 AGs, sparse inodes, reflink, with or without
+    the rmapbt; unmounted.  Tests break copies of it."""
+    need_fs("xfs")
+    d = tempfile.mkdtemp(prefix="fscrub-xref-")
+    args = ("-i", "sparse=1", "-d", "agcount=4")
+    img = fsimage.Image(d, "xfs", size_mb=300, mkfs_args=args)
+    try:
+        if request.param == "rmapbt":
+            img.mkfs()
+        else:
+            # fsimage's -m rmapbt=1 cannot be overridden: mkfs.xfs refuses
+            # an option given twice.
+            with open(img.path, "wb") as fh:
+                fh.truncate(img.size_mb << 20)
+            env = dict(os.environ, **fsimage._XFS_SMALL_ENV)
+            fsimage.run(["mkfs.xfs", "-f", "-q", "-m", "crc=1,reflink=1,rmapbt=0"] +
+                        list(args) + [img.path], env=env)
+        _fill(img.mount())
+        img.offline()
+        img.rmap = request.param == "rmapbt"
+        yield img
+    finally:
+        img.cleanup(remove=True)
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def xref_image(xref_base, workdir):
+    img = xref_base.copy(os.path.join(workdir, "xref.img"))
+    img.rmap = xref_base.rmap
+    yield img
+    img.cleanup(remove=True)
+
+
+def db(img, *cmds):
+    return faults.xfs_db(img, *cmds, write=False)
+
+
+def db_int(img, field, *cmds):
+    out = db(img, *cmds, "print %s" % field)
+    return int(re.search(r"^%s = (-?\w+)" % re.escape(field), out, re.M).group(1), 0)
+
+
+def _recs(out):
+    return [[int(v, 0) for v in m.group(1).split(",")]
+            for m in re.finditer(r"^\d+:\[([^\]]*)\]", out, re.M)]
+
+
+def leaf_recs(img, hdr, root, level, levels=1):
+    """The records of a btree of at most *levels* levels as lists of ints
+    ([] if it has more: the tests look for a victim elsewhere)."""
+    have = db_int(img, level, hdr)
+    if have == 1:
+        return _recs(db(img, hdr, "addr %s" % root, "print recs"))
+    if have != 2 or levels < 2:
+        return []
+    recs = []
+    for i in range(db_int(img, "numrecs", hdr, "addr %s" % root)):
+        recs += _recs(db(img, hdr, "addr %s" % root, "addr ptrs[%d]" % (i + 1), "print recs"))
+    return recs
+
+
+def repair_n(img):
+    """xfs_repair -n's findings on the unmounted image (it exits 1)."""
+    need_tools("xfs_repair")
+    p = fsimage.run(["xfs_repair", "-n", img.path], check=False)
+    return p.stdout + p.stderr
+
+
+def inode_paths(img, files_only=False):
+    """{inode: path} of the image's tree (its regular files only)."""
+    mnt = img.mount()
+    paths = {}
+    for top, dirs, files in os.walk(mnt):
+        for n in files if files_only else dirs + files:
+            paths[fsimage.inode_of(os.path.join(top, n))] = os.path.join(top, n)
+    img.offline()
+    return paths
+
+
+def ino_of(img, ag, agino):
+    out = db(img, "convert agno %d agino %d ino" % (ag, agino))
+    return int(re.search(r"\((\d+)\)", out).group(1))
+
+
+def scrub(img, *args):
+    time.sleep(1.1)     # victims younger than 1 s count as changed
+    mnt = img.mount()
+    return mnt, run_fscrub("-n", *args, mnt)
+
+
+def xref_errors(r):
+    return sorted((e.check, e.inode, e.path, e.message) for e in r.errors)
+
+
+def test_xref_clean(xref_image):
+    """Nothing on a clean image, with a file unlinked but open and an
+    O_TMPFILE file: inodes rightly on the AGI unlinked lists."""
+    mnt = xref_image.mount()
+    path = os.path.join(mnt, "d", "f7")
+    gone = os.open(path, os.O_RDWR)
+    os.unlink(path)
+    tmp = os.open(os.path.join(mnt, "d"), os.O_TMPFILE | os.O_RDWR, 0o600)
+    os.write(tmp, b"t" * 8192)
+    try:
+        os.sync()
+        time.sleep(1.1)
+        r = run_fscrub("-n", "-v", mnt)
+    finally:
+        os.close(gone)
+        os.close(tmp)
+    assert r.rc == 0 and r.errors == [], r
+    assert not [w for w in r.warnings if w.check.startswith("xfs.")], r
+    assert re.search(r"4 AGs' headers, \d+ btree blocks and \d+ inodes read from", r.stdout), r
+
+
+def _free_rec_with_inode_in_use(img):
+    """(ag, inobt index, finobt index, record, k): an inode k of a chunk
+    that has free inodes (so the finobt has its record) is in use; not the
+    root directory's chunk (a free root does not mount)."""
+    root = db_int(img, "rootino", "sb 0")
+    for ag in range(4):
+        hdr = "agi %d" % ag
+        fino = leaf_recs(img, hdr, "free_root", "free_level")
+        ino = leaf_recs(img, hdr, "root", "level")
+        for fi, rec in enumerate(fino):
+            start, holemask, count, freecount, free = rec
+            if ag == 0 and start <= root < start + 64:
+                continue
+            for k in range(64):
+                if not (holemask >> (k // 4)) & 1 and not (free >> k) & 1:
+                    return ag, [r[0] for r in ino].index(start) + 1, fi + 1, rec, k
+    raise AssertionError("no chunk with free inodes and one in use")
+
+
+def inode_in_use_made_free(img):
+    """An inode in use gets its bit set in ir_free of its inobt and finobt
+    records, their free counts and the AGI's one more.  Returns (ag, ino)."""
+    ag, ii, fi, (start, _, _, freecount, free), k = _free_rec_with_inode_in_use(img)
+    ino = ino_of(img, ag, start + k)
+    newfree = (free | 1 << k) - (1 << 64 if (free | 1 << k) >> 63 else 0)
+    hdr = "agi %d" % ag
+    faults.xfs_db(img,
+                  hdr, "addr root", "write recs[%d].free -- %d" % (ii, newfree),
+                  "write recs[%d].freecount %d" % (ii, freecount + 1),
+                  hdr, "addr free_root", "write recs[%d].free -- %d" % (fi, newfree),
+                  "write recs[%d].freecount %d" % (fi, freecount + 1),
+                  hdr, "write freecount %d" % (db_int(img, "freecount", hdr) + 1))
+    return ag, ino
+
+
+def test_inode_in_use_free_in_inobt(xref_image):
+    """inode_in_use_made_free(): every btree and counter agrees with every
+    other; only the inode core says otherwise."""
+    paths = inode_paths(xref_image)
+    ag, ino = inode_in_use_made_free(xref_image)
+    assert ino in paths, (ino, paths)
+    assert "imap claims in-use inode %d is free" % ino in repair_n(xref_image)
+    mnt, r = scrub(xref_image)
+    assert r.rc == 4, r
+    assert xref_errors(r) == [
+        ("xfs.inode_alloc", ino, paths[ino],
+         "AG %d on disk: inode %d is in use (mode 0100644, 1 links) but free in its inobt "
+         "record" % (ag, ino))], r
+
+
+def linked_inode_on_unlinked_list(img, path, shift=0):
+    """The file at path (in the mounted image's tree) is put at the head of
+    AGI unlinked bucket agino % 64 + shift.  Returns (ino, ag, agino, bucket)."""
+    paths = inode_paths(img)
+    ino = [i for i, p in paths.items() if p == path][0]
+    out = db(img, "convert ino %d agno" % ino, "convert ino %d agino" % ino)
+    ag, agino = [int(v, 0) for v in re.findall(r"^(\w+) \(", out, re.M)]
+    bucket = (agino + shift) % 64
+    faults.xfs_db(img, "agi %d" % ag, "write unlinked[%d] %d" % (bucket, agino))
+    return ino, ag, agino, bucket
+
+
+@pytest.mark.parametrize("shift", [0, 1], ids=["own_bucket", "wrong_bucket"])
+def test_linked_inode_on_unlinked_list(xref_image, shift):
+    """A linked file is put at the head of an AGI unlinked bucket (its own,
+    agino % 64, or the next one): the kernel mounts it cleanly (it reads
+    the lists only in log recovery), xfs_repair -n complains."""
+    path = os.path.join(xref_image.mnt, "d", "f42")
+    ino, ag, agino, bucket = linked_inode_on_unlinked_list(xref_image, path, shift)
+    assert "agi unlinked bucket %d is %d in ag %d" % (bucket, agino, ag) in repair_n(xref_image)
+    mnt, r = scrub(xref_image)
+    assert r.rc == 4, r
+    want = [("xfs.unlinked", ino, path, "AG %d on disk: unlinked bucket %d holds inode %d, "
+             "which has 1 links" % (ag, bucket, ino))]
+    if shift:
+        want.append(("xfs.unlinked", ino, path, "AG %d on disk: unlinked bucket %d holds "
+                     "inode %d, whose bucket is %d" % (ag, bucket, ino, agino % 64)))
+    assert xref_errors(r) == sorted(want), r
+
+
+def _free_next_to(img, owned):
+    """(ag, bnobt index, cntbt index, free extent, victim, who): a free
+    extent right after (else right before) a block, the victim, that
+    owned(ag, block) names (who)."""
+    for ag in range(4):
+        hdr = "agf %d" % ag
+        bno = leaf_recs(img, hdr, "bnoroot", "bnolevel")
+        cnt = leaf_recs(img, hdr, "cntroot", "cntlevel")
+        for bi, (start, length) in enumerate(bno):
+            for victim in (start - 1, start + length):
+                who = owned(ag, victim)
+                if who is not None:
+                    ci = [tuple(c) for c in cnt].index((start, length))
+                    return ag, bi + 1, ci + 1, (start, length), victim, who
+    raise AssertionError("no free extent next to such a block")
+
+
+def _grow_free(img, ag, bi, ci, start, length, victim, cnt=True):
+    """The free extent (start, length) takes in the victim block next to it,
+    in the bnobt (and the cntbt, the AGF's free count and longest)."""
+    hdr = "agf %d" % ag
+    new = min(start, victim)
+    cmds = [hdr, "addr bnoroot", "write recs[%d].startblock %d" % (bi, new),
+            "write recs[%d].blockcount %d" % (bi, length + 1)]
+    if cnt:
+        cmds += [hdr, "addr cntroot", "write recs[%d].startblock %d" % (ci, new),
+                 "write recs[%d].blockcount %d" % (ci, length + 1),
+                 hdr, "write freeblks %d" % (db_int(img, "freeblks", hdr) + 1)]
+        if db_int(img, "longest", hdr) == length:
+            cmds.append("write longest %d" % (length + 1))
+    faults.xfs_db(img, *cmds)
+
+
+def file_block_owner(img):
+    """owned(ag, block) for _free_next_to(): (inode, file block) the rmapbt
+    gives a regular file of the image, else None."""
+    paths = inode_paths(img, files_only=True)
+
+    def owned(ag, b):
+        for start, length, owner, offset, _, attr, bmbt in leaf_recs(
+                img, "agf %d" % ag, "rmaproot", "rmaplevel", levels=2):
+            if owner in paths and not attr and not bmbt and start <= b < start + length:
+                return owner, offset + b - start
+        return None
+    return paths, owned
+
+
+def btree_block_owner(img, rmap):
+    """owned(ag, block) for _free_next_to(): which btree root or AGFL block."""
+    roots = {("agf", "bnoroot"): "the bnobt", ("agf", "cntroot"): "the cntbt",
+             ("agf", "refcntroot"): "the refcountbt", ("agi", "root"): "the inobt",
+             ("agi", "free_root"): "the finobt"}
+    if rmap:
+        roots[("agf", "rmaproot")] = "the rmapbt"
+
+    def owned(ag, b):
+        for (hdr, field), who in roots.items():
+            if db_int(img, field, "%s %d" % (hdr, ag)) == b:
+                return who
+        out = db(img, "agfl %d" % ag, "print bno")
+        if b in [int(v) for v in re.findall(r"\d+:(\d+)", out)]:
+            return "the AGFL"
+        return None
+    return owned
+
+
+def free_extent_over(img, owned, cnt=True):
+    """A free extent takes in the block next to it that owned() names.
+    Returns (ag, victim, first, last free block now, who)."""
+    ag, bi, ci, (start, length), victim, who = _free_next_to(img, owned)
+    _grow_free(img, ag, bi, ci, start, length, victim, cnt=cnt)
+    first = min(start, victim)
+    return ag, victim, first, first + length, who
+
+
+def test_free_extent_over_file_data(xref_image):
+    """With the rmapbt: a free extent grows over the block of a file's
+    extent next to it, in both free space btrees and the AGF's counters: used
+    space recorded as free, named by the owner's inode and path."""
+    if not xref_image.rmap:
+        pytest.skip("file data is cross-checked with the rmapbt only")
+    img = xref_image
+    paths, owned = file_block_owner(img)
+    ag, victim, first, last, (ino, fblock) = free_extent_over(img, owned)
+    assert re.search(r"data fork in ino %d claims free block" % ino, repair_n(img))
+    mnt, r = scrub(img)
+    assert r.rc == 4, r
+    assert xref_errors(r) == [
+        ("xfs.space", ino, paths[ino],
+         "AG %d on disk: block %d is free in the bnobt (free extent %d-%d) but used by "
+         "inode %d (data fork, file block %d)" % (ag, victim, first, last, ino, fblock))], r
+
+
+@pytest.mark.parametrize("cnt", [True, False], ids=["both_btrees", "bnobt_only"])
+def test_free_extent_over_btree_block(xref_image, cnt):
+    """A free extent grows over a btree or AGFL block (with or without
+    the rmapbt: the btrees' own blocks are known from their walks); made in
+    the bnobt only, the cntbt no longer holds the same extents either."""
+    img = xref_image
+    ag, victim, first, last, who = free_extent_over(img, btree_block_owner(img, img.rmap), cnt)
+    assert "block (%d,%d-%d) multiply claimed by bno space tree" % (ag, victim, victim) \
+        in repair_n(img)
+    mnt, r = scrub(img)
+    assert r.rc == 4, r
+    got = [e.message for e in r.errors if e.check == "xfs.space"]
+    want = ["AG %d on disk: block %d is free in the bnobt (free extent %d-%d) but used by %s"
+            % (ag, victim, first, last, who)]
+    if not cnt:
+        want.append("AG %d on disk: bnobt has free blocks %d-%d, the cntbt has not"
+                    % (ag, first, last))
+    assert sorted(got) == sorted(want), r
+    assert all(e.path == mnt for e in r.errors), r
+
+
+def test_secondary_superblock_features(xref_image):
+    """Superblock 3 says the filesystem has no ro-compat features (finobt,
+    rmapbt, reflink, inobtcount): xfs_repair would fix it; the kernel never
+    reads a secondary superblock."""
+    img = xref_image
+    primary = db_int(img, "features_ro_compat", "sb 0")
+    faults.xfs_db(img, "sb 3", "write features_ro_compat 0")
+    assert "ro compat feature mismatch in AG 3 super" in repair_n(img)
+    mnt, r = scrub(img)
+    assert r.rc == 4, r
+    assert xref_errors(r) == [
+        ("xfs.sb_secondary", None, mnt, "AG 3 on disk: superblock sb_features_ro_compat is "
+         "0x0, the primary's 0x%x" % primary)], r
+
+
+@pytest.mark.parametrize("rel,fmt", [("d/f3", "2 (extents)"), ("frag", "3 (btree)")],
+                         ids=["extents", "btree"])
+def test_block_count(xref_image, rel, fmt):
+    """A file says it has two blocks more (core.nblocks): xfs_repair would
+    reset it; the kernel mounts it (its verifier only wants no fewer
+    blocks than extents).  For a fork in btree format the bmbt is walked
+    from the device."""
+    img = xref_image
+    paths = inode_paths(img)
+    path = os.path.join(img.mnt, rel)
+    ino = [i for i, p in paths.items() if p == path][0]
+    assert faults.xfs_field(img, ino, "core.format") == fmt
+    n = int(faults.xfs_field(img, ino, "core.nblocks"))
+    faults.xfs_db(img, "inode %d" % ino, "write core.nblocks %d" % (n + 2))
+    assert "bad nblocks %d for inode %d, would reset to %d" % (n + 2, ino, n) in repair_n(img)
+    ag = int(re.search(r"^(\w+) \(", db(img, "convert ino %d agno" % ino), re.M).group(1), 0)
+    mnt, r = scrub(img)
+    assert r.rc == 4, r
+    assert xref_errors(r) == [
+        ("xfs.block_count", ino, path,
+         "AG %d on disk: inode %d counts %d blocks, its forks map %d" % (ag, ino, n + 2, n))], r
