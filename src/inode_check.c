@@ -631,7 +631,14 @@ static void report_read_error(struct walk_thread *t, struct walk_dir *d)
 {
 	struct scrub_ctx *ctx = t->ctx;
 
-	if (errno_is_corruption(d->read_err))
+	/*
+	 * getdents on a directory removed while it was read (rmdir, or a
+	 * btrfs snapshot deleted under the walk) fails with ENOENT: a race.
+	 */
+	if (d->read_err == ENOENT || d->read_err == ESTALE)
+		str_changed(ctx, CHECK_WALK_MOVED, d->node, NULL, d->before.stx_ino,
+			    "directory was removed while it was read");
+	else if (errno_is_corruption(d->read_err))
 		str_error(ctx, CHECK_DIR_UNREADABLE, d->node, NULL, d->before.stx_ino,
 			  "cannot read the directory entries: %s", strerror(d->read_err));
 	else

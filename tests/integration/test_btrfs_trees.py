@@ -16,7 +16,6 @@ copy is right), and an edit reverted leaves `btrfs check` clean.
 """
 
 import os
-import re
 import shutil
 import subprocess
 
@@ -593,13 +592,10 @@ def test_no_false_alarms_under_btrfs_churn(image_factory):
             r = run_fscrub("-n", "-v", mnt)
             print("%d operations during the scan" % (counter.value - start))
             bad = [f for f in r.findings if f.severity in ("Error", "Warning")]
-            # The generic walk (not this check) says so, exit 8, when a
-            # snapshot it is in is deleted under it: that alone is allowed.
+            # A snapshot deleted while the walk reads one of its
+            # directories is a race (an info), not an operational error.
             ops = [l for l in r.stderr.splitlines() if l.startswith("fscrub: ")]
-            gone = [l for l in ops if re.search(r"/snaps/s\d+\S*: cannot read the directory: "
-                                                r"No such file or directory$", l)]
-            assert r.rc in ((0, 8) if gone else (0,)) and ops == gone and not bad, \
-                r.stdout + r.stderr
+            assert r.rc == 0 and not ops and not bad, r.stdout + r.stderr
             assert "btrfs trees (first pass)" in r.stdout
             infos += len([f for f in r.findings if "changed while being checked (" in f.message])
         print("%d btrfs tree findings were in flux" % infos)
