@@ -356,8 +356,7 @@ def test_ondisk_bnobt_order(ondisk_image):
     assert all(m.startswith("AG %d on disk: bnobt block %d: " % (ag, leaf)) for m in got), r
 
 
-@pytest.mark.slow
-def test_ondisk_cntbt_node_key(ondisk_image):
+def test_ondisk_cntbt_node_key(ondisk_image, fast_xfs_log_worker):
     """A cntbt node's key for its second child no longer is that child's
     first record (a problem between two blocks: believed only of a quiet
     AG, after the log worker's period and a third look)."""
@@ -374,8 +373,7 @@ def test_ondisk_cntbt_node_key(ondisk_image):
     assert "waiting" in r.stdout and "for the log worker" in r.stdout, r
 
 
-@pytest.mark.slow
-def test_ondisk_agf_freeblks(ondisk_image):
+def test_ondisk_agf_freeblks(ondisk_image, fast_xfs_log_worker):
     """AGF 1's freeblks one too many: both free space btrees disagree."""
     free = db_field(ondisk_image, "freeblks", "agf 1")
     faults.xfs_db(ondisk_image, "agf 1", "write freeblks %d" % (free + 1))
@@ -428,7 +426,7 @@ def free_inode(img):
     # The cluster buffer's verifier checks every inode's magic: the kernel
     # refuses the whole cluster and BULKSTAT stops there (xfs.bulkstat too).
     ("write -d core.magic 0", "has magic 0x0000", 4)])
-def test_ondisk_free_inode(ondisk_image, write, problem, rc):
+def test_ondisk_free_inode(ondisk_image, write, problem, rc, fast_xfs_log_worker):
     """A free inode of a chunk gets a bad CRC or magic 0 (write -d: no
     verifier, CRC recomputed): every inode of a chunk is checked, free or
     not, and nothing else reads a free inode's CRC."""

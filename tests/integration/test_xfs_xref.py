@@ -41,6 +41,9 @@ def _fill(mnt):
             fh.write(b"x" * 4096)
 
 
+# Faults wait one log-worker period before fscrub reports them (conftest).
+pytestmark = pytest.mark.usefixtures("fast_xfs_log_worker")
+
 @pytest.fixture(scope="module", params=["rmapbt", "normap"])
 def xref_base(request):
     """Built once per flavour: 4 AGs, sparse inodes, reflink, with or without
