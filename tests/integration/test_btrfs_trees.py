@@ -617,6 +617,68 @@ def test_v1_space_cache_stale_is_ignored(v1_image):
     assert not r.of("Error", "btrfs.space_cache"), r.stdout
 
 
+def bitmap_cache(ed):
+    """Rewrite the data block group's cache with its free space in a bitmap
+    (as the kernel keeps a fragmented group): the free ranges in the first
+    128 MiB window as a bitmap entry and its page, the rest as extent
+    entries.  Returns (block group, the cache's bytes, the bitmap page's
+    offset in them, a used sector's bit in the bitmap)."""
+    bg, data, _ = cached_data_group(ed)
+    hdr = ed.find(be.ROOT_TREE, (be.FREE_SPACE_OBJECTID, 0, bg))
+    gen, entries, bitmaps = struct.unpack_from("<QQQ", hdr.data, 17)
+    assert not bitmaps
+    free = [(e[1], e[1] + e[2]) for e in ed.cache_entries(data, entries)]
+    window = bg + 8 * be.CACHE_PAGE * 4096         # a bitmap page's bytes
+    pages = len(data) // be.CACHE_PAGE
+    head = 4 * pages + 8
+    page = be.CACHE_PAGE                            # the entries fit page 0
+    data[head:] = bytes(len(data) - head)
+    ents, in_bitmap, used = [], 0, None
+    for a, b in free:
+        for x in range(a, min(b, window), 4096):
+            bit = (x - bg) // 4096
+            data[page + bit // 8] |= 1 << (bit % 8)
+            in_bitmap += 4096
+        if b > window:
+            ents.append((max(a, window), b - max(a, window), 1))
+        if used is None and bg < a < window and all(not (c <= a - 4096 < d) for c, d in free):
+            used = (a - 4096 - bg) // 4096
+    assert in_bitmap and used is not None, free
+    ents.append((bg, in_bitmap, 2))
+    for i, e in enumerate(ents):
+        struct.pack_into("<QQB", data, head + 17 * i, *e)
+    ed.patch(hdr, 25, "<Q", len(ents))
+    ed.patch(hdr, 33, "<Q", 1)
+    ed.write_space_cache(bg, bytes(data))
+    return bg, data, page, used
+
+
+def test_v1_space_cache_bitmap(v1_image):
+    """A cache that keeps its free space in a bitmap: clean (read, not
+    stale); then the bit of a used sector set and the last free one cleared
+    (the free total stays): exit 4 read-only."""
+    with be.BtrfsImage(v1_image.path) as ed:
+        bg, data, page, used = bitmap_cache(ed)
+    rc, out = btrfs_check(v1_image.path)
+    assert rc == 0, out
+    r = v1_fscrub(v1_image, "ro," + V1)
+    assert r.rc == 0, r.stdout + r.stderr
+    m = re.search(r"v1 space caches: (\d+) checked, (\d+) stale", r.stdout)
+    assert m and int(m.group(1)) >= 1 and m.group(2) == "0", r.stdout
+    last = max(b for b in range(8 * be.CACHE_PAGE) if data[page + b // 8] & (1 << (b % 8)))
+    with be.BtrfsImage(v1_image.path) as ed:
+        data[page + used // 8] |= 1 << (used % 8)
+        data[page + last // 8] &= ~(1 << (last % 8)) & 0xFF
+        ed.write_space_cache(bg, bytes(data))
+    rc, out = btrfs_check(v1_image.path)
+    assert rc != 0, out
+    r = v1_fscrub(v1_image, "ro," + V1)
+    assert r.rc == 4, r.stdout + r.stderr
+    assert any("calls bytes of the extent at logical" in f.message and
+               "its free range %d-%d" % (bg, bg + 8 * be.CACHE_PAGE * 4096) in f.message
+               for f in r.of("Error", "btrfs.space_cache")), r.stdout
+
+
 # ============================================================================
 # the live-filesystem rule: reflinks, snapshots, compression under churn
 # ============================================================================
