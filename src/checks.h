@@ -67,6 +67,7 @@
 #define CHECK_BTRFS_ROOT_REF	"btrfs.root_ref"	/* ROOT_REF / ROOT_BACKREF / directory entry disagree */
 #define CHECK_BTRFS_CSUM	"btrfs.csum"	/* checksummed data without csum items, nodatasum data with, csums over no extent */
 #define CHECK_BTRFS_FREE_SPACE_TREE "btrfs.free_space_tree"	/* free space tree calls used space free, or miscounts */
+#define CHECK_BTRFS_SPACE_CACHE	"btrfs.space_cache"	/* the v1 free space cache calls used space free */
 #define CHECK_BTRFS_DIR_ITEM	"btrfs.dir_item"	/* DIR_ITEM / DIR_INDEX / INODE_REF / dir i_size disagree */
 #define CHECK_BTRFS_INODE_REF	"btrfs.inode_ref"	/* nlink != the inode's names */
 #define CHECK_BTRFS_ORPHAN	"btrfs.orphan"	/* no name reaches a linked inode; unlinked one not on the orphan list */

@@ -10,7 +10,9 @@ leaf in place: overwrite an item's bytes or delete an item (item headers and
 data shifted, nritems and, for slot 0, the parents' keys fixed).  Every edit
 recomputes the tree block's checksum and writes the block to every copy.
 Superblock fields are edited in every superblock copy inside the image, each
-with its checksum recomputed.
+with its checksum recomputed.  The v1 free space cache (space_cache=v1) of a
+block group is read and rewritten as its cache inode's data, each page's
+crc32c (kept in the first page) recomputed.
 
 Only crc32c checksums (the mkfs default) are supported; anything else raises.
 Nothing here is a repair tool: edits do not COW, so the generation of the
@@ -65,6 +67,8 @@ FREE_SPACE_INFO = 198
 FREE_SPACE_EXTENT = 199
 FREE_SPACE_BITMAP = 200
 CHUNK_ITEM = 228
+FREE_SPACE_OBJECTID = 2 ** 64 - 11     # the v1 space cache's headers (root tree)
+CACHE_PAGE = 4096                      # the v1 cache's page (the kernel's page size)
 
 # Superblock fields: name -> (offset, struct format).
 SUPER_FIELDS = {
@@ -415,3 +419,65 @@ class BtrfsImage:
             self.write_block(logical, block)
             if slot != 0:
                 break
+
+    # -- the v1 free space cache (a root-tree inode's data per block group) --
+
+    def _cache_inode(self, bg):
+        hdr = self.find(ROOT_TREE, (FREE_SPACE_OBJECTID, 0, bg))
+        ino, = struct.unpack_from("<Q", hdr.data, 0)
+        size = self.find(ROOT_TREE, (ino, INODE_ITEM, 0)).get("inode.size")
+        return hdr, ino, size
+
+    def space_caches(self):
+        """{block group start: (generation, entries, bitmaps)} of the v1 caches."""
+        out = {}
+        for it in self.items(ROOT_TREE, (FREE_SPACE_OBJECTID, 0, 0),
+                             (FREE_SPACE_OBJECTID, 0, 2 ** 64 - 1)):
+            out[it.key[2]] = struct.unpack_from("<QQQ", it.data, 17)
+        return out
+
+    def _cache_extents(self, ino, size):
+        """[(file offset, image offsets of its copies, length)] of a cache inode."""
+        out = []
+        for fe in self.items(ROOT_TREE, (ino, EXTENT_DATA, 0), (ino, EXTENT_DATA, 2 ** 64 - 1)):
+            disk = fe.get("fe.disk_bytenr")
+            if not disk:
+                continue
+            n = min(fe.get("fe.num_bytes"), size - fe.key[2])
+            out.append((fe.key[2], self.physical(disk + fe.get("fe.offset")), n))
+        return out
+
+    def read_space_cache(self, bg):
+        """The cache file of the block group at logical bg (bytes)."""
+        _, ino, size = self._cache_inode(bg)
+        data = bytearray(size)
+        for off, phys, n in self._cache_extents(ino, size):
+            data[off:off + n] = self._read(phys[0], n)
+        return bytes(data)
+
+    def write_space_cache(self, bg, data):
+        """Write a cache file back, every page's crc32c recomputed."""
+        _, ino, size = self._cache_inode(bg)
+        if len(data) != size:
+            raise ValueError("write_space_cache: %d bytes for a %d-byte cache" % (len(data), size))
+        data = bytearray(data)
+        pages = size // CACHE_PAGE
+        for i in range(pages):
+            start = i * CACHE_PAGE + (4 * pages if i == 0 else 0)
+            data[4 * i:4 * i + 4] = btrfs_csum(bytes(data[start:(i + 1) * CACHE_PAGE]))
+        for off, phys, n in self._cache_extents(ino, size):
+            for p in phys:
+                self._write(p, bytes(data[off:off + n]))
+        self.f.flush()
+
+    @staticmethod
+    def cache_entries(data, entries):
+        """[(byte offset in data, offset, bytes, type)] of a cache's entries."""
+        pages = len(data) // CACHE_PAGE
+        pos, out = 4 * pages + 8, []
+        for _ in range(entries):
+            if pos % CACHE_PAGE + 17 > CACHE_PAGE:
+                pos = (pos // CACHE_PAGE + 1) * CACHE_PAGE
+            out.append((pos,) + struct.unpack_from("<QQB", data, pos))
+            pos += 17
+        return out

@@ -17,6 +17,7 @@ copy is right), and an edit reverted leaves `btrfs check` clean.
 
 import os
 import shutil
+import struct
 import subprocess
 
 import pytest
@@ -505,6 +506,179 @@ def test_free_space_bitmap(image_factory):
 
 
 # ============================================================================
+# the v1 free space cache (space_cache=v1, no free space tree)
+# ============================================================================
+
+V1 = "space_cache=v1"
+
+
+@pytest.fixture
+def v1_image(image_factory):
+    """A populated btrfs without a free space tree, mounted with v1 caching
+    twice (the second mount loads the caches the first wrote).  1.5 GiB: the
+    kernel writes no cache for a block group under 100 MiB, and a data
+    chunk is a tenth of the filesystem."""
+    need_fs("btrfs")
+    img = image_factory("btrfs", size_mb=1536, mkfs_args=["-R", "^free-space-tree"])
+    img.mkfs()
+    mnt = img.mount(V1)
+    populate(mnt)
+    with open(os.path.join(mnt, "big20"), "wb") as f:   # past the 8 MiB mkfs chunk
+        f.write(os.urandom(20 * MiB))
+    os.sync()
+    img.offline()
+    mnt = img.mount(V1)
+    with open(os.path.join(mnt, "later"), "wb") as f:
+        f.write(os.urandom(64 << 10))
+    os.sync()
+    img.offline()
+    return img
+
+
+def cached_data_group(ed):
+    """(block group start, its cache, entries) of the v1 cache with the most
+    entries that holds a free extent entry right after used space."""
+    for bg, (gen, entries, bitmaps) in sorted(ed.space_caches().items(),
+                                              key=lambda kv: -kv[1][1]):
+        data = ed.read_space_cache(bg)
+        ents = [e for e in ed.cache_entries(data, entries) if e[3] == 1 and e[1] > bg]
+        if ents:
+            return bg, bytearray(data), ents
+    raise AssertionError("no v1 cache with a free extent entry after used space")
+
+
+def v1_fscrub(img, options):
+    mnt = img.mount(options)
+    try:
+        return run_fscrub("-n", "-v", mnt)
+    finally:
+        img.offline()
+
+
+def test_v1_space_cache_clean(v1_image):
+    """The caches are read, found to agree with the extent tree: exit 0."""
+    rc, out = btrfs_check(v1_image.path)
+    assert rc == 0, out
+    with be.BtrfsImage(v1_image.path) as ed:
+        assert ed.space_caches(), "the kernel wrote no v1 cache"
+    r = v1_fscrub(v1_image, V1)
+    assert r.rc == 0, r.stdout + r.stderr
+    m = re.search(r"(\d+) v1 space caches: (\d+) checked, (\d+) stale", r.stdout)
+    assert m and int(m.group(2)) >= 1 and m.group(3) == "0", r.stdout
+    assert not [f for f in r.findings if f.check.startswith("btrfs.")], r.findings
+
+
+def shift_cache_entry(ed):
+    """Move a free extent entry 64 KiB down, onto the used extent before it:
+    its length and so the cache's free total stay (the kernel checks that
+    total and would drop the cache otherwise, but it loads this one and
+    allocates there).  Returns (block group, the cache's bytes, the entry's
+    new start)."""
+    bg, data, ents = cached_data_group(ed)
+    pos, off, nbytes, _ = ents[0]
+    struct.pack_into("<Q", data, pos, off - (64 << 10))
+    ed.write_space_cache(bg, bytes(data))
+    return bg, data, off - (64 << 10)
+
+
+@pytest.mark.parametrize("options", ["ro," + V1, V1])
+def test_v1_space_cache_used_free(v1_image, options):
+    """A cache entry covering a used extent (`btrfs check`: "cache appears
+    valid but isn't"), mounted with v1 caching: exit 4.  Read-only, the
+    first pass is the answer; read-write, the forced commit does not
+    rewrite the cache of a block group nothing changed, and the second
+    pass finds it again."""
+    with be.BtrfsImage(v1_image.path) as ed:
+        _, _, start = shift_cache_entry(ed)
+    rc, out = btrfs_check(v1_image.path)
+    assert rc != 0 and "cache appears valid but isn't" in out, out
+    r = v1_fscrub(v1_image, options)
+    assert r.rc == 4, r.stdout + r.stderr
+    assert any("its free range %d-" % start in f.message
+               for f in r.of("Error", "btrfs.space_cache")), r.stdout
+    assert ("btrfs trees (after the commit)" in r.stdout) == (not options.startswith("ro")), \
+        r.stdout
+
+
+def test_v1_space_cache_stale_is_ignored(v1_image):
+    """The same fault in a cache whose page generation is not its header's:
+    the kernel ignores such a cache, so does fscrub (counted stale)."""
+    with be.BtrfsImage(v1_image.path) as ed:
+        bg, data, _ = shift_cache_entry(ed)
+        pages = len(data) // be.CACHE_PAGE
+        gen, = struct.unpack_from("<Q", data, 4 * pages)
+        struct.pack_into("<Q", data, 4 * pages, gen + 1)
+        ed.write_space_cache(bg, bytes(data))
+    r = v1_fscrub(v1_image, "ro," + V1)
+    assert r.rc == 0, r.stdout + r.stderr
+    m = re.search(r"v1 space caches: \d+ checked, (\d+) stale", r.stdout)
+    assert m and int(m.group(1)) >= 1, r.stdout
+    assert not r.of("Error", "btrfs.space_cache"), r.stdout
+
+
+def bitmap_cache(ed):
+    """Rewrite the data block group's cache with its free space in a bitmap
+    (as the kernel keeps a fragmented group): the free ranges in the first
+    128 MiB window as a bitmap entry and its page, the rest as extent
+    entries.  Returns (block group, the cache's bytes, the bitmap page's
+    offset in them, a used sector's bit in the bitmap)."""
+    bg, data, _ = cached_data_group(ed)
+    hdr = ed.find(be.ROOT_TREE, (be.FREE_SPACE_OBJECTID, 0, bg))
+    gen, entries, bitmaps = struct.unpack_from("<QQQ", hdr.data, 17)
+    assert not bitmaps
+    free = [(e[1], e[1] + e[2]) for e in ed.cache_entries(data, entries)]
+    window = bg + 8 * be.CACHE_PAGE * 4096         # a bitmap page's bytes
+    pages = len(data) // be.CACHE_PAGE
+    head = 4 * pages + 8
+    page = be.CACHE_PAGE                            # the entries fit page 0
+    data[head:] = bytes(len(data) - head)
+    ents, in_bitmap, used = [], 0, None
+    for a, b in free:
+        for x in range(a, min(b, window), 4096):
+            bit = (x - bg) // 4096
+            data[page + bit // 8] |= 1 << (bit % 8)
+            in_bitmap += 4096
+        if b > window:
+            ents.append((max(a, window), b - max(a, window), 1))
+        if used is None and bg < a < window and all(not (c <= a - 4096 < d) for c, d in free):
+            used = (a - 4096 - bg) // 4096
+    assert in_bitmap and used is not None, free
+    ents.append((bg, in_bitmap, 2))
+    for i, e in enumerate(ents):
+        struct.pack_into("<QQB", data, head + 17 * i, *e)
+    ed.patch(hdr, 25, "<Q", len(ents))
+    ed.patch(hdr, 33, "<Q", 1)
+    ed.write_space_cache(bg, bytes(data))
+    return bg, data, page, used
+
+
+def test_v1_space_cache_bitmap(v1_image):
+    """A cache that keeps its free space in a bitmap: clean (read, not
+    stale); then the bit of a used sector set and the last free one cleared
+    (the free total stays): exit 4 read-only."""
+    with be.BtrfsImage(v1_image.path) as ed:
+        bg, data, page, used = bitmap_cache(ed)
+    rc, out = btrfs_check(v1_image.path)
+    assert rc == 0, out
+    r = v1_fscrub(v1_image, "ro," + V1)
+    assert r.rc == 0, r.stdout + r.stderr
+    m = re.search(r"v1 space caches: (\d+) checked, (\d+) stale", r.stdout)
+    assert m and int(m.group(1)) >= 1 and m.group(2) == "0", r.stdout
+    last = max(b for b in range(8 * be.CACHE_PAGE) if data[page + b // 8] & (1 << (b % 8)))
+    with be.BtrfsImage(v1_image.path) as ed:
+        data[page + used // 8] |= 1 << (used % 8)
+        data[page + last // 8] &= ~(1 << (last % 8)) & 0xFF
+        ed.write_space_cache(bg, bytes(data))
+    rc, out = btrfs_check(v1_image.path)
+    assert rc != 0, out
+    r = v1_fscrub(v1_image, "ro," + V1)
+    assert r.rc == 4, r.stdout + r.stderr
+    assert any("calls bytes of the extent at logical" in f.message and
+               "its free range %d-%d" % (bg, bg + 8 * be.CACHE_PAGE * 4096) in f.message
+               for f in r.of("Error", "btrfs.space_cache")), r.stdout
+
+
+# ============================================================================
 # the live-filesystem rule: reflinks, snapshots, compression under churn
 # ============================================================================
 
@@ -568,15 +742,20 @@ def _btrfs_churn(mnt, stop, counter, seed):
             counter.value += 1
 
 
-def test_no_false_alarms_under_btrfs_churn(image_factory):
+@pytest.mark.parametrize("mkfs_args,options", [
+    ([], "compress=zstd"),
+    # v1 caches rewritten at every commit, read while the extent tree moves
+    (["-R", "^free-space-tree"], "compress=zstd," + V1),
+], ids=["free_space_tree", "space_cache_v1"])
+def test_no_false_alarms_under_btrfs_churn(image_factory, mkfs_args, options):
     """fscrub -n, three times while the workload runs: its first passes see
     delayed references, block group counters, dropped snapshots and names in
     flux; after the forced commit none of that may be an error."""
     import multiprocessing as mp
     need_fs("btrfs")
-    img = image_factory("btrfs", size_mb=1024)
+    img = image_factory("btrfs", size_mb=1024, mkfs_args=mkfs_args)
     img.mkfs()
-    mnt = img.mount("compress=zstd")
+    mnt = img.mount(options)
     run(["btrfs", "subvolume", "create", os.path.join(mnt, "work")])
     os.mkdir(os.path.join(mnt, "snaps"))
     stop, counter = mp.Event(), mp.Value("l", 0)
@@ -598,6 +777,7 @@ def test_no_false_alarms_under_btrfs_churn(image_factory):
             assert r.rc == 0 and not ops and not bad, r.stdout + r.stderr
             assert "btrfs trees (first pass)" in r.stdout
             infos += len([f for f in r.findings if "changed while being checked (" in f.message])
+            print("\n".join(l for l in r.stdout.splitlines() if "v1 space caches" in l or "space_cache" in l))
         print("%d btrfs tree findings were in flux" % infos)
     finally:
         stop.set()

@@ -40,7 +40,9 @@
  *     compared with the superblock's bytes_used read from the first device
  *     (btrfs.bytes_used).  Alongside, a second reader streams the csum
  *     tree (btrfs_csum.c: btrfs.csum) and a third the free space tree
- *     (btrfs_fst.c: btrfs.free_space_tree);
+ *     (btrfs_fst.c: btrfs.free_space_tree), or, without one, the v1 space
+ *     cache of each block group is read from the device as the extents
+ *     reach it (btrfs_v1cache.c: btrfs.space_cache);
  *  5. the chunk tree and the device tree, against each other and the block
  *     groups (btrfs_chunks.c: btrfs.chunk).
  *
@@ -62,7 +64,8 @@
  * back references, csum items and free ranges that reach the data extent
  * being looked at, 8 bytes per unlinked inode, and at most MAX_FINDINGS
  * findings per pass (btrfs_names.h says what a subvolume whose names
- * disagree costs).
+ * disagree costs), and without a free space tree the v1 cache headers
+ * and one block group's cache at a time (btrfs_v1cache.c).
  */
 #include "backends/btrfs/btrfs_check.h"
 
@@ -98,6 +101,7 @@
 #define SUPER_MAGIC_OFF 0x40
 #define SUPER_GENERATION_OFF 0x48
 #define SUPER_BYTES_USED_OFF 0x78
+#define SUPER_CACHE_GENERATION_OFF 0x22b
 /* Inline reference sizes: a type byte and its payload. */
 #define IREF_DATA_SIZE (1 + sizeof(struct btrfs_extent_data_ref))
 #define IREF_SHARED_DATA_SIZE (1 + 8 + 4)
@@ -182,6 +186,8 @@ static int root_item(struct pass *p, uint64_t tree, const struct btrfs_tree_item
 	struct fs_root *r;
 
 	(void)tree;
+	if (btrfs_v1_root_item(p, it) < 0)
+		return -ENOMEM;
 	if (it->key.type == BTRFS_ROOT_REF_KEY || it->key.type == BTRFS_ROOT_BACKREF_KEY)
 		return btrfs_root_ref_item(p, it);
 	if (it->key.type != BTRFS_ROOT_ITEM_KEY)
@@ -726,6 +732,8 @@ static void read_super(struct pass *p)
 	    !memcmp((char *)buf + SUPER_MAGIC_OFF, "_BHRfS_M", 8)) {
 		p->sb_bytes_used = btrfs_get64((unsigned char *)buf + SUPER_BYTES_USED_OFF);
 		p->sb_generation = btrfs_get64((unsigned char *)buf + SUPER_GENERATION_OFF);
+		p->sb_cache_generation = btrfs_get64((unsigned char *)buf +
+						     SUPER_CACHE_GENERATION_OFF);
 		p->sb_ok = true;
 	}
 out:
@@ -749,6 +757,7 @@ static void pass_release(struct pass *p)
 	for (size_t i = 0; i < p->nr_fq; i++)
 		free(p->fq[i].bitmap);
 	free(p->fq);
+	btrfs_v1_release(p);
 	free(p->cs);
 	free(p->roots);
 	free(p->fe);
@@ -786,6 +795,8 @@ static int run_pass(struct scrub_ctx *ctx, struct pass *p)
 	if (ret == 0 && p->fst)
 		ret = btrfs_tree_open(&p->fsr, p->fd, BTRFS_FREE_SPACE_TREE_OBJECTID, KEY_MIN,
 				      KEY_MAX);
+	else if (ret == 0)
+		ret = btrfs_v1_open(p);
 	if (ret < 0)
 		return ret;
 	if (p->nr_fe)	/* qsort and bsearch take no NULL array, even empty */
@@ -809,6 +820,9 @@ static int run_pass(struct scrub_ctx *ctx, struct pass *p)
 	if (p->fsr_err < 0)
 		report_operational(ctx, NULL, NULL, -p->fsr_err,
 				   "cannot read the btrfs free space tree");
+	if (p->v1_err < 0)
+		report_operational(ctx, NULL, NULL, -p->v1_err,
+				   "cannot read the btrfs free space cache");
 	if (p->csr_err < 0)
 		report_operational(ctx, NULL, NULL, -p->csr_err, "cannot read the btrfs csum tree");
 	check_block_groups(p);
@@ -850,6 +864,11 @@ static void report_counts(struct scrub_ctx *ctx, const struct pass *p, const cha
 		       p->extent_items, p->data_extents, p->tree_blocks, p->csum_items,
 		       p->fst_items, p->bg_items, p->bg_tree ? " (block group tree)" : "",
 		       p->chunk_items, p->dev_items, p->calls);
+	if (p->v1_caches)
+		report_verbose(ctx, "Phase 3: btrfs trees (%s): %llu v1 space caches: %llu "
+			       "checked, %llu stale (the kernel ignores them), %llu not read "
+			       "(striped or unreadable)", which, p->v1_caches, p->v1_loaded,
+			       p->v1_stale, p->v1_unread);
 }
 
 /* Force a commit; the committed generation, or 0 if unknown. */

@@ -3,7 +3,8 @@
  * state of a pass and its findings).  Only btrfs_check.c and the modules it
  * drives include this: btrfs_names.c (the namespace), btrfs_roots.c
  * (subvolume references), btrfs_csum.c (the csum tree), btrfs_fst.c (the
- * free space tree), btrfs_chunks.c (chunks, device extents) and
+ * free space tree), btrfs_v1cache.c (the v1 space cache), btrfs_chunks.c
+ * (chunks, device extents) and
  * btrfs_check_report.c (the messages).
  */
 #ifndef FSCRUB_BTRFS_CHECK_INT_H
@@ -37,6 +38,7 @@ enum finding_kind {
 	F_CSUM_ORPHAN,		/* csum items over bytes no data extent holds */
 	F_FST_USED_FREE,	/* the free space tree calls an extent's bytes free */
 	F_FST_COUNT,		/* a FREE_SPACE_INFO's extent count != its free ranges */
+	F_V1_USED_FREE,		/* the v1 space cache calls an extent's bytes free */
 	/* btrfs_chunks.c */
 	F_CHUNK_NO_BG,		/* a chunk without a block group item */
 	F_BG_NO_CHUNK,		/* a block group item without a chunk */
@@ -61,7 +63,8 @@ struct tfinding {
 	uint64_t root, ino, file_off;	/* the file named (0: none) */
 	uint64_t logical, len;
 	uint64_t a, b;			/* recorded vs found */
-	uint64_t ref_off;		/* F_REF_COUNT: the back reference's offset */
+	uint64_t ref_off;		/* F_REF_COUNT: the back reference's offset;
+					   F_V1_USED_FREE: the cache's generation */
 	uint64_t other_root, other_ino;	/* F_CROSSLINK: the file the extent belongs to */
 	uint64_t devid, physical;	/* chunk findings: the device and offset */
 	const char *name;		/* a name, owned by the pass (root refs, dir entries) */
@@ -170,6 +173,10 @@ struct pass {
 	uint64_t info_start, info_len, info_transid, run_end;
 	uint32_t info_count, counted;
 	unsigned long long fst_items;
+	/* the v1 space cache, when there is no free space tree (btrfs_v1cache.c) */
+	struct v1cache *v1;
+	int v1_err;
+	unsigned long long v1_caches, v1_loaded, v1_stale, v1_unread;
 	uint64_t pending_at, pending_sum;	/* extents at a bg start before its item */
 	/* the data extent being read */
 	bool in_data;
@@ -184,7 +191,7 @@ struct pass {
 	unsigned long long root_items, fs_items, extent_items, bg_items, calls;
 	unsigned long long data_extents, tree_blocks, file_extents, inodes;
 	unsigned long long chunk_items, dev_items;
-	uint64_t sb_bytes_used, sb_generation;
+	uint64_t sb_bytes_used, sb_generation, sb_cache_generation;
 	bool sb_ok;
 };
 
@@ -206,6 +213,19 @@ void btrfs_csum_finish(struct pass *p);
  */
 void btrfs_fst_used(struct pass *p, uint64_t a, uint64_t b, uint64_t transid);
 void btrfs_fst_finish(struct pass *p);
+
+/*
+ * btrfs_v1cache.c: keep the root tree's FREE_SPACE headers and cache
+ * inodes (an item of the root tree; 0 or -ENOMEM); after the root tree
+ * and the superblock, get ready to read the caches (0 or a negative errno
+ * from the chunk tree); a used extent [a, b), in logical order, against
+ * the cache of its block group; free everything.
+ */
+struct v1cache;
+int btrfs_v1_root_item(struct pass *p, const struct btrfs_tree_item *it);
+int btrfs_v1_open(struct pass *p);
+void btrfs_v1_used(struct pass *p, uint64_t a, uint64_t b, uint64_t transid);
+void btrfs_v1_release(struct pass *p);
 
 /*
  * btrfs_chunks.c: read the chunk and device trees and check them against

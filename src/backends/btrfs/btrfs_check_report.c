@@ -52,6 +52,7 @@ static const char *check_of(enum finding_kind k)
 	case F_CSUM_ORPHAN: return CHECK_BTRFS_CSUM;
 	case F_FST_USED_FREE:
 	case F_FST_COUNT: return CHECK_BTRFS_FREE_SPACE_TREE;
+	case F_V1_USED_FREE: return CHECK_BTRFS_SPACE_CACHE;
 	case F_DIR_PAIR:
 	case F_DIR_ISIZE:
 	case F_ENTRY_NO_REF:
@@ -138,6 +139,11 @@ static void describe(struct scrub_ctx *ctx, const struct tfinding *f, struct str
 	case F_FST_USED_FREE:
 		strbuf_addf(m, "the free space tree calls bytes of the extent at logical %llu "
 			    "(%llu bytes) free (its free range %llu-%llu)", lg, len, a, b);
+		break;
+	case F_V1_USED_FREE:
+		strbuf_addf(m, "the free space cache (v1, generation %llu) calls bytes of the "
+			    "extent at logical %llu (%llu bytes) free (its free range %llu-%llu)",
+			    (unsigned long long)f->ref_off, lg, len, a, b);
 		break;
 	case F_FST_COUNT:
 		strbuf_addf(m, "block group at logical %llu (%llu bytes): its free space info "

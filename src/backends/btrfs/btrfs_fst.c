@@ -127,6 +127,8 @@ void btrfs_fst_used(struct pass *p, uint64_t a, uint64_t b, uint64_t transid)
 {
 	size_t keep = 0;
 
+	if (!p->fst)
+		btrfs_v1_used(p, a, b, transid);
 	if (!p->fst || p->fsr_err)
 		return;
 	fst_read_to(p, b);
