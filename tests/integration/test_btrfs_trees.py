@@ -16,6 +16,7 @@ copy is right), and an edit reverted leaves `btrfs check` clean.
 """
 
 import os
+import re
 import shutil
 import struct
 import subprocess
