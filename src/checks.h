@@ -94,6 +94,7 @@
 #define CHECK_XFS_SPACE		"xfs.space"	/* blocks free and used, used twice, or owned by none */
 #define CHECK_XFS_BLOCK_COUNT	"xfs.block_count"	/* di_nblocks != the blocks the forks map */
 #define CHECK_XFS_SB_SECONDARY	"xfs.sb_secondary"	/* a secondary superblock differs from the primary */
+#define CHECK_XFS_COUNTERS	"xfs.counters"	/* the kernel's inode counters != its AGs' sums */
 #define CHECK_XFS_QUOTA		"xfs.quota"	/* quota usage != what the id's inodes add up to */
 /* The checksum ledger and manifests (src/ledger.c): -x */
 #define CHECK_LEDGER_BITROT	"ledger.bitrot"	/* content changed, size and times did not */

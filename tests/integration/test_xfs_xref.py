@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 import time
 
 import pytest
@@ -183,7 +184,9 @@ def _free_rec_with_inode_in_use(img):
 
 def inode_in_use_made_free(img):
     """An inode in use gets its bit set in ir_free of its inobt and finobt
-    records, their free counts and the AGI's one more.  Returns (ag, ino)."""
+    records, their free counts, the AGI's and the superblock's one more (the
+    kernel takes sb_ifree at mount: left alone, xfs.counters would see the
+    sums differ too).  Returns (ag, ino)."""
     ag, ii, fi, (start, _, _, freecount, free), k = _free_rec_with_inode_in_use(img)
     ino = ino_of(img, ag, start + k)
     newfree = (free | 1 << k) - (1 << 64 if (free | 1 << k) >> 63 else 0)
@@ -193,7 +196,8 @@ def inode_in_use_made_free(img):
                   "write recs[%d].freecount %d" % (ii, freecount + 1),
                   hdr, "addr free_root", "write recs[%d].free -- %d" % (fi, newfree),
                   "write recs[%d].freecount %d" % (fi, freecount + 1),
-                  hdr, "write freecount %d" % (db_int(img, "freecount", hdr) + 1))
+                  hdr, "write freecount %d" % (db_int(img, "freecount", hdr) + 1),
+                  "sb 0", "write ifree %d" % (db_int(img, "ifree", "sb 0") + 1))
     return ag, ino
 
 
@@ -392,3 +396,109 @@ def test_block_count(xref_image, rel, fmt):
     assert xref_errors(r) == [
         ("xfs.block_count", ino, path,
          "AG %d on disk: inode %d counts %d blocks, its forks map %d" % (ag, ino, n + 2, n))], r
+
+
+# --- summary counters (src/backends/xfs/xfs_counters.c) ---------------------
+
+def _sb_lie(img, d_icount, d_ifree):
+    """The primary superblock's inode counters moved by the deltas, its free
+    blocks left alone.  The log is clean, so the kernel takes them at mount
+    as they are (within its sanity limits: ifree <= icount)."""
+    icount = db_int(img, "icount", "sb 0")
+    ifree = db_int(img, "ifree", "sb 0")
+    faults.xfs_db(img, "sb 0", "write icount %d" % (icount + d_icount),
+                  "write ifree %d" % (ifree + d_ifree))
+    out = repair_n(img)
+    assert ("sb_icount %d, counted %d" % (icount + d_icount, icount) in out) == bool(d_icount)
+    assert "sb_ifree %d, counted %d" % (ifree + d_ifree, ifree) in out, out
+    return icount, ifree
+
+
+@pytest.mark.parametrize("d_icount,d_ifree", [(640, 640), (0, 7)],
+                         ids=["icount_and_ifree", "ifree_only"])
+def test_summary_counters(xref_image, d_icount, d_ifree):
+    """The superblock's inode counters lie consistently (in use unchanged:
+    only XFS_IOC_FSCOUNTS sees it) or the free count alone (statfs sees
+    it).  Every AG is right, so only the sums against the kernel's
+    filesystem-wide counters find it."""
+    img = xref_image
+    icount, ifree = _sb_lie(img, d_icount, d_ifree)
+    mnt, r = scrub(img)
+    assert r.rc == 4, r
+    want = []
+    if d_icount:
+        want.append("the kernel counts %d inodes (XFS_IOC_FSCOUNTS), its AGs %d"
+                    % (icount + d_icount, icount))
+    if d_icount != d_ifree:
+        want.append("the kernel counts %d inodes in use (statfs), its AGs %d"
+                    % (icount + d_icount - ifree - d_ifree, icount - ifree))
+    assert xref_errors(r) == [
+        ("xfs.counters", None, mnt, "summary counters: %s (xfs_repair: sb_icount, sb_ifree)"
+         % "; ".join(want))], r
+
+
+def test_summary_counters_moving(xref_image):
+    """The same lie while the inode counts move: figures that moved between
+    the looks are an info "changed while being checked"; an error (the
+    workers stalled for both looks) must show exactly the lie, never a
+    difference made by the churn itself."""
+    img = xref_image
+    _sb_lie(img, 0, 7)
+    mnt = img.mount()
+    stop = time.monotonic() + 60
+
+    def churn():
+        i = 0
+        while time.monotonic() < stop:
+            p = os.path.join(mnt, "churn%d" % (i % 2000))
+            if os.path.exists(p):
+                os.unlink(p)
+            else:
+                open(p, "w").close()
+            i += 1
+    t = threading.Thread(target=churn)
+    t.start()
+    try:
+        r = run_fscrub("-n", "-v", mnt)
+    finally:
+        stop = 0
+        t.join()
+    found = [f for f in r.findings if f.check == "xfs.counters"]
+    assert found, r
+    for f in found:
+        if f.severity == "Info":
+            assert "changed while being checked" in f.message, r
+            continue
+        m = re.search(r"counts (\d+) inodes in use \(statfs\), its AGs (\d+) ", f.message)
+        assert f.severity == "Error" and m and int(m.group(2)) - int(m.group(1)) == 7, r
+        assert "(XFS_IOC_FSCOUNTS)" not in f.message, r
+
+
+@pytest.mark.parametrize("size,agcount,rmap", [(300, 1, True), (300, 4, False),
+                                               (700, 9, True), (1200, 16, False)],
+                         ids=["1ag_rmap", "4ag_normap", "9ag_rmap", "16ag_normap"])
+def test_summary_counters_clean(workdir, size, agcount, rmap):
+    """Clean filesystems of several sizes and AG counts, rmapbt and reflink
+    on and off, after files are made and removed: no xfs.counters."""
+    need_fs("xfs")
+    img = fsimage.Image(workdir, "xfs", size_mb=size)
+    try:
+        with open(img.path, "wb") as fh:
+            fh.truncate(size << 20)
+        env = dict(os.environ, **fsimage._XFS_SMALL_ENV)
+        feat = "rmapbt=1,reflink=1" if rmap else "rmapbt=0,reflink=0"
+        fsimage.run(["mkfs.xfs", "-f", "-q", "-m", "crc=1," + feat, "-d",
+                     "agcount=%d" % agcount, img.path], env=env)
+        mnt = img.mount()
+        if rmap:
+            _fill(mnt)
+        for i in range(500):
+            with open(os.path.join(mnt, "g%d" % i), "w") as fh:
+                fh.write("x")
+        for i in range(0, 500, 3):
+            os.unlink(os.path.join(mnt, "g%d" % i))
+        time.sleep(1.1)
+        r = run_fscrub("-n", mnt)
+        assert r.rc == 0 and not [f for f in r.findings if f.check == "xfs.counters"], r
+    finally:
+        img.cleanup(remove=True)

@@ -255,6 +255,7 @@ static int xfs_scan_metadata(struct scrub_ctx *ctx)
 	else
 		xfs_inodes_phase2(ctx);
 	xfs_ondisk_check(ctx);
+	xfs_counters_check(ctx);
 	report_verbose(ctx, "Phase 2: BULKSTAT: %llu inodes, %llu checked by the kernel since "
 		       "mount, %llu marked sick", (unsigned long long)atomic_load(&xs->nr_bulkstat),
 		       (unsigned long long)atomic_load(&xs->nr_checked),

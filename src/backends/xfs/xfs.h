@@ -12,6 +12,8 @@
  *   xfs_xref.c    phase 2: what those reads give cross-referenced: inode
  *                 allocation, unlinked lists, free against used space,
  *                 block counts, secondary superblocks.
+ *   xfs_counters.c phase 2, after them: the kernel's inode counters against
+ *                 the sums of its per-AG ones.
  *   xfs_inodes.c  phase 2: BULKSTAT of every inode; phase 3, after the walk:
  *                 orphaned inodes, bulkstat health, the reverse-mapping
  *                 cross-check with GETFSMAP; per-inode findings reported
@@ -102,6 +104,9 @@ void xfs_kscrub_all(struct scrub_ctx *ctx);
 
 /* xfs_ondisk.c: phase 2, AG headers, btrees and inodes read from the disk. */
 void xfs_ondisk_check(struct scrub_ctx *ctx);
+
+/* xfs_counters.c: phase 2, the kernel's inode counters against its AGs'. */
+void xfs_counters_check(struct scrub_ctx *ctx);
 
 /*
  * xfs_walkstat.c: phase 3, in the walk threads.  add() holds an entry of
