@@ -21,128 +21,53 @@
 #include <linux/btrfs_tree.h>
 
 #include "backends/btrfs/btrfs_check_int.h"
+#include "fake_tree_search.h"
 
 #define GiB (1ULL << 30)
 #define MiB (1ULL << 20)
-#define MAX_ITEMS 64
 #define MAX_FINDINGS 4096	/* as btrfs_check.c allocates */
-
-struct fake_item {
-	uint64_t tree;
-	struct btrfs_tkey key;
-	unsigned char data[256];
-	uint32_t len;
-};
-
-static struct fake_item items[MAX_ITEMS];
-static unsigned nr_items;
-static int fake_errno;
-
-static void put64(unsigned char *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void put16(unsigned char *p, uint16_t v)
-{
-	p[0] = (unsigned char)v;
-	p[1] = (unsigned char)(v >> 8);
-}
-
-/* Items are added in key order per tree, as a tree holds them. */
-static struct fake_item *add(uint64_t tree, uint64_t objectid, uint8_t type, uint64_t offset,
-			     uint32_t len)
-{
-	struct fake_item *it = &items[nr_items++];
-
-	assert_true(nr_items <= MAX_ITEMS);
-	memset(it, 0, sizeof(*it));
-	it->tree = tree;
-	it->key = (struct btrfs_tkey){ objectid, type, offset };
-	it->len = len;
-	return it;
-}
 
 /* A CHUNK_ITEM at logical of len bytes, type, n stripes (devid 1, offsets phys[]). */
 static void chunk(uint64_t logical, uint64_t len, uint64_t type, uint16_t n, uint16_t sub,
 		  const uint64_t *phys)
 {
-	struct fake_item *it = add(BTRFS_CHUNK_TREE_OBJECTID, BTRFS_FIRST_CHUNK_TREE_OBJECTID,
-				   BTRFS_CHUNK_ITEM_KEY, logical, 48 + 32 * n);
+	struct fake_item *it = fake_tree_add(BTRFS_CHUNK_TREE_OBJECTID,
+					     (struct btrfs_tkey){ BTRFS_FIRST_CHUNK_TREE_OBJECTID,
+								  BTRFS_CHUNK_ITEM_KEY, logical },
+					     48 + 32 * n);
 
-	put64(it->data, len);
-	put64(it->data + 16, 64 * 1024);
-	put64(it->data + 24, type);
-	put16(it->data + 44, n);
-	put16(it->data + 46, sub);
+	fake_put64(it->data, len);
+	fake_put64(it->data + 16, 64 * 1024);
+	fake_put64(it->data + 24, type);
+	fake_put16(it->data + 44, n);
+	fake_put16(it->data + 46, sub);
 	for (uint16_t i = 0; i < n; i++) {
-		put64(it->data + 48 + 32 * i, 1);
-		put64(it->data + 48 + 32 * i + 8, phys[i]);
+		fake_put64(it->data + 48 + 32 * i, 1);
+		fake_put64(it->data + 48 + 32 * i + 8, phys[i]);
 	}
 }
 
 static void dev_item(uint64_t devid, uint64_t bytes_used)
 {
-	struct fake_item *it = add(BTRFS_CHUNK_TREE_OBJECTID, BTRFS_DEV_ITEMS_OBJECTID,
-				   BTRFS_DEV_ITEM_KEY, devid, 98);
+	struct fake_item *it = fake_tree_add(BTRFS_CHUNK_TREE_OBJECTID,
+					     (struct btrfs_tkey){ BTRFS_DEV_ITEMS_OBJECTID,
+								  BTRFS_DEV_ITEM_KEY, devid },
+					     98);
 
-	put64(it->data, devid);
-	put64(it->data + 8, 100 * GiB);
-	put64(it->data + 16, bytes_used);
+	fake_put64(it->data, devid);
+	fake_put64(it->data + 8, 100 * GiB);
+	fake_put64(it->data + 16, bytes_used);
 }
 
 static void dev_extent(uint64_t devid, uint64_t phys, uint64_t logical, uint64_t len)
 {
-	struct fake_item *it = add(BTRFS_DEV_TREE_OBJECTID, devid, BTRFS_DEV_EXTENT_KEY, phys, 48);
+	struct fake_item *it = fake_tree_add(BTRFS_DEV_TREE_OBJECTID,
+					     (struct btrfs_tkey){ devid, BTRFS_DEV_EXTENT_KEY, phys }, 48);
 
-	put64(it->data, BTRFS_CHUNK_TREE_OBJECTID);
-	put64(it->data + 8, BTRFS_FIRST_CHUNK_TREE_OBJECTID);
-	put64(it->data + 16, logical);
-	put64(it->data + 24, len);
-}
-
-int __wrap_ioctl(int fd, unsigned long req, ...);
-
-/* The fake tree's items in [min, max] of the tree asked for, three per call. */
-int __wrap_ioctl(int fd, unsigned long req, ...)
-{
-	struct btrfs_ioctl_search_args_v2 *a;
-	struct btrfs_ioctl_search_key *k;
-	struct btrfs_tkey lo, hi;
-	size_t pos = 0;
-	unsigned n = 0;
-	va_list ap;
-
-	(void)fd;
-	va_start(ap, req);
-	a = va_arg(ap, struct btrfs_ioctl_search_args_v2 *);
-	va_end(ap);
-	assert_true(req == BTRFS_IOC_TREE_SEARCH_V2);
-	if (fake_errno) {
-		errno = fake_errno;
-		return -1;
-	}
-	k = &a->key;
-	lo = (struct btrfs_tkey){ k->min_objectid, (uint8_t)k->min_type, k->min_offset };
-	hi = (struct btrfs_tkey){ k->max_objectid, (uint8_t)k->max_type, k->max_offset };
-	for (unsigned i = 0; i < nr_items && n < 3; i++) {
-		const struct fake_item *it = &items[i];
-		struct btrfs_ioctl_search_header h = {
-			.transid = 7, .objectid = it->key.objectid, .type = it->key.type,
-			.offset = it->key.offset, .len = it->len,
-		};
-
-		if (it->tree != k->tree_id || btrfs_key_cmp(&it->key, &lo) < 0 ||
-		    btrfs_key_cmp(&it->key, &hi) > 0)
-			continue;
-		memcpy(a->buf + pos, &h, sizeof(h));
-		memcpy(a->buf + pos + sizeof(h), it->data, it->len);
-		pos += sizeof(h) + it->len;
-		n++;
-	}
-	k->nr_items = n;
-	return 0;
+	fake_put64(it->data, BTRFS_CHUNK_TREE_OBJECTID);
+	fake_put64(it->data + 8, BTRFS_FIRST_CHUNK_TREE_OBJECTID);
+	fake_put64(it->data + 16, logical);
+	fake_put64(it->data + 24, len);
 }
 
 static struct pass p;
@@ -163,8 +88,7 @@ static int setup(void **state)
 			      sys[] = { 4 * GiB };
 
 	(void)state;
-	nr_items = 0;
-	fake_errno = 0;
+	fake_tree_reset(3, 7);
 	memset(&p, 0, sizeof(p));
 	p.fd = 3;
 	p.f = calloc(MAX_FINDINGS, sizeof(*p.f));
@@ -311,7 +235,7 @@ static void test_striped_profiles(void **state)
 	static const uint64_t r1c3[] = { 40 * GiB, 41 * GiB, 42 * GiB };
 
 	(void)state;
-	nr_items = 0;
+	fake_tree_reset(3, 7);
 	p.nr_bg = 0;
 	dev_item(1, 10 * GiB);	/* 3 + 4 + 3 device extents of 1 GiB */
 	chunk(10 * GiB, 2 * GiB, BTRFS_BLOCK_GROUP_DATA | BTRFS_BLOCK_GROUP_RAID5, 3, 0, r5);
@@ -333,7 +257,7 @@ static void test_striped_profiles(void **state)
 static void test_ioctl_error(void **state)
 {
 	(void)state;
-	fake_errno = EPERM;
+	fake_tree.err = EPERM;
 	assert_int_equal(btrfs_check_chunks(&p), -EPERM);
 	assert_int_equal(p.nr_f, 0);
 }

@@ -18,20 +18,20 @@
 #include <linux/btrfs.h>
 
 #include "backends/btrfs/btrfs_trees.h"
+#include "fake_tree_search.h"
 
 #define NKEYS 40
+#define TREE 7		/* the tree the tests read */
 
 static struct btrfs_tkey keys[NKEYS];
-static int fake_errno;		/* nonzero: the ioctl fails with it */
-static unsigned per_call;	/* items served per call at most */
-static unsigned calls;
 
 static int key_cmp(const void *a, const void *b)
 {
 	return btrfs_key_cmp(a, b);
 }
 
-static void make_keys(void)
+/* The fake tree of NKEYS keys, served per_call items a call. */
+static void make_keys(unsigned per_call)
 {
 	unsigned n = 0;
 
@@ -48,50 +48,10 @@ static void make_keys(void)
 	}
 	keys[n++] = (struct btrfs_tkey){ UINT64_MAX, UINT8_MAX, UINT64_MAX };	/* the last key */
 	qsort(keys, NKEYS, sizeof(keys[0]), key_cmp);
-}
-
-int __wrap_ioctl(int fd, unsigned long req, ...);
-
-/* Items in [min, max] from the fake tree, their data the key's objectid. */
-int __wrap_ioctl(int fd, unsigned long req, ...)
-{
-	struct btrfs_ioctl_search_args_v2 *a;
-	struct btrfs_ioctl_search_key *k;
-	struct btrfs_tkey lo, hi;
-	size_t pos = 0;
-	unsigned n = 0;
-	va_list ap;
-
-	(void)fd;
-	va_start(ap, req);
-	a = va_arg(ap, struct btrfs_ioctl_search_args_v2 *);
-	va_end(ap);
-	assert_true(req == BTRFS_IOC_TREE_SEARCH_V2);
-	calls++;
-	if (fake_errno) {
-		errno = fake_errno;
-		return -1;
-	}
-	k = &a->key;
-	lo = (struct btrfs_tkey){ k->min_objectid, (uint8_t)k->min_type, k->min_offset };
-	hi = (struct btrfs_tkey){ k->max_objectid, (uint8_t)k->max_type, k->max_offset };
-	for (unsigned i = 0; i < NKEYS && n < per_call; i++) {
-		struct btrfs_ioctl_search_header h = {
-			.transid = 9, .objectid = keys[i].objectid, .type = keys[i].type,
-			.offset = keys[i].offset, .len = 8,
-		};
-
-		if (btrfs_key_cmp(&keys[i], &lo) < 0 || btrfs_key_cmp(&keys[i], &hi) > 0)
-			continue;
-		if (pos + sizeof(h) + 8 > a->buf_size)
-			break;
-		memcpy(a->buf + pos, &h, sizeof(h));
-		memcpy(a->buf + pos + sizeof(h), &keys[i].objectid, 8);
-		pos += sizeof(h) + 8;
-		n++;
-	}
-	k->nr_items = n;
-	return 0;
+	/* the fake tree: each item's data is its key's objectid */
+	fake_tree_reset(per_call, 9);
+	for (n = 0; n < NKEYS; n++)
+		fake_put64(fake_tree_add(TREE, keys[n], 8)->data, keys[n].objectid);
 }
 
 /* Read [lo, hi]; every key of the fake tree inside it, in order, once. */
@@ -102,7 +62,7 @@ static void read_range(struct btrfs_tkey lo, struct btrfs_tkey hi)
 	unsigned want = 0;
 	int ret;
 
-	assert_int_equal(btrfs_tree_open(&r, 3, 7, lo, hi), 0);
+	assert_int_equal(btrfs_tree_open(&r, 3, TREE, lo, hi), 0);
 	while (want < NKEYS && btrfs_key_cmp(&keys[want], &lo) < 0)
 		want++;
 	while ((ret = btrfs_tree_next(&r, &it)) > 0) {
@@ -123,20 +83,18 @@ static void test_whole_tree_in_small_batches(void **state)
 	struct btrfs_tkey all_lo = { 0, 0, 0 }, all_hi = { UINT64_MAX, UINT8_MAX, UINT64_MAX };
 
 	(void)state;
-	make_keys();
-	for (per_call = 1; per_call <= 7; per_call++) {
-		calls = 0;
+	for (unsigned per_call = 1; per_call <= 7; per_call++) {
+		make_keys(per_call);
 		read_range(all_lo, all_hi);
 		/* a call per batch, and one that finds nothing (none after the last key) */
-		assert_true(calls >= NKEYS / per_call);
+		assert_true(fake_tree.calls >= NKEYS / per_call);
 	}
 }
 
 static void test_sub_ranges(void **state)
 {
 	(void)state;
-	make_keys();
-	per_call = 3;
+	make_keys(3);
 	for (unsigned i = 0; i < NKEYS; i++)
 		for (unsigned j = i; j < NKEYS; j += 3)
 			read_range(keys[i], keys[j]);
@@ -151,13 +109,11 @@ static void test_errors(void **state)
 	struct btrfs_tree_item it;
 
 	(void)state;
-	make_keys();
-	per_call = 2;
-	fake_errno = ENOENT;
-	assert_int_equal(btrfs_tree_open(&r, 3, 7, keys[0], keys[NKEYS - 1]), 0);
+	make_keys(2);
+	fake_tree.err = ENOENT;
+	assert_int_equal(btrfs_tree_open(&r, 3, TREE, keys[0], keys[NKEYS - 1]), 0);
 	assert_int_equal(btrfs_tree_next(&r, &it), -ENOENT);
 	btrfs_tree_close(&r);
-	fake_errno = 0;
 }
 
 static void test_get(void **state)
