@@ -12,6 +12,8 @@ for all of them before."""
 import errno
 import json
 import os
+import re
+import struct
 import time
 
 import pytest
@@ -23,6 +25,106 @@ def set_many(path, n, ns):
     for i in range(n):
         os.setxattr(path, "%s.attr_%016d" % (ns, i), b"value %d" % i,
                     follow_symlinks=False)
+
+
+# A POSIX access ACL (version 2; user::rw-, user:1000:r--, group::r--,
+# mask::r--, other::r--): XFS keeps it as the root-namespace attribute
+# SGI_ACL_FILE, which the listing must give as system.posix_acl_access.
+ACL = struct.pack("<I", 2) + b"".join(struct.pack("<HHI", tag, perm, ident) for tag, perm, ident in
+                                      ((1, 6, 0xffffffff), (2, 4, 1000), (4, 4, 0xffffffff),
+                                       (0x10, 4, 0xffffffff), (0x20, 4, 0xffffffff)))
+# Besides the n, on the file: 5 trusted.*, 5 security.* and the ACL.
+EXTRA = 11
+
+
+def populate(mnt, n):
+    """A file and a directory with n user.* attributes each (the file with
+    EXTRA more in the other namespaces), a symlink with n trusted.* ones
+    (the VFS refuses user.* on symlinks); each listing is over the VFS
+    limit.  Returns the paths."""
+    f = os.path.join(mnt, "file")
+    d = os.path.join(mnt, "dir")
+    l = os.path.join(mnt, "link")
+    with open(f, "w") as out:
+        out.write("data\n")
+    os.mkdir(d)
+    os.symlink("file", l)
+    set_many(f, n, "user")
+    set_many(d, n, "user")
+    set_many(l, n, "trusted")
+    for i in range(5):
+        os.setxattr(f, "trusted.fscrub_%d" % i, b"t")
+        os.setxattr(f, "security.fscrub_%d" % i, b"s")
+    os.setxattr(f, "system.posix_acl_access", ACL)
+    for p in (f, d, l):
+        with pytest.raises(OSError) as e:
+            os.listxattr(p, follow_symlinks=False)
+        assert e.value.errno == errno.E2BIG, p
+    return f, d, l
+
+
+def attribute_counts(r):
+    m = re.search(r"^Phase 3: .* (\d+) attributes \((\d+) values read\)$", r.stdout, re.M)
+    assert m, r
+    return int(m.group(1)), int(m.group(2))
+
+
+@pytest.mark.parametrize("n", [3000, 30000])
+@pytest.mark.parametrize("fstype", ["xfs"])
+def test_many_attributes_listed_and_read(image_factory, workdir, fstype, n):
+    img = image_factory(fstype, size_mb=300)
+    img.mkfs()
+    mnt = img.mount()
+    f, _, _ = populate(mnt, n)
+    expected = 3 * n + EXTRA
+    img.remount()
+    time.sleep(1.1)       # past the changed-during-scan margin
+    out = os.path.join(workdir, "report.json")
+    t0 = time.monotonic()
+    r = run_fscrub("-n", "-v", "--json", out, mnt)
+    took = time.monotonic() - t0
+    print("%s, %d attributes on each of 3 inodes: scan %.2f s" % (fstype, n, took))
+    assert r.rc == 0 and r.errors == [] and "fscrub:" not in r.stderr, r
+    assert "with %s backend" % fstype in r.stdout, r
+    assert attribute_counts(r) == (expected, expected), r
+    assert r.of("Info", "xattr.too_many") == [], r
+    with open(out) as j:
+        stats = json.load(j)["stats"]
+    assert stats["xattrs"] == expected and stats["xattr_values"] == expected, stats
+    assert stats["xattrs_unlisted"] == 0, stats
+
+
+def test_xfs_unreadable_value_of_big_inode(image_factory):
+    """A remote value (8000 bytes: a block of its own) of a file with 3000
+    more names, its block's data changed offline: the CRC check refuses it,
+    and the listing that XFS_IOC_ATTRLIST_BY_HANDLE gave still leads to it."""
+    img = image_factory("xfs", size_mb=300)
+    img.mkfs()
+    mnt = img.mount()
+    p = os.path.join(mnt, "file")
+    with open(p, "w") as out:
+        out.write("data\n")
+    set_many(p, 3000, "user")
+    marker = b"FSCRUB-REMOTE-VALUE-"
+    os.setxattr(p, "user.remote", (marker * 400)[:8000])
+    ino = os.stat(p).st_ino
+    img.offline()
+    with open(img.path, "r+b") as dev:
+        data = dev.read()
+        at = data.find(marker * 4)
+        assert at > 0 and data.find(marker * 4, at + 8000) < 0
+        dev.seek(at + 100)
+        dev.write(b"XXXX")
+    del data
+    mnt = img.mount()
+    time.sleep(1.1)
+    r = run_fscrub("-n", "-v", mnt)
+    assert r.rc == 4 and "fscrub:" not in r.stderr, r
+    hits = r.of("Error", "xattr.unreadable")
+    assert [(h.path, h.inode) for h in hits] == [(escaped(p), ino)], r
+    assert "'user.remote'" in hits[0].message, r
+    # the other 3000 were read
+    assert attribute_counts(r) == (3001, 3000), r
 
 
 def test_tmpfs_too_many_names_is_an_info(workdir):
