@@ -44,6 +44,8 @@
 #define CHECK_XATTR_UNREADABLE	"xattr.unreadable"
 #define CHECK_XATTR_SIZE	"xattr.size"	/* value length differs between probe and read */
 #define CHECK_XATTR_MISSING	"xattr.missing"	/* listed but cannot be found */
+/* info: more names than listxattr() can return, and no other listing */
+#define CHECK_XATTR_TOO_MANY	"xattr.too_many"
 /* data */
 #define CHECK_DATA_READ		"data.read"	/* a data read failed at an offset */
 /* media errors found reading the device in physical order (-x) */

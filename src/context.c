@@ -49,6 +49,8 @@ void scrub_stats_add(struct scrub_stats *to, const struct scrub_stats *from)
 	to->entries += from->entries;
 	to->extents += from->extents;
 	to->xattrs += from->xattrs;
+	to->xattr_values += from->xattr_values;
+	to->xattr_unlisted += from->xattr_unlisted;
 	to->bytes_read += from->bytes_read;
 	to->blocks += from->blocks;
 	to->inodes += from->inodes;

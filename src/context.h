@@ -94,6 +94,8 @@ struct scrub_stats {
 	unsigned long long symlinks_unread;	/* reading would change their atime */
 	unsigned long long entries;		/* directory entries read */
 	unsigned long long extents, xattrs;
+	unsigned long long xattr_values;	/* of xattrs: values read back whole */
+	unsigned long long xattr_unlisted;	/* inodes with too many names to list */
 	unsigned long long bytes_read;		/* -x */
 	unsigned long long blocks;		/* st_blocks of inodes seen, 512 B units */
 	unsigned long long inodes;		/* distinct inodes seen */

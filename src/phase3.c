@@ -70,9 +70,9 @@ int phase3_inodes(struct scrub_ctx *ctx, unsigned long long *items)
 	}
 	*items = stats.entries;
 	report_verbose(ctx, "Phase 3: %llu directories, %llu files, %llu symlinks, %llu "
-		       "special files, %llu extents, %llu attributes",
+		       "special files, %llu extents, %llu attributes (%llu values read)",
 		       stats.dirs, stats.files, stats.symlinks, stats.specials,
-		       stats.extents, stats.xattrs);
+		       stats.extents, stats.xattrs, stats.xattr_values);
 	if (stats.symlinks_unread)
 		str_info(ctx, CHECK_SYMLINK_UNREAD, NULL, NULL, 0,
 			 "%llu of %llu symlinks were not read (symlink.size not checked): "

@@ -274,6 +274,10 @@ void report_summary(struct scrub_ctx *ctx)
 		strbuf_addf(&sb, " Unmount and run %s.", tool);
 	if (atomic_load(&ctx->nr_content_errors))
 		strbuf_addstr(&sb, " Restore the damaged files from a backup.");
+	if (ctx->stats.xattr_unlisted)
+		strbuf_addf(&sb, " %llu %s more attribute names than the VFS can list: "
+			    "not checked.", ctx->stats.xattr_unlisted,
+			    plural(ctx->stats.xattr_unlisted, "inode has", "inodes have"));
 	if (ctx->opt.verbose)
 		strbuf_addf(&sb, " (%llu %s)", atomic_load(&ctx->nr_infos),
 			    plural(atomic_load(&ctx->nr_infos), "info", "infos"));

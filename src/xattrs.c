@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/xattr.h>
 
+#include "backend_core.h"
 #include "checks.h"
 #include "ledger_store.h"
 #include "report.h"
@@ -71,17 +72,6 @@ static ssize_t list_names(const struct xattr_src *s, struct xattr_buf *xb)
 	return -ERANGE;
 }
 
-/* Is name still in the attribute list? */
-static bool still_listed(const struct xattr_src *s, struct xattr_buf *xb, const char *name)
-{
-	ssize_t n = list_names(s, xb);
-
-	for (ssize_t off = 0; n > 0 && off < n; off += (ssize_t)strlen(xb->names + off) + 1)
-		if (!strcmp(xb->names + off, name))
-			return true;
-	return false;
-}
-
 enum value_result { VALUE_OK, VALUE_GONE, VALUE_SIZE, VALUE_ERROR };
 
 /* Size one value, then read it; *err gets the errno for VALUE_ERROR. */
@@ -117,7 +107,57 @@ struct xattr_target {
 	int inode_fd;			/* to tell whether the inode changed; -1: use dirfd+name */
 	int dirfd;
 	const struct statx *stx;	/* the inode as the walk saw it */
+	const struct walk_dir *wd;	/* for the backend's own listing */
+	const struct walk_entry *we;	/* NULL: the directory itself */
 };
+
+/*
+ * The names of an inode listxattr() refused (E2BIG), from the backend's
+ * own listing into names: 0, or a negative errno (-EOPNOTSUPP: none).
+ */
+static int list_big(const struct xattr_target *tg, int fd, struct strbuf *names)
+{
+	struct scrub_ctx *ctx = tg->t->ctx;
+	struct backend_dir bd;
+	struct backend_entry be;
+
+	if (!ctx->ops->list_xattrs)
+		return -EOPNOTSUPP;
+	bd = backend_dir_of(tg->t, tg->wd);
+	if (!tg->we)
+		return ctx->ops->list_xattrs(ctx, &bd, NULL, names);
+	be = backend_entry_of(tg->we, fd);
+	return ctx->ops->list_xattrs(ctx, &bd, &be, names);
+}
+
+static bool list_has(const char *list, size_t n, const char *name)
+{
+	for (size_t off = 0; off < n; off += strlen(list + off) + 1)
+		if (!strcmp(list + off, name))
+			return true;
+	return false;
+}
+
+/*
+ * Is name still in the attribute list?  Through the backend's listing
+ * when the VFS cannot list them all; true when the list cannot be had at
+ * all (whether the inode changed then decides).
+ */
+static bool still_listed(const struct xattr_target *tg, const struct xattr_src *s,
+			 struct xattr_buf *xb, const char *name)
+{
+	ssize_t n = list_names(s, xb);
+	struct strbuf big = STRBUF_INIT;
+	bool found;
+
+	if (n >= 0)
+		return list_has(xb->names, (size_t)n, name);
+	if (n != -E2BIG)
+		return false;
+	found = list_big(tg, s->fd, &big) < 0 || list_has(big.buf, big.len, name);
+	strbuf_release(&big);
+	return found;
+}
 
 static bool target_changed(const struct xattr_target *tg)
 {
@@ -136,13 +176,17 @@ static void check_one(const struct xattr_target *tg, const struct xattr_src *s,
 	int err = 0;
 	enum value_result r = read_value(s, xb, xname, &err, &probe, &got);
 
-	if (r == VALUE_OK)
+	if (r == VALUE_OK) {
+		tg->t->stats.xattr_values++;
 		return;
+	}
 	/* Look again: another process may be changing this attribute. */
 	r = read_value(s, xb, xname, &err, &probe, &got);
-	if (r == VALUE_OK)
+	if (r == VALUE_OK) {
+		tg->t->stats.xattr_values++;
 		return;
-	if (r == VALUE_GONE && !still_listed(s, xb, xname))
+	}
+	if (r == VALUE_GONE && !still_listed(tg, s, xb, xname))
 		return;		/* removed meanwhile */
 	if (target_changed(tg)) {
 		str_changed(ctx, CHECK_XATTR_SIZE, tg->dir, tg->name, tg->ino,
@@ -173,37 +217,26 @@ static void check_one(const struct xattr_target *tg, const struct xattr_src *s,
 	}
 }
 
-static void check_all(const struct xattr_target *tg, const struct xattr_src *s,
-		      struct xattr_buf *xb)
+/* The list could not be had: a corruption (looked at twice) or an operational error. */
+static void list_failed(const struct xattr_target *tg, int err)
 {
 	struct scrub_ctx *ctx = tg->t->ctx;
-	ssize_t n = list_names(s, xb);
 
-	xb->ledger_named = false;
-	if (n < 0 && xattr_unsupported(-n))
-		return;
-	if (n < 0 && (-n == ENOENT || -n == ELOOP))
-		return;		/* the name went away; the walk reports races */
-	if (n < 0 && errno_is_corruption(-n))
-		n = list_names(s, xb);	/* look again */
-	if (n < 0) {
-		if (!errno_is_corruption(-n))
-			report_operational(ctx, tg->dir, tg->name, (int)-n,
-					   "cannot list attributes");
-		else if (target_changed(tg))
-			str_changed(ctx, CHECK_XATTR_UNREADABLE, tg->dir, tg->name,
-				    tg->ino, "attribute list");
-		else
-			str_error(ctx, CHECK_XATTR_UNREADABLE, tg->dir, tg->name, tg->ino,
-				  "cannot list attributes: %s", strerror((int)-n));
-		return;
-	}
-	/* Copy the list: checking one value may re-list into xb->names. */
-	char *list = xmalloc((size_t)n + 1);
+	if (!errno_is_corruption(err))
+		report_operational(ctx, tg->dir, tg->name, err, "cannot list attributes");
+	else if (target_changed(tg))
+		str_changed(ctx, CHECK_XATTR_UNREADABLE, tg->dir, tg->name, tg->ino,
+			    "attribute list");
+	else
+		str_error(ctx, CHECK_XATTR_UNREADABLE, tg->dir, tg->name, tg->ino,
+			  "cannot list attributes: %s", strerror(err));
+}
 
-	memcpy(list, xb->names, (size_t)n);
-	list[n] = '\0';
-	for (ssize_t off = 0; off < n; off += (ssize_t)strlen(list + off) + 1) {
+/* Read back every value of list (n bytes of NUL-terminated names). */
+static void check_list(const struct xattr_target *tg, const struct xattr_src *s,
+		       struct xattr_buf *xb, const char *list, size_t n)
+{
+	for (size_t off = 0; off < n; off += strlen(list + off) + 1) {
 		if (list[off] == '\0')
 			continue;
 		tg->t->stats.xattrs++;
@@ -211,6 +244,63 @@ static void check_all(const struct xattr_target *tg, const struct xattr_src *s,
 			xb->ledger_named = true;
 		check_one(tg, s, xb, list + off);
 	}
+}
+
+/*
+ * More names than listxattr() can return (E2BIG, over 64 KiB of them, which
+ * XFS, btrfs and tmpfs hold legally): the backend's own listing, else one
+ * info: the inode's attributes are not checked, and that is counted.
+ */
+static void check_big(const struct xattr_target *tg, const struct xattr_src *s,
+		      struct xattr_buf *xb)
+{
+	struct strbuf names = STRBUF_INIT;
+	int ret = list_big(tg, s->fd, &names);
+
+	if (ret < 0 && errno_is_corruption(-ret)) {
+		strbuf_reset(&names);
+		ret = list_big(tg, s->fd, &names);	/* look again */
+	}
+	if (ret == 0) {
+		check_list(tg, s, xb, names.buf, names.len);
+	} else if (ret == -EOPNOTSUPP || ret == -EPERM || ret == -EACCES) {
+		tg->t->stats.xattr_unlisted++;
+		str_info(tg->t->ctx, CHECK_XATTR_TOO_MANY, tg->dir, tg->name, tg->ino,
+			 "more attribute names than the VFS can list: not checked%s",
+			 ret == -EOPNOTSUPP ? "" : " (the filesystem's own listing needs "
+			 "CAP_SYS_ADMIN)");
+	} else if (ret != -ENOENT && ret != -ESTALE) {	/* else: gone meanwhile */
+		list_failed(tg, -ret);
+	}
+	strbuf_release(&names);
+}
+
+static void check_all(const struct xattr_target *tg, const struct xattr_src *s,
+		      struct xattr_buf *xb)
+{
+	ssize_t n = list_names(s, xb);
+
+	xb->ledger_named = false;
+	if (n < 0 && xattr_unsupported(-n))
+		return;
+	if (n < 0 && (-n == ENOENT || -n == ELOOP))
+		return;		/* the name went away; the walk reports races */
+	if (n == -E2BIG) {
+		check_big(tg, s, xb);
+		return;
+	}
+	if (n < 0 && errno_is_corruption(-n))
+		n = list_names(s, xb);	/* look again */
+	if (n < 0) {
+		list_failed(tg, (int)-n);
+		return;
+	}
+	/* Copy the list: checking one value may re-list into xb->names. */
+	char *list = xmalloc((size_t)n + 1);
+
+	memcpy(list, xb->names, (size_t)n);
+	list[n] = '\0';
+	check_list(tg, s, xb, list, (size_t)n);
 	free(list);
 }
 
@@ -219,7 +309,7 @@ void xattrs_check_entry(struct walk_thread *t, struct xattr_buf *xb,
 {
 	struct xattr_target tg = {
 		.t = t, .dir = d->node, .name = e->name, .ino = e->stx.stx_ino,
-		.inode_fd = fd, .dirfd = d->fd, .stx = &e->stx,
+		.inode_fd = fd, .dirfd = d->fd, .stx = &e->stx, .wd = d, .we = e,
 	};
 	struct xattr_src s = { .fd = fd };
 
@@ -243,7 +333,7 @@ void xattrs_check_dir(struct walk_thread *t, struct xattr_buf *xb, const struct 
 {
 	struct xattr_target tg = {
 		.t = t, .dir = d->node, .name = NULL, .ino = d->before.stx_ino,
-		.inode_fd = d->fd, .dirfd = d->fd, .stx = &d->before,
+		.inode_fd = d->fd, .dirfd = d->fd, .stx = &d->before, .wd = d,
 	};
 	struct xattr_src s = { .fd = d->fd };
 

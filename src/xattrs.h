@@ -9,6 +9,12 @@
  * different length than the size probe, or a name that is listed but
  * cannot be found, is looked at again before it is reported (another
  * process may be changing the attributes).
+ *
+ * An inode with more names than listxattr() can return (E2BIG: the VFS
+ * lists at most 64 KiB of them; XFS, btrfs and tmpfs hold more) is listed
+ * by the backend's list_xattrs hook (backend.h) and its values read back
+ * as any others; without one, one xattr.too_many info says its attributes
+ * were not checked, counted in scrub_stats.xattr_unlisted.
  */
 #ifndef FSCRUB_XATTRS_H
 #define FSCRUB_XATTRS_H

@@ -26,8 +26,8 @@
  *
  * Threading: hooks that take only the context run on the main thread,
  * one at a time, and may change the backend's state (ctx->backend) as
- * they like.  check_dir, check_inode, data_elsewhere and
- * data_checksummed run in the walk threads, many at once: they may touch
+ * they like.  check_dir, check_inode, data_elsewhere,
+ * data_checksummed and list_xattrs run in the walk threads, many at once: they may touch
  * only per-thread state (indexed by backend_dir.thread) or state they
  * lock or update atomically, and must not block for long (the walk
  * waits).
@@ -42,6 +42,7 @@
 struct scrub_ctx;
 struct dir_node;
 struct statx;
+struct strbuf;
 
 /*
  * A directory the walk is reading, as a backend sees it; valid for the
@@ -103,6 +104,20 @@ struct scrub_ops {
 	 * Answer false when it cannot be told.  NULL: never (XFS, ext4).
 	 */
 	bool (*data_checksummed)(struct scrub_ctx *ctx, int fd);
+	/*
+	 * Phase 3, walk threads: listxattr() refused an inode's attribute
+	 * names as more than the VFS can list (E2BIG: over 64 KiB).  Append
+	 * each of its names, whole ("user.x", "trusted.y") and NUL-terminated,
+	 * to names, from the filesystem's own listing.  The inode is e, an
+	 * entry of d (e->fd open on it, or -1: d->fd and e->name, a symlink
+	 * never followed), or d itself when e is NULL.  Returns 0;
+	 * -EOPNOTSUPP when the filesystem has no such listing for it;
+	 * -EPERM or -EACCES without the privilege it needs; another negative
+	 * errno when the listing failed (names may hold part of it then).
+	 * The core reads each value back by name.  NULL: -EOPNOTSUPP.
+	 */
+	int (*list_xattrs)(struct scrub_ctx *ctx, const struct backend_dir *d,
+			   const struct backend_entry *e, struct strbuf *names);
 	/*
 	 * Phase 3, after the walk: inode-table level checks against what the
 	 * walk reached (backend_reached(), backend_extents_by_owner()).

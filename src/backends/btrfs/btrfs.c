@@ -28,7 +28,9 @@
  * so: -x (the generic reader, EIO on a checksum failure) names the files.
  *
  * Phase 3 tells the checksum ledger which files btrfs keeps no data
- * checksums for (btrfs_datasum.h): only those are the ledger's.
+ * checksums for (btrfs_datasum.h): only those are the ledger's; and lists
+ * the attributes of inodes with more names than listxattr() can return
+ * from their XATTR_ITEMs (btrfs_xattrs.h).
  *
  * Phase 6 reports BTRFS_IOC_GET_DEV_STATS (all under -v; nonzero counters
  * are a warning: the device failed before, perhaps outside this scrub).
@@ -36,6 +38,7 @@
 #include "backends/backend.h"
 #include "backends/btrfs/btrfs_check.h"
 #include "backends/btrfs/btrfs_datasum.h"
+#include "backends/btrfs/btrfs_xattrs.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -876,6 +879,7 @@ const struct scrub_ops btrfs_ops = {
 	.scan_metadata = btrfs_scan_metadata,
 	.scan_inodes = btrfs_check_trees,
 	.data_checksummed = btrfs_data_checksummed,
+	.list_xattrs = btrfs_list_xattrs,
 	.summary = btrfs_summary,
 	.cleanup = btrfs_cleanup,
 };

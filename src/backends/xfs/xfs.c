@@ -363,6 +363,7 @@ const struct scrub_ops xfs_ops = {
 	.check_dir = xfs_check_dir,
 	.check_inode = xfs_check_inode,
 	.data_elsewhere = xfs_data_elsewhere,
+	.list_xattrs = xfs_list_xattrs,
 	.fsmap_owner_name = xfs_fsmap_owner_name,
 	.summary = xfs_summary,
 	.cleanup = xfs_cleanup,

@@ -20,6 +20,9 @@
  *                 with the names the walk found.
  *   xfs_walkstat.c phase 3, in the walk: each inode reached against its
  *                 BULKSTAT, a directory's entries in a few requests.
+ *   xfs_attrlist.c phase 3, in the walk: the attribute names of an inode
+ *                 that listxattr() refuses (E2BIG), with
+ *                 XFS_IOC_ATTRLIST_BY_HANDLE.
  *   xfs_quota.c   phase 3, after the walk: quota usage per user, group and
  *                 project against what BULKSTAT's inodes add up to.
  *
@@ -122,6 +125,12 @@ void xfs_walkstat_add(struct scrub_ctx *ctx, const struct backend_dir *d, const 
 void xfs_walkstat_flush(struct scrub_ctx *ctx, const struct backend_dir *d);
 /* "N inodes compared with BULKSTAT in M requests" (-v), after the walk. */
 void xfs_walkstat_report(struct scrub_ctx *ctx);
+
+/* xfs_attrlist.c: the list_xattrs hook (backend.h), in the walk threads. */
+struct backend_entry;
+struct strbuf;
+int xfs_list_xattrs(struct scrub_ctx *ctx, const struct backend_dir *d,
+		    const struct backend_entry *e, struct strbuf *names);
 
 /* xfs_quota.c: phase 3, after the walk: quota usage against the inodes. */
 void xfs_quota_check(struct scrub_ctx *ctx);
