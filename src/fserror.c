@@ -17,7 +17,7 @@
 /* File handle types of include/linux/exportfs.h that start with the inode number. */
 #define FILEID_INO32_GEN	1	/* u32 ino, u32 generation: ext2/3/4 */
 #define FILEID_INO32_GEN_PARENT	2
-#define FILEID_INO64_GEN	0x81	/* u64 ino, u32 generation: XFS (inode64), btrfs-less */
+#define FILEID_INO64_GEN	0x81	/* u64 ino, u32 generation: XFS inodes above 2^32 */
 #define FILEID_INO64_GEN_PARENT	0x82
 #define FILEID_INVALID		0xff	/* an event about no inode */
 
