@@ -579,7 +579,9 @@ static void setup_signals(void)
 
 	memset(&sa, 0, sizeof(sa));
 	sigemptyset(&sa.sa_mask);
-	sa.sa_handler = on_stop;	/* no SA_RESTART: poll() returns at once */
+	/* poll() is never restarted: it returns EINTR on any of these at once. */
+	sa.sa_flags = SA_RESTART;
+	sa.sa_handler = on_stop;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sa.sa_handler = on_child;

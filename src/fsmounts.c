@@ -55,13 +55,17 @@ static int from_args(const char *prog, char **args, int nr_args, struct fsmount_
 	return 0;
 }
 
-/* A mount that shows the whole filesystem at a path that shows the mount. */
-static bool shows_root(struct libmnt_fs *fs)
+/*
+ * A mount whose path shows it (not covered by another mount) and, if
+ * whole, that shows the root of its filesystem (not a bind mount of a
+ * subdirectory, not a btrfs subvolume).
+ */
+static bool usable(struct libmnt_fs *fs, bool whole)
 {
 	const char *root = mnt_fs_get_root(fs);
 	int id = mnt_fs_get_id(fs);
 
-	if (root && strcmp(root, "/"))
+	if (whole && root && strcmp(root, "/"))
 		return false;
 	return id <= 0 || !mnt_fs_get_target(fs) || mount_shown_id(mnt_fs_get_target(fs)) == id;
 }
@@ -79,12 +83,18 @@ static int from_table(const char *prog, bool (*want)(const char *), struct fsmou
 		return EXIT_OPERATIONAL;
 	}
 	it = mnt_new_iter(MNT_ITER_FORWARD);
-	while (it && mnt_table_next_fs(tb, it, &fs) == 0) {
-		const char *type = mnt_fs_get_fstype(fs);
+	/* A mount of the whole filesystem first; else any (a btrfs mounted by subvolume). */
+	for (int whole = 1; it && whole >= 0; whole--) {
+		mnt_reset_iter(it, MNT_ITER_FORWARD);
+		while (mnt_table_next_fs(tb, it, &fs) == 0) {
+			const char *type = mnt_fs_get_fstype(fs);
 
-		if (!type || !want(type) || listed(list, mnt_fs_get_devno(fs)) || !shows_root(fs))
-			continue;
-		add(list, mnt_fs_get_target(fs), mnt_fs_get_source(fs), type, mnt_fs_get_devno(fs));
+			if (!type || !want(type) || listed(list, mnt_fs_get_devno(fs)) ||
+			    !usable(fs, whole))
+				continue;
+			add(list, mnt_fs_get_target(fs), mnt_fs_get_source(fs), type,
+			    mnt_fs_get_devno(fs));
+		}
 	}
 	mnt_free_iter(it);
 	mount_table_free(tb);

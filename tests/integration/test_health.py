@@ -175,3 +175,52 @@ def test_usage():
     assert p.returncode == 0 and p.stdout.startswith("Usage: fscrub health"), p
     man = open(os.path.join(os.path.dirname(FSCRUB), "..", "man", "fscrub.8")).read()
     assert r"\-\-json" in man and "fscrub health" in man.replace("\\", "")
+
+
+def test_xfs_unprivileged(image_factory, workdir):
+    """Without CAP_SYS_ADMIN, XFS's BULKSTAT is refused: the filesystem and
+    AG flags are still read, and the inodes are said not to be looked at."""
+    need_tools("setpriv")
+    img = mounted(image_factory, "xfs")
+    os.chmod(workdir, 0o755)
+    os.chmod(img.mnt, 0o755)
+    p = subprocess.run(["setpriv", "--reuid", "nobody", "--regid", "nogroup", "--clear-groups",
+                        FSCRUB, "health", img.mnt], capture_output=True, text=True, timeout=60)
+    check_sanitizers(p.stderr)
+    assert p.returncode == 0, p
+    assert "healthy (xfs health flags)" in p.stdout, p.stdout
+    assert "inodes not looked at: BULKSTAT needs CAP_SYS_ADMIN" in p.stdout, p.stdout
+
+
+def test_default_lists_every_fs_once(btrfs_factory, image_factory):  # noqa: F811
+    """Without arguments: every ext4, XFS and btrfs, once each, a btrfs
+    mounted only by a subvolume included, tmpfs not.  Run in a private mount
+    namespace from which every other such mount but / is unmounted (the
+    host's mounts are not touched), so that only these are looked at."""
+    need_tools("unshare", "findmnt")
+    fs = btrfs_factory()
+    mnt = fs.mount()
+    run(["btrfs", "subvolume", "create", os.path.join(mnt, "sv")])
+    run(["umount", mnt])
+    run(["mount", "-o", "subvol=sv", fs.devs[0], mnt])
+    img = mounted(image_factory, "ext4", populate=False)
+    bind = img.mnt + ".bind"
+    os.mkdir(bind)
+    script = """set -e
+mount --make-rprivate /
+findmnt -rn -t ext4,xfs,btrfs -o TARGET | while read -r t; do
+  t=$(printf '%b' "$t")
+  case "$t" in /|"$1"|"$2") ;; *) umount -l "$t" ;; esac
+done
+mount --bind "$2" "$3"
+exec "$4" health --json"""
+    p = subprocess.run(["unshare", "--mount", "--", "sh", "-c", script, "sh", mnt, img.mnt,
+                        bind, FSCRUB], capture_output=True, text=True, timeout=60)
+    check_sanitizers(p.stderr)
+    assert p.returncode == 0, p
+    seen = [(f["mountpoint"], f["type"]) for f in json.loads(p.stdout)["filesystems"]]
+    assert (mnt, "btrfs") in seen and (img.mnt, "ext4") in seen, seen
+    assert (bind, "ext4") not in seen, seen            # the same filesystem once
+    assert {t for _, t in seen} <= {"ext4", "xfs", "btrfs"}, seen
+    assert len(seen) == len({m for m, _ in seen}), seen
+    assert {m for m, _ in seen} - {"/"} == {mnt, img.mnt}, seen
