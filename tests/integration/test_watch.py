@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from conftest import FSCRUB, check_sanitizers, need_fs, need_root, need_tools
+from conftest import FSCRUB, TOP, check_sanitizers, need_root, need_tools
 from fsimage import run
 from test_btrfs import btrfs_factory, corrupt_data  # noqa: F401 (a fixture)
 
@@ -273,6 +273,6 @@ def test_usage_errors(args, msg):
 def test_help():
     p = subprocess.run([FSCRUB, "watch", "--help"], capture_output=True, text=True)
     assert p.returncode == 0 and p.stdout.startswith("Usage: fscrub watch"), p
-    man = open(os.path.join(os.path.dirname(FSCRUB), "..", "man", "fscrub.8")).read()
+    man = open(os.path.join(TOP, "man", "fscrub.8")).read()
     for opt in re.findall(r"(--[a-z-]+)", p.stdout):
         assert opt.replace("-", r"\-") in man, opt
