@@ -510,7 +510,7 @@ def test_default_file(installed):
         text = f.read()
     settings = re.findall(r"^([A-Z_]+)=(.*)$", text, re.M)
     assert dict(settings) == {"FSCRUB_OPTIONS": '""', "FSCRUB_ALL_OPTIONS": '""',
-                              "FSCRUB_NOTIFY": '""'}
+                              "FSCRUB_NOTIFY": '""', "FSCRUB_WATCH_OPTIONS": '""'}
     examples = re.findall(r"^#(FSCRUB_[A-Z_]+=.*)$", text, re.M)
     assert len(examples) >= 3
     for ex in examples:
