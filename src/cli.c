@@ -51,6 +51,8 @@ static const struct option long_options[] = {
 void cli_usage(FILE *f)
 {
 	fputs("Usage: fscrub [OPTIONS] MOUNTPOINT|DEVICE\n"
+	      "       fscrub watch [OPTIONS] [MOUNTPOINT|DEVICE...]\n"
+	      "       fscrub health [OPTIONS] [MOUNTPOINT|DEVICE...]\n"
 	      "\n"
 	      "Check a mounted filesystem for corruption and media errors.\n"
 	      "\n"

@@ -21,6 +21,7 @@
 #include "phases.h"
 #include "progress.h"
 #include "report.h"
+#include "subcmd.h"
 
 /* From linux/ioprio.h, which older userspace headers lack. */
 #define IOPRIO_CLASS_IDLE 3
@@ -89,6 +90,11 @@ int main(int argc, char **argv)
 	struct timespec start;
 	int ret, err;
 
+	/* Subcommands have their own options: fscrub watch ..., fscrub health ... */
+	if (argc > 1 && !strcmp(argv[1], "watch"))
+		return cmd_watch(argc - 1, argv + 1);
+	if (argc > 1 && !strcmp(argv[1], "health"))
+		return cmd_health(argc - 1, argv + 1);
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	scrub_ctx_init(&ctx);
 	ret = cli_parse(argc, argv, &ctx.opt);

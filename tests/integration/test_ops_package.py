@@ -86,7 +86,8 @@ def test_build_install_remove(tmp_path):
     for f in ["/usr/sbin/fscrub", "/usr/sbin/fscrub_all", "/etc/default/fscrub",
               "/usr/share/man/man8/fscrub.8.gz", "/usr/share/man/man8/fscrub_all.8.gz"] + \
             [unitdir + "/" + u for u in ("fscrub@.service", "fscrub-fail@.service",
-                                         "fscrub_all.service", "fscrub_all.timer")]:
+                                         "fscrub_all.service", "fscrub_all.timer",
+                                         "fscrub-watch.service")]:
         assert f in files, (f, sorted(files))
     ctl = tmp_path / "control"
     sh(["dpkg-deb", "-e", deb, str(ctl)])

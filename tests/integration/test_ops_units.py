@@ -25,7 +25,8 @@ import pytest
 from conftest import FSCRUB, TOP, check_sanitizers, need_root, need_tools
 import fsimage
 
-UNITS = ["fscrub@.service", "fscrub-fail@.service", "fscrub_all.service", "fscrub_all.timer"]
+UNITS = ["fscrub@.service", "fscrub-fail@.service", "fscrub_all.service", "fscrub_all.timer",
+         "fscrub-watch.service"]
 
 
 def sh(cmd, check=True, **kw):
@@ -148,7 +149,7 @@ def verify(path):
 @pytest.mark.parametrize("unit", ["fscrub@.service", "fscrub@home.service", "fscrub@-.service",
                                   "fscrub@srv-data\\x2d1.service", "fscrub-fail@home.service",
                                   "fscrub-fail@.service", "fscrub_all.service",
-                                  "fscrub_all.timer"])
+                                  "fscrub_all.timer", "fscrub-watch.service"])
 def test_systemd_analyze_verify(installed, unit):
     need_tools("systemd-analyze")
     rc, ours = verify(installed.unit(unit))
@@ -509,7 +510,7 @@ def test_default_file(installed):
         text = f.read()
     settings = re.findall(r"^([A-Z_]+)=(.*)$", text, re.M)
     assert dict(settings) == {"FSCRUB_OPTIONS": '""', "FSCRUB_ALL_OPTIONS": '""',
-                              "FSCRUB_NOTIFY": '""'}
+                              "FSCRUB_NOTIFY": '""', "FSCRUB_WATCH_OPTIONS": '""'}
     examples = re.findall(r"^#(FSCRUB_[A-Z_]+=.*)$", text, re.M)
     assert len(examples) >= 3
     for ex in examples:
@@ -555,3 +556,99 @@ def test_unit_runs_for_real(installed, image_factory):
         for n in names:
             os.unlink(os.path.join(rundir, n))
         sh(["systemctl", "daemon-reload"], check=False)
+
+
+# ----------------------------------------------------------------------------
+# fscrub-watch.service
+# ----------------------------------------------------------------------------
+
+def test_watch_unit_settings(installed):
+    u = read_unit(installed.unit("fscrub-watch.service"))
+    want = {"Type": "simple", "ProtectSystem": "strict", "ProtectHome": "read-only",
+            "PrivateNetwork": "yes", "NoNewPrivileges": "yes", "IOSchedulingClass": "idle",
+            "RestrictAddressFamilies": "AF_UNIX", "Restart": "on-failure",
+            "RestartPreventExitStatus": "8"}
+    for k, v in want.items():
+        assert u[("Service", k)] == [v], k
+    assert u[("Service", "ExecStart")] == [installed.sbin + "/fscrub watch $FSCRUB_WATCH_OPTIONS"]
+    assert u[("Service", "EnvironmentFile")] == ["-" + installed.default]
+    assert os.access(installed.sbin + "/fscrub", os.X_OK)
+    with open(installed.default) as f:
+        assert 'FSCRUB_WATCH_OPTIONS=""' in f.read()
+    need_tools("systemd-analyze")
+    p = sh(["systemd-analyze", "security", "--offline=yes", "--no-pager",
+            installed.unit("fscrub-watch.service")], check=False)
+    m = re.search(r"Overall exposure level for fscrub-watch.service: ([\d.]+) (\w+)",
+                  p.stdout + p.stderr)
+    if m is None and "offline" in p.stderr:
+        pytest.skip("this systemd-analyze has no security --offline")
+    assert m and float(m.group(1)) < 4.0, p.stdout
+
+
+def test_watch_in_the_units_sandbox(installed, tmp_path):
+    """fscrub watch the way fscrub-watch.service runs it (read-only
+    namespace, the unit's bounding set, no_new_privs), under strace: a
+    corrupted directory read from outside is reported with its path (so
+    open_by_handle_at works with these capabilities) and checked, and every
+    system call made is allowed by the unit's filter."""
+    need_root()
+    need_tools("strace", "systemd-analyze", "unshare", "setpriv", "timeout", "debugfs")
+    if sanitized(FSCRUB):
+        pytest.skip("%s is a sanitizer build: its runtime's system calls are not fscrub's"
+                    % FSCRUB)
+    from test_watch import corrupt_dir_block, read_dir
+    u = read_unit(installed.unit("fscrub-watch.service"))
+    caps = u[("Service", "CapabilityBoundingSet")][0].split()
+    expand = syscall_groups()
+    allowed = set()
+    for value in u[("Service", "SystemCallFilter")]:
+        assert not value.startswith("~")
+        for name in value.split():
+            allowed |= expand(name)
+    img = fsimage.Image(str(tmp_path), "ext4", size_mb=64)
+    try:
+        img.mkfs()
+        img.mount()
+        d = os.path.join(img.mnt, "d")
+        os.mkdir(d)
+        for i in range(10):
+            open(os.path.join(d, "f%d" % i), "w").close()
+        os.chown(d, pwd.getpwnam("nobody").pw_uid, -1)     # O_NOATIME needs CAP_FOWNER
+        ino = corrupt_dir_block(img, d)
+        # strace writes through an fd opened here: the namespace is read-only
+        log, err = str(tmp_path / "strace"), str(tmp_path / "err")
+        logf = open(log, "w")
+        script = 'set -e; mount -o remount,bind,ro /; mount -o remount,bind,ro "$1"; ' \
+                 'shift; exec "$@"'
+        cmd = ["unshare", "--mount", "--propagation", "slave", "--", "sh", "-c", script, "sh",
+               img.mnt, "setpriv", "--bounding-set", setpriv_caps(caps), "--no-new-privs",
+               "--", "strace", "-f", "-qq", "-c", "-o", "/proc/self/fd/%d" % logf.fileno(),
+               "timeout", "4",
+               FSCRUB, "watch", "--on-error", "true", img.mnt]
+        with open(err, "w") as errf:
+            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=errf,
+                                    pass_fds=(logf.fileno(),))
+        logf.close()
+        try:
+            deadline = time.monotonic() + 3
+            while "FAN_FS_ERROR" not in open(err).read() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            read_dir(d)
+            proc.wait(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        text = open(err).read()
+        assert "watching %s (ext4): FAN_FS_ERROR" % img.mnt in text, text
+        assert "inode %d, path %s\n" % (ino, d) in text, text
+        assert "checked %s (inode %d)" % (d, ino) in text, text
+        used = set()
+        for line in open(log).read().splitlines():
+            f = line.split()
+            if f and re.fullmatch(r"[a-z_0-9]+", f[-1]) and f[-1] not in ("total", "syscall"):
+                used.add(f[-1])
+        assert {"fanotify_init", "fanotify_mark", "open_by_handle_at"} <= used, sorted(used)
+        assert used <= allowed, "called but not allowed: %s" % sorted(used - allowed)
+    finally:
+        img.cleanup(remove=True)

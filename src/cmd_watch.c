@@ -1,0 +1,727 @@
+/*
+ * cmd_watch: fscrub watch [OPTIONS] [MOUNTPOINT...], the daemon that turns
+ * the kernel's error signals into checks between scheduled scrubs.
+ *
+ * Sources, per filesystem (those named, or every mounted ext4, XFS and
+ * btrfs):
+ *   - fanotify FAN_FS_ERROR (fserror.h) where the kernel reports it for the
+ *     type: ext4 from Linux 5.16, XFS from 7.0; the filesystem is marked
+ *     with FAN_MARK_FILESYSTEM in one notification group;
+ *   - btrfs: the device error counters (health.h), polled every
+ *     --poll-interval seconds; a counter that rose is an event.
+ * The others are listed as not watched, with the reason.
+ *
+ * On an event: one line on stderr (the journal under systemd) with what the
+ * kernel said -- errno, error count, inode, and the path where the file
+ * handle resolves (open_by_handle_at on the mount, /proc/self/fd); the
+ * state store hook (watch_record_event); a targeted check of that inode
+ * (watch_probe: a directory is read whole and every entry statx()ed, other
+ * inodes statx()ed), whose findings are printed on stdout in the report's
+ * format and check ids; then the full scrub is started: --on-error CMD, by
+ * default `systemctl start --no-block fscrub@<escaped mount>.service`, at
+ * most once per filesystem per --min-interval seconds (3600).
+ *
+ * The list of filesystems is made at start: a filesystem mounted later is
+ * not watched until fscrub watch is restarted.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "checks.h"
+#include "fserror.h"
+#include "fsmounts.h"
+#include "health.h"
+#include "names.h"
+#include "report.h"
+#include "strbuf.h"
+#include "subcmd.h"
+
+/* One scrub per filesystem per hour at most: a failing disk sends many events. */
+#define DEFAULT_MIN_INTERVAL 3600
+/* btrfs counters every minute: a cheap ioctl, and a scrub is not urgent to the second. */
+#define DEFAULT_POLL_INTERVAL 60
+/*
+ * The targeted check reads the damaged inode, and the kernel reports that
+ * read as a new error: an inode checked less than this long ago is not
+ * checked again (its events are still logged).  Remembered per filesystem
+ * for the last PROBED_MAX inodes checked.
+ */
+#define PROBE_QUIET_S 60
+#define PROBED_MAX 16
+/* Longest --min-interval / --poll-interval: a year, so that sums cannot overflow. */
+#define MAX_INTERVAL (366 * 86400ULL)
+
+struct watch_opts {
+	const char *on_error;		/* NULL: systemctl start fscrub@... */
+	unsigned long long min_interval;	/* seconds between two starts per fs */
+	unsigned long long poll_interval;	/* seconds between btrfs polls */
+	bool verbose;
+};
+
+enum watch_how { WATCH_NONE, WATCH_FANOTIFY, WATCH_BTRFS };
+
+struct watched {
+	const struct fsmount *m;
+	enum watch_how how;
+	int fd;				/* the mount's root, for handles and ioctls */
+	uint32_t fsid[2];
+	struct btrfs_devstat *stats;	/* btrfs: the last counters seen */
+	size_t nr_stats;
+	struct { uint64_t ino; double when; } probed[PROBED_MAX];	/* a ring */
+	unsigned next_probed;
+	bool started;			/* the scrub was started once ... */
+	double last_start;		/* ... at this CLOCK_MONOTONIC time */
+};
+
+struct watch {
+	struct watch_opts opt;
+	struct watched *w;
+	size_t nr;
+	int fan_fd;
+};
+
+static volatile sig_atomic_t watch_stop;
+
+static void on_stop(int sig)
+{
+	(void)sig;
+	watch_stop = 1;
+}
+
+static void on_child(int sig)
+{
+	(void)sig;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* ---- the unit name ---- */
+
+/* `systemd-escape --path`: "/" is "-", "/srv/data-1" is "srv-data\x2d1". */
+static void escape_unit_path(struct strbuf *out, const char *path)
+{
+	const char *p = path;
+	bool first = true;
+
+	while (*p == '/')
+		p++;
+	if (!*p) {
+		strbuf_addch(out, '-');
+		return;
+	}
+	for (; *p; p++) {
+		unsigned char c = (unsigned char)*p;
+
+		if (c == '/') {
+			while (p[1] == '/')
+				p++;
+			if (p[1])
+				strbuf_addch(out, '-');
+		} else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+			   (c >= '0' && c <= '9') || c == ':' || c == '_' ||
+			   (c == '.' && !first)) {
+			strbuf_addch(out, (char)c);
+		} else {
+			strbuf_addf(out, "\\x%02x", c);
+		}
+		first = false;
+	}
+}
+
+static void unit_name(struct strbuf *out, const char *mountpoint)
+{
+	strbuf_addstr(out, "fscrub@");
+	escape_unit_path(out, mountpoint);
+	strbuf_addstr(out, ".service");
+}
+
+/* ---- starting the scrub ---- */
+
+struct event_info {
+	const char *kind;		/* "fs_error", "btrfs_dev_stats" */
+	int error;			/* positive errno, or 0 */
+	uint64_t ino;			/* 0: none */
+	const char *path;		/* NULL: not resolved */
+};
+
+static void set_env(const struct watched *w, const struct event_info *e, const char *unit)
+{
+	char num[32];
+
+	setenv("FSCRUB_MOUNTPOINT", w->m->target, 1);
+	setenv("FSCRUB_FSTYPE", w->m->fstype, 1);
+	setenv("FSCRUB_DEVICE", w->m->source, 1);
+	setenv("FSCRUB_UNIT", unit, 1);
+	setenv("FSCRUB_EVENT", e->kind, 1);
+	snprintf(num, sizeof(num), "%d", e->error);
+	setenv("FSCRUB_ERRNO", num, 1);
+	snprintf(num, sizeof(num), "%llu", (unsigned long long)e->ino);
+	setenv("FSCRUB_INODE", num, 1);
+	setenv("FSCRUB_PATH", e->path ? e->path : "", 1);
+}
+
+static void run_on_error(struct watch *wt, const struct watched *w, const struct event_info *e)
+{
+	struct strbuf unit = STRBUF_INIT;
+	pid_t pid;
+
+	unit_name(&unit, w->m->target);
+	fprintf(stderr, "fscrub watch: %s: starting the scrub: %s\n", w->m->target,
+		wt->opt.on_error ? wt->opt.on_error : unit.buf);
+	pid = fork();
+	if (pid == 0) {
+		set_env(w, e, unit.buf);
+		if (wt->opt.on_error)
+			execl("/bin/sh", "sh", "-c", wt->opt.on_error, (char *)NULL);
+		else
+			execlp("systemctl", "systemctl", "start", "--no-block", unit.buf,
+			       (char *)NULL);
+		fprintf(stderr, "fscrub watch: cannot run the scrub command: %s\n",
+			strerror(errno));
+		_exit(127);
+	}
+	if (pid < 0)
+		fprintf(stderr, "fscrub watch: %s: cannot start the scrub: %s\n", w->m->target,
+			strerror(errno));
+	strbuf_release(&unit);
+}
+
+/* The full scrub, unless one was started less than --min-interval ago. */
+static void trigger(struct watch *wt, struct watched *w, const struct event_info *e)
+{
+	double now = now_s();
+
+	if (w->started && now - w->last_start < (double)wt->opt.min_interval) {
+		fprintf(stderr, "fscrub watch: %s: not starting the scrub again: started %.0f s "
+			"ago (--min-interval %llu)\n", w->m->target, now - w->last_start,
+			wt->opt.min_interval);
+		return;
+	}
+	w->started = true;
+	w->last_start = now;
+	run_on_error(wt, w, e);
+}
+
+static void reap_children(void)
+{
+	int status;
+	pid_t pid;
+
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+			continue;
+		if (WIFEXITED(status))
+			fprintf(stderr, "fscrub watch: the scrub command (pid %d) exited with %d\n",
+				(int)pid, WEXITSTATUS(status));
+		else
+			fprintf(stderr, "fscrub watch: the scrub command (pid %d) was killed by "
+				"signal %d\n", (int)pid, WTERMSIG(status));
+	}
+}
+
+/* ---- the state store (issue 23) ---- */
+
+/*
+ * Record the event in the state store.  There is none yet (issue 23): the
+ * event is only logged, and -v says that it was not recorded.
+ */
+static void watch_record_event(const struct watch *wt, const struct watched *w,
+			       const struct event_info *e)
+{
+	if (wt->opt.verbose)
+		fprintf(stderr, "fscrub watch: %s: %s event not recorded (no state store yet)\n",
+			w->m->target, e->kind);
+}
+
+/* ---- the targeted check ---- */
+
+/* An errno that means the filesystem failed, not that the object went away. */
+static bool is_corruption(int err)
+{
+	return err == EIO || err == EUCLEAN || err == EBADMSG || err == ENODATA ||
+	       err == ESTALE;
+}
+
+static void finding(const char *check, const char *path, const char *name, uint64_t ino,
+		    const char *what, int err)
+{
+	struct strbuf sb = STRBUF_INIT;
+
+	names_escape(&sb, path, strlen(path));
+	if (name) {
+		strbuf_addch(&sb, '/');
+		names_escape(&sb, name, strlen(name));
+	}
+	printf("Error: %s", sb.buf);
+	if (ino)
+		printf(" (inode %llu)", (unsigned long long)ino);
+	printf(": %s: %s [%s]\n", what, strerror(err), check);
+	strbuf_release(&sb);
+}
+
+/* Every entry of the directory dfd: statx()ed; returns the errors found. */
+static unsigned probe_entries(int dfd, const char *path, unsigned *nr_entries)
+{
+	DIR *d = fdopendir(dfd);
+	struct dirent *de;
+	unsigned errors = 0;
+
+	if (!d) {
+		close(dfd);
+		return 0;
+	}
+	errno = 0;
+	while ((de = readdir(d))) {
+		struct statx stx;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		++*nr_entries;
+		if (statx(dirfd(d), de->d_name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT,
+			  STATX_BASIC_STATS, &stx) < 0 && is_corruption(errno)) {
+			finding(CHECK_INODE_UNREADABLE, path, de->d_name, de->d_ino,
+				"cannot stat", errno);
+			errors++;
+		}
+		errno = 0;
+	}
+	if (errno && is_corruption(errno)) {
+		finding(CHECK_DIR_UNREADABLE, path, NULL, 0, "cannot read the directory", errno);
+		errors++;
+	}
+	closedir(d);
+	return errors;
+}
+
+/* Was ino checked less than PROBE_QUIET_S ago?  If not, it is now. */
+static bool probed_recently(struct watched *w, uint64_t ino)
+{
+	double now = now_s();
+
+	for (unsigned i = 0; i < PROBED_MAX; i++)
+		if (w->probed[i].ino == ino && w->probed[i].when > 0 &&
+		    now - w->probed[i].when < PROBE_QUIET_S)
+			return true;
+	w->probed[w->next_probed].ino = ino;
+	w->probed[w->next_probed].when = now;
+	w->next_probed = (w->next_probed + 1) % PROBED_MAX;
+	return false;
+}
+
+/* The inode behind the O_PATH descriptor fd, at path; logs what it found. */
+static void watch_probe(struct watched *w, int fd, const char *path, uint64_t ino)
+{
+	unsigned errors = 0, entries = 0;
+	struct statx stx;
+	int dfd;
+
+	if (probed_recently(w, ino)) {
+		fprintf(stderr, "fscrub watch: %s: %s (inode %llu) was checked less than %d s "
+			"ago: not checked again\n", w->m->target, path, (unsigned long long)ino,
+			PROBE_QUIET_S);
+		return;
+	}
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_BASIC_STATS, &stx) < 0) {
+		finding(CHECK_INODE_UNREADABLE, path, NULL, ino, "cannot stat", errno);
+		errors++;
+	} else if (S_ISDIR(stx.stx_mode)) {
+		dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_NOATIME | O_CLOEXEC);
+		if (dfd < 0 && errno == EPERM)	/* O_NOATIME: not the owner, no CAP_FOWNER */
+			dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (dfd < 0) {
+			finding(CHECK_DIR_UNREADABLE, path, NULL, ino, "cannot open the directory",
+				errno);
+			errors++;
+		} else {
+			errors += probe_entries(dfd, path, &entries);
+		}
+	}
+	fflush(stdout);
+	fprintf(stderr, "fscrub watch: %s: checked %s (inode %llu): %u entries, %u error%s\n",
+		w->m->target, path, (unsigned long long)ino, entries, errors,
+		errors == 1 ? "" : "s");
+}
+
+/* ---- events ---- */
+
+static struct watched *by_fsid(struct watch *wt, const uint32_t fsid[2])
+{
+	for (size_t i = 0; i < wt->nr; i++)
+		if (wt->w[i].how == WATCH_FANOTIFY && !memcmp(wt->w[i].fsid, fsid,
+							      sizeof(wt->w[i].fsid)))
+			return &wt->w[i];
+	return NULL;
+}
+
+static void on_fs_error(const struct fserror_event *ev, void *arg)
+{
+	struct watch *wt = arg;
+	struct watched *w = by_fsid(wt, ev->fsid);
+	struct strbuf path = STRBUF_INIT;
+	struct event_info e = { .kind = "fs_error", .error = ev->error, .ino = ev->ino };
+	int fd = -ENOENT;
+
+	if (!w) {
+		fprintf(stderr, "fscrub watch: filesystem error %d on an unknown filesystem "
+			"(fsid %08x:%08x)\n", ev->error, ev->fsid[0], ev->fsid[1]);
+		return;
+	}
+	if (ev->has_handle)
+		fd = fserror_resolve(w->fd, ev, &path, &e.ino);
+	if (fd >= 0)
+		e.path = path.buf;
+	fprintf(stderr, "fscrub watch: %s: filesystem error: %s (errno %d), %u error%s, ",
+		w->m->target, strerror(ev->error), ev->error, ev->error_count,
+		ev->error_count == 1 ? "" : "s");
+	if (!ev->has_handle)
+		fprintf(stderr, "no inode\n");
+	else if (fd >= 0)
+		fprintf(stderr, "inode %llu, path %s\n", (unsigned long long)e.ino, path.buf);
+	else
+		fprintf(stderr, "inode %llu, path not resolved: %s\n", (unsigned long long)e.ino,
+			strerror(-fd));
+	watch_record_event(wt, w, &e);
+	if (fd >= 0) {
+		watch_probe(w, fd, path.buf, e.ino);
+		close(fd);
+	}
+	trigger(wt, w, &e);
+	strbuf_release(&path);
+}
+
+static void read_events(struct watch *wt)
+{
+	/* fanotify events are read whole: a buffer of 4 KiB holds dozens. */
+	union {
+		struct { long long align; } a;
+		char buf[4096];
+	} u;
+	ssize_t n;
+
+	/* One read per poll(): a stop signal is seen between two batches. */
+	if ((n = read(wt->fan_fd, u.buf, sizeof(u.buf))) > 0 &&
+	    fserror_parse(u.buf, (size_t)n, on_fs_error, wt) < 0)
+		fprintf(stderr, "fscrub watch: a malformed fanotify event was skipped\n");
+	if (n < 0 && errno != EAGAIN && errno != EINTR)
+		fprintf(stderr, "fscrub watch: cannot read fanotify events: %s\n", strerror(errno));
+}
+
+/* A btrfs device whose counters rose since the last poll is an event. */
+static void poll_btrfs(struct watch *wt, struct watched *w)
+{
+	struct btrfs_devstat *now;
+	size_t nr;
+	bool rose = false;
+	int ret = health_btrfs_devstats(w->fd, &now, &nr);
+
+	if (ret) {
+		fprintf(stderr, "fscrub watch: %s: cannot read the device error counters: %s\n",
+			w->m->target, strerror(-ret));
+		return;
+	}
+	for (size_t i = 0; i < nr; i++)
+		for (size_t j = 0; j < w->nr_stats; j++) {
+			if (w->stats[j].devid != now[i].devid)
+				continue;
+			for (unsigned k = 0; k < HEALTH_BTRFS_STATS; k++) {
+				if (now[i].v[k] <= w->stats[j].v[k])
+					continue;
+				fprintf(stderr, "fscrub watch: %s: devid %llu %s: %s %llu -> %llu\n",
+					w->m->target, (unsigned long long)now[i].devid, now[i].path,
+					health_btrfs_stat_names[k],
+					(unsigned long long)w->stats[j].v[k],
+					(unsigned long long)now[i].v[k]);
+				rose = true;
+			}
+		}
+	free(w->stats);
+	w->stats = now;
+	w->nr_stats = nr;
+	if (rose) {
+		struct event_info e = { .kind = "btrfs_dev_stats" };
+
+		watch_record_event(wt, w, &e);
+		trigger(wt, w, &e);
+	}
+}
+
+/* ---- setup ---- */
+
+static bool watchable(const char *fstype)
+{
+	return !strcmp(fstype, "ext4") || !strcmp(fstype, "xfs") || !strcmp(fstype, "btrfs");
+}
+
+static int setup_btrfs(struct watch *wt, struct watched *w)
+{
+	int ret = health_btrfs_devstats(w->fd, &w->stats, &w->nr_stats);
+
+	if (ret) {
+		fprintf(stderr, "fscrub watch: not watching %s (btrfs): cannot read the device "
+			"error counters: %s\n", w->m->target, strerror(-ret));
+		return ret;
+	}
+	w->how = WATCH_BTRFS;
+	fprintf(stderr, "fscrub watch: watching %s (btrfs): device error counters every %llu s\n",
+		w->m->target, wt->opt.poll_interval);
+	return 0;
+}
+
+static int setup_fanotify(struct watch *wt, struct watched *w)
+{
+	struct strbuf why = STRBUF_INIT;
+	int ret;
+
+	if (!fserror_supported(w->m->fstype, &why)) {
+		fprintf(stderr, "fscrub watch: not watching %s (%s): %s\n", w->m->target,
+			w->m->fstype, why.buf);
+		strbuf_release(&why);
+		return -EOPNOTSUPP;
+	}
+	strbuf_release(&why);
+	if (wt->fan_fd < 0 && (wt->fan_fd = fserror_open()) < 0) {
+		ret = wt->fan_fd;
+		wt->fan_fd = -1;
+		fprintf(stderr, "fscrub watch: not watching %s (%s): fanotify_init: %s\n",
+			w->m->target, w->m->fstype, strerror(-ret));
+		return ret;
+	}
+	if ((ret = fserror_mark(wt->fan_fd, w->m->target))) {
+		fprintf(stderr, "fscrub watch: not watching %s (%s): fanotify_mark: %s\n",
+			w->m->target, w->m->fstype, strerror(-ret));
+		return ret;
+	}
+	w->how = WATCH_FANOTIFY;
+	fprintf(stderr, "fscrub watch: watching %s (%s): FAN_FS_ERROR\n", w->m->target,
+		w->m->fstype);
+	return 0;
+}
+
+static void setup_one(struct watch *wt, struct watched *w, const struct fsmount *m)
+{
+	struct statfs sfs;
+
+	memset(w, 0, sizeof(*w));
+	w->m = m;
+	w->fd = open(m->target, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (w->fd < 0 || fstatfs(w->fd, &sfs) < 0) {
+		fprintf(stderr, "fscrub watch: not watching %s: %s\n", m->target, strerror(errno));
+		return;
+	}
+	memcpy(w->fsid, &sfs.f_fsid, sizeof(w->fsid));
+	if (!strcmp(m->fstype, "btrfs"))
+		setup_btrfs(wt, w);
+	else
+		setup_fanotify(wt, w);
+}
+
+/* ---- the loop ---- */
+
+static bool any_btrfs(const struct watch *wt)
+{
+	for (size_t i = 0; i < wt->nr; i++)
+		if (wt->w[i].how == WATCH_BTRFS)
+			return true;
+	return false;
+}
+
+static int loop(struct watch *wt)
+{
+	bool btrfs = any_btrfs(wt);
+	double next_poll = now_s() + (double)wt->opt.poll_interval;
+
+	while (!watch_stop) {
+		struct pollfd pfd = { .fd = wt->fan_fd, .events = POLLIN };
+		double wait = next_poll - now_s();
+		int timeout = !btrfs ? -1 : wait <= 0 ? 0 : (int)(wait * 1000) + 1;
+		int ret = poll(&pfd, wt->fan_fd >= 0 ? 1 : 0, timeout);
+
+		if (ret < 0 && errno != EINTR) {
+			fprintf(stderr, "fscrub watch: poll: %s\n", strerror(errno));
+			return EXIT_OPERATIONAL;
+		}
+		reap_children();
+		if (ret > 0)
+			read_events(wt);
+		if (btrfs && now_s() >= next_poll) {
+			for (size_t i = 0; i < wt->nr; i++)
+				if (wt->w[i].how == WATCH_BTRFS)
+					poll_btrfs(wt, &wt->w[i]);
+			next_poll = now_s() + (double)wt->opt.poll_interval;
+		}
+	}
+	fprintf(stderr, "fscrub watch: stopped\n");
+	return EXIT_CLEAN;
+}
+
+static void setup_signals(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sigemptyset(&sa.sa_mask);
+	/* poll() is never restarted: it returns EINTR on any of these at once. */
+	sa.sa_flags = SA_RESTART;
+	sa.sa_handler = on_stop;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sa.sa_handler = on_child;
+	sigaction(SIGCHLD, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
+
+/* ---- options ---- */
+
+static void usage(FILE *f)
+{
+	fputs("Usage: fscrub watch [OPTIONS] [MOUNTPOINT|DEVICE...]\n"
+	      "\n"
+	      "Watch filesystems for the errors the kernel reports (default: every mounted\n"
+	      "ext4, XFS and btrfs filesystem); check what an error names at once and start\n"
+	      "the full scrub.\n"
+	      "\n"
+	      "  -h, --help              show this help and exit\n"
+	      "  -v, --verbose           say more\n"
+	      "      --on-error CMD      run CMD with sh -c instead of\n"
+	      "                          'systemctl start fscrub@MOUNT.service'\n"
+	      "      --min-interval SECS start it at most once per SECS per filesystem\n"
+	      "                          (default 3600; 0: on every event)\n"
+	      "      --poll-interval SECS read btrfs device error counters every SECS\n"
+	      "                          (default 60)\n"
+	      "\n"
+	      "Exit status: 0 stopped by SIGTERM or SIGINT, 8 nothing to watch or an\n"
+	      "operational error, 16 usage error.\n", f);
+}
+
+static int bad_value(const char *opt, const char *arg)
+{
+	fprintf(stderr, "fscrub watch: %s needs a number of seconds, not '%s'\n"
+		"Try 'fscrub watch --help' for more information.\n", opt, arg);
+	return EXIT_USAGE;
+}
+
+/* A whole number of seconds from 0 (if zero_ok) to MAX_INTERVAL. */
+static bool parse_seconds(const char *s, bool zero_ok, unsigned long long *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (!*s || *s == '-' || *s == '+')
+		return false;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end || v > MAX_INTERVAL || (!v && !zero_ok))
+		return false;
+	*out = v;
+	return true;
+}
+
+enum { OPT_ON_ERROR = 256, OPT_MIN_INTERVAL, OPT_POLL_INTERVAL };
+
+static int parse(int argc, char **argv, struct watch_opts *o)
+{
+	static const struct option longs[] = {
+		{ "help", no_argument, NULL, 'h' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "on-error", required_argument, NULL, OPT_ON_ERROR },
+		{ "min-interval", required_argument, NULL, OPT_MIN_INTERVAL },
+		{ "poll-interval", required_argument, NULL, OPT_POLL_INTERVAL },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+hv", longs, NULL)) != -1) {
+		switch (c) {
+		case 'h':
+			usage(stdout);
+			return EXIT_CLEAN;
+		case 'v':
+			o->verbose = true;
+			break;
+		case OPT_ON_ERROR:
+			o->on_error = optarg;
+			break;
+		case OPT_MIN_INTERVAL:
+			if (!parse_seconds(optarg, true, &o->min_interval))
+				return bad_value("--min-interval", optarg);
+			break;
+		case OPT_POLL_INTERVAL:
+			if (!parse_seconds(optarg, false, &o->poll_interval))
+				return bad_value("--poll-interval", optarg);
+			break;
+		default:
+			fprintf(stderr, "fscrub watch: %s '%s'\n"
+				"Try 'fscrub watch --help' for more information.\n",
+				optopt ? "option needs an argument:" : "unknown option",
+				argv[optind - 1]);
+			return EXIT_USAGE;
+		}
+	}
+	return -1;
+}
+
+static void release(struct watch *wt)
+{
+	for (size_t i = 0; i < wt->nr; i++) {
+		if (wt->w[i].fd >= 0)
+			close(wt->w[i].fd);
+		free(wt->w[i].stats);
+	}
+	free(wt->w);
+	if (wt->fan_fd >= 0)
+		close(wt->fan_fd);
+}
+
+int cmd_watch(int argc, char **argv)
+{
+	struct watch wt = {
+		.opt = { .min_interval = DEFAULT_MIN_INTERVAL,
+			 .poll_interval = DEFAULT_POLL_INTERVAL },
+		.fan_fd = -1,
+	};
+	struct fsmount_list list;
+	size_t nr_watched = 0;
+	int ret;
+
+	if ((ret = parse(argc, argv, &wt.opt)) >= 0)
+		return ret;
+	if ((ret = fsmounts_collect("watch", argv + optind, argc - optind, watchable, &list)))
+		return ret;
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	setup_signals();
+	wt.w = xcalloc(list.nr ? list.nr : 1, sizeof(*wt.w));
+	wt.nr = list.nr;
+	for (size_t i = 0; i < list.nr; i++) {
+		setup_one(&wt, &wt.w[i], &list.v[i]);
+		nr_watched += wt.w[i].how != WATCH_NONE;
+	}
+	if (!nr_watched) {
+		fprintf(stderr, "fscrub watch: nothing to watch\n");
+		ret = EXIT_OPERATIONAL;
+	} else {
+		ret = loop(&wt);
+	}
+	release(&wt);
+	fsmounts_release(&list);
+	return ret;
+}

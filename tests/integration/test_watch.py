@@ -1,0 +1,278 @@
+"""fscrub watch: the kernel's filesystem error events turned into checks.
+
+A mounted ext4 is watched by a real `fscrub watch` (started here, killed
+in a finaliser); a directory block is overwritten underneath it on the
+loop device (after sync and drop_caches, so that the next read comes from
+the device), the directory is read, and the watcher must log the kernel's
+FAN_FS_ERROR event with the directory's path and inode within seconds,
+check the directory, and run --on-error once: a second event within
+--min-interval does not run it again.  btrfs has no such event: its device
+error counters are polled, and a rise is the event.
+"""
+
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import FSCRUB, TOP, check_sanitizers, need_root, need_tools
+from fsimage import run
+from test_btrfs import btrfs_factory, corrupt_data  # noqa: F401 (a fixture)
+
+EVENT_TIMEOUT = 10      # seconds: the event comes within milliseconds; slack for a busy host
+
+
+def kernel_at_least(major, minor):
+    k = tuple(int(x) for x in re.match(r"(\d+)\.(\d+)", os.uname().release).groups())
+    return k >= (major, minor)
+
+
+class Watcher:
+    """`fscrub watch ARGS` with stdout and stderr in files, stopped by stop()."""
+
+    def __init__(self, workdir, *args):
+        self.err_path = os.path.join(workdir, "watch.err")
+        self.out_path = os.path.join(workdir, "watch.out")
+        self.proc = subprocess.Popen([FSCRUB, "watch"] + [str(a) for a in args],
+                                     stdout=open(self.out_path, "w"),
+                                     stderr=open(self.err_path, "w"))
+
+    def stderr(self):
+        with open(self.err_path, errors="surrogateescape") as f:
+            return f.read()
+
+    def stdout(self):
+        with open(self.out_path, errors="surrogateescape") as f:
+            return f.read()
+
+    def wait_for(self, pattern, timeout=EVENT_TIMEOUT, count=1):
+        """The first `count` matches of pattern in stderr; fails after timeout."""
+        deadline = time.monotonic() + timeout
+        while True:
+            ended = self.proc.poll() is not None     # before reading: nothing comes after
+            found = re.findall(pattern, self.stderr(), re.M)
+            if len(found) >= count:
+                return found
+            if ended or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+        raise AssertionError("no %r (x%d) within %s s; rc %s\n--- stderr\n%s" % (
+            pattern, count, timeout, self.proc.poll(), self.stderr()))
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        check_sanitizers(self.stderr())
+        return self.proc.returncode
+
+
+@pytest.fixture
+def watcher(workdir):
+    made = []
+
+    def start(*args):
+        w = Watcher(workdir, *args)
+        made.append(w)
+        return w
+
+    yield start
+    for w in made:
+        w.stop()
+
+
+def drop_caches():
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
+def corrupt_dir_block(img, path):
+    """Overwrite the first block of directory path on img's loop device, under
+    the mounted filesystem; return its inode number."""
+    ino = os.stat(path).st_ino
+    bs = os.statvfs(img.mnt).f_bsize
+    os.sync()
+    out = run(["debugfs", "-R", "bmap <%d> 0" % ino, img.dev]).stdout
+    block = int(out.split()[-1])
+    assert block > 0, out
+    drop_caches()
+    fd = os.open(img.dev, os.O_WRONLY)
+    try:
+        os.pwrite(fd, os.urandom(bs), block * bs)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    drop_caches()
+    return ino
+
+
+@pytest.fixture
+def ext4_dir(image_factory):
+    need_tools("debugfs")
+    img = image_factory("ext4", size_mb=64)
+    img.mkfs()
+    mnt = img.mount()
+    d = os.path.join(mnt, "victim dir")
+    os.mkdir(d)
+    for i in range(20):
+        open(os.path.join(d, "f%02d" % i), "w").close()
+    return img, d
+
+
+def read_dir(path):
+    try:
+        return os.listdir(path)
+    except OSError as e:
+        return e
+
+
+def test_event_path_check_and_one_scrub(ext4_dir, watcher, workdir):
+    img, d = ext4_dir
+    ran = os.path.join(workdir, "ran")
+    w = watcher("--on-error", 'printf "%s %s %s %s\\n" "$FSCRUB_EVENT" "$FSCRUB_INODE" '
+                '"$FSCRUB_UNIT" "$FSCRUB_PATH" >> ' + ran, img.mnt)
+    w.wait_for(r"watching %s \(ext4\): FAN_FS_ERROR$" % re.escape(img.mnt))
+    ino = corrupt_dir_block(img, d)
+
+    t0 = time.monotonic()
+    read_dir(d)
+    event = r"^fscrub watch: %s: filesystem error: .* \(errno (\d+)\), \d+ errors?, " \
+        r"inode %d, path %s$" % (re.escape(img.mnt), ino, re.escape(d))
+    errno_seen = w.wait_for(event)[0]
+    latency = time.monotonic() - t0
+    print("event latency: %.3f s" % latency)
+    assert int(errno_seen) in (74, 117), errno_seen          # EBADMSG, EUCLEAN
+    # the targeted check of that directory, and the scrub command, once
+    w.wait_for(r"^fscrub watch: %s: checked %s \(inode %d\): " % (
+        re.escape(img.mnt), re.escape(d), ino))
+    deadline = time.monotonic() + EVENT_TIMEOUT
+    while not os.path.exists(ran) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    unit = run(["systemd-escape", "--path", "--template=fscrub@.service", img.mnt]).stdout \
+        .strip() if need_systemd_escape() else None
+    with open(ran) as f:
+        lines = f.read().splitlines()
+    assert len(lines) == 1, lines
+    kind, inode, unit_seen, path = lines[0].split(" ", 3)
+    assert (kind, int(inode), path) == ("fs_error", ino, d), lines
+    if unit:
+        assert unit_seen == unit
+
+    # a second event: logged, not checked again at once, no second scrub
+    before = len(re.findall(event, w.stderr(), re.M))
+    time.sleep(0.2)
+    drop_caches()
+    read_dir(d)
+    w.wait_for(event, count=before + 1)
+    w.wait_for(r"not starting the scrub again: started \d+ s ago \(--min-interval 3600\)")
+    time.sleep(0.5)
+    with open(ran) as f:
+        assert len(f.read().splitlines()) == 1
+    # the check's own read of the directory is an event too, but the
+    # directory is not checked again within a minute: no endless loop
+    assert len(re.findall(r": checked ", w.stderr())) == 1, w.stderr()
+    settled = len(re.findall(event, w.stderr(), re.M))
+    time.sleep(1)
+    assert len(re.findall(event, w.stderr(), re.M)) == settled, w.stderr()
+    assert w.proc.poll() is None, w.stderr()
+    assert w.stop() == 0
+    assert w.stderr().endswith("fscrub watch: stopped\n"), w.stderr()
+
+
+def need_systemd_escape():
+    import shutil
+    return shutil.which("systemd-escape") is not None
+
+
+def test_min_interval_zero_runs_every_time(ext4_dir, watcher, workdir):
+    img, d = ext4_dir
+    ran = os.path.join(workdir, "ran")
+    w = watcher("--min-interval", "0", "--on-error", "echo x >> " + ran, img.mnt)
+    w.wait_for(r"FAN_FS_ERROR$")
+    corrupt_dir_block(img, d)
+    for n in (1, 2):
+        drop_caches()
+        read_dir(d)
+        w.wait_for(r"starting the scrub: echo", count=n)
+    deadline = time.monotonic() + EVENT_TIMEOUT
+    while time.monotonic() < deadline:
+        if os.path.exists(ran) and len(open(ran).read().split()) >= 2:
+            break
+        time.sleep(0.05)
+    assert len(open(ran).read().split()) >= 2
+
+
+def test_clean_fs_no_event(ext4_dir, watcher, workdir):
+    """Reading a healthy directory is no event and runs nothing."""
+    img, d = ext4_dir
+    ran = os.path.join(workdir, "ran")
+    w = watcher("--on-error", "echo x >> " + ran, img.mnt)
+    w.wait_for(r"FAN_FS_ERROR$")
+    drop_caches()
+    assert len(read_dir(d)) == 20
+    time.sleep(1)
+    assert "filesystem error" not in w.stderr()
+    assert not os.path.exists(ran)
+
+
+def test_xfs_needs_linux_7(image_factory, watcher):
+    img = image_factory("xfs", size_mb=300)
+    img.mkfs()
+    img.mount()
+    w = watcher(img.mnt)
+    if kernel_at_least(7, 0):
+        w.wait_for(r"watching %s \(xfs\): FAN_FS_ERROR$" % re.escape(img.mnt))
+        return
+    w.wait_for(r"not watching %s \(xfs\): xfs reports errors to fanotify from Linux 7\.0, "
+               r"this is \d+\.\d+$" % re.escape(img.mnt))
+    w.proc.wait(timeout=10)
+    assert w.proc.returncode == 8
+    assert "nothing to watch" in w.stderr()
+
+
+def test_btrfs_counter_rise_is_an_event(btrfs_factory, watcher, workdir):  # noqa: F811
+    fs = btrfs_factory()
+    corrupt_data(fs)
+    fs.mount()
+    ran = os.path.join(workdir, "ran")
+    w = watcher("--poll-interval", "1", "--on-error", 'echo "$FSCRUB_EVENT" >> ' + ran,
+                fs.mnt)
+    w.wait_for(r"watching %s \(btrfs\): device error counters every 1 s$" % re.escape(fs.mnt))
+    drop_caches()
+    with pytest.raises(OSError):
+        with open(os.path.join(fs.mnt, "victim"), "rb") as f:
+            f.read()
+    w.wait_for(r"^fscrub watch: %s: devid 1 \S+: corruption_errs 0 -> [1-9]\d*$"
+               % re.escape(fs.mnt))
+    deadline = time.monotonic() + EVENT_TIMEOUT
+    while not os.path.exists(ran) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert open(ran).read() == "btrfs_dev_stats\n"
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--min-interval", "-1"], "--min-interval needs a number of seconds"),
+    (["--poll-interval", "0"], "--poll-interval needs a number of seconds"),
+    (["--bogus"], "unknown option"),
+    (["/nonexistent-fscrub-path"], ""),
+])
+def test_usage_errors(args, msg):
+    need_root()
+    p = subprocess.run([FSCRUB, "watch"] + args, capture_output=True, text=True, timeout=30)
+    assert p.returncode == 16, p
+    assert msg in p.stderr, p.stderr
+
+
+def test_help():
+    p = subprocess.run([FSCRUB, "watch", "--help"], capture_output=True, text=True)
+    assert p.returncode == 0 and p.stdout.startswith("Usage: fscrub watch"), p
+    man = open(os.path.join(TOP, "man", "fscrub.8")).read()
+    for opt in re.findall(r"(--[a-z-]+)", p.stdout):
+        assert opt.replace("-", r"\-") in man, opt
