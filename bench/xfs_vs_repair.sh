@@ -135,6 +135,22 @@ def nblocks_too_many(img, fmt):
     faults.xfs_db(img, "inode %d" % ino, "write core.nblocks %d" % (n + 2))
 
 
+def four_ways(img):
+    test_xfs_xref.reflinked_four_ways(img.mount())
+    img.offline()
+
+
+def refcount(img, fault):
+    """multi's refcountbt record (4 references) counts 5, ends a block
+    early or runs a block on."""
+    four_ways(img)
+    ag, i, (start, length, _, _) = test_xfs_xref.shared_record(img, 4)
+    cmd = {"count": "write recs[%d].refcount 5" % i,
+           "short": "write recs[%d].blockcount %d" % (i, length - 1),
+           "long": "write recs[%d].blockcount %d" % (i, length + 1)}[fault]
+    faults.xfs_db(img, "agf %d" % ag, "addr refcntroot", cmd)
+
+
 CASES = [
     ("clean image", lambda img: None),
     ("orphaned inode", lambda img: faults.xfs_dirent_ino(img, target="existing")),
@@ -161,7 +177,15 @@ CASES = [
      lambda img: nblocks_too_many(img, 3)),
     ("secondary sb 3 ro-compat features 0", lambda img: faults.xfs_db(
         img, "sb 3", "write features_ro_compat 0")),
+    ("refcountbt record of 4 says 5", lambda img: refcount(img, "count")),
+    ("refcountbt record a block short (shared block without a record)",
+     lambda img: refcount(img, "short")),
+    ("refcountbt record a block long (over an unshared block)",
+     lambda img: refcount(img, "long")),
+    ("CoW staging in the rmapbt only (bnobt+cntbt+AGF+sb fixed)",
+     test_xfs_xref.cow_staging_in_rmapbt_only),
     ("reflinked files (must be clean)", reflinked),
+    ("a file reflinked four ways (must be clean)", four_ways),
 ]
 
 rows = []
