@@ -1,7 +1,7 @@
 """XFS damage that only cross-referencing finds (src/backends/xfs_xref.c):
 each block passes its own checks, but two of them disagree -- an inode in
-use that its inobt record calls free, a linked inode on an AGI unlinked
-list, a free extent over a file's blocks or a btree block, a secondary
+use that its inobt record calls free, a linked inode (or one whose link count was
+made 0 too, but which a name reaches) on an AGI unlinked list, a free extent over a file's blocks or a btree block, a secondary
 superblock with other features.  Each fault is made with xfs_db -x on the
 unmounted image, shown to be there by xfs_repair -n, and must be found on
 the mounted filesystem with exit code 4, naming the AG, the blocks, the
@@ -274,6 +274,35 @@ def test_linked_inode_on_unlinked_list(xref_image, shift):
         want.append(("xfs.unlinked", ino, path, "AG %d on disk: unlinked bucket %d holds "
                      "inode %d, whose bucket is %d" % (ag, bucket, ino, agino % 64)))
     assert xref_errors(r) == sorted(want), r
+
+
+def test_unlinked_list_reachable_inode(xref_image):
+    """A linked file is put on its AGI unlinked bucket and its link count
+    made 0 as well: the list's entry looks right on its own; only the walk,
+    which reaches it by its name, shows it is not unlinked.  The file is
+    held open: the kernel frees an inode without links as soon as it drops
+    it from its cache (BULKSTAT's look is enough), and then the name
+    dangles (dirent.dangling, the only finding, before this check too)."""
+    img = xref_image
+    path = os.path.join(img.mnt, "d", "f42")
+    ino, ag, agino, bucket = linked_inode_on_unlinked_list(img, path)
+    faults.xfs_db(img, "inode %d" % ino, "write core.nlinkv2 0")
+    out = repair_n(img)
+    assert "agi unlinked bucket %d is %d in ag %d" % (bucket, agino, ag) in out, out
+    assert "would have reset inode %d nlinks from 0 to 1" % ino in out, out
+    time.sleep(1.1)     # victims younger than 1 s count as changed
+    mnt = img.mount()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        r = run_fscrub("-n", mnt)
+    finally:
+        os.close(fd)
+    assert r.rc == 4, r
+    assert xref_errors(r) == sorted([
+        ("inode.nlink_zero", ino, path,
+         "inode is reachable by this name but its link count is 0"),
+        ("xfs.unlinked", ino, path, "AG %d on disk: unlinked bucket %d holds inode %d, "
+         "which has no link but is reachable by a name" % (ag, bucket, ino))]), r
 
 
 def _free_next_to(img, owned):

@@ -152,15 +152,12 @@ void xfs_names_release(struct scrub_ctx *ctx, struct xfs_names *nl)
 
 /* ------------------------------------------------------- deferred reports */
 
-void xfs_defer_at(struct xfs_state *xs, uint64_t ino, enum severity sev, const char *check,
-		  const char *file, int line, const char *fmt, ...)
+static void defer_v(struct xfs_state *xs, uint64_t ino, enum severity sev, const char *check,
+		    bool if_named, const char *file, int line, const char *fmt, va_list ap)
 {
 	struct strbuf sb = STRBUF_INIT;
-	va_list ap;
 
-	va_start(ap, fmt);
 	strbuf_vaddf(&sb, fmt, ap);
-	va_end(ap);
 	pthread_mutex_lock(&xs->lock);
 	if (xs->nr_deferred == xs->alloc_deferred) {
 		xs->alloc_deferred = xs->alloc_deferred ? 2 * xs->alloc_deferred : 16;
@@ -168,10 +165,53 @@ void xfs_defer_at(struct xfs_state *xs, uint64_t ino, enum severity sev, const c
 	}
 	xs->deferred[xs->nr_deferred++] = (struct xfs_deferred){
 		.ino = ino, .sev = sev, .check = check, .msg = strbuf_detach(&sb),
-		.file = file, .line = line,
+		.file = file, .line = line, .if_named = if_named,
 	};
 	pthread_mutex_unlock(&xs->lock);
 	xfs_names_add(&xs->named, ino);
+}
+
+void xfs_defer_at(struct xfs_state *xs, uint64_t ino, enum severity sev, const char *check,
+		  const char *file, int line, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	defer_v(xs, ino, sev, check, false, file, line, fmt, ap);
+	va_end(ap);
+}
+
+void xfs_defer_if_named_at(struct xfs_state *xs, uint64_t ino, enum severity sev,
+			   const char *check, const char *file, int line, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	defer_v(xs, ino, sev, check, true, file, line, fmt, ap);
+	va_end(ap);
+}
+
+/*
+ * A finding about an inode with no link that the walk reached by a name:
+ * an error if the kernel still gives it no link and did not change it
+ * during the scan (a link or unlink stamps its ctime: an O_TMPFILE linked
+ * after phase 2 read the disk, a file unlinked after the walk passed).
+ */
+static void report_named(struct scrub_ctx *ctx, struct xfs_state *xs,
+			 const struct xfs_deferred *d, const struct xfs_named *n)
+{
+	struct xfs_bulkstat bs;
+	int ret = d->sev == SEV_ERROR ? xfs_bulkstat_one(xs->fd, d->ino, &bs) : 0;
+	bool still = ret == 1 && !bs.bs_nlink &&
+		     (uint64_t)bs.bs_ctime * 1000000000ULL + bs.bs_ctime_nsec <
+		     ctx->changed_since_ns;
+
+	if (d->sev != SEV_ERROR || still)
+		report_at(ctx, d->sev, d->check, n->dir, n->name, d->ino, d->file, d->line,
+			  "%s", d->msg);
+	else
+		report_at(ctx, SEV_INFO, d->check, n->dir, n->name, d->ino, d->file, d->line,
+			  "changed while being checked: %s", d->msg);
 }
 
 static int deferred_cmp(const void *a, const void *b)
@@ -191,6 +231,11 @@ static void report_deferred(struct scrub_ctx *ctx, struct xfs_state *xs)
 		const struct xfs_deferred *d = &xs->deferred[i];
 		const struct xfs_named *n = xfs_names_find(&xs->named, d->ino);
 
+		if (d->if_named) {
+			if (n && n->found)
+				report_named(ctx, xs, d, n);
+			continue;
+		}
 		if (n && n->found)
 			report_at(ctx, d->sev, d->check, n->dir, n->name, d->ino, d->file, d->line,
 				  "%s", d->msg);

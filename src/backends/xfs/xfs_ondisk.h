@@ -55,6 +55,11 @@ struct od {
 	uint64_t agf_lsn, agi_lsn;	/* as read by this look, 0: not read */
 	uint32_t agi_count, agi_freecount;
 	unsigned long long blocks, inodes;	/* read by this look */
+	/*
+	 * The AG's first look: what is held for the walk to decide, outside
+	 * the looks' lists (xfs_defer_if_named()), is held once.
+	 */
+	bool first_look;
 };
 
 /* Add a problem to this look (at most OD_MAX_PROBLEMS are kept). */

@@ -10,6 +10,8 @@
  *                    inodes' di_next_unlinked: every inode on them is
  *                    allocated, in use, has no link, is in its bucket
  *                    (agino % 64), and on one list once; lists do not loop.
+ *                    One with no link is held for the walk: reachable
+ *                    by a name, it is not unlinked (xfs_defer_if_named()).
  *   xfs.space        every block of the AG is free (bnobt; the cntbt has
  *                    the same extents) or used -- AG headers, the AGFL,
  *                    btree blocks, inode chunks, the log and, with the
@@ -329,6 +331,17 @@ static bool unl_inode(struct unl_walk *u, unsigned b, uint32_t agino, uint32_t *
 		od_problem_id(od, CHECK_XFS_UNLINKED, ino, true,
 			      "unlinked bucket %u holds inode %llu, which has %u links", b,
 			      (unsigned long long)ino, be32toh(d->di_nlink));
+	else if (od->first_look)
+		/*
+		 * Rightly there if no name reaches it (unlinked but open, an
+		 * O_TMPFILE); its link count may lie too, and only the walk can
+		 * tell.  Not a problem of the look: those make an AG wait for a
+		 * third, and every open unlinked file would.
+		 */
+		xfs_defer_if_named(od->xs, ino, SEV_ERROR, CHECK_XFS_UNLINKED,
+				   "AG %u on disk: unlinked bucket %u holds inode %llu, which has "
+				   "no link but is reachable by a name", u->agno, b,
+				   (unsigned long long)ino);
 	*next = be32toh(d->di_next_unlinked);
 	return true;
 }
