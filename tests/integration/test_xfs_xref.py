@@ -380,22 +380,47 @@ def free_extent_over(img, owned, cnt=True):
     return ag, victim, first, first + length, who
 
 
+def file_block_owner_bmap(img):
+    """owned(ag, block) for _free_next_to() without the rmapbt: (inode, file
+    block) from the regular files' block maps (xfs_db bmap), else None."""
+    paths = inode_paths(img, files_only=True)
+    cmds = []
+    for ino in sorted(paths):
+        cmds += ["inode %d" % ino, "print v3.inumber", "bmap"]
+    blocks, ino = {}, None
+    for line in db(img, *cmds).splitlines():
+        m = re.match(r"v3\.inumber = (\d+)", line)
+        if m:
+            ino = int(m.group(1))
+        m = re.match(r"data offset (\d+) startblock \d+ \((\d+)/(\d+)\) count (\d+)", line)
+        if m:
+            off, ag, bno, count = (int(v) for v in m.groups())
+            for k in range(count):
+                blocks[(ag, bno + k)] = (ino, off + k)
+    return paths, lambda ag, b: blocks.get((ag, b))
+
+
 def test_free_extent_over_file_data(xref_image):
-    """With the rmapbt: a free extent grows over the block of a file's
-    extent next to it, in both free space btrees and the AGF's counters: used
-    space recorded as free, named by the owner's inode and path."""
-    if not xref_image.rmap:
-        pytest.skip("file data is cross-checked with the rmapbt only")
+    """A free extent grows over the block of a file's extent next to it, in
+    both free space btrees and the AGF's counters: used space recorded as
+    free, named by the owner's inode and path.  With the rmapbt the disk's
+    btrees tell (xfs_xref.c); without it the file's FIEMAP extents against
+    GETFSMAP's free space after the walk (xfs_inodes.c)."""
     img = xref_image
-    paths, owned = file_block_owner(img)
+    paths, owned = file_block_owner(img) if img.rmap else file_block_owner_bmap(img)
     ag, victim, first, last, (ino, fblock) = free_extent_over(img, owned)
     assert re.search(r"data fork in ino %d claims free block" % ino, repair_n(img))
     mnt, r = scrub(img)
     assert r.rc == 4, r
-    assert xref_errors(r) == [
-        ("xfs.space", ino, paths[ino],
-         "AG %d on disk: block %d is free in the bnobt (free extent %d-%d) but used by "
-         "inode %d (data fork, file block %d)" % (ag, victim, first, last, ino, fblock))], r
+    if img.rmap:
+        want = "AG %d on disk: block %d is free in the bnobt (free extent %d-%d) but used " \
+               "by inode %d (data fork, file block %d)" % (ag, victim, first, last, ino, fblock)
+    else:
+        bsize = db_int(img, "blocksize", "sb 0")
+        phys = (ag * db_int(img, "agblocks", "sb 0") + victim) * bsize
+        want = "file offset %d maps device bytes %d-%d (AG %d, block %d), which the bnobt " \
+               "calls free" % (fblock * bsize, phys, phys + bsize - 1, ag, victim)
+    assert xref_errors(r) == [("xfs.space", ino, paths[ino], want)], r
 
 
 @pytest.mark.parametrize("cnt", [True, False], ids=["both_btrees", "bnobt_only"])

@@ -35,9 +35,9 @@
  * Each of these is a problem between blocks ("cross": see xfs_ondisk.c),
  * so it is believed only if it persists across looks of a quiet AG.
  * Without the rmapbt, file data is not in the space or the refcount
- * check: the blocks of files are known only from FIEMAP, after the walk
- * (crosslink.c), and an AG's look here sees the inodes of its own chunks
- * only, whose data may lie in any AG.
+ * check here: an AG's look sees the inodes of its own chunks only, whose
+ * data may lie in any AG; after the walk, xfs_inodes.c sets the files'
+ * FIEMAP extents against GETFSMAP's free space instead.
  */
 #include "backends/xfs/xfs_ondisk.h"
 
