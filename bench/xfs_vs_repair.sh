@@ -54,8 +54,12 @@ def repair_says(path):
     return p.returncode, lines[0] if lines else "(nothing)"
 
 
-def fscrub_says(r):
-    """The first error (else warning) other than the tree's odd names."""
+def fscrub_says(r, prefer=None):
+    """The first error (else warning) other than the tree's odd names; the
+    first of check prefer if there is one."""
+    for f in r.findings:
+        if f.severity == "Error" and f.check == prefer:
+            return "%s [%s]" % (short(f.message), f.check)
     for sev in ("Error", "Warning"):
         for f in r.findings:
             if f.severity == sev and not f.check.startswith("name."):
@@ -71,9 +75,16 @@ def cell(text):
     return str(text).replace("|", "\\|")
 
 
-def base_image():
-    img = fsimage.Image(work, "xfs", size_mb=300, name="base")
-    img.mkfs()
+def base_image(rmapbt=True):
+    img = fsimage.Image(work, "xfs", size_mb=300, name="base" if rmapbt else "normap")
+    if rmapbt:
+        img.mkfs()
+    else:
+        # fsimage's mkfs gives -m rmapbt=1, which cannot be overridden.
+        with open(img.path, "wb") as fh:
+            fh.truncate(300 << 20)
+        fsimage.run(["mkfs.xfs", "-f", "-q", "-m", "crc=1,reflink=1,rmapbt=0", img.path],
+                    env=dict(os.environ, **fsimage._XFS_SMALL_ENV))
     mnt = img.mount()
     fsimage.make_tree(mnt, deep=False)
     img.offline()
@@ -105,16 +116,35 @@ def free_inode_crc(img):
 
 
 def linked_on_unlinked_list(img):
-    mnt = img.mount()
-    victim = sorted(os.path.join(dp, f) for dp, _, fs in os.walk(mnt) for f in fs
-                    if os.path.isfile(os.path.join(dp, f)))[0]
-    img.offline()
-    test_xfs_xref.linked_inode_on_unlinked_list(img, victim)
+    test_xfs_xref.linked_inode_on_unlinked_list(img, first_file(img))
 
 
 def free_over_file_data(img):
     _, owned = test_xfs_xref.file_block_owner(img)
     test_xfs_xref.free_extent_over(img, owned)
+
+
+def free_over_file_data_normap(img):
+    _, owned = test_xfs_xref.file_block_owner_bmap(img)
+    test_xfs_xref.free_extent_over(img, owned)
+
+
+def first_file(img):
+    mnt = img.mount()
+    victim = sorted(os.path.join(dp, f) for dp, _, fs in os.walk(mnt) for f in fs
+                    if os.path.isfile(os.path.join(dp, f)))[0]
+    img.offline()
+    return victim
+
+
+def unlinked_nlink0(img):
+    """A linked file on its unlinked bucket with its link count made 0 too;
+    the bench holds it open during the scan (uncached, the kernel frees it)."""
+    victim = first_file(img)
+    ino = test_xfs_xref.linked_inode_on_unlinked_list(img, victim)[0]
+    faults.xfs_db(img, "inode %d" % ino, "write core.nlinkv2 0")
+    img.victim = victim
+    img.prefer = "xfs.unlinked"     # inode.nlink_zero comes first
 
 
 def free_over_btree_block(img, cnt=True):
@@ -133,6 +163,22 @@ def nblocks_too_many(img, fmt):
     ino = [i for i in inos if faults.xfs_field(img, i, "core.format").startswith(str(fmt))][0]
     n = int(faults.xfs_field(img, ino, "core.nblocks"))
     faults.xfs_db(img, "inode %d" % ino, "write core.nblocks %d" % (n + 2))
+
+
+def four_ways(img):
+    test_xfs_xref.reflinked_four_ways(img.mount())
+    img.offline()
+
+
+def refcount(img, fault):
+    """multi's refcountbt record (4 references) counts 5, ends a block
+    early or runs a block on."""
+    four_ways(img)
+    ag, i, (start, length, _, _) = test_xfs_xref.shared_record(img, 4)
+    cmd = {"count": "write recs[%d].refcount 5" % i,
+           "short": "write recs[%d].blockcount %d" % (i, length - 1),
+           "long": "write recs[%d].blockcount %d" % (i, length + 1)}[fault]
+    faults.xfs_db(img, "agf %d" % ag, "addr refcntroot", cmd)
 
 
 CASES = [
@@ -161,13 +207,28 @@ CASES = [
      lambda img: nblocks_too_many(img, 3)),
     ("secondary sb 3 ro-compat features 0", lambda img: faults.xfs_db(
         img, "sb 3", "write features_ro_compat 0")),
+    ("linked inode on an unlinked list, nlink made 0 (held open)", unlinked_nlink0),
+    ("no rmapbt: free extent over a file's block (bnobt+cntbt+AGF)",
+     free_over_file_data_normap, False),
+    ("refcountbt record of 4 says 5", lambda img: refcount(img, "count")),
+    ("refcountbt record a block short (shared block without a record)",
+     lambda img: refcount(img, "short")),
+    ("refcountbt record a block long (over an unshared block)",
+     lambda img: refcount(img, "long")),
+    ("CoW staging in the rmapbt only (bnobt+cntbt+AGF+sb fixed)",
+     test_xfs_xref.cow_staging_in_rmapbt_only),
     ("reflinked files (must be clean)", reflinked),
+    ("a file reflinked four ways (must be clean)", four_ways),
 ]
 
 rows = []
-base = base_image()
-for i, (name, inject) in enumerate(CASES):
-    img = base.copy(os.path.join(work, "case%d.img" % i))
+bases = {True: base_image(), False: None}
+for i, (name, inject, *flavour) in enumerate(CASES):
+    rmapbt = flavour[0] if flavour else True
+    if bases[rmapbt] is None:
+        bases[rmapbt] = base_image(rmapbt)
+    img = bases[rmapbt].copy(os.path.join(work, "case%d.img" % i))
+    img.victim = img.prefer = None
     try:
         try:
             inject(img)
@@ -176,11 +237,18 @@ for i, (name, inject) in enumerate(CASES):
             continue
         img.offline()
         time.sleep(1.1)     # victims younger than 1 s count as changed
+        fd = None
         try:
-            r = run_fscrub(img.mount())
-            said = (r.rc, fscrub_says(r))
+            mnt = img.mount()
+            if img.victim:
+                fd = os.open(img.victim, os.O_RDONLY)
+            r = run_fscrub(mnt)
+            said = (r.rc, fscrub_says(r, img.prefer))
         except RuntimeError:        # the kernel refuses the damage
             said = ("-", "(the kernel does not mount it)")
+        finally:
+            if fd is not None:
+                os.close(fd)
         img.offline()
         rows.append((name,) + said + repair_says(img.path))
     finally:
@@ -209,7 +277,9 @@ else:
                 + repair_says(img.path))
     img.cleanup(remove=True)
     print("done: quota", file=sys.stderr)
-base.cleanup(remove=True)
+for b in bases.values():
+    if b is not None:
+        b.cleanup(remove=True)
 
 print("| case | fscrub exit | fscrub finding | xfs_repair -n exit | xfs_repair -n says |")
 print("|---|---|---|---|---|")

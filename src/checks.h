@@ -94,6 +94,7 @@
 #define CHECK_XFS_INODE_ALLOC	"xfs.inode_alloc"	/* inode in use but free in the inobt, or the reverse */
 #define CHECK_XFS_UNLINKED	"xfs.unlinked"	/* an AGI unlinked list: linked, free, looping inodes */
 #define CHECK_XFS_SPACE		"xfs.space"	/* blocks free and used, used twice, or owned by none */
+#define CHECK_XFS_REFCOUNT	"xfs.refcount"	/* refcountbt != the owners the rmapbt gives */
 #define CHECK_XFS_BLOCK_COUNT	"xfs.block_count"	/* di_nblocks != the blocks the forks map */
 #define CHECK_XFS_SB_SECONDARY	"xfs.sb_secondary"	/* a secondary superblock differs from the primary */
 #define CHECK_XFS_COUNTERS	"xfs.counters"	/* the kernel's inode counters != its AGs' sums */

@@ -1,7 +1,7 @@
 """XFS damage that only cross-referencing finds (src/backends/xfs_xref.c):
 each block passes its own checks, but two of them disagree -- an inode in
-use that its inobt record calls free, a linked inode on an AGI unlinked
-list, a free extent over a file's blocks or a btree block, a secondary
+use that its inobt record calls free, a linked inode (or one whose link count was
+made 0 too, but which a name reaches) on an AGI unlinked list, a free extent over a file's blocks or a btree block, a secondary
 superblock with other features.  Each fault is made with xfs_db -x on the
 unmounted image, shown to be there by xfs_repair -n, and must be found on
 the mounted filesystem with exit code 4, naming the AG, the blocks, the
@@ -24,6 +24,16 @@ import faults
 import fsimage
 
 
+def reflinked_four_ways(mnt):
+    """multi and its three reflinked copies: one extent, a refcountbt
+    record of 4 (test_refcount)."""
+    with open(os.path.join(mnt, "multi"), "wb") as fh:
+        fh.write(os.urandom(64 << 10))
+    for i in range(3):
+        fsimage.run(["cp", "--reflink=always", os.path.join(mnt, "multi"),
+                     os.path.join(mnt, "multi%d" % i)])
+
+
 def _fill(mnt):
     d = os.path.join(mnt, "d")
     os.mkdir(d)
@@ -34,6 +44,7 @@ def _fill(mnt):
         fh.write(os.urandom(5 << 20))
     fsimage.run(["cp", "--reflink=always", os.path.join(mnt, "big"),
                  os.path.join(mnt, "big2")])
+    reflinked_four_ways(mnt)
     os.setxattr(os.path.join(d, "f1"), "user.x", b"a" * 3000)
     # 600 one-block extents apart: a data fork in btree format.
     with open(os.path.join(mnt, "frag"), "wb") as fh:
@@ -142,10 +153,28 @@ def xref_errors(r):
     return sorted((e.check, e.inode, e.path, e.message) for e in r.errors)
 
 
+def cow_staging(mnt):
+    """A reflinked copy of big, rewritten one block in with a CoW extent
+    size hint of 1 MiB: the write reserves 256 blocks of CoW staging, of
+    which it uses one; the rest stays in the refcountbt (XFS_REFC_COWFLAG)
+    and, with the rmapbt, as XFS_RMAP_OWN_COW until the file is closed and
+    evicted (the kernel frees leftover staging at mount, so it cannot be
+    made offline).  Returns the open descriptor that keeps it."""
+    dst = os.path.join(mnt, "cowdst")
+    fsimage.run(["cp", "--reflink=always", os.path.join(mnt, "big"), dst])
+    fsimage.run(["xfs_io", "-c", "cowextsize 1m", dst])
+    fd = os.open(dst, os.O_WRONLY)
+    os.pwrite(fd, b"y" * 4096, 8192)
+    os.fsync(fd)
+    return fd
+
+
 def test_xref_clean(xref_image):
     """Nothing on a clean image, with a file unlinked but open and an
-    O_TMPFILE file: inodes rightly on the AGI unlinked lists."""
+    O_TMPFILE file: inodes rightly on the AGI unlinked lists; and a
+    reflinked file with CoW staging in flight."""
     mnt = xref_image.mount()
+    cow = cow_staging(mnt)
     path = os.path.join(mnt, "d", "f7")
     gone = os.open(path, os.O_RDWR)
     os.unlink(path)
@@ -158,6 +187,7 @@ def test_xref_clean(xref_image):
     finally:
         os.close(gone)
         os.close(tmp)
+        os.close(cow)
     assert r.rc == 0 and r.errors == [], r
     assert not [w for w in r.warnings if w.check.startswith("xfs.")], r
     assert re.search(r"4 AGs' headers, \d+ btree blocks and \d+ inodes read from", r.stdout), r
@@ -246,6 +276,35 @@ def test_linked_inode_on_unlinked_list(xref_image, shift):
     assert xref_errors(r) == sorted(want), r
 
 
+def test_unlinked_list_reachable_inode(xref_image):
+    """A linked file is put on its AGI unlinked bucket and its link count
+    made 0 as well: the list's entry looks right on its own; only the walk,
+    which reaches it by its name, shows it is not unlinked.  The file is
+    held open: the kernel frees an inode without links as soon as it drops
+    it from its cache (BULKSTAT's look is enough), and then the name
+    dangles (dirent.dangling, the only finding, before this check too)."""
+    img = xref_image
+    path = os.path.join(img.mnt, "d", "f42")
+    ino, ag, agino, bucket = linked_inode_on_unlinked_list(img, path)
+    faults.xfs_db(img, "inode %d" % ino, "write core.nlinkv2 0")
+    out = repair_n(img)
+    assert "agi unlinked bucket %d is %d in ag %d" % (bucket, agino, ag) in out, out
+    assert "would have reset inode %d nlinks from 0 to 1" % ino in out, out
+    time.sleep(1.1)     # victims younger than 1 s count as changed
+    mnt = img.mount()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        r = run_fscrub("-n", mnt)
+    finally:
+        os.close(fd)
+    assert r.rc == 4, r
+    assert xref_errors(r) == sorted([
+        ("inode.nlink_zero", ino, path,
+         "inode is reachable by this name but its link count is 0"),
+        ("xfs.unlinked", ino, path, "AG %d on disk: unlinked bucket %d holds inode %d, "
+         "which has no link but is reachable by a name" % (ag, bucket, ino))]), r
+
+
 def _free_next_to(img, owned):
     """(ag, bnobt index, cntbt index, free extent, victim, who): a free
     extent right after (else right before) a block, the victim, that
@@ -321,22 +380,47 @@ def free_extent_over(img, owned, cnt=True):
     return ag, victim, first, first + length, who
 
 
+def file_block_owner_bmap(img):
+    """owned(ag, block) for _free_next_to() without the rmapbt: (inode, file
+    block) from the regular files' block maps (xfs_db bmap), else None."""
+    paths = inode_paths(img, files_only=True)
+    cmds = []
+    for ino in sorted(paths):
+        cmds += ["inode %d" % ino, "print v3.inumber", "bmap"]
+    blocks, ino = {}, None
+    for line in db(img, *cmds).splitlines():
+        m = re.match(r"v3\.inumber = (\d+)", line)
+        if m:
+            ino = int(m.group(1))
+        m = re.match(r"data offset (\d+) startblock \d+ \((\d+)/(\d+)\) count (\d+)", line)
+        if m:
+            off, ag, bno, count = (int(v) for v in m.groups())
+            for k in range(count):
+                blocks[(ag, bno + k)] = (ino, off + k)
+    return paths, lambda ag, b: blocks.get((ag, b))
+
+
 def test_free_extent_over_file_data(xref_image):
-    """With the rmapbt: a free extent grows over the block of a file's
-    extent next to it, in both free space btrees and the AGF's counters: used
-    space recorded as free, named by the owner's inode and path."""
-    if not xref_image.rmap:
-        pytest.skip("file data is cross-checked with the rmapbt only")
+    """A free extent grows over the block of a file's extent next to it, in
+    both free space btrees and the AGF's counters: used space recorded as
+    free, named by the owner's inode and path.  With the rmapbt the disk's
+    btrees tell (xfs_xref.c); without it the file's FIEMAP extents against
+    GETFSMAP's free space after the walk (xfs_inodes.c)."""
     img = xref_image
-    paths, owned = file_block_owner(img)
+    paths, owned = file_block_owner(img) if img.rmap else file_block_owner_bmap(img)
     ag, victim, first, last, (ino, fblock) = free_extent_over(img, owned)
     assert re.search(r"data fork in ino %d claims free block" % ino, repair_n(img))
     mnt, r = scrub(img)
     assert r.rc == 4, r
-    assert xref_errors(r) == [
-        ("xfs.space", ino, paths[ino],
-         "AG %d on disk: block %d is free in the bnobt (free extent %d-%d) but used by "
-         "inode %d (data fork, file block %d)" % (ag, victim, first, last, ino, fblock))], r
+    if img.rmap:
+        want = "AG %d on disk: block %d is free in the bnobt (free extent %d-%d) but used " \
+               "by inode %d (data fork, file block %d)" % (ag, victim, first, last, ino, fblock)
+    else:
+        bsize = db_int(img, "blocksize", "sb 0")
+        phys = (ag * db_int(img, "agblocks", "sb 0") + victim) * bsize
+        want = "file offset %d maps device bytes %d-%d (AG %d, block %d), which the bnobt " \
+               "calls free" % (fblock * bsize, phys, phys + bsize - 1, ag, victim)
+    assert xref_errors(r) == [("xfs.space", ino, paths[ino], want)], r
 
 
 @pytest.mark.parametrize("cnt", [True, False], ids=["both_btrees", "bnobt_only"])
@@ -358,6 +442,134 @@ def test_free_extent_over_btree_block(xref_image, cnt):
                     % (ag, first, last))
     assert sorted(got) == sorted(want), r
     assert all(e.path == mnt for e in r.errors), r
+
+
+# --- reference counts ---------------------------------------------------------
+
+def shared_record(img, refcount):
+    """(ag, index, [start, length, refcount, cowflag]) of the refcountbt
+    record with that count."""
+    for ag in range(db_int(img, "agcount", "sb 0")):
+        for i, rec in enumerate(leaf_recs(img, "agf %d" % ag, "refcntroot", "refcntlevel")):
+            if rec[2] == refcount and not rec[3]:
+                return ag, i + 1, rec
+    raise AssertionError("no refcountbt record of %d" % refcount)
+
+
+@pytest.mark.parametrize("fault", ["count", "short", "long"])
+def test_refcount(xref_image, fault):
+    """The record of multi's extent, shared by multi and its three reflinked
+    copies (refcount 4), counts 5 (count); ends a block early, leaving the
+    last block shared without a record (short); or runs a block on, over a
+    free block (long).  Every block passes its checks; only the rmapbt's
+    owners against the refcountbt tell."""
+    img = xref_image
+    if not img.rmap:
+        pytest.skip("references are counted from the rmapbt: without it, an AG's "
+                    "look has no owners of its blocks (xfs_xref.c)")
+    paths = inode_paths(img, files_only=True)
+    owners = sorted(i for i, p in paths.items() if os.path.basename(p).startswith("multi"))
+    ag, i, (start, length, _, _) = shared_record(img, 4)
+    last = start + length - 1
+    who = "inodes " + ", ".join(str(o) for o in owners)
+    hdr = "agf %d" % ag
+    if fault == "count":
+        faults.xfs_db(img, hdr, "addr refcntroot", "write recs[%d].refcount 5" % i)
+        want = ("xfs.refcount", owners[0], paths[owners[0]],
+                "AG %d on disk: blocks %d-%d: the rmapbt gives 4 data fork references (%s), the "
+                "refcountbt counts 5" % (ag, start, last, who))
+        said = "Incorrect reference count"
+    elif fault == "short":
+        faults.xfs_db(img, hdr, "addr refcntroot", "write recs[%d].blockcount %d"
+                      % (i, length - 1))
+        want = ("xfs.refcount", owners[0], paths[owners[0]],
+                "AG %d on disk: block %d: the rmapbt gives 4 data fork references (%s), the "
+                "refcountbt has no record" % (ag, last, who))
+        said = "Incorrect reference count: saw (%d/%d) len %d nlinks 4" % (ag, start, length - 1)
+    else:
+        # The block after the extent: free, or any fork's of any file (d/f1's
+        # attr fork here, allocated right after multi).
+        by = [(rec[2], not rec[5] and not rec[6]) for rec in
+              leaf_recs(img, hdr, "rmaproot", "rmaplevel", levels=2)
+              if rec[0] <= last + 1 < rec[0] + rec[1] and rec[2] in paths]
+        free = [f for f in leaf_recs(img, hdr, "bnoroot", "bnolevel") if f[0] == last + 1]
+        if len(by) != 1 and not free:
+            pytest.skip("block %d after multi's extent is neither free nor one file's"
+                        % (last + 1))
+        faults.xfs_db(img, hdr, "addr refcntroot", "write recs[%d].blockcount %d"
+                      % (i, length + 1))
+        refs = "%d data fork reference%s (inode %d)" % (by[0][1], "" if by[0][1] else "s",
+                                                         by[0][0]) if by else \
+            "0 data fork references (no file)"
+        want = ("xfs.refcount", by[0][0] if by else None, paths[by[0][0]] if by else img.mnt,
+                "AG %d on disk: block %d: the rmapbt gives %s, the refcountbt counts 4"
+                % (ag, last + 1, refs))
+        said = "Incorrect reference count: saw (%d/%d) len %d nlinks 4" % (ag, start, length + 1)
+    out = repair_n(img)
+    assert said in out, out
+    mnt, r = scrub(img)
+    assert r.rc == 4, r
+    assert [e for e in xref_errors(r) if e[0] == "xfs.refcount"] == [want], r
+    # FIEMAP takes its shared flag from the refcountbt: the last block is
+    # mapped by four files and by none of them as shared (crosslink.c).
+    others = {e.check for e in r.errors} - {"xfs.refcount"}
+    assert others == ({"extent.crosslinked"} if fault == "short" else set()), r
+
+
+def cow_staging_in_rmapbt_only(img):
+    """The last block of an AG (the end of its last free extent) becomes CoW
+    staging in the rmapbt alone: taken out of both free space btrees and the
+    AGF's and superblock's free counts, a record of owner XFS_RMAP_OWN_COW
+    appended to the one-level rmapbt.  (A CoW record in the refcountbt
+    alone cannot be made: the kernel frees the refcountbt's CoW staging at
+    mount, and without its rmapbt record that shuts it down.)  Returns
+    (ag, block)."""
+    for ag in range(db_int(img, "agcount", "sb 0")):
+        hdr = "agf %d" % ag
+        if db_int(img, "rmaplevel", hdr) != 1 or db_int(img, "bnolevel", hdr) != 1 or \
+                db_int(img, "cntlevel", hdr) != 1:
+            continue
+        bno = leaf_recs(img, hdr, "bnoroot", "bnolevel")
+        cnt = leaf_recs(img, hdr, "cntroot", "cntlevel")
+        start, length = bno[-1]
+        if start + length != db_int(img, "length", hdr) or length < 2 or \
+                [c for c in cnt if c[1] == length - 1]:
+            continue
+        ci = [tuple(c) for c in cnt].index((start, length)) + 1
+        n = db_int(img, "numrecs", hdr, "addr rmaproot")
+        block = start + length - 1
+        cmds = [hdr, "addr bnoroot", "write recs[%d].blockcount %d" % (len(bno), length - 1),
+                hdr, "addr cntroot", "write recs[%d].blockcount %d" % (ci, length - 1), hdr]
+        # The AGF's verifier wants longest <= freeblks after each write.
+        if db_int(img, "longest", hdr) == length:
+            cmds.append("write longest %d" % (length - 1))
+        cmds.append("write freeblks %d" % (db_int(img, "freeblks", hdr) - 1))
+        cmds += [hdr, "addr rmaproot", "write numrecs %d" % (n + 1),
+                 "write recs[%d].startblock %d" % (n + 1, block),
+                 "write recs[%d].blockcount 1" % (n + 1),
+                 "write recs[%d].owner -- -9" % (n + 1), "write recs[%d].offset 0" % (n + 1),
+                 "sb 0", "write fdblocks %d" % (db_int(img, "fdblocks", "sb 0") - 1)]
+        faults.xfs_db(img, *cmds)
+        return ag, block
+    raise AssertionError("no AG with one-level btrees ending in a free extent")
+
+
+def test_refcount_cow(xref_image):
+    """An AG's last block is CoW staging in the rmapbt, not in the
+    refcountbt: the kernel mounts it (it looks for leftover CoW staging in
+    the refcountbt only)."""
+    img = xref_image
+    if not img.rmap:
+        pytest.skip("CoW staging has rmapbt records only with the rmapbt")
+    ag, block = cow_staging_in_rmapbt_only(img)
+    out = repair_n(img)
+    # Its blocks are neither free, nor a file's, nor in the refcountbt.
+    assert "unknown block state, ag %d, blocks %d-%d" % (ag, block, block) in out, out
+    mnt, r = scrub(img)
+    assert r.rc == 4, r
+    assert xref_errors(r) == [
+        ("xfs.refcount", None, mnt, "AG %d on disk: block %d: CoW staging in the rmapbt, "
+         "not in the refcountbt" % (ag, block))], r
 
 
 def test_secondary_superblock_features(xref_image):

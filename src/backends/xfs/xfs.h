@@ -58,6 +58,7 @@ struct xfs_deferred {
 	char *msg;
 	const char *file;
 	int line;
+	bool if_named;		/* said only if the walk reaches the inode by a name */
 };
 
 /* An inode whose name a walk is asked to record. */
@@ -169,6 +170,16 @@ void xfs_defer_at(struct xfs_state *xs, uint64_t ino, enum severity sev, const c
 	__attribute__((format(printf, 7, 8)));
 #define xfs_defer(xs, ino, sev, check, ...) \
 	xfs_defer_at(xs, ino, sev, check, __FILE__, __LINE__, __VA_ARGS__)
+/*
+ * The same, said only if the walk reaches the inode by a name; an error
+ * then only if BULKSTAT still gives it no link (else it was linked since,
+ * as an O_TMPFILE is: "changed while being checked").
+ */
+void xfs_defer_if_named_at(struct xfs_state *xs, uint64_t ino, enum severity sev,
+			   const char *check, const char *file, int line, const char *fmt, ...)
+	__attribute__((format(printf, 7, 8)));
+#define xfs_defer_if_named(xs, ino, sev, check, ...) \
+	xfs_defer_if_named_at(xs, ino, sev, check, __FILE__, __LINE__, __VA_ARGS__)
 
 void xfs_names_init(struct xfs_names *nl);
 void xfs_names_add(struct xfs_names *nl, uint64_t ino);	/* thread-safe */

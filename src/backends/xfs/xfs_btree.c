@@ -333,6 +333,9 @@ static void refc_rec(struct bt_walk *w, uint32_t agbno, unsigned idx, const uint
 		bt_problem(w, false, "block %u: record %u (%sblocks %u, length %u) has refcount %u",
 			   agbno, idx, cow ? "CoW staging " : "", raw & ~XFS_REFC_COWFLAG, len,
 			   refcount);
+	else
+		xref_exts_add(cow ? &w->sums->sp.cow : &w->sums->sp.refc, raw & ~XFS_REFC_COWFLAG,
+			      len, refcount, 0);
 }
 
 /* Who owns a block of each btree, as the rmapbt says it. */
@@ -792,6 +795,10 @@ void xfs_btrees_check(struct od *od, uint32_t agno, uint64_t base, uint32_t leng
 		s.sp.bno_ok = s.clean[BT_BNO];
 		s.sp.cnt_ok = s.clean[BT_CNT];
 		s.sp.rmap_ok = s.sp.have_rmap && s.clean[BT_RMAP];
+		s.sp.refc_ok = (g->flags & XFS_FSOP_GEOM_FLAGS_REFLINK) && s.clean[BT_REFC];
+		/* Both btrees walked clean: the refcounts against the owners. */
+		if (s.sp.rmap_ok && s.sp.refc_ok)
+			xref_refcount_check(od, &s.sp);
 	}
 	if (agi) {
 		bt_walk(od, &s, BT_INO, agno, base, length, be32toh(agi->agi_root),

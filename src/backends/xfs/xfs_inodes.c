@@ -36,6 +36,12 @@
  * for those device bytes again; only a mismatch that is still there, in a
  * file whose ctime did not move, is an error.
  *
+ * Free space (filesystems without the rmapbt, same conditions).  GETFSMAP
+ * still lists the free extents (from the bnobt): a block of a file's
+ * extent that is among them is used space recorded as free (xfs.space,
+ * which with the rmapbt xfs_xref.c finds from the disk).  Looked at again
+ * the same way: the file maps it afresh and GETFSMAP still calls it free.
+ *
  * Memory: the rmap records of the data forks, 40 bytes each (as many as
  * the walk's extents), for the time of the check; orphan candidates and
  * mismatches are capped.
@@ -152,15 +158,12 @@ void xfs_names_release(struct scrub_ctx *ctx, struct xfs_names *nl)
 
 /* ------------------------------------------------------- deferred reports */
 
-void xfs_defer_at(struct xfs_state *xs, uint64_t ino, enum severity sev, const char *check,
-		  const char *file, int line, const char *fmt, ...)
+static void defer_v(struct xfs_state *xs, uint64_t ino, enum severity sev, const char *check,
+		    bool if_named, const char *file, int line, const char *fmt, va_list ap)
 {
 	struct strbuf sb = STRBUF_INIT;
-	va_list ap;
 
-	va_start(ap, fmt);
 	strbuf_vaddf(&sb, fmt, ap);
-	va_end(ap);
 	pthread_mutex_lock(&xs->lock);
 	if (xs->nr_deferred == xs->alloc_deferred) {
 		xs->alloc_deferred = xs->alloc_deferred ? 2 * xs->alloc_deferred : 16;
@@ -168,10 +171,53 @@ void xfs_defer_at(struct xfs_state *xs, uint64_t ino, enum severity sev, const c
 	}
 	xs->deferred[xs->nr_deferred++] = (struct xfs_deferred){
 		.ino = ino, .sev = sev, .check = check, .msg = strbuf_detach(&sb),
-		.file = file, .line = line,
+		.file = file, .line = line, .if_named = if_named,
 	};
 	pthread_mutex_unlock(&xs->lock);
 	xfs_names_add(&xs->named, ino);
+}
+
+void xfs_defer_at(struct xfs_state *xs, uint64_t ino, enum severity sev, const char *check,
+		  const char *file, int line, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	defer_v(xs, ino, sev, check, false, file, line, fmt, ap);
+	va_end(ap);
+}
+
+void xfs_defer_if_named_at(struct xfs_state *xs, uint64_t ino, enum severity sev,
+			   const char *check, const char *file, int line, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	defer_v(xs, ino, sev, check, true, file, line, fmt, ap);
+	va_end(ap);
+}
+
+/*
+ * A finding about an inode with no link that the walk reached by a name:
+ * an error if the kernel still gives it no link and did not change it
+ * during the scan (a link or unlink stamps its ctime: an O_TMPFILE linked
+ * after phase 2 read the disk, a file unlinked after the walk passed).
+ */
+static void report_named(struct scrub_ctx *ctx, struct xfs_state *xs,
+			 const struct xfs_deferred *d, const struct xfs_named *n)
+{
+	struct xfs_bulkstat bs;
+	int ret = d->sev == SEV_ERROR ? xfs_bulkstat_one(xs->fd, d->ino, &bs) : 0;
+	bool still = ret == 1 && !bs.bs_nlink &&
+		     (uint64_t)bs.bs_ctime * 1000000000ULL + bs.bs_ctime_nsec <
+		     ctx->changed_since_ns;
+
+	if (d->sev != SEV_ERROR || still)
+		report_at(ctx, d->sev, d->check, n->dir, n->name, d->ino, d->file, d->line,
+			  "%s", d->msg);
+	else
+		report_at(ctx, SEV_INFO, d->check, n->dir, n->name, d->ino, d->file, d->line,
+			  "changed while being checked: %s", d->msg);
 }
 
 static int deferred_cmp(const void *a, const void *b)
@@ -191,6 +237,11 @@ static void report_deferred(struct scrub_ctx *ctx, struct xfs_state *xs)
 		const struct xfs_deferred *d = &xs->deferred[i];
 		const struct xfs_named *n = xfs_names_find(&xs->named, d->ino);
 
+		if (d->if_named) {
+			if (n && n->found)
+				report_named(ctx, xs, d, n);
+			continue;
+		}
 		if (n && n->found)
 			report_at(ctx, d->sev, d->check, n->dir, n->name, d->ino, d->file, d->line,
 				  "%s", d->msg);
@@ -550,7 +601,8 @@ static uint64_t covered(const void *v, size_t n, span_at get, const struct span 
 	return pos - want->off;
 }
 
-enum rmap_kind { RMAP_MISSING, RMAP_EXTRA };
+/* RMAP_FREE: without the rmapbt, a file's block that GETFSMAP calls free. */
+enum rmap_kind { RMAP_MISSING, RMAP_EXTRA, RMAP_FREE };
 
 struct rmap_suspect {
 	enum rmap_kind kind;
@@ -597,6 +649,25 @@ static void probe_rmap(const struct fsmap *m, void *arg)
 	    p->phys < m->fmr_physical + m->fmr_length &&
 	    m->fmr_offset + (p->phys - m->fmr_physical) == p->logical)
 		p->found = true;
+}
+
+static void probe_free(const struct fsmap *m, void *arg)
+{
+	struct rmap_probe *p = arg;
+
+	if ((m->fmr_flags & FMR_OF_SPECIAL_OWNER) && m->fmr_owner == FMR_OWN_FREE &&
+	    m->fmr_physical <= p->phys && p->phys < m->fmr_physical + m->fmr_length)
+		p->found = true;
+}
+
+/* Is device byte phys free, now (GETFSMAP, from the bnobt)? */
+static bool fresh_free(int fd, uint32_t dev, uint64_t phys)
+{
+	struct rmap_probe p = { .phys = phys };
+
+	if (fsmap_query(fd, dev, phys, phys, probe_free, &p) < 0)
+		return false;
+	return p.found;
 }
 
 /* Does a data-fork rmap record of ino map device byte phys to logical, now? */
@@ -651,12 +722,14 @@ static int rmap_recheck(struct scrub_ctx *ctx, struct xfs_state *xs, uint32_t de
 	if (fd < 0)
 		return -1;
 	int ext = fresh_fiemap_maps(fd, s->logical, s->phys);
-	bool rmap = fresh_rmap_maps(xs->fd, dev, s->ino, s->logical, s->phys);
+	bool rmap = s->kind == RMAP_FREE ? fresh_free(xs->fd, dev, s->phys) :
+		    fresh_rmap_maps(xs->fd, dev, s->ino, s->logical, s->phys);
 
 	close(fd);
 	if (ext < 0)
 		return -2;
-	still = s->kind == RMAP_MISSING ? ext && !rmap : rmap && !ext;
+	/* For RMAP_FREE, rmap: GETFSMAP calls the byte free. */
+	still = s->kind == RMAP_EXTRA ? rmap && !ext : ext && (s->kind == RMAP_FREE) == rmap;
 	if (xfs_bulkstat_one(xs->fd, s->ino, &after) != 1 ||
 	    ts_ns(after.bs_ctime, after.bs_ctime_nsec) != ts_ns(bs.bs_ctime, bs.bs_ctime_nsec))
 		return -1;
@@ -723,6 +796,29 @@ static void rmap_compare(struct scrub_ctx *ctx, struct xfs_state *xs, struct rma
 	free(xv);
 }
 
+/* A file's blocks that the bnobt calls free, by AG and block too. */
+static void report_free_used(struct scrub_ctx *ctx, const struct xfs_state *xs,
+			     const struct rmap_suspect *s, const struct dir_node *dir,
+			     const char *name)
+{
+	uint64_t bsize = xs->geo.blocksize, first = s->phys / bsize;
+	uint64_t last = (s->phys + s->len - 1) / bsize;
+	uint32_t ag = (uint32_t)(first / xs->geo.agblocks);
+	uint64_t agbno = first % xs->geo.agblocks;
+	char blocks[48];
+
+	if (last == first)
+		snprintf(blocks, sizeof(blocks), "block %llu", (unsigned long long)agbno);
+	else
+		snprintf(blocks, sizeof(blocks), "blocks %llu-%llu", (unsigned long long)agbno,
+			 (unsigned long long)(agbno + last - first));
+	str_error_range(ctx, CHECK_XFS_SPACE, dir, name, s->ino, s->logical, s->len,
+			"file offset %llu maps device bytes %llu-%llu (AG %u, %s), which the "
+			"bnobt calls free", (unsigned long long)s->logical,
+			(unsigned long long)s->phys, (unsigned long long)(s->phys + s->len - 1),
+			ag, blocks);
+}
+
 static void report_rmap(struct scrub_ctx *ctx, struct xfs_state *xs, struct rmap_check *rc,
 			struct xfs_names *names)
 {
@@ -733,14 +829,17 @@ static void report_rmap(struct scrub_ctx *ctx, struct xfs_state *xs, struct rmap
 		const char *name = n && n->found ? n->name : NULL;
 		int still = rmap_recheck(ctx, xs, rc->dev, s);
 		const char *check = s->kind == RMAP_MISSING ? CHECK_XFS_RMAP_MISSING :
-							      CHECK_XFS_RMAP_EXTRA;
+				    s->kind == RMAP_EXTRA ? CHECK_XFS_RMAP_EXTRA : CHECK_XFS_SPACE;
 
 		if (still == -2) {
 			report_verbose(ctx, "Phase 3: inode %llu: its map cannot be read: reverse "
 				       "mappings not compared", (unsigned long long)s->ino);
 		} else if (still <= 0) {
-			str_changed(ctx, check, dir, name, s->ino, "reverse mapping at file "
-				    "offset %llu", (unsigned long long)s->logical);
+			str_changed(ctx, check, dir, name, s->ino, "%s at file offset %llu",
+				    s->kind == RMAP_FREE ? "free space" : "reverse mapping",
+				    (unsigned long long)s->logical);
+		} else if (s->kind == RMAP_FREE) {
+			report_free_used(ctx, xs, s, dir, name);
 		} else if (still && s->kind == RMAP_MISSING) {
 			str_error_range(ctx, check, dir, name, s->ino, s->logical, s->len,
 					"file offset %llu maps device bytes %llu-%llu, but no "
@@ -762,26 +861,81 @@ static void report_rmap(struct scrub_ctx *ctx, struct xfs_state *xs, struct rmap
 			 MAX_RMAP_SUSPECTS);
 }
 
+static void collect_free(const struct fsmap *m, void *arg)
+{
+	struct rmap_list *l = arg;
+
+	if (!(m->fmr_flags & FMR_OF_SPECIAL_OWNER) || m->fmr_owner != FMR_OWN_FREE)
+		return;
+	l->free_bytes += m->fmr_length;
+	if (l->n == l->alloc) {
+		l->alloc = l->alloc ? 2 * l->alloc : 1024;
+		l->v = xrealloc(l->v, l->alloc * sizeof(*l->v));
+	}
+	l->v[l->n++] = (struct rmap_rec){ .phys = m->fmr_physical, .len = m->fmr_length };
+}
+
+/*
+ * Without the rmapbt: each extent of the walk against the free extents
+ * (rl: GETFSMAP's, in device order, disjoint); overlaps go to rc->sus.
+ */
+static void free_compare(struct scrub_ctx *ctx, struct xfs_state *xs, struct rmap_check *rc)
+{
+	const struct rmap_list *rl = &rc->rl;
+	size_t n;
+	struct backend_extent *xv = backend_extents_by_owner(ctx, &n);
+
+	rc->nr_extents = n;
+	for (size_t i = 0; i < n; i++) {
+		const struct backend_extent *x = &xv[i];
+		size_t lo = 0, hi = rl->n;
+		uint64_t s, e;
+
+		if (!inoset_test(xs->files, 0, x->ino))
+			continue;
+		/* The first free extent that ends after the extent's start. */
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+
+			if (rl->v[mid].phys + rl->v[mid].len <= x->phys)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (lo == rl->n || rl->v[lo].phys >= x->phys + x->len)
+			continue;
+		s = rl->v[lo].phys > x->phys ? rl->v[lo].phys : x->phys;
+		e = rl->v[lo].phys + rl->v[lo].len < x->phys + x->len ?
+		    rl->v[lo].phys + rl->v[lo].len : x->phys + x->len;
+		add_suspect(rc, RMAP_FREE, x->ino, x->logical + (s - x->phys), s, e - s);
+	}
+	free(xv);
+}
+
 /* Read GETFSMAP and compare; false if it does not apply here. */
 static bool rmap_collect(struct scrub_ctx *ctx, struct xfs_state *xs, struct rmap_check *rc)
 {
+	bool rmapbt = xs->geo.flags & XFS_FSOP_GEOM_FLAGS_RMAPBT;
 	int ret;
 
-	if (!(xs->geo.flags & XFS_FSOP_GEOM_FLAGS_RMAPBT)) {
-		report_verbose(ctx, "Phase 3: no reverse mapping btree: extents are not checked "
-			       "against GETFSMAP");
-		return false;
-	}
 	if (!ctx->dev_size || xs->geo.rtblocks) {
 		report_verbose(ctx, "Phase 3: FIEMAP offsets are not offsets on the data device "
 			       "alone: extents are not checked against GETFSMAP");
 		return false;
 	}
 	rc->dev = fsmap_dev(ctx->root_stx.stx_dev_major, ctx->root_stx.stx_dev_minor);
-	ret = fsmap_query(xs->fd, rc->dev, 0, UINT64_MAX, collect_rmap, &rc->rl);
+	ret = fsmap_query(xs->fd, rc->dev, 0, UINT64_MAX, rmapbt ? collect_rmap : collect_free,
+			  &rc->rl);
 	if (ret < 0) {
 		report_operational(ctx, NULL, NULL, -ret, "FS_IOC_GETFSMAP");
 		return false;
+	}
+	if (!rmapbt) {
+		free_compare(ctx, xs, rc);
+		report_verbose(ctx, "Phase 3: no reverse mapping btree: %zu data extents against "
+			       "%zu free extents: %zu to look at again", rc->nr_extents, rc->rl.n,
+			       rc->nr_sus);
+		return true;
 	}
 	rmap_compare(ctx, xs, rc);
 	report_verbose(ctx, "Phase 3: %zu data extents against %zu reverse mappings: %zu to "

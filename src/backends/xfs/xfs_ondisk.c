@@ -362,7 +362,9 @@ static bool check_ag_twice(struct od *od, uint32_t ag, struct od_pending *pend)
 	bool have_k0, q;
 
 	have_k0 = ioctl(od->xs->fd, XFS_IOC_AG_GEOMETRY, &k0) == 0;
+	od->first_look = true;
 	look(od, ag, &first);
+	od->first_look = false;
 	if (!first.pn) {
 		look_release(&first);
 		return false;

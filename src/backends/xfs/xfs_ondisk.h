@@ -55,6 +55,11 @@ struct od {
 	uint64_t agf_lsn, agi_lsn;	/* as read by this look, 0: not read */
 	uint32_t agi_count, agi_freecount;
 	unsigned long long blocks, inodes;	/* read by this look */
+	/*
+	 * The AG's first look: what is held for the walk to decide, outside
+	 * the looks' lists (xfs_defer_if_named()), is held once.
+	 */
+	bool first_look;
 };
 
 /* Add a problem to this look (at most OD_MAX_PROBLEMS are kept). */
@@ -95,7 +100,9 @@ struct xref_space {
 	struct xref_exts bno, cnt;	/* the free space btrees' records */
 	struct xref_exts rmap;		/* the rmapbt's records */
 	struct xref_exts used;		/* headers, AGFL, btree blocks, inode chunks, log */
-	bool bno_ok, cnt_ok, rmap_ok;	/* that walk found nothing wrong */
+	struct xref_exts refc;		/* the refcountbt's shared records, owner: refcount */
+	struct xref_exts cow;		/* its CoW staging records, owner: 1 */
+	bool bno_ok, cnt_ok, rmap_ok, refc_ok;	/* that walk found nothing wrong */
 	bool have_rmap;
 };
 
@@ -111,6 +118,12 @@ void xref_used_add(struct xref_space *sp, uint32_t start, uint32_t len, uint64_t
 void xref_space_release(struct xref_space *sp);
 /* Every block of the AG is free or used, never both; bnobt == cntbt. */
 void xref_space_check(struct od *od, uint32_t agno, uint32_t length, struct xref_space *sp);
+/*
+ * With the rmapbt and the refcountbt (both walked clean): the refcountbt's
+ * shared records are what the rmapbt's data fork records add up to, its
+ * CoW staging records the rmapbt's XFS_RMAP_OWN_COW records.
+ */
+void xref_refcount_check(struct od *od, struct xref_space *sp);
 /* An inode of a chunk (its core passed its checks) against its inobt free bit. */
 void xref_inode_alloc(struct od *od, const struct xfs_dinode *d, uint64_t ino, bool free);
 /* Its di_nblocks against the blocks its forks map (extents format only). */

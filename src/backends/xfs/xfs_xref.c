@@ -10,6 +10,8 @@
  *                    inodes' di_next_unlinked: every inode on them is
  *                    allocated, in use, has no link, is in its bucket
  *                    (agino % 64), and on one list once; lists do not loop.
+ *                    One with no link is held for the walk: reachable
+ *                    by a name, it is not unlinked (xfs_defer_if_named()).
  *   xfs.space        every block of the AG is free (bnobt; the cntbt has
  *                    the same extents) or used -- AG headers, the AGFL,
  *                    btree blocks, inode chunks, the log and, with the
@@ -19,13 +21,23 @@
  *   xfs.block_count  an inode counts other blocks (di_nblocks) than its
  *                    forks map, with their bmbt blocks (walked from the
  *                    root in the inode, read from the device).
+ *   xfs.refcount     with the rmapbt and reflink: every range of blocks
+ *                    that two or more data fork records of the rmapbt map
+ *                    (a file reflinked to itself counts twice) has a
+ *                    refcountbt record of that count, and no other range
+ *                    has one; the refcountbt's CoW staging records are the
+ *                    rmapbt's XFS_RMAP_OWN_COW records (xfs_repair:
+ *                    "Incorrect reference count", "Missing reference
+ *                    count record").
  *   xfs.sb_secondary a secondary superblock's geometry and features are
  *                    the primary's.
  *
  * Each of these is a problem between blocks ("cross": see xfs_ondisk.c),
  * so it is believed only if it persists across looks of a quiet AG.
- * Without the rmapbt, file data is not in the space check: the blocks of
- * files are known only from FIEMAP, after the walk (crosslink.c).
+ * Without the rmapbt, file data is not in the space or the refcount
+ * check here: an AG's look sees the inodes of its own chunks only, whose
+ * data may lie in any AG; after the walk, xfs_inodes.c sets the files'
+ * FIEMAP extents against GETFSMAP's free space instead.
  */
 #include "backends/xfs/xfs_ondisk.h"
 
@@ -64,6 +76,8 @@ void xref_space_release(struct xref_space *sp)
 	free(sp->cnt.v);
 	free(sp->rmap.v);
 	free(sp->used.v);
+	free(sp->refc.v);
+	free(sp->cow.v);
 	memset(sp, 0, sizeof(*sp));
 }
 
@@ -317,6 +331,17 @@ static bool unl_inode(struct unl_walk *u, unsigned b, uint32_t agino, uint32_t *
 		od_problem_id(od, CHECK_XFS_UNLINKED, ino, true,
 			      "unlinked bucket %u holds inode %llu, which has %u links", b,
 			      (unsigned long long)ino, be32toh(d->di_nlink));
+	else if (od->first_look)
+		/*
+		 * Rightly there if no name reaches it (unlinked but open, an
+		 * O_TMPFILE); its link count may lie too, and only the walk can
+		 * tell.  Not a problem of the look: those make an AG wait for a
+		 * third, and every open unlinked file would.
+		 */
+		xfs_defer_if_named(od->xs, ino, SEV_ERROR, CHECK_XFS_UNLINKED,
+				   "AG %u on disk: unlinked bucket %u holds inode %llu, which has "
+				   "no link but is reachable by a name", u->agno, b,
+				   (unsigned long long)ino);
 	*next = be32toh(d->di_next_unlinked);
 	return true;
 }
@@ -572,6 +597,247 @@ void xref_space_check(struct od *od, uint32_t agno, uint32_t length, struct xref
 		return;
 	check_free_used(od, sp, &sp->rmap, &said);
 	check_unowned(od, length, sp);
+}
+
+/* ------------------------------------------------------- reference counts */
+
+/* An rmapbt record of a file's data fork: a reference to its blocks. */
+static bool is_data_ref(const struct xref_ext *e)
+{
+	return e->owner < XFS_RMAP_OWN_MIN &&
+	       !(e->offset & (XFS_RMAP_OFF_ATTR_FORK | XFS_RMAP_OFF_BMBT_BLOCK));
+}
+
+static bool is_cow_ref(const struct xref_ext *e)
+{
+	return e->owner == XFS_RMAP_OWN_COW;
+}
+
+/* One end of a picked rmapbt record, for the sweep. */
+struct ref_edge {
+	uint32_t at;
+	int delta;
+};
+
+static int cmp_edge(const void *a, const void *b)
+{
+	const struct ref_edge *x = a, *y = b;
+
+	return x->at < y->at ? -1 : x->at > y->at;
+}
+
+/* Append the run [start, end) of count n, merged with an equal run before it. */
+static void runs_add(struct xref_exts *out, uint32_t start, uint32_t end, uint64_t n)
+{
+	struct xref_ext *last = out->n ? &out->v[out->n - 1] : NULL;
+
+	if (last && last->owner == n && last->start + last->len == start)
+		last->len += end - start;
+	else
+		xref_exts_add(out, start, end - start, n, 0);
+}
+
+/*
+ * How many of the rmapbt records that pick() takes cover each block: the
+ * runs of at least min, in out (sorted, disjoint, count in owner).  The
+ * edges are sorted with qsort: O(n log n) in the AG's rmapbt records.
+ */
+static void coverage(const struct xref_exts *rmap, bool (*pick)(const struct xref_ext *),
+		     uint64_t min, struct xref_exts *out)
+{
+	struct ref_edge *e = xmalloc(2 * rmap->n * sizeof(*e) + 1);
+	size_t n = 0;
+	uint64_t count = 0;
+
+	for (size_t i = 0; i < rmap->n; i++)
+		if (pick(&rmap->v[i])) {
+			e[n++] = (struct ref_edge){ rmap->v[i].start, 1 };
+			e[n++] = (struct ref_edge){ rmap->v[i].start + rmap->v[i].len, -1 };
+		}
+	if (n)
+		qsort(e, n, sizeof(*e), cmp_edge);
+	for (size_t i = 0; i < n; i++) {
+		count += e[i].delta;
+		if (i + 1 < n && e[i + 1].at > e[i].at && count >= min)
+			runs_add(out, e[i].at, e[i + 1].at, count);
+	}
+	free(e);
+}
+
+/*
+ * The refcountbt's records as runs: sorted, and a run of records with the
+ * same count end to end as one (how the kernel splits them is no concern).
+ */
+static void runs_of(const struct xref_exts *recs, struct xref_exts *out)
+{
+	struct xref_ext *v = xmalloc(recs->n * sizeof(*v) + 1);
+
+	memcpy(v, recs->v, recs->n * sizeof(*v));
+	if (recs->n)
+		qsort(v, recs->n, sizeof(*v), cmp_ext);
+	for (size_t i = 0; i < recs->n; i++)
+		runs_add(out, v[i].start, v[i].start + v[i].len, v[i].owner);
+	free(v);
+}
+
+/* The count run i..n of runs gives block at (0: none); *i moves on. */
+static uint64_t run_value(const struct xref_exts *runs, size_t *i, uint32_t at)
+{
+	while (*i < runs->n && runs->v[*i].start + (uint64_t)runs->v[*i].len <= at)
+		(*i)++;
+	return *i < runs->n && runs->v[*i].start <= at ? runs->v[*i].owner : 0;
+}
+
+/* A range where the two counts differ. */
+struct ref_diff {
+	uint32_t start, end;
+	uint64_t want, have;
+};
+
+/*
+ * Where want (from the rmapbt) and have (the refcountbt) differ -- but a
+ * count below min needs no record -- at most max ranges in d, adjacent
+ * ones with the same two counts merged.
+ */
+static size_t runs_diff(const struct xref_exts *want, const struct xref_exts *have,
+			uint64_t min, struct ref_diff *d, size_t max)
+{
+	size_t nb = 0, nd = 0, iw = 0, ih = 0;
+	uint32_t *b = xmalloc(2 * (want->n + have->n) * sizeof(*b) + 1);
+
+	for (size_t i = 0; i < want->n; i++) {
+		b[nb++] = want->v[i].start;
+		b[nb++] = want->v[i].start + want->v[i].len;
+	}
+	for (size_t i = 0; i < have->n; i++) {
+		b[nb++] = have->v[i].start;
+		b[nb++] = have->v[i].start + have->v[i].len;
+	}
+	if (nb)
+		qsort(b, nb, sizeof(*b), cmp_u32);
+	for (size_t i = 0; i + 1 < nb; i++) {
+		uint64_t w, h;
+
+		if (b[i + 1] == b[i])
+			continue;
+		w = run_value(want, &iw, b[i]);
+		h = run_value(have, &ih, b[i]);
+		if (w == h || (!h && w < min))
+			continue;
+		if (nd && d[nd - 1].end == b[i] && d[nd - 1].want == w && d[nd - 1].have == h) {
+			d[nd - 1].end = b[i + 1];
+			continue;
+		}
+		if (nd == max)
+			break;
+		d[nd++] = (struct ref_diff){ b[i], b[i + 1], w, h };
+	}
+	free(b);
+	return nd;
+}
+
+/*
+ * The inodes that map a block of [start, end), listed in sb: the data
+ * forks' references, or whoever else holds a block that has none.
+ */
+static uint64_t ref_owners(const struct xref_exts *rmap, uint32_t start, uint32_t end,
+			   struct strbuf *sb)
+{
+	/* Enough to find the file; the rest are counted. */
+	enum { SHOWN = 4 };
+	uint64_t first = 0, shown[SHOWN];
+	size_t n = 0, more = 0;
+
+	for (size_t i = 0; i < rmap->n; i++) {
+		const struct xref_ext *e = &rmap->v[i];
+		bool dup = false;
+
+		if (e->owner >= XFS_RMAP_OWN_MIN || e->start >= end || e->start + (uint64_t)e->len <= start)
+			continue;
+		for (size_t k = 0; k < n; k++)
+			dup |= shown[k] == e->owner;
+		if (dup)
+			continue;
+		if (n == SHOWN) {
+			more++;
+			continue;
+		}
+		shown[n++] = e->owner;
+		strbuf_addf(sb, "%s%llu", n > 1 ? ", " : "", (unsigned long long)e->owner);
+		if (!first)
+			first = e->owner;
+	}
+	if (more)
+		strbuf_addf(sb, " and %zu more", more);
+	return first;
+}
+
+static void say_range(char *buf, size_t len, uint32_t start, uint32_t end)
+{
+	if (end - start == 1)
+		snprintf(buf, len, "block %u", start);
+	else
+		snprintf(buf, len, "blocks %u-%u", start, end - 1);
+}
+
+/* A shared range whose refcountbt count is not the rmapbt's. */
+static void say_shared(struct od *od, const struct xref_exts *rmap, const struct ref_diff *d)
+{
+	struct strbuf who = STRBUF_INIT, found = STRBUF_INIT;
+	char what[40];
+	uint64_t ino = ref_owners(rmap, d->start, d->end, &who);
+
+	say_range(what, sizeof(what), d->start, d->end);
+	if (d->have)
+		strbuf_addf(&found, "the refcountbt counts %llu", (unsigned long long)d->have);
+	else
+		strbuf_addf(&found, "the refcountbt has no record");
+	od_problem_id(od, CHECK_XFS_REFCOUNT, ino, true,
+		      "%s: the rmapbt gives %llu data fork reference%s (%s%s), %s", what,
+		      (unsigned long long)d->want, d->want == 1 ? "" : "s",
+		      !who.len ? "no file" : strchr(who.buf, ',') ? "inodes " : "inode ",
+		      who.len ? who.buf : "", found.buf);
+	strbuf_release(&who);
+	strbuf_release(&found);
+}
+
+/* A range CoW staging in one btree but not the other. */
+static void say_cow(struct od *od, const struct ref_diff *d)
+{
+	char what[40];
+
+	say_range(what, sizeof(what), d->start, d->end);
+	if (d->want && d->have)	/* two rmapbt records over one staging block */
+		od_problem_id(od, CHECK_XFS_REFCOUNT, 0, true,
+			      "%s: CoW staging %llu times in the rmapbt", what,
+			      (unsigned long long)d->want);
+	else
+		od_problem_id(od, CHECK_XFS_REFCOUNT, 0, true,
+			      "%s: CoW staging in the %s, not in the %s", what,
+			      d->want ? "rmapbt" : "refcountbt",
+			      d->want ? "refcountbt" : "rmapbt");
+}
+
+void xref_refcount_check(struct od *od, struct xref_space *sp)
+{
+	struct xref_exts want = { 0 }, have = { 0 };
+	struct ref_diff d[XREF_MAX_SAID];
+	size_t n;
+
+	/* Two references or more: a shared extent, which has a record. */
+	coverage(&sp->rmap, is_data_ref, 1, &want);
+	runs_of(&sp->refc, &have);
+	n = runs_diff(&want, &have, 2, d, XREF_MAX_SAID);
+	for (size_t i = 0; i < n; i++)
+		say_shared(od, &sp->rmap, &d[i]);
+	want.n = have.n = 0;
+	coverage(&sp->rmap, is_cow_ref, 1, &want);
+	runs_of(&sp->cow, &have);
+	n = runs_diff(&want, &have, 1, d, XREF_MAX_SAID);
+	for (size_t i = 0; i < n; i++)
+		say_cow(od, &d[i]);
+	free(want.v);
+	free(have.v);
 }
 
 /* ---------------------------------------------------- secondary superblocks */
