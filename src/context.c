@@ -49,6 +49,7 @@ void scrub_stats_add(struct scrub_stats *to, const struct scrub_stats *from)
 	to->entries += from->entries;
 	to->extents += from->extents;
 	to->xattrs += from->xattrs;
+	to->names += from->names;
 	to->bytes_read += from->bytes_read;
 	to->blocks += from->blocks;
 	to->inodes += from->inodes;

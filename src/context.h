@@ -94,6 +94,7 @@ struct scrub_stats {
 	unsigned long long symlinks_unread;	/* reading would change their atime */
 	unsigned long long entries;		/* directory entries read */
 	unsigned long long extents, xattrs;
+	unsigned long long names;		/* names checked for look-alikes (name_check.h) */
 	unsigned long long bytes_read;		/* -x */
 	unsigned long long blocks;		/* st_blocks of inodes seen, 512 B units */
 	unsigned long long inodes;		/* distinct inodes seen */
@@ -146,6 +147,7 @@ struct scrub_ctx {
 	unsigned fd_budget;
 	uint64_t changed_since_ns;	/* ctime at or after this: changed during the scan */
 	unsigned quirks;	/* enum fs_quirks, set by the backend in phase 1 */
+	bool name_checks;	/* look-alike names are checked (name_check.h) */
 	bool proc_fd_ok;	/* /proc/self/fd works: xattrs of non-files by path */
 
 	/*

@@ -11,6 +11,7 @@
 
 #include "checks.h"
 #include "ledger_store.h"
+#include "name_check.h"
 #include "report.h"
 #include "strbuf.h"
 #include "walk.h"
@@ -203,6 +204,8 @@ static void check_all(const struct xattr_target *tg, const struct xattr_src *s,
 
 	memcpy(list, xb->names, (size_t)n);
 	list[n] = '\0';
+	if (xb->name_check)
+		name_check_xattrs(tg->t, xb->name_check, tg->dir, tg->name, tg->ino, list, (size_t)n);
 	for (ssize_t off = 0; off < n; off += (ssize_t)strlen(list + off) + 1) {
 		if (list[off] == '\0')
 			continue;
