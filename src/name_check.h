@@ -33,6 +33,7 @@ struct name_check {
 	struct unicrash_set xattrs;	/* the attribute names of one inode */
 	struct unicrash_members members;	/* the names behind collided keys */
 	bool collided;			/* a key of this directory collided */
+	bool skip_dir;			/* locked: its names are encoded, not the user's */
 };
 
 void name_check_init(struct name_check *nc);
