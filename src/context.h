@@ -148,6 +148,7 @@ struct scrub_ctx {
 	uint64_t changed_since_ns;	/* ctime at or after this: changed during the scan */
 	unsigned quirks;	/* enum fs_quirks, set by the backend in phase 1 */
 	bool name_checks;	/* look-alike names are checked (name_check.h) */
+	bool all_casefold;	/* FSCRUB_DEBUG_CASEFOLD: every directory is casefolded */
 	bool proc_fd_ok;	/* /proc/self/fd works: xattrs of non-files by path */
 
 	/*

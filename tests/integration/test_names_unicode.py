@@ -202,6 +202,25 @@ def _config_unicode():
     return bool(out.strip())
 
 
+def test_casefold_twins_injected(scrubbed):
+    """FSCRUB_DEBUG_CASEFOLD: every directory counts as casefolded, so
+    'Makefile' and 'makefile' (and the NFC and NFD résumé, and 'ﬁle' and
+    'file': full case folding makes the ligature "fi") are name.casefold_twin
+    errors, exit code 4 -- the path the kernel's
+    casefolded directories take, on any kernel."""
+    _, mnt, _ = scrubbed
+    r = run_fscrub("-n", mnt, env={"FSCRUB_DEBUG_CASEFOLD": "1"})
+    got = [f for f in r.of("Error", "name.casefold_twin")]
+    paths = {f.path.rsplit("/", 1)[0] for f in got}
+    assert paths == {escaped(os.path.join(mnt, d)) for d in ("legit", "nfc", "nfkc")}, r
+    legit = [f for f in got if "/legit/" in f.path]
+    assert len(legit) == 1 and {legit[0].path.rsplit("/", 1)[1],
+                                legit[0].message.split("'")[3]} == {"Makefile", "makefile"}, r
+    # a casefold twin is not also an NFC twin
+    assert not r.of("Warning", "name.nfc_twin") and not r.of("Warning", "name.nfkc_twin"), r
+    assert r.rc == 4, r
+
+
 def test_casefold_twins_are_errors(workdir):
     """Two names a casefolded directory takes for one ("Makefile" and
     "makefile"): the kernel refuses to make the second, so debugfs links it
