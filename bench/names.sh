@@ -14,6 +14,10 @@
 # Prints both medians, their ratio, the names checked (-v) and the warnings
 # the checks give on the tree (each a false alarm unless the tree asks).
 #
+# INSTR=1 (the default when valgrind is installed) also counts the user
+# space instructions of one run of each under callgrind: a figure the load
+# of a shared machine does not move (system time is not in it).
+#
 # Everything it mounts or attaches is undone on exit, failure or Ctrl-C.
 #   sudo bench/names.sh
 #   sudo ROUNDS=9 FSTYPE=ext4 bench/names.sh
@@ -28,6 +32,7 @@ FSTYPE=${FSTYPE:-tmpfs}
 KEEP=${KEEP:-0}
 TARGET=${TARGET:-1.05}
 TARBALL=${TARBALL:-}
+INSTR=${INSTR:-$(command -v valgrind >/dev/null && echo 1 || echo 0)}
 
 me=names.sh
 BIN_NAME=bin-names
@@ -35,6 +40,7 @@ BIN_NAME=bin-names
 . "$top/bench/lib.sh"
 posint ROUNDS
 flag01 KEEP
+flag01 INSTR
 case $FSTYPE in tmpfs|ext4) ;; *) die "FSTYPE must be tmpfs or ext4, not '$FSTYPE'" ;; esac
 
 bench_setup
@@ -99,6 +105,15 @@ printf '%-28s %9s %9s  %s\n' "with the name checks" "$m_on" "$c_on" "${wall_on[*
 rw=$(awk -v a="$m_on" -v b="$m_off" 'BEGIN { printf "%.3f", a / b }')
 rc=$(awk -v a="$c_on" -v b="$c_off" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "-" }')
 echo "ratio with/without: wall $rw, CPU $rc"
+if [ "$INSTR" = 1 ]; then
+	instr() { valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" 2>&1 >/dev/null |
+		  awk '/Collected/ { print $4 }'; }
+	i_off=$(FSCRUB_DEBUG_NO_NAME_CHECKS=1 instr "$FSCRUB" -n "$mnt")
+	i_on=$(instr "$FSCRUB" -n "$mnt")
+	echo "user-space instructions (callgrind, one run): without $i_off, with $i_on," \
+	     "ratio $(awk -v a="$i_on" -v b="$i_off" 'BEGIN { printf "%.3f", a / b }')," \
+	     "$(awk -v a="$i_on" -v b="$i_off" -v n="$entries" 'BEGIN { printf "%.0f", (a - b) / n }') a name"
+fi
 if awk -v r="$rw" -v t="$TARGET" 'BEGIN { exit !(r <= t) }'; then
 	echo "target <= ${TARGET}x: met"
 else

@@ -263,7 +263,7 @@ void name_check_xattrs(struct walk_thread *t, struct name_check *nc,
 	uint64_t keys[UNICRASH_NR_KEYS];
 	bool collided = false;
 
-	if (!ctx->name_checks)
+	if (!ctx->name_checks || n == 0)
 		return;
 	unicrash_set_reset(&nc->xattrs, false);
 	for (size_t off = 0; off < n; off += strlen(list + off) + 1) {

@@ -6,11 +6,13 @@
  *
  * The pieces: names.h classifies one name's characters, unicrash.h (ICU)
  * computes its keys and compares two names.  Per directory the keys are
- * 64-bit hashes in a set (24 bytes a name at most); only when one collides
- * is the directory read again to find, compare and name both entries.
+ * 64-bit hashes in a set (three a name at most, the table under half
+ * full); only when one collides is the directory read again to find,
+ * compare and name both entries (at most UNICRASH_MAX_MEMBERS of them).
  *
  * Reads ctx->name_checks (phase 3 sets it: ICU loaded, and not
- * FSCRUB_DEBUG_NO_NAME_CHECKS).  Counts every name it checks in the walk
+ * FSCRUB_DEBUG_NO_NAME_CHECKS) and ctx->all_casefold
+ * (FSCRUB_DEBUG_CASEFOLD).  Counts every name it checks in the walk
  * thread's stats.names (-v prints the total).  Threading: one struct
  * name_check per walk thread; the functions take it and never share it.
  */

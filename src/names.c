@@ -140,10 +140,18 @@ unsigned names_classify(const char *name, size_t len)
 		flags |= NAME_OPTION;
 	for (size_t i = 0; i < len;) {
 		uint32_t cp;
-		size_t n = utf8_sequence(s + i, len - i, &cp);
+		size_t n;
 
+		/* ASCII, almost every byte of almost every name: no decoding. */
+		if (s[i] < 0x80) {
+			if (s[i] < 0x20 || s[i] == 0x7f)
+				flags |= NAME_CONTROL;
+			prev = s[i++];
+			continue;
+		}
+		n = utf8_sequence(s + i, len - i, &cp);
 		if (n == 0) {
-			flags |= NAME_BAD_UTF8 | (s[i] >= 0x80 ? NAME_NON_ASCII : 0);
+			flags |= NAME_BAD_UTF8 | NAME_NON_ASCII;
 			if (s[i] < 0x20 || s[i] == 0x7f)
 				flags |= NAME_CONTROL;
 			prev = 0;
@@ -238,8 +246,14 @@ void name_set_reset(struct name_set *set)
 {
 	size_t cap = set->mask + 1;
 
-	/* After a huge directory, do not keep clearing megabytes per small one. */
-	if (cap > 4096 && set->count < cap / 8) {
+	if (set->count == 0)
+		return;		/* nothing to clear */
+	/*
+	 * After a big directory, do not keep clearing its table for each
+	 * small one: a table an eighth full is made anew (256 slots: 2 KiB
+	 * are cleared faster than allocated).
+	 */
+	if (cap > 256 && set->count < cap / 8) {
 		name_set_release(set);
 		name_set_init(set);
 		return;

@@ -153,7 +153,8 @@ static bool ascii_keys(const char *name, size_t len, bool casefold,
 		nfkc = hash_cp(nfkc, c);
 		for (const char *p = uc.ascii_skel[c]; *p; p++)
 			skel = hash_cp(skel, (unsigned char)*p);
-		fold = hash_cp(fold, (c >= 'A' && c <= 'Z') ? c + ('a' - 'A') : c);
+		if (casefold)
+			fold = hash_cp(fold, (c >= 'A' && c <= 'Z') ? c + ('a' - 'A') : c);
 	}
 	keys[UNICRASH_KEY_NFKC] = hash_final(nfkc, UNICRASH_KEY_NFKC);
 	keys[UNICRASH_KEY_SKELETON] = hash_final(skel, UNICRASH_KEY_SKELETON);
