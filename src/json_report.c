@@ -186,6 +186,7 @@ static json_object *stats_object(const struct scrub_stats *s)
 	json_object_object_add(o, "inodes", json_object_new_int64((int64_t)s->inodes));
 	json_object_object_add(o, "extents", json_object_new_int64((int64_t)s->extents));
 	json_object_object_add(o, "xattrs", json_object_new_int64((int64_t)s->xattrs));
+	json_object_object_add(o, "names", json_object_new_int64((int64_t)s->names));
 	json_object_object_add(o, "bytes_read", json_object_new_int64((int64_t)s->bytes_read));
 	return o;
 }

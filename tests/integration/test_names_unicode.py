@@ -11,6 +11,7 @@ Arabic-only, emoji, a Cyrillic word with a Latin extension, case twins in a
 directory that is not casefolded) must stay silent, and warnings leave the
 exit code 0."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -157,13 +158,20 @@ def test_warnings_keep_exit_code(scrubbed):
 
 def test_names_counted(scrubbed):
     """-v says how many names were checked: every entry and attribute name."""
-    _, _, r = scrubbed
+    _, mnt, r = scrubbed
     n = sum(len(v[1]) for v in CASES.values()) + len(LEGIT) + 1 + len(XATTRS)
     n += len(CASES) + 2     # the directories themselves
     line = [ln for ln in r.stdout.splitlines() if "names checked for look-alikes" in ln]
     assert len(line) == 1, r
     counted = int(line[0].split(" names checked")[0].rsplit(" ", 1)[1])
     assert counted >= n, (counted, n, r)
+    # and the JSON report's stats say the same
+    out = os.path.join(os.path.dirname(mnt), "names.json")
+    rj = run_fscrub("-n", "--json", out, mnt)
+    assert rj.rc == 0, rj
+    with open(out) as f:
+        assert json.load(f)["stats"]["names"] == counted
+    os.unlink(out)
 
 
 def test_switch_off(scrubbed):
