@@ -24,6 +24,15 @@
 #define CHECK_NAME_DUPLICATE	"name.duplicate"
 #define CHECK_NAME_ENCODING	"name.encoding"	/* warning: not valid UTF-8 */
 #define CHECK_NAME_CONTROL	"name.control"	/* warning: control characters */
+/* ... names that deceive (name_check.c); warnings but casefold_twin */
+#define CHECK_NAME_NFC_TWIN	"name.nfc_twin"	/* two names, one text in NFC and NFD */
+#define CHECK_NAME_NFKC_TWIN	"name.nfkc_twin"	/* two names equal after NFKC */
+#define CHECK_NAME_CONFUSABLE	"name.confusable"	/* two names with one confusable skeleton */
+#define CHECK_NAME_CASEFOLD_TWIN "name.casefold_twin"	/* error: one name to a casefolded directory */
+#define CHECK_NAME_MIXED_SCRIPT	"name.mixed_script"	/* scripts mixed beyond moderately restrictive */
+#define CHECK_NAME_BIDI		"name.bidi"	/* bidi embedding, override or isolate */
+#define CHECK_NAME_INVISIBLE	"name.invisible"	/* zero-width or invisible characters */
+#define CHECK_NAME_OPTION_LIKE	"name.option_like"	/* begins with '-' */
 /* inodes */
 #define CHECK_INODE_UNREADABLE	"inode.unreadable"	/* stat/open fails with a media/corruption error */
 #define CHECK_INODE_NLINK_ZERO	"inode.nlink_zero"	/* reachable by a name but nlink is 0 */

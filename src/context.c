@@ -51,6 +51,7 @@ void scrub_stats_add(struct scrub_stats *to, const struct scrub_stats *from)
 	to->xattrs += from->xattrs;
 	to->xattr_values += from->xattr_values;
 	to->xattr_unlisted += from->xattr_unlisted;
+	to->names += from->names;
 	to->bytes_read += from->bytes_read;
 	to->blocks += from->blocks;
 	to->inodes += from->inodes;

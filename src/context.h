@@ -96,6 +96,7 @@ struct scrub_stats {
 	unsigned long long extents, xattrs;
 	unsigned long long xattr_values;	/* of xattrs: values read back whole */
 	unsigned long long xattr_unlisted;	/* inodes with too many names to list */
+	unsigned long long names;		/* names checked for look-alikes (name_check.h) */
 	unsigned long long bytes_read;		/* -x */
 	unsigned long long blocks;		/* st_blocks of inodes seen, 512 B units */
 	unsigned long long inodes;		/* distinct inodes seen */
@@ -148,6 +149,8 @@ struct scrub_ctx {
 	unsigned fd_budget;
 	uint64_t changed_since_ns;	/* ctime at or after this: changed during the scan */
 	unsigned quirks;	/* enum fs_quirks, set by the backend in phase 1 */
+	bool name_checks;	/* look-alike names are checked (name_check.h) */
+	bool all_casefold;	/* FSCRUB_DEBUG_CASEFOLD: every directory is casefolded */
 	bool proc_fd_ok;	/* /proc/self/fd works: xattrs of non-files by path */
 
 	/*

@@ -20,6 +20,7 @@
 #include "extents.h"
 #include "ledger.h"
 #include "linktable.h"
+#include "name_check.h"
 #include "names.h"
 #include "progress.h"
 #include "report.h"
@@ -49,6 +50,7 @@ struct suspect {
 struct check_thread {
 	struct scrub_ctx *ctx;
 	struct name_set names;
+	struct name_check name_check;
 	struct suspect *suspects;
 	size_t nr_suspects, alloc_suspects;
 	bool suspects_overflow;
@@ -66,7 +68,9 @@ static void *check_thread_init(struct scrub_ctx *ctx, unsigned index)
 
 	(void)index;
 	name_set_init(&ct->names);
+	name_check_init(&ct->name_check);
 	xattr_buf_init(&ct->xattrs);
+	ct->xattrs.name_check = &ct->name_check;
 	extent_buf_init(&ct->extents);
 	/* Physical offsets mean something only on the mount's own device. */
 	if (ctx->dev_size) {
@@ -98,6 +102,7 @@ static void check_thread_free(void *p)
 	clear_suspects(ct);
 	free(ct->suspects);
 	name_set_release(&ct->names);
+	name_check_release(&ct->name_check);
 	xattr_buf_release(&ct->xattrs);
 	extent_buf_release(&ct->extents);
 	free(ct->linkbuf);
@@ -179,6 +184,7 @@ static void check_name(struct walk_thread *t, struct check_thread *ct,
 			 "name contains control characters");
 	if (name_set_insert(&ct->names, name_hash(e->name, e->namelen)))
 		add_suspect(ct, CHECK_NAME_DUPLICATE, e);
+	name_check_entry(t, &ct->name_check, d, e, flags);
 }
 
 /* statx failed: a vanished name is a race, EIO/EUCLEAN is damage. */
@@ -451,8 +457,8 @@ static void inode_dir_begin(struct walk_thread *t, struct walk_dir *d)
 {
 	struct check_thread *ct = t->vstate;
 
-	(void)d;
 	name_set_reset(&ct->names);
+	name_check_dir_begin(t, &ct->name_check, d);
 	clear_suspects(ct);
 }
 
@@ -656,6 +662,7 @@ static void inode_dir_end(struct walk_thread *t, struct walk_dir *d)
 
 	if (d->read_err)
 		report_read_error(t, d);
+	name_check_dir_end(t, &ct->name_check, d);
 	if (d->locked)
 		str_info(ctx, CHECK_DIR_LOCKED, d->node, NULL, d->before.stx_ino,
 			 "encrypted directory whose key is not loaded: the contents, extent maps "

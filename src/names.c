@@ -47,28 +47,121 @@ static bool is_control(uint32_t cp)
 	return cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp <= 0x9f);
 }
 
+static bool is_bidi_control(uint32_t cp)
+{
+	return (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
+/*
+ * Characters that render as nothing in any context (Unicode's
+ * Default_Ignorable_Code_Point, less the joiners below): zero width space,
+ * soft hyphen, combining grapheme joiner, the bidi marks LRM, RLM and ALM,
+ * Hangul and Khmer fillers, the Mongolian vowel separator, word joiner and
+ * invisible operators, deprecated format characters, BOM, interlinear
+ * annotation and musical formatting characters.
+ */
+static bool is_invisible(uint32_t cp)
+{
+	return cp == 0x00ad || cp == 0x034f || cp == 0x061c || cp == 0x115f ||
+	       cp == 0x1160 || cp == 0x17b4 || cp == 0x17b5 || cp == 0x180e ||
+	       cp == 0x200b || cp == 0x200e || cp == 0x200f ||
+	       (cp >= 0x2060 && cp <= 0x2064) || (cp >= 0x206a && cp <= 0x206f) ||
+	       cp == 0x3164 || cp == 0xfeff || cp == 0xffa0 ||
+	       (cp >= 0xfff9 && cp <= 0xfffb) || (cp >= 0x1d173 && cp <= 0x1d17a) ||
+	       cp == 0xe0000 || cp == 0xe0001 || (cp >= 0xe0080 && cp <= 0xe00ff) ||
+	       (cp >= 0xe01f0 && cp <= 0xe0fff);
+}
+
+/* ZWNJ and ZWJ: spelling in Indic scripts and Persian, glue in emoji. */
+static bool is_zw_joiner(uint32_t cp)
+{
+	return cp == 0x200c || cp == 0x200d;
+}
+
+/* Variation selectors and tag characters: they modify what precedes them. */
+static bool is_modifier(uint32_t cp)
+{
+	return (cp >= 0xfe00 && cp <= 0xfe0f) || (cp >= 0xe0100 && cp <= 0xe01ef) ||
+	       (cp >= 0xe0020 && cp <= 0xe007f);
+}
+
+bool names_cp_needs_escape(uint32_t cp)
+{
+	return is_control(cp) || is_bidi_control(cp) || is_invisible(cp) ||
+	       is_zw_joiner(cp) || is_modifier(cp);
+}
+
+/* Can the character join or modify a neighbour?  Not ASCII, not invisible. */
+static bool is_joinable(uint32_t cp)
+{
+	return cp >= 0x80 && !is_bidi_control(cp) && !is_invisible(cp) && !is_zw_joiner(cp);
+}
+
+/* The code point at s[i] if it is well-formed UTF-8, else 0 (none). */
+static uint32_t cp_at(const unsigned char *s, size_t len, size_t i)
+{
+	uint32_t cp = 0;
+
+	if (i >= len || !utf8_sequence(s + i, len - i, &cp))
+		return 0;
+	return cp;
+}
+
+/* The flags one well-formed code point adds, given its neighbours (0: none). */
+static unsigned classify_cp(uint32_t prev, uint32_t cp, uint32_t next)
+{
+	if (is_control(cp))
+		return NAME_CONTROL | (cp >= 0x80 ? NAME_NON_ASCII : 0);
+	if (cp < 0x80)
+		return 0;
+	if (is_bidi_control(cp))
+		return NAME_BIDI | NAME_NON_ASCII;
+	if (is_invisible(cp))
+		return NAME_INVISIBLE | NAME_NON_ASCII;
+	if (is_zw_joiner(cp) && !(is_joinable(prev) && is_joinable(next)))
+		return NAME_INVISIBLE | NAME_NON_ASCII;
+	/* U+20E3 after a variation selector: a keycap emoji ("1<FE0F><20E3>"). */
+	if (is_modifier(cp) && !is_joinable(prev) && next != 0x20e3)
+		return NAME_INVISIBLE | NAME_NON_ASCII;
+	return NAME_NON_ASCII;
+}
+
 unsigned names_classify(const char *name, size_t len)
 {
 	const unsigned char *s = (const unsigned char *)name;
 	unsigned flags = 0;
+	uint32_t prev = 0;
 
 	if (len == 0)
 		return NAME_EMPTY;
 	if (memchr(name, '/', len))
 		flags |= NAME_SLASH;
+	if (name[0] == '-')
+		flags |= NAME_OPTION;
 	for (size_t i = 0; i < len;) {
 		uint32_t cp;
-		size_t n = utf8_sequence(s + i, len - i, &cp);
+		size_t n;
 
-		if (n == 0) {
-			flags |= NAME_BAD_UTF8;
+		/* ASCII, almost every byte of almost every name: no decoding. */
+		if (s[i] < 0x80) {
 			if (s[i] < 0x20 || s[i] == 0x7f)
 				flags |= NAME_CONTROL;
+			prev = s[i++];
+			continue;
+		}
+		n = utf8_sequence(s + i, len - i, &cp);
+		if (n == 0) {
+			flags |= NAME_BAD_UTF8 | NAME_NON_ASCII;
+			if (s[i] < 0x20 || s[i] == 0x7f)
+				flags |= NAME_CONTROL;
+			prev = 0;
 			i++;
 			continue;
 		}
-		if (is_control(cp))
-			flags |= NAME_CONTROL;
+		flags |= classify_cp(prev, cp, cp >= 0x80 ? cp_at(s, len, i + n) : 0);
+		/* A modifier after a modifier (an emoji tag sequence) is joinable. */
+		if (!is_modifier(cp) || !is_joinable(prev))
+			prev = cp;
 		i += n;
 	}
 	return flags;
@@ -91,7 +184,7 @@ void names_escape(struct strbuf *out, const char *name, size_t len)
 		uint32_t cp;
 		size_t n = utf8_sequence(s + i, len - i, &cp);
 
-		if (n == 0 || is_control(cp) || cp == '\\') {
+		if (n == 0 || names_cp_needs_escape(cp) || cp == '\\') {
 			size_t bytes = n ? n : 1;
 
 			for (size_t k = 0; k < bytes; k++) {
@@ -153,8 +246,14 @@ void name_set_reset(struct name_set *set)
 {
 	size_t cap = set->mask + 1;
 
-	/* After a huge directory, do not keep clearing megabytes per small one. */
-	if (cap > 4096 && set->count < cap / 8) {
+	if (set->count == 0)
+		return;		/* nothing to clear */
+	/*
+	 * After a big directory, do not keep clearing its table for each
+	 * small one: a table an eighth full is made anew (256 slots: 2 KiB
+	 * are cleared faster than allocated).
+	 */
+	if (cap > 256 && set->count < cap / 8) {
 		name_set_release(set);
 		name_set_init(set);
 		return;
@@ -193,4 +292,14 @@ bool name_set_insert(struct name_set *set, uint64_t hash)
 		return true;
 	set->count++;
 	return false;
+}
+
+bool name_set_contains(const struct name_set *set, uint64_t hash)
+{
+	for (size_t i = hash & set->mask;; i = (i + 1) & set->mask) {
+		if (set->slots[i] == hash)
+			return true;
+		if (set->slots[i] == 0)
+			return false;
+	}
 }

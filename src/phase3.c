@@ -35,6 +35,7 @@
 #include "inode_check.h"
 #include "ledger.h"
 #include "linktable.h"
+#include "name_check.h"
 #include "report.h"
 #include "strbuf.h"
 #include "walk.h"
@@ -61,18 +62,21 @@ int phase3_inodes(struct scrub_ctx *ctx, unsigned long long *items)
 	/* The walk notes the files the checksum ledger will hash in phase 5. */
 	if (!ctx->ops->scan_data && ledger_new(ctx, &ctx->ledger) < 0)
 		return EXIT_USAGE;
+	name_check_setup(ctx);
 	ret = walk_tree(ctx, &inode_check_visitor, NULL, &stats, items);
 
 	ctx->stats = stats;
+	name_check_label(ctx, ctx->mnt_fd);
 	if (ret < 0) {
 		report_operational(ctx, NULL, NULL, -ret, "cannot start the tree walk");
 		return EXIT_OPERATIONAL;
 	}
 	*items = stats.entries;
 	report_verbose(ctx, "Phase 3: %llu directories, %llu files, %llu symlinks, %llu "
-		       "special files, %llu extents, %llu attributes (%llu values read)",
-		       stats.dirs, stats.files, stats.symlinks, stats.specials,
-		       stats.extents, stats.xattrs, stats.xattr_values);
+		       "special files, %llu extents, %llu attributes (%llu values read), "
+		       "%llu names checked for look-alikes", stats.dirs, stats.files,
+		       stats.symlinks, stats.specials, stats.extents, stats.xattrs,
+		       stats.xattr_values, ctx->stats.names);
 	if (stats.symlinks_unread)
 		str_info(ctx, CHECK_SYMLINK_UNREAD, NULL, NULL, 0,
 			 "%llu of %llu symlinks were not read (symlink.size not checked): "

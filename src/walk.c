@@ -275,6 +275,7 @@ static void walk_one_dir(struct workqueue *wq, struct wq_item *item,
 	t->stats.inodes++;
 	progress_add(&ctx->progress_done, 1);
 	t->stats.blocks += d.before.stx_blocks;
+	d.key_absent = dir_key_absent(d.fd, &d.before);
 	if (ws->v->dir_begin)
 		ws->v->dir_begin(t, &d);
 	unsigned long long locked = t->nr_locked;
@@ -283,7 +284,7 @@ static void walk_one_dir(struct workqueue *wq, struct wq_item *item,
 	if (ret < 0)
 		d.read_err = -ret;
 	d.nr_locked = t->nr_locked - locked;
-	d.locked = d.nr_locked || dir_key_absent(d.fd, &d.before);
+	d.locked = d.nr_locked || d.key_absent;
 	if (ws->v->dir_end && !scrub_should_stop(ctx))
 		ws->v->dir_end(t, &d);
 	dircache_unpin(&ctx->dcache, node);

@@ -56,6 +56,7 @@ struct walk_dir {
 	 * failed to open with ENOKEY (nr_locked of them).
 	 */
 	bool locked;
+	bool key_absent;		/* known before the read: the v2 key is absent */
 	unsigned long long nr_locked;
 };
 

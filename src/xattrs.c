@@ -12,6 +12,7 @@
 #include "backend_core.h"
 #include "checks.h"
 #include "ledger_store.h"
+#include "name_check.h"
 #include "report.h"
 #include "strbuf.h"
 #include "walk.h"
@@ -232,10 +233,12 @@ static void list_failed(const struct xattr_target *tg, int err)
 			  "cannot list attributes: %s", strerror(err));
 }
 
-/* Read back every value of list (n bytes of NUL-terminated names). */
+/* Check the names of list (n bytes of NUL-terminated names), then read back every value. */
 static void check_list(const struct xattr_target *tg, const struct xattr_src *s,
 		       struct xattr_buf *xb, const char *list, size_t n)
 {
+	if (xb->name_check)
+		name_check_xattrs(tg->t, xb->name_check, tg->dir, tg->name, tg->ino, list, n);
 	for (size_t off = 0; off < n; off += strlen(list + off) + 1) {
 		if (list[off] == '\0')
 			continue;

@@ -26,6 +26,7 @@ struct walk_thread;
 struct walk_dir;
 struct walk_entry;
 struct dir_node;
+struct name_check;
 
 /* Per-thread buffers, grown on demand. */
 struct xattr_buf {
@@ -34,6 +35,7 @@ struct xattr_buf {
 	char *value;
 	size_t value_size;
 	bool ledger_named;	/* the last list had a checksum ledger record (ledger.h) */
+	struct name_check *name_check;	/* checks the attribute names (NULL: none) */
 };
 
 void xattr_buf_init(struct xattr_buf *xb);

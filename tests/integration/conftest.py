@@ -159,9 +159,19 @@ def _utf8_len(b, i):
     return 0
 
 
+# What names_cp_needs_escape() in src/names.c escapes besides the controls:
+# bidi controls, invisible characters, joiners, variation selectors, tags.
+_ESCAPED_RANGES = ((0x202a, 0x202e), (0x2066, 0x2069), (0x00ad, 0x00ad), (0x034f, 0x034f),
+                   (0x061c, 0x061c), (0x115f, 0x1160), (0x17b4, 0x17b5), (0x180e, 0x180e),
+                   (0x200b, 0x200f), (0x2060, 0x2064), (0x206a, 0x206f), (0x3164, 0x3164),
+                   (0xfeff, 0xfeff), (0xffa0, 0xffa0), (0xfff9, 0xfffb), (0x1d173, 0x1d17a),
+                   (0xfe00, 0xfe0f), (0xe0000, 0xe0fff))
+
+
 def _is_control(seq):
     cp = ord(seq.decode())
-    return cp < 0x20 or cp == 0x7f or 0x80 <= cp <= 0x9f
+    return (cp < 0x20 or cp == 0x7f or 0x80 <= cp <= 0x9f or
+            any(lo <= cp <= hi for lo, hi in _ESCAPED_RANGES))
 
 
 def need_root():

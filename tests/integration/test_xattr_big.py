@@ -71,7 +71,7 @@ def populate(mnt, n):
 
 
 def attribute_counts(r):
-    m = re.search(r"^Phase 3: .* (\d+) attributes \((\d+) values read\)$", r.stdout, re.M)
+    m = re.search(r"^Phase 3: .* (\d+) attributes \((\d+) values read\)", r.stdout, re.M)
     assert m, r
     return int(m.group(1)), int(m.group(2))
 
