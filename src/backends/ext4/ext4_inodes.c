@@ -1356,6 +1356,87 @@ static void report_unreached(struct scrub_ctx *ctx)
 			 st->unreached);
 }
 
+/* ---- inodes in use that the inode bitmap calls free ---------------------- */
+
+/*
+ * Blocks [inode table block, inode bitmap, descriptor block]; arg[2] the
+ * inode's bit in its group.  Still in use on the disk, the same inode (the
+ * generation), its bit still clear in the bitmap the fresh descriptor
+ * names, and the group's bitmap initialised.
+ */
+static bool marked_free_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+				  unsigned char *const *bufs)
+{
+	ext2_filsys fs = ext4_state(ctx)->fs;
+	struct ext2_inode_large in;
+	dgrp_t g = (dgrp_t)((s->ino - 1) / fs->super->s_inodes_per_group);
+	const struct ext4_group_desc *gd = ext4_gd_in_block(fs, g, bufs[2]);
+	blk64_t bm = (blk64_t)gd->bg_inode_bitmap |
+		     (EXT2_DESC_SIZE(fs->super) >= EXT2_MIN_DESC_SIZE_64BIT ?
+		      (blk64_t)gd->bg_inode_bitmap_hi << 32 : 0);
+
+	return fresh_inode(ctx, s, bufs, &in) && inode_in_use_on_disk(&in) &&
+	       bm == s->blocks[1] && !(gd->bg_flags & EXT2_BG_INODE_UNINIT) &&
+	       !((bufs[1][s->arg[2] / 8] >> (s->arg[2] % 8)) & 1);
+}
+
+/* The kernel's view: the inode, by handle, still has links and did not change. */
+static const char *marked_free_kernel_view(struct scrub_ctx *ctx, const struct ext4_suspect *s)
+{
+	struct statx stx;
+	int fd;
+	const char *why;
+
+	if ((why = kernel_inode(ctx, s, O_PATH, &fd, &stx)))
+		return why;
+	close(fd);
+	return stx.stx_nlink ? NULL : "the kernel says it has no links (open and unlinked)";
+}
+
+/*
+ * e2fsck's pass 5 "inode bitmap differences" for the inodes that matter:
+ * every inode a name reached in the walk (unchanged since) must be marked
+ * in use in the inode bitmap, or the allocator may hand its number out
+ * again.  The inode scan reads only the inodes the bitmap marks, so these
+ * are read here, from the disk.
+ */
+static void check_reached_marked_free(struct scrub_ctx *ctx, unsigned char *buf)
+{
+	struct ext4_state *st = ext4_state(ctx);
+	ext2_filsys fs = st->fs;
+	uint32_t ipg = fs->super->s_inodes_per_group;
+	struct ext2_inode_large in;
+
+	for (dgrp_t g = 0; g < st->nr_seen_groups && !scrub_should_stop(ctx); g++) {
+		struct ext4_seen *chunk = atomic_load(&st->seen[g]);
+
+		for (uint32_t i = 0; chunk && i < ipg; i++) {
+			ext2_ino_t ino = g * ipg + i + 1;
+			blk64_t blk;
+			unsigned off;
+
+			if (!atomic_load(&chunk[i].nlink) ||
+			    (atomic_load(&chunk[i].flags) & EXT4_SEEN_CHANGED) ||
+			    ext2fs_fast_test_inode_bitmap2(fs->inode_map, ino) ||
+			    !ext4_inode_location(fs, ino, &blk, &off) ||
+			    ext4_read_direct(st, blk, buf) < 0)
+				continue;
+			inode_from_block(fs, buf, off, &in);
+			if (!inode_in_use_on_disk(&in) || inode_recent(ctx, &in, EXT2_INODE_SIZE(fs->super)))
+				continue;
+			struct ext4_suspect *s = inode_suspect(ctx, CHECK_EXT4_INODE_BITMAP, ino, &in,
+				marked_free_still_bad, "%s with %u links, reached by a name, is marked "
+				"free in the inode bitmap of group %u", inode_mode_name(in.i_mode),
+				in.i_links_count, g);
+
+			ext4_suspect_block(s, ext2fs_inode_bitmap_loc(fs, g));
+			ext4_suspect_block(s, ext4_gd_block(fs, g));
+			s->arg[2] = i;
+			s->kernel_view = marked_free_kernel_view;
+		}
+	}
+}
+
 /* ---- the orphan list ----------------------------------------------------- */
 
 /* Orphan-list suspects: blocks [holder of the link, inode bitmap]; arg: offset, next, bit. */
@@ -1494,6 +1575,7 @@ int ext4_scan_inodes(struct scrub_ctx *ctx)
 		check_one_inode(ctx, ino, in, &df, buf);
 	}
 	check_orphan_list(ctx);
+	check_reached_marked_free(ctx, buf);
 	report_unreached(ctx);
 	ext4_journal_check(ctx);
 	ext4_confirm_run(ctx);
