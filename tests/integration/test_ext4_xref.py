@@ -127,3 +127,21 @@ def test_inode_in_use_marked_free(ext4img):
         [(f.check, f.inode, f.message) for f in r.errors], r
     # debugfs freei leaves the free count as it was: e2fsck says so too.
     assert {f.check for f in r.errors} <= {"ext4.inode_bitmap", "ext4.group_counts"}, r
+
+
+def test_deleted_inode_marked_in_use(ext4img):
+    """A deleted inode (debugfs rm: no links, a deletion time) whose bit is
+    set again (debugfs seti): e2fsck's pass 5 "Inode bitmap differences:
+    -N"; the kernel clears the bit in the transaction that sets dtime."""
+    rel, ino, _ = victim(ext4img, "seti")
+    debugfs(ext4img, "rm %s" % rel, write=True)
+    debugfs(ext4img, "seti <%d>" % ino, write=True)
+    p = e2fsck(ext4img)
+    assert "Inode bitmap differences:  -%d" % ino in p.stdout, p.stdout
+    mnt, r = scrub(ext4img, "-n")
+    assert r.rc == 4, r
+    hits = [(f.check, f.inode, f.message) for f in r.errors if f.check == "ext4.inode_bitmap"]
+    assert len(hits) == 1 and hits[0][1] == ino and re.fullmatch(
+        r"regular file deleted \(dtime \d+, no links\) is still marked in use in the inode "
+        r"bitmap of group \d+", hits[0][2]), r
+    assert {f.check for f in r.errors} <= {"ext4.inode_bitmap", "ext4.group_counts"}, r

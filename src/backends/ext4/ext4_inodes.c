@@ -1114,6 +1114,133 @@ static bool special_inode(ext2_filsys fs, ext2_ino_t ino, const struct ext2_inod
 	       (in->i_flags & EXT4_EA_INODE_FL);
 }
 
+/* ---- inodes in use that the inode bitmap calls free ---------------------- */
+
+/*
+ * Blocks [inode table block, inode bitmap, descriptor block]; arg[2] the
+ * inode's bit in its group.  Still in use on the disk, the same inode (the
+ * generation), its bit still clear in the bitmap the fresh descriptor
+ * names, and the group's bitmap initialised.
+ */
+static bool marked_free_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+				  unsigned char *const *bufs)
+{
+	ext2_filsys fs = ext4_state(ctx)->fs;
+	struct ext2_inode_large in;
+	dgrp_t g = (dgrp_t)((s->ino - 1) / fs->super->s_inodes_per_group);
+	const struct ext4_group_desc *gd = ext4_gd_in_block(fs, g, bufs[2]);
+	blk64_t bm = (blk64_t)gd->bg_inode_bitmap |
+		     (EXT2_DESC_SIZE(fs->super) >= EXT2_MIN_DESC_SIZE_64BIT ?
+		      (blk64_t)gd->bg_inode_bitmap_hi << 32 : 0);
+
+	return fresh_inode(ctx, s, bufs, &in) && inode_in_use_on_disk(&in) &&
+	       bm == s->blocks[1] && !(gd->bg_flags & EXT2_BG_INODE_UNINIT) &&
+	       !((bufs[1][s->arg[2] / 8] >> (s->arg[2] % 8)) & 1);
+}
+
+/* The kernel's view: the inode, by handle, still has links and did not change. */
+static const char *marked_free_kernel_view(struct scrub_ctx *ctx, const struct ext4_suspect *s)
+{
+	struct statx stx;
+	int fd;
+	const char *why;
+
+	if ((why = kernel_inode(ctx, s, O_PATH, &fd, &stx)))
+		return why;
+	close(fd);
+	return stx.stx_nlink ? NULL : "the kernel says it has no links (open and unlinked)";
+}
+
+/*
+ * Blocks [inode table block, inode bitmap, descriptor block]; arg[2] the
+ * inode's bit.  Still deleted (no links, a deletion time, not an orphan
+ * link), still marked in use in the bitmap the fresh descriptor names.
+ */
+static bool deleted_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+			      unsigned char *const *bufs)
+{
+	ext2_filsys fs = ext4_state(ctx)->fs;
+	struct ext2_inode_large in;
+	dgrp_t g = (dgrp_t)((s->ino - 1) / fs->super->s_inodes_per_group);
+	const struct ext4_group_desc *gd = ext4_gd_in_block(fs, g, bufs[2]);
+	blk64_t bm = (blk64_t)gd->bg_inode_bitmap |
+		     (EXT2_DESC_SIZE(fs->super) >= EXT2_MIN_DESC_SIZE_64BIT ?
+		      (blk64_t)gd->bg_inode_bitmap_hi << 32 : 0);
+
+	return fresh_inode(ctx, s, bufs, &in) && in.i_links_count == 0 &&
+	       in.i_dtime > fs->super->s_inodes_count && bm == s->blocks[1] &&
+	       !(gd->bg_flags & EXT2_BG_INODE_UNINIT) &&
+	       ((bufs[1][s->arg[2] / 8] >> (s->arg[2] % 8)) & 1);
+}
+
+/*
+ * e2fsck's pass 5 "inode bitmap differences: -N": a deleted inode (no
+ * links, a deletion time) still marked in use.  The kernel sets the
+ * deletion time and clears the bit in one transaction (ext4_evict_inode),
+ * so a lag between the two is a recent transaction, which the
+ * confirmation rules out.
+ */
+static void check_deleted_marked_used(struct scrub_ctx *ctx, ext2_ino_t ino,
+				      const struct ext2_inode_large *in)
+{
+	ext2_filsys fs = ext4_state(ctx)->fs;
+	uint32_t ipg = fs->super->s_inodes_per_group;
+	struct ext4_suspect *s;
+
+	if (ino < EXT2_FIRST_INODE(fs->super))
+		return;
+	s = inode_suspect(ctx, CHECK_EXT4_INODE_BITMAP, ino, in, deleted_still_bad,
+		"%s deleted (dtime %u, no links) is still marked in use in the inode bitmap of "
+		"group %u", inode_mode_name(in->i_mode), in->i_dtime, (ino - 1) / ipg);
+	ext4_suspect_block(s, ext2fs_inode_bitmap_loc(fs, (ino - 1) / ipg));
+	ext4_suspect_block(s, ext4_gd_block(fs, (ino - 1) / ipg));
+	s->arg[2] = (ino - 1) % ipg;
+}
+
+/*
+ * e2fsck's pass 5 "inode bitmap differences" for the inodes that matter:
+ * every inode a name reached in the walk (unchanged since) must be marked
+ * in use in the inode bitmap, or the allocator may hand its number out
+ * again.  The inode scan reads only the inodes the bitmap marks, so these
+ * are read here, from the disk.
+ */
+static void check_reached_marked_free(struct scrub_ctx *ctx, unsigned char *buf)
+{
+	struct ext4_state *st = ext4_state(ctx);
+	ext2_filsys fs = st->fs;
+	uint32_t ipg = fs->super->s_inodes_per_group;
+	struct ext2_inode_large in;
+
+	for (dgrp_t g = 0; g < st->nr_seen_groups && !scrub_should_stop(ctx); g++) {
+		struct ext4_seen *chunk = atomic_load(&st->seen[g]);
+
+		for (uint32_t i = 0; chunk && i < ipg; i++) {
+			ext2_ino_t ino = g * ipg + i + 1;
+			blk64_t blk;
+			unsigned off;
+
+			if (!atomic_load(&chunk[i].nlink) ||
+			    (atomic_load(&chunk[i].flags) & EXT4_SEEN_CHANGED) ||
+			    ext2fs_fast_test_inode_bitmap2(fs->inode_map, ino) ||
+			    !ext4_inode_location(fs, ino, &blk, &off) ||
+			    ext4_read_direct(st, blk, buf) < 0)
+				continue;
+			inode_from_block(fs, buf, off, &in);
+			if (!inode_in_use_on_disk(&in) || inode_recent(ctx, &in, EXT2_INODE_SIZE(fs->super)))
+				continue;
+			struct ext4_suspect *s = inode_suspect(ctx, CHECK_EXT4_INODE_BITMAP, ino, &in,
+				marked_free_still_bad, "%s with %u links, reached by a name, is marked "
+				"free in the inode bitmap of group %u", inode_mode_name(in.i_mode),
+				in.i_links_count, g);
+
+			ext4_suspect_block(s, ext2fs_inode_bitmap_loc(fs, g));
+			ext4_suspect_block(s, ext4_gd_block(fs, g));
+			s->arg[2] = i;
+			s->kernel_view = marked_free_kernel_view;
+		}
+	}
+}
+
 /* A suspect that inode ino's block b is also someone else's. */
 static struct ext4_suspect *shared_suspect(struct scrub_ctx *ctx, const char *check,
 					   ext2_ino_t ino, const struct ext2_inode_large *in,
@@ -1255,8 +1382,12 @@ static void check_one_inode(struct scrub_ctx *ctx, ext2_ino_t ino, struct ext2_i
 		s->arg[2] = (ino - 1) % ipg;
 		return;		/* nothing else in it can be trusted */
 	}
-	if (in->i_links_count == 0 && in->i_dtime)
-		return;		/* deleted; the bitmap lags or the orphan list has it */
+	if (in->i_links_count == 0 && in->i_dtime) {
+		/* A dtime below the inode count links the orphan list: open, unlinked. */
+		if (in->i_dtime > fs->super->s_inodes_count)
+			check_deleted_marked_used(ctx, ino, in);
+		return;
+	}
 	ext4_xref_inode(ctx, ino, in);
 
 	xwalk_init(&w, fs, ino, in, fetch_disk, df);
@@ -1354,87 +1485,6 @@ static void report_unreached(struct scrub_ctx *ctx)
 			 "%llu inodes in use were not reached by a name: part of the tree was "
 			 "not visible to the walk (see -v), so they are not checked for orphans",
 			 st->unreached);
-}
-
-/* ---- inodes in use that the inode bitmap calls free ---------------------- */
-
-/*
- * Blocks [inode table block, inode bitmap, descriptor block]; arg[2] the
- * inode's bit in its group.  Still in use on the disk, the same inode (the
- * generation), its bit still clear in the bitmap the fresh descriptor
- * names, and the group's bitmap initialised.
- */
-static bool marked_free_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
-				  unsigned char *const *bufs)
-{
-	ext2_filsys fs = ext4_state(ctx)->fs;
-	struct ext2_inode_large in;
-	dgrp_t g = (dgrp_t)((s->ino - 1) / fs->super->s_inodes_per_group);
-	const struct ext4_group_desc *gd = ext4_gd_in_block(fs, g, bufs[2]);
-	blk64_t bm = (blk64_t)gd->bg_inode_bitmap |
-		     (EXT2_DESC_SIZE(fs->super) >= EXT2_MIN_DESC_SIZE_64BIT ?
-		      (blk64_t)gd->bg_inode_bitmap_hi << 32 : 0);
-
-	return fresh_inode(ctx, s, bufs, &in) && inode_in_use_on_disk(&in) &&
-	       bm == s->blocks[1] && !(gd->bg_flags & EXT2_BG_INODE_UNINIT) &&
-	       !((bufs[1][s->arg[2] / 8] >> (s->arg[2] % 8)) & 1);
-}
-
-/* The kernel's view: the inode, by handle, still has links and did not change. */
-static const char *marked_free_kernel_view(struct scrub_ctx *ctx, const struct ext4_suspect *s)
-{
-	struct statx stx;
-	int fd;
-	const char *why;
-
-	if ((why = kernel_inode(ctx, s, O_PATH, &fd, &stx)))
-		return why;
-	close(fd);
-	return stx.stx_nlink ? NULL : "the kernel says it has no links (open and unlinked)";
-}
-
-/*
- * e2fsck's pass 5 "inode bitmap differences" for the inodes that matter:
- * every inode a name reached in the walk (unchanged since) must be marked
- * in use in the inode bitmap, or the allocator may hand its number out
- * again.  The inode scan reads only the inodes the bitmap marks, so these
- * are read here, from the disk.
- */
-static void check_reached_marked_free(struct scrub_ctx *ctx, unsigned char *buf)
-{
-	struct ext4_state *st = ext4_state(ctx);
-	ext2_filsys fs = st->fs;
-	uint32_t ipg = fs->super->s_inodes_per_group;
-	struct ext2_inode_large in;
-
-	for (dgrp_t g = 0; g < st->nr_seen_groups && !scrub_should_stop(ctx); g++) {
-		struct ext4_seen *chunk = atomic_load(&st->seen[g]);
-
-		for (uint32_t i = 0; chunk && i < ipg; i++) {
-			ext2_ino_t ino = g * ipg + i + 1;
-			blk64_t blk;
-			unsigned off;
-
-			if (!atomic_load(&chunk[i].nlink) ||
-			    (atomic_load(&chunk[i].flags) & EXT4_SEEN_CHANGED) ||
-			    ext2fs_fast_test_inode_bitmap2(fs->inode_map, ino) ||
-			    !ext4_inode_location(fs, ino, &blk, &off) ||
-			    ext4_read_direct(st, blk, buf) < 0)
-				continue;
-			inode_from_block(fs, buf, off, &in);
-			if (!inode_in_use_on_disk(&in) || inode_recent(ctx, &in, EXT2_INODE_SIZE(fs->super)))
-				continue;
-			struct ext4_suspect *s = inode_suspect(ctx, CHECK_EXT4_INODE_BITMAP, ino, &in,
-				marked_free_still_bad, "%s with %u links, reached by a name, is marked "
-				"free in the inode bitmap of group %u", inode_mode_name(in.i_mode),
-				in.i_links_count, g);
-
-			ext4_suspect_block(s, ext2fs_inode_bitmap_loc(fs, g));
-			ext4_suspect_block(s, ext4_gd_block(fs, g));
-			s->arg[2] = i;
-			s->kernel_view = marked_free_kernel_view;
-		}
-	}
 }
 
 /* ---- the orphan list ----------------------------------------------------- */
