@@ -89,19 +89,24 @@ def test_file_extent_over_journal(ext4img):
     assert [e for e in ext4_errors(r) if e[0] != "ext4.journal"] == [], r
 
 
-def test_file_extent_over_inode_table(ext4img):
-    """A file's extent pointed at group 1's inode table: e2fsck's pass 1B
-    (a block shared with "<filesystem metadata>"); ext4.crosslink."""
-    rel, ino, _ = victim(ext4img, "over_itable", data=b"v" * 4096)
-    target = itable_of_group(ext4img, 1) + 3
+@pytest.mark.parametrize("what", ["itable", "superblock", "gdt"])
+def test_file_extent_over_metadata(ext4img, what):
+    """A file's extent pointed at group 1's inode table, or at block 0 (the
+    primary superblock) or 1 (its descriptors): e2fsck's pass 1B (a block
+    shared with "<filesystem metadata>"); ext4.crosslink."""
+    rel, ino, _ = victim(ext4img, "over_meta", data=b"v" * 4096)
+    target, owner = {"itable": (itable_of_group(ext4img, 1) + 3, "the inode table of group 1"),
+                     "superblock": (0, "the superblock or group descriptors in group 0"),
+                     "gdt": (1, "the superblock or group descriptors in group 0")}[what]
     debugfs(ext4img, "sif <%d> block[5] %d" % (ino, target), write=True)
     p = e2fsck(ext4img)
-    assert "Multiply-claimed block(s) in inode %d: %d" % (ino, target) in p.stdout, p.stdout
-    assert "<filesystem metadata>" in p.stdout, p.stdout
+    # e2fsck (like the kernel) takes a block up to s_first_data_block for invalid.
+    assert ("invalid physical block 0" if target == 0 else "<filesystem metadata>") in \
+        p.stdout, p.stdout
     mnt, r = scrub(ext4img, "-n")
     assert r.rc == 4, r
-    assert ("ext4.crosslink", ino, "block %d, used by this inode, is also the inode table of "
-            "group 1" % target) in ext4_errors(r), r
+    assert ("ext4.crosslink", ino, "block %d, used by this inode, is also %s" % (target, owner)) \
+        in ext4_errors(r), r
 
 
 def patch_journal_inode_while_mounted(img, start):

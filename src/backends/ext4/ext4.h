@@ -8,7 +8,8 @@
  *                   inode) and the inode-table scan after the walk: inode,
  *                   extent and directory checksums and structure, orphans,
  *                   link counts and extent maps against the walk, the block
- *                   bitmap against the blocks in use.
+ *                   bitmap against the blocks in use, blocks shared with
+ *                   metadata or the journal, the inode bitmap.
  *   ext4_xref.c     the inode-core checks of e2fsck's pass 1.
  *   ext4_journal.c  the journal: its superblock, the internal journal's
  *                   blocks (which other inodes must not claim), an

@@ -23,9 +23,13 @@
  *     extent map must be what FIEMAP showed (both only for inodes that did
  *     not change during the scan);
  *   - every block its extents and tree use, and the filesystem's own
- *     metadata, must be marked in use in the block bitmap.
+ *     metadata, must be marked in use in the block bitmap; none may be
+ *     group metadata (ext4.crosslink) or the journal's (ext4.journal),
+ *     and the journal inode's own blocks are checked as the journal's;
+ *   - a deleted inode must not be marked in use (ext4.inode_bitmap).
  *
- * Then the orphan list in the superblock is followed.  Every finding is a
+ * Then the orphan list in the superblock is followed, and every inode the
+ * walk reached must be marked in use in the inode bitmap.  Every finding is a
  * suspect for ext4_confirm.c; the inode-level ones (orphan, link count,
  * extent map) also ask the kernel again, through open_by_handle_at(), for
  * the inode as it is now.
@@ -307,6 +311,7 @@ struct xwalk {
 	void *larg;
 	/* "does the tree map physical block find (from lblk find_lblk)?" */
 	blk64_t find;
+	bool finding;		/* find is set (block 0 is a block) */
 	bool found;
 };
 
@@ -399,7 +404,7 @@ static bool walk_node(struct xwalk *w, const unsigned char *bytes, size_t size, 
 					    (unsigned long long)p, (unsigned long long)(p + len - 1));
 			w->next_lblk = (uint64_t)x->ee_block + len;
 			digest_add(&w->digest, x->ee_block, p, len, uninit);
-			if (w->find && w->find >= p && w->find < p + len)
+			if (w->finding && w->find >= p && w->find < p + len)
 				w->found = true;
 			if (w->leaf)
 				w->leaf(w, x->ee_block, p, len, uninit, node);
@@ -417,7 +422,7 @@ static bool walk_node(struct xwalk *w, const unsigned char *bytes, size_t size, 
 		if (p < first || p >= end)
 			return xbad(w, node, "extent index %u points to block %llu, outside the "
 				    "filesystem", i, (unsigned long long)p);
-		if (w->find == p)
+		if (w->finding && w->find == p)
 			w->found = true;
 		if (w->nr_tree < EXT4_SUSPECT_BLOCKS - 1)
 			w->tree[w->nr_tree++] = p;
@@ -584,6 +589,7 @@ bool ext4_fresh_maps(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 		return false;
 	xwalk_init(&w, ext4_state(ctx)->fs, (ext2_ino_t)s->ino, &in, fetch_bufs, &f);
 	w.find = b;
+	w.finding = true;
 	return xwalk_run(&w, &in) && w.found;
 }
 
@@ -987,7 +993,8 @@ struct claim {
 	blk64_t first_bad, last_bad;
 	struct dir_map *dir;
 	bool is_journal;		/* the internal journal's inode */
-	blk64_t meta;			/* a block that is also group metadata, 0: none */
+	bool in_meta;			/* block meta is also group metadata */
+	blk64_t meta;
 	bool in_journal;		/* blocks [jfirst, jlast] are also the journal's */
 	blk64_t jfirst, jlast;
 };
@@ -1011,9 +1018,11 @@ static void claim_range(struct claim *c, blk64_t p, uint64_t len)
 			}
 	}
 	/* The bad-blocks and resize inodes own metadata blocks by design. */
-	if (!c->meta && c->ino != EXT2_BAD_INO && c->ino != EXT2_RESIZE_INO &&
-	    ext2fs_find_first_set_block_bitmap2(st->metadata, p, p + len - 1, &first) == 0)
+	if (!c->in_meta && c->ino != EXT2_BAD_INO && c->ino != EXT2_RESIZE_INO &&
+	    ext2fs_find_first_set_block_bitmap2(st->metadata, p, p + len - 1, &first) == 0) {
 		c->meta = first;
+		c->in_meta = true;
+	}
 	if (!c->is_journal && ext4_journal_overlap(st, p, len, &first, &last)) {
 		if (!c->in_journal || first < c->jfirst)
 			c->jfirst = first;
@@ -1270,7 +1279,7 @@ static void check_shared(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext
 	struct strbuf sb = STRBUF_INIT;
 	char owner[64];
 
-	if (c->meta && ext4_metadata_owner(fs, c->meta, owner, sizeof(owner))) {
+	if (c->in_meta && ext4_metadata_owner(fs, c->meta, owner, sizeof(owner))) {
 		strbuf_addf(&sb, "block %llu, %s, is also %s", (unsigned long long)c->meta,
 			    c->is_journal ? "the journal's" : "used by this inode", owner);
 		/*
@@ -1431,7 +1440,7 @@ static void check_one_inode(struct scrub_ctx *ctx, ext2_ino_t ino, struct ext2_i
 				       ext4_strerror(err));
 	}
 	blk64_t acl = ext2fs_file_acl_block(fs, (struct ext2_inode *)in);
-	if (acl >= fs->super->s_first_data_block && acl < ext2fs_blocks_count(fs->super))
+	if (acl && acl >= fs->super->s_first_data_block && acl < ext2fs_blocks_count(fs->super))
 		claim_range(&c, acl, 1);
 
 	if (c.bad && tree_ok && !inode_recent(ctx, in, EXT2_INODE_SIZE(fs->super))) {

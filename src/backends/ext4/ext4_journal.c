@@ -204,6 +204,10 @@ bool ext4_journal_overlap(const struct ext4_state *st, blk64_t p, uint64_t len,
 
 const char *ext4_metadata_owner(ext2_filsys fs, blk64_t b, char *buf, size_t len)
 {
+	/* The descriptor blocks after a backup superblock, and their reserve (not with meta_bg). */
+	blk64_t old_desc_blocks = ext2fs_has_feature_meta_bg(fs->super) ?
+		fs->super->s_first_meta_bg : fs->desc_blocks + fs->super->s_reserved_gdt_blocks;
+
 	for (dgrp_t g = 0; g < fs->group_desc_count; g++) {
 		blk64_t super = 0, old_desc = 0, new_desc = 0, it = ext2fs_inode_table_loc(fs, g);
 		blk_t used = 0;
@@ -215,7 +219,8 @@ const char *ext4_metadata_owner(ext2_filsys fs, blk64_t b, char *buf, size_t len
 		else if (it && b >= it && b - it < fs->inode_blocks_per_group)
 			snprintf(buf, len, "the inode table of group %u", g);
 		else if (ext2fs_super_and_bgd_loc2(fs, g, &super, &old_desc, &new_desc, &used) == 0 &&
-			 ((super && b == super) || (old_desc && b >= old_desc && b < super + used) ||
+			 ((ext2fs_bg_has_super(fs, g) && b == super) ||
+			  (old_desc && b >= old_desc && b - old_desc < old_desc_blocks) ||
 			  (new_desc && b == new_desc)))
 			snprintf(buf, len, "the superblock or group descriptors in group %u", g);
 		else
