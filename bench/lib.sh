@@ -129,3 +129,17 @@ median() {	# [DIGITS]: the median of the numbers on stdin, DIGITS (6) decimals
 	f = "%." d "f"; if (NR % 2) printf f, v[(NR + 1) / 2]; else printf f, (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 mbps() { awk -v b="$1" -v s="$2" 'BEGIN { if (s > 0) printf "%.0f", b / s / 1e6; else print "-" }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }	# A_S B_S: bandwidth ratio b/a (same bytes)
+
+# vs_offline WORKDIR: run the Python program on stdin -- the cases of
+# xfs_vs_repair.sh or ext4_vs_e2fsck.sh -- from tests/integration (the
+# tests' injectors and fixtures), with bench/vs_offline.py importable,
+# FSCRUB (default build/fscrub) exported and WORKDIR as its argument.
+# The caller sets top (the source tree) and me.
+vs_offline() {
+	[ "$(id -u)" -eq 0 ] || die "run as root (losetup, mount): sudo bench/$me"
+	export FSCRUB="${FSCRUB:-$top/build/fscrub}"
+	[ -x "$FSCRUB" ] || die "no fscrub binary at $FSCRUB (ninja -C build, or set FSCRUB)"
+	mkdir -p "$1"
+	cd "$top/tests/integration"
+	PYTHONPATH="$top/bench${PYTHONPATH:+:$PYTHONPATH}" exec /usr/bin/python3 - "$1"
+}

@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/bin/bash
 # xfs_vs_repair.sh: fscrub on the mounted image against `xfs_repair -n` on
 # the unmounted one, for every fault the XFS integration tests inject.
 #
@@ -12,6 +12,8 @@
 # and a Markdown table of exit codes and first findings goes to stdout.
 # The quota case needs CONFIG_XFS_QUOTA, which the host kernel lacks: it is
 # built and scrubbed in the VM (../shared/vm/vmrun), skipped without it.
+# What it shares with ext4_vs_e2fsck.sh is in bench/lib.sh (vs_offline)
+# and bench/vs_offline.py.
 #
 #   sudo bench/xfs_vs_repair.sh [WORKDIR]       (default: a fresh /tmp dir)
 #
@@ -19,12 +21,11 @@
 # imported by the test helpers) and a built fscrub ($FSCRUB, default
 # build/fscrub).
 set -eu
-top=$(cd "$(dirname "$0")/.." && pwd)
-export FSCRUB="${FSCRUB:-$top/build/fscrub}"
-work="${1:-$(mktemp -d /tmp/xfs_vs_repair.XXXXXX)}"
-mkdir -p "$work"
-cd "$top/tests/integration"
-exec /usr/bin/python3 - "$work" <<'EOF'
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+me=xfs_vs_repair.sh
+# shellcheck source=bench/lib.sh
+. "$top/bench/lib.sh"
+vs_offline "${1:-$(mktemp -d /tmp/xfs_vs_repair.XXXXXX)}" <<'EOF'
 import os
 import re
 import shlex
@@ -32,12 +33,12 @@ import subprocess
 import sys
 import time
 
-from conftest import run_fscrub
 import faults
 import fsimage
 import test_xfs
 import test_xfs_vm
 import test_xfs_xref
+from vs_offline import fscrub_says, run_cases, short, table
 
 work = sys.argv[1]
 
@@ -51,28 +52,7 @@ CHATTER = re.compile(r"^(Phase \d|\s+- |No modify flag set|Note - |\s*$|"
 def repair_says(path):
     p = subprocess.run(["xfs_repair", "-n", path], capture_output=True, text=True)
     lines = [l.strip() for l in (p.stdout + p.stderr).splitlines() if not CHATTER.match(l)]
-    return p.returncode, lines[0] if lines else "(nothing)"
-
-
-def fscrub_says(r, prefer=None):
-    """The first error (else warning) other than the tree's odd names; the
-    first of check prefer if there is one."""
-    for f in r.findings:
-        if f.severity == "Error" and f.check == prefer:
-            return "%s [%s]" % (short(f.message), f.check)
-    for sev in ("Error", "Warning"):
-        for f in r.findings:
-            if f.severity == sev and not f.check.startswith("name."):
-                return "%s [%s]" % (short(f.message), f.check)
-    return "(none)"
-
-
-def short(text, width=90):
-    return text if len(text) <= width else text[:width - 3] + "..."
-
-
-def cell(text):
-    return str(text).replace("|", "\\|")
+    return p.returncode, short(lines[0]) if lines else "(nothing)"
 
 
 def base_image(rmapbt=True):
@@ -221,39 +201,20 @@ CASES = [
     ("a file reflinked four ways (must be clean)", four_ways),
 ]
 
-rows = []
-bases = {True: base_image(), False: None}
-for i, (name, inject, *flavour) in enumerate(CASES):
-    rmapbt = flavour[0] if flavour else True
-    if bases[rmapbt] is None:
+bases = {}
+
+
+def base_for(rmapbt):
+    if rmapbt not in bases:
         bases[rmapbt] = base_image(rmapbt)
-    img = bases[rmapbt].copy(os.path.join(work, "case%d.img" % i))
-    img.victim = img.prefer = None
-    try:
-        try:
-            inject(img)
-        except Exception as e:      # no victim of that kind in this image
-            rows.append((name, "-", "not injected: %s" % short(str(e)), "-", "-"))
-            continue
-        img.offline()
-        time.sleep(1.1)     # victims younger than 1 s count as changed
-        fd = None
-        try:
-            mnt = img.mount()
-            if img.victim:
-                fd = os.open(img.victim, os.O_RDONLY)
-            r = run_fscrub(mnt)
-            said = (r.rc, fscrub_says(r, img.prefer))
-        except RuntimeError:        # the kernel refuses the damage
-            said = ("-", "(the kernel does not mount it)")
-        finally:
-            if fd is not None:
-                os.close(fd)
-        img.offline()
-        rows.append((name,) + said + repair_says(img.path))
-    finally:
-        img.cleanup(remove=True)
-    print("done: %s" % name, file=sys.stderr)
+    return bases[rmapbt]
+
+
+# A case is (name, inject) or (name, inject, rmapbt): its base image.
+rows = []
+for name, inject, *flavour in CASES:
+    base = base_for(flavour[0] if flavour else True)
+    rows += [row[:5] for row in run_cases(base, [(name, inject, "")], work, repair_says)]
 
 # Quota: user 1000's dquot charged 25 blocks more, in the VM.
 why = test_xfs_vm.vm_missing()
@@ -281,8 +242,6 @@ for b in bases.values():
     if b is not None:
         b.cleanup(remove=True)
 
-print("| case | fscrub exit | fscrub finding | xfs_repair -n exit | xfs_repair -n says |")
-print("|---|---|---|---|---|")
-for name, rc, said, rrc, rsaid in rows:
-    print("| %s | %s | %s | %s | %s |" % (name, rc, cell(said), rrc, cell(short(rsaid))))
+table(["case", "fscrub exit", "fscrub finding", "xfs_repair -n exit", "xfs_repair -n says"],
+      rows)
 EOF

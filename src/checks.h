@@ -131,11 +131,12 @@
 #define CHECK_EXT4_ORPHAN_LIST	"ext4.orphan_list"	/* superblock orphan list */
 #define CHECK_EXT4_NLINK	"ext4.nlink"	/* on-disk link count != the kernel's */
 #define CHECK_EXT4_BLOCK_IN_USE	"ext4.block_in_use"	/* a used block is free in the bitmap */
+#define CHECK_EXT4_CROSSLINK	"ext4.crosslink"	/* an inode's block is also group metadata */
 /* ... inode cores against their type, features and extent trees (ext4_xref.c) */
 #define CHECK_EXT4_INODE_DTIME	"ext4.inode_dtime"	/* a linked inode with a deletion time */
 #define CHECK_EXT4_INODE_FLAGS	"ext4.inode_flags"	/* flags the type or the features forbid */
 #define CHECK_EXT4_INODE_SIZE	"ext4.inode_size"	/* directory i_size against its blocks */
 #define CHECK_EXT4_INODE_BLOCKS	"ext4.inode_blocks"	/* i_blocks != what the extent tree maps */
-#define CHECK_EXT4_JOURNAL	"ext4.journal"	/* the journal superblock (ext4_journal.c) */
+#define CHECK_EXT4_JOURNAL	"ext4.journal"	/* the journal: superblock, blocks, external device */
 
 #endif

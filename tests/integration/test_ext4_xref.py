@@ -8,13 +8,14 @@ filesystem naming the inode; the fixture tree (symlinks, devices, fifos,
 hard links, xattrs, a fragmented file) gives nothing."""
 
 import os
+import re
 
 import pytest
 
 import faults
 from faults import debugfs
 import fsimage
-from test_ext4 import e2fsck, ext4img, scrub  # noqa: F401  (ext4img: a fixture)
+from test_ext4 import e2fsck, ext4img, scrub, victim  # noqa: F401  (ext4img: a fixture)
 
 
 def ino_of(img, rel):
@@ -105,3 +106,42 @@ def test_journal_superblock_damaged_after_mount(ext4img, off, says):
     p = e2fsck(ext4img)
     assert p.returncode >= 4 and "journal superblock" in (p.stdout + p.stderr).lower(), \
         p.stdout + p.stderr
+
+
+def test_inode_in_use_marked_free(ext4img):
+    """An inode a name reaches, in use, whose inode-bitmap bit is cleared
+    (debugfs freei, which also leaves the group's free count as it was):
+    e2fsck's pass 5 "Inode bitmap differences"; the inode scan reads only
+    the inodes the bitmap marks, so this is found from the walk's side."""
+    rel, ino, _ = victim(ext4img, "freei")
+    debugfs(ext4img, "freei <%d>" % ino, write=True)
+    assert "is not in use" in debugfs(ext4img, "testi <%d>" % ino)
+    p = e2fsck(ext4img)
+    assert "Inode bitmap differences:  +%d" % ino in p.stdout, p.stdout
+    mnt, r = scrub(ext4img, "-n")
+    assert r.rc == 4, r
+    g = (ino - 1) // int(re.search(r"^Inodes per group:\s*(\d+)", fsimage.run(
+        ["dumpe2fs", "-h", ext4img.path]).stdout, re.M).group(1))
+    assert ("ext4.inode_bitmap", ino, "regular file with 1 links, reached by a name, is marked "
+            "free in the inode bitmap of group %d" % g) in \
+        [(f.check, f.inode, f.message) for f in r.errors], r
+    # debugfs freei leaves the free count as it was: e2fsck says so too.
+    assert {f.check for f in r.errors} <= {"ext4.inode_bitmap", "ext4.group_counts"}, r
+
+
+def test_deleted_inode_marked_in_use(ext4img):
+    """A deleted inode (debugfs rm: no links, a deletion time) whose bit is
+    set again (debugfs seti): e2fsck's pass 5 "Inode bitmap differences:
+    -N"; the kernel clears the bit in the transaction that sets dtime."""
+    rel, ino, _ = victim(ext4img, "seti")
+    debugfs(ext4img, "rm %s" % rel, write=True)
+    debugfs(ext4img, "seti <%d>" % ino, write=True)
+    p = e2fsck(ext4img)
+    assert "Inode bitmap differences:  -%d" % ino in p.stdout, p.stdout
+    mnt, r = scrub(ext4img, "-n")
+    assert r.rc == 4, r
+    hits = [(f.check, f.inode, f.message) for f in r.errors if f.check == "ext4.inode_bitmap"]
+    assert len(hits) == 1 and hits[0][1] == ino and re.fullmatch(
+        r"regular file deleted \(dtime \d+, no links\) is still marked in use in the inode "
+        r"bitmap of group \d+", hits[0][2]), r
+    assert {f.check for f in r.errors} <= {"ext4.inode_bitmap", "ext4.group_counts"}, r

@@ -143,6 +143,7 @@ static int ext4_scan_fs(struct scrub_ctx *ctx)
 	}
 
 	st->direct_fd = -1;
+	st->jdev_fd = -1;
 	ctx->backend = st;
 	if (ret < 0)
 		return ret;
@@ -189,10 +190,13 @@ static int ext4_scan_fs(struct scrub_ctx *ctx)
 		       st->journal_known ? "internal" : ext2fs_has_feature_journal(st->fs->super) ?
 		       "external" : "no",
 		       ext2fs_has_feature_metadata_csum(st->fs->super) ? ", metadata checksums" : "");
-	if (!st->journal_known && ext2fs_has_feature_journal(st->fs->super))
-		str_info(ctx, CHECK_EXT4_UNCHECKED, NULL, NULL, 0,
-			 "the journal is on another device: recent transactions cannot be "
-			 "read, so every suspect is an info");
+	if (!st->journal_known && ext2fs_has_feature_journal(st->fs->super)) {
+		ext4_journal_open(ctx);
+		if (st->jdev_fd < 0)
+			str_info(ctx, CHECK_EXT4_UNCHECKED, NULL, NULL, 0,
+				 "the journal is on another device, which is not found: recent "
+				 "transactions cannot be read, so every suspect is an info");
+	}
 	return 0;
 }
 
@@ -212,6 +216,11 @@ static void ext4_cleanup(struct scrub_ctx *ctx)
 	}
 	if (st->claimed)
 		ext2fs_free_block_bitmap(st->claimed);
+	if (st->metadata)
+		ext2fs_free_block_bitmap(st->metadata);
+	free(st->jruns);
+	if (st->jdev_fd >= 0)
+		close(st->jdev_fd);
 	if (st->fs)
 		ext2fs_close_free(&st->fs);
 	if (st->direct_fd >= 0)

@@ -8,7 +8,12 @@
  *                   inode) and the inode-table scan after the walk: inode,
  *                   extent and directory checksums and structure, orphans,
  *                   link counts and extent maps against the walk, the block
- *                   bitmap against the blocks in use.
+ *                   bitmap against the blocks in use, blocks shared with
+ *                   metadata or the journal, the inode bitmap.
+ *   ext4_xref.c     the inode-core checks of e2fsck's pass 1.
+ *   ext4_journal.c  the journal: its superblock, the internal journal's
+ *                   blocks (which other inodes must not claim), an
+ *                   external journal device's header.
  *   ext4_confirm.c  the live-filesystem rule: every suspect is re-read
  *                   from the disk with O_DIRECT after syncfs, twice, a short
  *                   delay apart, and is an error only if the same bytes
@@ -66,6 +71,11 @@ struct ext4_suspect {
 	 * Returns why the kernel's view clears the suspect, or NULL.
 	 */
 	const char *(*kernel_view)(struct scrub_ctx *ctx, const struct ext4_suspect *s);
+	/*
+	 * Judged without the journal's recent blocks: the suspect is about the
+	 * journal itself (an external device that is missing or wrong).
+	 */
+	bool journal_free;
 	/* Filled by ext4_confirm_run(): why it is not an error, or NULL. */
 	const char *cleared;
 };
@@ -83,10 +93,21 @@ enum {
 	EXT4_SEEN_DIR		= (1 << 2),
 };
 
+/* A run of physical blocks. */
+struct ext4_run {
+	blk64_t start;
+	uint64_t len;
+};
+
 struct ext4_state {
 	ext2_filsys fs;
 	int direct_fd;			/* the device, O_RDONLY|O_DIRECT */
 	bool journal_known;		/* an internal journal we can read */
+	/* An external journal device found by its UUID (O_DIRECT), else -1. */
+	int jdev_fd;
+	/* The internal journal's blocks (ext4_journal_map()), in file order. */
+	struct ext4_run *jruns;
+	size_t nr_jruns;
 	bool confirm_cap;		/* open_by_handle_at works */
 	/* The walk's view, one chunk of ext4_seen per block group, on demand. */
 	_Atomic(struct ext4_seen *) *seen;
@@ -100,6 +121,8 @@ struct ext4_state {
 	unsigned long long unreached;
 	/* Blocks claimed by inodes and metadata (phase 3), NULL before. */
 	ext2fs_block_bitmap claimed;
+	/* The group metadata alone: superblocks, descriptors, bitmaps, inode tables. */
+	ext2fs_block_bitmap metadata;
 };
 
 static inline struct ext4_state *ext4_state(struct scrub_ctx *ctx);
@@ -139,6 +162,15 @@ void ext4_check_dir(struct scrub_ctx *ctx, const struct backend_dir *d);
 /* Phase 3 after the walk. */
 int ext4_scan_inodes(struct scrub_ctx *ctx);
 
+/*
+ * For an inode suspect (blocks[0] its inode-table block, arg[0] the
+ * inode's offset in it, arg[1] its generation; the extent tree's blocks
+ * among blocks): does the inode in the fresh bufs, still in use and still
+ * extent-mapped, map block b?
+ */
+bool ext4_fresh_maps(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+		     unsigned char *const *bufs, blk64_t b);
+
 /* ---- ext4_xref.c ---- */
 
 /*
@@ -149,8 +181,29 @@ void ext4_xref_inode(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext2_in
 
 /* ---- ext4_journal.c ---- */
 
-/* The internal journal's superblock against the filesystem: suspects. */
+/*
+ * Phase 1: an external journal's device, found by the UUID the superblock
+ * names, opened into st->jdev_fd (-1 if it is not found: phase 3 says so).
+ */
+void ext4_journal_open(struct scrub_ctx *ctx);
+/* Before the inode scan: the internal journal's runs into st->jruns. */
+void ext4_journal_map(struct scrub_ctx *ctx);
+/*
+ * Do blocks [p, p + len) meet the internal journal's?  If so, *first and
+ * *last are the first and last shared blocks.
+ */
+bool ext4_journal_overlap(const struct ext4_state *st, blk64_t p, uint64_t len,
+			  blk64_t *first, blk64_t *last);
+/*
+ * After the inode scan: the internal journal's superblock against the
+ * filesystem, or the external journal device's header; suspects.
+ */
 void ext4_journal_check(struct scrub_ctx *ctx);
+/*
+ * What group metadata block b is ("the inode table of group 3"), into buf;
+ * NULL if it is none.
+ */
+const char *ext4_metadata_owner(ext2_filsys fs, blk64_t b, char *buf, size_t len);
 
 /* ---- ext4.c ---- */
 

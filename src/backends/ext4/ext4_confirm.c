@@ -14,6 +14,9 @@
  *      compare the bytes with the previous read;
  *   4. read the journal again.
  *
+ * The journal is the journal inode's, or an external journal's device
+ * (ext4_journal.c finds it).
+ *
  * A suspect is an error only if both reads fail the predicate with the same
  * bytes and none of its blocks is recent in either journal read (and, for
  * suspects that have one, the kernel's own view agrees).  Anything else is
@@ -136,11 +139,22 @@ static int journal_bmap(struct ext4_state *st, blk64_t lblk, blk64_t *pblk)
 	return err || !*pblk ? -EIO : 0;
 }
 
+/*
+ * Journal block lblk: of the journal inode, or of the external journal's
+ * device, where journal blocks are device blocks.
+ */
 static int journal_read(struct ext4_state *st, blk64_t lblk, unsigned char *buf)
 {
+	size_t bs = st->fs->blocksize;
 	blk64_t pblk;
-	int ret = journal_bmap(st, lblk, &pblk);
+	ssize_t n;
+	int ret;
 
+	if (st->jdev_fd >= 0) {
+		n = pread(st->jdev_fd, buf, bs, (off_t)(lblk * bs));
+		return n < 0 ? -errno : (size_t)n == bs ? 0 : -EIO;
+	}
+	ret = journal_bmap(st, lblk, &pblk);
 	return ret ? ret : ext4_read_direct(st, pblk, buf);
 }
 
@@ -214,9 +228,15 @@ static int journal_recent(struct ext4_state *st, struct blkset *out)
 	int ret = 0;
 
 	out->n = 0;
-	if (!st->journal_known)
+	if (!st->journal_known && st->jdev_fd < 0) {
+		/* An external journal that is not found: nothing is known old. */
+		if (ext2fs_has_feature_journal(st->fs->super))
+			ret = -ENODEV;
 		goto done;
-	if ((ret = journal_read(st, 0, b)) < 0)
+	}
+	/* The superblock: the journal's first block, or on its device after the ext2 one's. */
+	if ((ret = journal_read(st, st->jdev_fd >= 0 ? (blk64_t)ext2fs_journal_sb_start((int)bs) :
+				0, b)) < 0)
 		goto done;
 	if (be32(b) != JBD2_MAGIC ||
 	    (be32(b + 4) != JBD2_SUPERBLOCK_V1 && be32(b + 4) != JBD2_SUPERBLOCK_V2)) {
@@ -374,7 +394,7 @@ static void confirm_batch(struct scrub_ctx *ctx, struct ext4_suspect *batch, siz
 	for (size_t i = 0; i < n; i++) {
 		struct ext4_suspect *s = &batch[i];
 
-		for (unsigned k = 0; k < s->nr_blocks && !s->cleared; k++)
+		for (unsigned k = 0; k < s->nr_blocks && !s->cleared && !s->journal_free; k++)
 			if (!journal_ok)
 				s->cleared = "the journal cannot be read to tell old from recent";
 			else if (blkset_has(&j0, s->blocks[k]) || blkset_has(&j1, s->blocks[k]))

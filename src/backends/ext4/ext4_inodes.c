@@ -23,9 +23,13 @@
  *     extent map must be what FIEMAP showed (both only for inodes that did
  *     not change during the scan);
  *   - every block its extents and tree use, and the filesystem's own
- *     metadata, must be marked in use in the block bitmap.
+ *     metadata, must be marked in use in the block bitmap; none may be
+ *     group metadata (ext4.crosslink) or the journal's (ext4.journal),
+ *     and the journal inode's own blocks are checked as the journal's;
+ *   - a deleted inode must not be marked in use (ext4.inode_bitmap).
  *
- * Then the orphan list in the superblock is followed.  Every finding is a
+ * Then the orphan list in the superblock is followed, and every inode the
+ * walk reached must be marked in use in the inode bitmap.  Every finding is a
  * suspect for ext4_confirm.c; the inode-level ones (orphan, link count,
  * extent map) also ask the kernel again, through open_by_handle_at(), for
  * the inode as it is now.
@@ -307,6 +311,7 @@ struct xwalk {
 	void *larg;
 	/* "does the tree map physical block find (from lblk find_lblk)?" */
 	blk64_t find;
+	bool finding;		/* find is set (block 0 is a block) */
 	bool found;
 };
 
@@ -399,7 +404,7 @@ static bool walk_node(struct xwalk *w, const unsigned char *bytes, size_t size, 
 					    (unsigned long long)p, (unsigned long long)(p + len - 1));
 			w->next_lblk = (uint64_t)x->ee_block + len;
 			digest_add(&w->digest, x->ee_block, p, len, uninit);
-			if (w->find && w->find >= p && w->find < p + len)
+			if (w->finding && w->find >= p && w->find < p + len)
 				w->found = true;
 			if (w->leaf)
 				w->leaf(w, x->ee_block, p, len, uninit, node);
@@ -417,7 +422,7 @@ static bool walk_node(struct xwalk *w, const unsigned char *bytes, size_t size, 
 		if (p < first || p >= end)
 			return xbad(w, node, "extent index %u points to block %llu, outside the "
 				    "filesystem", i, (unsigned long long)p);
-		if (w->find == p)
+		if (w->finding && w->find == p)
 			w->found = true;
 		if (w->nr_tree < EXT4_SUSPECT_BLOCKS - 1)
 			w->tree[w->nr_tree++] = p;
@@ -572,14 +577,27 @@ static bool extent_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s
 	       (w.bad_node == 0 || fetch_bufs(&f, w.bad_node, 0));
 }
 
+bool ext4_fresh_maps(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+		     unsigned char *const *bufs, blk64_t b)
+{
+	struct ext2_inode_large in;
+	struct buf_fetch f = { s, bufs };
+	struct xwalk w;
+
+	if (!fresh_inode(ctx, s, bufs, &in) || !inode_in_use_on_disk(&in) ||
+	    !(in.i_flags & EXT4_EXTENTS_FL))
+		return false;
+	xwalk_init(&w, ext4_state(ctx)->fs, (ext2_ino_t)s->ino, &in, fetch_bufs, &f);
+	w.find = b;
+	w.finding = true;
+	return xwalk_run(&w, &in) && w.found;
+}
+
 /* Block-in-use suspects: arg[2] the block, blocks[1] its bitmap, [2] the descriptor. */
 static bool in_use_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 			     unsigned char *const *bufs)
 {
 	ext2_filsys fs = ext4_state(ctx)->fs;
-	struct ext2_inode_large in;
-	struct buf_fetch f = { s, bufs };
-	struct xwalk w;
 	blk64_t b = s->arg[2];
 	dgrp_t g = ext2fs_group_of_blk2(fs, b);
 	const struct ext4_group_desc *gd = ext4_gd_in_block(fs, g, bufs[2]);
@@ -590,11 +608,19 @@ static bool in_use_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s
 	if (bmblk != s->blocks[1] || (gd->bg_flags & EXT2_BG_BLOCK_UNINIT) ||
 	    ((bufs[1][bit / 8] >> (bit % 8)) & 1))
 		return false;
-	if (!fresh_inode(ctx, s, bufs, &in) || !inode_in_use_on_disk(&in))
-		return false;
-	xwalk_init(&w, fs, (ext2_ino_t)s->ino, &in, fetch_bufs, &f);
-	w.find = b;
-	return xwalk_run(&w, &in) && w.found;
+	return ext4_fresh_maps(ctx, s, bufs, b);
+}
+
+/*
+ * An inode's block that is also group metadata or the journal's:
+ * arg[2] the block.  Metadata and the journal do not move while mounted
+ * (but for an online resize, which only adds groups), so it is enough
+ * that the inode still maps it.
+ */
+static bool shared_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+			     unsigned char *const *bufs)
+{
+	return ext4_fresh_maps(ctx, s, bufs, s->arg[2]);
 }
 
 /* The kernel's inode now, by handle: an fd (O_PATH, or O_RDONLY for FIEMAP). */
@@ -964,8 +990,13 @@ struct claim {
 	ext2_ino_t ino;
 	const struct ext2_inode_large *in;
 	unsigned long long bad;		/* blocks used but free in the bitmap */
-	blk64_t first_bad;
+	blk64_t first_bad, last_bad;
 	struct dir_map *dir;
+	bool is_journal;		/* the internal journal's inode */
+	bool in_meta;			/* block meta is also group metadata */
+	blk64_t meta;
+	bool in_journal;		/* blocks [jfirst, jlast] are also the journal's */
+	blk64_t jfirst, jlast;
 };
 
 static void claim_range(struct claim *c, blk64_t p, uint64_t len)
@@ -973,12 +1004,31 @@ static void claim_range(struct claim *c, blk64_t p, uint64_t len)
 	ext2_filsys fs = ext4_state(c->ctx)->fs;
 	blk64_t zero;
 
-	ext2fs_mark_block_bitmap_range2(ext4_state(c->ctx)->claimed, p, (unsigned)len);
+	struct ext4_state *st = ext4_state(c->ctx);
+	blk64_t first, last;
+
+	ext2fs_mark_block_bitmap_range2(st->claimed, p, (unsigned)len);
 	if (ext2fs_find_first_zero_block_bitmap2(fs->block_map, p, p + len - 1, &zero) == 0) {
 		if (!c->bad)
 			c->first_bad = zero;
 		for (blk64_t b = zero; b < p + len; b++)
-			c->bad += !ext2fs_test_block_bitmap2(fs->block_map, b);
+			if (!ext2fs_test_block_bitmap2(fs->block_map, b)) {
+				c->bad++;
+				c->last_bad = b;
+			}
+	}
+	/* The bad-blocks and resize inodes own metadata blocks by design. */
+	if (!c->in_meta && c->ino != EXT2_BAD_INO && c->ino != EXT2_RESIZE_INO &&
+	    ext2fs_find_first_set_block_bitmap2(st->metadata, p, p + len - 1, &first) == 0) {
+		c->meta = first;
+		c->in_meta = true;
+	}
+	if (!c->is_journal && ext4_journal_overlap(st, p, len, &first, &last)) {
+		if (!c->in_journal || first < c->jfirst)
+			c->jfirst = first;
+		if (!c->in_journal || last > c->jlast)
+			c->jlast = last;
+		c->in_journal = true;
 	}
 }
 
@@ -1009,10 +1059,11 @@ static int claim_block_iter(ext2_filsys fs, blk64_t *blocknr, e2_blkcnt_t blockc
 }
 
 /*
- * The filesystem's own metadata, group by group; places outside the
- * filesystem (a damaged descriptor, ext4.group_desc) claim nothing.
+ * The filesystem's own metadata, group by group, into st->metadata, and
+ * st->claimed starts as a copy; places outside the filesystem (a damaged
+ * descriptor, ext4.group_desc) claim nothing.
  */
-static void claim_metadata(struct ext4_state *st)
+static errcode_t claim_metadata(struct ext4_state *st)
 {
 	ext2_filsys fs = st->fs;
 
@@ -1020,16 +1071,17 @@ static void claim_metadata(struct ext4_state *st)
 		blk64_t bb = ext2fs_block_bitmap_loc(fs, g), ib = ext2fs_inode_bitmap_loc(fs, g);
 		blk64_t it = ext2fs_inode_table_loc(fs, g);
 
-		ext2fs_reserve_super_and_bgd(fs, g, st->claimed);
+		ext2fs_reserve_super_and_bgd(fs, g, st->metadata);
 		if (ext4_blocks_in_fs(fs, bb, 1))
-			ext2fs_mark_block_bitmap2(st->claimed, bb);
+			ext2fs_mark_block_bitmap2(st->metadata, bb);
 		if (ext4_blocks_in_fs(fs, ib, 1))
-			ext2fs_mark_block_bitmap2(st->claimed, ib);
+			ext2fs_mark_block_bitmap2(st->metadata, ib);
 		if (ext4_blocks_in_fs(fs, it, fs->inode_blocks_per_group))
-			ext2fs_mark_block_bitmap_range2(st->claimed, it, fs->inode_blocks_per_group);
+			ext2fs_mark_block_bitmap_range2(st->metadata, it, fs->inode_blocks_per_group);
 	}
 	if (ext2fs_has_feature_mmp(fs->super) && fs->super->s_mmp_block)
-		ext2fs_mark_block_bitmap2(st->claimed, fs->super->s_mmp_block);
+		ext2fs_mark_block_bitmap2(st->metadata, fs->super->s_mmp_block);
+	return ext2fs_copy_bitmap(st->metadata, &st->claimed);
 }
 
 /* Blocks marked in use that nothing claims: an info (preallocation does it). */
@@ -1069,6 +1121,182 @@ static bool special_inode(ext2_filsys fs, ext2_ino_t ino, const struct ext2_inod
 	       ino == sb->s_usr_quota_inum || ino == sb->s_grp_quota_inum ||
 	       ino == sb->s_prj_quota_inum || ino == sb->s_orphan_file_inum ||
 	       (in->i_flags & EXT4_EA_INODE_FL);
+}
+
+/* ---- inodes in use that the inode bitmap calls free ---------------------- */
+
+/*
+ * Blocks [inode table block, inode bitmap, descriptor block]; arg[2] the
+ * inode's bit in its group.  Still in use on the disk, the same inode (the
+ * generation), its bit still clear in the bitmap the fresh descriptor
+ * names, and the group's bitmap initialised.
+ */
+static bool marked_free_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+				  unsigned char *const *bufs)
+{
+	ext2_filsys fs = ext4_state(ctx)->fs;
+	struct ext2_inode_large in;
+	dgrp_t g = (dgrp_t)((s->ino - 1) / fs->super->s_inodes_per_group);
+	const struct ext4_group_desc *gd = ext4_gd_in_block(fs, g, bufs[2]);
+	blk64_t bm = (blk64_t)gd->bg_inode_bitmap |
+		     (EXT2_DESC_SIZE(fs->super) >= EXT2_MIN_DESC_SIZE_64BIT ?
+		      (blk64_t)gd->bg_inode_bitmap_hi << 32 : 0);
+
+	return fresh_inode(ctx, s, bufs, &in) && inode_in_use_on_disk(&in) &&
+	       bm == s->blocks[1] && !(gd->bg_flags & EXT2_BG_INODE_UNINIT) &&
+	       !((bufs[1][s->arg[2] / 8] >> (s->arg[2] % 8)) & 1);
+}
+
+/* The kernel's view: the inode, by handle, still has links and did not change. */
+static const char *marked_free_kernel_view(struct scrub_ctx *ctx, const struct ext4_suspect *s)
+{
+	struct statx stx;
+	int fd;
+	const char *why;
+
+	if ((why = kernel_inode(ctx, s, O_PATH, &fd, &stx)))
+		return why;
+	close(fd);
+	return stx.stx_nlink ? NULL : "the kernel says it has no links (open and unlinked)";
+}
+
+/*
+ * Blocks [inode table block, inode bitmap, descriptor block]; arg[2] the
+ * inode's bit.  Still deleted (no links, a deletion time, not an orphan
+ * link), still marked in use in the bitmap the fresh descriptor names.
+ */
+static bool deleted_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+			      unsigned char *const *bufs)
+{
+	ext2_filsys fs = ext4_state(ctx)->fs;
+	struct ext2_inode_large in;
+	dgrp_t g = (dgrp_t)((s->ino - 1) / fs->super->s_inodes_per_group);
+	const struct ext4_group_desc *gd = ext4_gd_in_block(fs, g, bufs[2]);
+	blk64_t bm = (blk64_t)gd->bg_inode_bitmap |
+		     (EXT2_DESC_SIZE(fs->super) >= EXT2_MIN_DESC_SIZE_64BIT ?
+		      (blk64_t)gd->bg_inode_bitmap_hi << 32 : 0);
+
+	return fresh_inode(ctx, s, bufs, &in) && in.i_links_count == 0 &&
+	       in.i_dtime > fs->super->s_inodes_count && bm == s->blocks[1] &&
+	       !(gd->bg_flags & EXT2_BG_INODE_UNINIT) &&
+	       ((bufs[1][s->arg[2] / 8] >> (s->arg[2] % 8)) & 1);
+}
+
+/*
+ * e2fsck's pass 5 "inode bitmap differences: -N": a deleted inode (no
+ * links, a deletion time) still marked in use.  The kernel sets the
+ * deletion time and clears the bit in one transaction (ext4_evict_inode),
+ * so a lag between the two is a recent transaction, which the
+ * confirmation rules out.
+ */
+static void check_deleted_marked_used(struct scrub_ctx *ctx, ext2_ino_t ino,
+				      const struct ext2_inode_large *in)
+{
+	ext2_filsys fs = ext4_state(ctx)->fs;
+	uint32_t ipg = fs->super->s_inodes_per_group;
+	struct ext4_suspect *s;
+
+	if (ino < EXT2_FIRST_INODE(fs->super))
+		return;
+	s = inode_suspect(ctx, CHECK_EXT4_INODE_BITMAP, ino, in, deleted_still_bad,
+		"%s deleted (dtime %u, no links) is still marked in use in the inode bitmap of "
+		"group %u", inode_mode_name(in->i_mode), in->i_dtime, (ino - 1) / ipg);
+	ext4_suspect_block(s, ext2fs_inode_bitmap_loc(fs, (ino - 1) / ipg));
+	ext4_suspect_block(s, ext4_gd_block(fs, (ino - 1) / ipg));
+	s->arg[2] = (ino - 1) % ipg;
+}
+
+/*
+ * e2fsck's pass 5 "inode bitmap differences" for the inodes that matter:
+ * every inode a name reached in the walk (unchanged since) must be marked
+ * in use in the inode bitmap, or the allocator may hand its number out
+ * again.  The inode scan reads only the inodes the bitmap marks, so these
+ * are read here, from the disk.
+ */
+static void check_reached_marked_free(struct scrub_ctx *ctx, unsigned char *buf)
+{
+	struct ext4_state *st = ext4_state(ctx);
+	ext2_filsys fs = st->fs;
+	uint32_t ipg = fs->super->s_inodes_per_group;
+	struct ext2_inode_large in;
+
+	for (dgrp_t g = 0; g < st->nr_seen_groups && !scrub_should_stop(ctx); g++) {
+		struct ext4_seen *chunk = atomic_load(&st->seen[g]);
+
+		for (uint32_t i = 0; chunk && i < ipg; i++) {
+			ext2_ino_t ino = g * ipg + i + 1;
+			blk64_t blk;
+			unsigned off;
+
+			if (!atomic_load(&chunk[i].nlink) ||
+			    (atomic_load(&chunk[i].flags) & EXT4_SEEN_CHANGED) ||
+			    ext2fs_fast_test_inode_bitmap2(fs->inode_map, ino) ||
+			    !ext4_inode_location(fs, ino, &blk, &off) ||
+			    ext4_read_direct(st, blk, buf) < 0)
+				continue;
+			inode_from_block(fs, buf, off, &in);
+			if (!inode_in_use_on_disk(&in) || inode_recent(ctx, &in, EXT2_INODE_SIZE(fs->super)))
+				continue;
+			struct ext4_suspect *s = inode_suspect(ctx, CHECK_EXT4_INODE_BITMAP, ino, &in,
+				marked_free_still_bad, "%s with %u links, reached by a name, is marked "
+				"free in the inode bitmap of group %u", inode_mode_name(in.i_mode),
+				in.i_links_count, g);
+
+			ext4_suspect_block(s, ext2fs_inode_bitmap_loc(fs, g));
+			ext4_suspect_block(s, ext4_gd_block(fs, g));
+			s->arg[2] = i;
+			s->kernel_view = marked_free_kernel_view;
+		}
+	}
+}
+
+/* A suspect that inode ino's block b is also someone else's. */
+static struct ext4_suspect *shared_suspect(struct scrub_ctx *ctx, const char *check,
+					   ext2_ino_t ino, const struct ext2_inode_large *in,
+					   const struct xwalk *w, blk64_t b, const char *msg)
+{
+	struct ext4_suspect *s = inode_suspect(ctx, check, ino, in, shared_still_bad, "%s", msg);
+
+	for (unsigned i = 0; i < w->nr_tree && i < EXT4_SUSPECT_BLOCKS - 1; i++)
+		ext4_suspect_block(s, w->tree[i]);
+	if (w->nr_tree >= EXT4_SUSPECT_BLOCKS)
+		s->cleared = "its extent tree has too many blocks to be confirmed";
+	s->arg[2] = b;
+	if (!(in->i_flags & EXT4_EXTENTS_FL))
+		s->cleared = "block-mapped files are not confirmed";
+	return s;
+}
+
+/*
+ * e2fsck's pass 1B for the blocks that never move while mounted: an
+ * inode's block that is also group metadata, or the journal's (the
+ * journal itself included: its blocks must be no metadata).
+ */
+static void check_shared(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext2_inode_large *in,
+			 const struct claim *c, const struct xwalk *w)
+{
+	ext2_filsys fs = ext4_state(ctx)->fs;
+	struct strbuf sb = STRBUF_INIT;
+	char owner[64];
+
+	if (c->in_meta && ext4_metadata_owner(fs, c->meta, owner, sizeof(owner))) {
+		strbuf_addf(&sb, "block %llu, %s, is also %s", (unsigned long long)c->meta,
+			    c->is_journal ? "the journal's" : "used by this inode", owner);
+		/*
+		 * A journal mapped over metadata cannot be read to tell recent
+		 * blocks from old; the kernel never rewrites its inode.
+		 */
+		shared_suspect(ctx, c->is_journal ? CHECK_EXT4_JOURNAL : CHECK_EXT4_CROSSLINK,
+			       ino, in, w, c->meta, sb.buf)->journal_free = c->is_journal;
+		strbuf_reset(&sb);
+	}
+	if (c->in_journal) {
+		strbuf_addf(&sb, "blocks %llu-%llu of the journal (inode %u) are also used by "
+			    "this %s", (unsigned long long)c->jfirst, (unsigned long long)c->jlast,
+			    fs->super->s_journal_inum, inode_mode_name(in->i_mode));
+		shared_suspect(ctx, CHECK_EXT4_JOURNAL, ino, in, w, c->jfirst, sb.buf);
+	}
+	strbuf_release(&sb);
 }
 
 static void check_against_walk(struct scrub_ctx *ctx, ext2_ino_t ino,
@@ -1151,6 +1379,8 @@ static void check_one_inode(struct scrub_ctx *ctx, ext2_ino_t ino, struct ext2_i
 	struct xwalk w;
 	bool tree_ok = true;
 
+	c.is_journal = st->journal_known && ino == fs->super->s_journal_inum;
+
 	st->inodes_scanned++;
 	if (!ext2fs_inode_csum_verify(fs, ino, in)) {
 		struct ext4_suspect *s = inode_suspect(ctx, CHECK_EXT4_INODE_CSUM, ino, in,
@@ -1161,8 +1391,12 @@ static void check_one_inode(struct scrub_ctx *ctx, ext2_ino_t ino, struct ext2_i
 		s->arg[2] = (ino - 1) % ipg;
 		return;		/* nothing else in it can be trusted */
 	}
-	if (in->i_links_count == 0 && in->i_dtime)
-		return;		/* deleted; the bitmap lags or the orphan list has it */
+	if (in->i_links_count == 0 && in->i_dtime) {
+		/* A dtime below the inode count links the orphan list: open, unlinked. */
+		if (in->i_dtime > fs->super->s_inodes_count)
+			check_deleted_marked_used(ctx, ino, in);
+		return;
+	}
 	ext4_xref_inode(ctx, ino, in);
 
 	xwalk_init(&w, fs, ino, in, fetch_disk, df);
@@ -1183,14 +1417,18 @@ static void check_one_inode(struct scrub_ctx *ctx, ext2_ino_t ino, struct ext2_i
 					 (unsigned long long)w.bad_node);
 			else
 				snprintf(where, sizeof(where), "root in the inode");
-			struct ext4_suspect *s = inode_suspect(ctx, CHECK_EXT4_EXTENT, ino, in,
-				extent_still_bad, "extent tree %s: %s", where, w.why);
+			struct ext4_suspect *s = inode_suspect(ctx, c.is_journal ?
+				CHECK_EXT4_JOURNAL : CHECK_EXT4_EXTENT, ino, in, extent_still_bad,
+				"%sextent tree %s: %s", c.is_journal ? "the journal's " : "", where,
+				w.why);
 
 			for (unsigned i = 0; i < w.nr_tree && i < EXT4_SUSPECT_BLOCKS - 1; i++)
 				ext4_suspect_block(s, w.tree[i]);
 			if (w.nr_tree >= EXT4_SUSPECT_BLOCKS)
 				s->cleared = "its extent tree has too many blocks to be confirmed";
 			s->arg[2] = w.bad_node;
+			/* As in check_shared(): the journal's own map. */
+			s->journal_free = c.is_journal;
 		}
 	} else if (!(in->i_flags & (EXT4_EXTENTS_FL | EXT4_INLINE_DATA_FL)) &&
 		   ext2fs_inode_has_valid_blocks2(fs, (struct ext2_inode *)in)) {
@@ -1202,12 +1440,17 @@ static void check_one_inode(struct scrub_ctx *ctx, ext2_ino_t ino, struct ext2_i
 				       ext4_strerror(err));
 	}
 	blk64_t acl = ext2fs_file_acl_block(fs, (struct ext2_inode *)in);
-	if (acl >= fs->super->s_first_data_block && acl < ext2fs_blocks_count(fs->super))
+	if (acl && acl >= fs->super->s_first_data_block && acl < ext2fs_blocks_count(fs->super))
 		claim_range(&c, acl, 1);
 
 	if (c.bad && tree_ok && !inode_recent(ctx, in, EXT2_INODE_SIZE(fs->super))) {
 		dgrp_t g = ext2fs_group_of_blk2(fs, c.first_bad);
-		struct ext4_suspect *s = inode_suspect(ctx, CHECK_EXT4_BLOCK_IN_USE, ino, in,
+		struct ext4_suspect *s = c.is_journal ?
+			inode_suspect(ctx, CHECK_EXT4_JOURNAL, ino, in, in_use_still_bad,
+				"%llu of the journal's blocks are marked free in the block bitmap "
+				"(blocks %llu-%llu)", c.bad, (unsigned long long)c.first_bad,
+				(unsigned long long)c.last_bad) :
+			inode_suspect(ctx, CHECK_EXT4_BLOCK_IN_USE, ino, in,
 			in_use_still_bad, "%llu %s used by this %s %s marked free in the block "
 			"bitmap (the first: block %llu)", c.bad, c.bad == 1 ? "block" : "blocks",
 			inode_mode_name(in->i_mode), c.bad == 1 ? "is" : "are",
@@ -1222,6 +1465,8 @@ static void check_one_inode(struct scrub_ctx *ctx, ext2_ino_t ino, struct ext2_i
 		if (!(in->i_flags & EXT4_EXTENTS_FL))
 			s->cleared = "block-mapped files are not confirmed";
 	}
+	if (tree_ok)
+		check_shared(ctx, ino, in, &c, &w);
 	if (tree_ok && dm.n)
 		check_directory(ctx, ino, in, &dm, buf);
 	free(dm.r);
@@ -1338,13 +1583,18 @@ int ext4_scan_inodes(struct scrub_ctx *ctx)
 	ext2fs_free_inode_bitmap(fs->inode_map);
 	fs->inode_map = NULL;
 	if ((err = ext2fs_read_bitmaps(fs)) ||
-	    (err = ext2fs_allocate_block_bitmap(fs, "claimed", &st->claimed))) {
+	    (err = ext2fs_allocate_block_bitmap(fs, "metadata", &st->metadata))) {
 		report_operational(ctx, NULL, NULL, 0, "ext4: cannot scan the inodes: %s",
 				   ext4_strerror(err));
 		ret = 0;
 		goto out;
 	}
-	claim_metadata(st);
+	if ((err = claim_metadata(st))) {
+		report_operational(ctx, NULL, NULL, 0, "ext4: cannot scan the inodes: %s",
+				   ext4_strerror(err));
+		goto out;
+	}
+	ext4_journal_map(ctx);
 	/*
 	 * A descriptor that puts its inode table outside the filesystem (an
 	 * ext4.group_desc error of phase 2) would stop the inode scan there:
@@ -1384,6 +1634,7 @@ int ext4_scan_inodes(struct scrub_ctx *ctx)
 		check_one_inode(ctx, ino, in, &df, buf);
 	}
 	check_orphan_list(ctx);
+	check_reached_marked_free(ctx, buf);
 	report_unreached(ctx);
 	ext4_journal_check(ctx);
 	ext4_confirm_run(ctx);
