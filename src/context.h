@@ -27,6 +27,7 @@ struct progress;
 struct json_report;
 struct ledger;
 struct xlink_list;
+struct state;
 
 /* What a filesystem does not promise, so the checks that rely on it are off. */
 enum fs_quirks {
@@ -86,6 +87,8 @@ struct scrub_options {
 	const char *ledger_dir;	/* --ledger DIR: records in DIR's database, not xattrs */
 	const char *manifest_path;	/* --manifest FILE, or FSCRUB_MANIFEST with -x */
 	bool manifest_from_env;	/* ... from FSCRUB_MANIFEST */
+	const char *state_dir;	/* --state-dir DIR: the run history's database (state.h) */
+	bool no_state;		/* --no-state: record nothing */
 };
 
 /* Per-thread counters, summed after each phase; no atomics on hot paths. */
@@ -167,6 +170,10 @@ struct scrub_ctx {
 	atomic_ullong progress_done;	/* work done in the current phase */
 	struct json_report *json;	/* --json (json_report.c) */
 	FILE *text_out;			/* the text report: stdout, or stderr with --json - */
+	struct state *state;		/* the run history (history.h), NULL if not recorded */
+	char *fs_uuid;			/* its key there, fs_identity() */
+	int64_t run_id;			/* this run's row in it, 0 before phase 1 ends */
+	double run_started;		/* Unix time */
 
 	/* Report state (report.c). */
 	pthread_mutex_t report_lock;
@@ -174,6 +181,7 @@ struct scrub_ctx {
 	atomic_ullong nr_content_errors;	/* of nr_errors: in file data (bit rot, media) */
 	atomic_bool aborted;		/* -a reached */
 	bool output_failed;		/* stdout could not be written */
+	bool state_failed;		/* the run could not be recorded (history.h) */
 };
 
 /* Set by the SIGINT/SIGTERM handler. */

@@ -16,6 +16,7 @@
 
 #include "cli.h"
 #include "context.h"
+#include "history.h"
 #include "json_report.h"
 #include "metrics.h"
 #include "phases.h"
@@ -100,6 +101,7 @@ int main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	setup_signals();
+	history_open(&ctx);
 	if (ctx.opt.background)
 		go_background();
 
@@ -108,6 +110,8 @@ int main(int argc, char **argv)
 	/* Failing to find the filesystem needs no summary: the message said it. */
 	if (!(ret == EXIT_USAGE || (ret && ctx.mnt_fd < 0)))
 		report_summary(&ctx);
+	/* Recorded before the metrics, which read the store; a failure adds bit 8. */
+	history_end(&ctx, ret | report_exit_code(&ctx), ret != 0);
 	ret = write_outputs(&ctx, ret | report_exit_code(&ctx), &start);
 	scrub_ctx_release(&ctx);
 	return ret;

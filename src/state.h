@@ -1,0 +1,130 @@
+/*
+ * state: the run history, one SQLite database shared by every run on
+ * every filesystem (DIR/state.sqlite; DIR is /var/lib/fscrub, or
+ * --state-dir).  Runs are keyed by the filesystem's UUID (fs_identity()
+ * in ledger_store.h), not by the mount point, so a filesystem mounted
+ * elsewhere keeps its history.  `fscrub status` and the metrics read it.
+ *
+ * Schema (PRAGMA user_version 1):
+ *
+ *   runs      one row per run: id, uuid, mountpoint, source, fstype,
+ *             backend, options (a JSON object), version, started and
+ *             ended (Unix time, seconds), status, exit_code, verify_data,
+ *             the counts (errors, warnings, infos, repaired, operational,
+ *             inodes), bytes_verified and findings_dropped
+ *   phases    (run, phase, title, wall, user, sys, items): -T's figures
+ *   findings  (run, seq, severity, check_id, content, path, ino, offset,
+ *             length, message); content is 1 for checks of what files
+ *             hold (report.h, check_is_content()), which only -x covers
+ *
+ * status is 'running' from the row's insertion, after phase 1, then one of
+ * 'complete' (every phase ran to its end), 'cancelled' (SIGINT/SIGTERM),
+ * 'stopped' (-a) or 'failed' (a phase could not go on); a run that died
+ * stays 'running'.  A complete run covered all of the metadata, a complete
+ * -x run all of the data too.
+ *
+ * Durability and concurrency: WAL mode and a busy timeout, and no write
+ * transaction is held during the scan: the run's row is inserted at the
+ * start, and its end, phases and findings are written in one transaction
+ * at the end.  So runs on different filesystems do not wait for each
+ * other beyond those two short writes, and a crash loses at most the run
+ * in progress.  Findings wait in memory meanwhile, at most
+ * STATE_MAX_FINDINGS of them (the rest are counted in findings_dropped).
+ *
+ * Later schema versions (resumable runs, rotating media scans) add tables
+ * beside these and raise user_version; state_open() upgrades a database
+ * it opens for writing and refuses one newer than it knows:
+ *   checkpoints (uuid PRIMARY KEY, run, phase, cursor, saved)
+ *   regions     (uuid, start, length, verified, run), the device regions
+ *               and when each was last read back
+ *
+ * Library code: it reports nothing itself; errors come back as negative
+ * errno with a message in err.  Not thread-safe: the caller serialises
+ * (report.c calls state_add_finding() under its report lock).
+ */
+#ifndef FSCRUB_STATE_H
+#define FSCRUB_STATE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct finding;
+struct strbuf;
+struct state;
+
+#define STATE_DEFAULT_DIR	"/var/lib/fscrub"
+#define STATE_DB_NAME		"state.sqlite"
+/*
+ * Findings kept for the database per run: about 300 bytes each in memory,
+ * so at most some 30 MiB however broken the filesystem.
+ */
+#define STATE_MAX_FINDINGS	100000
+#define STATE_SCHEMA_VERSION	1
+
+/* A run as written by the scan and read back by status.  Strings may be NULL. */
+struct state_run {
+	int64_t id;
+	char *uuid, *mountpoint, *source, *fstype, *backend, *options, *version;
+	double started, ended;		/* Unix time; ended 0 while running */
+	char *status;
+	int exit_code;
+	bool verify_data;
+	unsigned long long errors, warnings, infos, repaired, operational;
+	unsigned long long inodes, bytes_verified, findings_dropped;
+};
+
+/* A finding as read back. */
+struct state_finding {
+	int64_t run;
+	const char *severity, *check, *path, *message;
+	uint64_t ino;
+	bool has_range;
+	uint64_t offset, length;
+};
+
+/* What status says about one filesystem. */
+struct state_summary {
+	struct state_run last;		/* id 0: no run recorded */
+	double last_complete;		/* end of the last complete run, 0: none */
+	double last_data_verified;	/* ... of the last complete -x run */
+	unsigned long long open_errors, open_warnings;
+};
+
+/*
+ * Open DIR/state.sqlite, created (with its tables) when write; read-only
+ * otherwise, when it returns -ENOENT if there is no database yet.
+ */
+int state_open(struct state **out, const char *dir, bool write, struct strbuf *err);
+void state_close(struct state *s);
+/* The database's path, for messages. */
+const char *state_path(const struct state *s);
+
+/* Insert the run's row (status 'running'); r->id is set. */
+int state_run_begin(struct state *s, struct state_run *r, struct strbuf *err);
+/* Keep a finding of the run begun (copied) for state_run_end(). */
+void state_add_finding(struct state *s, const struct finding *f, bool content);
+/* Keep a phase's times for state_run_end(). */
+void state_add_phase(struct state *s, int phase, const char *title, double wall,
+		     double user, double sys, unsigned long long items);
+/* Write r (by r->id), the phases and the findings in one transaction. */
+int state_run_end(struct state *s, const struct state_run *r, struct strbuf *err);
+
+/* Every filesystem with a run, newest first: calls fn(uuid, arg). */
+int state_each_fs(struct state *s, void (*fn)(const char *uuid, void *arg), void *arg);
+/* Fill sum for uuid (last.id 0 if it has no run); release with state_summary_release. */
+int state_summarise(struct state *s, const char *uuid, struct state_summary *sum);
+void state_summary_release(struct state_summary *sum);
+/*
+ * The open findings of uuid, errors then warnings: those of its last
+ * complete run, and of the runs after it that did not complete (content
+ * findings: of its last complete -x run and later); one per check, path,
+ * inode and offset, the newest.
+ */
+int state_each_open(struct state *s, const char *uuid,
+		    void (*fn)(const struct state_finding *f, void *arg), void *arg);
+/* The newest n runs of uuid, newest first. */
+int state_each_run(struct state *s, const char *uuid, unsigned n,
+		   void (*fn)(const struct state_run *r, void *arg), void *arg);
+void state_run_release(struct state_run *r);
+
+#endif
