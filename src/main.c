@@ -22,6 +22,7 @@
 #include "phases.h"
 #include "progress.h"
 #include "report.h"
+#include "status.h"
 
 /* From linux/ioprio.h, which older userspace headers lack. */
 #define IOPRIO_CLASS_IDLE 3
@@ -90,6 +91,9 @@ int main(int argc, char **argv)
 	struct timespec start;
 	int ret, err;
 
+	/* A subcommand; a directory named so is ./status. */
+	if (argc > 1 && !strcmp(argv[1], "status"))
+		return status_main(argc - 1, argv + 1);
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	scrub_ctx_init(&ctx);
 	ret = cli_parse(argc, argv, &ctx.opt);
