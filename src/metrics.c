@@ -52,10 +52,11 @@ static void add_metric(struct strbuf *sb, const char *labels, const char *name,
 static void add_history(struct scrub_ctx *ctx, struct strbuf *body, const char *labels,
 			struct timespec now)
 {
+	struct state_fs fs = { .uuid = ctx->fs_uuid, .fsroot = ctx->fsroot ? ctx->fsroot : "/" };
 	struct state_summary sum;
 	double t = (double)now.tv_sec + (double)now.tv_nsec / 1e9;
 
-	if (!ctx->state || !ctx->fs_uuid || state_summarise(ctx->state, ctx->fs_uuid, &sum))
+	if (!ctx->state || !ctx->fs_uuid || state_summarise(ctx->state, &fs, &sum))
 		return;
 	add_metric(body, labels, "last_success_timestamp_seconds",
 		   "When the last complete scrub ended (Unix time, 0: never).", sum.last_complete);

@@ -54,13 +54,14 @@ static const char *severity_name[] = {
 };
 
 static const char schema_v1[] =
-	"CREATE TABLE runs (id INTEGER PRIMARY KEY, uuid TEXT NOT NULL, mountpoint TEXT, "
+	"CREATE TABLE runs (id INTEGER PRIMARY KEY, uuid TEXT NOT NULL, fsroot TEXT NOT NULL, "
+	"mountpoint TEXT, "
 	"source TEXT, fstype TEXT, backend TEXT, options TEXT, version TEXT, "
 	"started REAL NOT NULL, ended REAL, status TEXT NOT NULL, exit_code INTEGER, "
 	"verify_data INTEGER NOT NULL, errors INTEGER, warnings INTEGER, infos INTEGER, "
 	"repaired INTEGER, operational INTEGER, inodes INTEGER, bytes_verified INTEGER, "
 	"findings_dropped INTEGER);"
-	"CREATE INDEX runs_by_fs ON runs (uuid, id);"
+	"CREATE INDEX runs_by_fs ON runs (uuid, fsroot, id);"
 	"CREATE TABLE phases (run INTEGER NOT NULL REFERENCES runs (id), phase INTEGER NOT NULL, "
 	"title TEXT, wall REAL, user REAL, sys REAL, items INTEGER, PRIMARY KEY (run, phase));"
 	"CREATE TABLE findings (run INTEGER NOT NULL REFERENCES runs (id), seq INTEGER NOT NULL, "
@@ -228,8 +229,8 @@ int state_run_begin(struct state *s, struct state_run *r, struct strbuf *err)
 	sqlite3_stmt *st;
 
 	if (sqlite3_prepare_v2(s->db, "INSERT INTO runs (uuid, mountpoint, source, fstype, "
-			       "backend, options, version, started, status, verify_data) "
-			       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'running', ?9)",
+			       "backend, options, version, started, status, verify_data, fsroot) "
+			       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'running', ?9, ?10)",
 			       -1, &st, NULL) != SQLITE_OK)
 		return fail(s, err, "cannot write the state database");
 	bind_text(st, 1, r->uuid);
@@ -241,6 +242,7 @@ int state_run_begin(struct state *s, struct state_run *r, struct strbuf *err)
 	bind_text(st, 7, r->version);
 	sqlite3_bind_double(st, 8, r->started);
 	sqlite3_bind_int(st, 9, r->verify_data);
+	bind_text(st, 10, r->fsroot ? r->fsroot : "/");
 	if (step_done(st))
 		return fail(s, err, "cannot write the state database");
 	r->id = sqlite3_last_insert_rowid(s->db);
@@ -405,7 +407,7 @@ static unsigned long long column_u64(sqlite3_stmt *st, int i)
 #define RUN_COLUMNS "id, uuid, mountpoint, source, fstype, backend, options, version, " \
 		    "started, coalesce(ended, 0), status, coalesce(exit_code, -1), verify_data, " \
 		    "errors, warnings, infos, repaired, operational, inodes, bytes_verified, " \
-		    "findings_dropped"
+		    "findings_dropped, fsroot"
 
 static void read_run(sqlite3_stmt *st, struct state_run *r)
 {
@@ -420,13 +422,14 @@ static void read_run(sqlite3_stmt *st, struct state_run *r)
 		.warnings = column_u64(st, 14), .infos = column_u64(st, 15),
 		.repaired = column_u64(st, 16), .operational = column_u64(st, 17),
 		.inodes = column_u64(st, 18), .bytes_verified = column_u64(st, 19),
-		.findings_dropped = column_u64(st, 20),
+		.findings_dropped = column_u64(st, 20), .fsroot = column_dup(st, 21),
 	};
 }
 
 void state_run_release(struct state_run *r)
 {
 	free(r->uuid);
+	free(r->fsroot);
 	free(r->mountpoint);
 	free(r->source);
 	free(r->fstype);
@@ -437,30 +440,38 @@ void state_run_release(struct state_run *r)
 	memset(r, 0, sizeof(*r));
 }
 
-int state_each_fs(struct state *s, void (*fn)(const char *uuid, void *arg), void *arg)
+int state_each_fs(struct state *s, void (*fn)(const struct state_fs *fs, void *arg),
+		  void *arg)
 {
 	sqlite3_stmt *st;
 	int rc;
 
-	if (sqlite3_prepare_v2(s->db, "SELECT uuid FROM runs GROUP BY uuid ORDER BY max(id) DESC",
-			       -1, &st, NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(s->db, "SELECT uuid, fsroot FROM runs GROUP BY uuid, fsroot "
+			       "ORDER BY max(id) DESC", -1, &st, NULL) != SQLITE_OK)
 		return -EIO;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-		fn((const char *)sqlite3_column_text(st, 0), arg);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct state_fs fs = {
+			.uuid = (const char *)sqlite3_column_text(st, 0),
+			.fsroot = (const char *)sqlite3_column_text(st, 1),
+		};
+
+		fn(&fs, arg);
+	}
 	sqlite3_finalize(st);
 	return rc == SQLITE_DONE ? 0 : -EIO;
 }
 
-int state_each_run(struct state *s, const char *uuid, unsigned n,
+int state_each_run(struct state *s, const struct state_fs *fs, unsigned n,
 		   void (*fn)(const struct state_run *r, void *arg), void *arg)
 {
 	sqlite3_stmt *st;
 	int rc;
 
 	if (sqlite3_prepare_v2(s->db, "SELECT " RUN_COLUMNS " FROM runs WHERE uuid = ?1 "
-			       "ORDER BY id DESC LIMIT ?2", -1, &st, NULL) != SQLITE_OK)
+			       "AND fsroot = ?3 ORDER BY id DESC LIMIT ?2", -1, &st, NULL) != SQLITE_OK)
 		return -EIO;
-	bind_text(st, 1, uuid);
+	bind_text(st, 1, fs->uuid);
+	bind_text(st, 3, fs->fsroot);
 	sqlite3_bind_int64(st, 2, n);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		struct state_run r;
@@ -479,6 +490,7 @@ static void keep_last(const struct state_run *r, void *arg)
 
 	*last = *r;
 	last->uuid = r->uuid ? xstrdup(r->uuid) : NULL;
+	last->fsroot = r->fsroot ? xstrdup(r->fsroot) : NULL;
 	last->mountpoint = r->mountpoint ? xstrdup(r->mountpoint) : NULL;
 	last->source = r->source ? xstrdup(r->source) : NULL;
 	last->fstype = r->fstype ? xstrdup(r->fstype) : NULL;
@@ -488,18 +500,19 @@ static void keep_last(const struct state_run *r, void *arg)
 	last->status = r->status ? xstrdup(r->status) : NULL;
 }
 
-/* The end of uuid's last complete run (-x only if data), 0 if none. */
-static int last_complete(struct state *s, const char *uuid, bool data, double *out)
+/* The end of fs's last complete run (-x only if data), 0 if none. */
+static int last_complete(struct state *s, const struct state_fs *fs, bool data, double *out)
 {
 	sqlite3_stmt *st;
 	int rc;
 
 	*out = 0;
 	if (sqlite3_prepare_v2(s->db, "SELECT coalesce(max(ended), 0) FROM runs WHERE uuid = ?1 "
-			       "AND status = 'complete' AND verify_data >= ?2",
+			       "AND fsroot = ?3 AND status = 'complete' AND verify_data >= ?2",
 			       -1, &st, NULL) != SQLITE_OK)
 		return -EIO;
-	bind_text(st, 1, uuid);
+	bind_text(st, 1, fs->uuid);
+	bind_text(st, 3, fs->fsroot);
 	sqlite3_bind_int(st, 2, data);
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW)
@@ -518,16 +531,16 @@ static void count_open(const struct state_finding *f, void *arg)
 		sum->open_warnings++;
 }
 
-int state_summarise(struct state *s, const char *uuid, struct state_summary *sum)
+int state_summarise(struct state *s, const struct state_fs *fs, struct state_summary *sum)
 {
 	int ret;
 
 	memset(sum, 0, sizeof(*sum));
-	if ((ret = state_each_run(s, uuid, 1, keep_last, &sum->last)) ||
-	    (ret = last_complete(s, uuid, false, &sum->last_complete)) ||
-	    (ret = last_complete(s, uuid, true, &sum->last_data_verified)))
+	if ((ret = state_each_run(s, fs, 1, keep_last, &sum->last)) ||
+	    (ret = last_complete(s, fs, false, &sum->last_complete)) ||
+	    (ret = last_complete(s, fs, true, &sum->last_data_verified)))
 		return ret;
-	return state_each_open(s, uuid, count_open, sum);
+	return state_each_open(s, fs, count_open, sum);
 }
 
 void state_summary_release(struct state_summary *sum)
@@ -544,17 +557,17 @@ void state_summary_release(struct state_summary *sum)
  */
 static const char open_sql[] =
 	"WITH m AS (SELECT coalesce(max(id), 0) AS id FROM runs "
-	"           WHERE uuid = ?1 AND status = 'complete'), "
+	"           WHERE uuid = ?1 AND fsroot = ?2 AND status = 'complete'), "
 	"     d AS (SELECT coalesce(max(id), 0) AS id FROM runs "
-	"           WHERE uuid = ?1 AND status = 'complete' AND verify_data) "
+	"           WHERE uuid = ?1 AND fsroot = ?2 AND status = 'complete' AND verify_data) "
 	"SELECT max(f.run), f.severity, f.check_id, f.path, f.ino, f.offset, f.length, f.message "
 	"FROM findings f JOIN runs r ON r.id = f.run, m, d "
-	"WHERE r.uuid = ?1 AND r.status != 'running' AND f.severity IN ('error', 'warning') "
+	"WHERE r.uuid = ?1 AND r.fsroot = ?2 AND r.status != 'running' AND f.severity IN ('error', 'warning') "
 	"  AND f.run >= CASE WHEN f.content THEN d.id ELSE m.id END "
 	"GROUP BY f.severity, f.check_id, f.path, f.ino, f.offset "
 	"ORDER BY f.severity = 'warning', f.path, f.check_id, f.offset";
 
-int state_each_open(struct state *s, const char *uuid,
+int state_each_open(struct state *s, const struct state_fs *fs,
 		    void (*fn)(const struct state_finding *f, void *arg), void *arg)
 {
 	sqlite3_stmt *st;
@@ -562,7 +575,8 @@ int state_each_open(struct state *s, const char *uuid,
 
 	if (sqlite3_prepare_v2(s->db, open_sql, -1, &st, NULL) != SQLITE_OK)
 		return -EIO;
-	bind_text(st, 1, uuid);
+	bind_text(st, 1, fs->uuid);
+	bind_text(st, 2, fs->fsroot);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		struct state_finding f = {
 			.run = sqlite3_column_int64(st, 0),

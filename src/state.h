@@ -3,11 +3,15 @@
  * every filesystem (DIR/state.sqlite; DIR is /var/lib/fscrub, or
  * --state-dir).  Runs are keyed by the filesystem's UUID (fs_identity()
  * in ledger_store.h), not by the mount point, so a filesystem mounted
- * elsewhere keeps its history.  `fscrub status` and the metrics read it.
+ * elsewhere keeps its history -- and by the root of the mount within it
+ * (mountinfo's root: "/", a btrfs subvolume such as "/@home", or the
+ * subdirectory a bind mount shows), since a run sees only that part: the
+ * subvolumes of one btrfs mounted at / and /home are two histories.
+ * `fscrub status` and the metrics read it.
  *
  * Schema (PRAGMA user_version 1):
  *
- *   runs      one row per run: id, uuid, mountpoint, source, fstype,
+ *   runs      one row per run: id, uuid, fsroot, mountpoint, source, fstype,
  *             backend, options (a JSON object), version, started and
  *             ended (Unix time, seconds), status, exit_code, verify_data,
  *             the counts (errors, warnings, infos, repaired, operational,
@@ -61,10 +65,16 @@ struct state;
 #define STATE_MAX_FINDINGS	100000
 #define STATE_SCHEMA_VERSION	1
 
+/* What the history is kept by: the filesystem's UUID and the mount's root in it. */
+struct state_fs {
+	const char *uuid;
+	const char *fsroot;	/* "/" for a whole filesystem */
+};
+
 /* A run as written by the scan and read back by status.  Strings may be NULL. */
 struct state_run {
 	int64_t id;
-	char *uuid, *mountpoint, *source, *fstype, *backend, *options, *version;
+	char *uuid, *fsroot, *mountpoint, *source, *fstype, *backend, *options, *version;
 	double started, ended;		/* Unix time; ended 0 while running */
 	char *status;
 	int exit_code;
@@ -109,21 +119,22 @@ void state_add_phase(struct state *s, int phase, const char *title, double wall,
 /* Write r (by r->id), the phases and the findings in one transaction. */
 int state_run_end(struct state *s, const struct state_run *r, struct strbuf *err);
 
-/* Every filesystem with a run, newest first: calls fn(uuid, arg). */
-int state_each_fs(struct state *s, void (*fn)(const char *uuid, void *arg), void *arg);
-/* Fill sum for uuid (last.id 0 if it has no run); release with state_summary_release. */
-int state_summarise(struct state *s, const char *uuid, struct state_summary *sum);
+/* Every filesystem with a run, the most recently scrubbed first: calls fn(fs, arg). */
+int state_each_fs(struct state *s, void (*fn)(const struct state_fs *fs, void *arg),
+		  void *arg);
+/* Fill sum for fs (last.id 0 if it has no run); release with state_summary_release. */
+int state_summarise(struct state *s, const struct state_fs *fs, struct state_summary *sum);
 void state_summary_release(struct state_summary *sum);
 /*
- * The open findings of uuid, errors then warnings: those of its last
+ * The open findings of fs, errors then warnings: those of its last
  * complete run, and of the runs after it that did not complete (content
  * findings: of its last complete -x run and later); one per check, path,
  * inode and offset, the newest.
  */
-int state_each_open(struct state *s, const char *uuid,
+int state_each_open(struct state *s, const struct state_fs *fs,
 		    void (*fn)(const struct state_finding *f, void *arg), void *arg);
-/* The newest n runs of uuid, newest first. */
-int state_each_run(struct state *s, const char *uuid, unsigned n,
+/* The newest n runs of fs, newest first. */
+int state_each_run(struct state *s, const struct state_fs *fs, unsigned n,
 		   void (*fn)(const struct state_run *r, void *arg), void *arg);
 void state_run_release(struct state_run *r);
 

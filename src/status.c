@@ -1,8 +1,9 @@
 /*
- * status: the status subcommand; see status.h.  Filesystems are named by
- * a path on them (any file, usually the mount point) and found in the
- * store by their UUID, as the scan recorded them; without one, every
- * filesystem in the store is shown, most recently scrubbed first.
+ * status: the status subcommand; see status.h.  Filesystems are named as
+ * for a scan (a mount point or a mounted device) and found in the store
+ * by their UUID and the mount's root in them, as the scan recorded them;
+ * without one, every filesystem in the store is shown, most recently
+ * scrubbed first.
  */
 #include "status.h"
 
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include "ledger_store.h"
+#include "mountpoint.h"
 #include "names.h"
 #include "report.h"
 #include "state.h"
@@ -264,7 +266,7 @@ static void since_text(const struct status *st, struct strbuf *sb, const char *w
 	strbuf_addch(sb, '\n');
 }
 
-static int show_text(struct status *st, const char *uuid, const char *name,
+static int show_text(struct status *st, const struct state_fs *fs, const char *name,
 		     const struct state_summary *sum)
 {
 	struct strbuf sb = STRBUF_INIT, esc = STRBUF_INIT;
@@ -272,8 +274,13 @@ static int show_text(struct status *st, const char *uuid, const char *name,
 	int ret = 0;
 
 	names_escape(&esc, name, strlen(name));
-	strbuf_addf(&sb, "%s (%s, %s):\n", esc.buf,
-		    sum->last.fstype ? sum->last.fstype : "unknown type", uuid);
+	strbuf_addf(&sb, "%s (%s, %s", esc.buf,
+		    sum->last.fstype ? sum->last.fstype : "unknown type", fs->uuid);
+	if (strcmp(fs->fsroot, "/")) {
+		strbuf_addstr(&sb, ", root ");
+		names_escape(&sb, fs->fsroot, strlen(fs->fsroot));
+	}
+	strbuf_addstr(&sb, "):\n");
 	strbuf_addstr(&sb, "  last run:      ");
 	if (sum->last.id)
 		run_text(&sum->last, &sb);
@@ -286,10 +293,10 @@ static int show_text(struct status *st, const char *uuid, const char *name,
 		    plural(sum->open_errors, "error", "errors"), sum->open_warnings,
 		    plural(sum->open_warnings, "warning", "warnings"));
 	if (st->state && sum->open_errors + sum->open_warnings)
-		ret = state_each_open(st->state, uuid, open_finding, &o);
+		ret = state_each_open(st->state, fs, open_finding, &o);
 	if (!ret && st->state && st->history) {
 		strbuf_addstr(&sb, "  history:\n");
-		ret = state_each_run(st->state, uuid, st->history, history_run, &o);
+		ret = state_each_run(st->state, fs, st->history, history_run, &o);
 	}
 	fputs(sb.buf, stdout);
 	strbuf_release(&sb);
@@ -297,14 +304,15 @@ static int show_text(struct status *st, const char *uuid, const char *name,
 	return ret;
 }
 
-static int show_json(struct status *st, const char *uuid, const char *name,
+static int show_json(struct status *st, const struct state_fs *key, const char *name,
 		     const struct state_summary *sum)
 {
 	json_object *fs = json_object_new_object(), *od = json_object_new_object();
 	struct open_out o = { .list = json_object_new_array() };
 	int ret;
 
-	json_object_object_add(fs, "uuid", json_object_new_string(uuid));
+	json_object_object_add(fs, "uuid", json_object_new_string(key->uuid));
+	json_object_object_add(fs, "fsroot", json_escaped(key->fsroot));
 	json_object_object_add(fs, "mountpoint", json_escaped(name));
 	json_object_object_add(fs, "type", sum->last.fstype ?
 			       json_object_new_string(sum->last.fstype) : NULL);
@@ -318,11 +326,11 @@ static int show_json(struct status *st, const char *uuid, const char *name,
 	json_object_object_add(fs, "overdue", od);
 	json_object_object_add(fs, "open_errors", json_u64(sum->open_errors));
 	json_object_object_add(fs, "open_warnings", json_u64(sum->open_warnings));
-	ret = st->state ? state_each_open(st->state, uuid, open_finding, &o) : 0;
+	ret = st->state ? state_each_open(st->state, key, open_finding, &o) : 0;
 	json_object_object_add(fs, "open_findings", o.list);
 	if (!ret && st->state && st->history) {
 		o.list = json_object_new_array();
-		ret = state_each_run(st->state, uuid, st->history, history_run, &o);
+		ret = state_each_run(st->state, key, st->history, history_run, &o);
 		json_object_object_add(fs, "history", o.list);
 	}
 	json_object_array_add(st->list, fs);
@@ -330,15 +338,15 @@ static int show_json(struct status *st, const char *uuid, const char *name,
 }
 
 /* One filesystem; name is what to call it (the argument, or the last run's mount point). */
-static void show(struct status *st, const char *uuid, const char *name)
+static void show(struct status *st, const struct state_fs *fs, const char *name)
 {
 	struct state_summary sum = { 0 };
-	int ret = st->state ? state_summarise(st->state, uuid, &sum) : 0;
+	int ret = st->state ? state_summarise(st->state, fs, &sum) : 0;
 
 	if (!ret && !name)
-		name = sum.last.mountpoint ? sum.last.mountpoint : uuid;
+		name = sum.last.mountpoint ? sum.last.mountpoint : fs->uuid;
 	if (!ret)
-		ret = st->json ? show_json(st, uuid, name, &sum) : show_text(st, uuid, name, &sum);
+		ret = st->json ? show_json(st, fs, name, &sum) : show_text(st, fs, name, &sum);
 	if (ret) {
 		fprintf(stderr, "fscrub status: cannot read the state database '%s'\n",
 			state_path(st->state));
@@ -349,24 +357,39 @@ static void show(struct status *st, const char *uuid, const char *name)
 	state_summary_release(&sum);
 }
 
-static void show_fs(const char *uuid, void *arg)
+static void show_fs(const struct state_fs *fs, void *arg)
 {
-	show(arg, uuid, NULL);
+	show(arg, fs, NULL);
 }
 
-static void show_path(struct status *st, const char *path)
+/*
+ * A filesystem named as the scan names it (mountpoint.h: a mount point or
+ * a mounted device), so that its UUID and the mount's root are the ones
+ * the scan recorded.
+ */
+static void show_arg(struct status *st, const char *arg)
 {
+	struct mount_info mi = { 0 };
+	struct strbuf err = STRBUF_INIT;
 	char uuid[48];
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	int fd, ret = mount_resolve(arg, NULL, &mi, &err);
 
-	if (fd < 0) {
-		fprintf(stderr, "fscrub status: cannot open '%s': %s\n", path, strerror(errno));
+	if (ret) {
+		fprintf(stderr, "fscrub status: %s\n", err.buf);
+		st->code |= ret;
+	} else if ((fd = open(mi.target, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		fprintf(stderr, "fscrub status: cannot open '%s': %s\n", mi.target,
+			strerror(errno));
 		st->code |= EXIT_OPERATIONAL;
-		return;
+	} else {
+		struct state_fs fs = { .uuid = uuid, .fsroot = mi.fsroot ? mi.fsroot : "/" };
+
+		fs_identity(fd, uuid, sizeof(uuid));
+		close(fd);
+		show(st, &fs, mi.target);
 	}
-	fs_identity(fd, uuid, sizeof(uuid));
-	close(fd);
-	show(st, uuid, path);
+	mount_info_release(&mi);
+	strbuf_release(&err);
 }
 
 static int parse(int argc, char **argv, struct status *st, const char **dir)
@@ -445,7 +468,7 @@ int status_main(int argc, char **argv)
 		st.list = json_object_new_array();
 	if (optind < argc)
 		for (int i = optind; i < argc; i++)
-			show_path(&st, argv[i]);
+			show_arg(&st, argv[i]);
 	else if (st.state && state_each_fs(st.state, show_fs, &st))
 		st.code |= EXIT_OPERATIONAL;
 	if (st.json) {

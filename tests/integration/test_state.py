@@ -105,6 +105,31 @@ def test_history_text_and_json(tmpfs, state_dir):
     db.close()
 
 
+def test_bind_mount_of_a_subdirectory_is_its_own_history(tmpfs, state_dir, workdir, cleanups):
+    """One filesystem (one UUID), two mount roots: a run of the bind mount
+    of dir/ saw only dir/, and is kept apart (like btrfs subvolumes)."""
+    bind = os.path.join(workdir, "bind")
+    os.mkdir(bind)
+    fsimage.run(["mount", "--bind", os.path.join(tmpfs.mnt, "dir"), bind])
+    cleanups.append(lambda: fsimage.run(["umount", bind]))
+    assert run_fscrub("--state-dir", state_dir, "-x", tmpfs.mnt).rc == 0
+    assert run_fscrub("--state-dir", state_dir, bind).rc == 0
+    rc, j = status_json(state_dir, "--history", "5")
+    got = {fs["fsroot"]: fs for fs in j["filesystems"]}
+    assert sorted(got) == ["/", "/dir"], j
+    assert got["/"]["uuid"] == got["/dir"]["uuid"]
+    assert got["/dir"]["mountpoint"] == bind and got["/"]["mountpoint"] == tmpfs.mnt
+    assert [len(fs["history"]) for fs in (got["/"], got["/dir"])] == [1, 1]
+    assert got["/"]["last_data_verified"] and got["/dir"]["last_data_verified"] is None
+    rc, j = status_json(state_dir, bind)
+    assert j["filesystems"][0]["fsroot"] == "/dir" and j["filesystems"][0]["last_run"], j
+    p = status(state_dir, bind)
+    assert "(tmpfs, %s, root /dir):" % got["/"]["uuid"] in p.stdout, p.stdout
+    # status names a filesystem as the scan does
+    p = status(state_dir, os.path.join(tmpfs.mnt, "dir"))
+    assert p.returncode == 16 and "is not a mount point" in p.stderr, p.stderr
+
+
 def test_overdue_option(tmpfs, state_dir):
     assert run_fscrub("--state-dir", state_dir, "-x", tmpfs.mnt).rc == 0
     time.sleep(1)

@@ -2,7 +2,8 @@
  * Unit tests for state.c, the run history database, in a temporary
  * directory: a run written and read back; which findings are open, errors first then by path
  * (state.h: those of the last complete run and of the incomplete runs
- * after it; content findings by -x runs only); a database of a newer
+ * after it; content findings by -x runs only); two mount roots of one
+ * filesystem (btrfs subvolumes) kept apart; a database of a newer
  * schema refused; reading a directory without a database is -ENOENT.
  */
 #include <errno.h>
@@ -22,6 +23,7 @@
 #include "strbuf.h"
 
 static char dir[64];
+static const struct state_fs FS1 = { .uuid = "fs1", .fsroot = "/" };
 
 static int dir_setup(void **state)
 {
@@ -54,13 +56,13 @@ struct finding_spec {
 	const char *check, *path;
 };
 
-/* One run of "fs1": begun, findings kept, ended with status. */
-static int64_t run(struct state *s, const char *status, bool x, const struct finding_spec *fs,
-		   size_t n)
+/* One run of "fs1" (fsroot: "/" if NULL): begun, findings kept, ended with status. */
+static int64_t run_in(struct state *s, const char *fsroot, const char *status, bool x,
+		      const struct finding_spec *fs, size_t n)
 {
 	struct state_run r = {
-		.uuid = "fs1", .mountpoint = "/mnt", .fstype = "ext4", .started = 1000,
-		.verify_data = x,
+		.uuid = "fs1", .fsroot = (char *)fsroot, .mountpoint = "/mnt", .fstype = "ext4",
+		.started = 1000, .verify_data = x,
 	};
 
 	assert_int_equal(state_run_begin(s, &r, NULL), 0);
@@ -80,6 +82,12 @@ static int64_t run(struct state *s, const char *status, bool x, const struct fin
 	return r.id;
 }
 
+static int64_t run(struct state *s, const char *status, bool x, const struct finding_spec *fs,
+		   size_t n)
+{
+	return run_in(s, NULL, status, x, fs, n);
+}
+
 static void collect(const struct state_finding *f, void *arg)
 {
 	struct strbuf *sb = arg;
@@ -91,7 +99,7 @@ static void assert_open(struct state *s, const char *want)
 {
 	struct strbuf sb = STRBUF_INIT;
 
-	assert_int_equal(state_each_open(s, "fs1", collect, &sb), 0);
+	assert_int_equal(state_each_open(s, &FS1, collect, &sb), 0);
 	assert_string_equal(sb.buf, want);
 	strbuf_release(&sb);
 }
@@ -106,7 +114,7 @@ static void test_round_trip(void **unused)
 	int64_t id = run(s, "complete", true, f, 2);
 
 	(void)unused;
-	assert_int_equal(state_summarise(s, "fs1", &sum), 0);
+	assert_int_equal(state_summarise(s, &FS1, &sum), 0);
 	assert_int_equal(sum.last.id, id);
 	assert_string_equal(sum.last.status, "complete");
 	assert_string_equal(sum.last.mountpoint, "/mnt");
@@ -115,7 +123,7 @@ static void test_round_trip(void **unused)
 	assert_int_equal(sum.open_errors, 1);
 	assert_int_equal(sum.open_warnings, 0);	/* infos are never open */
 	state_summary_release(&sum);
-	assert_int_equal(state_summarise(s, "other", &sum), 0);
+	assert_int_equal(state_summarise(s, &(struct state_fs){ "other", "/" }, &sum), 0);
 	assert_int_equal(sum.last.id, 0);
 	state_summary_release(&sum);
 	state_close(s);
@@ -142,6 +150,29 @@ static void test_open_findings(void **unused)
 	assert_open(s, "error nlink.count /mnt/a 4;error data.read /mnt/d 1;");
 	run(s, "complete", true, NULL, 0);			/* 5: all fixed */
 	assert_open(s, "");
+	state_close(s);
+}
+
+/*
+ * Two subvolumes of one btrfs (one UUID), mounted at / and /home: a clean
+ * run of one closes nothing of the other's.
+ */
+static void test_fsroot_separate(void **unused)
+{
+	struct state *s = open_rw();
+	const struct finding_spec a = { SEV_ERROR, "nlink.count", "/mnt/a" };
+	const struct state_fs home = { .uuid = "fs1", .fsroot = "/@home" };
+	struct state_summary sum;
+
+	(void)unused;
+	run(s, "complete", false, &a, 1);
+	run_in(s, "/@home", "complete", false, NULL, 0);
+	assert_open(s, "error nlink.count /mnt/a 1;");
+	assert_int_equal(state_summarise(s, &home, &sum), 0);
+	assert_int_equal(sum.last.id, 2);
+	assert_string_equal(sum.last.fsroot, "/@home");
+	assert_int_equal(sum.open_errors, 0);
+	state_summary_release(&sum);
 	state_close(s);
 }
 
@@ -182,7 +213,7 @@ static void test_findings_bounded(void **unused)
 	r.status = "complete";
 	r.ended = 2;
 	assert_int_equal(state_run_end(s, &r, NULL), 0);
-	assert_int_equal(state_summarise(s, "fs1", &sum), 0);
+	assert_int_equal(state_summarise(s, &FS1, &sum), 0);
 	assert_int_equal(sum.last.findings_dropped, 5);
 	state_summary_release(&sum);
 	state_close(s);
@@ -193,6 +224,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_round_trip, dir_setup, dir_teardown),
 		cmocka_unit_test_setup_teardown(test_open_findings, dir_setup, dir_teardown),
+		cmocka_unit_test_setup_teardown(test_fsroot_separate, dir_setup, dir_teardown),
 		cmocka_unit_test_setup_teardown(test_read_only_and_versions, dir_setup, dir_teardown),
 		cmocka_unit_test_setup_teardown(test_findings_bounded, dir_setup, dir_teardown),
 	};
