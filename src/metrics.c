@@ -56,8 +56,12 @@ static void add_history(struct scrub_ctx *ctx, struct strbuf *body, const char *
 	struct state_summary sum;
 	double t = (double)now.tv_sec + (double)now.tv_nsec / 1e9;
 
-	if (!ctx->state || !ctx->fs_uuid || state_summarise(ctx->state, &fs, &sum))
+	if (!ctx->state || !ctx->fs_uuid)
 		return;
+	if (state_summarise(ctx->state, &fs, &sum)) {
+		state_summary_release(&sum);
+		return;
+	}
 	add_metric(body, labels, "last_success_timestamp_seconds",
 		   "When the last complete scrub ended (Unix time, 0: never).", sum.last_complete);
 	add_metric(body, labels, "data_last_verified_timestamp_seconds",

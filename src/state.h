@@ -122,7 +122,10 @@ int state_run_end(struct state *s, const struct state_run *r, struct strbuf *err
 /* Every filesystem with a run, the most recently scrubbed first: calls fn(fs, arg). */
 int state_each_fs(struct state *s, void (*fn)(const struct state_fs *fs, void *arg),
 		  void *arg);
-/* Fill sum for fs (last.id 0 if it has no run); release with state_summary_release. */
+/*
+ * Fill sum for fs (last.id 0 if it has no run); release it with
+ * state_summary_release(), also after a failure.
+ */
 int state_summarise(struct state *s, const struct state_fs *fs, struct state_summary *sum);
 void state_summary_release(struct state_summary *sum);
 /*
