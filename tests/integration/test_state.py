@@ -313,3 +313,31 @@ def test_killed_run_loses_only_itself(workdir, state_dir):
         assert "running (or interrupted)" in p.stdout, p.stdout
     finally:
         fs.cleanup()
+
+
+def test_run_that_cannot_go_on_is_failed(workdir, state_dir):
+    """A lazy unmount during the scan ends it (exit 8): recorded 'failed',
+    so it closes nothing; status without arguments still lists it."""
+    fs = fsimage.make_tmpfs(workdir, populate=False)
+    try:
+        with open(os.path.join(fs.mnt, "big"), "wb") as f:
+            f.write(os.urandom(4 << 20))
+        time.sleep(1.1)
+        assert run_fscrub("--state-dir", state_dir, fs.mnt).rc == 0
+        p = subprocess.Popen([FSCRUB, "--state-dir", state_dir, "-v", "-x", "-j", "1", fs.mnt],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for line in p.stdout:
+            if line.startswith("Phase 5: Verify file data."):
+                p.send_signal(signal.SIGSTOP)
+                break
+        fsimage.run(["umount", "-l", fs.mnt])
+        p.send_signal(signal.SIGCONT)
+        out, err = p.communicate(timeout=120)
+        check_sanitizers(err)
+        assert p.returncode == 8 and "unmounted during the scan" in err, out + err
+        rc, j = status_json(state_dir, "--history", "3")
+        f = j["filesystems"][0]
+        assert [r["status"] for r in f["history"]] == ["failed", "complete"], j
+        assert f["last_run"]["exit_code"] == 8 and f["last_complete"] == f["history"][1]["ended"]
+    finally:
+        fs.cleanup()
