@@ -22,7 +22,7 @@
 /* Long options without a short form. */
 enum {
 	OPT_JSON = 256, OPT_METRICS, OPT_LIMIT, OPT_RECORD, OPT_LEDGER, OPT_MANIFEST,
-	OPT_STATE_DIR, OPT_NO_STATE,
+	OPT_STATE_DIR, OPT_NO_STATE, OPT_RESCAN_ERRORS,
 };
 
 /* More threads than this only add contention on two queues and a cache. */
@@ -50,6 +50,7 @@ static const struct option long_options[] = {
 	{ "manifest",	 required_argument, NULL, OPT_MANIFEST },
 	{ "state-dir",	 required_argument, NULL, OPT_STATE_DIR },
 	{ "no-state",	 no_argument,	    NULL, OPT_NO_STATE },
+	{ "rescan-errors", no_argument,   NULL, OPT_RESCAN_ERRORS },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -83,6 +84,7 @@ void cli_usage(FILE *f)
 	      "      --state-dir DIR  record the run in DIR/state.sqlite (default, as root:\n"
 	      "                       /var/lib/fscrub)\n"
 	      "      --no-state       do not record the run\n"
+	      "      --rescan-errors  -x, reading back only the files with open findings\n"
 	      "\n"
 	      "Exit status: 0 clean, 1 all repaired, 4 errors left uncorrected,\n"
 	      "8 operational error, "
@@ -253,6 +255,10 @@ int cli_parse(int argc, char **argv, struct scrub_options *opt)
 		case OPT_NO_STATE:
 			opt->no_state = true;
 			break;
+		case OPT_RESCAN_ERRORS:
+			opt->rescan_errors = true;
+			opt->verify_data = true;
+			break;
 		case '?':
 		default:
 			if (optopt && strchr("aCjmt", optopt))
@@ -284,6 +290,12 @@ int cli_parse(int argc, char **argv, struct scrub_options *opt)
 		return ret;
 	if (opt->state_dir && opt->no_state)
 		return usage_error("%s", "--state-dir and --no-state contradict each other");
+	if (opt->rescan_errors && (opt->no_state || (!opt->state_dir && geteuid() != 0)))
+		return usage_error("%s", "--rescan-errors reads the open findings from the run "
+				   "history: not with --no-state, and --state-dir unless root");
+	if (opt->rescan_errors && (opt->record || opt->manifest_path))
+		return usage_error("%s", "--rescan-errors reads only some files: not with "
+				   "--record or --manifest");
 	if (opt->state_dir) {
 		struct stat st;
 
@@ -302,7 +314,8 @@ int cli_parse(int argc, char **argv, struct scrub_options *opt)
 			return usage_error("cannot use the ledger directory '%s'", opt->ledger_dir);
 	}
 	/* A default manifest for every -x, e.g. from a systemd unit's environment. */
-	if (opt->verify_data && !opt->manifest_path && getenv("FSCRUB_MANIFEST") &&
+	if (opt->verify_data && !opt->rescan_errors && !opt->manifest_path &&
+	    getenv("FSCRUB_MANIFEST") &&
 	    *getenv("FSCRUB_MANIFEST")) {
 		opt->manifest_path = getenv("FSCRUB_MANIFEST");
 		opt->manifest_from_env = true;

@@ -39,6 +39,7 @@ void scrub_ctx_release(struct scrub_ctx *ctx)
 	free(ctx->fsroot);
 	state_close(ctx->state);
 	free(ctx->fs_uuid);
+	free(ctx->rescan);
 	ctx->state = NULL;
 	pthread_mutex_destroy(&ctx->report_lock);
 	pthread_mutex_destroy(&ctx->suspects_lock);

@@ -28,6 +28,7 @@ struct json_report;
 struct ledger;
 struct xlink_list;
 struct state;
+struct ino_key;
 
 /* What a filesystem does not promise, so the checks that rely on it are off. */
 enum fs_quirks {
@@ -89,6 +90,7 @@ struct scrub_options {
 	bool manifest_from_env;	/* ... from FSCRUB_MANIFEST */
 	const char *state_dir;	/* --state-dir DIR: the run history's database (state.h) */
 	bool no_state;		/* --no-state: record nothing */
+	bool rescan_errors;	/* --rescan-errors: -x reads only files with open findings */
 };
 
 /* Per-thread counters, summed after each phase; no atomics on hot paths. */
@@ -174,6 +176,8 @@ struct scrub_ctx {
 	char *fs_uuid;			/* its key there, fs_identity() */
 	int64_t run_id;			/* this run's row in it, 0 before phase 1 ends */
 	double run_started;		/* Unix time */
+	struct ino_key *rescan;		/* --rescan-errors: the files to read, sorted (history.h) */
+	size_t nr_rescan;
 
 	/* Report state (report.c). */
 	pthread_mutex_t report_lock;

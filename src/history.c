@@ -14,6 +14,7 @@
 
 #include "backends/backend.h"
 #include "context.h"
+#include "inokey.h"
 #include "ledger_store.h"
 #include "names.h"
 #include "report.h"
@@ -99,26 +100,68 @@ static char *options_json(const struct scrub_ctx *ctx)
 	return s;
 }
 
+/*
+ * --rescan-errors: the files phase 5 is to read, those with open content
+ * findings (state.h), as inodes of the mount's own st_dev (a finding keeps
+ * no st_dev: the files of other btrfs subvolumes under the mount are not
+ * read again, and their findings stay open).
+ */
+static void load_rescan(struct scrub_ctx *ctx, const struct state_fs *fs)
+{
+	struct ino_key root = ino_key_of(&ctx->root_stx);
+	uint64_t *inos = NULL;
+	size_t n = 0, w = 0;
+
+	if (state_open_content_inodes(ctx->state, fs, &inos, &n)) {
+		report_operational(ctx, NULL, NULL, 0, "cannot read the open findings from the "
+				   "state database '%s'", state_path(ctx->state));
+		return;
+	}
+	ctx->rescan = xmalloc((n + 1) * sizeof(*ctx->rescan));
+	for (size_t i = 0; i < n; i++)
+		ctx->rescan[i] = (struct ino_key){ .dev = root.dev, .ino = inos[i] };
+	if (n)
+		qsort(ctx->rescan, n, sizeof(*ctx->rescan), ino_key_cmp);
+	for (size_t i = 0; i < n; i++)
+		if (!w || !ino_key_eq(ctx->rescan[w - 1], ctx->rescan[i]))
+			ctx->rescan[w++] = ctx->rescan[i];
+	ctx->nr_rescan = w;
+	for (size_t i = 0; i < w; i++)
+		inos[i] = ctx->rescan[i].ino;
+	state_set_rescanned(ctx->state, inos, w);
+	free(inos);
+	report_verbose(ctx, "Phase 1: --rescan-errors: files with open findings: %zu", w);
+}
+
 void history_begin(struct scrub_ctx *ctx)
 {
 	struct strbuf err = STRBUF_INIT;
 	char uuid[48];
 	struct state_run r = { 0 };
 
-	if (!ctx->state)
+	if (!ctx->state) {
+		if (ctx->opt.rescan_errors)
+			report_operational(ctx, NULL, NULL, 0, "--rescan-errors: no run history, "
+					   "no file is read again");
 		return;
+	}
 	fs_identity(ctx->mnt_fd, uuid, sizeof(uuid));
 	r = (struct state_run){
 		.uuid = uuid, .fsroot = ctx->fsroot, .mountpoint = ctx->mntpoint, .source = ctx->source,
 		.fstype = ctx->fstype, .backend = ctx->ops ? (char *)ctx->ops->name : NULL,
 		.options = options_json(ctx), .version = FSCRUB_VERSION,
 		.started = ctx->run_started, .verify_data = ctx->opt.verify_data,
+		.rescan = ctx->opt.rescan_errors,
 	};
 	if (state_run_begin(ctx->state, &r, &err)) {
 		history_failed(ctx, &err);
 	} else {
+		struct state_fs fs = { .uuid = uuid, .fsroot = ctx->fsroot ? ctx->fsroot : "/" };
+
 		ctx->run_id = r.id;
 		ctx->fs_uuid = xstrdup(uuid);
+		if (ctx->opt.rescan_errors)
+			load_rescan(ctx, &fs);
 	}
 	free(r.options);
 	strbuf_release(&err);

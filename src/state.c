@@ -46,6 +46,8 @@ struct state {
 	unsigned long long dropped;
 	struct kept_phase phases[16];	/* more than there are phases */
 	size_t nr_phases;
+	uint64_t *rescanned;		/* state_set_rescanned() */
+	size_t nr_rescanned;
 };
 
 static const char *severity_name[] = {
@@ -58,7 +60,7 @@ static const char schema_v1[] =
 	"mountpoint TEXT, "
 	"source TEXT, fstype TEXT, backend TEXT, options TEXT, version TEXT, "
 	"started REAL NOT NULL, ended REAL, status TEXT NOT NULL, exit_code INTEGER, "
-	"verify_data INTEGER NOT NULL, errors INTEGER, warnings INTEGER, infos INTEGER, "
+	"verify_data INTEGER NOT NULL, rescan INTEGER NOT NULL DEFAULT 0, errors INTEGER, warnings INTEGER, infos INTEGER, "
 	"repaired INTEGER, operational INTEGER, inodes INTEGER, bytes_verified INTEGER, "
 	"findings_dropped INTEGER);"
 	"CREATE INDEX runs_by_fs ON runs (uuid, fsroot, id);"
@@ -67,6 +69,8 @@ static const char schema_v1[] =
 	"CREATE TABLE findings (run INTEGER NOT NULL REFERENCES runs (id), seq INTEGER NOT NULL, "
 	"severity TEXT NOT NULL, check_id TEXT NOT NULL, content INTEGER NOT NULL, path TEXT, "
 	"ino INTEGER, offset INTEGER, length INTEGER, message TEXT, PRIMARY KEY (run, seq));"
+	"CREATE TABLE rescanned (run INTEGER NOT NULL REFERENCES runs (id), ino INTEGER NOT NULL, "
+	"PRIMARY KEY (run, ino));"
 	"PRAGMA user_version = 1;";
 
 static int fail(struct state *s, struct strbuf *err, const char *what)
@@ -184,6 +188,9 @@ static void drop_kept(struct state *s)
 	for (size_t i = 0; i < s->nr_phases; i++)
 		free(s->phases[i].title);
 	s->nr_phases = 0;
+	free(s->rescanned);
+	s->rescanned = NULL;
+	s->nr_rescanned = 0;
 }
 
 void state_close(struct state *s)
@@ -229,8 +236,8 @@ int state_run_begin(struct state *s, struct state_run *r, struct strbuf *err)
 	sqlite3_stmt *st;
 
 	if (sqlite3_prepare_v2(s->db, "INSERT INTO runs (uuid, mountpoint, source, fstype, "
-			       "backend, options, version, started, status, verify_data, fsroot) "
-			       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'running', ?9, ?10)",
+			       "backend, options, version, started, status, verify_data, fsroot, rescan) "
+			       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'running', ?9, ?10, ?11)",
 			       -1, &st, NULL) != SQLITE_OK)
 		return fail(s, err, "cannot write the state database");
 	bind_text(st, 1, r->uuid);
@@ -243,6 +250,7 @@ int state_run_begin(struct state *s, struct state_run *r, struct strbuf *err)
 	sqlite3_bind_double(st, 8, r->started);
 	sqlite3_bind_int(st, 9, r->verify_data);
 	bind_text(st, 10, r->fsroot ? r->fsroot : "/");
+	sqlite3_bind_int(st, 11, r->rescan);
 	if (step_done(st))
 		return fail(s, err, "cannot write the state database");
 	r->id = sqlite3_last_insert_rowid(s->db);
@@ -334,6 +342,34 @@ static int write_phases(struct state *s, int64_t run)
 	return ret;
 }
 
+void state_set_rescanned(struct state *s, const uint64_t *inos, size_t n)
+{
+	free(s->rescanned);
+	s->rescanned = n ? xmalloc(n * sizeof(*inos)) : NULL;
+	if (n)
+		memcpy(s->rescanned, inos, n * sizeof(*inos));
+	s->nr_rescanned = n;
+}
+
+static int write_rescanned(struct state *s, int64_t run)
+{
+	sqlite3_stmt *st;
+	int ret = 0;
+
+	if (sqlite3_prepare_v2(s->db, "INSERT OR IGNORE INTO rescanned (run, ino) VALUES (?1, ?2)",
+			       -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	for (size_t i = 0; i < s->nr_rescanned && !ret; i++) {
+		sqlite3_bind_int64(st, 1, run);
+		bind_u64(st, 2, s->rescanned[i]);
+		if (sqlite3_step(st) != SQLITE_DONE)
+			ret = -EIO;
+		sqlite3_reset(st);
+	}
+	sqlite3_finalize(st);
+	return ret;
+}
+
 static int write_findings(struct state *s, int64_t run)
 {
 	sqlite3_stmt *st;
@@ -380,6 +416,8 @@ int state_run_end(struct state *s, const struct state_run *r, struct strbuf *err
 		ret = write_phases(s, r->id);
 	if (!ret)
 		ret = write_findings(s, r->id);
+	if (!ret)
+		ret = write_rescanned(s, r->id);
 	if (!ret && exec(s, "COMMIT"))
 		ret = -EIO;
 	if (ret) {
@@ -407,7 +445,7 @@ static unsigned long long column_u64(sqlite3_stmt *st, int i)
 #define RUN_COLUMNS "id, uuid, mountpoint, source, fstype, backend, options, version, " \
 		    "started, coalesce(ended, 0), status, coalesce(exit_code, -1), verify_data, " \
 		    "errors, warnings, infos, repaired, operational, inodes, bytes_verified, " \
-		    "findings_dropped, fsroot"
+		    "findings_dropped, fsroot, rescan"
 
 static void read_run(sqlite3_stmt *st, struct state_run *r)
 {
@@ -423,6 +461,7 @@ static void read_run(sqlite3_stmt *st, struct state_run *r)
 		.repaired = column_u64(st, 16), .operational = column_u64(st, 17),
 		.inodes = column_u64(st, 18), .bytes_verified = column_u64(st, 19),
 		.findings_dropped = column_u64(st, 20), .fsroot = column_dup(st, 21),
+		.rescan = sqlite3_column_int(st, 22),
 	};
 }
 
@@ -500,7 +539,7 @@ static void keep_last(const struct state_run *r, void *arg)
 	last->status = r->status ? xstrdup(r->status) : NULL;
 }
 
-/* The end of fs's last complete run (-x only if data), 0 if none. */
+/* The end of fs's last complete run (a full -x run if data), 0 if none. */
 static int last_complete(struct state *s, const struct state_fs *fs, bool data, double *out)
 {
 	sqlite3_stmt *st;
@@ -508,7 +547,8 @@ static int last_complete(struct state *s, const struct state_fs *fs, bool data, 
 
 	*out = 0;
 	if (sqlite3_prepare_v2(s->db, "SELECT coalesce(max(ended), 0) FROM runs WHERE uuid = ?1 "
-			       "AND fsroot = ?3 AND status = 'complete' AND verify_data >= ?2",
+			       "AND fsroot = ?3 AND status = 'complete' AND "
+			       "(?2 = 0 OR (verify_data AND NOT rescan))",
 			       -1, &st, NULL) != SQLITE_OK)
 		return -EIO;
 	bind_text(st, 1, fs->uuid);
@@ -552,20 +592,61 @@ void state_summary_release(struct state_summary *sum)
  * The first complete run of the scope and every later one that ended:
  * open findings are theirs.  A later incomplete run did not look at
  * everything, so what the complete run found stays open, and what the
- * incomplete ones found is added.  max(f.run) picks the newest of the
- * same finding (SQLite takes the bare columns from that row).
+ * incomplete ones found is added.  A content finding is closed, too, by a
+ * later complete --rescan-errors run that read its inode again (and
+ * found it again if it is still there: then that run's finding is open).
+ * max(f.run) picks the newest of the same finding (SQLite takes the bare
+ * columns from that row).
  */
 static const char open_sql[] =
 	"WITH m AS (SELECT coalesce(max(id), 0) AS id FROM runs "
 	"           WHERE uuid = ?1 AND fsroot = ?2 AND status = 'complete'), "
 	"     d AS (SELECT coalesce(max(id), 0) AS id FROM runs "
-	"           WHERE uuid = ?1 AND fsroot = ?2 AND status = 'complete' AND verify_data) "
-	"SELECT max(f.run), f.severity, f.check_id, f.path, f.ino, f.offset, f.length, f.message "
+	"           WHERE uuid = ?1 AND fsroot = ?2 AND status = 'complete' AND verify_data "
+	"           AND NOT rescan) "
+	"SELECT max(f.run), f.severity, f.check_id, f.path, f.ino, f.offset, f.length, f.message, "
+	"       f.content "
 	"FROM findings f JOIN runs r ON r.id = f.run, m, d "
 	"WHERE r.uuid = ?1 AND r.fsroot = ?2 AND r.status != 'running' AND f.severity IN ('error', 'warning') "
 	"  AND f.run >= CASE WHEN f.content THEN d.id ELSE m.id END "
+	"  AND NOT (f.content AND f.ino != 0 AND EXISTS (SELECT 1 FROM rescanned x "
+	"           JOIN runs rr ON rr.id = x.run WHERE rr.uuid = ?1 AND rr.fsroot = ?2 "
+	"           AND rr.status = 'complete' AND x.run > f.run AND x.ino = f.ino)) "
 	"GROUP BY f.severity, f.check_id, f.path, f.ino, f.offset "
 	"ORDER BY f.severity = 'warning', f.path, f.check_id, f.offset";
+
+struct ino_list {
+	uint64_t *v;
+	size_t n, alloc;
+};
+
+static void add_content_ino(const struct state_finding *f, void *arg)
+{
+	struct ino_list *l = arg;
+
+	if (!f->content || !f->ino)
+		return;
+	if (l->n == l->alloc) {
+		l->alloc = l->alloc ? 2 * l->alloc : 16;
+		l->v = xrealloc(l->v, l->alloc * sizeof(*l->v));
+	}
+	l->v[l->n++] = f->ino;
+}
+
+int state_open_content_inodes(struct state *s, const struct state_fs *fs, uint64_t **inos,
+			      size_t *n)
+{
+	struct ino_list l = { 0 };
+	int ret = state_each_open(s, fs, add_content_ino, &l);
+
+	if (ret) {
+		free(l.v);
+		return ret;
+	}
+	*inos = l.v;
+	*n = l.n;
+	return 0;
+}
 
 int state_each_open(struct state *s, const struct state_fs *fs,
 		    void (*fn)(const struct state_finding *f, void *arg), void *arg)
@@ -587,6 +668,7 @@ int state_each_open(struct state *s, const struct state_fs *fs,
 			.has_range = sqlite3_column_type(st, 5) != SQLITE_NULL,
 			.offset = column_u64(st, 5), .length = column_u64(st, 6),
 			.message = (const char *)sqlite3_column_text(st, 7),
+			.content = sqlite3_column_int(st, 8),
 		};
 
 		fn(&f, arg);

@@ -50,6 +50,7 @@
 #define FSCRUB_STATE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct finding;
@@ -79,6 +80,7 @@ struct state_run {
 	char *status;
 	int exit_code;
 	bool verify_data;
+	bool rescan;			/* --rescan-errors */
 	unsigned long long errors, warnings, infos, repaired, operational;
 	unsigned long long inodes, bytes_verified, findings_dropped;
 };
@@ -87,6 +89,7 @@ struct state_run {
 struct state_finding {
 	int64_t run;
 	const char *severity, *check, *path, *message;
+	bool content;			/* check_is_content() */
 	uint64_t ino;
 	bool has_range;
 	uint64_t offset, length;
@@ -116,6 +119,11 @@ void state_add_finding(struct state *s, const struct finding *f, bool content);
 /* Keep a phase's times for state_run_end(). */
 void state_add_phase(struct state *s, int phase, const char *title, double wall,
 		     double user, double sys, unsigned long long items);
+/*
+ * --rescan-errors: the inodes this run reads back (kept for state_run_end(),
+ * which records them: a complete rescan closes their content findings).
+ */
+void state_set_rescanned(struct state *s, const uint64_t *inos, size_t n);
 /* Write r (by r->id), the phases and the findings in one transaction. */
 int state_run_end(struct state *s, const struct state_run *r, struct strbuf *err);
 
@@ -136,6 +144,12 @@ void state_summary_release(struct state_summary *sum);
  */
 int state_each_open(struct state *s, const struct state_fs *fs,
 		    void (*fn)(const struct state_finding *f, void *arg), void *arg);
+/*
+ * The inodes of fs's open content findings (--rescan-errors), unsorted,
+ * maybe repeated; *inos is malloc'd (NULL if none).
+ */
+int state_open_content_inodes(struct state *s, const struct state_fs *fs, uint64_t **inos,
+			      size_t *n);
 /* The newest n runs of fs, newest first. */
 int state_each_run(struct state *s, const struct state_fs *fs, unsigned n,
 		   void (*fn)(const struct state_run *r, void *arg), void *arg);

@@ -354,3 +354,77 @@ def test_run_that_cannot_go_on_is_failed(workdir, state_dir):
         assert f["last_run"]["exit_code"] == 8 and f["last_complete"] == f["history"][1]["ended"]
     finally:
         fs.cleanup()
+
+
+def _flip_byte(img, rel, offset):
+    """XOR one byte of *rel* at file *offset* on the unmounted image (twice:
+    the file is as it was, a restore from a backup)."""
+    path = os.path.join(img.mnt, rel)
+    for x in fsimage.fiemap(path):
+        if x["logical"] <= offset < x["logical"] + x["length"]:
+            phys = x["physical"] + offset - x["logical"]
+            break
+    else:
+        raise AssertionError("offset %d of %s is not mapped" % (offset, rel))
+    img.offline()
+    with open(img.path, "r+b") as f:
+        f.seek(phys)
+        old = f.read(1)
+        f.seek(phys)
+        f.write(bytes([old[0] ^ 0x5A]))
+    img.mount()
+    time.sleep(1.2)
+
+
+def test_rescan_errors_reads_only_the_open_ones(image_factory, state_dir):
+    """Bit rot found by the checksum ledger (ledger.bitrot, a content
+    finding); --rescan-errors reads back only that file: still there ->
+    still open; restored -> closed.  Neither rescan counts as a full data
+    verification."""
+    img = image_factory("ext4", size_mb=300)
+    img.mkfs()
+    mnt = img.mount()
+    for name in ("a", "b"):
+        with open(os.path.join(mnt, name), "wb") as f:
+            f.write(os.urandom(1 << 20))
+    os.sync()
+    time.sleep(1.2)
+    assert run_fscrub("--state-dir", state_dir, "--record", mnt).rc == 0
+    time.sleep(1.2)
+    assert run_fscrub("--state-dir", state_dir, "-n", "-x", mnt).rc == 0
+    _flip_byte(img, "b", 12345)
+    r = run_fscrub("--state-dir", state_dir, "-n", "-x", mnt)
+    assert r.rc == 4 and [(e.check, e.path) for e in r.errors] == \
+        [("ledger.bitrot", os.path.join(mnt, "b"))], r
+    rc, j = status_json(state_dir, mnt)
+    full = j["filesystems"][0]["last_data_verified"]
+    assert rc == 4 and errors_open(j) == [("ledger.bitrot", os.path.join(mnt, "b"))], j
+
+    r = run_fscrub("--state-dir", state_dir, "-n", "--rescan-errors", mnt)
+    assert r.rc == 4 and [e.check for e in r.errors] == ["ledger.bitrot"], r
+    rc, j = status_json(state_dir, mnt)
+    fs = j["filesystems"][0]
+    assert rc == 4 and len(errors_open(j)) == 1 and fs["open_findings"][0]["run"] == \
+        fs["last_run"]["id"], j
+    assert fs["last_run"]["rescan"] and fs["last_run"]["bytes_verified"] == 1 << 20, j
+    assert fs["last_data_verified"] == full
+
+    _flip_byte(img, "b", 12345)             # restored
+    r = run_fscrub("--state-dir", state_dir, "-n", "--rescan-errors", "-v", mnt)
+    assert r.rc == 0 and not r.errors, r
+    assert "--rescan-errors: files with open findings: 1" in r.stdout, r.stdout
+    rc, j = status_json(state_dir, mnt)
+    fs = j["filesystems"][0]
+    assert rc == 0 and errors_open(j) == [] and fs["last_data_verified"] == full, j
+    assert status(state_dir, mnt).returncode == 0
+    # nothing open: a rescan reads nothing
+    r = run_fscrub("--state-dir", state_dir, "-n", "--rescan-errors", mnt)
+    assert r.rc == 0
+    rc, j = status_json(state_dir, mnt)
+    assert j["filesystems"][0]["last_run"]["bytes_verified"] == 0, j
+
+
+def test_rescan_errors_usage(tmpfs, state_dir):
+    for args in (["--rescan-errors", "--no-state"], ["--rescan-errors", "--record"]):
+        r = run_fscrub(*args, tmpfs.mnt)
+        assert r.rc == 16 and "--rescan-errors" in r.stderr, r

@@ -176,6 +176,54 @@ static void test_fsroot_separate(void **unused)
 	state_close(s);
 }
 
+/* A complete rescan run that read inode 12 (and found nothing): state_set_rescanned(). */
+static void rescan_run(struct state *s, const char *status, uint64_t ino)
+{
+	struct state_run r = { .uuid = "fs1", .started = 1000, .verify_data = true,
+			       .rescan = true };
+
+	assert_int_equal(state_run_begin(s, &r, NULL), 0);
+	state_set_rescanned(s, &ino, 1);
+	r.status = (char *)status;
+	r.ended = 1010;
+	assert_int_equal(state_run_end(s, &r, NULL), 0);
+}
+
+/*
+ * --rescan-errors: a content finding is closed by a later complete rescan
+ * that read its inode; not by one that read another, nor by an incomplete
+ * one; a rescan is no full data verification.
+ */
+static void test_rescan_closes_content_findings(void **unused)
+{
+	struct state *s = open_rw();
+	const struct finding_spec a = { SEV_ERROR, "nlink.count", "/mnt/a" };
+	const struct finding_spec d = { SEV_ERROR, "data.read", "/mnt/d" };
+	const struct finding_spec ad[] = { a, d };
+	struct state_summary sum;
+	uint64_t *inos;
+	size_t n;
+
+	(void)unused;
+	run(s, "complete", true, ad, 2);			/* 1: both ino 12 */
+	assert_int_equal(state_open_content_inodes(s, &FS1, &inos, &n), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(inos[0], 12);
+	free(inos);
+	rescan_run(s, "complete", 13);				/* 2: another file */
+	/* it ran the metadata checks in full: a is closed, d not */
+	assert_open(s, "error data.read /mnt/d 1;");
+	rescan_run(s, "cancelled", 12);				/* 3: incomplete */
+	assert_open(s, "error data.read /mnt/d 1;");
+	rescan_run(s, "complete", 12);				/* 4: read again, clean */
+	assert_open(s, "");
+	assert_int_equal(state_summarise(s, &FS1, &sum), 0);
+	assert_true(sum.last.rescan);
+	assert_true(sum.last_data_verified == 1010);	/* run 1's, not a rescan's */
+	state_summary_release(&sum);
+	state_close(s);
+}
+
 static void test_read_only_and_versions(void **unused)
 {
 	struct strbuf err = STRBUF_INIT;
@@ -225,6 +273,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_round_trip, dir_setup, dir_teardown),
 		cmocka_unit_test_setup_teardown(test_open_findings, dir_setup, dir_teardown),
 		cmocka_unit_test_setup_teardown(test_fsroot_separate, dir_setup, dir_teardown),
+		cmocka_unit_test_setup_teardown(test_rescan_closes_content_findings, dir_setup,
+						dir_teardown),
 		cmocka_unit_test_setup_teardown(test_read_only_and_versions, dir_setup, dir_teardown),
 		cmocka_unit_test_setup_teardown(test_findings_bounded, dir_setup, dir_teardown),
 	};
