@@ -425,6 +425,8 @@ def test_rescan_errors_reads_only_the_open_ones(image_factory, state_dir):
 
 
 def test_rescan_errors_usage(tmpfs, state_dir):
-    for args in (["--rescan-errors", "--no-state"], ["--rescan-errors", "--record"]):
+    for args, why in ((["--rescan-errors", "--no-state"], "from the run history"),
+                      (["--rescan-errors", "--record"], "not with --record or --manifest")):
         r = run_fscrub(*args, tmpfs.mnt)
-        assert r.rc == 16 and "--rescan-errors" in r.stderr, r
+        assert r.rc == 16 and why in r.stderr, r
+    assert run_fscrub("--rescan-errors", "--state-dir", state_dir, tmpfs.mnt).rc == 0
