@@ -14,12 +14,13 @@
  *   runs      one row per run: id, uuid, fsroot, mountpoint, source, fstype,
  *             backend, options (a JSON object), version, started and
  *             ended (Unix time, seconds), status, exit_code, verify_data,
- *             the counts (errors, warnings, infos, repaired, operational,
+ *             rescan (--rescan-errors), the counts (errors, warnings, infos, repaired, operational,
  *             inodes), bytes_verified and findings_dropped
  *   phases    (run, phase, title, wall, user, sys, items): -T's figures
  *   findings  (run, seq, severity, check_id, content, path, ino, offset,
  *             length, message); content is 1 for checks of what files
  *             hold (report.h, check_is_content()), which only -x covers
+ *   rescanned (run, ino): the files a --rescan-errors run read back
  *
  * status is 'running' from the row's insertion, after phase 1, then one of
  * 'complete' (every phase ran to its end), 'cancelled' (SIGINT/SIGTERM),
@@ -35,10 +36,12 @@
  * in progress.  Findings wait in memory meanwhile, at most
  * STATE_MAX_FINDINGS of them (the rest are counted in findings_dropped).
  *
- * Later schema versions (resumable runs, rotating media scans) add tables
- * beside these and raise user_version; state_open() upgrades a database
- * it opens for writing and refuses one newer than it knows:
- *   checkpoints (uuid PRIMARY KEY, run, phase, cursor, saved)
+ * Later schema versions (resumable runs, rotating media scans) are to add
+ * tables beside these and raise user_version, upgrading a version 1
+ * database in setup_schema() when it is opened for writing; a database
+ * newer than this code knows is refused already:
+ *   checkpoints (uuid, fsroot, run, phase, cursor, saved), one per
+ *               filesystem and mount root
  *   regions     (uuid, start, length, verified, run), the device regions
  *               and when each was last read back
  *
