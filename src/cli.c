@@ -20,7 +20,10 @@
 #include "strbuf.h"
 
 /* Long options without a short form. */
-enum { OPT_JSON = 256, OPT_METRICS, OPT_LIMIT, OPT_RECORD, OPT_LEDGER, OPT_MANIFEST };
+enum {
+	OPT_JSON = 256, OPT_METRICS, OPT_LIMIT, OPT_RECORD, OPT_LEDGER, OPT_MANIFEST,
+	OPT_STATE_DIR, OPT_NO_STATE, OPT_RESCAN_ERRORS,
+};
 
 /* More threads than this only add contention on two queues and a cache. */
 #define MAX_THREADS 1024
@@ -45,12 +48,16 @@ static const struct option long_options[] = {
 	{ "record",	 no_argument,	    NULL, OPT_RECORD },
 	{ "ledger",	 required_argument, NULL, OPT_LEDGER },
 	{ "manifest",	 required_argument, NULL, OPT_MANIFEST },
+	{ "state-dir",	 required_argument, NULL, OPT_STATE_DIR },
+	{ "no-state",	 no_argument,	    NULL, OPT_NO_STATE },
+	{ "rescan-errors", no_argument,   NULL, OPT_RESCAN_ERRORS },
 	{ NULL, 0, NULL, 0 },
 };
 
 void cli_usage(FILE *f)
 {
 	fputs("Usage: fscrub [OPTIONS] MOUNTPOINT|DEVICE\n"
+	      "       fscrub status [OPTIONS] [MOUNTPOINT...]\n"
 	      "       fscrub watch [OPTIONS] [MOUNTPOINT|DEVICE...]\n"
 	      "       fscrub health [OPTIONS] [MOUNTPOINT|DEVICE...]\n"
 	      "\n"
@@ -76,10 +83,15 @@ void cli_usage(FILE *f)
 	      "      --record         store a checksum of every file (implies -x)\n"
 	      "      --ledger DIR     keep checksums in a database in DIR, not in xattrs\n"
 	      "      --manifest FILE  verify files against a sha256sum/md5sum list\n"
+	      "      --state-dir DIR  record the run in DIR/state.sqlite (default, as root:\n"
+	      "                       /var/lib/fscrub)\n"
+	      "      --no-state       do not record the run\n"
+	      "      --rescan-errors  -x, reading back only the files with open findings\n"
 	      "\n"
 	      "Exit status: 0 clean, 1 all repaired, 4 errors left uncorrected,\n"
 	      "8 operational error, "
-	      "16 usage error, 32 cancelled.  See fscrub(8).\n", f);
+	      "16 usage error, 32 cancelled.  'fscrub status --help' for the run history.\n"
+	      "See fscrub(8).\n", f);
 }
 
 static int usage_error(const char *fmt, const char *arg)
@@ -239,13 +251,23 @@ int cli_parse(int argc, char **argv, struct scrub_options *opt)
 		case OPT_MANIFEST:
 			opt->manifest_path = optarg;
 			break;
+		case OPT_STATE_DIR:
+			opt->state_dir = optarg;
+			break;
+		case OPT_NO_STATE:
+			opt->no_state = true;
+			break;
+		case OPT_RESCAN_ERRORS:
+			opt->rescan_errors = true;
+			opt->verify_data = true;
+			break;
 		case '?':
 		default:
 			if (optopt && strchr("aCjmt", optopt))
 				return usage_error("option -%s needs an argument",
 						   (char[]){ (char)optopt, 0 });
 			if (optopt == OPT_JSON || optopt == OPT_METRICS || optopt == OPT_LIMIT ||
-			    optopt == OPT_LEDGER || optopt == OPT_MANIFEST)
+			    optopt == OPT_LEDGER || optopt == OPT_MANIFEST || optopt == OPT_STATE_DIR)
 				return usage_error("option %s needs an argument", argv[optind - 1]);
 			if (optopt)
 				return usage_error("unknown option -%s", (char[]){ (char)optopt, 0 });
@@ -268,6 +290,22 @@ int cli_parse(int argc, char **argv, struct scrub_options *opt)
 		return usage_error("%s", "--manifest is verified by the data scan: use it with -x");
 	if ((ret = check_outputs(opt)) >= 0)
 		return ret;
+	if (opt->state_dir && opt->no_state)
+		return usage_error("%s", "--state-dir and --no-state contradict each other");
+	if (opt->rescan_errors && (opt->no_state || (!opt->state_dir && geteuid() != 0)))
+		return usage_error("%s", "--rescan-errors reads the open findings from the run "
+				   "history: not with --no-state, and --state-dir unless root");
+	if (opt->rescan_errors && (opt->record || opt->manifest_path))
+		return usage_error("%s", "--rescan-errors reads only some files: not with "
+				   "--record or --manifest");
+	if (opt->state_dir) {
+		struct stat st;
+
+		/* Unwritable is found out when it is opened: the scan goes on without it. */
+		if (stat(opt->state_dir, &st) < 0 || !S_ISDIR(st.st_mode))
+			return usage_error("--state-dir needs an existing directory, not '%s'",
+					   opt->state_dir);
+	}
 	if (opt->ledger_dir) {
 		struct stat st;
 
@@ -278,7 +316,8 @@ int cli_parse(int argc, char **argv, struct scrub_options *opt)
 			return usage_error("cannot use the ledger directory '%s'", opt->ledger_dir);
 	}
 	/* A default manifest for every -x, e.g. from a systemd unit's environment. */
-	if (opt->verify_data && !opt->manifest_path && getenv("FSCRUB_MANIFEST") &&
+	if (opt->verify_data && !opt->rescan_errors && !opt->manifest_path &&
+	    getenv("FSCRUB_MANIFEST") &&
 	    *getenv("FSCRUB_MANIFEST")) {
 		opt->manifest_path = getenv("FSCRUB_MANIFEST");
 		opt->manifest_from_env = true;

@@ -5,6 +5,8 @@
  */
 #include "context.h"
 
+#include "state.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -35,6 +37,10 @@ void scrub_ctx_release(struct scrub_ctx *ctx)
 	free(ctx->source);
 	free(ctx->fstype);
 	free(ctx->fsroot);
+	state_close(ctx->state);
+	free(ctx->fs_uuid);
+	free(ctx->rescan);
+	ctx->state = NULL;
 	pthread_mutex_destroy(&ctx->report_lock);
 	pthread_mutex_destroy(&ctx->suspects_lock);
 }

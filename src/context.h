@@ -27,6 +27,8 @@ struct progress;
 struct json_report;
 struct ledger;
 struct xlink_list;
+struct state;
+struct ino_key;
 
 /* What a filesystem does not promise, so the checks that rely on it are off. */
 enum fs_quirks {
@@ -86,6 +88,9 @@ struct scrub_options {
 	const char *ledger_dir;	/* --ledger DIR: records in DIR's database, not xattrs */
 	const char *manifest_path;	/* --manifest FILE, or FSCRUB_MANIFEST with -x */
 	bool manifest_from_env;	/* ... from FSCRUB_MANIFEST */
+	const char *state_dir;	/* --state-dir DIR: the run history's database (state.h) */
+	bool no_state;		/* --no-state: record nothing */
+	bool rescan_errors;	/* --rescan-errors: -x reads only files with open findings */
 };
 
 /* Per-thread counters, summed after each phase; no atomics on hot paths. */
@@ -172,6 +177,12 @@ struct scrub_ctx {
 	atomic_ullong progress_done;	/* work done in the current phase */
 	struct json_report *json;	/* --json (json_report.c) */
 	FILE *text_out;			/* the text report: stdout, or stderr with --json - */
+	struct state *state;		/* the run history (history.h), NULL if not recorded */
+	char *fs_uuid;			/* its key there, fs_identity() */
+	int64_t run_id;			/* this run's row in it, 0 before phase 1 ends */
+	double run_started;		/* Unix time */
+	struct ino_key *rescan;		/* --rescan-errors: the files to read, sorted (history.h) */
+	size_t nr_rescan;
 
 	/* Report state (report.c). */
 	pthread_mutex_t report_lock;
@@ -179,6 +190,7 @@ struct scrub_ctx {
 	atomic_ullong nr_content_errors;	/* of nr_errors: in file data (bit rot, media) */
 	atomic_bool aborted;		/* -a reached */
 	bool output_failed;		/* stdout could not be written */
+	bool state_failed;		/* the run could not be recorded (history.h) */
 };
 
 /* Set by the SIGINT/SIGTERM handler. */

@@ -88,8 +88,7 @@ int ledger_record_decode(const unsigned char *buf, size_t len, struct ledger_rec
 	return 0;
 }
 
-/* The filesystem's UUID (its f_fsid where it has none), as hex. */
-static void fs_identity(int fd, char *out, size_t len)
+void fs_identity(int fd, char *out, size_t len)
 {
 	struct fsuuid2 u = { .len = 16 };
 	struct statfs sfs;

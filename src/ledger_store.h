@@ -56,6 +56,14 @@
 #define LEDGER_REC_HEADER	80
 #define LEDGER_REC_MAX		(LEDGER_REC_HEADER + 8 * LEDGER_MAX_CHUNKS)
 
+/*
+ * The filesystem's UUID as 32 hex digits (FS_IOC_GETFSUUID), or
+ * "fsid-" and its f_fsid where it has none, or "unknown"; fd is any file
+ * on it.  The key of the ledger's database and of the run history (state.h).
+ * len: at least 40.
+ */
+void fs_identity(int fd, char *out, size_t len);
+
 struct ledger_record {
 	unsigned block_shift, chunk_shift;
 	uint64_t ino, gen, size;

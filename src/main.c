@@ -16,6 +16,7 @@
 
 #include "cli.h"
 #include "context.h"
+#include "history.h"
 #include "json_report.h"
 #include "metrics.h"
 #include "phases.h"
@@ -90,7 +91,12 @@ int main(int argc, char **argv)
 	struct timespec start;
 	int ret, err;
 
-	/* Subcommands have their own options: fscrub watch ..., fscrub health ... */
+	/*
+	 * Subcommands have their own options: fscrub status ..., fscrub
+	 * watch ..., fscrub health ...; a directory named so is ./status.
+	 */
+	if (argc > 1 && !strcmp(argv[1], "status"))
+		return cmd_status(argc - 1, argv + 1);
 	if (argc > 1 && !strcmp(argv[1], "watch"))
 		return cmd_watch(argc - 1, argv + 1);
 	if (argc > 1 && !strcmp(argv[1], "health"))
@@ -106,6 +112,7 @@ int main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	setup_signals();
+	history_open(&ctx);
 	if (ctx.opt.background)
 		go_background();
 
@@ -114,6 +121,8 @@ int main(int argc, char **argv)
 	/* Failing to find the filesystem needs no summary: the message said it. */
 	if (!(ret == EXIT_USAGE || (ret && ctx.mnt_fd < 0)))
 		report_summary(&ctx);
+	/* Recorded before the metrics, which read the store; a failure adds bit 8. */
+	history_end(&ctx, ret | report_exit_code(&ctx), ret != 0);
 	ret = write_outputs(&ctx, ret | report_exit_code(&ctx), &start);
 	scrub_ctx_release(&ctx);
 	return ret;

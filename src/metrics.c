@@ -4,6 +4,7 @@
 #include "metrics.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -12,6 +13,7 @@
 #include "context.h"
 #include "names.h"
 #include "outfile.h"
+#include "state.h"
 #include "strbuf.h"
 
 /* A label value: names_escape() makes it printable, then \ " and newline. */
@@ -34,7 +36,48 @@ static void add_metric(struct strbuf *sb, const char *labels, const char *name,
 		       const char *help, double value)
 {
 	strbuf_addf(sb, "# HELP fscrub_%s %s\n# TYPE fscrub_%s gauge\n", name, help, name);
-	strbuf_addf(sb, "fscrub_%s{%s} %.15g\n", name, labels, value);
+	if (isinf(value))
+		strbuf_addf(sb, "fscrub_%s{%s} %sInf\n", name, labels, value > 0 ? "+" : "-");
+	else
+		strbuf_addf(sb, "fscrub_%s{%s} %.15g\n", name, labels, value);
+}
+
+/*
+ * From the run history (state.h), this run included: what a single run's
+ * figures cannot say.  Timestamps as node_exporter's textfile collector
+ * and the ZFS exporters give them (Unix seconds, 0 for never); the age of
+ * the data's last verification is +Inf when it never was, so an alert on
+ * "> 30 days" fires for a filesystem never read back.
+ */
+static void add_history(struct scrub_ctx *ctx, struct strbuf *body, const char *labels,
+			struct timespec now)
+{
+	struct state_fs fs = { .uuid = ctx->fs_uuid, .fsroot = ctx->fsroot ? ctx->fsroot : "/" };
+	struct state_summary sum;
+	double t = (double)now.tv_sec + (double)now.tv_nsec / 1e9;
+
+	if (!ctx->state || !ctx->fs_uuid)
+		return;
+	if (state_summarise(ctx->state, &fs, &sum)) {
+		state_summary_release(&sum);
+		return;
+	}
+	add_metric(body, labels, "last_success_timestamp_seconds",
+		   "When the last complete scrub ended (Unix time, 0: never).", sum.last_complete);
+	add_metric(body, labels, "data_last_verified_timestamp_seconds",
+		   "When the last complete scrub with -x ended (Unix time, 0: never).",
+		   sum.last_data_verified);
+	add_metric(body, labels, "data_verified_age_seconds",
+		   "Seconds since all file data was last read back (+Inf: never).",
+		   sum.last_data_verified > 0 ? t - sum.last_data_verified : INFINITY);
+	strbuf_addstr(body, "# HELP fscrub_open_findings Findings still open (status: "
+		      "of the last complete scrub and later ones).\n"
+		      "# TYPE fscrub_open_findings gauge\n");
+	strbuf_addf(body, "fscrub_open_findings{%s,severity=\"error\"} %llu\n", labels,
+		    sum.open_errors);
+	strbuf_addf(body, "fscrub_open_findings{%s,severity=\"warning\"} %llu\n", labels,
+		    sum.open_warnings);
+	state_summary_release(&sum);
 }
 
 int metrics_write(struct scrub_ctx *ctx, int exit_code, double duration)
@@ -71,6 +114,8 @@ int metrics_write(struct scrub_ctx *ctx, int exit_code, double duration)
 		   "Inodes the last scrub checked.", (double)s->inodes);
 	add_metric(&body, labels.buf, "last_run_bytes_checked",
 		   "File data bytes the last scrub read back (-x).", (double)s->bytes_read);
+
+	add_history(ctx, &body, labels.buf, now);
 
 	if (!(err = outfile_open(&out, path)) &&
 	    fwrite(body.buf, 1, body.len, out.f) != body.len)

@@ -82,6 +82,30 @@ static struct ino_key *per_file_inodes(struct scrub_ctx *ctx, size_t *n)
 	return v;
 }
 
+/*
+ * --rescan-errors: only the files with open findings (ctx->rescan, made in
+ * phase 1 by history.c), by the per-file reader; nothing when there are
+ * none (read_files() with no list would read every file).
+ */
+static int rescan_files(struct scrub_ctx *ctx, unsigned long long *items)
+{
+	struct scrub_stats stats = { 0 };
+	int ret = 0;
+
+	ledger_prepare(ctx, ctx->ledger);
+	report_verbose(ctx, "Phase 5: reading back the %zu files with open findings",
+		       ctx->nr_rescan);
+	if (ctx->nr_rescan && read_files(ctx, ctx->rescan, ctx->nr_rescan, &stats) < 0)
+		ret = EXIT_OPERATIONAL;
+	ledger_finish(ctx, ctx->ledger);
+	if (ret)
+		return ret;
+	xlink_list_release(ctx->xlinks);
+	*items = stats.bytes_read;
+	ctx->stats.bytes_read = stats.bytes_read;
+	return 0;
+}
+
 int phase5_data(struct scrub_ctx *ctx, unsigned long long *items)
 {
 	struct scrub_stats stats = { 0 };
@@ -98,6 +122,8 @@ int phase5_data(struct scrub_ctx *ctx, unsigned long long *items)
 		phase_run_hook(ctx, ctx->ops->scan_data, "data verification");
 		return 0;
 	}
+	if (ctx->opt.rescan_errors)
+		return rescan_files(ctx, items);
 	ledger_prepare(ctx, ctx->ledger);
 	if (devverify_run(ctx, &dev_bytes, &why) == 0) {
 		size_t nr_only;

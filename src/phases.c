@@ -14,6 +14,7 @@
 #include "context.h"
 #include "crosslink.h"
 #include "dircache.h"
+#include "history.h"
 #include "inoset.h"
 #include "json_report.h"
 #include "ledger.h"
@@ -80,6 +81,7 @@ static void account_phase(struct scrub_ctx *ctx, int n, const struct phase *p,
 	double sys = tv_sec(&a->ru.ru_stime, &b->ru.ru_stime);
 
 	json_report_phase(ctx, n, p->title, wall, user, sys, items, p->unit);
+	history_phase(ctx, n, p->title, wall, user, sys, items);
 	if (!ctx->opt.timing)
 		return;
 	if (p->unit[0])
@@ -143,6 +145,8 @@ static int run_phases(struct scrub_ctx *ctx)
 			return EXIT_OPERATIONAL;
 		if (i == 0 && (ret = progress_start(ctx)) < 0)
 			report_operational(ctx, NULL, NULL, -ret, "cannot start the progress reporter");
+		if (i == 0)
+			history_begin(ctx);
 		clock_now(&end);
 		account_phase(ctx, (int)i + 1, p, &start, &end, items);
 	}

@@ -19,6 +19,7 @@
 #include "json_report.h"
 #include "names.h"
 #include "progress.h"
+#include "state.h"
 #include "strbuf.h"
 
 static const char *severity_label[] = {
@@ -81,7 +82,7 @@ static void emit_line(struct scrub_ctx *ctx, const struct strbuf *line)
  * Errors in what files hold rather than in the filesystem's structures:
  * a repair tool cannot bring the data back, a backup can.
  */
-static bool is_content_check(const char *check)
+bool check_is_content(const char *check)
 {
 	return check && (!strncmp(check, "ledger.", 7) || !strncmp(check, "manifest.", 9) ||
 			 !strcmp(check, CHECK_DATA_READ) || !strcmp(check, CHECK_MEDIA_FILE));
@@ -94,7 +95,7 @@ static bool count_finding(struct scrub_ctx *ctx, enum severity sev, const char *
 	case SEV_ERROR: {
 		unsigned long long n = atomic_fetch_add(&ctx->nr_errors, 1) + 1;
 
-		if (is_content_check(check))
+		if (check_is_content(check))
 			atomic_fetch_add(&ctx->nr_content_errors, 1);
 
 		if (ctx->opt.max_errors && n >= ctx->opt.max_errors)
@@ -135,8 +136,8 @@ static void vreport(struct scrub_ctx *ctx, struct finding *f, const struct dir_n
 	struct strbuf path = STRBUF_INIT, msg = STRBUF_INIT, line = STRBUF_INIT;
 	bool print = count_finding(ctx, f->severity, f->check);
 
-	/* JSON gets every finding, infos too; text gets infos only with -v. */
-	if (!print && !ctx->json)
+	/* JSON and the state get every finding, infos too; text gets infos only with -v. */
+	if (!print && !ctx->json && !ctx->state)
 		return;
 	report_path(ctx, &path, dir, name);
 	strbuf_vaddf(&msg, fmt, ap);
@@ -151,6 +152,8 @@ static void vreport(struct scrub_ctx *ctx, struct finding *f, const struct dir_n
 	}
 	if (ctx->json)
 		json_report_finding(ctx, f);
+	if (ctx->state)
+		state_add_finding(ctx->state, f, check_is_content(f->check));
 	pthread_mutex_unlock(&ctx->report_lock);
 	strbuf_release(&path);
 	strbuf_release(&msg);
@@ -300,7 +303,7 @@ int report_exit_code(const struct scrub_ctx *ctx)
 		code |= EXIT_UNCORRECTED;
 	else if (atomic_load(&ctx->nr_repaired))
 		code |= EXIT_CORRECTED;
-	if (atomic_load(&ctx->nr_operational) || ctx->output_failed)
+	if (atomic_load(&ctx->nr_operational) || ctx->output_failed || ctx->state_failed)
 		code |= EXIT_OPERATIONAL;
 	if (scrub_cancelled)
 		code |= EXIT_CANCELLED;

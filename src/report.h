@@ -120,6 +120,13 @@ void report_path(struct scrub_ctx *ctx, struct strbuf *out,
 /* The summary line(s) at the end of a run, on stdout. */
 void report_summary(struct scrub_ctx *ctx);
 
+/*
+ * Errors in what files hold rather than in the filesystem's structures
+ * (ledger.*, manifest.*, data.read, media.file): a repair tool cannot bring
+ * the data back, a backup can; only -x looks for them.
+ */
+bool check_is_content(const char *check);
+
 /* The fsck(8) exit code for what has been reported so far. */
 int report_exit_code(const struct scrub_ctx *ctx);
 

@@ -289,8 +289,12 @@ def setpriv_caps(caps):
 def sandboxed(mnt, caps, args=(), env=None, readonly=True):
     """fscrub -b ARGS MNT the way fscrub@.service runs it: a private mount
     namespace (slave, like systemd's) with / and the filesystem remounted
-    read-only, only CAPS in the bounding set, no_new_privs, SCHED_IDLE."""
-    script = 'set -e; if [ "$RO" = 1 ]; then mount -o remount,bind,ro /; ' \
+    read-only, only CAPS in the bounding set, no_new_privs, SCHED_IDLE.
+    The unit's StateDirectory= is a writable /var/lib/fscrub: here an
+    empty tmpfs there, so the run is recorded without touching the host's."""
+    script = 'set -e; if [ "$RO" = 1 ]; then mkdir -p /var/lib/fscrub; ' \
+             'mount -t tmpfs -o mode=0700 fscrub-state /var/lib/fscrub; ' \
+             'mount -o remount,bind,ro /; ' \
              'mount -o remount,bind,ro "$1"; fi; shift; exec "$@"'
     cmd = ["unshare", "--mount", "--propagation", "slave", "--", "sh", "-c", script, "sh", mnt,
            "setpriv", "--bounding-set", setpriv_caps(caps), "--no-new-privs", "--",
@@ -310,6 +314,14 @@ def test_sandbox_like_the_unit(installed, scrub_fs):
     assert "%s: 0 errors and " % scrub_fs.mnt in p.stdout      # the awkward names warn
     # and nothing could have been written: the namespace was read-only
     assert not os.path.exists(os.path.join(scrub_fs.mnt, "written"))
+
+
+def test_unit_gives_a_state_directory(installed):
+    """fscrub records its runs in /var/lib/fscrub (fscrub(8), RUN HISTORY):
+    under ProtectSystem=strict only a StateDirectory= is writable."""
+    u = read_unit(installed.unit("fscrub@.service"))
+    assert u[("Service", "StateDirectory")] == ["fscrub"], u
+    assert u[("Service", "StateDirectoryMode")] == ["0700"], u
 
 
 def _atime_reset(path):

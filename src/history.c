@@ -1,0 +1,204 @@
+/*
+ * history: the scan's side of the state store; see history.h.
+ */
+#include "history.h"
+
+#include <errno.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backends/backend.h"
+#include "context.h"
+#include "inokey.h"
+#include "ledger_store.h"
+#include "names.h"
+#include "report.h"
+#include "state.h"
+#include "strbuf.h"
+
+const char *history_dir(const struct scrub_ctx *ctx)
+{
+	if (ctx->opt.no_state)
+		return NULL;
+	if (ctx->opt.state_dir)
+		return ctx->opt.state_dir;
+	return geteuid() == 0 ? STATE_DEFAULT_DIR : NULL;
+}
+
+static void history_failed(struct scrub_ctx *ctx, const struct strbuf *why)
+{
+	fprintf(stderr, "fscrub: cannot record the run: %s; the scan goes on unrecorded "
+		"(--no-state: do not record)\n", why->buf);
+	ctx->state_failed = true;
+	state_close(ctx->state);
+	ctx->state = NULL;
+}
+
+static double unix_now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_REALTIME, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+void history_open(struct scrub_ctx *ctx)
+{
+	const char *dir = history_dir(ctx);
+	struct strbuf err = STRBUF_INIT;
+
+	ctx->run_started = unix_now();
+	if (!dir)
+		return;
+	/* The default directory is made on first use (systemd's StateDirectory= makes it too). */
+	if (!ctx->opt.state_dir && mkdir(dir, 0700) < 0 && errno != EEXIST)
+		strbuf_addf(&err, "cannot create '%s': %s", dir, strerror(errno));
+	else if (!state_open(&ctx->state, dir, true, &err))
+		return;
+	history_failed(ctx, &err);
+	strbuf_release(&err);
+}
+
+/* A path from the command line, made printable (valid UTF-8 for JSON) as the reports do. */
+static json_object *escaped(const char *s)
+{
+	struct strbuf sb = STRBUF_INIT;
+	json_object *o;
+
+	if (!s)
+		return NULL;
+	names_escape(&sb, s, strlen(s));
+	o = json_object_new_string(sb.buf);
+	strbuf_release(&sb);
+	return o;
+}
+
+/* The options that change what a run covers, as a JSON object. */
+static char *options_json(const struct scrub_ctx *ctx)
+{
+	const struct scrub_options *o = &ctx->opt;
+	json_object *j = json_object_new_object();
+	char *s;
+
+	json_object_object_add(j, "target", escaped(o->target));
+	json_object_object_add(j, "check_only", json_object_new_boolean(o->check_only));
+	json_object_object_add(j, "verify_data", json_object_new_boolean(o->verify_data));
+	json_object_object_add(j, "record", json_object_new_boolean(o->record));
+	json_object_object_add(j, "ledger", escaped(o->ledger_dir));
+	json_object_object_add(j, "manifest", escaped(o->manifest_path));
+	json_object_object_add(j, "max_errors", json_object_new_int64((int64_t)o->max_errors));
+	json_object_object_add(j, "limit", json_object_new_int64((int64_t)o->limit_rate));
+	json_object_object_add(j, "background", json_object_new_boolean(o->background));
+	json_object_object_add(j, "threads", json_object_new_int((int)o->nr_threads));
+	s = xstrdup(json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN));
+	json_object_put(j);
+	return s;
+}
+
+/*
+ * --rescan-errors: the files phase 5 is to read, those with open content
+ * findings (state.h), as inodes of the mount's own st_dev (a finding keeps
+ * no st_dev: the files of other btrfs subvolumes under the mount are not
+ * read again, and their findings stay open).
+ */
+static void load_rescan(struct scrub_ctx *ctx, const struct state_fs *fs)
+{
+	struct ino_key root = ino_key_of(&ctx->root_stx);
+	uint64_t *inos = NULL;
+	size_t n = 0, w = 0;
+
+	if (state_open_content_inodes(ctx->state, fs, &inos, &n)) {
+		report_operational(ctx, NULL, NULL, 0, "cannot read the open findings from the "
+				   "state database '%s'", state_path(ctx->state));
+		return;
+	}
+	ctx->rescan = xmalloc((n + 1) * sizeof(*ctx->rescan));
+	for (size_t i = 0; i < n; i++)
+		ctx->rescan[i] = (struct ino_key){ .dev = root.dev, .ino = inos[i] };
+	if (n)
+		qsort(ctx->rescan, n, sizeof(*ctx->rescan), ino_key_cmp);
+	for (size_t i = 0; i < n; i++)
+		if (!w || !ino_key_eq(ctx->rescan[w - 1], ctx->rescan[i]))
+			ctx->rescan[w++] = ctx->rescan[i];
+	ctx->nr_rescan = w;
+	for (size_t i = 0; i < w; i++)
+		inos[i] = ctx->rescan[i].ino;
+	state_set_rescanned(ctx->state, inos, w);
+	free(inos);
+	report_verbose(ctx, "Phase 1: --rescan-errors: files with open findings: %zu", w);
+}
+
+void history_begin(struct scrub_ctx *ctx)
+{
+	struct strbuf err = STRBUF_INIT;
+	char uuid[48];
+	struct state_run r = { 0 };
+
+	if (!ctx->state) {
+		if (ctx->opt.rescan_errors)
+			report_operational(ctx, NULL, NULL, 0, "--rescan-errors: no run history, "
+					   "no file is read again");
+		return;
+	}
+	fs_identity(ctx->mnt_fd, uuid, sizeof(uuid));
+	r = (struct state_run){
+		.uuid = uuid, .fsroot = ctx->fsroot, .mountpoint = ctx->mntpoint, .source = ctx->source,
+		.fstype = ctx->fstype, .backend = ctx->ops ? (char *)ctx->ops->name : NULL,
+		.options = options_json(ctx), .version = FSCRUB_VERSION,
+		.started = ctx->run_started, .verify_data = ctx->opt.verify_data,
+		.rescan = ctx->opt.rescan_errors,
+	};
+	if (state_run_begin(ctx->state, &r, &err)) {
+		history_failed(ctx, &err);
+	} else {
+		struct state_fs fs = { .uuid = uuid, .fsroot = ctx->fsroot ? ctx->fsroot : "/" };
+
+		ctx->run_id = r.id;
+		ctx->fs_uuid = xstrdup(uuid);
+		if (ctx->opt.rescan_errors)
+			load_rescan(ctx, &fs);
+	}
+	free(r.options);
+	strbuf_release(&err);
+}
+
+void history_phase(struct scrub_ctx *ctx, int phase, const char *title, double wall,
+		   double user, double sys, unsigned long long items)
+{
+	if (ctx->state)
+		state_add_phase(ctx->state, phase, title, wall, user, sys, items);
+}
+
+static const char *run_status(const struct scrub_ctx *ctx, bool fatal)
+{
+	if (scrub_cancelled)
+		return "cancelled";
+	if (atomic_load(&ctx->aborted))
+		return "stopped";
+	return fatal ? "failed" : "complete";
+}
+
+void history_end(struct scrub_ctx *ctx, int exit_code, bool fatal)
+{
+	struct strbuf err = STRBUF_INIT;
+	struct state_run r;
+
+	if (!ctx->state || !ctx->run_id)
+		return;
+	r = (struct state_run){
+		.id = ctx->run_id, .ended = unix_now(), .status = (char *)run_status(ctx, fatal),
+		.exit_code = exit_code, .backend = ctx->ops ? (char *)ctx->ops->name : NULL,
+		.errors = atomic_load(&ctx->nr_errors), .warnings = atomic_load(&ctx->nr_warnings),
+		.infos = atomic_load(&ctx->nr_infos), .repaired = atomic_load(&ctx->nr_repaired),
+		.operational = atomic_load(&ctx->nr_operational), .inodes = ctx->stats.inodes,
+		.bytes_verified = ctx->stats.bytes_read,
+	};
+	if (state_run_end(ctx->state, &r, &err))
+		history_failed(ctx, &err);
+	strbuf_release(&err);
+}

@@ -1,0 +1,678 @@
+/*
+ * state: the run history database; see state.h.
+ *
+ * Opened like the ledger's database (ledger_store.c): sqlite3_open_v2(),
+ * a busy timeout, every failure turned into a message and -EIO.  Unlike
+ * the ledger it never holds a transaction open: WAL mode lets status read
+ * while runs write, and runs on other filesystems write between our two.
+ */
+#include "state.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include "report.h"
+#include "strbuf.h"
+
+/*
+ * How long a write waits for another run's: the longest write is the end
+ * of a run with STATE_MAX_FINDINGS findings, well under a second.
+ */
+#define STATE_BUSY_MS 30000
+
+struct kept_finding {
+	enum severity severity;
+	bool content, has_range;
+	char *check, *path, *message;
+	uint64_t ino, offset, length;
+};
+
+struct kept_phase {
+	int phase;
+	char *title;
+	double wall, user, sys;
+	unsigned long long items;
+};
+
+struct state {
+	sqlite3 *db;
+	char *path;
+	struct kept_finding *findings;
+	size_t nr_findings, alloc_findings;
+	unsigned long long dropped;
+	struct kept_phase phases[16];	/* more than there are phases */
+	size_t nr_phases;
+	uint64_t *rescanned;		/* state_set_rescanned() */
+	size_t nr_rescanned;
+};
+
+static const char *severity_name[] = {
+	[SEV_INFO] = "info", [SEV_WARNING] = "warning", [SEV_ERROR] = "error",
+	[SEV_REPAIRED] = "repaired",
+};
+
+static const char schema_v1[] =
+	"CREATE TABLE runs (id INTEGER PRIMARY KEY, uuid TEXT NOT NULL, fsroot TEXT NOT NULL, "
+	"mountpoint TEXT, "
+	"source TEXT, fstype TEXT, backend TEXT, options TEXT, version TEXT, "
+	"started REAL NOT NULL, ended REAL, status TEXT NOT NULL, exit_code INTEGER, "
+	"verify_data INTEGER NOT NULL, rescan INTEGER NOT NULL DEFAULT 0, errors INTEGER, warnings INTEGER, infos INTEGER, "
+	"repaired INTEGER, operational INTEGER, inodes INTEGER, bytes_verified INTEGER, "
+	"findings_dropped INTEGER);"
+	"CREATE INDEX runs_by_fs ON runs (uuid, fsroot, id);"
+	"CREATE TABLE phases (run INTEGER NOT NULL REFERENCES runs (id), phase INTEGER NOT NULL, "
+	"title TEXT, wall REAL, user REAL, sys REAL, items INTEGER, PRIMARY KEY (run, phase));"
+	"CREATE TABLE findings (run INTEGER NOT NULL REFERENCES runs (id), seq INTEGER NOT NULL, "
+	"severity TEXT NOT NULL, check_id TEXT NOT NULL, content INTEGER NOT NULL, path TEXT, "
+	"ino INTEGER, offset INTEGER, length INTEGER, message TEXT, PRIMARY KEY (run, seq));"
+	"CREATE TABLE rescanned (run INTEGER NOT NULL REFERENCES runs (id), ino INTEGER NOT NULL, "
+	"PRIMARY KEY (run, ino));"
+	"PRAGMA user_version = 1;";
+
+static int fail(struct state *s, struct strbuf *err, const char *what)
+{
+	if (err)
+		strbuf_addf(err, "%s '%s': %s", what, s->path, sqlite3_errmsg(s->db));
+	return -EIO;
+}
+
+static int exec(struct state *s, const char *sql)
+{
+	return sqlite3_exec(s->db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : -EIO;
+}
+
+static int user_version(struct state *s)
+{
+	sqlite3_stmt *st;
+	int v = -1;
+
+	if (sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	if (sqlite3_step(st) == SQLITE_ROW)
+		v = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	return v;
+}
+
+/* Create the tables of a new database, in one transaction; refuse a newer one. */
+static int setup_schema(struct state *s, struct strbuf *err)
+{
+	int v;
+
+	if (exec(s, "BEGIN IMMEDIATE"))
+		return fail(s, err, "cannot write the state database");
+	v = user_version(s);
+	if (v == 0 && exec(s, schema_v1)) {
+		fail(s, err, "cannot create the tables of the state database");
+		exec(s, "ROLLBACK");
+		return -EIO;
+	}
+	exec(s, "COMMIT");
+	if (v > STATE_SCHEMA_VERSION) {
+		strbuf_addf(err, "the state database '%s' is of a newer fscrub (schema %d)",
+			    s->path, v);
+		return -EPROTO;
+	}
+	return v < 0 ? fail(s, err, "cannot read the state database") : 0;
+}
+
+/*
+ * SQLite, run as root, fchown()s the -wal and -shm files it creates to the
+ * owner of the database.  The store is root's own (/var/lib/fscrub), and
+ * fscrub@.service denies fchown (~@privileged; its test suite checks the
+ * system calls fscrub makes against the unit's filter): a no-op instead.
+ * Both files are removed when the last connection closes.
+ */
+static int no_fchown(int fd, uid_t uid, gid_t gid)
+{
+	(void)fd;
+	(void)uid;
+	(void)gid;
+	return 0;
+}
+
+static void no_chown_once(void)
+{
+	sqlite3_vfs *vfs = sqlite3_vfs_find(NULL);
+
+	if (vfs && vfs->iVersion >= 3 && vfs->xSetSystemCall)
+		vfs->xSetSystemCall(vfs, "fchown", (sqlite3_syscall_ptr)no_fchown);
+}
+
+int state_open(struct state **out, const char *dir, bool write, struct strbuf *err)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	struct state *s = xcalloc(1, sizeof(*s));
+	struct strbuf path = STRBUF_INIT;
+	int flags = write ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY;
+	int rc, ret = 0;
+
+	pthread_once(&once, no_chown_once);
+	strbuf_addf(&path, "%s/%s", dir, STATE_DB_NAME);
+	s->path = strbuf_detach(&path);
+	rc = sqlite3_open_v2(s->path, &s->db, flags, NULL);
+	if (rc == SQLITE_CANTOPEN && !write) {
+		ret = -ENOENT;
+	} else if (rc != SQLITE_OK) {
+		ret = fail(s, err, "cannot open the state database");
+	} else {
+		sqlite3_busy_timeout(s->db, STATE_BUSY_MS);
+		if (write && exec(s, "PRAGMA journal_mode = WAL"))
+			ret = fail(s, err, "cannot use the state database");
+		else if (write)
+			ret = setup_schema(s, err);
+		else if (user_version(s) < 0)
+			ret = fail(s, err, "cannot read the state database");
+	}
+	if (ret) {
+		state_close(s);
+		return ret;
+	}
+	*out = s;
+	return 0;
+}
+
+static void drop_kept(struct state *s)
+{
+	for (size_t i = 0; i < s->nr_findings; i++) {
+		free(s->findings[i].check);
+		free(s->findings[i].path);
+		free(s->findings[i].message);
+	}
+	s->nr_findings = 0;
+	for (size_t i = 0; i < s->nr_phases; i++)
+		free(s->phases[i].title);
+	s->nr_phases = 0;
+	free(s->rescanned);
+	s->rescanned = NULL;
+	s->nr_rescanned = 0;
+}
+
+void state_close(struct state *s)
+{
+	if (!s)
+		return;
+	drop_kept(s);
+	free(s->findings);
+	sqlite3_close(s->db);
+	free(s->path);
+	free(s);
+}
+
+const char *state_path(const struct state *s)
+{
+	return s->path;
+}
+
+static void bind_text(sqlite3_stmt *st, int i, const char *v)
+{
+	if (v)
+		sqlite3_bind_text(st, i, v, -1, SQLITE_STATIC);
+	else
+		sqlite3_bind_null(st, i);
+}
+
+static void bind_u64(sqlite3_stmt *st, int i, unsigned long long v)
+{
+	sqlite3_bind_int64(st, i, (sqlite3_int64)v);
+}
+
+/* Run one prepared statement to its end; finalizes it. */
+static int step_done(sqlite3_stmt *st)
+{
+	int rc = sqlite3_step(st);
+
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : -EIO;
+}
+
+int state_run_begin(struct state *s, struct state_run *r, struct strbuf *err)
+{
+	sqlite3_stmt *st;
+
+	if (sqlite3_prepare_v2(s->db, "INSERT INTO runs (uuid, mountpoint, source, fstype, "
+			       "backend, options, version, started, status, verify_data, fsroot, rescan) "
+			       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'running', ?9, ?10, ?11)",
+			       -1, &st, NULL) != SQLITE_OK)
+		return fail(s, err, "cannot write the state database");
+	bind_text(st, 1, r->uuid);
+	bind_text(st, 2, r->mountpoint);
+	bind_text(st, 3, r->source);
+	bind_text(st, 4, r->fstype);
+	bind_text(st, 5, r->backend);
+	bind_text(st, 6, r->options);
+	bind_text(st, 7, r->version);
+	sqlite3_bind_double(st, 8, r->started);
+	sqlite3_bind_int(st, 9, r->verify_data);
+	bind_text(st, 10, r->fsroot ? r->fsroot : "/");
+	sqlite3_bind_int(st, 11, r->rescan);
+	if (step_done(st))
+		return fail(s, err, "cannot write the state database");
+	r->id = sqlite3_last_insert_rowid(s->db);
+	return 0;
+}
+
+void state_add_finding(struct state *s, const struct finding *f, bool content)
+{
+	struct kept_finding *k;
+
+	if (s->nr_findings == STATE_MAX_FINDINGS) {
+		s->dropped++;
+		return;
+	}
+	if (s->nr_findings == s->alloc_findings) {
+		s->alloc_findings = s->alloc_findings ? 2 * s->alloc_findings : 64;
+		s->findings = xrealloc(s->findings, s->alloc_findings * sizeof(*s->findings));
+	}
+	k = &s->findings[s->nr_findings++];
+	*k = (struct kept_finding){
+		.severity = f->severity, .content = content, .has_range = f->has_range,
+		.check = xstrdup(f->check), .path = xstrdup(f->path ? f->path : ""),
+		.message = xstrdup(f->message ? f->message : ""),
+		.ino = f->ino, .offset = f->offset, .length = f->length,
+	};
+}
+
+void state_add_phase(struct state *s, int phase, const char *title, double wall,
+		     double user, double sys, unsigned long long items)
+{
+	if (s->nr_phases == sizeof(s->phases) / sizeof(s->phases[0]))
+		return;
+	s->phases[s->nr_phases++] = (struct kept_phase){
+		.phase = phase, .title = xstrdup(title), .wall = wall, .user = user,
+		.sys = sys, .items = items,
+	};
+}
+
+static int write_run_end(struct state *s, const struct state_run *r)
+{
+	sqlite3_stmt *st;
+
+	if (sqlite3_prepare_v2(s->db, "UPDATE runs SET ended = ?2, status = ?3, exit_code = ?4, "
+			       "errors = ?5, warnings = ?6, infos = ?7, repaired = ?8, "
+			       "operational = ?9, inodes = ?10, bytes_verified = ?11, "
+			       "findings_dropped = ?12, backend = ?13 WHERE id = ?1",
+			       -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	sqlite3_bind_int64(st, 1, r->id);
+	sqlite3_bind_double(st, 2, r->ended);
+	bind_text(st, 3, r->status);
+	sqlite3_bind_int(st, 4, r->exit_code);
+	bind_u64(st, 5, r->errors);
+	bind_u64(st, 6, r->warnings);
+	bind_u64(st, 7, r->infos);
+	bind_u64(st, 8, r->repaired);
+	bind_u64(st, 9, r->operational);
+	bind_u64(st, 10, r->inodes);
+	bind_u64(st, 11, r->bytes_verified);
+	bind_u64(st, 12, s->dropped);
+	bind_text(st, 13, r->backend);
+	return step_done(st);
+}
+
+static int write_phases(struct state *s, int64_t run)
+{
+	sqlite3_stmt *st;
+	int ret = 0;
+
+	if (sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO phases (run, phase, title, wall, "
+			       "user, sys, items) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+			       -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	for (size_t i = 0; i < s->nr_phases && !ret; i++) {
+		const struct kept_phase *p = &s->phases[i];
+
+		sqlite3_bind_int64(st, 1, run);
+		sqlite3_bind_int(st, 2, p->phase);
+		bind_text(st, 3, p->title);
+		sqlite3_bind_double(st, 4, p->wall);
+		sqlite3_bind_double(st, 5, p->user);
+		sqlite3_bind_double(st, 6, p->sys);
+		bind_u64(st, 7, p->items);
+		if (sqlite3_step(st) != SQLITE_DONE)
+			ret = -EIO;
+		sqlite3_reset(st);
+	}
+	sqlite3_finalize(st);
+	return ret;
+}
+
+void state_set_rescanned(struct state *s, const uint64_t *inos, size_t n)
+{
+	free(s->rescanned);
+	s->rescanned = n ? xmalloc(n * sizeof(*inos)) : NULL;
+	if (n)
+		memcpy(s->rescanned, inos, n * sizeof(*inos));
+	s->nr_rescanned = n;
+}
+
+static int write_rescanned(struct state *s, int64_t run)
+{
+	sqlite3_stmt *st;
+	int ret = 0;
+
+	if (sqlite3_prepare_v2(s->db, "INSERT OR IGNORE INTO rescanned (run, ino) VALUES (?1, ?2)",
+			       -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	for (size_t i = 0; i < s->nr_rescanned && !ret; i++) {
+		sqlite3_bind_int64(st, 1, run);
+		bind_u64(st, 2, s->rescanned[i]);
+		if (sqlite3_step(st) != SQLITE_DONE)
+			ret = -EIO;
+		sqlite3_reset(st);
+	}
+	sqlite3_finalize(st);
+	return ret;
+}
+
+static int write_findings(struct state *s, int64_t run)
+{
+	sqlite3_stmt *st;
+	int ret = 0;
+
+	if (sqlite3_prepare_v2(s->db, "INSERT INTO findings (run, seq, severity, check_id, "
+			       "content, path, ino, offset, length, message) VALUES "
+			       "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)", -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	for (size_t i = 0; i < s->nr_findings && !ret; i++) {
+		const struct kept_finding *f = &s->findings[i];
+
+		sqlite3_bind_int64(st, 1, run);
+		bind_u64(st, 2, i);
+		bind_text(st, 3, severity_name[f->severity]);
+		bind_text(st, 4, f->check);
+		sqlite3_bind_int(st, 5, f->content);
+		bind_text(st, 6, f->path);
+		bind_u64(st, 7, f->ino);
+		if (f->has_range) {
+			bind_u64(st, 8, f->offset);
+			bind_u64(st, 9, f->length);
+		} else {
+			sqlite3_bind_null(st, 8);
+			sqlite3_bind_null(st, 9);
+		}
+		bind_text(st, 10, f->message);
+		if (sqlite3_step(st) != SQLITE_DONE)
+			ret = -EIO;
+		sqlite3_reset(st);
+	}
+	sqlite3_finalize(st);
+	return ret;
+}
+
+int state_run_end(struct state *s, const struct state_run *r, struct strbuf *err)
+{
+	int ret;
+
+	if (exec(s, "BEGIN IMMEDIATE"))
+		return fail(s, err, "cannot write the state database");
+	ret = write_run_end(s, r);
+	if (!ret)
+		ret = write_phases(s, r->id);
+	if (!ret)
+		ret = write_findings(s, r->id);
+	if (!ret)
+		ret = write_rescanned(s, r->id);
+	if (!ret && exec(s, "COMMIT"))
+		ret = -EIO;
+	if (ret) {
+		fail(s, err, "cannot write the run to the state database");
+		exec(s, "ROLLBACK");
+	}
+	drop_kept(s);
+	return ret;
+}
+
+/* --- reading, for status and the metrics --- */
+
+static char *column_dup(sqlite3_stmt *st, int i)
+{
+	const unsigned char *t = sqlite3_column_text(st, i);
+
+	return t ? xstrdup((const char *)t) : NULL;
+}
+
+static unsigned long long column_u64(sqlite3_stmt *st, int i)
+{
+	return (unsigned long long)sqlite3_column_int64(st, i);
+}
+
+#define RUN_COLUMNS "id, uuid, mountpoint, source, fstype, backend, options, version, " \
+		    "started, coalesce(ended, 0), status, coalesce(exit_code, -1), verify_data, " \
+		    "errors, warnings, infos, repaired, operational, inodes, bytes_verified, " \
+		    "findings_dropped, fsroot, rescan"
+
+static void read_run(sqlite3_stmt *st, struct state_run *r)
+{
+	*r = (struct state_run){
+		.id = sqlite3_column_int64(st, 0), .uuid = column_dup(st, 1),
+		.mountpoint = column_dup(st, 2), .source = column_dup(st, 3),
+		.fstype = column_dup(st, 4), .backend = column_dup(st, 5),
+		.options = column_dup(st, 6), .version = column_dup(st, 7),
+		.started = sqlite3_column_double(st, 8), .ended = sqlite3_column_double(st, 9),
+		.status = column_dup(st, 10), .exit_code = sqlite3_column_int(st, 11),
+		.verify_data = sqlite3_column_int(st, 12), .errors = column_u64(st, 13),
+		.warnings = column_u64(st, 14), .infos = column_u64(st, 15),
+		.repaired = column_u64(st, 16), .operational = column_u64(st, 17),
+		.inodes = column_u64(st, 18), .bytes_verified = column_u64(st, 19),
+		.findings_dropped = column_u64(st, 20), .fsroot = column_dup(st, 21),
+		.rescan = sqlite3_column_int(st, 22),
+	};
+}
+
+void state_run_release(struct state_run *r)
+{
+	free(r->uuid);
+	free(r->fsroot);
+	free(r->mountpoint);
+	free(r->source);
+	free(r->fstype);
+	free(r->backend);
+	free(r->options);
+	free(r->version);
+	free(r->status);
+	memset(r, 0, sizeof(*r));
+}
+
+int state_each_fs(struct state *s, void (*fn)(const struct state_fs *fs, void *arg),
+		  void *arg)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (sqlite3_prepare_v2(s->db, "SELECT uuid, fsroot FROM runs GROUP BY uuid, fsroot "
+			       "ORDER BY max(id) DESC", -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct state_fs fs = {
+			.uuid = (const char *)sqlite3_column_text(st, 0),
+			.fsroot = (const char *)sqlite3_column_text(st, 1),
+		};
+
+		fn(&fs, arg);
+	}
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : -EIO;
+}
+
+int state_each_run(struct state *s, const struct state_fs *fs, unsigned n,
+		   void (*fn)(const struct state_run *r, void *arg), void *arg)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (sqlite3_prepare_v2(s->db, "SELECT " RUN_COLUMNS " FROM runs WHERE uuid = ?1 "
+			       "AND fsroot = ?3 ORDER BY id DESC LIMIT ?2", -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	bind_text(st, 1, fs->uuid);
+	bind_text(st, 3, fs->fsroot);
+	sqlite3_bind_int64(st, 2, n);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct state_run r;
+
+		read_run(st, &r);
+		fn(&r, arg);
+		state_run_release(&r);
+	}
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : -EIO;
+}
+
+static void keep_last(const struct state_run *r, void *arg)
+{
+	struct state_run *last = arg;
+
+	*last = *r;
+	last->uuid = r->uuid ? xstrdup(r->uuid) : NULL;
+	last->fsroot = r->fsroot ? xstrdup(r->fsroot) : NULL;
+	last->mountpoint = r->mountpoint ? xstrdup(r->mountpoint) : NULL;
+	last->source = r->source ? xstrdup(r->source) : NULL;
+	last->fstype = r->fstype ? xstrdup(r->fstype) : NULL;
+	last->backend = r->backend ? xstrdup(r->backend) : NULL;
+	last->options = r->options ? xstrdup(r->options) : NULL;
+	last->version = r->version ? xstrdup(r->version) : NULL;
+	last->status = r->status ? xstrdup(r->status) : NULL;
+}
+
+/* The end of fs's last complete run (a full -x run if data), 0 if none. */
+static int last_complete(struct state *s, const struct state_fs *fs, bool data, double *out)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	*out = 0;
+	if (sqlite3_prepare_v2(s->db, "SELECT coalesce(max(ended), 0) FROM runs WHERE uuid = ?1 "
+			       "AND fsroot = ?3 AND status = 'complete' AND "
+			       "(?2 = 0 OR (verify_data AND NOT rescan))",
+			       -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	bind_text(st, 1, fs->uuid);
+	bind_text(st, 3, fs->fsroot);
+	sqlite3_bind_int(st, 2, data);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		*out = sqlite3_column_double(st, 0);
+	sqlite3_finalize(st);
+	return rc == SQLITE_ROW ? 0 : -EIO;
+}
+
+static void count_open(const struct state_finding *f, void *arg)
+{
+	struct state_summary *sum = arg;
+
+	if (!strcmp(f->severity, "error"))
+		sum->open_errors++;
+	else
+		sum->open_warnings++;
+}
+
+int state_summarise(struct state *s, const struct state_fs *fs, struct state_summary *sum)
+{
+	int ret;
+
+	memset(sum, 0, sizeof(*sum));
+	if ((ret = state_each_run(s, fs, 1, keep_last, &sum->last)) ||
+	    (ret = last_complete(s, fs, false, &sum->last_complete)) ||
+	    (ret = last_complete(s, fs, true, &sum->last_data_verified)))
+		return ret;
+	return state_each_open(s, fs, count_open, sum);
+}
+
+void state_summary_release(struct state_summary *sum)
+{
+	state_run_release(&sum->last);
+}
+
+/*
+ * The first complete run of the scope and every later one that ended:
+ * open findings are theirs.  A later incomplete run did not look at
+ * everything, so what the complete run found stays open, and what the
+ * incomplete ones found is added.  A content finding is closed, too, by a
+ * later complete --rescan-errors run that read its inode again (and
+ * found it again if it is still there: then that run's finding is open).
+ * max(f.run) picks the newest of the same finding (SQLite takes the bare
+ * columns from that row).
+ */
+static const char open_sql[] =
+	"WITH m AS (SELECT coalesce(max(id), 0) AS id FROM runs "
+	"           WHERE uuid = ?1 AND fsroot = ?2 AND status = 'complete'), "
+	"     d AS (SELECT coalesce(max(id), 0) AS id FROM runs "
+	"           WHERE uuid = ?1 AND fsroot = ?2 AND status = 'complete' AND verify_data "
+	"           AND NOT rescan) "
+	"SELECT max(f.run), f.severity, f.check_id, f.path, f.ino, f.offset, f.length, f.message, "
+	"       f.content "
+	"FROM findings f JOIN runs r ON r.id = f.run, m, d "
+	"WHERE r.uuid = ?1 AND r.fsroot = ?2 AND r.status != 'running' AND f.severity IN ('error', 'warning') "
+	"  AND f.run >= CASE WHEN f.content THEN d.id ELSE m.id END "
+	"  AND NOT (f.content AND f.ino != 0 AND EXISTS (SELECT 1 FROM rescanned x "
+	"           JOIN runs rr ON rr.id = x.run WHERE rr.uuid = ?1 AND rr.fsroot = ?2 "
+	"           AND rr.status = 'complete' AND x.run > f.run AND x.ino = f.ino)) "
+	"GROUP BY f.severity, f.check_id, f.path, f.ino, f.offset "
+	"ORDER BY f.severity = 'warning', f.path, f.check_id, f.offset";
+
+struct ino_list {
+	uint64_t *v;
+	size_t n, alloc;
+};
+
+static void add_content_ino(const struct state_finding *f, void *arg)
+{
+	struct ino_list *l = arg;
+
+	if (!f->content || !f->ino)
+		return;
+	if (l->n == l->alloc) {
+		l->alloc = l->alloc ? 2 * l->alloc : 16;
+		l->v = xrealloc(l->v, l->alloc * sizeof(*l->v));
+	}
+	l->v[l->n++] = f->ino;
+}
+
+int state_open_content_inodes(struct state *s, const struct state_fs *fs, uint64_t **inos,
+			      size_t *n)
+{
+	struct ino_list l = { 0 };
+	int ret = state_each_open(s, fs, add_content_ino, &l);
+
+	if (ret) {
+		free(l.v);
+		return ret;
+	}
+	*inos = l.v;
+	*n = l.n;
+	return 0;
+}
+
+int state_each_open(struct state *s, const struct state_fs *fs,
+		    void (*fn)(const struct state_finding *f, void *arg), void *arg)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (sqlite3_prepare_v2(s->db, open_sql, -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	bind_text(st, 1, fs->uuid);
+	bind_text(st, 2, fs->fsroot);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct state_finding f = {
+			.run = sqlite3_column_int64(st, 0),
+			.severity = (const char *)sqlite3_column_text(st, 1),
+			.check = (const char *)sqlite3_column_text(st, 2),
+			.path = (const char *)sqlite3_column_text(st, 3),
+			.ino = column_u64(st, 4),
+			.has_range = sqlite3_column_type(st, 5) != SQLITE_NULL,
+			.offset = column_u64(st, 5), .length = column_u64(st, 6),
+			.message = (const char *)sqlite3_column_text(st, 7),
+			.content = sqlite3_column_int(st, 8),
+		};
+
+		fn(&f, arg);
+	}
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : -EIO;
+}

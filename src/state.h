@@ -1,0 +1,161 @@
+/*
+ * state: the run history, one SQLite database shared by every run on
+ * every filesystem (DIR/state.sqlite; DIR is /var/lib/fscrub, or
+ * --state-dir).  Runs are keyed by the filesystem's UUID (fs_identity()
+ * in ledger_store.h), not by the mount point, so a filesystem mounted
+ * elsewhere keeps its history -- and by the root of the mount within it
+ * (mountinfo's root: "/", a btrfs subvolume such as "/@home", or the
+ * subdirectory a bind mount shows), since a run sees only that part: the
+ * subvolumes of one btrfs mounted at / and /home are two histories.
+ * `fscrub status` and the metrics read it.
+ *
+ * Schema (PRAGMA user_version 1):
+ *
+ *   runs      one row per run: id, uuid, fsroot, mountpoint, source, fstype,
+ *             backend, options (a JSON object), version, started and
+ *             ended (Unix time, seconds), status, exit_code, verify_data,
+ *             rescan (--rescan-errors), the counts (errors, warnings, infos, repaired, operational,
+ *             inodes), bytes_verified and findings_dropped
+ *   phases    (run, phase, title, wall, user, sys, items): -T's figures
+ *   findings  (run, seq, severity, check_id, content, path, ino, offset,
+ *             length, message); content is 1 for checks of what files
+ *             hold (report.h, check_is_content()), which only -x covers
+ *   rescanned (run, ino): the files a --rescan-errors run read back
+ *
+ * status is 'running' from the row's insertion, after phase 1, then one of
+ * 'complete' (every phase ran to its end), 'cancelled' (SIGINT/SIGTERM),
+ * 'stopped' (-a) or 'failed' (a phase could not go on); a run that died
+ * stays 'running'.  A complete run covered all of the metadata, a complete
+ * -x run all of the data too.
+ *
+ * Durability and concurrency: WAL mode and a busy timeout, and no write
+ * transaction is held during the scan: the run's row is inserted at the
+ * start, and its end, phases and findings are written in one transaction
+ * at the end.  So runs on different filesystems do not wait for each
+ * other beyond those two short writes, and a crash loses at most the run
+ * in progress.  Findings wait in memory meanwhile, at most
+ * STATE_MAX_FINDINGS of them (the rest are counted in findings_dropped).
+ *
+ * Later schema versions (resumable runs, rotating media scans) are to add
+ * tables beside these and raise user_version, upgrading a version 1
+ * database in setup_schema() when it is opened for writing; a database
+ * newer than this code knows is refused already:
+ *   checkpoints (uuid, fsroot, run, phase, cursor, saved), one per
+ *               filesystem and mount root
+ *   regions     (uuid, start, length, verified, run), the device regions
+ *               and when each was last read back
+ *
+ * Library code: it reports nothing itself; errors come back as negative
+ * errno with a message in err.  Not thread-safe: the caller serialises
+ * (report.c calls state_add_finding() under its report lock).
+ */
+#ifndef FSCRUB_STATE_H
+#define FSCRUB_STATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct finding;
+struct strbuf;
+struct state;
+
+#define STATE_DEFAULT_DIR	"/var/lib/fscrub"
+#define STATE_DB_NAME		"state.sqlite"
+/*
+ * Findings kept for the database per run: about 300 bytes each in memory,
+ * so at most some 30 MiB however broken the filesystem.
+ */
+#define STATE_MAX_FINDINGS	100000
+#define STATE_SCHEMA_VERSION	1
+
+/* What the history is kept by: the filesystem's UUID and the mount's root in it. */
+struct state_fs {
+	const char *uuid;
+	const char *fsroot;	/* "/" for a whole filesystem */
+};
+
+/* A run as written by the scan and read back by status.  Strings may be NULL. */
+struct state_run {
+	int64_t id;
+	char *uuid, *fsroot, *mountpoint, *source, *fstype, *backend, *options, *version;
+	double started, ended;		/* Unix time; ended 0 while running */
+	char *status;
+	int exit_code;
+	bool verify_data;
+	bool rescan;			/* --rescan-errors */
+	unsigned long long errors, warnings, infos, repaired, operational;
+	unsigned long long inodes, bytes_verified, findings_dropped;
+};
+
+/* A finding as read back. */
+struct state_finding {
+	int64_t run;
+	const char *severity, *check, *path, *message;
+	bool content;			/* check_is_content() */
+	uint64_t ino;
+	bool has_range;
+	uint64_t offset, length;
+};
+
+/* What status says about one filesystem. */
+struct state_summary {
+	struct state_run last;		/* id 0: no run recorded */
+	double last_complete;		/* end of the last complete run, 0: none */
+	double last_data_verified;	/* ... of the last complete -x run */
+	unsigned long long open_errors, open_warnings;
+};
+
+/*
+ * Open DIR/state.sqlite, created (with its tables) when write; read-only
+ * otherwise, when it returns -ENOENT if there is no database yet.
+ */
+int state_open(struct state **out, const char *dir, bool write, struct strbuf *err);
+void state_close(struct state *s);
+/* The database's path, for messages. */
+const char *state_path(const struct state *s);
+
+/* Insert the run's row (status 'running'); r->id is set. */
+int state_run_begin(struct state *s, struct state_run *r, struct strbuf *err);
+/* Keep a finding of the run begun (copied) for state_run_end(). */
+void state_add_finding(struct state *s, const struct finding *f, bool content);
+/* Keep a phase's times for state_run_end(). */
+void state_add_phase(struct state *s, int phase, const char *title, double wall,
+		     double user, double sys, unsigned long long items);
+/*
+ * --rescan-errors: the inodes this run reads back (kept for state_run_end(),
+ * which records them: a complete rescan closes their content findings).
+ */
+void state_set_rescanned(struct state *s, const uint64_t *inos, size_t n);
+/* Write r (by r->id), the phases and the findings in one transaction. */
+int state_run_end(struct state *s, const struct state_run *r, struct strbuf *err);
+
+/* Every filesystem with a run, the most recently scrubbed first: calls fn(fs, arg). */
+int state_each_fs(struct state *s, void (*fn)(const struct state_fs *fs, void *arg),
+		  void *arg);
+/*
+ * Fill sum for fs (last.id 0 if it has no run); release it with
+ * state_summary_release(), also after a failure.
+ */
+int state_summarise(struct state *s, const struct state_fs *fs, struct state_summary *sum);
+void state_summary_release(struct state_summary *sum);
+/*
+ * The open findings of fs, errors then warnings: those of its last
+ * complete run, and of the runs after it that did not complete (content
+ * findings: of its last complete -x run and later); one per check, path,
+ * inode and offset, the newest.
+ */
+int state_each_open(struct state *s, const struct state_fs *fs,
+		    void (*fn)(const struct state_finding *f, void *arg), void *arg);
+/*
+ * The inodes of fs's open content findings (--rescan-errors), unsorted,
+ * maybe repeated; *inos is malloc'd (NULL if none).
+ */
+int state_open_content_inodes(struct state *s, const struct state_fs *fs, uint64_t **inos,
+			      size_t *n);
+/* The newest n runs of fs, newest first. */
+int state_each_run(struct state *s, const struct state_fs *fs, unsigned n,
+		   void (*fn)(const struct state_run *r, void *arg), void *arg);
+void state_run_release(struct state_run *r);
+
+#endif

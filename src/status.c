@@ -1,0 +1,490 @@
+/*
+ * status: the status subcommand; see status.h.  Filesystems are named as
+ * for a scan (a mount point or a mounted device) and found in the store
+ * by their UUID and the mount's root in them, as the scan recorded them;
+ * without one, every filesystem in the store is shown, most recently
+ * scrubbed first.
+ */
+#include "subcmd.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ledger_store.h"
+#include "mountpoint.h"
+#include "names.h"
+#include "report.h"
+#include "state.h"
+#include "strbuf.h"
+
+/* Overdue after this many days without a complete run (-x run for data). */
+#define DEFAULT_OVERDUE_META_DAYS 7
+#define DEFAULT_OVERDUE_DATA_DAYS 30
+/* Far enough to mean "never" and still fit a 32-bit day count. */
+#define MAX_DAYS 100000
+#define DAY 86400.0
+
+enum { OPT_JSON = 256, OPT_HISTORY, OPT_OVERDUE, OPT_STATE_DIR };
+
+static const struct option long_options[] = {
+	{ "help",	no_argument,	   NULL, 'h' },
+	{ "json",	no_argument,	   NULL, OPT_JSON },
+	{ "history",	required_argument, NULL, OPT_HISTORY },
+	{ "overdue",	required_argument, NULL, OPT_OVERDUE },
+	{ "state-dir",	required_argument, NULL, OPT_STATE_DIR },
+	{ NULL, 0, NULL, 0 },
+};
+
+struct status {
+	struct state *state;
+	bool json;
+	unsigned history;
+	unsigned meta_days, data_days;
+	double now;
+	json_object *list;		/* --json: the "filesystems" array */
+	int code;
+};
+
+static void usage(FILE *f)
+{
+	fputs("Usage: fscrub status [OPTIONS] [MOUNTPOINT...]\n"
+	      "\n"
+	      "Show what the recorded runs say about each filesystem (all recorded ones\n"
+	      "without MOUNTPOINT): the last run, the findings still open, when the data\n"
+	      "was last verified (-x) and what is overdue.  Nothing is checked.\n"
+	      "\n"
+	      "Options:\n"
+	      "  -h, --help             show this help and exit\n"
+	      "      --json             print JSON (schema: fscrub(8), STATUS)\n"
+	      "      --history N        list the last N runs too\n"
+	      "      --overdue M[,D]    overdue after M days without a complete run,\n"
+	      "                         D without a complete -x run (default 7,30;\n"
+	      "                         one number sets both)\n"
+	      "      --state-dir DIR    read DIR/state.sqlite (default /var/lib/fscrub)\n"
+	      "\n"
+	      "Exit status: 0 no open errors, 4 open errors, 8 operational error,\n"
+	      "16 usage error.  See fscrub(8).\n", f);
+}
+
+static int usage_error(const char *fmt, const char *arg)
+{
+	fputs("fscrub status: ", stderr);
+	fprintf(stderr, fmt, arg);
+	fputs("\nTry 'fscrub status --help' for more information.\n", stderr);
+	return EXIT_USAGE;
+}
+
+static bool parse_days(const char *s, unsigned *out)
+{
+	char *end;
+	unsigned long v;
+
+	if (!s || *s < '0' || *s > '9')
+		return false;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || end == s || (*end && *end != ',') || v == 0 || v > MAX_DAYS)
+		return false;
+	*out = (unsigned)v;
+	return true;
+}
+
+static bool parse_overdue(const char *s, struct status *st)
+{
+	const char *comma = strchr(s, ',');
+
+	if (!parse_days(s, &st->meta_days))
+		return false;
+	if (!comma) {
+		st->data_days = st->meta_days;
+		return true;
+	}
+	return parse_days(comma + 1, &st->data_days) && !strchr(comma + 1, ',');
+}
+
+static void iso8601(double t, char *buf, size_t size)
+{
+	time_t s = (time_t)t;
+	struct tm tm;
+
+	gmtime_r(&s, &tm);
+	strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static json_object *json_time(double t)
+{
+	char buf[32];
+
+	if (t <= 0)
+		return NULL;
+	iso8601(t, buf, sizeof(buf));
+	return json_object_new_string(buf);
+}
+
+static json_object *json_escaped(const char *s)
+{
+	struct strbuf sb = STRBUF_INIT;
+	json_object *o;
+
+	if (!s)
+		return NULL;
+	names_escape(&sb, s, strlen(s));
+	o = json_object_new_string(sb.buf);
+	strbuf_release(&sb);
+	return o;
+}
+
+static json_object *json_u64(unsigned long long v)
+{
+	return json_object_new_int64((int64_t)v);
+}
+
+static json_object *run_json(const struct state_run *r)
+{
+	json_object *o = json_object_new_object();
+	json_object *opt = r->options ? json_tokener_parse(r->options) : NULL;
+
+	json_object_object_add(o, "id", json_object_new_int64(r->id));
+	json_object_object_add(o, "started", json_time(r->started));
+	json_object_object_add(o, "ended", json_time(r->ended));
+	json_object_object_add(o, "duration",
+			       r->ended > 0 ? json_object_new_double(r->ended - r->started) : NULL);
+	json_object_object_add(o, "status", json_object_new_string(r->status ? r->status : ""));
+	json_object_object_add(o, "exit_code",
+			       r->exit_code >= 0 ? json_object_new_int(r->exit_code) : NULL);
+	json_object_object_add(o, "verify_data", json_object_new_boolean(r->verify_data));
+	json_object_object_add(o, "rescan", json_object_new_boolean(r->rescan));
+	json_object_object_add(o, "backend", r->backend ? json_object_new_string(r->backend) : NULL);
+	json_object_object_add(o, "mountpoint", json_escaped(r->mountpoint));
+	json_object_object_add(o, "fscrub_version",
+			       r->version ? json_object_new_string(r->version) : NULL);
+	json_object_object_add(o, "options", opt);
+	json_object_object_add(o, "errors", json_u64(r->errors));
+	json_object_object_add(o, "warnings", json_u64(r->warnings));
+	json_object_object_add(o, "infos", json_u64(r->infos));
+	json_object_object_add(o, "repaired", json_u64(r->repaired));
+	json_object_object_add(o, "operational_errors", json_u64(r->operational));
+	json_object_object_add(o, "inodes", json_u64(r->inodes));
+	json_object_object_add(o, "bytes_verified", json_u64(r->bytes_verified));
+	json_object_object_add(o, "findings_not_recorded", json_u64(r->findings_dropped));
+	return o;
+}
+
+static const char *plural(unsigned long long n, const char *one, const char *many)
+{
+	return n == 1 ? one : many;
+}
+
+static void run_text(const struct state_run *r, struct strbuf *sb)
+{
+	char when[32];
+
+	iso8601(r->started, when, sizeof(when));
+	strbuf_addf(sb, "%s, ", when);
+	if (r->ended > 0)
+		strbuf_addf(sb, "%.1f s, ", r->ended - r->started);
+	bool running = r->status && !strcmp(r->status, "running");
+
+	strbuf_addf(sb, "%s%s%s", r->status ? r->status : "?", running ? " (or interrupted)" : "",
+		    r->rescan ? " (--rescan-errors)" : r->verify_data ? " (-x)" : "");
+	if (!running)
+		strbuf_addf(sb, ", exit %d: %llu %s, %llu %s", r->exit_code, r->errors,
+			    plural(r->errors, "error", "errors"), r->warnings,
+			    plural(r->warnings, "warning", "warnings"));
+}
+
+struct open_out {
+	json_object *list;
+	struct strbuf *text;
+};
+
+static void open_finding(const struct state_finding *f, void *arg)
+{
+	struct open_out *o = arg;
+
+	if (o->list) {
+		json_object *j = json_object_new_object();
+
+		json_object_object_add(j, "severity", json_object_new_string(f->severity));
+		json_object_object_add(j, "check", json_object_new_string(f->check));
+		json_object_object_add(j, "path", json_object_new_string(f->path ? f->path : ""));
+		json_object_object_add(j, "inode", f->ino ? json_u64(f->ino) : NULL);
+		json_object_object_add(j, "offset", f->has_range ? json_u64(f->offset) : NULL);
+		json_object_object_add(j, "length", f->has_range ? json_u64(f->length) : NULL);
+		json_object_object_add(j, "message",
+				       json_object_new_string(f->message ? f->message : ""));
+		json_object_object_add(j, "run", json_object_new_int64(f->run));
+		json_object_array_add(o->list, j);
+		return;
+	}
+	/* As the scan printed it (report.h), so the two can be compared. */
+	strbuf_addf(o->text, "    %s: %s", !strcmp(f->severity, "error") ? "Error" : "Warning",
+		    f->path ? f->path : "");
+	if (f->ino)
+		strbuf_addf(o->text, " (inode %llu)", (unsigned long long)f->ino);
+	strbuf_addf(o->text, ": %s [%s]\n", f->message ? f->message : "", f->check);
+}
+
+static void history_run(const struct state_run *r, void *arg)
+{
+	struct open_out *o = arg;
+
+	if (o->list) {
+		json_object_array_add(o->list, run_json(r));
+		return;
+	}
+	strbuf_addf(o->text, "    #%lld ", (long long)r->id);
+	run_text(r, o->text);
+	strbuf_addch(o->text, '\n');
+}
+
+static bool overdue(const struct status *st, double last, unsigned days)
+{
+	return last <= 0 || st->now - last > days * DAY;
+}
+
+static void since_text(const struct status *st, struct strbuf *sb, const char *what,
+		       double last, unsigned days)
+{
+	char when[32];
+
+	strbuf_addf(sb, "  %-15s", what);
+	if (last > 0) {
+		iso8601(last, when, sizeof(when));
+		strbuf_addf(sb, "%s (%.1f days ago)", when, (st->now - last) / DAY);
+	} else {
+		strbuf_addstr(sb, "never");
+	}
+	if (overdue(st, last, days))
+		strbuf_addf(sb, ", overdue (every %u days)", days);
+	strbuf_addch(sb, '\n');
+}
+
+static int show_text(struct status *st, const struct state_fs *fs, const char *name,
+		     const struct state_summary *sum)
+{
+	struct strbuf sb = STRBUF_INIT, esc = STRBUF_INIT;
+	struct open_out o = { .text = &sb };
+	int ret = 0;
+
+	names_escape(&esc, name, strlen(name));
+	strbuf_addf(&sb, "%s (%s, %s", esc.buf,
+		    sum->last.fstype ? sum->last.fstype : "unknown type", fs->uuid);
+	if (strcmp(fs->fsroot, "/")) {
+		strbuf_addstr(&sb, ", root ");
+		names_escape(&sb, fs->fsroot, strlen(fs->fsroot));
+	}
+	strbuf_addstr(&sb, "):\n");
+	strbuf_addstr(&sb, "  last run:      ");
+	if (sum->last.id)
+		run_text(&sum->last, &sb);
+	else
+		strbuf_addstr(&sb, "none recorded");
+	strbuf_addch(&sb, '\n');
+	since_text(st, &sb, "last complete:", sum->last_complete, st->meta_days);
+	since_text(st, &sb, "data verified:", sum->last_data_verified, st->data_days);
+	strbuf_addf(&sb, "  open:          %llu %s, %llu %s\n", sum->open_errors,
+		    plural(sum->open_errors, "error", "errors"), sum->open_warnings,
+		    plural(sum->open_warnings, "warning", "warnings"));
+	if (st->state && sum->open_errors + sum->open_warnings)
+		ret = state_each_open(st->state, fs, open_finding, &o);
+	if (!ret && st->state && st->history) {
+		strbuf_addstr(&sb, "  history:\n");
+		ret = state_each_run(st->state, fs, st->history, history_run, &o);
+	}
+	fputs(sb.buf, stdout);
+	strbuf_release(&sb);
+	strbuf_release(&esc);
+	return ret;
+}
+
+static int show_json(struct status *st, const struct state_fs *key, const char *name,
+		     const struct state_summary *sum)
+{
+	json_object *fs = json_object_new_object(), *od = json_object_new_object();
+	struct open_out o = { .list = json_object_new_array() };
+	int ret;
+
+	json_object_object_add(fs, "uuid", json_object_new_string(key->uuid));
+	json_object_object_add(fs, "fsroot", json_escaped(key->fsroot));
+	json_object_object_add(fs, "mountpoint", json_escaped(name));
+	json_object_object_add(fs, "type", sum->last.fstype ?
+			       json_object_new_string(sum->last.fstype) : NULL);
+	json_object_object_add(fs, "last_run", sum->last.id ? run_json(&sum->last) : NULL);
+	json_object_object_add(fs, "last_complete", json_time(sum->last_complete));
+	json_object_object_add(fs, "last_data_verified", json_time(sum->last_data_verified));
+	json_object_object_add(od, "metadata", json_object_new_boolean(
+				       overdue(st, sum->last_complete, st->meta_days)));
+	json_object_object_add(od, "data", json_object_new_boolean(
+				       overdue(st, sum->last_data_verified, st->data_days)));
+	json_object_object_add(fs, "overdue", od);
+	json_object_object_add(fs, "open_errors", json_u64(sum->open_errors));
+	json_object_object_add(fs, "open_warnings", json_u64(sum->open_warnings));
+	ret = st->state ? state_each_open(st->state, key, open_finding, &o) : 0;
+	json_object_object_add(fs, "open_findings", o.list);
+	if (!ret && st->state && st->history) {
+		o.list = json_object_new_array();
+		ret = state_each_run(st->state, key, st->history, history_run, &o);
+		json_object_object_add(fs, "history", o.list);
+	}
+	json_object_array_add(st->list, fs);
+	return ret;
+}
+
+/* One filesystem; name is what to call it (the argument, or the last run's mount point). */
+static void show(struct status *st, const struct state_fs *fs, const char *name)
+{
+	struct state_summary sum = { 0 };
+	int ret = st->state ? state_summarise(st->state, fs, &sum) : 0;
+
+	if (!ret && !name)
+		name = sum.last.mountpoint ? sum.last.mountpoint : fs->uuid;
+	if (!ret)
+		ret = st->json ? show_json(st, fs, name, &sum) : show_text(st, fs, name, &sum);
+	if (ret) {
+		fprintf(stderr, "fscrub status: cannot read the state database '%s'\n",
+			state_path(st->state));
+		st->code |= EXIT_OPERATIONAL;
+	}
+	if (sum.open_errors)
+		st->code |= EXIT_UNCORRECTED;
+	state_summary_release(&sum);
+}
+
+static void show_fs(const struct state_fs *fs, void *arg)
+{
+	show(arg, fs, NULL);
+}
+
+/*
+ * A filesystem named as the scan names it (mountpoint.h: a mount point or
+ * a mounted device), so that its UUID and the mount's root are the ones
+ * the scan recorded.
+ */
+static void show_arg(struct status *st, const char *arg)
+{
+	struct mount_info mi = { 0 };
+	struct strbuf err = STRBUF_INIT;
+	char uuid[48];
+	int fd, ret = mount_resolve(arg, NULL, &mi, &err);
+
+	if (ret) {
+		fprintf(stderr, "fscrub status: %s\n", err.buf);
+		st->code |= ret;
+	} else if ((fd = open(mi.target, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		fprintf(stderr, "fscrub status: cannot open '%s': %s\n", mi.target,
+			strerror(errno));
+		st->code |= EXIT_OPERATIONAL;
+	} else {
+		struct state_fs fs = { .uuid = uuid, .fsroot = mi.fsroot ? mi.fsroot : "/" };
+
+		fs_identity(fd, uuid, sizeof(uuid));
+		close(fd);
+		show(st, &fs, mi.target);
+	}
+	mount_info_release(&mi);
+	strbuf_release(&err);
+}
+
+static int parse(int argc, char **argv, struct status *st, const char **dir)
+{
+	unsigned long v;
+	char *end;
+	int c;
+
+	opterr = 0;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", long_options, NULL)) != -1) {
+		switch (c) {
+		case 'h':
+			usage(stdout);
+			return EXIT_CLEAN;
+		case OPT_JSON:
+			st->json = true;
+			break;
+		case OPT_HISTORY:
+			errno = 0;
+			v = strtoul(optarg, &end, 10);
+			if (errno || *end || !*optarg || *optarg == '-' || v == 0 || v > 1000000)
+				return usage_error("--history needs a number of runs, not '%s'",
+						   optarg);
+			st->history = (unsigned)v;
+			break;
+		case OPT_OVERDUE:
+			if (!parse_overdue(optarg, st))
+				return usage_error("--overdue needs DAYS or METADATA_DAYS,DATA_DAYS, "
+						   "not '%s'", optarg);
+			break;
+		case OPT_STATE_DIR:
+			*dir = optarg;
+			break;
+		default:
+			if (optopt == OPT_HISTORY || optopt == OPT_OVERDUE || optopt == OPT_STATE_DIR)
+				return usage_error("option %s needs an argument", argv[optind - 1]);
+			return usage_error("unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	return -1;
+}
+
+static int open_store(struct status *st, const char *dir)
+{
+	struct strbuf err = STRBUF_INIT;
+	int ret = state_open(&st->state, dir, false, &err);
+
+	if (ret == -ENOENT) {
+		/* No run recorded yet: every filesystem named is "never". */
+		st->state = NULL;
+		ret = 0;
+	} else if (ret) {
+		fprintf(stderr, "fscrub status: %s\n", err.buf);
+	}
+	strbuf_release(&err);
+	return ret;
+}
+
+int cmd_status(int argc, char **argv)
+{
+	struct status st = {
+		.meta_days = DEFAULT_OVERDUE_META_DAYS, .data_days = DEFAULT_OVERDUE_DATA_DAYS,
+	};
+	const char *dir = STATE_DEFAULT_DIR;
+	struct timespec now;
+	int ret = parse(argc, argv, &st, &dir);
+
+	if (ret >= 0)
+		return ret;
+	if (open_store(&st, dir))
+		return EXIT_OPERATIONAL;
+	clock_gettime(CLOCK_REALTIME, &now);
+	st.now = (double)now.tv_sec + (double)now.tv_nsec / 1e9;
+	if (st.json)
+		st.list = json_object_new_array();
+	if (optind < argc)
+		for (int i = optind; i < argc; i++)
+			show_arg(&st, argv[i]);
+	else if (st.state && state_each_fs(st.state, show_fs, &st))
+		st.code |= EXIT_OPERATIONAL;
+	if (st.json) {
+		json_object *top = json_object_new_object();
+
+		json_object_object_add(top, "fscrub_version", json_object_new_string(FSCRUB_VERSION));
+		json_object_object_add(top, "now", json_time(st.now));
+		json_object_object_add(top, "filesystems", st.list);
+		puts(json_object_to_json_string_ext(top, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE));
+		json_object_put(top);
+	} else if (optind == argc && !st.state) {
+		printf("No run recorded in %s.\n", dir);
+	}
+	state_close(st.state);
+	if (fflush(stdout) != 0)
+		st.code |= EXIT_OPERATIONAL;
+	return st.code;
+}
