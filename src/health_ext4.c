@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "fsmounts.h"
+#include "jsonfmt.h"
 
 /* /sys/fs/ext4/<name>/, named after the block device: loop0, sda1, dm-3. */
 static int sysfs_dir(const struct fsmount *m, struct strbuf *dir)
@@ -60,15 +61,6 @@ static uint64_t attr_u64(const char *dir, const char *name, bool *present)
 	return *present ? strtoull(buf, NULL, 10) : 0;
 }
 
-static void iso_time(uint64_t t, char *buf, size_t size)
-{
-	time_t tt = (time_t)t;
-	struct tm tm;
-
-	if (!gmtime_r(&tt, &tm) || !strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm))
-		snprintf(buf, size, "%" PRIu64, t);
-}
-
 /* first_error_* or last_error_*: into the JSON and one text line. */
 static void one_error(struct health *h, const char *dir, const char *which)
 {
@@ -90,7 +82,7 @@ static void one_error(struct health *h, const char *dir, const char *which)
 	json_object_object_add(h->detail, which[0] == 'f' ? "first_error" : "last_error", o);
 	if (!v[0])
 		return;
-	iso_time(v[0], when, sizeof(when));
+	iso8601_utc((time_t)v[0], when, sizeof(when));
 	health_line(h, "%s error: %s in %s:%" PRIu64 ", inode %" PRIu64 ", block %" PRIu64
 		    ", ext4 error code %" PRIu64, which, when, func[0] ? func : "?", v[3], v[1],
 		    v[2], v[4]);

@@ -16,7 +16,7 @@
 #include "context.h"
 #include "inokey.h"
 #include "ledger_store.h"
-#include "names.h"
+#include "jsonfmt.h"
 #include "report.h"
 #include "state.h"
 #include "strbuf.h"
@@ -64,20 +64,6 @@ void history_open(struct scrub_ctx *ctx)
 	strbuf_release(&err);
 }
 
-/* A path from the command line, made printable (valid UTF-8 for JSON) as the reports do. */
-static json_object *escaped(const char *s)
-{
-	struct strbuf sb = STRBUF_INIT;
-	json_object *o;
-
-	if (!s)
-		return NULL;
-	names_escape(&sb, s, strlen(s));
-	o = json_object_new_string(sb.buf);
-	strbuf_release(&sb);
-	return o;
-}
-
 /* The options that change what a run covers, as a JSON object. */
 static char *options_json(const struct scrub_ctx *ctx)
 {
@@ -85,12 +71,12 @@ static char *options_json(const struct scrub_ctx *ctx)
 	json_object *j = json_object_new_object();
 	char *s;
 
-	json_object_object_add(j, "target", escaped(o->target));
+	json_object_object_add(j, "target", json_escaped_string(o->target));
 	json_object_object_add(j, "check_only", json_object_new_boolean(o->check_only));
 	json_object_object_add(j, "verify_data", json_object_new_boolean(o->verify_data));
 	json_object_object_add(j, "record", json_object_new_boolean(o->record));
-	json_object_object_add(j, "ledger", escaped(o->ledger_dir));
-	json_object_object_add(j, "manifest", escaped(o->manifest_path));
+	json_object_object_add(j, "ledger", json_escaped_string(o->ledger_dir));
+	json_object_object_add(j, "manifest", json_escaped_string(o->manifest_path));
 	json_object_object_add(j, "max_errors", json_object_new_int64((int64_t)o->max_errors));
 	json_object_object_add(j, "limit", json_object_new_int64((int64_t)o->limit_rate));
 	json_object_object_add(j, "background", json_object_new_boolean(o->background));

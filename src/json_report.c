@@ -12,7 +12,7 @@
 
 #include "backends/backend.h"
 #include "context.h"
-#include "names.h"
+#include "jsonfmt.h"
 #include "outfile.h"
 #include "report.h"
 #include "strbuf.h"
@@ -34,25 +34,7 @@ static const char *severity_name[] = {
 
 static void iso8601_now(char *buf, size_t size)
 {
-	time_t t = time(NULL);
-	struct tm tm;
-
-	gmtime_r(&t, &tm);
-	strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
-/* A string from the system (a path, a device name) made printable. */
-static json_object *escaped_string(const char *s)
-{
-	struct strbuf sb = STRBUF_INIT;
-	json_object *o;
-
-	if (!s)
-		return NULL;
-	names_escape(&sb, s, strlen(s));
-	o = json_object_new_string(sb.buf);
-	strbuf_release(&sb);
-	return o;
+	iso8601_utc(time(NULL), buf, size);
 }
 
 static void put(struct json_report *j, const char *s)
@@ -99,11 +81,11 @@ static void begin(struct scrub_ctx *ctx, struct json_report *j)
 	json_object *opt = json_object_new_object();
 
 	j->began = true;
-	json_object_object_add(fs, "mountpoint", escaped_string(ctx->mntpoint));
-	json_object_object_add(fs, "source", escaped_string(ctx->source));
-	json_object_object_add(fs, "type", escaped_string(ctx->fstype));
-	json_object_object_add(fs, "fsroot", escaped_string(ctx->fsroot));
-	json_object_object_add(opt, "target", escaped_string(ctx->opt.target));
+	json_object_object_add(fs, "mountpoint", json_escaped_string(ctx->mntpoint));
+	json_object_object_add(fs, "source", json_escaped_string(ctx->source));
+	json_object_object_add(fs, "type", json_escaped_string(ctx->fstype));
+	json_object_object_add(fs, "fsroot", json_escaped_string(ctx->fsroot));
+	json_object_object_add(opt, "target", json_escaped_string(ctx->opt.target));
 	json_object_object_add(opt, "check_only", json_object_new_boolean(ctx->opt.check_only));
 	json_object_object_add(opt, "verify_data", json_object_new_boolean(ctx->opt.verify_data));
 	json_object_object_add(opt, "background", json_object_new_boolean(ctx->opt.background));

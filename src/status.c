@@ -19,6 +19,7 @@
 
 #include "ledger_store.h"
 #include "mountpoint.h"
+#include "jsonfmt.h"
 #include "names.h"
 #include "report.h"
 #include "state.h"
@@ -109,36 +110,14 @@ static bool parse_overdue(const char *s, struct status *st)
 	return parse_days(comma + 1, &st->data_days) && !strchr(comma + 1, ',');
 }
 
-static void iso8601(double t, char *buf, size_t size)
-{
-	time_t s = (time_t)t;
-	struct tm tm;
-
-	gmtime_r(&s, &tm);
-	strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 static json_object *json_time(double t)
 {
 	char buf[32];
 
 	if (t <= 0)
 		return NULL;
-	iso8601(t, buf, sizeof(buf));
+	iso8601_utc((time_t)t, buf, sizeof(buf));
 	return json_object_new_string(buf);
-}
-
-static json_object *json_escaped(const char *s)
-{
-	struct strbuf sb = STRBUF_INIT;
-	json_object *o;
-
-	if (!s)
-		return NULL;
-	names_escape(&sb, s, strlen(s));
-	o = json_object_new_string(sb.buf);
-	strbuf_release(&sb);
-	return o;
 }
 
 static json_object *json_u64(unsigned long long v)
@@ -162,7 +141,7 @@ static json_object *run_json(const struct state_run *r)
 	json_object_object_add(o, "verify_data", json_object_new_boolean(r->verify_data));
 	json_object_object_add(o, "rescan", json_object_new_boolean(r->rescan));
 	json_object_object_add(o, "backend", r->backend ? json_object_new_string(r->backend) : NULL);
-	json_object_object_add(o, "mountpoint", json_escaped(r->mountpoint));
+	json_object_object_add(o, "mountpoint", json_escaped_string(r->mountpoint));
 	json_object_object_add(o, "fscrub_version",
 			       r->version ? json_object_new_string(r->version) : NULL);
 	json_object_object_add(o, "options", opt);
@@ -186,7 +165,7 @@ static void run_text(const struct state_run *r, struct strbuf *sb)
 {
 	char when[32];
 
-	iso8601(r->started, when, sizeof(when));
+	iso8601_utc((time_t)r->started, when, sizeof(when));
 	strbuf_addf(sb, "%s, ", when);
 	if (r->ended > 0)
 		strbuf_addf(sb, "%.1f s, ", r->ended - r->started);
@@ -257,7 +236,7 @@ static void since_text(const struct status *st, struct strbuf *sb, const char *w
 
 	strbuf_addf(sb, "  %-15s", what);
 	if (last > 0) {
-		iso8601(last, when, sizeof(when));
+		iso8601_utc((time_t)last, when, sizeof(when));
 		strbuf_addf(sb, "%s (%.1f days ago)", when, (st->now - last) / DAY);
 	} else {
 		strbuf_addstr(sb, "never");
@@ -313,8 +292,8 @@ static int show_json(struct status *st, const struct state_fs *key, const char *
 	int ret;
 
 	json_object_object_add(fs, "uuid", json_object_new_string(key->uuid));
-	json_object_object_add(fs, "fsroot", json_escaped(key->fsroot));
-	json_object_object_add(fs, "mountpoint", json_escaped(name));
+	json_object_object_add(fs, "fsroot", json_escaped_string(key->fsroot));
+	json_object_object_add(fs, "mountpoint", json_escaped_string(name));
 	json_object_object_add(fs, "type", sum->last.fstype ?
 			       json_object_new_string(sum->last.fstype) : NULL);
 	json_object_object_add(fs, "last_run", sum->last.id ? run_json(&sum->last) : NULL);
