@@ -1127,24 +1127,38 @@ static bool special_inode(ext2_filsys fs, ext2_ino_t ino, const struct ext2_inod
 
 /*
  * Blocks [inode table block, inode bitmap, descriptor block]; arg[2] the
- * inode's bit in its group.  Still in use on the disk, the same inode (the
- * generation), its bit still clear in the bitmap the fresh descriptor
- * names, and the group's bitmap initialised.
+ * inode's bit in its group.  The bit as the fresh bitmap block holds it
+ * (0 or 1), or -1 when that block is no longer the one the fresh
+ * descriptor names or the group's bitmap is not initialised (a changed
+ * group: nothing to judge).
  */
-static bool marked_free_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
-				  unsigned char *const *bufs)
+static int fresh_inode_bit(ext2_filsys fs, const struct ext4_suspect *s,
+			   unsigned char *const *bufs)
 {
-	ext2_filsys fs = ext4_state(ctx)->fs;
-	struct ext2_inode_large in;
 	dgrp_t g = (dgrp_t)((s->ino - 1) / fs->super->s_inodes_per_group);
 	const struct ext4_group_desc *gd = ext4_gd_in_block(fs, g, bufs[2]);
 	blk64_t bm = (blk64_t)gd->bg_inode_bitmap |
 		     (EXT2_DESC_SIZE(fs->super) >= EXT2_MIN_DESC_SIZE_64BIT ?
 		      (blk64_t)gd->bg_inode_bitmap_hi << 32 : 0);
 
+	if (bm != s->blocks[1] || (gd->bg_flags & EXT2_BG_INODE_UNINIT))
+		return -1;
+	return (bufs[1][s->arg[2] / 8] >> (s->arg[2] % 8)) & 1;
+}
+
+/*
+ * Blocks and arg[2] as fresh_inode_bit().  Still in use on the disk, the
+ * same inode (the generation), its bit still clear in the bitmap the fresh
+ * descriptor names.
+ */
+static bool marked_free_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+				  unsigned char *const *bufs)
+{
+	ext2_filsys fs = ext4_state(ctx)->fs;
+	struct ext2_inode_large in;
+
 	return fresh_inode(ctx, s, bufs, &in) && inode_in_use_on_disk(&in) &&
-	       bm == s->blocks[1] && !(gd->bg_flags & EXT2_BG_INODE_UNINIT) &&
-	       !((bufs[1][s->arg[2] / 8] >> (s->arg[2] % 8)) & 1);
+	       fresh_inode_bit(fs, s, bufs) == 0;
 }
 
 /* The kernel's view: the inode, by handle, still has links and did not change. */
@@ -1161,25 +1175,18 @@ static const char *marked_free_kernel_view(struct scrub_ctx *ctx, const struct e
 }
 
 /*
- * Blocks [inode table block, inode bitmap, descriptor block]; arg[2] the
- * inode's bit.  Still deleted (no links, a deletion time, not an orphan
- * link), still marked in use in the bitmap the fresh descriptor names.
+ * Blocks and arg[2] as fresh_inode_bit().  Still deleted (no links, a
+ * deletion time, not an orphan link), still marked in use in the bitmap
+ * the fresh descriptor names.
  */
 static bool deleted_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 			      unsigned char *const *bufs)
 {
 	ext2_filsys fs = ext4_state(ctx)->fs;
 	struct ext2_inode_large in;
-	dgrp_t g = (dgrp_t)((s->ino - 1) / fs->super->s_inodes_per_group);
-	const struct ext4_group_desc *gd = ext4_gd_in_block(fs, g, bufs[2]);
-	blk64_t bm = (blk64_t)gd->bg_inode_bitmap |
-		     (EXT2_DESC_SIZE(fs->super) >= EXT2_MIN_DESC_SIZE_64BIT ?
-		      (blk64_t)gd->bg_inode_bitmap_hi << 32 : 0);
 
 	return fresh_inode(ctx, s, bufs, &in) && in.i_links_count == 0 &&
-	       in.i_dtime > fs->super->s_inodes_count && bm == s->blocks[1] &&
-	       !(gd->bg_flags & EXT2_BG_INODE_UNINIT) &&
-	       ((bufs[1][s->arg[2] / 8] >> (s->arg[2] % 8)) & 1);
+	       in.i_dtime > fs->super->s_inodes_count && fresh_inode_bit(fs, s, bufs) == 1;
 }
 
 /*
