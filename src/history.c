@@ -27,7 +27,7 @@ const char *history_dir(const struct scrub_ctx *ctx)
 		return NULL;
 	if (ctx->opt.state_dir)
 		return ctx->opt.state_dir;
-	return geteuid() == 0 ? STATE_DEFAULT_DIR : NULL;
+	return geteuid() == 0 ? state_default_dir() : NULL;
 }
 
 static void history_failed(struct scrub_ctx *ctx, const struct strbuf *why)

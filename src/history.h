@@ -23,7 +23,7 @@ struct scrub_ctx;
 
 /*
  * The directory of the state database for these options: --state-dir, or
- * STATE_DEFAULT_DIR for root; NULL for --no-state and for other users
+ * state_default_dir() for root; NULL for --no-state and for other users
  * without --state-dir (the system's store is root's).
  */
 const char *history_dir(const struct scrub_ctx *ctx);

@@ -143,6 +143,23 @@ static void no_chown_once(void)
 		vfs->xSetSystemCall(vfs, "fchown", (sqlite3_syscall_ptr)no_fchown);
 }
 
+const char *state_default_dir(void)
+{
+	static char first[4096];
+	const char *env = getenv("STATE_DIRECTORY");
+	size_t n;
+
+	if (!env || !*env)
+		return STATE_DEFAULT_DIR;
+	/* systemd gives several directories colon-separated: ours is the first. */
+	n = strcspn(env, ":");
+	if (n == 0 || n >= sizeof(first))
+		return STATE_DEFAULT_DIR;
+	memcpy(first, env, n);
+	first[n] = '\0';
+	return first;
+}
+
 int state_open(struct state **out, const char *dir, bool write, struct strbuf *err)
 {
 	static pthread_once_t once = PTHREAD_ONCE_INIT;

@@ -107,6 +107,14 @@ struct state_summary {
 };
 
 /*
+ * The directory of the system's store: $STATE_DIRECTORY (its first path),
+ * which systemd sets for a unit with StateDirectory=, else
+ * STATE_DEFAULT_DIR.  The environment variable lets a service manager (and
+ * the test suite) place the store without an option on every command.
+ */
+const char *state_default_dir(void);
+
+/*
  * Open DIR/state.sqlite, created (with its tables) when write; read-only
  * otherwise, when it returns -ENOENT if there is no database yet.
  */

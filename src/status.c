@@ -434,7 +434,7 @@ int cmd_status(int argc, char **argv)
 	struct status st = {
 		.meta_days = DEFAULT_OVERDUE_META_DAYS, .data_days = DEFAULT_OVERDUE_DATA_DAYS,
 	};
-	const char *dir = STATE_DEFAULT_DIR;
+	const char *dir = state_default_dir();
 	struct timespec now;
 	int ret = parse(argc, argv, &st, &dir);
 

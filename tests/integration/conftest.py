@@ -34,6 +34,15 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "slow: takes over 10 s; the sanitizer pass of tests/run leaves it out "
         "(the plain pass runs it, and the code it covers is also covered by faster tests)")
+    # fscrub records every run by root in the system's store (fscrub(8), RUN
+    # HISTORY): the suite's runs go to a store of their own instead, as
+    # systemd's StateDirectory= would place it, so that no test reads or
+    # writes /var/lib/fscrub.  Tests of the store pass --state-dir.
+    if "STATE_DIRECTORY" not in os.environ:
+        state = tempfile.mkdtemp(prefix="fscrub-test-state-")
+        os.chmod(state, 0o700)
+        os.environ["STATE_DIRECTORY"] = state
+        config.add_cleanup(lambda: shutil.rmtree(state, ignore_errors=True))
 
 class Finding:
     def __init__(self, m):

@@ -299,7 +299,9 @@ def sandboxed(mnt, caps, args=(), env=None, readonly=True):
     cmd = ["unshare", "--mount", "--propagation", "slave", "--", "sh", "-c", script, "sh", mnt,
            "setpriv", "--bounding-set", setpriv_caps(caps), "--no-new-privs", "--",
            "chrt", "--idle", "0", FSCRUB, "-b"] + list(args) + [mnt]
-    e = dict(os.environ, RO="1" if readonly else "0")
+    # systemd sets STATE_DIRECTORY for a unit with StateDirectory= (the suite
+    # points it elsewhere for its other runs: conftest.py).
+    e = dict(os.environ, RO="1" if readonly else "0", STATE_DIRECTORY="/var/lib/fscrub")
     e.update(env or {})
     p = subprocess.run(cmd, capture_output=True, text=True, env=e, timeout=600)
     check_sanitizers(p.stderr)
