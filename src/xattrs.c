@@ -13,6 +13,7 @@
 #include "checks.h"
 #include "ledger_store.h"
 #include "name_check.h"
+#include "names.h"
 #include "report.h"
 #include "strbuf.h"
 #include "walk.h"
@@ -169,10 +170,53 @@ static bool target_changed(const struct xattr_target *tg)
 	return ret < 0 || !stx_unchanged(&now, tg->stx);
 }
 
+/*
+ * Report attribute xname's value that did not read back (r) after a second
+ * look; the name is printed escaped, as paths are (names.h).
+ */
+static void value_failed(const struct xattr_target *tg, const char *xname,
+			 enum value_result r, int err, ssize_t probe, ssize_t got)
+{
+	struct scrub_ctx *ctx = tg->t->ctx;
+	struct strbuf en = STRBUF_INIT;
+	const char *name;
+
+	names_escape(&en, xname, strlen(xname));
+	name = en.buf;
+	if (target_changed(tg)) {
+		str_changed(ctx, CHECK_XATTR_SIZE, tg->dir, tg->name, tg->ino,
+			    "attribute '%s'", name);
+		strbuf_release(&en);
+		return;
+	}
+	switch (r) {
+	case VALUE_GONE:
+		str_error(ctx, CHECK_XATTR_MISSING, tg->dir, tg->name, tg->ino,
+			  "attribute '%s' is listed but cannot be read: %s", name,
+			  strerror(err));
+		break;
+	case VALUE_SIZE:
+		str_error(ctx, CHECK_XATTR_SIZE, tg->dir, tg->name, tg->ino,
+			  "attribute '%s' is %zd bytes by its size but %zd bytes were read",
+			  name, probe, got);
+		break;
+	case VALUE_ERROR:
+		if (errno_is_corruption(err))
+			str_error(ctx, CHECK_XATTR_UNREADABLE, tg->dir, tg->name, tg->ino,
+				  "cannot read attribute '%s': %s", name, strerror(err));
+		else
+			report_operational(ctx, tg->dir, tg->name, err,
+					   "cannot read attribute '%s'", name);
+		break;
+	case VALUE_OK:
+		break;
+	}
+	strbuf_release(&en);
+}
+
 static void check_one(const struct xattr_target *tg, const struct xattr_src *s,
 		      struct xattr_buf *xb, const char *xname)
 {
-	struct scrub_ctx *ctx = tg->t->ctx;
 	ssize_t probe, got;
 	int err = 0;
 	enum value_result r = read_value(s, xb, xname, &err, &probe, &got);
@@ -189,33 +233,7 @@ static void check_one(const struct xattr_target *tg, const struct xattr_src *s,
 	}
 	if (r == VALUE_GONE && !still_listed(tg, s, xb, xname))
 		return;		/* removed meanwhile */
-	if (target_changed(tg)) {
-		str_changed(ctx, CHECK_XATTR_SIZE, tg->dir, tg->name, tg->ino,
-			    "attribute '%s'", xname);
-		return;
-	}
-	switch (r) {
-	case VALUE_GONE:
-		str_error(ctx, CHECK_XATTR_MISSING, tg->dir, tg->name, tg->ino,
-			  "attribute '%s' is listed but cannot be read: %s", xname,
-			  strerror(err));
-		break;
-	case VALUE_SIZE:
-		str_error(ctx, CHECK_XATTR_SIZE, tg->dir, tg->name, tg->ino,
-			  "attribute '%s' is %zd bytes by its size but %zd bytes were read",
-			  xname, probe, got);
-		break;
-	case VALUE_ERROR:
-		if (errno_is_corruption(err))
-			str_error(ctx, CHECK_XATTR_UNREADABLE, tg->dir, tg->name, tg->ino,
-				  "cannot read attribute '%s': %s", xname, strerror(err));
-		else
-			report_operational(ctx, tg->dir, tg->name, err,
-					   "cannot read attribute '%s'", xname);
-		break;
-	case VALUE_OK:
-		break;
-	}
+	value_failed(tg, xname, r, err, probe, got);
 }
 
 /* The list could not be had: a corruption (looked at twice) or an operational error. */

@@ -105,19 +105,24 @@ def test_many_attributes_listed_and_read(image_factory, workdir, fstype, n):
     assert stats["xattrs_unlisted"] == 0, stats
 
 
-def test_xfs_unreadable_value_of_big_inode(image_factory):
+@pytest.mark.parametrize("more, name", [(3000, "user.remote"),
+                                        (0, "user.re\x1b[31mmote\u202e")])
+def test_xfs_unreadable_value_of_big_inode(image_factory, more, name):
     """A remote value (8000 bytes: a block of its own) of a file with 3000
     more names, its block's data changed offline: the CRC check refuses it,
-    and the listing that XFS_IOC_ATTRLIST_BY_HANDLE gave still leads to it."""
+    and the listing that XFS_IOC_ATTRLIST_BY_HANDLE gave still leads to it.
+    Without the other names (listxattr lists it), a name with a terminal
+    escape and a bidi override is printed escaped, as paths are."""
     img = image_factory("xfs", size_mb=300)
     img.mkfs()
     mnt = img.mount()
     p = os.path.join(mnt, "file")
     with open(p, "w") as out:
         out.write("data\n")
-    set_many(p, 3000, "user")
+    if more:
+        set_many(p, more, "user")
     marker = b"FSCRUB-REMOTE-VALUE-"
-    os.setxattr(p, "user.remote", (marker * 400)[:8000])
+    os.setxattr(p, name, (marker * 400)[:8000])
     ino = os.stat(p).st_ino
     img.offline()
     with open(img.path, "r+b") as dev:
@@ -133,9 +138,10 @@ def test_xfs_unreadable_value_of_big_inode(image_factory):
     assert r.rc == 4 and "fscrub:" not in r.stderr, r
     hits = r.of("Error", "xattr.unreadable")
     assert [(h.path, h.inode) for h in hits] == [(escaped(p), ino)], r
-    assert "'user.remote'" in hits[0].message, r
-    # the other 3000 were read
-    assert attribute_counts(r) == (3001, 3000), r
+    assert "'%s'" % escaped(name) in hits[0].message, r
+    assert "\x1b" not in r.stdout and "\u202e" not in r.stdout, r
+    # the others were read
+    assert attribute_counts(r) == (more + 1, more), r
 
 
 def test_tmpfs_too_many_names_is_an_info(workdir):
