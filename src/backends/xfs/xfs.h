@@ -96,6 +96,7 @@ struct xfs_state {
 	struct xfs_walkstat *walkstat;	/* per walk thread */
 	unsigned nr_walkstat;
 	atomic_ullong walkstat_inodes, walkstat_requests;
+	atomic_ullong bulk_records, bulk_requests;	/* the walk's bulk_inodes */
 };
 
 /* xfs_kscrub.c: phase 2, kernel scrub and repair of everything. */
@@ -120,6 +121,10 @@ void xfs_walkstat_free(struct xfs_walkstat *w, unsigned nr_threads);
 void xfs_walkstat_add(struct scrub_ctx *ctx, const struct backend_dir *d, const char *name,
 		      const struct statx *stx);
 void xfs_walkstat_flush(struct scrub_ctx *ctx, const struct backend_dir *d);
+/* The bulk_inodes hook (backend.h): the walk's inodes by BULKSTAT. */
+struct backend_inode;
+int xfs_walkstat_bulk(struct scrub_ctx *ctx, unsigned thread, const uint64_t *inos, size_t n,
+		      struct backend_inode *out);
 /* "N inodes compared with BULKSTAT in M requests" (-v), after the walk. */
 void xfs_walkstat_report(struct scrub_ctx *ctx);
 
