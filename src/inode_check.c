@@ -339,6 +339,7 @@ static bool bulk_no_blocks(const struct walk_entry *e)
 static void backend_check_inode(struct walk_thread *t, const struct walk_dir *d,
 				const struct walk_entry *e, int fd)
 {
+	struct check_thread *ct = t->vstate;
 	struct backend_dir bd;
 	struct backend_entry be;
 
@@ -347,6 +348,10 @@ static void backend_check_inode(struct walk_thread *t, const struct walk_dir *d,
 	bd = backend_dir_of(t, d);
 	be = backend_entry_of(e, fd);
 	be.no_extents = bulk_no_blocks(e);
+	if (fd >= 0 && ct->extents.whole_ok) {
+		be.map = ct->extents.whole;
+		be.nr_map = ct->extents.nr_whole;
+	}
 	t->ctx->ops->check_inode(t->ctx, &bd, &be);
 }
 
@@ -386,6 +391,7 @@ static void check_regular(struct walk_thread *t, struct check_thread *ct,
 	}
 	int fd = walk_open_file(t, d, e, 0);
 
+	ct->extents.whole_ok = false;	/* until this file's map is read */
 	if (fd == -ENOKEY) {
 		/* Encrypted, key not loaded: what needs no open is still checked. */
 		check_xattrs(t, ct, d, e, -1);

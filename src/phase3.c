@@ -25,7 +25,9 @@
  * all that is held: nothing per inode.  XFS implements it with BULKSTAT,
  * one request per 64-inode window of the buffer's sorted numbers;
  * FSCRUB_DEBUG_NO_BULK=1 takes the old path (bench/bulk.sh compares).
- * Left for later: extent maps without FIEMAP (XFS GETFSMAP owner records
+ * The data fork's map phase 3 read whole is handed to the backend too
+ * (backend_entry.map): ext4 digests it instead of a FIEMAP and a statx
+ * of its own.  Left for later: extent maps without FIEMAP (XFS GETFSMAP owner records
  * with rmapbt, ext4's extent trees), ext4 records from its inode tables,
  * btrfs's from inode items, the ledger (it wants the VFS size).
  *

@@ -41,6 +41,7 @@
 
 struct scrub_ctx;
 struct dir_node;
+struct fiemap_extent;
 struct statx;
 
 /*
@@ -70,6 +71,13 @@ struct backend_entry {
 	 * opened, its (empty) extent map is known all the same.
 	 */
 	bool no_extents;
+	/*
+	 * The data fork's whole FIEMAP map (flags 0) as phase 3 read it just
+	 * now through fd, nr_map extents; NULL when it was not read whole (a
+	 * long map, a problem, a second name): map it yourself if need be.
+	 */
+	const struct fiemap_extent *map;
+	size_t nr_map;
 };
 
 /*
