@@ -335,9 +335,14 @@ static bool bulk_no_blocks(const struct walk_entry *e)
 	       e->bulk->blocks == 0;
 }
 
-/* The backend's own per-entry checks (fd: an open regular file, or -1). */
+/*
+ * The backend's own per-entry checks (fd: an open regular file, or -1).
+ * vfs: the open file's statx, or NULL; an entry from a bulk record is
+ * then handed over as the VFS shows it, which the backend may compare
+ * with its own view (XFS's walkstat), as it does every stat'ed entry.
+ */
 static void backend_check_inode(struct walk_thread *t, const struct walk_dir *d,
-				const struct walk_entry *e, int fd)
+				const struct walk_entry *e, int fd, const struct statx *vfs)
 {
 	struct check_thread *ct = t->vstate;
 	struct backend_dir bd;
@@ -348,6 +353,10 @@ static void backend_check_inode(struct walk_thread *t, const struct walk_dir *d,
 	bd = backend_dir_of(t, d);
 	be = backend_entry_of(e, fd);
 	be.no_extents = bulk_no_blocks(e);
+	if (vfs && e->bulk) {
+		be.stx = vfs;
+		be.bulk = false;
+	}
 	if (fd >= 0 && ct->extents.whole_ok) {
 		be.map = ct->extents.whole;
 		be.nr_map = ct->extents.nr_whole;
@@ -386,16 +395,17 @@ static void check_regular(struct walk_thread *t, struct check_thread *ct,
 	 */
 	if (bulk_no_blocks(e)) {
 		check_xattrs(t, ct, d, e, -1);
-		backend_check_inode(t, d, e, -1);
+		backend_check_inode(t, d, e, -1, NULL);
 		return;
 	}
-	int fd = walk_open_file(t, d, e, 0);
+	struct statx vfs;
+	int fd = walk_open_file_stx(t, d, e, 0, &vfs);
 
 	ct->extents.whole_ok = false;	/* until this file's map is read */
 	if (fd == -ENOKEY) {
 		/* Encrypted, key not loaded: what needs no open is still checked. */
 		check_xattrs(t, ct, d, e, -1);
-		backend_check_inode(t, d, e, -1);
+		backend_check_inode(t, d, e, -1, NULL);
 	}
 	if (fd < 0)
 		return;
@@ -408,7 +418,7 @@ static void check_regular(struct walk_thread *t, struct check_thread *ct,
 		else
 			ledger_note(ctx->ledger, &ct->ledger, e, ct->xattrs.ledger_named);
 	}
-	backend_check_inode(t, d, e, fd);
+	backend_check_inode(t, d, e, fd, &vfs);
 	close(fd);
 }
 
@@ -491,7 +501,7 @@ static void inode_entry(struct walk_thread *t, struct walk_dir *d,
 		break;
 	}
 	check_xattrs(t, ct, d, e, -1);
-	backend_check_inode(t, d, e, -1);
+	backend_check_inode(t, d, e, -1, NULL);
 }
 
 static void inode_dir_begin(struct walk_thread *t, struct walk_dir *d)

@@ -38,6 +38,14 @@
 int walk_open_file(struct walk_thread *t, const struct walk_dir *d,
 		   const struct walk_entry *e, int extra_flags)
 {
+	struct statx now;
+
+	return walk_open_file_stx(t, d, e, extra_flags, &now);
+}
+
+int walk_open_file_stx(struct walk_thread *t, const struct walk_dir *d,
+		       const struct walk_entry *e, int extra_flags, struct statx *out)
+{
 	struct scrub_ctx *ctx = t->ctx;
 	int flags = FILE_OPEN_FLAGS | O_NOATIME | extra_flags;
 	int fd = openat(d->fd, e->name, flags);
@@ -71,6 +79,7 @@ int walk_open_file(struct walk_thread *t, const struct walk_dir *d,
 		close(fd);
 		return -1;	/* replaced since the walk's statx */
 	}
+	*out = now;
 	return fd;
 }
 

@@ -137,5 +137,8 @@ int dirent_iterate(int fd, char *buf, size_t bufsize, dirent_fn fn, void *arg);
  */
 int walk_open_file(struct walk_thread *t, const struct walk_dir *d,
 		   const struct walk_entry *e, int extra_flags);
+/* The same, and the open file's statx in *now when it returns an fd. */
+int walk_open_file_stx(struct walk_thread *t, const struct walk_dir *d,
+		       const struct walk_entry *e, int extra_flags, struct statx *now);
 
 #endif

@@ -155,3 +155,27 @@ def test_syscalls_per_file(image_factory, workdir, fstype):
         # FIEMAP: one per file (was two), statx two per file (was three).
         assert c["ioctl"] < files + 100, c
         assert c["statx"] < 2 * files + 100, c
+
+
+def test_opened_files_still_compared_with_bulkstat(image_factory):
+    """A file taken from its BULKSTAT record and opened (it has blocks to
+    map) is still compared with BULKSTAT as the open file's statx shows
+    it (xfs.bulkstat, xfs_walkstat.c); an empty file, never opened, has
+    nothing but its record."""
+    need_fs("xfs")
+    img = image_factory("xfs", size_mb=300)
+    img.mkfs()
+    mnt = img.mount()
+    os.mkdir(os.path.join(mnt, "d"))
+    for i in range(50):
+        with open(os.path.join(mnt, "d", "f%02d" % i), "wb") as f:
+            f.write(b"x" * 100)
+    for i in range(10):
+        open(os.path.join(mnt, "d", "e%02d" % i), "w").close()
+    img.remount()
+    time.sleep(1.1)
+    r = run_fscrub("-v", mnt)
+    assert r.rc == 0 and r.errors == [], r
+    assert bulk_counts(r) == (60, 61), r
+    c = re.search(r"Phase 3: (\d+) inodes compared with BULKSTAT", r.stdout)
+    assert c and int(c.group(1)) == 50 + 2, r    # the files with data, and 2 directories
