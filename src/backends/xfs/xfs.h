@@ -18,8 +18,10 @@
  *                 orphaned inodes, bulkstat health, the reverse-mapping
  *                 cross-check with GETFSMAP; per-inode findings reported
  *                 with the names the walk found.
- *   xfs_walkstat.c phase 3, in the walk: each inode reached against its
- *                 BULKSTAT, a directory's entries in a few requests.
+ *   xfs_walkstat.c phase 3, in the walk: the walk's bulk records (each
+ *                 getdents buffer's inodes by BULKSTAT), and each inode
+ *                 stat'ed or opened against its BULKSTAT, a directory's
+ *                 entries in a few requests.
  *   xfs_quota.c   phase 3, after the walk: quota usage per user, group and
  *                 project against what BULKSTAT's inodes add up to.
  *
