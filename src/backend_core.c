@@ -22,7 +22,7 @@ struct backend_dir backend_dir_of(const struct walk_thread *t, const struct walk
 struct backend_entry backend_entry_of(const struct walk_entry *e, int fd)
 {
 	return (struct backend_entry){ .name = e->name, .namelen = e->namelen,
-				       .stx = &e->stx, .fd = fd };
+				       .stx = &e->stx, .fd = fd, .bulk = e->bulk != NULL };
 }
 
 bool backend_reached(const struct scrub_ctx *ctx, uint64_t dev, uint64_t ino)

@@ -61,4 +61,5 @@ void scrub_stats_add(struct scrub_stats *to, const struct scrub_stats *from)
 	to->bytes_read += from->bytes_read;
 	to->blocks += from->blocks;
 	to->inodes += from->inodes;
+	to->bulk += from->bulk;
 }

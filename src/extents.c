@@ -90,12 +90,27 @@ void extent_buf_init(struct extent_buf *eb)
 	eb->max_extents = FIEMAP_BATCH;
 	eb->fm = xcalloc(1, sizeof(struct fiemap) +
 			 FIEMAP_BATCH * sizeof(struct fiemap_extent));
+	eb->whole = xcalloc(FIEMAP_BATCH, sizeof(*eb->whole));
 }
 
 void extent_buf_release(struct extent_buf *eb)
 {
 	free(eb->fm);
 	eb->fm = NULL;
+	free(eb->whole);
+	eb->whole = NULL;
+}
+
+/* Keep the data fork's map if the last FIEMAP call returned all of it. */
+static void keep_whole(struct extent_buf *eb, const struct extent_cursor *cur)
+{
+	const struct fiemap *fm = eb->fm;
+
+	if (cur->nr_extents != fm->fm_mapped_extents || cur->nr_extents > eb->max_extents)
+		return;
+	memcpy(eb->whole, fm->fm_extents, fm->fm_mapped_extents * sizeof(*eb->whole));
+	eb->nr_whole = fm->fm_mapped_extents;
+	eb->whole_ok = true;
 }
 
 /*
@@ -209,6 +224,7 @@ static bool check_fork(struct walk_thread *t, struct extent_buf *eb,
 		if (!flags) {
 			eb->collected = !eb->unlocated && !elsewhere && !eb->compressed;
 			eb->data_bytes = cur.mapped_bytes;
+			keep_whole(eb, &cur);
 		}
 		return true;
 	}
@@ -301,6 +317,7 @@ void extents_check_file(struct walk_thread *t, struct extent_buf *eb,
 	 */
 	eb->collected = false;
 	eb->unlocated = false;
+	eb->whole_ok = false;
 	eb->elsewhere = ctx->ops->data_elsewhere && ctx->ops->data_elsewhere(ctx, fd);
 	eb->compressed = (e->stx.stx_attributes_mask & STATX_ATTR_COMPRESSED) &&
 			 (e->stx.stx_attributes & STATX_ATTR_COMPRESSED);

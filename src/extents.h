@@ -69,6 +69,14 @@ struct extent_buf {
 	bool elsewhere;			/* the data fork is on another device (XFS realtime) */
 	bool compressed;		/* STATX_ATTR_COMPRESSED: every extent is encoded */
 	uint64_t data_bytes;		/* bytes the last data fork mapped */
+	/*
+	 * The last data fork's whole map, when one FIEMAP call returned all
+	 * of it and it checked out: nr_whole extents in whole (whole_ok);
+	 * handed to the backend's check_inode (backend_entry.map).
+	 */
+	struct fiemap_extent *whole;
+	unsigned nr_whole;
+	bool whole_ok;
 };
 
 void extent_buf_init(struct extent_buf *eb);

@@ -331,10 +331,26 @@ static void check_symlink(struct walk_thread *t, struct check_thread *ct,
  * are checked, and collected for the cross-link check, at that name only:
  * an inode is one map however many names it has.
  */
-/* The backend's own per-entry checks (fd: an open regular file, or -1). */
-static void backend_check_inode(struct walk_thread *t, const struct walk_dir *d,
-				const struct walk_entry *e, int fd)
+/*
+ * A regular file whose bulk record says it owns no blocks: no data
+ * extents and no attribute blocks, so FIEMAP has nothing to map.
+ */
+static bool bulk_no_blocks(const struct walk_entry *e)
 {
+	return e->bulk && S_ISREG(e->bulk->mode) && e->bulk->nextents == 0 &&
+	       e->bulk->blocks == 0;
+}
+
+/*
+ * The backend's own per-entry checks (fd: an open regular file, or -1).
+ * vfs: the open file's statx, or NULL; an entry from a bulk record is
+ * then handed over as the VFS shows it, which the backend may compare
+ * with its own view (XFS's walkstat), as it does every stat'ed entry.
+ */
+static void backend_check_inode(struct walk_thread *t, const struct walk_dir *d,
+				const struct walk_entry *e, int fd, const struct statx *vfs)
+{
+	struct check_thread *ct = t->vstate;
 	struct backend_dir bd;
 	struct backend_entry be;
 
@@ -342,32 +358,73 @@ static void backend_check_inode(struct walk_thread *t, const struct walk_dir *d,
 		return;
 	bd = backend_dir_of(t, d);
 	be = backend_entry_of(e, fd);
+	be.no_extents = bulk_no_blocks(e);
+	if (vfs && e->bulk) {
+		be.stx = vfs;
+		be.bulk = false;
+	}
+	if (fd >= 0 && ct->extents.whole_ok) {
+		be.map = ct->extents.whole;
+		be.nr_map = ct->extents.nr_whole;
+	}
 	t->ctx->ops->check_inode(t->ctx, &bd, &be);
+}
+
+/*
+ * A bulk record without attributes: nothing to list.  (One added since
+ * the record was read is left for the next run: never a false alarm.)
+ */
+static bool bulk_no_xattrs(const struct walk_entry *e)
+{
+	return e->bulk && !(e->bulk->flags & BACKEND_INODE_XATTRS);
+}
+
+/* The attributes of an entry, unless its bulk record says it has none. */
+static void check_xattrs(struct walk_thread *t, struct check_thread *ct,
+			 const struct walk_dir *d, const struct walk_entry *e, int fd)
+{
+	if (bulk_no_xattrs(e)) {
+		ct->xattrs.ledger_named = false;
+		return;
+	}
+	xattrs_check_entry(t, &ct->xattrs, d, e, fd);
 }
 
 static void check_regular(struct walk_thread *t, struct check_thread *ct,
 			  struct walk_dir *d, const struct walk_entry *e, bool first)
 {
 	struct scrub_ctx *ctx = t->ctx;
-	int fd = walk_open_file(t, d, e, 0);
 
+	/*
+	 * Its bulk record leaves no map to read: not opened, its attributes
+	 * (if it may have any) listed by path, as a symlink's are.
+	 */
+	if (bulk_no_blocks(e)) {
+		check_xattrs(t, ct, d, e, -1);
+		backend_check_inode(t, d, e, -1, NULL);
+		return;
+	}
+	struct statx vfs;
+	int fd = walk_open_file_stx(t, d, e, 0, &vfs);
+
+	ct->extents.whole_ok = false;	/* until this file's map is read */
 	if (fd == -ENOKEY) {
 		/* Encrypted, key not loaded: what needs no open is still checked. */
-		xattrs_check_entry(t, &ct->xattrs, d, e, -1);
-		backend_check_inode(t, d, e, -1);
+		check_xattrs(t, ct, d, e, -1);
+		backend_check_inode(t, d, e, -1, NULL);
 	}
 	if (fd < 0)
 		return;
 	if (first)
 		extents_check_file(t, &ct->extents, d, e, fd);
-	xattrs_check_entry(t, &ct->xattrs, d, e, fd);
+	check_xattrs(t, ct, d, e, fd);
 	if (ledger_wants(ctx->ledger, ct->xattrs.ledger_named)) {
 		if (ctx->ops->data_checksummed && ctx->ops->data_checksummed(ctx, fd))
 			ledger_leave_to_fs(ctx->ledger);
 		else
 			ledger_note(ctx->ledger, &ct->ledger, e, ct->xattrs.ledger_named);
 	}
-	backend_check_inode(t, d, e, fd);
+	backend_check_inode(t, d, e, fd, &vfs);
 	close(fd);
 }
 
@@ -449,8 +506,8 @@ static void inode_entry(struct walk_thread *t, struct walk_dir *d,
 		t->stats.specials++;
 		break;
 	}
-	xattrs_check_entry(t, &ct->xattrs, d, e, -1);
-	backend_check_inode(t, d, e, -1);
+	check_xattrs(t, ct, d, e, -1);
+	backend_check_inode(t, d, e, -1, NULL);
 }
 
 static void inode_dir_begin(struct walk_thread *t, struct walk_dir *d)
@@ -718,4 +775,5 @@ const struct walk_visitor inode_check_visitor = {
 	.entry = inode_entry,
 	.dir_end = inode_dir_end,
 	.keep_reached = true,
+	.bulk = true,
 };

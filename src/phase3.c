@@ -8,6 +8,29 @@
  * After the walk the backend's scan_inodes hook compares the inode table
  * it reads in bulk with what the walk reached.
  *
+ * Bulk inode records (issue 22, first slice).  Per file the walk used to
+ * cost a statx by name, an open, a statx of the open file, a FIEMAP, an
+ * xattr listing and a close (on ext4 the backend adds a FIEMAP and a
+ * statx of its own): 6 system calls per file on XFS, 8 on ext4, measured
+ * with strace -c on 200 000 small files.  A backend that reads inodes in
+ * bulk now offers the bulk_inodes hook (backend.h): before a getdents
+ * buffer's entries are visited, the walk hands it their inode numbers and
+ * gets records (mode, links, size, times, blocks, extent count, xattr
+ * presence), joined with the entries by inode number.  An entry whose
+ * record agrees with it (same type, one link, not a directory) is not
+ * stat'ed; a file whose record owns no blocks is not opened; an inode
+ * without an attribute fork is not listed.  Everything else takes the old
+ * path, and every finding is still confirmed through the VFS (a stale
+ * record makes a suspect, never a report).  The records of one buffer are
+ * all that is held: nothing per inode.  XFS implements it with BULKSTAT,
+ * one request per 64-inode window of the buffer's sorted numbers;
+ * FSCRUB_DEBUG_NO_BULK=1 takes the old path (bench/bulk.sh compares).
+ * The data fork's map phase 3 read whole is handed to the backend too
+ * (backend_entry.map): ext4 digests it instead of a FIEMAP and a statx
+ * of its own.  Left for later: extent maps without FIEMAP (XFS GETFSMAP owner records
+ * with rmapbt, ext4's extent trees), ext4 records from its inode tables,
+ * btrfs's from inode items, the ledger (it wants the VFS size).
+ *
  * Reads: what phase 1 found.  Leaves for later phases (context.h,
  * "Products", released by phases_release()):
  *   - ctx->links: every multiply-linked inode and the names found for it,
@@ -77,6 +100,9 @@ int phase3_inodes(struct scrub_ctx *ctx, unsigned long long *items)
 		       "%llu names checked for look-alikes", stats.dirs, stats.files,
 		       stats.symlinks, stats.specials, stats.extents, stats.xattrs,
 		       stats.xattr_values, ctx->stats.names);
+	if (ctx->ops->bulk_inodes)
+		report_verbose(ctx, "Phase 3: %llu of %llu entries' inodes from bulk records, "
+			       "the others stat'ed", stats.bulk, stats.entries);
 	if (stats.symlinks_unread)
 		str_info(ctx, CHECK_SYMLINK_UNREAD, NULL, NULL, 0,
 			 "%llu of %llu symlinks were not read (symlink.size not checked): "

@@ -13,6 +13,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "backends/backend.h"
 #include "checks.h"
 #include "report.h"
 #include "strbuf.h"
@@ -25,12 +26,25 @@
  * amortise the syscall without holding much memory per thread.
  */
 #define DENTS_BUFSIZE (64 * 1024)
+/*
+ * The most entries one such buffer holds: the smallest getdents64 record
+ * is 24 bytes (19 of header, a 1-byte name and its NUL, 8-byte aligned).
+ */
+#define DENTS_MAX_ENTRIES (DENTS_BUFSIZE / 24)
 
 
 #define FILE_OPEN_FLAGS (O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC)
 
 int walk_open_file(struct walk_thread *t, const struct walk_dir *d,
 		   const struct walk_entry *e, int extra_flags)
+{
+	struct statx now;
+
+	return walk_open_file_stx(t, d, e, extra_flags, &now);
+}
+
+int walk_open_file_stx(struct walk_thread *t, const struct walk_dir *d,
+		       const struct walk_entry *e, int extra_flags, struct statx *out)
 {
 	struct scrub_ctx *ctx = t->ctx;
 	int flags = FILE_OPEN_FLAGS | O_NOATIME | extra_flags;
@@ -65,6 +79,7 @@ int walk_open_file(struct walk_thread *t, const struct walk_dir *d,
 		close(fd);
 		return -1;	/* replaced since the walk's statx */
 	}
+	*out = now;
 	return fd;
 }
 
@@ -92,7 +107,11 @@ static int dirent_buffer(char *buf, long n, dirent_fn fn, void *arg)
 	return 0;
 }
 
-int dirent_iterate(int fd, char *buf, size_t bufsize, dirent_fn fn, void *arg)
+/* Called with each getdents64 buffer before its entries are (may be NULL). */
+typedef void (*dirent_batch_fn)(void *arg, const char *buf, long n);
+
+static int dirent_iterate_batched(int fd, char *buf, size_t bufsize, dirent_batch_fn batch,
+				  dirent_fn fn, void *arg)
 {
 	if (lseek(fd, 0, SEEK_SET) < 0)
 		return -errno;
@@ -103,15 +122,30 @@ int dirent_iterate(int fd, char *buf, size_t bufsize, dirent_fn fn, void *arg)
 			return -errno;
 		if (n == 0)
 			return 0;
+		if (batch)
+			batch(arg, buf, n);
 		int ret = dirent_buffer(buf, n, fn, arg);
 		if (ret)
 			return ret;
 	}
 }
 
+int dirent_iterate(int fd, char *buf, size_t bufsize, dirent_fn fn, void *arg)
+{
+	return dirent_iterate_batched(fd, buf, bufsize, NULL, fn, arg);
+}
+
 struct walk_state {
 	struct scrub_ctx *ctx;
 	const struct walk_visitor *v;
+	bool use_bulk;			/* ask the backend's bulk_inodes hook */
+	/*
+	 * FSCRUB_DEBUG_AFTER_BULK: a shell command run once, after the first
+	 * bulk records and before their entries are visited (for the tests of
+	 * an inode that changes in between).
+	 */
+	const char *after_bulk;
+	atomic_bool after_bulk_ran;
 	struct inoset *seen;		/* every inode reached */
 	struct workqueue wq;
 	struct walk_thread *threads;
@@ -146,6 +180,111 @@ static void second_dir_name(struct scrub_ctx *ctx, struct walk_dir *d,
 			  "directory was already reached by another name");
 }
 
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * Before a getdents buffer's entries are visited: the backend's records
+ * of the inodes of its non-directory entries (directories are stat'ed:
+ * the walk needs their mount id), in t->bulk, sorted by inode.
+ */
+static void bulk_fetch(void *arg, const char *buf, long n)
+{
+	struct dir_visit *dv = arg;
+	struct walk_thread *t = dv->t;
+	struct scrub_ctx *ctx = t->ctx;
+	size_t k = 0, u = 0;
+
+	t->nr_bulk = 0;
+	for (long pos = 0; pos < n;) {
+		const struct linux_dirent64 *d = (const struct linux_dirent64 *)(buf + pos);
+
+		if (d->d_type != DT_DIR && d->d_type != DT_UNKNOWN && d->d_ino &&
+		    k < DENTS_MAX_ENTRIES)
+			t->bulk_inos[k++] = d->d_ino;
+		pos += d->d_reclen;
+	}
+	if (!k || scrub_should_stop(ctx))
+		return;
+	qsort(t->bulk_inos, k, sizeof(*t->bulk_inos), u64_cmp);
+	for (size_t i = 0; i < k; i++)
+		if (!u || t->bulk_inos[u - 1] != t->bulk_inos[i])
+			t->bulk_inos[u++] = t->bulk_inos[i];
+	if (ctx->ops->bulk_inodes(ctx, t->index, t->bulk_inos, u, t->bulk) <= 0)
+		return;
+	t->nr_bulk = u;
+	if (dv->ws->after_bulk && !atomic_exchange(&dv->ws->after_bulk_ran, true) &&
+	    system(dv->ws->after_bulk) != 0)
+		report_verbose(ctx, "FSCRUB_DEBUG_AFTER_BULK failed");
+}
+
+/*
+ * The bulk record that may stand for this entry's statx: one of a
+ * single-link non-directory whose type is the entry's.  Anything else
+ * (a hard link, whose count phase 4 compares with its names; a type the
+ * entry disagrees with, a suspect) is stat'ed.
+ */
+static const struct backend_inode *bulk_record(const struct walk_thread *t, uint64_t d_ino,
+					       unsigned char d_type)
+{
+	size_t lo = 0, hi = t->nr_bulk;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (t->bulk_inos[mid] < d_ino)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == t->nr_bulk || t->bulk_inos[lo] != d_ino)
+		return NULL;
+	const struct backend_inode *b = &t->bulk[lo];
+
+	if (b->ino != d_ino || b->nlink != 1 || S_ISDIR(b->mode) ||
+	    ((b->mode & S_IFMT) >> 12) != d_type)
+		return NULL;
+	return b;
+}
+
+static void ts_of_ns(struct statx_timestamp *ts, int64_t ns)
+{
+	int64_t sec = ns / 1000000000LL, nsec = ns % 1000000000LL;
+
+	if (nsec < 0) {
+		sec--;
+		nsec += 1000000000LL;
+	}
+	ts->tv_sec = sec;
+	ts->tv_nsec = (uint32_t)nsec;
+}
+
+/* The statx the walk would have got, as far as the record tells. */
+static void stx_of_bulk(const struct scrub_ctx *ctx, const struct backend_inode *b,
+			struct statx *stx)
+{
+	memset(stx, 0, sizeof(*stx));
+	stx->stx_mask = STATX_BASIC_STATS | (b->btime_ns ? STATX_BTIME : 0);
+	stx->stx_blksize = ctx->root_stx.stx_blksize;
+	stx->stx_nlink = b->nlink;
+	stx->stx_uid = b->uid;
+	stx->stx_gid = b->gid;
+	stx->stx_mode = b->mode;
+	stx->stx_ino = b->ino;
+	stx->stx_size = b->size;
+	stx->stx_blocks = b->blocks;
+	ts_of_ns(&stx->stx_atime, b->atime_ns);
+	ts_of_ns(&stx->stx_btime, b->btime_ns);
+	ts_of_ns(&stx->stx_ctime, b->ctime_ns);
+	ts_of_ns(&stx->stx_mtime, b->mtime_ns);
+	stx->stx_dev_major = ctx->root_stx.stx_dev_major;
+	stx->stx_dev_minor = ctx->root_stx.stx_dev_minor;
+}
+
 static int visit_entry(void *arg, const char *name, size_t namelen,
 		       uint64_t d_ino, unsigned char d_type)
 {
@@ -173,6 +312,9 @@ static int visit_entry(void *arg, const char *name, size_t namelen,
 	/* A name with '/' or NUL cannot be looked up; the visitor reports it. */
 	if (namelen == 0 || memchr(name, '/', namelen)) {
 		e.stat_err = EINVAL;
+	} else if ((e.bulk = bulk_record(dv->t, d_ino, d_type)) != NULL) {
+		stx_of_bulk(ctx, e.bulk, &e.stx);
+		dv->t->stats.bulk++;
 	} else {
 		int ret = stx_get(d->fd, name, &e.stx);
 
@@ -280,7 +422,9 @@ static void walk_one_dir(struct workqueue *wq, struct wq_item *item,
 		ws->v->dir_begin(t, &d);
 	unsigned long long locked = t->nr_locked;
 
-	ret = dirent_iterate(d.fd, t->dents, t->dents_size, visit_entry, &dv);
+	ret = dirent_iterate_batched(d.fd, t->dents, t->dents_size,
+				     ws->use_bulk ? bulk_fetch : NULL, visit_entry, &dv);
+	t->nr_bulk = 0;
 	if (ret < 0)
 		d.read_err = -ret;
 	d.nr_locked = t->nr_locked - locked;
@@ -305,6 +449,13 @@ int walk_tree(struct scrub_ctx *ctx, const struct walk_visitor *v, void *arg,
 		return -errno;
 	}
 	inoset_test_and_set(ws.seen, stx_devno(&ctx->root_stx), ctx->root_stx.stx_ino);
+	/*
+	 * Not with the checksum ledger: it notes each file's size and mtime
+	 * as the VFS has them (a bulk record's size is the one on disk).
+	 */
+	ws.use_bulk = v->bulk && ctx->ops->bulk_inodes && !ctx->ledger &&
+		      !getenv("FSCRUB_DEBUG_NO_BULK");
+	ws.after_bulk = getenv("FSCRUB_DEBUG_AFTER_BULK");
 	ws.threads = xcalloc(n, sizeof(*ws.threads));
 	for (unsigned i = 0; i < n; i++) {
 		ws.threads[i].ctx = ctx;
@@ -312,6 +463,12 @@ int walk_tree(struct scrub_ctx *ctx, const struct walk_visitor *v, void *arg,
 		ws.threads[i].dents_size = DENTS_BUFSIZE;
 		ws.threads[i].dents = xmalloc(DENTS_BUFSIZE);
 		ws.threads[i].varg = arg;
+		if (ws.use_bulk) {
+			ws.threads[i].bulk_inos = xcalloc(DENTS_MAX_ENTRIES,
+							  sizeof(*ws.threads[i].bulk_inos));
+			ws.threads[i].bulk = xcalloc(DENTS_MAX_ENTRIES,
+						     sizeof(*ws.threads[i].bulk));
+		}
 		if (v->thread_init)
 			ws.threads[i].vstate = v->thread_init(ctx, i);
 	}
@@ -333,6 +490,8 @@ int walk_tree(struct scrub_ctx *ctx, const struct walk_visitor *v, void *arg,
 		if (v->thread_free)
 			v->thread_free(ws.threads[i].vstate);
 		free(ws.threads[i].dents);
+		free(ws.threads[i].bulk_inos);
+		free(ws.threads[i].bulk);
 	}
 	free(ws.threads);
 	if (v->keep_reached && ret >= 0) {

@@ -8,6 +8,14 @@
  * entry to a visitor.  Phase 3 (inode_check.c) and phase 5 (dataverify.c)
  * are visitors; a backend adds its own per-inode checks through its ops.
  *
+ * Bulk records: when the visitor asks for them and the backend has a
+ * bulk_inodes hook (backend.h), each getdents buffer's inode numbers are
+ * handed to the backend first, and a non-directory entry whose record
+ * agrees with its directory entry (type, a single link) gets its statx
+ * made from the record instead of asked for (walk_entry.bulk).  Every
+ * other entry -- directories, whose mount id the walk needs, hard links,
+ * entries without a record -- is stat'ed as before.
+ *
  * Never crossing into another mount: an entry whose statx mount id differs
  * from the root's (or, on kernels without STATX_MNT_ID, that is a mount
  * root) is reported as a skipped submount and not entered.  btrfs
@@ -26,6 +34,8 @@
 #include "context.h"
 #include "stx.h"
 
+struct backend_inode;
+
 struct walk_entry {
 	const char *name;
 	size_t namelen;
@@ -38,6 +48,12 @@ struct walk_entry {
 	 * already reached by another name in this walk.
 	 */
 	bool seen_before;
+	/*
+	 * stx was made from this bulk record, not by statx (NULL: stat'ed).
+	 * Nothing may be reported from it alone: a finding is looked at
+	 * again through the VFS first, as every finding is.
+	 */
+	const struct backend_inode *bulk;
 	struct statx stx;
 };
 
@@ -69,6 +85,10 @@ struct walk_thread {
 	void *vstate;			/* the visitor's per-thread state */
 	void *varg;			/* walk_tree()'s arg */
 	unsigned long long nr_locked;	/* ENOKEY opens so far (walk_dir.nr_locked) */
+	/* Bulk records of the current getdents buffer, sorted by inode. */
+	uint64_t *bulk_inos;
+	struct backend_inode *bulk;
+	size_t nr_bulk;
 };
 
 struct walk_visitor {
@@ -81,6 +101,8 @@ struct walk_visitor {
 	void (*dir_end)(struct walk_thread *t, struct walk_dir *d);
 	/* Keep the set of inodes reached in ctx->reached (phase 3's walk). */
 	bool keep_reached;
+	/* Take inodes from the backend's bulk records where it has them. */
+	bool bulk;
 };
 
 /*
@@ -116,5 +138,8 @@ int dirent_iterate(int fd, char *buf, size_t bufsize, dirent_fn fn, void *arg);
  */
 int walk_open_file(struct walk_thread *t, const struct walk_dir *d,
 		   const struct walk_entry *e, int extra_flags);
+/* The same, and the open file's statx in *now when it returns an fd. */
+int walk_open_file_stx(struct walk_thread *t, const struct walk_dir *d,
+		       const struct walk_entry *e, int extra_flags, struct statx *now);
 
 #endif

@@ -26,7 +26,7 @@
  *
  * Threading: hooks that take only the context run on the main thread,
  * one at a time, and may change the backend's state (ctx->backend) as
- * they like.  check_dir, check_inode, data_elsewhere,
+ * they like.  bulk_inodes, check_dir, check_inode, data_elsewhere,
  * data_checksummed and list_xattrs run in the walk threads, many at once: they may touch
  * only per-thread state (indexed by backend_dir.thread) or state they
  * lock or update atomically, and must not block for long (the walk
@@ -41,6 +41,7 @@
 
 struct scrub_ctx;
 struct dir_node;
+struct fiemap_extent;
 struct statx;
 struct strbuf;
 
@@ -59,8 +60,46 @@ struct backend_dir {
 struct backend_entry {
 	const char *name;		/* NUL-terminated, relative to backend_dir.fd */
 	size_t namelen;
-	const struct statx *stx;	/* the inode as the walk stat'ed it */
+	/*
+	 * The inode as the walk stat'ed it, or as the backend's bulk_inodes
+	 * record gave it (bulk): the backend's own view then, not the VFS's.
+	 */
+	const struct statx *stx;
 	int fd;				/* an open regular file, or -1 */
+	bool bulk;			/* stx is from a bulk_inodes record */
+	/*
+	 * A regular file its bulk record says maps no data blocks: not
+	 * opened, its (empty) extent map is known all the same.
+	 */
+	bool no_extents;
+	/*
+	 * The data fork's whole FIEMAP map (flags 0) as phase 3 read it just
+	 * now through fd, nr_map extents; NULL when it was not read whole (a
+	 * long map, a problem, a second name): map it yourself if need be.
+	 */
+	const struct fiemap_extent *map;
+	size_t nr_map;
+};
+
+/*
+ * One inode as a backend reads it in bulk (bulk_inodes): what phase 3
+ * would otherwise ask statx for, plus what tells it which per-file
+ * calls it may leave out.  Times are nanoseconds since the epoch;
+ * blocks are 512-byte units, as st_blocks.
+ */
+struct backend_inode {
+	uint64_t ino;			/* 0: no record for this number */
+	uint64_t size, blocks;
+	int64_t atime_ns, mtime_ns, ctime_ns, btime_ns;
+	uint32_t nlink, uid, gid, gen;
+	uint32_t nextents;		/* data extents (UINT32_MAX: more, or unknown) */
+	uint16_t mode;
+	uint16_t flags;			/* BACKEND_INODE_* */
+};
+
+enum {
+	/* The inode may have extended attributes (else it has none). */
+	BACKEND_INODE_XATTRS = 1 << 0,
 };
 
 struct scrub_ops {
@@ -84,6 +123,21 @@ struct scrub_ops {
 	 * it has been read (after check_inode for each of its entries) ...
 	 */
 	void (*check_dir)(struct scrub_ctx *ctx, const struct backend_dir *d);
+	/*
+	 * Phase 3, walk threads, before the entries of each getdents buffer
+	 * are visited: the records of the inodes inos[0 .. n-1] (sorted,
+	 * distinct), in out[i] for inos[i], out[i].ino = 0 for a number it
+	 * has no record of (freed, unreadable, not asked).  The walk then
+	 * takes a non-directory entry's inode from its record instead of a
+	 * statx, and leaves out the open, FIEMAP and xattr listing the record
+	 * says are not needed; any entry without a record, or whose record
+	 * disagrees with its directory entry, is stat'ed as before.  Every
+	 * finding is still confirmed through the VFS before it is reported.
+	 * Returns the number of records, or a negative errno (then none).
+	 * NULL: the walk stats every entry (FSCRUB_DEBUG_NO_BULK=1 too).
+	 */
+	int (*bulk_inodes)(struct scrub_ctx *ctx, unsigned thread, const uint64_t *inos,
+			   size_t n, struct backend_inode *out);
 	/* ... and of each entry whose inode could be stat'ed. */
 	void (*check_inode)(struct scrub_ctx *ctx, const struct backend_dir *d,
 			    const struct backend_entry *e);

@@ -155,6 +155,34 @@ static uint32_t digest_end(struct map_digest *m)
 			    FIEMAP_EXTENT_DATA_TAIL | FIEMAP_EXTENT_NOT_ALIGNED)
 
 /* The digest of fd's FIEMAP map in fs blocks; false if it cannot be compared. */
+/* Add FIEMAP extents to the digest; false if one has no place in blocks. */
+static bool digest_extents(struct map_digest *m, const struct fiemap_extent *ext, size_t n,
+			   unsigned bs)
+{
+	for (size_t i = 0; i < n; i++) {
+		const struct fiemap_extent *x = &ext[i];
+
+		if ((x->fe_flags & FIEMAP_NOT_ON_DISK) || x->fe_logical % bs ||
+		    x->fe_physical % bs || x->fe_length % bs)
+			return false;
+		digest_add(m, x->fe_logical / bs, x->fe_physical / bs, x->fe_length / bs,
+			   x->fe_flags & FIEMAP_EXTENT_UNWRITTEN);
+	}
+	return true;
+}
+
+/* The digest of a whole map phase 3 already read (backend_entry.map). */
+static bool map_digest(const struct fiemap_extent *ext, size_t n, unsigned bs, uint32_t *out)
+{
+	struct map_digest m;
+
+	digest_init(&m);
+	if (!digest_extents(&m, ext, n, bs))
+		return false;
+	*out = digest_end(&m);
+	return true;
+}
+
 static bool fiemap_digest(int fd, unsigned bs, uint32_t *out)
 {
 	struct {
@@ -172,15 +200,8 @@ static bool fiemap_digest(int fd, unsigned bs, uint32_t *out)
 		req.fm.fm_extent_count = HOOK_FIEMAP_BATCH;
 		if (ioctl(fd, FS_IOC_FIEMAP, &req.fm) < 0)
 			return false;
-		for (unsigned i = 0; i < req.fm.fm_mapped_extents; i++) {
-			const struct fiemap_extent *x = &req.ext[i];
-
-			if ((x->fe_flags & FIEMAP_NOT_ON_DISK) || x->fe_logical % bs ||
-			    x->fe_physical % bs || x->fe_length % bs)
-				return false;
-			digest_add(&m, x->fe_logical / bs, x->fe_physical / bs, x->fe_length / bs,
-				   x->fe_flags & FIEMAP_EXTENT_UNWRITTEN);
-		}
+		if (!digest_extents(&m, req.ext, req.fm.fm_mapped_extents, bs))
+			return false;
 		if (req.fm.fm_mapped_extents < HOOK_FIEMAP_BATCH ||
 		    (req.ext[req.fm.fm_mapped_extents - 1].fe_flags & FIEMAP_EXTENT_LAST))
 			break;
@@ -225,7 +246,14 @@ void ext4_check_inode(struct scrub_ctx *ctx, const struct backend_dir *d,
 		uint32_t h;
 		struct statx after;
 
-		if (s && fiemap_digest(e->fd, st->fs->blocksize, &h) &&
+		/*
+		 * Phase 3's own map when it has it whole (no second FIEMAP and
+		 * statx per file): read through this fd after the walk's look
+		 * at the inode, as ours would be.  A map that moves after it
+		 * (writeback) is a suspect the comparison looks at again.
+		 */
+		if (s && e->map ? map_digest(e->map, e->nr_map, st->fs->blocksize, &h) :
+		    s && fiemap_digest(e->fd, st->fs->blocksize, &h) &&
 		    stx_get(e->fd, NULL, &after) == 0 && stx_unchanged(&after, e->stx)) {
 			atomic_store(&s->map_hash, h);
 			flags |= EXT4_SEEN_MAP;

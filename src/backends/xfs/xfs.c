@@ -270,8 +270,12 @@ static void xfs_check_inode(struct scrub_ctx *ctx, const struct backend_dir *d,
 {
 	struct xfs_state *xs = xfs_state(ctx);
 
-	xfs_walkstat_add(ctx, d, e->name, e->stx);
-	if (e->fd >= 0 && S_ISREG(e->stx->stx_mode) && !stx_changed_during_scan(ctx, e->stx))
+	/* An inode from a bulk record is that BULKSTAT: nothing to compare. */
+	if (!e->bulk)
+		xfs_walkstat_add(ctx, d, e->name, e->stx);
+	/* Its map is collected: opened, or none by its bulk record. */
+	if ((e->fd >= 0 || e->no_extents) && S_ISREG(e->stx->stx_mode) &&
+	    !stx_changed_during_scan(ctx, e->stx))
 		inoset_test_and_set(xs->files, 0, e->stx->stx_ino);
 	xfs_names_note(&xs->named, d->node, e->name, e->namelen, e->stx->stx_ino);
 }
@@ -361,6 +365,7 @@ const struct scrub_ops xfs_ops = {
 	.scan_metadata = xfs_scan_metadata,
 	.scan_inodes = xfs_scan_inodes,
 	.check_dir = xfs_check_dir,
+	.bulk_inodes = xfs_walkstat_bulk,
 	.check_inode = xfs_check_inode,
 	.data_elsewhere = xfs_data_elsewhere,
 	.list_xattrs = xfs_list_xattrs,

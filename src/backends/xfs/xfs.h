@@ -18,8 +18,10 @@
  *                 orphaned inodes, bulkstat health, the reverse-mapping
  *                 cross-check with GETFSMAP; per-inode findings reported
  *                 with the names the walk found.
- *   xfs_walkstat.c phase 3, in the walk: each inode reached against its
- *                 BULKSTAT, a directory's entries in a few requests.
+ *   xfs_walkstat.c phase 3, in the walk: the walk's bulk records (each
+ *                 getdents buffer's inodes by BULKSTAT), and each inode
+ *                 stat'ed or opened against its BULKSTAT, a directory's
+ *                 entries in a few requests.
  *   xfs_attrlist.c phase 3, in the walk: the attribute names of an inode
  *                 that listxattr() refuses (E2BIG), with
  *                 XFS_IOC_ATTRLIST_BY_HANDLE.
@@ -100,6 +102,7 @@ struct xfs_state {
 	struct xfs_walkstat *walkstat;	/* per walk thread */
 	unsigned nr_walkstat;
 	atomic_ullong walkstat_inodes, walkstat_requests;
+	atomic_ullong bulk_records, bulk_requests;	/* the walk's bulk_inodes */
 };
 
 /* xfs_kscrub.c: phase 2, kernel scrub and repair of everything. */
@@ -124,6 +127,10 @@ void xfs_walkstat_free(struct xfs_walkstat *w, unsigned nr_threads);
 void xfs_walkstat_add(struct scrub_ctx *ctx, const struct backend_dir *d, const char *name,
 		      const struct statx *stx);
 void xfs_walkstat_flush(struct scrub_ctx *ctx, const struct backend_dir *d);
+/* The bulk_inodes hook (backend.h): the walk's inodes by BULKSTAT. */
+struct backend_inode;
+int xfs_walkstat_bulk(struct scrub_ctx *ctx, unsigned thread, const uint64_t *inos, size_t n,
+		      struct backend_inode *out);
 /* "N inodes compared with BULKSTAT in M requests" (-v), after the walk. */
 void xfs_walkstat_report(struct scrub_ctx *ctx);
 

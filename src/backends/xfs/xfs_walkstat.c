@@ -16,6 +16,14 @@
  * time, exactly as before batching: a fresh BULKSTAT and a fresh statx by
  * name, and only a difference that survives both is an error.  An inode
  * BULKSTAT does not return has been freed since the walk's statx.
+ *
+ * The same requests serve the walk's bulk_inodes hook (backend.h): the
+ * inode numbers of a getdents buffer, asked for window by window before
+ * its entries are visited, give the walk its inodes without a statx each.
+ * An entry taken from such a record is not compared again (its stx is
+ * the record); every other entry is, as above.  A window BULKSTAT fails
+ * on (a damaged inode stops it) gives no records: its entries are
+ * stat'ed, and the failure is phase 2's to report.
  */
 #include "backends/xfs/xfs.h"
 
@@ -179,6 +187,9 @@ void xfs_walkstat_report(struct scrub_ctx *ctx)
 	report_verbose(ctx, "Phase 3: %llu inodes compared with BULKSTAT in %llu requests",
 		       (unsigned long long)atomic_load(&xs->walkstat_inodes),
 		       (unsigned long long)atomic_load(&xs->walkstat_requests));
+	report_verbose(ctx, "Phase 3: %llu bulk records for the walk from %llu BULKSTAT requests",
+		       (unsigned long long)atomic_load(&xs->bulk_records),
+		       (unsigned long long)atomic_load(&xs->bulk_requests));
 }
 
 void xfs_walkstat_add(struct scrub_ctx *ctx, const struct backend_dir *d, const char *name,
@@ -203,4 +214,70 @@ void xfs_walkstat_add(struct scrub_ctx *ctx, const struct backend_dir *d, const 
 		e->name = w->names.len;
 		strbuf_add(&w->names, name, strlen(name) + 1);
 	}
+}
+
+/* A BULKSTAT timestamp in nanoseconds since the epoch. */
+static int64_t bs_ns(int64_t sec, uint32_t nsec)
+{
+	return sec * 1000000000LL + (int64_t)nsec;
+}
+
+static void record_of(const struct xfs_bulkstat *bs, struct backend_inode *r)
+{
+	*r = (struct backend_inode){
+		.ino = bs->bs_ino,
+		.size = bs->bs_size,
+		/* bs_blocks counts filesystem blocks; st_blocks 512-byte units. */
+		.blocks = bs->bs_blocks * (bs->bs_blksize / 512),
+		.atime_ns = bs_ns(bs->bs_atime, bs->bs_atime_nsec),
+		.mtime_ns = bs_ns(bs->bs_mtime, bs->bs_mtime_nsec),
+		.ctime_ns = bs_ns(bs->bs_ctime, bs->bs_ctime_nsec),
+		.btime_ns = bs_ns(bs->bs_btime, bs->bs_btime_nsec),
+		.nlink = bs->bs_nlink, .uid = bs->bs_uid, .gid = bs->bs_gid, .gen = bs->bs_gen,
+		.nextents = bs->bs_extents,
+		.mode = bs->bs_mode,
+		.flags = bs->bs_xflags & FS_XFLAG_HASATTR ? BACKEND_INODE_XATTRS : 0,
+	};
+}
+
+/* inos[i .. j] (one window) from one request into out[i .. j]. */
+static size_t bulk_window(struct xfs_state *xs, struct xfs_bulkstat_req *req,
+			  const uint64_t *inos, size_t i, size_t j, struct backend_inode *out)
+{
+	size_t found = 0;
+	uint32_t r = 0;
+
+	memset(&req->hdr, 0, sizeof(req->hdr));
+	req->hdr.ino = inos[i];
+	req->hdr.icount = (uint32_t)(inos[j] - inos[i] + 1);
+	atomic_fetch_add(&xs->bulk_requests, 1);
+	if (ioctl(xs->fd, XFS_IOC_BULKSTAT, req) < 0)
+		req->hdr.ocount = 0;
+	for (size_t k = i; k <= j; k++) {
+		while (r < req->hdr.ocount && req->bulkstat[r].bs_ino < inos[k])
+			r++;
+		out[k].ino = 0;
+		if (r < req->hdr.ocount && req->bulkstat[r].bs_ino == inos[k]) {
+			record_of(&req->bulkstat[r], &out[k]);
+			found++;
+		}
+	}
+	return found;
+}
+
+int xfs_walkstat_bulk(struct scrub_ctx *ctx, unsigned thread, const uint64_t *inos, size_t n,
+		      struct backend_inode *out)
+{
+	struct xfs_state *xs = xfs_state(ctx);
+	/* Phase 3 has the thread's request to itself until the entries are visited. */
+	struct xfs_bulkstat_req *req = xs->walkstat[thread].req;
+	size_t found = 0;
+
+	for (size_t i = 0, j; i < n; i = j + 1) {
+		for (j = i; j + 1 < n && inos[j + 1] - inos[i] < XFS_WALKSTAT_WINDOW;)
+			j++;
+		found += bulk_window(xs, req, inos, i, j, out);
+	}
+	atomic_fetch_add(&xs->bulk_records, found);
+	return (int)found;
 }
