@@ -201,7 +201,8 @@ def test_refcount_clean_reflinks(xref_image):
     """Reflinks of every kind give nothing: a whole copy of big, a middle
     part of it into another file, and a file reflinked to itself at two
     offsets (its first 256 KiB then count three references, two of them
-    its own); remounted, so the disk has them all.  Without the rmapbt the
+    its own), and copies in other AGs than the first; remounted, so the
+    disk has them all.  Without the rmapbt the
     files' extents are counted, and nothing is left unjudged."""
     img = xref_image
     mnt = img.mount()
@@ -212,7 +213,16 @@ def test_refcount_clean_reflinks(xref_image):
         fh.write(os.urandom(1 << 20))
     fsimage.run(["xfs_io", "-c", "reflink %s 0 2m 256k" % self_, "-c",
                  "reflink %s 0 3m 256k" % self_, self_])
+    # New directories go to other AGs, their files' data with them.
+    for k in range(4):
+        os.mkdir(os.path.join(mnt, "ag%d" % k))
+        src = os.path.join(mnt, "ag%d" % k, "src")
+        with open(src, "wb") as fh:
+            fh.write(os.urandom(256 << 10))
+        fsimage.run(["cp", "--reflink=always", src, src + ".copy"])
     img.offline()
+    assert len({ag for ag in range(4) if [r for r in leaf_recs(
+        img, "agf %d" % ag, "refcntroot", "refcntlevel") if not r[3]]}) > 1
     shared_record(img, 3)       # the self-reflinked range
     mnt, r = scrub(img, "-v")
     assert r.rc == 0 and r.errors == [], r

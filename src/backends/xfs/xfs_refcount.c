@@ -118,8 +118,8 @@ static bool known_whole(const struct refc_check *rc, uint64_t ino)
 
 /*
  * The blocks of the device bytes [phys, phys + len) of file offset
- * logical that lie in AG ag and in its blocks [lo, hi), added to to
- * (owner ino, offset the file block).
+ * logical that lie in AG ag and in its blocks [lo, hi) (hi past the AG's
+ * end: to its end), added to to (owner ino, offset the file block).
  */
 static void ag_part(const struct xfs_state *xs, uint64_t ino, uint64_t phys, uint64_t len,
 		    uint64_t logical, uint32_t ag, uint64_t lo, uint64_t hi,
@@ -127,8 +127,12 @@ static void ag_part(const struct xfs_state *xs, uint64_t ino, uint64_t phys, uin
 {
 	uint64_t bs = xs->geo.blocksize, base = (uint64_t)ag * xs->geo.agblocks;
 	uint64_t first = phys / bs, end = (phys + len + bs - 1) / bs;
-	uint64_t s = first > base + lo ? first : base + lo;
-	uint64_t e = end < base + hi ? end : base + hi;
+	uint64_t s, e;
+
+	if (hi > xs->geo.agblocks)
+		hi = xs->geo.agblocks;
+	s = first > base + lo ? first : base + lo;
+	e = end < base + hi ? end : base + hi;
 
 	if (s < e)
 		xref_exts_add(to, (uint32_t)(s - base), (uint32_t)(e - s), ino,
