@@ -150,6 +150,17 @@ def four_ways(img):
     img.offline()
 
 
+def self_reflinked(img):
+    """A file reflinked to itself at two offsets: its first 256 KiB have
+    three references, two of them its own."""
+    path = os.path.join(img.mount(), "self")
+    with open(path, "wb") as fh:
+        fh.write(os.urandom(1 << 20))
+    fsimage.run(["xfs_io", "-c", "reflink %s 0 2m 256k" % path,
+                 "-c", "reflink %s 0 3m 256k" % path, path])
+    img.offline()
+
+
 def refcount(img, fault):
     """multi's refcountbt record (4 references) counts 5, ends a block
     early or runs a block on."""
@@ -199,6 +210,14 @@ CASES = [
      test_xfs_xref.cow_staging_in_rmapbt_only),
     ("reflinked files (must be clean)", reflinked),
     ("a file reflinked four ways (must be clean)", four_ways),
+    ("no rmapbt: refcountbt record of 4 says 5", lambda img: refcount(img, "count"), False),
+    ("no rmapbt: refcountbt record a block short (shared block without a record)",
+     lambda img: refcount(img, "short"), False),
+    ("no rmapbt: refcountbt record a block long (over an unshared block)",
+     lambda img: refcount(img, "long"), False),
+    ("no rmapbt: reflinked files (must be clean)", reflinked, False),
+    ("no rmapbt: a file reflinked four ways (must be clean)", four_ways, False),
+    ("no rmapbt: a file reflinked to itself twice (must be clean)", self_reflinked, False),
 ]
 
 bases = {}

@@ -1,8 +1,10 @@
 """A bounded, concurrent workload for scanning a filesystem while it
 changes: worker processes create, write, truncate, rename (files and whole
 directories across their part of the tree), hard-link, unlink and replace
-symlinks, as fast as they can, until told to stop or until a cap on the
-number of operations.  Each worker owns a top-level area (so workers do
+symlinks -- and, with reflink=True, clone whole files and ranges of
+files into others or into themselves (FICLONE, FICLONERANGE) -- as fast
+as they can, until told to stop or until a cap on the number of
+operations.  Each worker owns a top-level area (so workers do
 not race each other into errors) but moves things anywhere inside it.
 
     with Churn(root, workers=2) as c:   # populated, running
@@ -13,14 +15,45 @@ Used by test_churn.py (short, in CI) and bench/churn_soak.sh (20 rounds).
 """
 
 import errno
+import fcntl
 import multiprocessing as mp
 import os
 import random
+import struct
 
 SEED = 1234
 # Directory moves nest directories ever deeper: keep the paths the workers
 # use (not fscrub, which needs no paths) well below PATH_MAX.
 MAX_DEPTH = 24
+# linux/fs.h: FICLONE = _IOW(0x94, 9, int), FICLONERANGE = _IOW(0x94, 13,
+# struct file_clone_range { s64 src_fd; u64 src_offset, src_length, dest_offset; }).
+FICLONE = 0x40049409
+FICLONERANGE = 0x4020940d
+# Clone ranges in units of this (a multiple of any XFS block size here).
+CLONE_UNIT = 4096
+
+
+def _clone(rnd, src, dst, whole):
+    """dst becomes a clone of src (whole), or gets a block-aligned range of
+    src (dst may be src: a file reflinked to itself)."""
+    sfd = os.open(src, os.O_RDONLY)
+    try:
+        dfd = os.open(dst, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            if whole:
+                fcntl.ioctl(dfd, FICLONE, sfd)
+                return
+            blocks = os.fstat(sfd).st_size // CLONE_UNIT
+            if not blocks:
+                return
+            off = rnd.randrange(blocks) * CLONE_UNIT
+            length = rnd.randrange(1, blocks - off // CLONE_UNIT + 1) * CLONE_UNIT
+            dest = rnd.randrange(8) * CLONE_UNIT
+            fcntl.ioctl(dfd, FICLONERANGE, struct.pack("qQQQ", sfd, off, length, dest))
+        finally:
+            os.close(dfd)
+    finally:
+        os.close(sfd)
 
 
 def populate(area, dirs=40, files=15, size=4096):
@@ -58,7 +91,7 @@ def _moved(paths, src, dst):
             paths[i] = dst + p[len(src):]
 
 
-def _worker(area, seed, counter, stop, max_ops):
+def _worker(area, seed, counter, stop, max_ops, reflink=False):
     rnd = random.Random(seed)
     dirs, files, links = _all(area)
     serial = 0
@@ -73,7 +106,7 @@ def _worker(area, seed, counter, stop, max_ops):
         return os.path.join(parent, "n%d-%d" % (seed, serial))
 
     while not stop.is_set() and done < max_ops:
-        op = rnd.randrange(9)
+        op = rnd.randrange(11 if reflink else 9)
         fi = rnd.randrange(len(files)) if files else None
         try:
             if op == 0 or fi is None:                   # create + write
@@ -110,6 +143,13 @@ def _worker(area, seed, counter, stop, max_ops):
                 os.unlink(files[fi])
                 files[fi] = files[-1]
                 files.pop()
+            elif op == 9:                               # clone a whole file
+                dst = fresh(rnd.choice(dirs))
+                _clone(rnd, files[fi], dst, True)
+                files.append(dst)
+            elif op == 10:                              # clone a range, maybe into itself
+                dst = files[fi] if rnd.random() < 0.3 else rnd.choice(files)
+                _clone(rnd, files[fi], dst, False)
             elif op == 7:                               # replace or create a symlink
                 if links and rnd.random() < 0.7:
                     p = rnd.choice(links)
@@ -140,7 +180,7 @@ def _worker(area, seed, counter, stop, max_ops):
 
 
 class Churn:
-    def __init__(self, root, workers=2, max_ops=10 ** 7, dirs=40, files=15):
+    def __init__(self, root, workers=2, max_ops=10 ** 7, dirs=40, files=15, reflink=False):
         self.root = root
         self.areas = [os.path.join(root, "churn%d" % i) for i in range(workers)]
         for a in self.areas:
@@ -149,7 +189,8 @@ class Churn:
         self.counter = mp.Value("q", 0)
         self.stop_event = mp.Event()
         self.procs = [mp.Process(target=_worker, daemon=True,
-                                 args=(a, SEED + i, self.counter, self.stop_event, max_ops))
+                                 args=(a, SEED + i, self.counter, self.stop_event, max_ops,
+                                       reflink))
                       for i, a in enumerate(self.areas)]
 
     def ops(self):

@@ -10,6 +10,7 @@ started, then it goes on.  bench/churn_soak.py repeats this unfrozen, 20
 rounds per filesystem."""
 
 import os
+import re
 import signal
 import subprocess
 import tempfile
@@ -81,3 +82,41 @@ def test_no_false_alarms_under_churn(fstype, workdir, request):
             assert "fscrub:" not in r.stderr, r
             if fstype == "btrfs":   # the logical tree check ran, under churn
                 assert "btrfs trees (first pass)" in r.stdout, r.stdout
+
+
+def test_no_false_alarms_under_reflink_churn(workdir, request):
+    """XFS with reflink and without the rmapbt (mkfs.xfs's default), the
+    workers cloning whole files and ranges, into others and into
+    themselves, besides the rest: the reference counts, taken from the
+    files' extents after the walk against the refcountbt on the disk
+    (xfs_refcount.c), give no error.  Some files are reflinked before the
+    scan: unchanged themselves, their blocks' counts change when the
+    workers clone them."""
+    need_fs("xfs")
+    img = fsimage.Image(workdir, "xfs", size_mb=1024)
+    request.addfinalizer(lambda: img.cleanup(remove=True))
+    with open(img.path, "wb") as fh:
+        fh.truncate(img.size_mb << 20)
+    # fsimage's mkfs gives -m rmapbt=1, which cannot be overridden.
+    fsimage.run(["mkfs.xfs", "-f", "-q", "-m", "crc=1,reflink=1,rmapbt=0", img.path],
+                env=dict(os.environ, **fsimage._XFS_SMALL_ENV))
+    mnt = img.mount()
+    fsimage.make_tree(mnt, deep=False)
+    c = churn.Churn(mnt, workers=2, dirs=100, files=20, reflink=True)
+    for area in c.areas:        # the workers clone these too
+        for k in range(10):
+            src = os.path.join(area, "shared%d" % k)
+            with open(src, "wb") as fh:
+                fh.write(os.urandom(64 << 10))
+            fsimage.run(["cp", "--reflink=always", src, src + ".copy"])
+    time.sleep(1.1)     # the fixture's own files are not "changed during the scan"
+    with c:
+        time.sleep(0.3)
+        ops, r = frozen_scan(c, mnt, "-v")
+        print("xfs reflink churn: %d operations during the scan" % ops)
+        assert ops >= MIN_OPS, ops
+        assert r.rc == 0 and r.errors == [], "%d ops during the scan\n%r" % (ops, r)
+        assert all(w.check in ("name.control", "name.encoding") for w in r.warnings), r
+        assert "fscrub:" not in r.stderr, r
+        assert re.search(r"reference counts of \d+ AGs against the files' extents", r.stdout), \
+            r.stdout

@@ -191,6 +191,45 @@ def test_xref_clean(xref_image):
     assert r.rc == 0 and r.errors == [], r
     assert not [w for w in r.warnings if w.check.startswith("xfs.")], r
     assert re.search(r"4 AGs' headers, \d+ btree blocks and \d+ inodes read from", r.stdout), r
+    if not xref_image.rmap:     # the files' extents against the refcountbt
+        assert re.search(r"reference counts of 4 AGs against the files' extents .*, \d+ CoW "
+                         r"staging records not judged \(FIEMAP does not show CoW forks\)",
+                         r.stdout), r
+
+
+def test_refcount_clean_reflinks(xref_image):
+    """Reflinks of every kind give nothing: a whole copy of big, a middle
+    part of it into another file, and a file reflinked to itself at two
+    offsets (its first 256 KiB then count three references, two of them
+    its own), and copies in other AGs than the first; remounted, so the
+    disk has them all.  Without the rmapbt the
+    files' extents are counted, and nothing is left unjudged."""
+    img = xref_image
+    mnt = img.mount()
+    big, self_ = os.path.join(mnt, "big"), os.path.join(mnt, "self")
+    fsimage.run(["cp", "--reflink=always", big, os.path.join(mnt, "big3")])
+    fsimage.run(["xfs_io", "-f", "-c", "reflink %s 1m 512k 1m" % big, os.path.join(mnt, "part")])
+    with open(self_, "wb") as fh:
+        fh.write(os.urandom(1 << 20))
+    fsimage.run(["xfs_io", "-c", "reflink %s 0 2m 256k" % self_, "-c",
+                 "reflink %s 0 3m 256k" % self_, self_])
+    # New directories go to other AGs, their files' data with them.
+    for k in range(4):
+        os.mkdir(os.path.join(mnt, "ag%d" % k))
+        src = os.path.join(mnt, "ag%d" % k, "src")
+        with open(src, "wb") as fh:
+            fh.write(os.urandom(256 << 10))
+        fsimage.run(["cp", "--reflink=always", src, src + ".copy"])
+    img.offline()
+    assert len({ag for ag in range(4) if [r for r in leaf_recs(
+        img, "agf %d" % ag, "refcntroot", "refcntlevel") if not r[3]]}) > 1
+    shared_record(img, 3)       # the self-reflinked range
+    mnt, r = scrub(img, "-v")
+    assert r.rc == 0 and r.errors == [], r
+    assert not r.of(check="xfs.refcount"), r
+    if not img.rmap:
+        assert re.search(r"reference counts of 4 AGs against the files' extents \(at most "
+                         r"\d+ in an AG\): 0 ranges not judged", r.stdout), r
 
 
 def _free_rec_with_inode_in_use(img):
@@ -461,31 +500,46 @@ def test_refcount(xref_image, fault):
     """The record of multi's extent, shared by multi and its three reflinked
     copies (refcount 4), counts 5 (count); ends a block early, leaving the
     last block shared without a record (short); or runs a block on, over a
-    free block (long).  Every block passes its checks; only the rmapbt's
-    owners against the refcountbt tell."""
+    free block (long).  Every block passes its checks; only the owners
+    against the refcountbt tell: the rmapbt's records (xfs_xref.c) or,
+    without it, the files' extents after the walk (xfs_refcount.c)."""
     img = xref_image
-    if not img.rmap:
-        pytest.skip("references are counted from the rmapbt: without it, an AG's "
-                    "look has no owners of its blocks (xfs_xref.c)")
     paths = inode_paths(img, files_only=True)
     owners = sorted(i for i, p in paths.items() if os.path.basename(p).startswith("multi"))
     ag, i, (start, length, _, _) = shared_record(img, 4)
     last = start + length - 1
-    who = "inodes " + ", ".join(str(o) for o in owners)
+    if img.rmap:
+        source, who = "the rmapbt gives", "inodes " + ", ".join(str(o) for o in owners)
+    else:
+        source = "the files' extents give"
+        who = "inodes " + ", ".join("%d (%s)" % (o, paths[o]) for o in owners)
     hdr = "agf %d" % ag
     if fault == "count":
         faults.xfs_db(img, hdr, "addr refcntroot", "write recs[%d].refcount 5" % i)
         want = ("xfs.refcount", owners[0], paths[owners[0]],
-                "AG %d on disk: blocks %d-%d: the rmapbt gives 4 data fork references (%s), the "
-                "refcountbt counts 5" % (ag, start, last, who))
+                "AG %d on disk: blocks %d-%d: %s 4 data fork references (%s), the "
+                "refcountbt counts 5" % (ag, start, last, source, who))
         said = "Incorrect reference count"
     elif fault == "short":
         faults.xfs_db(img, hdr, "addr refcntroot", "write recs[%d].blockcount %d"
                       % (i, length - 1))
         want = ("xfs.refcount", owners[0], paths[owners[0]],
-                "AG %d on disk: block %d: the rmapbt gives 4 data fork references (%s), the "
-                "refcountbt has no record" % (ag, last, who))
+                "AG %d on disk: block %d: %s 4 data fork references (%s), the "
+                "refcountbt has no record" % (ag, last, source, who))
         said = "Incorrect reference count: saw (%d/%d) len %d nlinks 4" % (ag, start, length - 1)
+    elif not img.rmap:
+        # The block after the extent: free, another file's data (one
+        # reference) or no file's data (d/f1's attr fork: none).
+        _, owned = file_block_owner_bmap(img)
+        by = owned(ag, last + 1)
+        faults.xfs_db(img, hdr, "addr refcntroot", "write recs[%d].blockcount %d"
+                      % (i, length + 1))
+        refs = "1 data fork reference (inode %d (%s))" % (by[0], paths[by[0]]) if by else \
+            "0 data fork references (no file)"
+        want = ("xfs.refcount", by[0] if by else None, paths[by[0]] if by else img.mnt,
+                "AG %d on disk: block %d: the files' extents give %s, the refcountbt counts 4"
+                % (ag, last + 1, refs))
+        said = "Incorrect reference count: saw (%d/%d) len %d nlinks 4" % (ag, start, length + 1)
     else:
         # The block after the extent: free, or any fork's of any file (d/f1's
         # attr fork here, allocated right after multi).

@@ -169,6 +169,19 @@ void xfs_inode_health(struct scrub_ctx *ctx, const struct xfs_bulkstat *bs);
 void xfs_inodes_phase2(struct scrub_ctx *ctx);
 /* Phase 3, after the walk. */
 void xfs_inodes_after_walk(struct scrub_ctx *ctx);
+/* Open an inode by its handle (fsid of the mount, number, generation): fd or -errno. */
+int xfs_open_by_ino(struct xfs_state *xs, uint64_t ino, uint32_t gen);
+/*
+ * xfs_refcount.c, phase 3 after the walk, without the rmapbt: the files'
+ * extents against the refcountbt (xfs.refcount).  collect() compares and
+ * looks again at what differs; the owners of what is left go into names
+ * for the second walk, and report() says it with their names.  NULL: the
+ * check does not apply here (said under -v).
+ */
+struct xfs_names;
+struct refc_check;
+struct refc_check *xfs_refcount_collect(struct scrub_ctx *ctx, struct xfs_names *names);
+void xfs_refcount_report(struct refc_check *rc, struct xfs_names *names);
 /* Created or changed (ctime, btime) since the scan began. */
 bool xfs_bs_changed_during_scan(const struct scrub_ctx *ctx, const struct xfs_bulkstat *bs);
 /* Hold a per-inode finding back for the name (thread-safe). */

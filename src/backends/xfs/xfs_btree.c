@@ -819,3 +819,17 @@ void xfs_btrees_check(struct od *od, uint32_t agno, uint64_t base, uint32_t leng
 	free(s.inobt.v);
 	free(s.finobt.v);
 }
+
+bool xfs_refcountbt_read(struct od *od, uint32_t agno, uint64_t base, uint32_t length,
+			 const struct xfs_agf *agf, struct xref_space *sp)
+{
+	struct ag_sums s = { 0 };
+
+	bt_walk(od, &s, BT_REFC, agno, base, length, be32toh(agf->agf_refcount_root),
+		be32toh(agf->agf_refcount_level));
+	free(s.sp.used.v);
+	sp->refc = s.sp.refc;
+	sp->cow = s.sp.cow;
+	sp->refc_ok = s.clean[BT_REFC];
+	return sp->refc_ok;
+}

@@ -42,6 +42,9 @@
  * which with the rmapbt xfs_xref.c finds from the disk).  Looked at again
  * the same way: the file maps it afresh and GETFSMAP still calls it free.
  *
+ * Reference counts (reflink without the rmapbt): xfs_refcount.c, whose
+ * owners are named by the same second walk.
+ *
  * Memory: the rmap records of the data forks, 40 bytes each (as many as
  * the walk's extents), for the time of the check; orphan candidates and
  * mismatches are capped.
@@ -681,8 +684,7 @@ static bool fresh_rmap_maps(int fd, uint32_t dev, uint64_t ino, uint64_t logical
 	return p.found;
 }
 
-/* Open an inode by its handle (fsid of the mount, number, generation). */
-static int open_by_ino(struct xfs_state *xs, uint64_t ino, uint32_t gen)
+int xfs_open_by_ino(struct xfs_state *xs, uint64_t ino, uint32_t gen)
 {
 	xfs_handle_t h;
 	uint32_t hlen = sizeof(h);
@@ -718,7 +720,7 @@ static int rmap_recheck(struct scrub_ctx *ctx, struct xfs_state *xs, uint32_t de
 
 	if (xfs_bulkstat_one(xs->fd, s->ino, &bs) != 1 || xfs_bs_changed_during_scan(ctx, &bs))
 		return -1;
-	fd = open_by_ino(xs, s->ino, bs.bs_gen);
+	fd = xfs_open_by_ino(xs, s->ino, bs.bs_gen);
 	if (fd < 0)
 		return -1;
 	int ext = fresh_fiemap_maps(fd, s->logical, s->phys);
@@ -1041,6 +1043,7 @@ void xfs_inodes_after_walk(struct scrub_ctx *ctx)
 	struct xfs_state *xs = xfs_state(ctx);
 	struct orphan_run or = { .dev = stx_devno(&ctx->root_stx) };
 	struct rmap_check rc = { 0 };
+	struct refc_check *refc;
 	struct xfs_names second;
 	bool orphans = true, rmap, quiet = true;
 
@@ -1061,6 +1064,7 @@ void xfs_inodes_after_walk(struct scrub_ctx *ctx)
 		}
 	}
 	rmap = rmap_collect(ctx, xs, &rc);
+	refc = xfs_refcount_collect(ctx, &second);
 	for (size_t i = 0; i < or.n; i++)
 		xfs_names_add(&second, or.v[i].ino);
 	for (size_t i = 0; i < rc.nr_sus; i++)
@@ -1086,6 +1090,7 @@ void xfs_inodes_after_walk(struct scrub_ctx *ctx)
 		report_rmap(ctx, xs, &rc, &second);
 		fsmap_free_space(ctx, xs, &rc);
 	}
+	xfs_refcount_report(refc, &second);
 	xfs_names_release(ctx, &second);
 	free(rc.rl.v);
 	free(rc.sus);

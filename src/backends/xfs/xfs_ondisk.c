@@ -178,36 +178,50 @@ static void check_sb(struct od *od, uint64_t base)
 		xref_sb(od, sb);
 }
 
+/* AG agno's first block on the device and its length in blocks. */
+static uint64_t ag_where(const struct od *od, uint32_t agno, uint32_t *length)
+{
+	const struct xfs_fsop_geom *g = &od->xs->geo;
+
+	*length = od->xs->ags[agno].ag_length;
+	if (!*length)	/* no AG geometry: all but the last AG are full */
+		*length = agno + 1 < g->agcount ? g->agblocks :
+			  (uint32_t)(g->datablocks - (uint64_t)agno * g->agblocks);
+	return (uint64_t)agno * g->agblocks * od->bsize;
+}
+
+/* AG agno's AGF into *agf: false (a problem of the look) if it is not sound. */
+static bool read_agf(struct od *od, uint32_t agno, uint64_t base, uint32_t length,
+		     struct xfs_agf *agf)
+{
+	bool ok = check_header(od, base + od->sect, "AGF", XFS_AGF_MAGIC, XFS_AGF_CRC_OFF,
+			       od->buf + offsetof(struct xfs_agf, agf_uuid),
+			       od->buf + offsetof(struct xfs_agf, agf_seqno), agno);
+
+	memcpy(agf, od->buf, sizeof(*agf));
+	if (!ok)
+		return false;
+	od->agf_lsn = be64toh(agf->agf_lsn);
+	if (be32toh(agf->agf_versionnum) != XFS_AGF_VERSION ||
+	    be32toh(agf->agf_length) != length || be32toh(agf->agf_freeblks) > length) {
+		od_problem(od, 0, false, "AGF version, length or free block count is impossible");
+		return false;
+	}
+	return true;
+}
+
 /* One look at AG agno: its problems are left in od->pv. */
 static void check_ag(struct od *od, uint32_t agno)
 {
-	const struct xfs_fsop_geom *g = &od->xs->geo;
-	uint64_t base = (uint64_t)agno * g->agblocks * od->bsize;
-	uint32_t length = od->xs->ags[agno].ag_length;
+	uint32_t length;
+	uint64_t base = ag_where(od, agno, &length);
 	struct xfs_agf agf;
 	struct xfs_agi agi;
 	bool agf_ok, agi_ok;
 
 	od->agf_lsn = od->agi_lsn = 0;
-	if (!length)	/* no AG geometry: all but the last AG are full */
-		length = agno + 1 < g->agcount ? g->agblocks :
-			 (uint32_t)(g->datablocks - (uint64_t)agno * g->agblocks);
-
 	check_sb(od, base);
-
-	agf_ok = check_header(od, base + od->sect, "AGF", XFS_AGF_MAGIC, XFS_AGF_CRC_OFF,
-			      od->buf + offsetof(struct xfs_agf, agf_uuid),
-			      od->buf + offsetof(struct xfs_agf, agf_seqno), agno);
-	memcpy(&agf, od->buf, sizeof(agf));
-	if (agf_ok) {
-		od->agf_lsn = be64toh(agf.agf_lsn);
-		if (be32toh(agf.agf_versionnum) != XFS_AGF_VERSION ||
-		    be32toh(agf.agf_length) != length || be32toh(agf.agf_freeblks) > length) {
-			od_problem(od, 0, false,
-				   "AGF version, length or free block count is impossible");
-			agf_ok = false;
-		}
-	}
+	agf_ok = read_agf(od, agno, base, length, &agf);
 
 	agi_ok = check_header(od, base + 2 * od->sect, "AGI", XFS_AGI_MAGIC, XFS_AGI_CRC_OFF,
 			      od->buf + offsetof(struct xfs_agi, agi_uuid),
@@ -414,19 +428,25 @@ static unsigned log_worker_ms(void)
 	return cs * 10 + OD_PUSH_MS;
 }
 
-/* The third look, after the log worker pushed everything to the disk. */
-static void check_pending(struct od *od, struct od_pending *pend, size_t n)
+void od_wait_log_worker(struct scrub_ctx *ctx, const char *phase, size_t what,
+			const char *why)
 {
 	unsigned ms = log_worker_ms();
 
-	report_verbose(od->ctx, "Phase 2: %zu AGs with problems between blocks: waiting %u ms "
-		       "for the log worker to write everything back, then a third look", n, ms);
-	for (unsigned t = 0; t < ms && !scrub_should_stop(od->ctx); t += 100) {
+	report_verbose(ctx, "%s: %zu %s: waiting %u ms for the log worker to write everything "
+		       "back, then a third look", phase, what, why, ms);
+	for (unsigned t = 0; t < ms && !scrub_should_stop(ctx); t += 100) {
 		struct timespec slice = { 0, 100000000L };
 
 		nanosleep(&slice, NULL);
 	}
-	syncfs(od->ctx->mnt_fd);
+	syncfs(ctx->mnt_fd);
+}
+
+/* The third look, after the log worker pushed everything to the disk. */
+static void check_pending(struct od *od, struct od_pending *pend, size_t n)
+{
+	od_wait_log_worker(od->ctx, "Phase 2", n, "AGs with problems between blocks");
 	for (size_t i = 0; i < n; i++) {
 		struct od_look *first = &pend[i].first, last;
 
@@ -518,14 +538,59 @@ static unsigned long long check_all_ags(struct od *od)
 	return ags;
 }
 
+bool od_ag_refcounts(struct od *od, uint32_t agno, struct xref_space *sp)
+{
+	uint32_t length;
+	uint64_t base = ag_where(od, agno, &length);
+	struct xfs_agf agf;
+	bool ok = read_agf(od, agno, base, length, &agf) &&
+		  xfs_refcountbt_read(od, agno, base, length, &agf, sp);
+
+	od_forget(od);	/* phase 2's looks report what is wrong with the blocks */
+	return ok;
+}
+
+int od_open(struct scrub_ctx *ctx, struct od *od, int *primary_err)
+{
+	struct xfs_state *xs = xfs_state(ctx);
+	int ret;
+
+	*od = (struct od){
+		.ctx = ctx, .xs = xs, .sect = xs->geo.sectsize, .bsize = xs->geo.blocksize,
+	};
+	od->fd = open(ctx->source, O_RDONLY | O_DIRECT | O_CLOEXEC);
+	if (od->fd < 0)
+		return -errno;
+	/* A chunk of 64 inodes, and a sector either side for alignment. */
+	od->ibuf_len = (size_t)XFS_INODES_PER_CHUNK * xs->geo.inodesize + 2 * od->sect;
+	if (posix_memalign((void **)&od->buf, OD_ALIGN, od->bsize > od->sect ? od->bsize : od->sect) ||
+	    posix_memalign((void **)&od->ibuf, OD_ALIGN, od->ibuf_len)) {
+		free(od->buf);
+		close(od->fd);
+		return -ENOMEM;
+	}
+	syncfs(ctx->mnt_fd);	/* the log forced: what is committed is on the disk */
+	ret = read_primary(od);
+	if (ret < 0) {
+		*primary_err = ret;
+		od_release(od);
+		close(od->fd);
+	}
+	return ret;
+}
+
+void od_close(struct od *od)
+{
+	od_release(od);
+	close(od->fd);
+}
+
 void xfs_ondisk_check(struct scrub_ctx *ctx)
 {
 	struct xfs_state *xs = xfs_state(ctx);
-	struct od od = {
-		.ctx = ctx, .xs = xs, .sect = xs->geo.sectsize, .bsize = xs->geo.blocksize,
-	};
+	struct od od;
 	unsigned long long ags;
-	int ret;
+	int ret, primary_err = 0;
 
 	if (!(xs->geo.flags & XFS_FSOP_GEOM_FLAGS_V5SB) || !ctx->dev_size) {
 		report_verbose(ctx, "Phase 2: %s: AG headers are not read from the disk",
@@ -533,32 +598,20 @@ void xfs_ondisk_check(struct scrub_ctx *ctx)
 			       "the mount source is not the filesystem's block device");
 		return;
 	}
-	od.fd = open(ctx->source, O_RDONLY | O_DIRECT | O_CLOEXEC);
-	if (od.fd < 0) {
-		report_verbose(ctx, "Phase 2: cannot open %s (%s): AG headers are not read from "
-			       "the disk", ctx->source, strerror(errno));
-		return;
-	}
-	/* A chunk of 64 inodes, and a sector either side for alignment. */
-	od.ibuf_len = (size_t)XFS_INODES_PER_CHUNK * xs->geo.inodesize + 2 * od.sect;
-	if (posix_memalign((void **)&od.buf, OD_ALIGN, od.bsize > od.sect ? od.bsize : od.sect) ||
-	    posix_memalign((void **)&od.ibuf, OD_ALIGN, od.ibuf_len)) {
-		free(od.buf);
-		close(od.fd);
-		return;
-	}
-	syncfs(ctx->mnt_fd);	/* the log forced: what is committed is on the disk */
-	ret = read_primary(&od);
-	if (ret < 0) {
+	ret = od_open(ctx, &od, &primary_err);
+	if (primary_err) {
 		str_error(ctx, CHECK_XFS_ONDISK, NULL, NULL, 0,
 			  "the primary superblock cannot be read from %s: %s", ctx->source,
 			  strerror(-ret));
-		goto out;
+		return;
+	}
+	if (ret < 0) {
+		report_verbose(ctx, "Phase 2: cannot open %s (%s): AG headers are not read from "
+			       "the disk", ctx->source, strerror(-ret));
+		return;
 	}
 	ags = check_all_ags(&od);
 	report_verbose(ctx, "Phase 2: %llu AGs' headers, %llu btree blocks and %llu inodes "
 		       "read from %s", ags, od.blocks, od.inodes, ctx->source);
-out:
-	od_release(&od);
-	close(od.fd);
+	od_close(&od);
 }

@@ -124,6 +124,25 @@ void xref_space_check(struct od *od, uint32_t agno, uint32_t length, struct xref
  * CoW staging records the rmapbt's XFS_RMAP_OWN_COW records.
  */
 void xref_refcount_check(struct od *od, struct xref_space *sp);
+
+/* A range of an AG's blocks where the two counts differ. */
+struct ref_diff {
+	uint32_t start, end;
+	uint64_t want, have;	/* the owners' references, the refcountbt's count */
+};
+
+/*
+ * The comparison xref_refcount_check() makes, from any source of owners:
+ * refs are data fork references (owner an inode, offset without the
+ * XFS_RMAP_OFF_* flags: rmapbt records, or the files' extents), refc the
+ * refcountbt's shared records.  Where the two differ -- a count below 2
+ * needs no record -- at most max ranges go to d (the number is returned).
+ * Ranges that a reference of unknown (may be NULL: files whose maps are
+ * not known whole) touches are not judged, only counted in *skipped.
+ */
+size_t xref_refcount_diff(const struct xref_exts *refs, const struct xref_exts *refc,
+			  const struct xref_exts *unknown, struct ref_diff *d, size_t max,
+			  size_t *skipped);
 /* An inode of a chunk (its core passed its checks) against its inobt free bit. */
 void xref_inode_alloc(struct od *od, const struct xfs_dinode *d, uint64_t ino, bool free);
 /* Its di_nblocks against the blocks its forks map (extents format only). */
@@ -141,5 +160,26 @@ void xref_sb(struct od *od, const struct xfs_dsb *sb);
  */
 void xfs_btrees_check(struct od *od, uint32_t agno, uint64_t ag_base, uint32_t length,
 		      const struct xfs_agf *agf, const struct xfs_agi *agi);
+/*
+ * The refcountbt of AG agno alone (agf: its AGF, checked), its records in
+ * sp->refc and sp->cow (the caller releases sp).  True if the walk found
+ * nothing wrong; its problems are left in od's look.
+ */
+bool xfs_refcountbt_read(struct od *od, uint32_t agno, uint64_t base, uint32_t length,
+			 const struct xfs_agf *agf, struct xref_space *sp);
+
+/*
+ * xfs_ondisk.c, for the checks after the walk: a reader of the device
+ * (od_open: 0, or a negative errno, and nothing to release; *primary_err
+ * is set too if the primary superblock is what failed), one AG's
+ * refcountbt as it is on the disk now (false if its AGF or the btree
+ * cannot be read whole and clean: phase 2 says why), and the wait for
+ * the log worker to push what the kernel logged to the disk.
+ */
+int od_open(struct scrub_ctx *ctx, struct od *od, int *primary_err);
+void od_close(struct od *od);
+bool od_ag_refcounts(struct od *od, uint32_t agno, struct xref_space *sp);
+void od_wait_log_worker(struct scrub_ctx *ctx, const char *phase, size_t what,
+			const char *why);
 
 #endif

@@ -37,7 +37,9 @@
  * Without the rmapbt, file data is not in the space or the refcount
  * check here: an AG's look sees the inodes of its own chunks only, whose
  * data may lie in any AG; after the walk, xfs_inodes.c sets the files'
- * FIEMAP extents against GETFSMAP's free space instead.
+ * FIEMAP extents against GETFSMAP's free space instead, and
+ * xfs_refcount.c counts them against the refcountbt (through
+ * xref_refcount_diff(), the comparison made here).
  */
 #include "backends/xfs/xfs_ondisk.h"
 
@@ -688,31 +690,28 @@ static uint64_t run_value(const struct xref_exts *runs, size_t *i, uint32_t at)
 	return *i < runs->n && runs->v[*i].start <= at ? runs->v[*i].owner : 0;
 }
 
-/* A range where the two counts differ. */
-struct ref_diff {
-	uint32_t start, end;
-	uint64_t want, have;
-};
-
 /*
- * Where want (from the rmapbt) and have (the refcountbt) differ -- but a
- * count below min needs no record -- at most max ranges in d, adjacent
- * ones with the same two counts merged.
+ * Where want (the owners' references) and have (the refcountbt) differ --
+ * but a count below min needs no record -- at most max ranges in d,
+ * adjacent ones with the same two counts merged.  A range that skip (may
+ * be NULL) covers is not judged: counted in *skipped, never in d.
  */
 static size_t runs_diff(const struct xref_exts *want, const struct xref_exts *have,
-			uint64_t min, struct ref_diff *d, size_t max)
+			const struct xref_exts *skip, uint64_t min, struct ref_diff *d,
+			size_t max, size_t *skipped)
 {
-	size_t nb = 0, nd = 0, iw = 0, ih = 0;
-	uint32_t *b = xmalloc(2 * (want->n + have->n) * sizeof(*b) + 1);
+	const struct xref_exts *lists[] = { want, have, skip };
+	size_t nb = 0, nd = 0, iw = 0, ih = 0, is = 0, all = want->n + have->n;
+	uint32_t *b;
 
-	for (size_t i = 0; i < want->n; i++) {
-		b[nb++] = want->v[i].start;
-		b[nb++] = want->v[i].start + want->v[i].len;
-	}
-	for (size_t i = 0; i < have->n; i++) {
-		b[nb++] = have->v[i].start;
-		b[nb++] = have->v[i].start + have->v[i].len;
-	}
+	if (skip)
+		all += skip->n;
+	b = xmalloc(2 * all * sizeof(*b) + 1);
+	for (size_t l = 0; l < 3; l++)
+		for (size_t i = 0; lists[l] && i < lists[l]->n; i++) {
+			b[nb++] = lists[l]->v[i].start;
+			b[nb++] = lists[l]->v[i].start + lists[l]->v[i].len;
+		}
 	if (nb)
 		qsort(b, nb, sizeof(*b), cmp_u32);
 	for (size_t i = 0; i + 1 < nb; i++) {
@@ -724,6 +723,10 @@ static size_t runs_diff(const struct xref_exts *want, const struct xref_exts *ha
 		h = run_value(have, &ih, b[i]);
 		if (w == h || (!h && w < min))
 			continue;
+		if (skip && run_value(skip, &is, b[i])) {
+			(*skipped)++;
+			continue;
+		}
 		if (nd && d[nd - 1].end == b[i] && d[nd - 1].want == w && d[nd - 1].have == h) {
 			d[nd - 1].end = b[i + 1];
 			continue;
@@ -734,6 +737,25 @@ static size_t runs_diff(const struct xref_exts *want, const struct xref_exts *ha
 	}
 	free(b);
 	return nd;
+}
+
+size_t xref_refcount_diff(const struct xref_exts *refs, const struct xref_exts *refc,
+			  const struct xref_exts *unknown, struct ref_diff *d, size_t max,
+			  size_t *skipped)
+{
+	struct xref_exts want = { 0 }, have = { 0 }, skip = { 0 };
+	size_t n;
+
+	/* Two references or more: a shared extent, which has a record. */
+	coverage(refs, is_data_ref, 1, &want);
+	runs_of(refc, &have);
+	if (unknown)
+		coverage(unknown, is_data_ref, 1, &skip);
+	n = runs_diff(&want, &have, unknown ? &skip : NULL, 2, d, max, skipped);
+	free(want.v);
+	free(have.v);
+	free(skip.v);
+	return n;
 }
 
 /*
@@ -822,18 +844,14 @@ void xref_refcount_check(struct od *od, struct xref_space *sp)
 {
 	struct xref_exts want = { 0 }, have = { 0 };
 	struct ref_diff d[XREF_MAX_SAID];
-	size_t n;
+	size_t n, skipped = 0;
 
-	/* Two references or more: a shared extent, which has a record. */
-	coverage(&sp->rmap, is_data_ref, 1, &want);
-	runs_of(&sp->refc, &have);
-	n = runs_diff(&want, &have, 2, d, XREF_MAX_SAID);
+	n = xref_refcount_diff(&sp->rmap, &sp->refc, NULL, d, XREF_MAX_SAID, &skipped);
 	for (size_t i = 0; i < n; i++)
 		say_shared(od, &sp->rmap, &d[i]);
-	want.n = have.n = 0;
 	coverage(&sp->rmap, is_cow_ref, 1, &want);
 	runs_of(&sp->cow, &have);
-	n = runs_diff(&want, &have, 1, d, XREF_MAX_SAID);
+	n = runs_diff(&want, &have, NULL, 1, d, XREF_MAX_SAID, &skipped);
 	for (size_t i = 0; i < n; i++)
 		say_cow(od, &d[i]);
 	free(want.v);
