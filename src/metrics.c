@@ -77,6 +77,13 @@ static void add_history(struct scrub_ctx *ctx, struct strbuf *body, const char *
 		    sum.open_errors);
 	strbuf_addf(body, "fscrub_open_findings{%s,severity=\"warning\"} %llu\n", labels,
 		    sum.open_warnings);
+	/*
+	 * A gauge, not a counter (hence no _total): it falls to 0 when a
+	 * complete run starts after the events.
+	 */
+	add_metric(body, labels, "watch_events",
+		   "Events of fscrub watch since the last complete scrub began.",
+		   (double)sum.open_events);
 	state_summary_release(&sum);
 }
 
