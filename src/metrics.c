@@ -77,6 +77,9 @@ static void add_history(struct scrub_ctx *ctx, struct strbuf *body, const char *
 		    sum.open_errors);
 	strbuf_addf(body, "fscrub_open_findings{%s,severity=\"warning\"} %llu\n", labels,
 		    sum.open_warnings);
+	add_metric(body, labels, "open_media_errors",
+		   "Open errors of unreadable file data or device blocks (data.read, media.*).",
+		   (double)sum.open_media_errors);
 	/*
 	 * A gauge, not a counter (hence no _total): it falls to 0 when a
 	 * complete run starts after the events.

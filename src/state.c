@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/types.h>
 
+#include "checks.h"
 #include "report.h"
 #include "strbuf.h"
 
@@ -577,10 +578,14 @@ static void count_open(const struct state_finding *f, void *arg)
 {
 	struct state_summary *sum = arg;
 
-	if (!strcmp(f->severity, "error"))
-		sum->open_errors++;
-	else
+	if (strcmp(f->severity, "error")) {
 		sum->open_warnings++;
+		return;
+	}
+	sum->open_errors++;
+	/* What could not be read: the checks.h ids of read errors of data and device blocks. */
+	if (!strcmp(f->check, CHECK_DATA_READ) || !strncmp(f->check, "media.", 6))
+		sum->open_media_errors++;
 }
 
 static void count_event(const struct state_event *e, void *arg)

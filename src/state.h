@@ -111,6 +111,7 @@ struct state_summary {
 	double last_data_verified;	/* ... of the last complete -x run */
 	unsigned long long open_errors, open_warnings;
 	unsigned long long open_events;	/* state_each_event() */
+	unsigned long long open_media_errors;	/* open errors of data.read and media.* */
 };
 
 /* One of fscrub watch's events.  Strings may be NULL. */
