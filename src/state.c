@@ -498,7 +498,15 @@ int state_each_fs(struct state *s, void (*fn)(const struct state_fs *fs, void *a
 	sqlite3_stmt *st;
 	int rc;
 
-	if (sqlite3_prepare_v2(s->db, "SELECT uuid, fsroot FROM runs GROUP BY uuid, fsroot "
+	/* Then those with only events of fscrub watch (version 2), never scrubbed. */
+	static const char v2[] =
+		"SELECT uuid, fsroot, max(id) AS o FROM runs GROUP BY uuid, fsroot "
+		"UNION ALL SELECT uuid, fsroot, 0 FROM events "
+		"WHERE (uuid, fsroot) NOT IN (SELECT uuid, fsroot FROM runs) "
+		"GROUP BY uuid, fsroot ORDER BY o DESC";
+
+	if (sqlite3_prepare_v2(s->db, s->version >= 2 ? v2 :
+			       "SELECT uuid, fsroot FROM runs GROUP BY uuid, fsroot "
 			       "ORDER BY max(id) DESC", -1, &st, NULL) != SQLITE_OK)
 		return -EIO;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {

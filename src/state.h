@@ -148,7 +148,10 @@ void state_set_rescanned(struct state *s, const uint64_t *inos, size_t n);
 /* Write r (by r->id), the phases and the findings in one transaction. */
 int state_run_end(struct state *s, const struct state_run *r, struct strbuf *err);
 
-/* Every filesystem with a run, the most recently scrubbed first: calls fn(fs, arg). */
+/*
+ * Every filesystem with a run, the most recently scrubbed first, then those
+ * with only events: calls fn(fs, arg).
+ */
 int state_each_fs(struct state *s, void (*fn)(const struct state_fs *fs, void *arg),
 		  void *arg);
 /*

@@ -217,6 +217,12 @@ def test_event_recorded_status_health_metrics(ext4_dir, watcher, workdir):
     e = fs["events"][0]
     assert (e["kind"], e["inode"], e["path"]) == ("fs_error", ino, d), e
     assert e["errno"] in (74, 117) and e["error_count"] >= 1 and e["time"].endswith("Z")
+    # listed without naming it too, though it was never scrubbed
+    p = subprocess.run([FSCRUB, "status", "--state-dir", state, "--json"],
+                       capture_output=True, text=True)
+    [listed] = json.loads(p.stdout)["filesystems"]
+    assert p.returncode == 4 and (listed["uuid"], listed["open_events"]) == \
+        (fs["uuid"], fs["open_events"]), p.stdout
     p = subprocess.run([FSCRUB, "status", "--state-dir", state, img.mnt],
                        capture_output=True, text=True)
     assert p.returncode == 4
