@@ -16,7 +16,9 @@
  * handle resolves (open_by_handle_at on the mount, /proc/self/fd); a row in
  * the run history's events table (state.h; --state-dir), under the key
  * status uses (status_fs_key()), so that status, health and the metrics
- * count it until a complete scrub starts after it; a targeted check of that inode
+ * count it until a complete scrub starts after it; with --metrics, the
+ * counter fscrub_watch_events_total of each filesystem, rewritten at start
+ * and on each event; a targeted check of that inode
  * (watch_probe: a directory is read whole and every entry statx()ed, other
  * inodes statx()ed), whose findings are printed on stdout in the report's
  * format and check ids; then the full scrub is started: --on-error CMD, by
@@ -46,8 +48,10 @@
 #include "fserror.h"
 #include "fsmounts.h"
 #include "health.h"
-#include "names.h"
+#include "metrics.h"
 #include "mountpoint.h"
+#include "names.h"
+#include "outfile.h"
 #include "report.h"
 #include "state.h"
 #include "strbuf.h"
@@ -73,6 +77,7 @@ struct watch_opts {
 	unsigned long long min_interval;	/* seconds between two starts per fs */
 	unsigned long long poll_interval;	/* seconds between btrfs polls */
 	const char *state_dir;		/* the run history's directory */
+	const char *metrics_path;	/* --metrics, or NULL */
 	bool verbose;
 };
 
@@ -91,6 +96,7 @@ struct watched {
 	double last_start;		/* ... at this CLOCK_MONOTONIC time */
 	char uuid[48];			/* the run history's key (status_fs_key()) ... */
 	char *fsroot;			/* ... NULL: not known, events not recorded */
+	unsigned long long nr_events;	/* since the watcher started */
 };
 
 struct watch {
@@ -297,6 +303,50 @@ static void watch_record_event(const struct watch *wt, const struct watched *w,
 	strbuf_release(&err);
 }
 
+/*
+ * --metrics: a counter per watched filesystem, the events since fscrub
+ * watch started (an alert takes increase() over it: a restart is a reset).
+ * Its own name, not the scans' fscrub_watch_events, and no backend label:
+ * node_exporter refuses one name with different labels in two files.
+ */
+static void watch_write_metrics(const struct watch *wt)
+{
+	struct strbuf sb = STRBUF_INIT;
+	struct outfile out;
+	int err;
+
+	if (!wt->opt.metrics_path)
+		return;
+	strbuf_addstr(&sb, "# HELP fscrub_watch_events_total Filesystem error events fscrub "
+		      "watch heard since it started.\n# TYPE fscrub_watch_events_total counter\n");
+	for (size_t i = 0; i < wt->nr; i++) {
+		const struct watched *w = &wt->w[i];
+
+		if (w->how == WATCH_NONE)
+			continue;
+		strbuf_addstr(&sb, "fscrub_watch_events_total{");
+		metrics_add_label(&sb, "mountpoint", w->m->target, true);
+		metrics_add_label(&sb, "fstype", w->m->fstype, false);
+		strbuf_addf(&sb, "} %llu\n", w->nr_events);
+	}
+	if (!(err = outfile_open(&out, wt->opt.metrics_path)) &&
+	    fwrite(sb.buf, 1, sb.len, out.f) != sb.len)
+		err = errno ? -errno : -EIO;
+	err = outfile_close(&out, err);
+	if (err)
+		fprintf(stderr, "fscrub watch: cannot write the metrics file '%s': %s\n",
+			wt->opt.metrics_path, strerror(-err));
+	strbuf_release(&sb);
+}
+
+/* An event: into the history and the metrics. */
+static void watch_count_event(struct watch *wt, struct watched *w, const struct event_info *e)
+{
+	w->nr_events++;
+	watch_record_event(wt, w, e);
+	watch_write_metrics(wt);
+}
+
 /* The key of m's history, for its events; without one they are only logged. */
 static void history_key(struct watched *w)
 {
@@ -460,7 +510,7 @@ static void on_fs_error(const struct fserror_event *ev, void *arg)
 	else
 		fprintf(stderr, "inode %llu, path not resolved: %s\n", (unsigned long long)e.ino,
 			strerror(-fd));
-	watch_record_event(wt, w, &e);
+	watch_count_event(wt, w, &e);
 	if (fd >= 0) {
 		watch_probe(w, fd, path.buf, e.ino);
 		close(fd);
@@ -520,7 +570,7 @@ static void poll_btrfs(struct watch *wt, struct watched *w)
 	if (rose) {
 		struct event_info e = { .kind = "btrfs_dev_stats" };
 
-		watch_record_event(wt, w, &e);
+		watch_count_event(wt, w, &e);
 		trigger(wt, w, &e);
 	}
 }
@@ -669,6 +719,7 @@ static void usage(FILE *f)
 	      "                          (default 3600; 0: on every event)\n"
 	      "      --poll-interval SECS read btrfs device error counters every SECS\n"
 	      "                          (default 60)\n"
+	      "      --metrics FILE      write the event counters to FILE (Prometheus)\n"
 	      "      --state-dir DIR     record the events in DIR/state.sqlite\n"
 	      "                          (default /var/lib/fscrub)\n"
 	      "\n"
@@ -681,6 +732,19 @@ static int bad_value(const char *opt, const char *arg)
 	fprintf(stderr, "fscrub watch: %s needs a number of seconds, not '%s'\n"
 		"Try 'fscrub watch --help' for more information.\n", opt, arg);
 	return EXIT_USAGE;
+}
+
+/* --metrics FILE that cannot be written: said, and true. */
+static bool bad_output(const char *path)
+{
+	struct strbuf why = STRBUF_INIT;
+	bool bad = outfile_check(path, &why) < 0;
+
+	if (bad)
+		fprintf(stderr, "fscrub watch: cannot write the metrics file '%s': %s\n"
+			"Try 'fscrub watch --help' for more information.\n", path, why.buf);
+	strbuf_release(&why);
+	return bad;
 }
 
 /* A whole number of seconds from 0 (if zero_ok) to MAX_INTERVAL. */
@@ -699,7 +763,7 @@ static bool parse_seconds(const char *s, bool zero_ok, unsigned long long *out)
 	return true;
 }
 
-enum { OPT_ON_ERROR = 256, OPT_MIN_INTERVAL, OPT_POLL_INTERVAL, OPT_STATE_DIR };
+enum { OPT_ON_ERROR = 256, OPT_MIN_INTERVAL, OPT_POLL_INTERVAL, OPT_STATE_DIR, OPT_METRICS };
 
 static int parse(int argc, char **argv, struct watch_opts *o)
 {
@@ -710,6 +774,7 @@ static int parse(int argc, char **argv, struct watch_opts *o)
 		{ "min-interval", required_argument, NULL, OPT_MIN_INTERVAL },
 		{ "poll-interval", required_argument, NULL, OPT_POLL_INTERVAL },
 		{ "state-dir", required_argument, NULL, OPT_STATE_DIR },
+		{ "metrics", required_argument, NULL, OPT_METRICS },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -736,6 +801,11 @@ static int parse(int argc, char **argv, struct watch_opts *o)
 			break;
 		case OPT_STATE_DIR:
 			o->state_dir = optarg;
+			break;
+		case OPT_METRICS:
+			if (bad_output(optarg))
+				return EXIT_USAGE;
+			o->metrics_path = optarg;
 			break;
 		default:
 			fprintf(stderr, "fscrub watch: %s '%s'\n"
@@ -788,6 +858,7 @@ int cmd_watch(int argc, char **argv)
 		fprintf(stderr, "fscrub watch: nothing to watch\n");
 		ret = EXIT_OPERATIONAL;
 	} else {
+		watch_write_metrics(&wt);
 		ret = loop(&wt);
 	}
 	release(&wt);

@@ -6,14 +6,17 @@ fscrub.rules.test.yml); the dashboard parses and fits the subset of
 Grafana's dashboard model it uses (a JSON schema below); and every fscrub_*
 metric either names is one that fscrub really writes: a real scrub of a
 tmpfs with --metrics and --state-dir (so that the metrics from the run
-history are there too) gives the names.  A rule with a misspelt metric
+history are there too), and `fscrub watch --metrics` on an ext4 image,
+give the names.  A rule with a misspelt metric
 would otherwise pass promtool and never fire.
 """
 
 import json
 import os
 import re
+import signal
 import subprocess
+import time
 
 import pytest
 
@@ -74,10 +77,39 @@ def produced_metrics(workdir):
             text = f.read()
     finally:
         fs.cleanup()
+    text += watch_metrics(workdir)
     names = set(re.findall(r"^(fscrub_[a-z0-9_]+)[{ ]", text, re.M))
     # every sample has its HELP and TYPE
-    assert names == set(re.findall(r"^# TYPE (fscrub_[a-z0-9_]+) gauge$", text, re.M)), text
+    assert names == set(re.findall(r"^# TYPE (fscrub_[a-z0-9_]+) (?:gauge|counter)$", text,
+                                   re.M)), text
     return names
+
+
+def watch_metrics(workdir):
+    """What fscrub watch --metrics writes (at start) for an ext4."""
+    need_tools("mkfs.ext4")
+    img = fsimage.Image(workdir, "ext4", size_mb=32)
+    prom = os.path.join(workdir, "watch.prom")
+    try:
+        img.mkfs()
+        img.mount()
+        proc = subprocess.Popen([FSCRUB, "watch", "--on-error", "true", "--state-dir",
+                                 os.path.join(workdir, "state"), "--metrics", prom, img.mnt],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 10
+            while not os.path.exists(prom) and time.monotonic() < deadline \
+                    and proc.poll() is None:
+                time.sleep(0.05)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=30)
+        check_sanitizers(err)
+        assert proc.returncode == 0, err
+        with open(prom) as f:
+            return f.read()
+    finally:
+        img.cleanup(remove=True)
 
 
 def referenced(text):
@@ -117,7 +149,7 @@ def test_promtool_check_and_test_rules():
     need_tools("promtool")
     p = subprocess.run(["promtool", "check", "rules", RULES], capture_output=True, text=True)
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "SUCCESS: 6 rules found" in p.stdout, p.stdout
+    assert "SUCCESS: 7 rules found" in p.stdout, p.stdout
     p = subprocess.run(["promtool", "test", "rules", os.path.basename(RULES_TEST)],
                        capture_output=True, text=True, cwd=os.path.dirname(RULES_TEST))
     assert p.returncode == 0 and "SUCCESS" in p.stdout, p.stdout + p.stderr
@@ -150,7 +182,8 @@ def test_every_metric_referenced_exists(produced):
     dash_names = referenced(dashboard_exprs(dash))
     # the alerts the issue asks for, on the metrics that carry them
     assert {"fscrub_last_success_timestamp_seconds", "fscrub_open_findings",
-            "fscrub_open_media_errors", "fscrub_watch_events"} <= rules_names, rules_names
+            "fscrub_open_media_errors", "fscrub_watch_events",
+            "fscrub_watch_events_total"} <= rules_names, rules_names
     assert missing(produced, rules_text, dash) == {}
     # and each is documented (fscrub(8), METRICS)
     with open(os.path.join(TOP, "man", "fscrub.8")) as f:

@@ -199,13 +199,22 @@ def test_event_recorded_status_health_metrics(ext4_dir, watcher, workdir):
     from conftest import run_fscrub
     img, d = ext4_dir
     state = os.path.join(workdir, "state")
-    w = watcher("--on-error", "true", "-v", img.mnt)
+    wprom = os.path.join(workdir, "watch.prom")
+    w = watcher("--on-error", "true", "-v", "--metrics", wprom, img.mnt)
     w.wait_for(r"FAN_FS_ERROR$")
+    sample = r'^fscrub_watch_events_total\{mountpoint="%s",fstype="ext4"\} (\d+)$' % \
+        re.escape(img.mnt)
+    with open(wprom) as f:          # written at start: the counter is there before any event
+        assert re.findall(sample, f.read(), re.M) == ["0"]
     ino = corrupt_dir_block(img, d)
     read_dir(d)
     w.wait_for(r"^fscrub watch: %s: fs_error event recorded in %s/state.sqlite$" % (
         re.escape(img.mnt), re.escape(state)))
     assert w.stop() == 0
+    with open(wprom) as f:
+        text = f.read()
+    assert "# TYPE fscrub_watch_events_total counter\n" in text
+    assert int(re.findall(sample, text, re.M)[0]) >= 1, text
 
     p = subprocess.run([FSCRUB, "status", "--state-dir", state, "--json", img.mnt],
                        capture_output=True, text=True)
@@ -255,6 +264,13 @@ def test_event_recorded_status_health_metrics(ext4_dir, watcher, workdir):
     [fs] = json.loads(p.stdout)["filesystems"]
     assert (fs["open_events"], fs["events"]) == (0, [])
     assert fs["last_run"]["status"] == "complete"
+
+
+def test_metrics_file_that_cannot_be_written(ext4_dir, watcher):
+    img, _ = ext4_dir
+    p = subprocess.run([FSCRUB, "watch", "--metrics", "/nonexistent/dir/w.prom", img.mnt],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 16 and "cannot write the metrics file" in p.stderr, p
 
 
 def need_systemd_escape():
