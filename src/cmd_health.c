@@ -4,10 +4,13 @@
  * For each filesystem (those named, or every mounted ext4, XFS and btrfs),
  * read what the kernel already knows of its health (health.h: ext4's
  * superblock error record, XFS's sick flags, btrfs's device error
- * counters) and print it, as text or as one JSON object.  Nothing is
- * scanned: the answer takes well under a second.  Exit status: 0 all
- * healthy (or no health source), 4 something sick, 8 a source could not
- * be read, 16 usage; added together like fsck(8)'s.
+ * counters) and print it, as text or as one JSON object, with what the
+ * run history (state.h) says of the filesystem's last scan: read-only, by
+ * the key status uses (status_fs_key()).  Nothing is scanned: the answer
+ * takes well under a second.  Exit status: 0 all healthy (or no health
+ * source), 4 something sick -- the kernel's flags, or open errors or watch
+ * events in the history, as fscrub status counts them -- 8 a source or the
+ * history could not be read, 16 usage; added together like fsck(8)'s.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -15,16 +18,21 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fsmounts.h"
 #include "health.h"
+#include "mountpoint.h"
 #include "report.h"
+#include "state.h"
 #include "subcmd.h"
 
 struct health_opts {
 	bool json;
 	bool verbose;
+	const char *state_dir;
+	struct state *state;		/* NULL: no database yet */
 };
 
 void health_init(struct health *h, const struct fsmount *m)
@@ -73,16 +81,79 @@ void health_line(struct health *h, const char *fmt, ...)
 	va_end(ap);
 }
 
-/*
- * The state store's record of the last scan of m (issue 23), once it
- * exists: for now nothing is known, and -v says so.
- */
-static json_object *health_last_scan(const struct fsmount *m, const struct health_opts *o)
+static json_object *last_scan_json(const struct state_fs *fs, const struct state_summary *sum)
 {
-	if (o->verbose && !o->json)
-		fprintf(stderr, "fscrub health: %s: last scan: not known (no state store yet)\n",
-			m->target);
-	return NULL;
+	json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "uuid", json_object_new_string(fs->uuid));
+	json_object_object_add(o, "fsroot", json_object_new_string(fs->fsroot));
+	json_object_object_add(o, "run", sum->last.id ? status_run_json(&sum->last) : NULL);
+	json_object_object_add(o, "last_complete", status_json_time(sum->last_complete));
+	json_object_object_add(o, "last_data_verified",
+			       status_json_time(sum->last_data_verified));
+	json_object_object_add(o, "open_errors", json_object_new_int64((int64_t)sum->open_errors));
+	json_object_object_add(o, "open_warnings",
+			       json_object_new_int64((int64_t)sum->open_warnings));
+	json_object_object_add(o, "open_events", json_object_new_int64((int64_t)sum->open_events));
+	return o;
+}
+
+static void last_scan_text(struct health *h, const struct state_summary *sum)
+{
+	struct strbuf sb = STRBUF_INIT;
+	const struct state_run *r = &sum->last;
+	char when[32];
+	time_t t = (time_t)r->started;
+	struct tm tm;
+
+	if (r->id) {
+		gmtime_r(&t, &tm);
+		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+		strbuf_addf(&sb, "%s, %s", when, r->status ? r->status : "?");
+		if (r->ended > 0)
+			strbuf_addf(&sb, ", exit %d", r->exit_code);
+	} else {
+		strbuf_addstr(&sb, "none recorded");
+	}
+	health_line(h, "last scan: %s; open: %llu errors, %llu warnings, %llu watch events",
+		    sb.buf, sum->open_errors, sum->open_warnings, sum->open_events);
+	if (sum->open_errors || sum->open_events)
+		health_problem(h, "the run history has %llu open errors and %llu watch events "
+			       "(fscrub status)", sum->open_errors, sum->open_events);
+	strbuf_release(&sb);
+}
+
+/*
+ * The run history's record of m: its last scan and what is open, as
+ * status says it; into the text (and h->sick when errors are open) and
+ * *out (NULL: no run and no event recorded).  0, or an exit code.
+ */
+static int health_last_scan(struct health *h, const struct health_opts *o, json_object **out)
+{
+	struct mount_info mi = { 0 };
+	struct strbuf err = STRBUF_INIT;
+	struct state_summary sum = { 0 };
+	char uuid[48];
+	int ret = status_fs_key(h->m->target, &mi, uuid, sizeof(uuid), &err);
+	struct state_fs fs = { .uuid = uuid, .fsroot = mi.fsroot };
+
+	*out = NULL;
+	if (ret)
+		fprintf(stderr, "fscrub health: %s: no last scan: %s\n", h->m->target, err.buf);
+	else if (o->state && state_summarise(o->state, &fs, &sum))
+		ret = EXIT_OPERATIONAL;
+	if (ret == EXIT_OPERATIONAL && !err.len)
+		fprintf(stderr, "fscrub health: cannot read the state database '%s'\n",
+			state_path(o->state));
+	if (!ret) {
+		last_scan_text(h, &sum);
+		if (sum.last.id || sum.open_events)
+			*out = last_scan_json(&fs, &sum);
+	}
+	state_summary_release(&sum);
+	mount_info_release(&mi);
+	strbuf_release(&err);
+	return ret ? EXIT_OPERATIONAL : 0;
 }
 
 static bool has_source(const char *fstype)
@@ -151,7 +222,7 @@ static int one(const struct fsmount *m, const struct health_opts *o, json_object
 
 	health_init(&h, m);
 	err = read_source(&h);
-	last = health_last_scan(m, o);
+	code = health_last_scan(&h, o, &last);
 	if (err && !o->json)
 		fprintf(stderr, "fscrub health: %s: cannot read its health: %s\n", m->target,
 			strerror(-err));
@@ -159,23 +230,26 @@ static int one(const struct fsmount *m, const struct health_opts *o, json_object
 		json_object_array_add(arr, to_json(&h, err, last));
 	else
 		print_text(&h, err);
-	code = (err ? EXIT_OPERATIONAL : 0) | (h.sick ? EXIT_UNCORRECTED : 0);
+	code |= (err ? EXIT_OPERATIONAL : 0) | (h.sick ? EXIT_UNCORRECTED : 0);
 	health_release(&h);
 	return code;
 }
 
 static void usage(FILE *f)
 {
-	fputs("Usage: fscrub health [--json] [-v] [MOUNTPOINT|DEVICE...]\n"
+	fputs("Usage: fscrub health [--json] [-v] [--state-dir DIR] [MOUNTPOINT|DEVICE...]\n"
 	      "\n"
-	      "Print what the kernel knows of each filesystem's health, without scanning\n"
-	      "(default: every mounted ext4, XFS and btrfs filesystem).\n"
+	      "Print what the kernel knows of each filesystem's health, and the last\n"
+	      "scan's result from the run history, without scanning (default: every\n"
+	      "mounted ext4, XFS and btrfs filesystem).\n"
 	      "\n"
-	      "  -h, --help      show this help and exit\n"
-	      "  -v, --verbose   say what is not known\n"
-	      "      --json      one JSON object on standard output\n"
+	      "  -h, --help             show this help and exit\n"
+	      "  -v, --verbose          say which run history is read\n"
+	      "      --json             one JSON object on standard output\n"
+	      "      --state-dir DIR    read DIR/state.sqlite (default /var/lib/fscrub)\n"
 	      "\n"
-	      "Exit status: 0 healthy, 4 sick, 8 health unreadable, 16 usage error.\n", f);
+	      "Exit status: 0 healthy, 4 sick (or open errors or watch events in the\n"
+	      "run history), 8 health or history unreadable, 16 usage error.\n", f);
 }
 
 static int parse(int argc, char **argv, struct health_opts *o)
@@ -184,6 +258,7 @@ static int parse(int argc, char **argv, struct health_opts *o)
 		{ "help", no_argument, NULL, 'h' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "json", no_argument, NULL, 'J' },
+		{ "state-dir", required_argument, NULL, 'S' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -200,9 +275,13 @@ static int parse(int argc, char **argv, struct health_opts *o)
 		case 'J':
 			o->json = true;
 			break;
+		case 'S':
+			o->state_dir = optarg;
+			break;
 		default:
-			fprintf(stderr, "fscrub health: unknown option '%s'\n"
+			fprintf(stderr, "fscrub health: %s '%s'\n"
 				"Try 'fscrub health --help' for more information.\n",
+				optopt == 'S' ? "option needs an argument:" : "unknown option",
 				argv[optind - 1]);
 			return EXIT_USAGE;
 		}
@@ -210,9 +289,28 @@ static int parse(int argc, char **argv, struct health_opts *o)
 	return -1;
 }
 
+/* Read-only; a database not made yet is no run recorded.  0, or an exit code. */
+static int open_store(struct health_opts *o)
+{
+	struct strbuf err = STRBUF_INIT;
+	int ret = state_open(&o->state, o->state_dir, false, &err);
+
+	if (ret == -ENOENT) {
+		o->state = NULL;
+		ret = 0;
+	} else if (ret) {
+		fprintf(stderr, "fscrub health: %s\n", err.buf);
+	}
+	if (o->verbose && !ret)
+		fprintf(stderr, "fscrub health: run history: %s/%s%s\n", o->state_dir,
+			STATE_DB_NAME, o->state ? "" : " (none yet: no scan recorded)");
+	strbuf_release(&err);
+	return ret ? EXIT_OPERATIONAL : 0;
+}
+
 int cmd_health(int argc, char **argv)
 {
-	struct health_opts o = { 0 };
+	struct health_opts o = { .state_dir = state_default_dir() };
 	struct fsmount_list list;
 	json_object *top, *arr = NULL;
 	int code = 0, ret;
@@ -221,6 +319,7 @@ int cmd_health(int argc, char **argv)
 		return ret;
 	if ((ret = fsmounts_collect("health", argv + optind, argc - optind, has_source, &list)))
 		return ret;
+	code = open_store(&o);
 	if (o.json)
 		arr = json_object_new_array();
 	for (size_t i = 0; i < list.nr; i++)
@@ -235,6 +334,7 @@ int cmd_health(int argc, char **argv)
 		json_object_put(top);
 	}
 	fsmounts_release(&list);
+	state_close(o.state);
 	if (fflush(stdout) != 0)
 		code |= EXIT_OPERATIONAL;
 	return code;

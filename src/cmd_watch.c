@@ -13,8 +13,12 @@
  *
  * On an event: one line on stderr (the journal under systemd) with what the
  * kernel said -- errno, error count, inode, and the path where the file
- * handle resolves (open_by_handle_at on the mount, /proc/self/fd); the
- * state store hook (watch_record_event); a targeted check of that inode
+ * handle resolves (open_by_handle_at on the mount, /proc/self/fd); a row in
+ * the run history's events table (state.h; --state-dir), under the key
+ * status uses (status_fs_key()), so that status, health and the metrics
+ * count it until a complete scrub starts after it; with --metrics, the
+ * counter fscrub_watch_events_total of each filesystem, rewritten at start
+ * and on each event; a targeted check of that inode
  * (watch_probe: a directory is read whole and every entry statx()ed, other
  * inodes statx()ed), whose findings are printed on stdout in the report's
  * format and check ids; then the full scrub is started: --on-error CMD, by
@@ -44,8 +48,12 @@
 #include "fserror.h"
 #include "fsmounts.h"
 #include "health.h"
+#include "metrics.h"
+#include "mountpoint.h"
 #include "names.h"
+#include "outfile.h"
 #include "report.h"
+#include "state.h"
 #include "strbuf.h"
 #include "subcmd.h"
 
@@ -68,6 +76,8 @@ struct watch_opts {
 	const char *on_error;		/* NULL: systemctl start fscrub@... */
 	unsigned long long min_interval;	/* seconds between two starts per fs */
 	unsigned long long poll_interval;	/* seconds between btrfs polls */
+	const char *state_dir;		/* the run history's directory */
+	const char *metrics_path;	/* --metrics, or NULL */
 	bool verbose;
 };
 
@@ -84,6 +94,9 @@ struct watched {
 	unsigned next_probed;
 	bool started;			/* the scrub was started once ... */
 	double last_start;		/* ... at this CLOCK_MONOTONIC time */
+	char uuid[48];			/* the run history's key (status_fs_key()) ... */
+	char *fsroot;			/* ... NULL: not known, events not recorded */
+	unsigned long long nr_events;	/* since the watcher started */
 };
 
 struct watch {
@@ -159,6 +172,7 @@ static void unit_name(struct strbuf *out, const char *mountpoint)
 struct event_info {
 	const char *kind;		/* "fs_error", "btrfs_dev_stats" */
 	int error;			/* positive errno, or 0 */
+	unsigned error_count;		/* errors the kernel folded into the event */
 	uint64_t ino;			/* 0: none */
 	const char *path;		/* NULL: not resolved */
 };
@@ -238,18 +252,114 @@ static void reap_children(void)
 	}
 }
 
-/* ---- the state store (issue 23) ---- */
+/* ---- the run history ---- */
+
+static double wall_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 /*
- * Record the event in the state store.  There is none yet (issue 23): the
- * event is only logged, and -v says that it was not recorded.
+ * Record the event in the run history.  The database is opened for each
+ * event and closed at once: events are rare, and no connection or lock is
+ * kept by a daemon that runs for months.  A failure is logged; the check
+ * and the scrub go on.
  */
 static void watch_record_event(const struct watch *wt, const struct watched *w,
 			       const struct event_info *e)
 {
-	if (wt->opt.verbose)
-		fprintf(stderr, "fscrub watch: %s: %s event not recorded (no state store yet)\n",
-			w->m->target, e->kind);
+	struct state_fs fs = { .uuid = w->uuid, .fsroot = w->fsroot };
+	struct state_event ev = {
+		.time = wall_now(), .kind = e->kind, .error = e->error,
+		.error_count = e->error_count, .ino = e->ino, .path = e->path,
+	};
+	struct strbuf err = STRBUF_INIT;
+	struct state *s;
+	int ret;
+
+	if (!w->fsroot)
+		return;
+	/* The default directory is made on first use, as a scan makes it (history.c). */
+	if (!strcmp(wt->opt.state_dir, state_default_dir()) && mkdir(state_default_dir(), 0700) < 0 &&
+	    errno != EEXIST) {
+		ret = -errno;
+		strbuf_addf(&err, "cannot create '%s': %s", state_default_dir(), strerror(-ret));
+	} else {
+		ret = state_open(&s, wt->opt.state_dir, true, &err);
+	}
+	if (!ret) {
+		ret = state_add_event(s, &fs, &ev, &err);
+		state_close(s);
+	}
+	if (ret)
+		fprintf(stderr, "fscrub watch: %s: cannot record the event: %s\n", w->m->target,
+			err.buf);
+	else if (wt->opt.verbose)
+		fprintf(stderr, "fscrub watch: %s: %s event recorded in %s/%s\n", w->m->target,
+			e->kind, wt->opt.state_dir, STATE_DB_NAME);
+	strbuf_release(&err);
+}
+
+/*
+ * --metrics: a counter per watched filesystem, the events since fscrub
+ * watch started (an alert takes increase() over it: a restart is a reset).
+ * Its own name, not the scans' fscrub_watch_events, and no backend label:
+ * node_exporter refuses one name with different labels in two files.
+ */
+static void watch_write_metrics(const struct watch *wt)
+{
+	struct strbuf sb = STRBUF_INIT;
+	struct outfile out;
+	int err;
+
+	if (!wt->opt.metrics_path)
+		return;
+	strbuf_addstr(&sb, "# HELP fscrub_watch_events_total Filesystem error events fscrub "
+		      "watch heard since it started.\n# TYPE fscrub_watch_events_total counter\n");
+	for (size_t i = 0; i < wt->nr; i++) {
+		const struct watched *w = &wt->w[i];
+
+		if (w->how == WATCH_NONE)
+			continue;
+		strbuf_addstr(&sb, "fscrub_watch_events_total{");
+		metrics_add_label(&sb, "mountpoint", w->m->target, true);
+		metrics_add_label(&sb, "fstype", w->m->fstype, false);
+		strbuf_addf(&sb, "} %llu\n", w->nr_events);
+	}
+	if (!(err = outfile_open(&out, wt->opt.metrics_path)) &&
+	    fwrite(sb.buf, 1, sb.len, out.f) != sb.len)
+		err = errno ? -errno : -EIO;
+	err = outfile_close(&out, err);
+	if (err)
+		fprintf(stderr, "fscrub watch: cannot write the metrics file '%s': %s\n",
+			wt->opt.metrics_path, strerror(-err));
+	strbuf_release(&sb);
+}
+
+/* An event: into the history and the metrics. */
+static void watch_count_event(struct watch *wt, struct watched *w, const struct event_info *e)
+{
+	w->nr_events++;
+	watch_record_event(wt, w, e);
+	watch_write_metrics(wt);
+}
+
+/* The key of m's history, for its events; without one they are only logged. */
+static void history_key(struct watched *w)
+{
+	struct mount_info mi = { 0 };
+	struct strbuf err = STRBUF_INIT;
+
+	if (status_fs_key(w->m->target, &mi, w->uuid, sizeof(w->uuid), &err))
+		fprintf(stderr, "fscrub watch: %s: its events will not be recorded: %s\n",
+			w->m->target, err.buf);
+	else
+		w->fsroot = xstrdup(mi.fsroot);
+	mount_info_release(&mi);
+	strbuf_release(&err);
 }
 
 /* ---- the targeted check ---- */
@@ -377,7 +487,8 @@ static void on_fs_error(const struct fserror_event *ev, void *arg)
 	struct watch *wt = arg;
 	struct watched *w = by_fsid(wt, ev->fsid);
 	struct strbuf path = STRBUF_INIT;
-	struct event_info e = { .kind = "fs_error", .error = ev->error, .ino = ev->ino };
+	struct event_info e = { .kind = "fs_error", .error = ev->error,
+				.error_count = ev->error_count, .ino = ev->ino };
 	int fd = -ENOENT;
 
 	if (!w) {
@@ -399,7 +510,7 @@ static void on_fs_error(const struct fserror_event *ev, void *arg)
 	else
 		fprintf(stderr, "inode %llu, path not resolved: %s\n", (unsigned long long)e.ino,
 			strerror(-fd));
-	watch_record_event(wt, w, &e);
+	watch_count_event(wt, w, &e);
 	if (fd >= 0) {
 		watch_probe(w, fd, path.buf, e.ino);
 		close(fd);
@@ -459,7 +570,7 @@ static void poll_btrfs(struct watch *wt, struct watched *w)
 	if (rose) {
 		struct event_info e = { .kind = "btrfs_dev_stats" };
 
-		watch_record_event(wt, w, &e);
+		watch_count_event(wt, w, &e);
 		trigger(wt, w, &e);
 	}
 }
@@ -528,6 +639,7 @@ static void setup_one(struct watch *wt, struct watched *w, const struct fsmount 
 		return;
 	}
 	memcpy(w->fsid, &sfs.f_fsid, sizeof(w->fsid));
+	history_key(w);
 	if (!strcmp(m->fstype, "btrfs"))
 		setup_btrfs(wt, w);
 	else
@@ -607,6 +719,9 @@ static void usage(FILE *f)
 	      "                          (default 3600; 0: on every event)\n"
 	      "      --poll-interval SECS read btrfs device error counters every SECS\n"
 	      "                          (default 60)\n"
+	      "      --metrics FILE      write the event counters to FILE (Prometheus)\n"
+	      "      --state-dir DIR     record the events in DIR/state.sqlite\n"
+	      "                          (default /var/lib/fscrub)\n"
 	      "\n"
 	      "Exit status: 0 stopped by SIGTERM or SIGINT, 8 nothing to watch or an\n"
 	      "operational error, 16 usage error.\n", f);
@@ -617,6 +732,19 @@ static int bad_value(const char *opt, const char *arg)
 	fprintf(stderr, "fscrub watch: %s needs a number of seconds, not '%s'\n"
 		"Try 'fscrub watch --help' for more information.\n", opt, arg);
 	return EXIT_USAGE;
+}
+
+/* --metrics FILE that cannot be written: said, and true. */
+static bool bad_output(const char *path)
+{
+	struct strbuf why = STRBUF_INIT;
+	bool bad = outfile_check(path, &why) < 0;
+
+	if (bad)
+		fprintf(stderr, "fscrub watch: cannot write the metrics file '%s': %s\n"
+			"Try 'fscrub watch --help' for more information.\n", path, why.buf);
+	strbuf_release(&why);
+	return bad;
 }
 
 /* A whole number of seconds from 0 (if zero_ok) to MAX_INTERVAL. */
@@ -635,7 +763,7 @@ static bool parse_seconds(const char *s, bool zero_ok, unsigned long long *out)
 	return true;
 }
 
-enum { OPT_ON_ERROR = 256, OPT_MIN_INTERVAL, OPT_POLL_INTERVAL };
+enum { OPT_ON_ERROR = 256, OPT_MIN_INTERVAL, OPT_POLL_INTERVAL, OPT_STATE_DIR, OPT_METRICS };
 
 static int parse(int argc, char **argv, struct watch_opts *o)
 {
@@ -645,6 +773,8 @@ static int parse(int argc, char **argv, struct watch_opts *o)
 		{ "on-error", required_argument, NULL, OPT_ON_ERROR },
 		{ "min-interval", required_argument, NULL, OPT_MIN_INTERVAL },
 		{ "poll-interval", required_argument, NULL, OPT_POLL_INTERVAL },
+		{ "state-dir", required_argument, NULL, OPT_STATE_DIR },
+		{ "metrics", required_argument, NULL, OPT_METRICS },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -669,6 +799,14 @@ static int parse(int argc, char **argv, struct watch_opts *o)
 			if (!parse_seconds(optarg, false, &o->poll_interval))
 				return bad_value("--poll-interval", optarg);
 			break;
+		case OPT_STATE_DIR:
+			o->state_dir = optarg;
+			break;
+		case OPT_METRICS:
+			if (bad_output(optarg))
+				return EXIT_USAGE;
+			o->metrics_path = optarg;
+			break;
 		default:
 			fprintf(stderr, "fscrub watch: %s '%s'\n"
 				"Try 'fscrub watch --help' for more information.\n",
@@ -686,6 +824,7 @@ static void release(struct watch *wt)
 		if (wt->w[i].fd >= 0)
 			close(wt->w[i].fd);
 		free(wt->w[i].stats);
+		free(wt->w[i].fsroot);
 	}
 	free(wt->w);
 	if (wt->fan_fd >= 0)
@@ -696,7 +835,7 @@ int cmd_watch(int argc, char **argv)
 {
 	struct watch wt = {
 		.opt = { .min_interval = DEFAULT_MIN_INTERVAL,
-			 .poll_interval = DEFAULT_POLL_INTERVAL },
+			 .poll_interval = DEFAULT_POLL_INTERVAL, .state_dir = state_default_dir() },
 		.fan_fd = -1,
 	};
 	struct fsmount_list list;
@@ -719,6 +858,7 @@ int cmd_watch(int argc, char **argv)
 		fprintf(stderr, "fscrub watch: nothing to watch\n");
 		ret = EXIT_OPERATIONAL;
 	} else {
+		watch_write_metrics(&wt);
 		ret = loop(&wt);
 	}
 	release(&wt);

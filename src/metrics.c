@@ -16,8 +16,7 @@
 #include "state.h"
 #include "strbuf.h"
 
-/* A label value: names_escape() makes it printable, then \ " and newline. */
-static void add_label(struct strbuf *sb, const char *key, const char *value, bool comma)
+void metrics_add_label(struct strbuf *sb, const char *key, const char *value, bool comma)
 {
 	struct strbuf esc = STRBUF_INIT;
 
@@ -77,6 +76,16 @@ static void add_history(struct scrub_ctx *ctx, struct strbuf *body, const char *
 		    sum.open_errors);
 	strbuf_addf(body, "fscrub_open_findings{%s,severity=\"warning\"} %llu\n", labels,
 		    sum.open_warnings);
+	add_metric(body, labels, "open_media_errors",
+		   "Open errors of unreadable file data or device blocks (data.read, media.*).",
+		   (double)sum.open_media_errors);
+	/*
+	 * A gauge, not a counter (hence no _total): it falls to 0 when a
+	 * complete run starts after the events.
+	 */
+	add_metric(body, labels, "watch_events",
+		   "Events of fscrub watch since the last complete scrub began.",
+		   (double)sum.open_events);
 	state_summary_release(&sum);
 }
 
@@ -89,9 +98,10 @@ int metrics_write(struct scrub_ctx *ctx, int exit_code, double duration)
 	struct timespec now;
 	int err;
 
-	add_label(&labels, "mountpoint", ctx->mntpoint ? ctx->mntpoint : ctx->opt.target, true);
-	add_label(&labels, "fstype", ctx->fstype ? ctx->fstype : "unknown", true);
-	add_label(&labels, "backend", ctx->ops ? ctx->ops->name : "none", false);
+	metrics_add_label(&labels, "mountpoint", ctx->mntpoint ? ctx->mntpoint : ctx->opt.target,
+			  true);
+	metrics_add_label(&labels, "fstype", ctx->fstype ? ctx->fstype : "unknown", true);
+	metrics_add_label(&labels, "backend", ctx->ops ? ctx->ops->name : "none", false);
 	clock_gettime(CLOCK_REALTIME, &now);
 	add_metric(&body, labels.buf, "last_run_end_time_seconds",
 		   "When the last scrub ended (Unix time).",

@@ -14,6 +14,16 @@
 
 struct scrub_ctx;
 
+#include <stdbool.h>
+
+struct strbuf;
+
+/*
+ * key="value" into sb (then a comma if comma): value made printable by
+ * names_escape(), then \ and " escaped as the text format wants.  Also
+ * for fscrub watch's --metrics.
+ */
+void metrics_add_label(struct strbuf *sb, const char *key, const char *value, bool comma);
 /* Returns 0 or a positive errno (exit bit 8). */
 int metrics_write(struct scrub_ctx *ctx, int exit_code, double duration_seconds);
 

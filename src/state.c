@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/types.h>
 
+#include "checks.h"
 #include "report.h"
 #include "strbuf.h"
 
@@ -48,6 +49,7 @@ struct state {
 	size_t nr_phases;
 	uint64_t *rescanned;		/* state_set_rescanned() */
 	size_t nr_rescanned;
+	int version;			/* the database's user_version */
 };
 
 static const char *severity_name[] = {
@@ -72,6 +74,13 @@ static const char schema_v1[] =
 	"CREATE TABLE rescanned (run INTEGER NOT NULL REFERENCES runs (id), ino INTEGER NOT NULL, "
 	"PRIMARY KEY (run, ino));"
 	"PRAGMA user_version = 1;";
+
+/* Version 2: fscrub watch's events (state_add_event()), beside the runs. */
+static const char schema_v2[] =
+	"CREATE TABLE events (uuid TEXT NOT NULL, fsroot TEXT NOT NULL, time REAL NOT NULL, "
+	"kind TEXT NOT NULL, errno INTEGER, error_count INTEGER, ino INTEGER, path TEXT);"
+	"CREATE INDEX events_by_fs ON events (uuid, fsroot, time);"
+	"PRAGMA user_version = 2;";
 
 static int fail(struct state *s, struct strbuf *err, const char *what)
 {
@@ -98,7 +107,10 @@ static int user_version(struct state *s)
 	return v;
 }
 
-/* Create the tables of a new database, in one transaction; refuse a newer one. */
+/*
+ * Create the tables of a new database, or add those of the later versions
+ * to an older one, in one transaction; refuse a newer one.
+ */
 static int setup_schema(struct state *s, struct strbuf *err)
 {
 	int v;
@@ -106,7 +118,7 @@ static int setup_schema(struct state *s, struct strbuf *err)
 	if (exec(s, "BEGIN IMMEDIATE"))
 		return fail(s, err, "cannot write the state database");
 	v = user_version(s);
-	if (v == 0 && exec(s, schema_v1)) {
+	if ((v == 0 && exec(s, schema_v1)) || (v >= 0 && v < 2 && exec(s, schema_v2))) {
 		fail(s, err, "cannot create the tables of the state database");
 		exec(s, "ROLLBACK");
 		return -EIO;
@@ -117,6 +129,7 @@ static int setup_schema(struct state *s, struct strbuf *err)
 			    s->path, v);
 		return -EPROTO;
 	}
+	s->version = STATE_SCHEMA_VERSION;
 	return v < 0 ? fail(s, err, "cannot read the state database") : 0;
 }
 
@@ -183,7 +196,7 @@ int state_open(struct state **out, const char *dir, bool write, struct strbuf *e
 			ret = fail(s, err, "cannot use the state database");
 		else if (write)
 			ret = setup_schema(s, err);
-		else if (user_version(s) < 0)
+		else if ((s->version = user_version(s)) < 0)
 			ret = fail(s, err, "cannot read the state database");
 	}
 	if (ret) {
@@ -502,7 +515,15 @@ int state_each_fs(struct state *s, void (*fn)(const struct state_fs *fs, void *a
 	sqlite3_stmt *st;
 	int rc;
 
-	if (sqlite3_prepare_v2(s->db, "SELECT uuid, fsroot FROM runs GROUP BY uuid, fsroot "
+	/* Then those with only events of fscrub watch (version 2), never scrubbed. */
+	static const char v2[] =
+		"SELECT uuid, fsroot, max(id) AS o FROM runs GROUP BY uuid, fsroot "
+		"UNION ALL SELECT uuid, fsroot, 0 FROM events "
+		"WHERE (uuid, fsroot) NOT IN (SELECT uuid, fsroot FROM runs) "
+		"GROUP BY uuid, fsroot ORDER BY o DESC";
+
+	if (sqlite3_prepare_v2(s->db, s->version >= 2 ? v2 :
+			       "SELECT uuid, fsroot FROM runs GROUP BY uuid, fsroot "
 			       "ORDER BY max(id) DESC", -1, &st, NULL) != SQLITE_OK)
 		return -EIO;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -582,10 +603,22 @@ static void count_open(const struct state_finding *f, void *arg)
 {
 	struct state_summary *sum = arg;
 
-	if (!strcmp(f->severity, "error"))
-		sum->open_errors++;
-	else
+	if (strcmp(f->severity, "error")) {
 		sum->open_warnings++;
+		return;
+	}
+	sum->open_errors++;
+	/* What could not be read: the checks.h ids of read errors of data and device blocks. */
+	if (!strcmp(f->check, CHECK_DATA_READ) || !strncmp(f->check, "media.", 6))
+		sum->open_media_errors++;
+}
+
+static void count_event(const struct state_event *e, void *arg)
+{
+	struct state_summary *sum = arg;
+
+	(void)e;
+	sum->open_events++;
 }
 
 int state_summarise(struct state *s, const struct state_fs *fs, struct state_summary *sum)
@@ -595,7 +628,8 @@ int state_summarise(struct state *s, const struct state_fs *fs, struct state_sum
 	memset(sum, 0, sizeof(*sum));
 	if ((ret = state_each_run(s, fs, 1, keep_last, &sum->last)) ||
 	    (ret = last_complete(s, fs, false, &sum->last_complete)) ||
-	    (ret = last_complete(s, fs, true, &sum->last_data_verified)))
+	    (ret = last_complete(s, fs, true, &sum->last_data_verified)) ||
+	    (ret = state_each_event(s, fs, count_event, sum)))
 		return ret;
 	return state_each_open(s, fs, count_open, sum);
 }
@@ -689,6 +723,71 @@ int state_each_open(struct state *s, const struct state_fs *fs,
 		};
 
 		fn(&f, arg);
+	}
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : -EIO;
+}
+
+/* --- fscrub watch's events (schema version 2) --- */
+
+int state_add_event(struct state *s, const struct state_fs *fs, const struct state_event *e,
+		    struct strbuf *err)
+{
+	sqlite3_stmt *st;
+
+	if (sqlite3_prepare_v2(s->db, "INSERT INTO events (uuid, fsroot, time, kind, errno, "
+			       "error_count, ino, path) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+			       -1, &st, NULL) != SQLITE_OK)
+		return fail(s, err, "cannot write the event to the state database");
+	bind_text(st, 1, fs->uuid);
+	bind_text(st, 2, fs->fsroot);
+	sqlite3_bind_double(st, 3, e->time);
+	bind_text(st, 4, e->kind);
+	sqlite3_bind_int(st, 5, e->error);
+	bind_u64(st, 6, e->error_count);
+	bind_u64(st, 7, e->ino);
+	bind_text(st, 8, e->path);
+	if (step_done(st))
+		return fail(s, err, "cannot write the event to the state database");
+	return 0;
+}
+
+/*
+ * Open: not after the start of the last complete run.  A run that began
+ * before the event may have passed the damaged object already, so only a
+ * complete run that started after it answers it (the one in progress when
+ * the event came does not).
+ */
+static const char events_sql[] =
+	"SELECT time, kind, errno, error_count, ino, path FROM events "
+	"WHERE uuid = ?1 AND fsroot = ?2 AND time >= (SELECT coalesce(max(started), 0) "
+	"      FROM runs WHERE uuid = ?1 AND fsroot = ?2 AND status = 'complete') "
+	"ORDER BY time";
+
+int state_each_event(struct state *s, const struct state_fs *fs,
+		     void (*fn)(const struct state_event *e, void *arg), void *arg)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	/* A version 1 database, read by status before any watcher wrote it: no events. */
+	if (s->version < 2)
+		return 0;
+	if (sqlite3_prepare_v2(s->db, events_sql, -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	bind_text(st, 1, fs->uuid);
+	bind_text(st, 2, fs->fsroot);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct state_event e = {
+			.time = sqlite3_column_double(st, 0),
+			.kind = (const char *)sqlite3_column_text(st, 1),
+			.error = sqlite3_column_int(st, 2),
+			.error_count = column_u64(st, 3),
+			.ino = column_u64(st, 4),
+			.path = (const char *)sqlite3_column_text(st, 5),
+		};
+
+		fn(&e, arg);
 	}
 	sqlite3_finalize(st);
 	return rc == SQLITE_DONE ? 0 : -EIO;

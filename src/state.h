@@ -9,7 +9,7 @@
  * subvolumes of one btrfs mounted at / and /home are two histories.
  * `fscrub status` and the metrics read it.
  *
- * Schema (PRAGMA user_version 1):
+ * Schema (PRAGMA user_version 2):
  *
  *   runs      one row per run: id, uuid, fsroot, mountpoint, source, fstype,
  *             backend, options (a JSON object), version, started and
@@ -21,6 +21,10 @@
  *             length, message); content is 1 for checks of what files
  *             hold (report.h, check_is_content()), which only -x covers
  *   rescanned (run, ino): the files a --rescan-errors run read back
+ *   events    (uuid, fsroot, time, kind, errno, error_count, ino, path):
+ *             what fscrub watch heard from the kernel (version 2); kind is
+ *             "fs_error" (FAN_FS_ERROR) or "btrfs_dev_stats" (a device
+ *             error counter rose), ino 0 and path NULL when not known
  *
  * status is 'running' from the row's insertion, after phase 1, then one of
  * 'complete' (every phase ran to its end), 'cancelled' (SIGINT/SIGTERM),
@@ -36,10 +40,12 @@
  * in progress.  Findings wait in memory meanwhile, at most
  * STATE_MAX_FINDINGS of them (the rest are counted in findings_dropped).
  *
- * Later schema versions (resumable runs, rotating media scans) are to add
- * tables beside these and raise user_version, upgrading a version 1
- * database in setup_schema() when it is opened for writing; a database
- * newer than this code knows is refused already:
+ * Later schema versions add tables beside these and raise user_version,
+ * upgrading an older database in setup_schema() when it is opened for
+ * writing (version 2 added events to version 1); a database opened
+ * read-only is not upgraded, and reads of a table it lacks find nothing.
+ * A database newer than this code knows is refused for writing.  To come
+ * (resumable runs, rotating media scans):
  *   checkpoints (uuid, fsroot, run, phase, cursor, saved), one per
  *               filesystem and mount root
  *   regions     (uuid, start, length, verified, run), the device regions
@@ -67,7 +73,7 @@ struct state;
  * so at most some 30 MiB however broken the filesystem.
  */
 #define STATE_MAX_FINDINGS	100000
-#define STATE_SCHEMA_VERSION	1
+#define STATE_SCHEMA_VERSION	2
 
 /* What the history is kept by: the filesystem's UUID and the mount's root in it. */
 struct state_fs {
@@ -104,6 +110,18 @@ struct state_summary {
 	double last_complete;		/* end of the last complete run, 0: none */
 	double last_data_verified;	/* ... of the last complete -x run */
 	unsigned long long open_errors, open_warnings;
+	unsigned long long open_events;	/* state_each_event() */
+	unsigned long long open_media_errors;	/* open errors of data.read and media.* */
+};
+
+/* One of fscrub watch's events.  Strings may be NULL. */
+struct state_event {
+	double time;			/* Unix time */
+	const char *kind;		/* "fs_error", "btrfs_dev_stats" */
+	int error;			/* positive errno, 0: none */
+	unsigned long long error_count;	/* errors the kernel folded into it */
+	uint64_t ino;			/* 0: none */
+	const char *path;
 };
 
 /*
@@ -138,7 +156,10 @@ void state_set_rescanned(struct state *s, const uint64_t *inos, size_t n);
 /* Write r (by r->id), the phases and the findings in one transaction. */
 int state_run_end(struct state *s, const struct state_run *r, struct strbuf *err);
 
-/* Every filesystem with a run, the most recently scrubbed first: calls fn(fs, arg). */
+/*
+ * Every filesystem with a run, the most recently scrubbed first, then those
+ * with only events: calls fn(fs, arg).
+ */
 int state_each_fs(struct state *s, void (*fn)(const struct state_fs *fs, void *arg),
 		  void *arg);
 /*
@@ -165,5 +186,16 @@ int state_open_content_inodes(struct state *s, const struct state_fs *fs, uint64
 int state_each_run(struct state *s, const struct state_fs *fs, unsigned n,
 		   void (*fn)(const struct state_run *r, void *arg), void *arg);
 void state_run_release(struct state_run *r);
+
+/* Record an event of fscrub watch for fs, at once (no transaction kept open). */
+int state_add_event(struct state *s, const struct state_fs *fs, const struct state_event *e,
+		    struct strbuf *err);
+/*
+ * The open events of fs, oldest first: those at or after the start of its
+ * last complete run (all of them if none), since a run that was already
+ * going when the event came may have passed the object it names.
+ */
+int state_each_event(struct state *s, const struct state_fs *fs,
+		     void (*fn)(const struct state_event *e, void *arg), void *arg);
 
 #endif

@@ -70,7 +70,8 @@ static void usage(FILE *f)
 	      "                         one number sets both)\n"
 	      "      --state-dir DIR    read DIR/state.sqlite (default /var/lib/fscrub)\n"
 	      "\n"
-	      "Exit status: 0 no open errors, 4 open errors, 8 operational error,\n"
+	      "Exit status: 0 no open errors, 4 open errors or watch events,\n"
+	      "8 operational error,\n"
 	      "16 usage error.  See fscrub(8).\n", f);
 }
 
@@ -110,7 +111,7 @@ static bool parse_overdue(const char *s, struct status *st)
 	return parse_days(comma + 1, &st->data_days) && !strchr(comma + 1, ',');
 }
 
-static json_object *json_time(double t)
+json_object *status_json_time(double t)
 {
 	char buf[32];
 
@@ -125,14 +126,14 @@ static json_object *json_u64(unsigned long long v)
 	return json_object_new_int64((int64_t)v);
 }
 
-static json_object *run_json(const struct state_run *r)
+json_object *status_run_json(const struct state_run *r)
 {
 	json_object *o = json_object_new_object();
 	json_object *opt = r->options ? json_tokener_parse(r->options) : NULL;
 
 	json_object_object_add(o, "id", json_object_new_int64(r->id));
-	json_object_object_add(o, "started", json_time(r->started));
-	json_object_object_add(o, "ended", json_time(r->ended));
+	json_object_object_add(o, "started", status_json_time(r->started));
+	json_object_object_add(o, "ended", status_json_time(r->ended));
 	json_object_object_add(o, "duration",
 			       r->ended > 0 ? json_object_new_double(r->ended - r->started) : NULL);
 	json_object_object_add(o, "status", json_object_new_string(r->status ? r->status : ""));
@@ -211,12 +212,45 @@ static void open_finding(const struct state_finding *f, void *arg)
 	strbuf_addf(o->text, ": %s [%s]\n", f->message ? f->message : "", f->check);
 }
 
+/* One of fscrub watch's events, as its log line says it. */
+static void open_event(const struct state_event *e, void *arg)
+{
+	struct open_out *o = arg;
+	char when[32];
+
+	if (o->list) {
+		json_object *j = json_object_new_object();
+
+		json_object_object_add(j, "time", status_json_time(e->time));
+		json_object_object_add(j, "kind", json_object_new_string(e->kind ? e->kind : ""));
+		json_object_object_add(j, "errno", e->error ? json_object_new_int(e->error) : NULL);
+		json_object_object_add(j, "error", e->error ?
+				       json_object_new_string(strerror(e->error)) : NULL);
+		json_object_object_add(j, "error_count", json_u64(e->error_count));
+		json_object_object_add(j, "inode", e->ino ? json_u64(e->ino) : NULL);
+		json_object_object_add(j, "path", json_escaped_string(e->path));
+		json_object_array_add(o->list, j);
+		return;
+	}
+	iso8601_utc((time_t)e->time, when, sizeof(when));
+	strbuf_addf(o->text, "    %s %s", when, e->kind ? e->kind : "?");
+	if (e->error)
+		strbuf_addf(o->text, ": %s (errno %d)", strerror(e->error), e->error);
+	if (e->ino)
+		strbuf_addf(o->text, ", inode %llu", (unsigned long long)e->ino);
+	if (e->path) {
+		strbuf_addstr(o->text, ", ");
+		names_escape(o->text, e->path, strlen(e->path));
+	}
+	strbuf_addch(o->text, '\n');
+}
+
 static void history_run(const struct state_run *r, void *arg)
 {
 	struct open_out *o = arg;
 
 	if (o->list) {
-		json_object_array_add(o->list, run_json(r));
+		json_object_array_add(o->list, status_run_json(r));
 		return;
 	}
 	strbuf_addf(o->text, "    #%lld ", (long long)r->id);
@@ -274,6 +308,11 @@ static int show_text(struct status *st, const struct state_fs *fs, const char *n
 		    plural(sum->open_warnings, "warning", "warnings"));
 	if (st->state && sum->open_errors + sum->open_warnings)
 		ret = state_each_open(st->state, fs, open_finding, &o);
+	if (!ret && st->state && sum->open_events) {
+		strbuf_addf(&sb, "  watch events:  %llu since the last complete run began\n",
+			    sum->open_events);
+		ret = state_each_event(st->state, fs, open_event, &o);
+	}
 	if (!ret && st->state && st->history) {
 		strbuf_addstr(&sb, "  history:\n");
 		ret = state_each_run(st->state, fs, st->history, history_run, &o);
@@ -296,9 +335,9 @@ static int show_json(struct status *st, const struct state_fs *key, const char *
 	json_object_object_add(fs, "mountpoint", json_escaped_string(name));
 	json_object_object_add(fs, "type", sum->last.fstype ?
 			       json_object_new_string(sum->last.fstype) : NULL);
-	json_object_object_add(fs, "last_run", sum->last.id ? run_json(&sum->last) : NULL);
-	json_object_object_add(fs, "last_complete", json_time(sum->last_complete));
-	json_object_object_add(fs, "last_data_verified", json_time(sum->last_data_verified));
+	json_object_object_add(fs, "last_run", sum->last.id ? status_run_json(&sum->last) : NULL);
+	json_object_object_add(fs, "last_complete", status_json_time(sum->last_complete));
+	json_object_object_add(fs, "last_data_verified", status_json_time(sum->last_data_verified));
 	json_object_object_add(od, "metadata", json_object_new_boolean(
 				       overdue(st, sum->last_complete, st->meta_days)));
 	json_object_object_add(od, "data", json_object_new_boolean(
@@ -308,6 +347,11 @@ static int show_json(struct status *st, const struct state_fs *key, const char *
 	json_object_object_add(fs, "open_warnings", json_u64(sum->open_warnings));
 	ret = st->state ? state_each_open(st->state, key, open_finding, &o) : 0;
 	json_object_object_add(fs, "open_findings", o.list);
+	json_object_object_add(fs, "open_events", json_u64(sum->open_events));
+	o.list = json_object_new_array();
+	if (!ret && st->state)
+		ret = state_each_event(st->state, key, open_event, &o);
+	json_object_object_add(fs, "events", o.list);
 	if (!ret && st->state && st->history) {
 		o.list = json_object_new_array();
 		ret = state_each_run(st->state, key, st->history, history_run, &o);
@@ -332,7 +376,8 @@ static void show(struct status *st, const struct state_fs *fs, const char *name)
 			state_path(st->state));
 		st->code |= EXIT_OPERATIONAL;
 	}
-	if (sum.open_errors)
+	/* An error the kernel reported and no complete run answered yet is open too. */
+	if (sum.open_errors || sum.open_events)
 		st->code |= EXIT_UNCORRECTED;
 	state_summary_release(&sum);
 }
@@ -342,30 +387,38 @@ static void show_fs(const struct state_fs *fs, void *arg)
 	show(arg, fs, NULL);
 }
 
-/*
- * A filesystem named as the scan names it (mountpoint.h: a mount point or
- * a mounted device), so that its UUID and the mount's root are the ones
- * the scan recorded.
- */
+int status_fs_key(const char *arg, struct mount_info *mi, char *uuid, size_t len,
+		  struct strbuf *err)
+{
+	int fd, ret = mount_resolve(arg, NULL, mi, err);
+
+	if (ret)
+		return ret;
+	if ((fd = open(mi->target, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		strbuf_addf(err, "cannot open '%s': %s", mi->target, strerror(errno));
+		return EXIT_OPERATIONAL;
+	}
+	fs_identity(fd, uuid, len);
+	close(fd);
+	if (!mi->fsroot)
+		mi->fsroot = xstrdup("/");
+	return 0;
+}
+
+/* A filesystem named as the scan names it: status_fs_key(). */
 static void show_arg(struct status *st, const char *arg)
 {
 	struct mount_info mi = { 0 };
 	struct strbuf err = STRBUF_INIT;
 	char uuid[48];
-	int fd, ret = mount_resolve(arg, NULL, &mi, &err);
+	int ret = status_fs_key(arg, &mi, uuid, sizeof(uuid), &err);
 
 	if (ret) {
 		fprintf(stderr, "fscrub status: %s\n", err.buf);
 		st->code |= ret;
-	} else if ((fd = open(mi.target, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-		fprintf(stderr, "fscrub status: cannot open '%s': %s\n", mi.target,
-			strerror(errno));
-		st->code |= EXIT_OPERATIONAL;
 	} else {
-		struct state_fs fs = { .uuid = uuid, .fsroot = mi.fsroot ? mi.fsroot : "/" };
+		struct state_fs fs = { .uuid = uuid, .fsroot = mi.fsroot };
 
-		fs_identity(fd, uuid, sizeof(uuid));
-		close(fd);
 		show(st, &fs, mi.target);
 	}
 	mount_info_release(&mi);
@@ -455,7 +508,7 @@ int cmd_status(int argc, char **argv)
 		json_object *top = json_object_new_object();
 
 		json_object_object_add(top, "fscrub_version", json_object_new_string(FSCRUB_VERSION));
-		json_object_object_add(top, "now", json_time(st.now));
+		json_object_object_add(top, "now", status_json_time(st.now));
 		json_object_object_add(top, "filesystems", st.list);
 		puts(json_object_to_json_string_ext(top, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE));
 		json_object_put(top);

@@ -7,6 +7,13 @@
 #ifndef FSCRUB_SUBCMD_H
 #define FSCRUB_SUBCMD_H
 
+#include <json-c/json.h>
+#include <stddef.h>
+
+struct mount_info;
+struct state_run;
+struct strbuf;
+
 /*
  * status.c: what the run history (state.h) says about each filesystem --
  * the last run, the findings still open, when data was last verified,
@@ -14,6 +21,21 @@
  * Its usage() mirrors fscrub(8), "STATUS".
  */
 int cmd_status(int argc, char **argv);
+/*
+ * status.c: the key of the run history (state.h) for a filesystem named as
+ * a scan names it (mountpoint.h: a mount point or a mounted device) -- the
+ * filesystem's UUID in uuid (len at least 48) and the mount's root in
+ * mi->fsroot ("/" when unknown) -- so that status, health and watch find
+ * what the scan recorded.  mi is filled by mount_resolve(); release it
+ * with mount_info_release() also after a failure.  Returns 0, or an exit
+ * code (16 not a mounted filesystem, 8 operational) with a reason in err.
+ */
+int status_fs_key(const char *arg, struct mount_info *mi, char *uuid, size_t len,
+		  struct strbuf *err);
+/* status.c: a run as status --json shows it (fscrub(8), STATUS, JSON). */
+json_object *status_run_json(const struct state_run *r);
+/* status.c: Unix time t as ISO 8601 UTC; NULL (JSON null) for t <= 0. */
+json_object *status_json_time(double t);
 /* cmd_watch.c: the error-event daemon. */
 int cmd_watch(int argc, char **argv);
 /* cmd_health.c: what the filesystems know of their health, now. */

@@ -136,10 +136,13 @@ def test_no_health_source(workdir):
     mnt = os.path.join(workdir, "tmp")
     os.mkdir(mnt)
     run(["mount", "-t", "tmpfs", "tmpfs", mnt])
+    state = os.path.join(workdir, "state")
+    os.mkdir(state)
     try:
-        p = health(mnt)
+        p = health("--state-dir", state, mnt)
         assert p.returncode == 0, p
-        assert p.stdout == "%s: tmpfs on tmpfs: no health source\n" % mnt
+        assert p.stdout == "%s: tmpfs on tmpfs: no health source\n" \
+            "  last scan: none recorded; open: 0 errors, 0 warnings, 0 watch events\n" % mnt
         p, j = health_json(mnt)
         assert j["filesystems"][0]["status"] == "no health source"
     finally:
@@ -166,6 +169,61 @@ def test_does_not_scan(image_factory, fstype):
     assert not [c for c in calls if "getdents64(" in c], calls
     on_fs = [c for c in calls if img.mnt in c and '"%s"' % img.mnt not in c]
     assert on_fs == [], on_fs
+
+
+def test_last_scan_from_the_run_history(image_factory, workdir):
+    """health shows the last scan the run history holds for the filesystem
+    (by the key status uses) in text and JSON, and exits 4 when the history
+    has open errors that the kernel knows nothing of (a wrong link count,
+    injected offline, is no kernel error)."""
+    import faults
+    from conftest import run_fscrub
+    state = os.path.join(workdir, "state")
+    os.mkdir(state)
+    img = mounted(image_factory, "ext4")
+    # no database yet: no scan recorded, not an error
+    p = health("--state-dir", state, img.mnt)
+    assert p.returncode == 0, p
+    assert "  last scan: none recorded; open: 0 errors, 0 warnings, 0 watch events\n" \
+        in p.stdout, p.stdout
+    p, j = health_json("--state-dir", state, img.mnt)
+    assert j["filesystems"][0]["last_scan"] is None
+
+    assert run_fscrub("--state-dir", state, img.mnt).rc == 0
+    p, j = health_json("--state-dir", state, img.mnt)
+    assert p.returncode == 0 and j["exit_code"] == 0, p
+    last = j["filesystems"][0]["last_scan"]
+    st = json.loads(subprocess.run([FSCRUB, "status", "--json", "--state-dir", state, img.mnt],
+                                   capture_output=True, text=True).stdout)["filesystems"][0]
+    assert (last["uuid"], last["fsroot"]) == (st["uuid"], "/")
+    assert last["run"] == st["last_run"] and last["run"]["status"] == "complete"
+    assert last["last_complete"] == st["last_complete"] is not None
+    assert (last["open_errors"], last["open_events"]) == (0, 0)
+    p = health("--state-dir", state, img.mnt)
+    assert re.search(r"^  last scan: \S+Z, complete, exit 0; open: 0 errors, ", p.stdout,
+                     re.M), p.stdout
+
+    img.offline()
+    f = faults.ext4_wrong_nlink(img, nlink=3)
+    time.sleep(1.1)
+    img.mount()
+    assert run_fscrub("--state-dir", state, img.mnt).rc == 4
+    p, j = health_json("--state-dir", state, img.mnt)
+    fs = j["filesystems"][0]
+    assert p.returncode == 4 and j["exit_code"] == 4, p
+    assert fs["detail"]["errors_count"] == 0            # the kernel knows nothing of it
+    assert fs["status"] == "sick" and fs["last_scan"]["open_errors"] == 1, fs
+    assert fs["last_scan"]["run"]["exit_code"] == 4
+    assert fs["problems"] == ["the run history has 1 open errors and 0 watch events "
+                              "(fscrub status)"], fs
+    p = health("--state-dir", state, img.mnt)
+    assert p.returncode == 4 and ", complete, exit 4; open: 1 errors" in p.stdout, p.stdout
+    assert f["inode"]
+    # a history that cannot be read is an operational error
+    with open(os.path.join(state, "state.sqlite"), "wb") as db:
+        db.write(b"not a database " * 512)
+    p = health("--state-dir", state, img.mnt)
+    assert p.returncode & 8 and "state database" in p.stderr, p
 
 
 def test_usage():

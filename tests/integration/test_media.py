@@ -265,6 +265,24 @@ def test_per_file_fallback_still_finds_the_error(image_factory, bad_media):
     assert "read error at offset %d" % (ext["logical"] + (128 << 10)) in errs[0].message
 
 
+def test_open_media_errors_metric(image_factory, bad_media, workdir):
+    """A read error found by -x is an open media error in the run history:
+    the metrics give fscrub_open_media_errors (the alert 'media errors' of
+    contrib/prometheus/fscrub.rules.yml), beside the other open errors."""
+    img, layout = populated(image_factory, "xfs")
+    ext = layout["d/victim"][0]
+    m = bad_media(img, [(ext["physical"] + (128 << 10), BLOCK)])
+    state = os.path.join(workdir, "state")
+    os.mkdir(state)
+    prom = os.path.join(workdir, "m.prom")
+    r = run_fscrub("-n", "-x", "--state-dir", state, "--metrics", prom, m.mnt,
+                   env={"FSCRUB_DEBUG_NO_DEVREAD": "1"})
+    assert r.rc == 4 and [e.check for e in r.errors] == ["data.read"], r
+    text = open(prom).read()
+    assert re.search(r"^fscrub_open_media_errors\{.*\} 1$", text, re.M), text
+    assert re.search(r'^fscrub_open_findings\{.*severity="error"\} 1$', text, re.M), text
+
+
 def test_tmpfs_reads_file_by_file(workdir):
     t = fsimage.make_tmpfs(workdir)
     try:

@@ -11,10 +11,12 @@ device numbers and /dev paths that do not exist, so they choose the same
 on any machine; the grouping tests use real loop devices and partitions.
 """
 
+import json
 import os
 import re
 import shlex
 import signal
+import sqlite3
 import struct
 import subprocess
 import sys
@@ -709,3 +711,128 @@ def test_real_scrubs_clean_then_faulty(image_factory, tmp_path):
     assert "%s: 0 errors and 0 warnings found." % imgs[0].mnt in p.stdout
     assert "%s: fscrub exited 4" % beta.mnt in p.stderr
     assert "Phase 1:" in p.stdout       # -v reached fscrub
+
+
+# ----------------------------------------------------------------------------
+# policies: --if-due DAYS (from fscrub status) and XFS's autofsck property
+# ----------------------------------------------------------------------------
+
+def _mounts_table(tmp_path, targets):
+    """The kernel's mountinfo lines of targets only."""
+    with open("/proc/self/mountinfo") as f:
+        lines = [line for line in f if line.split()[4] in targets]
+    assert len(lines) == len(targets), lines
+    return write(tmp_path / "table", "".join(lines))
+
+
+def _runs(state, mnt):
+    p = subprocess.run([FSCRUB, "status", "--json", "--history", "100", "--state-dir", state,
+                        mnt], capture_output=True, text=True)
+    return json.loads(p.stdout)["filesystems"][0].get("history", [])
+
+
+def test_if_due(tmp_path):
+    """--if-due DAYS scrubs only the filesystems whose last complete run
+    (fscrub status, in the --state-dir passed on) ended DAYS ago or more,
+    or never; a run that did not complete does not count."""
+    need_root()
+    state = str(tmp_path / "state")
+    os.mkdir(state)
+    fss = [fsimage.make_tmpfs(str(tmp_path), name=n, size_mb=8, populate=False)
+           for n in ("alpha", "beta")]
+    try:
+        alpha, beta = (f.mnt for f in fss)
+        time.sleep(1.1)
+        t = _mounts_table(tmp_path, [alpha, beta])
+        r = subprocess.run([FSCRUB, "--state-dir", state, alpha], capture_output=True)
+        assert r.returncode == 0, r
+        pl = plan("--all", "--if-due", "7", "-m", t, "--state-dir", state)
+        assert list(pl.cmds) == [beta], pl.text
+        assert pl.skipped[alpha] == ["not due: last complete run 0.0 days ago (--if-due 7)"]
+        assert "    due: no complete run recorded" in pl.text
+        assert pl.cmds[beta][-3:] == ["--state-dir", state, beta]
+
+        p = fscrub_all("--all", "--if-due", "7", "-m", t, "--state-dir", state)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert "fscrub_all: %s: skipped: not due" % alpha in p.stderr
+        assert len(_runs(state, alpha)) == 1 and len(_runs(state, beta)) == 1
+
+        # alpha's run ended 8 days ago: due for 7, not for 9 (fractions allowed)
+        db = sqlite3.connect(os.path.join(state, "state.sqlite"))
+        db.execute("UPDATE runs SET started = started - 8 * 86400, ended = ended - 8 * 86400 "
+                   "WHERE mountpoint = ?", (alpha,))
+        db.commit()
+        db.close()
+        pl = plan("--all", "--if-due", "7", "-m", t, "--state-dir", state)
+        assert list(pl.cmds) == [alpha], pl.text
+        assert "    due: last complete run 8.0 days ago" in pl.text
+        assert list(plan("--all", "--if-due", "9.5", "-m", t, "--state-dir", state).cmds) == []
+        assert sorted(plan("--all", "--if-due", "0", "-m", t, "--state-dir", state).cmds) == \
+            sorted([alpha, beta])
+        # a cancelled run is not a complete one
+        db = sqlite3.connect(os.path.join(state, "state.sqlite"))
+        db.execute("UPDATE runs SET status = 'cancelled' WHERE mountpoint = ?", (beta,))
+        db.commit()
+        db.close()
+        assert list(plan("--all", "--if-due", "7", "-m", t, "--state-dir", state).cmds) == \
+            [alpha, beta]
+        for bad in ("x", "-1", "7d"):
+            p = fscrub_all("-n", "--if-due", bad, "-m", t)
+            assert p.returncode == 16 and "--if-due wants a number of days" in p.stderr, p
+    finally:
+        for f in fss:
+            f.cleanup()
+
+
+def test_if_due_when_status_cannot_say(tmp_path):
+    """A filesystem status cannot answer for (here: not mounted, a crafted
+    table) is scrubbed, and the plan says why."""
+    t = _table(tmp_path, ["ghost"])
+    pl = plan("--if-due", "7", "-m", t, "--state-dir", str(tmp_path))
+    assert list(pl.cmds) == ["/fake/ghost"], pl.text
+    assert re.search(r"^    due: its last complete run is not known \(fscrub status: .*\)$",
+                     pl.text, re.M), pl.text
+
+
+@pytest.fixture(scope="module")
+def xfs_mounted(tmp_path_factory):
+    need_root()
+    need_tools("mkfs.xfs")
+    img = fsimage.Image(str(tmp_path_factory.mktemp("xfs")), "xfs", size_mb=300)
+    img.mkfs()
+    img.mount()
+    yield img
+    img.cleanup(remove=True)
+
+
+@pytest.mark.parametrize("value,skip,extra", [
+    (None, None, []), ("none", "autofsck=none (XFS property): no background scrub", []),
+    ("check", None, ["-n"]), ("optimize", None, ["-n"]), ("repair", None, [])])
+def test_xfs_autofsck(xfs_mounted, tmp_path, value, skip, extra):
+    """XFS's autofsck property (the trusted.xfs:autofsck xattr of the root,
+    as xfsprogs' xfs_property sets it): none skips, check and optimize add
+    -n, repair is as without it.  --systemd cannot pass -n: check is then
+    skipped unless FSCRUB_OPTIONS has it."""
+    mnt = xfs_mounted.mnt
+    try:
+        os.removexattr(mnt, "trusted.xfs:autofsck")
+    except OSError:
+        pass
+    if value:
+        os.setxattr(mnt, "trusted.xfs:autofsck", value.encode())
+    t = _mounts_table(tmp_path, [mnt])
+    pl = plan("-m", t)
+    if skip:
+        assert pl.skipped[mnt] == [skip] and mnt not in pl.cmds, pl.text
+        return
+    assert pl.cmds[mnt] == [FSCRUB, "-b"] + extra + [mnt], pl.text
+    if extra:
+        assert "    autofsck=%s: -n (check only" % value in pl.text
+        # already check-only: nothing added
+        assert plan("-m", t, "-n").cmds[mnt] == [FSCRUB, "-b", "-n", mnt]
+        pl = plan("--systemd", "-m", t, env={"FSCRUB_OPTIONS": ""})
+        assert pl.skipped[mnt][0].startswith("autofsck=%s (XFS property) asks for -n" % value)
+        pl = plan("--systemd", "-m", t, env={"FSCRUB_OPTIONS": "-x -n"})
+        assert mnt in pl.cmds, pl.text
+    if value:
+        os.removexattr(mnt, "trusted.xfs:autofsck")

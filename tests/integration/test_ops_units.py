@@ -584,6 +584,9 @@ def test_watch_unit_settings(installed):
             "RestartPreventExitStatus": "8"}
     for k, v in want.items():
         assert u[("Service", k)] == [v], k
+    # its events go to the run history (fscrub(8), RUN HISTORY)
+    assert u[("Service", "StateDirectory")] == ["fscrub"], u
+    assert u[("Service", "StateDirectoryMode")] == ["0700"], u
     assert u[("Service", "ExecStart")] == [installed.sbin + "/fscrub watch $FSCRUB_WATCH_OPTIONS"]
     assert u[("Service", "EnvironmentFile")] == ["-" + installed.default]
     assert os.access(installed.sbin + "/fscrub", os.X_OK)
@@ -603,8 +606,10 @@ def test_watch_in_the_units_sandbox(installed, tmp_path):
     """fscrub watch the way fscrub-watch.service runs it (read-only
     namespace, the unit's bounding set, no_new_privs), under strace: a
     corrupted directory read from outside is reported with its path (so
-    open_by_handle_at works with these capabilities) and checked, and every
-    system call made is allowed by the unit's filter."""
+    open_by_handle_at works with these capabilities), recorded in the run
+    history (the unit's StateDirectory=: an empty tmpfs at /var/lib/fscrub
+    here) and checked, and every system call made is allowed by the unit's
+    filter."""
     need_root()
     need_tools("strace", "systemd-analyze", "unshare", "setpriv", "timeout", "debugfs")
     if sanitized(FSCRUB):
@@ -632,13 +637,15 @@ def test_watch_in_the_units_sandbox(installed, tmp_path):
         # strace writes through an fd opened here: the namespace is read-only
         log, err = str(tmp_path / "strace"), str(tmp_path / "err")
         logf = open(log, "w")
-        script = 'set -e; mount -o remount,bind,ro /; mount -o remount,bind,ro "$1"; ' \
+        script = 'set -e; mkdir -p /var/lib/fscrub; ' \
+                 'mount -t tmpfs -o mode=0700 fscrub-state /var/lib/fscrub; ' \
+                 'mount -o remount,bind,ro /; mount -o remount,bind,ro "$1"; ' \
                  'shift; exec "$@"'
         cmd = ["unshare", "--mount", "--propagation", "slave", "--", "sh", "-c", script, "sh",
                img.mnt, "setpriv", "--bounding-set", setpriv_caps(caps), "--no-new-privs",
                "--", "strace", "-f", "-qq", "-c", "-o", "/proc/self/fd/%d" % logf.fileno(),
                "timeout", "4",
-               FSCRUB, "watch", "--on-error", "true", img.mnt]
+               FSCRUB, "watch", "-v", "--on-error", "true", img.mnt]
         with open(err, "w") as errf:
             proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=errf,
                                     pass_fds=(logf.fileno(),))
@@ -657,6 +664,7 @@ def test_watch_in_the_units_sandbox(installed, tmp_path):
         assert "watching %s (ext4): FAN_FS_ERROR" % img.mnt in text, text
         assert "inode %d, path %s\n" % (ino, d) in text, text
         assert "checked %s (inode %d)" % (d, ino) in text, text
+        assert "fs_error event recorded in /var/lib/fscrub/state.sqlite" in text, text
         used = set()
         for line in open(log).read().splitlines():
             f = line.split()

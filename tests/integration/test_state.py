@@ -98,7 +98,7 @@ def test_history_text_and_json(tmpfs, state_dir):
     # the phases, and the options as JSON, are in the database as documented
     db = sqlite3.connect(os.path.join(state_dir, "state.sqlite"))
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 1
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 2
     titles = [t for (t,) in db.execute("SELECT title FROM phases WHERE run = ? ORDER BY phase",
                                        (x["id"],))]
     assert titles[0] == "Find the filesystem" and "Verify file data" in titles, titles
@@ -430,3 +430,68 @@ def test_rescan_errors_usage(tmpfs, state_dir):
         r = run_fscrub(*args, tmpfs.mnt)
         assert r.rc == 16 and why in r.stderr, r
     assert run_fscrub("--rescan-errors", "--state-dir", state_dir, tmpfs.mnt).rc == 0
+
+
+# The version 1 schema as fscrub 0.x (before fscrub watch recorded events) made it.
+SCHEMA_V1 = """
+CREATE TABLE runs (id INTEGER PRIMARY KEY, uuid TEXT NOT NULL, fsroot TEXT NOT NULL,
+  mountpoint TEXT, source TEXT, fstype TEXT, backend TEXT, options TEXT, version TEXT,
+  started REAL NOT NULL, ended REAL, status TEXT NOT NULL, exit_code INTEGER,
+  verify_data INTEGER NOT NULL, rescan INTEGER NOT NULL DEFAULT 0, errors INTEGER,
+  warnings INTEGER, infos INTEGER, repaired INTEGER, operational INTEGER, inodes INTEGER,
+  bytes_verified INTEGER, findings_dropped INTEGER);
+CREATE INDEX runs_by_fs ON runs (uuid, fsroot, id);
+CREATE TABLE phases (run INTEGER NOT NULL REFERENCES runs (id), phase INTEGER NOT NULL,
+  title TEXT, wall REAL, user REAL, sys REAL, items INTEGER, PRIMARY KEY (run, phase));
+CREATE TABLE findings (run INTEGER NOT NULL REFERENCES runs (id), seq INTEGER NOT NULL,
+  severity TEXT NOT NULL, check_id TEXT NOT NULL, content INTEGER NOT NULL, path TEXT,
+  ino INTEGER, offset INTEGER, length INTEGER, message TEXT, PRIMARY KEY (run, seq));
+CREATE TABLE rescanned (run INTEGER NOT NULL REFERENCES runs (id), ino INTEGER NOT NULL,
+  PRIMARY KEY (run, ino));
+PRAGMA user_version = 1;
+"""
+
+
+def test_upgrade_from_version_1(tmpfs, state_dir):
+    """A version 1 database (no events table) is read by status as it is,
+    and upgraded to version 2 by the first run that writes it, its runs kept;
+    the events table then takes fscrub watch's rows, which status counts."""
+    assert run_fscrub("--state-dir", state_dir, tmpfs.mnt).rc == 0
+    rc, j = status_json(state_dir, tmpfs.mnt)
+    uuid = j["filesystems"][0]["uuid"]
+    path = os.path.join(state_dir, "state.sqlite")
+    os.unlink(path)
+    db = sqlite3.connect(path)
+    db.executescript(SCHEMA_V1)
+    db.execute("INSERT INTO runs (uuid, fsroot, mountpoint, fstype, started, ended, status, "
+               "exit_code, verify_data, errors, warnings) VALUES (?, '/', ?, 'tmpfs', "
+               "1000000000, 1000000010, 'complete', 0, 0, 0, 0)", (uuid, tmpfs.mnt))
+    db.commit()
+    db.close()
+
+    rc, j = status_json(state_dir, tmpfs.mnt)         # read-only: not upgraded
+    fs = j["filesystems"][0]
+    assert rc == 0 and fs["last_run"]["id"] == 1 and (fs["open_events"], fs["events"]) == (0, [])
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA user_version").fetchone() == (1,)
+    db.close()
+
+    assert run_fscrub("--state-dir", state_dir, tmpfs.mnt).rc == 0
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA user_version").fetchone() == (2,)
+    assert [r[0] for r in db.execute("SELECT id FROM runs ORDER BY id")] == [1, 2]
+    # an event after the last complete run began: open, an error for the exit status
+    db.execute("INSERT INTO events (uuid, fsroot, time, kind, errno, error_count, ino, path) "
+               "VALUES (?, '/', ?, 'fs_error', 117, 1, 12, ?)",
+               (uuid, time.time(), tmpfs.mnt + "/dir"))
+    db.commit()
+    db.close()
+    rc, j = status_json(state_dir, tmpfs.mnt)
+    fs = j["filesystems"][0]
+    assert rc == 4 and fs["open_events"] == 1 and fs["open_errors"] == 0, j
+    assert (fs["events"][0]["kind"], fs["events"][0]["errno"], fs["events"][0]["inode"],
+            fs["events"][0]["path"]) == ("fs_error", 117, 12, tmpfs.mnt + "/dir")
+    # a complete run that starts after it answers it
+    assert run_fscrub("--state-dir", state_dir, tmpfs.mnt).rc == 0
+    rc, j = status_json(state_dir, tmpfs.mnt)
+    assert rc == 0 and j["filesystems"][0]["open_events"] == 0, j

@@ -76,9 +76,14 @@ class Watcher:
 
 @pytest.fixture
 def watcher(workdir):
+    """Starts `fscrub watch`; its events go to workdir/state (not the
+    machine's /var/lib/fscrub) unless the test names a --state-dir."""
     made = []
 
     def start(*args):
+        if "--state-dir" not in args:
+            os.makedirs(os.path.join(workdir, "state"), exist_ok=True)
+            args = ("--state-dir", os.path.join(workdir, "state")) + args
         w = Watcher(workdir, *args)
         made.append(w)
         return w
@@ -184,6 +189,88 @@ def test_event_path_check_and_one_scrub(ext4_dir, watcher, workdir):
     assert w.proc.poll() is None, w.stderr()
     assert w.stop() == 0
     assert w.stderr().endswith("fscrub watch: stopped\n"), w.stderr()
+
+
+def test_event_recorded_status_health_metrics(ext4_dir, watcher, workdir):
+    """The event goes to the run history: status lists it (text and JSON)
+    and exits 4, health counts it, the metrics give it as
+    fscrub_watch_events; a complete run that starts after it closes it."""
+    import json
+    from conftest import run_fscrub
+    img, d = ext4_dir
+    state = os.path.join(workdir, "state")
+    wprom = os.path.join(workdir, "watch.prom")
+    w = watcher("--on-error", "true", "-v", "--metrics", wprom, img.mnt)
+    w.wait_for(r"FAN_FS_ERROR$")
+    sample = r'^fscrub_watch_events_total\{mountpoint="%s",fstype="ext4"\} (\d+)$' % \
+        re.escape(img.mnt)
+    with open(wprom) as f:          # written at start: the counter is there before any event
+        assert re.findall(sample, f.read(), re.M) == ["0"]
+    ino = corrupt_dir_block(img, d)
+    read_dir(d)
+    w.wait_for(r"^fscrub watch: %s: fs_error event recorded in %s/state.sqlite$" % (
+        re.escape(img.mnt), re.escape(state)))
+    assert w.stop() == 0
+    with open(wprom) as f:
+        text = f.read()
+    assert "# TYPE fscrub_watch_events_total counter\n" in text
+    assert int(re.findall(sample, text, re.M)[0]) >= 1, text
+
+    p = subprocess.run([FSCRUB, "status", "--state-dir", state, "--json", img.mnt],
+                       capture_output=True, text=True)
+    check_sanitizers(p.stderr)
+    assert p.returncode == 4, p
+    [fs] = json.loads(p.stdout)["filesystems"]
+    assert fs["last_run"] is None and fs["open_errors"] == 0
+    assert fs["open_events"] >= 1 and len(fs["events"]) == fs["open_events"]
+    e = fs["events"][0]
+    assert (e["kind"], e["inode"], e["path"]) == ("fs_error", ino, d), e
+    assert e["errno"] in (74, 117) and e["error_count"] >= 1 and e["time"].endswith("Z")
+    # listed without naming it too, though it was never scrubbed
+    p = subprocess.run([FSCRUB, "status", "--state-dir", state, "--json"],
+                       capture_output=True, text=True)
+    [listed] = json.loads(p.stdout)["filesystems"]
+    assert p.returncode == 4 and (listed["uuid"], listed["open_events"]) == \
+        (fs["uuid"], fs["open_events"]), p.stdout
+    p = subprocess.run([FSCRUB, "status", "--state-dir", state, img.mnt],
+                       capture_output=True, text=True)
+    assert p.returncode == 4
+    assert re.search(r"^  watch events:  %d since the last complete run began$"
+                     % fs["open_events"], p.stdout, re.M), p.stdout
+    assert re.search(r"^    \S+Z fs_error: .* \(errno \d+\), inode %d, %s$" % (
+        ino, re.escape(d)), p.stdout, re.M), p.stdout
+
+    p = subprocess.run([FSCRUB, "health", "--state-dir", state, "--json", img.mnt],
+                       capture_output=True, text=True)
+    check_sanitizers(p.stderr)
+    assert p.returncode & 4, p
+    [h] = json.loads(p.stdout)["filesystems"]
+    assert h["last_scan"]["open_events"] == fs["open_events"] and h["last_scan"]["run"] is None
+
+    # a run stopped by -a at the first error answers nothing: the gauge counts the events
+    prom = os.path.join(workdir, "m.prom")
+    r = run_fscrub("--state-dir", state, "--metrics", prom, "-a", "1", img.mnt)
+    assert r.rc & 4, r
+    with open(prom) as f:
+        assert re.search(r"^fscrub_watch_events\{.*\} %d$" % fs["open_events"], f.read(),
+                         re.M)
+    # a complete run after the event: the event is answered, the gauge is 0
+    r = run_fscrub("--state-dir", state, "--metrics", prom, img.mnt)
+    assert r.rc in (0, 4), r
+    with open(prom) as f:
+        assert re.search(r"^fscrub_watch_events\{.*\} 0$", f.read(), re.M)
+    p = subprocess.run([FSCRUB, "status", "--state-dir", state, "--json", img.mnt],
+                       capture_output=True, text=True)
+    [fs] = json.loads(p.stdout)["filesystems"]
+    assert (fs["open_events"], fs["events"]) == (0, [])
+    assert fs["last_run"]["status"] == "complete"
+
+
+def test_metrics_file_that_cannot_be_written(ext4_dir, watcher):
+    img, _ = ext4_dir
+    p = subprocess.run([FSCRUB, "watch", "--metrics", "/nonexistent/dir/w.prom", img.mnt],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 16 and "cannot write the metrics file" in p.stderr, p
 
 
 def need_systemd_escape():
