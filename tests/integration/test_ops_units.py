@@ -647,8 +647,10 @@ def test_watch_in_the_units_sandbox(installed, tmp_path):
                "timeout", "4",
                FSCRUB, "watch", "-v", "--on-error", "true", img.mnt]
         with open(err, "w") as errf:
+            # STATE_DIRECTORY as systemd sets it for the unit's StateDirectory=
             proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=errf,
-                                    pass_fds=(logf.fileno(),))
+                                    pass_fds=(logf.fileno(),),
+                                    env=dict(os.environ, STATE_DIRECTORY="/var/lib/fscrub"))
         logf.close()
         try:
             deadline = time.monotonic() + 3
