@@ -52,9 +52,9 @@ import re
 import struct
 
 try:
-    from .fsimage import run, inode_of, _write, _make_fragmented, fiemap_extents
+    from .fsimage import run, inode_of, _write, _make_fragmented, fiemap, fiemap_extents
 except ImportError:          # imported as a top-level module
-    from fsimage import run, inode_of, _write, _make_fragmented, fiemap_extents
+    from fsimage import run, inode_of, _write, _make_fragmented, fiemap, fiemap_extents
 
 EUCLEAN = 117
 EBADMSG = 74
@@ -880,3 +880,23 @@ ALL_FAULTS = {
     "xfs_dirent_ino": (xfs_dirent_ino, "xfs"),
     "ext4_dirent_ino": (ext4_dirent_ino, "ext4"),
 }
+
+
+def flip_file_byte(img, rel, offset):
+    """XOR one byte of the mounted img's file *rel* at file *offset* with
+    0x5A on the unmounted image, then mount it again (the data bit rot the
+    ledger and -x find; twice restores the byte, as a backup would)."""
+    path = os.path.join(img.mnt, rel)
+    for x in fiemap(path):
+        if x["logical"] <= offset < x["logical"] + x["length"]:
+            phys = x["physical"] + offset - x["logical"]
+            break
+    else:
+        raise AssertionError("offset %d of %s is not mapped" % (offset, rel))
+    img.offline()
+    with open(img.path, "r+b") as f:
+        f.seek(phys)
+        old = f.read(1)
+        f.seek(phys)
+        f.write(bytes([old[0] ^ 0x5A]))
+    img.mount()

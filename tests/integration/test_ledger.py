@@ -17,6 +17,7 @@ import time
 import pytest
 
 from conftest import run_fscrub, need_root
+import faults
 import fsimage
 
 XATTR = "trusted.fscrub.ledger"
@@ -49,20 +50,7 @@ def populate(mnt):
 
 def flip_byte(img, rel, offset):
     """Change one byte of *rel* at file *offset* on the unmounted image."""
-    path = os.path.join(img.mnt, rel)
-    for x in fsimage.fiemap(path):
-        if x["logical"] <= offset < x["logical"] + x["length"]:
-            phys = x["physical"] + offset - x["logical"]
-            break
-    else:
-        raise AssertionError("offset %d of %s is not mapped" % (offset, rel))
-    img.offline()
-    with open(img.path, "r+b") as f:
-        f.seek(phys)
-        old = f.read(1)
-        f.seek(phys)
-        f.write(bytes([old[0] ^ 0x5A]))
-    img.mount()
+    faults.flip_file_byte(img, rel, offset)
     settle()
 
 

@@ -359,20 +359,7 @@ def test_run_that_cannot_go_on_is_failed(workdir, state_dir):
 def _flip_byte(img, rel, offset):
     """XOR one byte of *rel* at file *offset* on the unmounted image (twice:
     the file is as it was, a restore from a backup)."""
-    path = os.path.join(img.mnt, rel)
-    for x in fsimage.fiemap(path):
-        if x["logical"] <= offset < x["logical"] + x["length"]:
-            phys = x["physical"] + offset - x["logical"]
-            break
-    else:
-        raise AssertionError("offset %d of %s is not mapped" % (offset, rel))
-    img.offline()
-    with open(img.path, "r+b") as f:
-        f.seek(phys)
-        old = f.read(1)
-        f.seek(phys)
-        f.write(bytes([old[0] ^ 0x5A]))
-    img.mount()
+    faults.flip_file_byte(img, rel, offset)
     time.sleep(1.2)
 
 
