@@ -686,6 +686,21 @@ static const char *kernel_inode(struct scrub_ctx *ctx, const struct ext4_suspect
 	return NULL;
 }
 
+/* The kernel's link count of s's inode, by handle (kernel_inode()), or why it cannot be had. */
+static const char *kernel_nlink(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+				uint32_t *nlink)
+{
+	struct statx stx;
+	int fd;
+	const char *why = kernel_inode(ctx, s, O_PATH, &fd, &stx);
+
+	if (why)
+		return why;
+	close(fd);
+	*nlink = stx.stx_nlink;
+	return NULL;
+}
+
 static bool orphan_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 			     unsigned char *const *bufs)
 {
@@ -697,18 +712,16 @@ static bool orphan_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s
 
 static const char *orphan_kernel_view(struct scrub_ctx *ctx, const struct ext4_suspect *s)
 {
-	struct statx stx;
-	int fd;
+	uint32_t nlink;
 	const char *why;
 
 	if (atomic_load(&ctx->dirs_changed))
 		return "directories changed during the scan: a name may have moved past the walk";
 	if (atomic_load(&ctx->names_hidden))
 		return "part of the filesystem was not visible to the walk";
-	if ((why = kernel_inode(ctx, s, O_PATH, &fd, &stx)))
+	if ((why = kernel_nlink(ctx, s, &nlink)))
 		return why;
-	close(fd);
-	if (stx.stx_nlink == 0)
+	if (nlink == 0)
 		return "the kernel says it has no links (open and unlinked)";
 	return NULL;
 }
@@ -724,14 +737,12 @@ static bool nlink_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 
 static const char *nlink_kernel_view(struct scrub_ctx *ctx, const struct ext4_suspect *s)
 {
-	struct statx stx;
-	int fd;
+	uint32_t nlink;
 	const char *why;
 
-	if ((why = kernel_inode(ctx, s, O_PATH, &fd, &stx)))
+	if ((why = kernel_nlink(ctx, s, &nlink)))
 		return why;
-	close(fd);
-	if (stx.stx_nlink != s->arg[3])
+	if (nlink != s->arg[3])
 		return "the kernel's link count changed";
 	return NULL;
 }
@@ -1192,14 +1203,12 @@ static bool marked_free_still_bad(struct scrub_ctx *ctx, const struct ext4_suspe
 /* The kernel's view: the inode, by handle, still has links and did not change. */
 static const char *marked_free_kernel_view(struct scrub_ctx *ctx, const struct ext4_suspect *s)
 {
-	struct statx stx;
-	int fd;
+	uint32_t nlink;
 	const char *why;
 
-	if ((why = kernel_inode(ctx, s, O_PATH, &fd, &stx)))
+	if ((why = kernel_nlink(ctx, s, &nlink)))
 		return why;
-	close(fd);
-	return stx.stx_nlink ? NULL : "the kernel says it has no links (open and unlinked)";
+	return nlink ? NULL : "the kernel says it has no links (open and unlinked)";
 }
 
 /*
