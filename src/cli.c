@@ -4,12 +4,14 @@
  */
 #include "cli.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backends/backend.h"
@@ -22,7 +24,7 @@
 /* Long options without a short form. */
 enum {
 	OPT_JSON = 256, OPT_METRICS, OPT_LIMIT, OPT_RECORD, OPT_LEDGER, OPT_MANIFEST,
-	OPT_STATE_DIR, OPT_NO_STATE, OPT_RESCAN_ERRORS,
+	OPT_STATE_DIR, OPT_NO_STATE, OPT_RESCAN_ERRORS, OPT_SINCE,
 };
 
 /* More threads than this only add contention on two queues and a cache. */
@@ -51,6 +53,7 @@ static const struct option long_options[] = {
 	{ "state-dir",	 required_argument, NULL, OPT_STATE_DIR },
 	{ "no-state",	 no_argument,	    NULL, OPT_NO_STATE },
 	{ "rescan-errors", no_argument,   NULL, OPT_RESCAN_ERRORS },
+	{ "since",	 required_argument, NULL, OPT_SINCE },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -87,6 +90,8 @@ void cli_usage(FILE *f)
 	      "                       /var/lib/fscrub)\n"
 	      "      --no-state       do not record the run\n"
 	      "      --rescan-errors  -x, reading back only the files with open findings\n"
+	      "      --since DATE     -x, reading back only the files changed since DATE\n"
+	      "                       (2026-12-01, 2026-12-01T10:00:00Z, @EPOCH, 7d, 12h)\n"
 	      "\n"
 	      "Exit status: 0 clean, 1 all repaired, 4 errors left uncorrected,\n"
 	      "8 operational error, "
@@ -115,6 +120,92 @@ static bool parse_count(const char *s, unsigned long long max, unsigned long lon
 	if (errno || *end || v == 0 || v > max)
 		return false;
 	*out = v;
+	return true;
+}
+
+/* The rest of an ISO 8601 date-time after its seconds: "", "Z" or +HH:MM. */
+static bool parse_zone(const char *s, bool *utc, long *offset)
+{
+	unsigned hh, mm;
+	int n = 0;
+
+	*utc = false;
+	*offset = 0;
+	if (!*s)
+		return true;
+	*utc = true;
+	if (!strcmp(s, "Z"))
+		return true;
+	if ((*s != '+' && *s != '-') || sscanf(s + 1, "%2u:%2u%n", &hh, &mm, &n) != 2 ||
+	    s[1 + n] || hh > 23 || mm > 59)
+		return false;
+	*offset = (*s == '-' ? -1 : 1) * (long)(hh * 3600 + mm * 60);
+	return true;
+}
+
+/*
+ * An ISO 8601 date (midnight) or date-time, local time unless it ends in Z
+ * or +HH:MM; false for anything else, including a day the month has not.
+ */
+static bool parse_iso_date(const char *s, time_t *out)
+{
+	struct tm tm = { 0 }, want;
+	const char *rest = strptime(s, "%Y-%m-%d", &tm);
+	bool utc;
+	long offset;
+	time_t t;
+
+	if (!rest || !isdigit((unsigned char)*s))
+		return false;
+	if (*rest == 'T' || *rest == ' ') {
+		const char *r = strptime(rest + 1, "%H:%M:%S", &tm);
+
+		rest = r ? r : strptime(rest + 1, "%H:%M", &tm);
+		if (!rest)
+			return false;
+	}
+	if (!parse_zone(rest, &utc, &offset))
+		return false;
+	want = tm;
+	tm.tm_isdst = -1;
+	t = utc ? timegm(&tm) : mktime(&tm);
+	/* mktime and timegm normalise 2026-02-30 into March: refuse it instead. */
+	if (t == (time_t)-1 || tm.tm_mday != want.tm_mday || tm.tm_mon != want.tm_mon)
+		return false;
+	*out = t - offset;
+	return true;
+}
+
+/*
+ * --since DATE: an ISO 8601 date or date-time, @EPOCH, or Nd / Nh (so many
+ * days / hours ago), as nanoseconds since the epoch; false if it is none
+ * of these.
+ */
+static bool parse_since(const char *s, time_t now, int64_t *out)
+{
+	size_t len = strlen(s);
+	unsigned long long v;
+	time_t t;
+
+	/* Up to what nanoseconds in an int64_t can hold (the year 2262). */
+	if (*s == '@' && parse_count(s + 1, (unsigned long long)INT64_MAX / 1000000000, &v)) {
+		t = (time_t)v;
+	} else if (len > 1 && (s[len - 1] == 'd' || s[len - 1] == 'h')) {
+		char num[24];
+		/* Days or hours in seconds; at most 100 years back. */
+		unsigned long long unit = s[len - 1] == 'd' ? 86400 : 3600;
+
+		if (len - 1 >= sizeof(num))
+			return false;
+		memcpy(num, s, len - 1);
+		num[len - 1] = 0;
+		if (!parse_count(num, 36500ULL * 86400 / unit, &v))
+			return false;
+		t = now - (time_t)(v * unit);
+	} else if (!parse_iso_date(s, &t)) {
+		return false;
+	}
+	*out = (int64_t)t * 1000000000;
 	return true;
 }
 
@@ -151,6 +242,27 @@ static unsigned online_cpus(void)
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
 
 	return n > 0 ? (unsigned)(n > MAX_THREADS ? MAX_THREADS : n) : 1;
+}
+
+/* --since: its date, and what it cannot go with; -1 if all is well. */
+static int check_since(struct scrub_options *opt)
+{
+	time_t now = time(NULL);
+
+	if (!parse_since(opt->since, now, &opt->since_ns))
+		return usage_error("--since needs a date such as 2026-12-01, "
+				   "2026-12-01T10:00:00Z, @1764547200, 7d or 12h, not '%s'",
+				   opt->since);
+	if (opt->since_ns > (int64_t)now * 1000000000)
+		return usage_error("--since '%s' is in the future: no file changed since",
+				   opt->since);
+	if (opt->rescan_errors)
+		return usage_error("%s", "--since and --rescan-errors each choose the files to "
+				   "read: use one");
+	if (opt->record || opt->manifest_path)
+		return usage_error("%s", "--since reads only some files: not with --record or "
+				   "--manifest");
+	return -1;
 }
 
 int cli_parse(int argc, char **argv, struct scrub_options *opt)
@@ -261,13 +373,18 @@ int cli_parse(int argc, char **argv, struct scrub_options *opt)
 			opt->rescan_errors = true;
 			opt->verify_data = true;
 			break;
+		case OPT_SINCE:
+			opt->since = optarg;
+			opt->verify_data = true;
+			break;
 		case '?':
 		default:
 			if (optopt && strchr("aCjmt", optopt))
 				return usage_error("option -%s needs an argument",
 						   (char[]){ (char)optopt, 0 });
 			if (optopt == OPT_JSON || optopt == OPT_METRICS || optopt == OPT_LIMIT ||
-			    optopt == OPT_LEDGER || optopt == OPT_MANIFEST || optopt == OPT_STATE_DIR)
+			    optopt == OPT_LEDGER || optopt == OPT_MANIFEST || optopt == OPT_STATE_DIR ||
+			    optopt == OPT_SINCE)
 				return usage_error("option %s needs an argument", argv[optind - 1]);
 			if (optopt)
 				return usage_error("unknown option -%s", (char[]){ (char)optopt, 0 });
@@ -298,6 +415,8 @@ int cli_parse(int argc, char **argv, struct scrub_options *opt)
 	if (opt->rescan_errors && (opt->record || opt->manifest_path))
 		return usage_error("%s", "--rescan-errors reads only some files: not with "
 				   "--record or --manifest");
+	if (opt->since && (ret = check_since(opt)) >= 0)
+		return ret;
 	if (opt->state_dir) {
 		struct stat st;
 
@@ -316,7 +435,7 @@ int cli_parse(int argc, char **argv, struct scrub_options *opt)
 			return usage_error("cannot use the ledger directory '%s'", opt->ledger_dir);
 	}
 	/* A default manifest for every -x, e.g. from a systemd unit's environment. */
-	if (opt->verify_data && !opt->rescan_errors && !opt->manifest_path &&
+	if (opt->verify_data && !opt->rescan_errors && !opt->since && !opt->manifest_path &&
 	    getenv("FSCRUB_MANIFEST") &&
 	    *getenv("FSCRUB_MANIFEST")) {
 		opt->manifest_path = getenv("FSCRUB_MANIFEST");

@@ -59,6 +59,7 @@ void scrub_stats_add(struct scrub_stats *to, const struct scrub_stats *from)
 	to->xattr_unlisted += from->xattr_unlisted;
 	to->names += from->names;
 	to->bytes_read += from->bytes_read;
+	to->since_skipped += from->since_skipped;
 	to->blocks += from->blocks;
 	to->inodes += from->inodes;
 	to->bulk += from->bulk;

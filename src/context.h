@@ -91,6 +91,8 @@ struct scrub_options {
 	const char *state_dir;	/* --state-dir DIR: the run history's database (state.h) */
 	bool no_state;		/* --no-state: record nothing */
 	bool rescan_errors;	/* --rescan-errors: -x reads only files with open findings */
+	const char *since;	/* --since DATE as given: -x reads only files changed since */
+	int64_t since_ns;	/* ... DATE, ns since the epoch */
 };
 
 /* Per-thread counters, summed after each phase; no atomics on hot paths. */
@@ -103,6 +105,7 @@ struct scrub_stats {
 	unsigned long long xattr_unlisted;	/* inodes with too many names to list */
 	unsigned long long names;		/* names checked for look-alikes (name_check.h) */
 	unsigned long long bytes_read;		/* -x */
+	unsigned long long since_skipped;	/* -x --since: files not read, unchanged */
 	unsigned long long blocks;		/* st_blocks of inodes seen, 512 B units */
 	unsigned long long inodes;		/* distinct inodes seen */
 	unsigned long long bulk;		/* entries whose inode came from a bulk record */

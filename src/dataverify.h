@@ -15,11 +15,27 @@
 #ifndef FSCRUB_DATAVERIFY_H
 #define FSCRUB_DATAVERIFY_H
 
+#include <stdatomic.h>
+#include <stdint.h>
+
 #include "inokey.h"
 #include "walk.h"
 
 struct inoset;
+struct ledger;
 struct ratelimit;
+
+/*
+ * --since: read only the files whose mtime or ctime is at or after ns, and
+ * with a --ledger database (ledger non-NULL) those too that have no record
+ * of their current version there.  The others are counted, not read.
+ */
+struct dataverify_since {
+	int64_t ns;
+	struct ledger *ledger;		/* NULL: no --ledger database */
+	atomic_ullong skipped;		/* files left unread as unchanged */
+	atomic_ullong skipped_bytes;	/* ... their allocated bytes */
+};
 
 /* The walk_tree() arg of dataverify_visitor. */
 struct dataverify_args {
@@ -27,6 +43,7 @@ struct dataverify_args {
 	const struct ino_key *only;	/* by ino_key_cmp; if not NULL, read only these */
 	size_t nr_only;
 	struct ratelimit *limit;	/* --limit, or NULL */
+	struct dataverify_since *since;	/* --since, or NULL */
 };
 
 extern const struct walk_visitor dataverify_visitor;

@@ -173,6 +173,8 @@ static json_object *stats_object(const struct scrub_stats *s)
 			       json_object_new_int64((int64_t)s->xattr_unlisted));
 	json_object_object_add(o, "names", json_object_new_int64((int64_t)s->names));
 	json_object_object_add(o, "bytes_read", json_object_new_int64((int64_t)s->bytes_read));
+	json_object_object_add(o, "files_unchanged_not_read",
+			       json_object_new_int64((int64_t)s->since_skipped));
 	return o;
 }
 

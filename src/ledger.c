@@ -723,6 +723,25 @@ static void judge(struct walk_thread *t, const struct walk_dir *d, const struct 
 	put_record(t, d, e, fd, fs, &now, subvol, gen, have == 0);
 }
 
+bool ledger_has_database(const struct ledger *lg)
+{
+	return lg && lg->store_open && lg->store.db_mode;
+}
+
+bool ledger_has_current_record(struct ledger *lg, int fd, const struct statx *stx)
+{
+	struct ledger_record r;
+	uint64_t subvol, gen;
+
+	if (!ledger_has_database(lg) || !store_subvol(lg, stx, &subvol))
+		return false;
+	gen = file_generation(fd);
+	if (ledger_store_get(&lg->store, fd, subvol, stx->stx_ino, gen, &r) < 0)
+		return false;
+	return r.ino == stx->stx_ino && r.gen == gen && r.block_shift == lg->hp.block_shift &&
+	       record_matches(&r, stx);
+}
+
 /* --- the walk after the device reader --- */
 
 struct judge_args {

@@ -55,6 +55,7 @@ struct walk_thread;
 struct walk_dir;
 struct walk_entry;
 struct xlink_list;
+struct statx;
 
 /* What phase 3 saw of a file. */
 struct ledger_file {
@@ -108,6 +109,18 @@ bool ledger_prepare(struct scrub_ctx *ctx, struct ledger *lg);
  */
 const struct ino_key *ledger_per_file(const struct ledger *lg, size_t *n);
 bool ledger_reads_per_file(const struct ledger *lg, struct ino_key id);
+
+/*
+ * --since with --ledger: after ledger_prepare(), does the database hold a
+ * record of this version of the file (open on fd, statx stx: same size,
+ * mtime and ctime), i.e. was it hashed since it last changed?  False
+ * without a database, and for a record of another file.  Any thread.
+ * (The database keeps no time of hashing: a record's written time is the
+ * file's ctime there, ledger_store.h.)
+ */
+bool ledger_has_current_record(struct ledger *lg, int fd, const struct statx *stx);
+/* Whether --since may ask ledger_hashed_since(): a --ledger database is open. */
+bool ledger_has_database(const struct ledger *lg);
 
 /* The device reader: a sorted extent list; then each buffer read. */
 void ledger_device_begin(struct ledger *lg, const struct xlink_list *l);

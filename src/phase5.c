@@ -15,8 +15,12 @@
  * by file, each read verifying btrfs's checksums, the ledger hashing only
  * the files btrfs keeps none for: backend.h, data_checksummed).
  *
+ * With --rescan-errors or --since, only some files are read, all by the
+ * per-file reader.
+ *
  * Reads: ctx->xlinks (phase 3, sorted by phase 4) and ctx->ledger (phase
- * 3).  Leaves: ctx->stats.bytes_read; ctx->xlinks emptied.
+ * 3).  Leaves: ctx->stats.bytes_read (and since_skipped); ctx->xlinks
+ * emptied.
  */
 #include "phase.h"
 
@@ -40,11 +44,11 @@
 
 /* The per-file reader, for every file or (only != NULL) for those inodes. */
 static int read_files(struct scrub_ctx *ctx, const struct ino_key *only, size_t nr_only,
-		      struct scrub_stats *stats)
+		      struct dataverify_since *since, struct scrub_stats *stats)
 {
 	struct ratelimit limit;
 	struct dataverify_args args = { .linked = inoset_new(), .only = only,
-					.nr_only = nr_only, .limit = &limit };
+					.nr_only = nr_only, .limit = &limit, .since = since };
 	int ret;
 
 	ratelimit_init(&limit, ctx->opt.limit_rate);
@@ -95,7 +99,7 @@ static int rescan_files(struct scrub_ctx *ctx, unsigned long long *items)
 	ledger_prepare(ctx, ctx->ledger);
 	report_verbose(ctx, "Phase 5: reading back the %zu files with open findings",
 		       ctx->nr_rescan);
-	if (ctx->nr_rescan && read_files(ctx, ctx->rescan, ctx->nr_rescan, &stats) < 0)
+	if (ctx->nr_rescan && read_files(ctx, ctx->rescan, ctx->nr_rescan, NULL, &stats) < 0)
 		ret = EXIT_OPERATIONAL;
 	ledger_finish(ctx, ctx->ledger);
 	if (ret)
@@ -103,6 +107,39 @@ static int rescan_files(struct scrub_ctx *ctx, unsigned long long *items)
 	xlink_list_release(ctx->xlinks);
 	*items = stats.bytes_read;
 	ctx->stats.bytes_read = stats.bytes_read;
+	return 0;
+}
+
+/*
+ * --since: only the files changed since the date (and, with --ledger, those
+ * it has no record of as they are), by the per-file reader, which sees each file's statx
+ * as it opens it; the device reader would read every extent.
+ */
+static int since_files(struct scrub_ctx *ctx, unsigned long long *items)
+{
+	struct scrub_stats stats = { 0 };
+	struct dataverify_since since = { .ns = ctx->opt.since_ns };
+	int ret = 0;
+
+	ledger_prepare(ctx, ctx->ledger);
+	if (ledger_has_database(ctx->ledger))
+		since.ledger = ctx->ledger;
+	report_verbose(ctx, "Phase 5: reading back the files changed since %s%s", ctx->opt.since,
+		       since.ledger ? ", or without a record of their current version in the "
+		       "ledger" : "");
+	if (read_files(ctx, NULL, 0, &since, &stats) < 0)
+		ret = EXIT_OPERATIONAL;
+	ledger_finish(ctx, ctx->ledger);
+	if (ret)
+		return ret;
+	xlink_list_release(ctx->xlinks);
+	*items = stats.bytes_read;
+	ctx->stats.bytes_read = stats.bytes_read;
+	ctx->stats.since_skipped = since.skipped;
+	report_verbose(ctx, "Phase 5: --since %s: %llu bytes read from %llu files; %llu files "
+		       "(%llu bytes) skipped as unchanged", ctx->opt.since, stats.bytes_read,
+		       stats.files, (unsigned long long)since.skipped,
+		       (unsigned long long)since.skipped_bytes);
 	return 0;
 }
 
@@ -124,6 +161,8 @@ int phase5_data(struct scrub_ctx *ctx, unsigned long long *items)
 	}
 	if (ctx->opt.rescan_errors)
 		return rescan_files(ctx, items);
+	if (ctx->opt.since)
+		return since_files(ctx, items);
 	ledger_prepare(ctx, ctx->ledger);
 	if (devverify_run(ctx, &dev_bytes, &why) == 0) {
 		size_t nr_only;
@@ -133,7 +172,7 @@ int phase5_data(struct scrub_ctx *ctx, unsigned long long *items)
 		if (nr_only && !scrub_should_stop(ctx)) {
 			report_verbose(ctx, "Phase 5: reading %zu files file by file (extents not "
 				       "all known, or in the manifest)", nr_only);
-			if (read_files(ctx, only, nr_only, &stats) < 0)
+			if (read_files(ctx, only, nr_only, NULL, &stats) < 0)
 				ret = EXIT_OPERATIONAL;
 		}
 		if (!ret && !scrub_should_stop(ctx) &&
@@ -145,7 +184,7 @@ int phase5_data(struct scrub_ctx *ctx, unsigned long long *items)
 		free(only);
 	} else {
 		report_verbose(ctx, "Phase 5: reading file by file: %s", why);
-		if (read_files(ctx, NULL, 0, &stats) < 0)
+		if (read_files(ctx, NULL, 0, NULL, &stats) < 0)
 			ret = EXIT_OPERATIONAL;
 	}
 	ledger_finish(ctx, ctx->ledger);

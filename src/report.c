@@ -281,6 +281,10 @@ void report_summary(struct scrub_ctx *ctx)
 		strbuf_addf(&sb, " %llu %s more attribute names than the VFS can list: "
 			    "not checked.", ctx->stats.xattr_unlisted,
 			    plural(ctx->stats.xattr_unlisted, "inode has", "inodes have"));
+	if (ctx->opt.since && !ctx->ops->scan_data)
+		strbuf_addf(&sb, " --since %s: %llu bytes read, %llu unchanged %s not read.",
+			    ctx->opt.since, ctx->stats.bytes_read, ctx->stats.since_skipped,
+			    plural(ctx->stats.since_skipped, "file", "files"));
 	if (ctx->opt.verbose)
 		strbuf_addf(&sb, " (%llu %s)", atomic_load(&ctx->nr_infos),
 			    plural(atomic_load(&ctx->nr_infos), "info", "infos"));

@@ -280,7 +280,8 @@ int state_run_begin(struct state *s, struct state_run *r, struct strbuf *err)
 	sqlite3_bind_double(st, 8, r->started);
 	sqlite3_bind_int(st, 9, r->verify_data);
 	bind_text(st, 10, r->fsroot ? r->fsroot : "/");
-	sqlite3_bind_int(st, 11, r->rescan);
+	/* 2 keeps a --since run apart from a full -x with no new column (state.h). */
+	sqlite3_bind_int(st, 11, r->rescan ? 1 : r->since ? 2 : 0);
 	if (step_done(st))
 		return fail(s, err, "cannot write the state database");
 	r->id = sqlite3_last_insert_rowid(s->db);
@@ -491,7 +492,8 @@ static void read_run(sqlite3_stmt *st, struct state_run *r)
 		.repaired = column_u64(st, 16), .operational = column_u64(st, 17),
 		.inodes = column_u64(st, 18), .bytes_verified = column_u64(st, 19),
 		.findings_dropped = column_u64(st, 20), .fsroot = column_dup(st, 21),
-		.rescan = sqlite3_column_int(st, 22),
+		.rescan = sqlite3_column_int(st, 22) == 1,
+		.since = sqlite3_column_int(st, 22) == 2,
 	};
 }
 

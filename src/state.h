@@ -14,7 +14,8 @@
  *   runs      one row per run: id, uuid, fsroot, mountpoint, source, fstype,
  *             backend, options (a JSON object), version, started and
  *             ended (Unix time, seconds), status, exit_code, verify_data,
- *             rescan (--rescan-errors), the counts (errors, warnings, infos, repaired, operational,
+ *             rescan (1: --rescan-errors, 2: --since; either way only some
+ *             files' data was read: not a full -x), the counts (errors, warnings, infos, repaired, operational,
  *             inodes), bytes_verified and findings_dropped
  *   phases    (run, phase, title, wall, user, sys, items): -T's figures
  *   findings  (run, seq, severity, check_id, content, path, ino, offset,
@@ -90,6 +91,7 @@ struct state_run {
 	int exit_code;
 	bool verify_data;
 	bool rescan;			/* --rescan-errors */
+	bool since;			/* --since: -x of the files changed since a date */
 	unsigned long long errors, warnings, infos, repaired, operational;
 	unsigned long long inodes, bytes_verified, findings_dropped;
 };

@@ -141,6 +141,7 @@ json_object *status_run_json(const struct state_run *r)
 			       r->exit_code >= 0 ? json_object_new_int(r->exit_code) : NULL);
 	json_object_object_add(o, "verify_data", json_object_new_boolean(r->verify_data));
 	json_object_object_add(o, "rescan", json_object_new_boolean(r->rescan));
+	json_object_object_add(o, "since", json_object_new_boolean(r->since));
 	json_object_object_add(o, "backend", r->backend ? json_object_new_string(r->backend) : NULL);
 	json_object_object_add(o, "mountpoint", json_escaped_string(r->mountpoint));
 	json_object_object_add(o, "fscrub_version",
@@ -173,7 +174,8 @@ static void run_text(const struct state_run *r, struct strbuf *sb)
 	bool running = r->status && !strcmp(r->status, "running");
 
 	strbuf_addf(sb, "%s%s%s", r->status ? r->status : "?", running ? " (or interrupted)" : "",
-		    r->rescan ? " (--rescan-errors)" : r->verify_data ? " (-x)" : "");
+		    r->rescan ? " (--rescan-errors)" : r->since ? " (-x --since)" :
+		    r->verify_data ? " (-x)" : "");
 	if (!running)
 		strbuf_addf(sb, ", exit %d: %llu %s, %llu %s", r->exit_code, r->errors,
 			    plural(r->errors, "error", "errors"), r->warnings,
