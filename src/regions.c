@@ -173,7 +173,7 @@ int regions_record(struct scrub_ctx *ctx, struct strbuf *err)
 {
 	struct region_plan *p = ctx->regions;
 
-	if (!p || !p->read || !ctx->state || scrub_cancelled)
+	if (!p || !p->read || !ctx->state || scrub_cancelled || atomic_load(&ctx->aborted))
 		return 0;
 	return state_regions_write(ctx->state, ctx->fs_uuid, p->size, p->nr, p->allocated,
 				   p->chosen, (double)time(NULL), ctx->run_id, err);

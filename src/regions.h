@@ -14,8 +14,9 @@
  * of P % cover the device in 100/P runs.  Only the data extents inside
  * them are read (devverify.h clips its read list).  A full -x by the
  * device reads every region.  When phase 5 read all it chose, the end of
- * the run records them as read now (history_end()); a cancelled or failed
- * run records none.
+ * the run records them as read now (history_end()); a run cancelled
+ * (SIGINT/SIGTERM) or stopped (-a) records none, as does one whose phase 5
+ * could not read them all (an operational error).
  *
  * Layering: called by the device reader and the history; reads
  * ctx->xlinks and ctx->state, reports only through report_verbose().

@@ -112,20 +112,22 @@ def test_metrics_share_verified(image_factory, state_dir, workdir):
     assert re.search(r"fscrub_data_verified_age_seconds\{[^}]*\} \+Inf", text), text
 
 
+def _victim(mnt, region):
+    """A file wholly inside *region*, and a device offset in it."""
+    for name in sorted(os.listdir(os.path.join(mnt, "d"))):
+        ext = fsimage.fiemap(os.path.join(mnt, "d", name))
+        if all(e["physical"] // (REGION_MB << 20) == region and
+               (e["physical"] + e["length"] - 1) // (REGION_MB << 20) == region for e in ext):
+            return name, ext[0]["physical"] + (64 << 10)
+    pytest.fail("no file wholly in region %d" % region)
+
+
 def test_fault_found_by_the_run_that_reads_its_region(image_factory, state_dir, workdir,
                                                       bad_media):
     img = image_factory("ext4", size_mb=256).mkfs()
     mnt = img.mount()
     _fill(mnt)
-    # a file wholly inside region 2
-    victim = None
-    for name in sorted(os.listdir(os.path.join(mnt, "d"))):
-        ext = fsimage.fiemap(os.path.join(mnt, "d", name))
-        if all(e["physical"] // (REGION_MB << 20) == 2 and
-               (e["physical"] + e["length"] - 1) // (REGION_MB << 20) == 2 for e in ext):
-            victim, bad = name, ext[0]["physical"] + (64 << 10)
-            break
-    assert victim, "no file wholly in region 2"
+    victim, bad = _victim(mnt, 2)
     m = bad_media(img, [(bad, BLOCK)])
     seen = []
     for _ in range(4):
@@ -138,6 +140,24 @@ def test_fault_found_by_the_run_that_reads_its_region(image_factory, state_dir, 
         else:
             assert rc == 0 and not errors, seen
     assert sum(2 in regions for regions, _, _ in seen) == 1, seen
+
+
+def test_stopped_run_records_no_region(image_factory, state_dir, workdir, bad_media):
+    """-a 1 stops the run at the bad sector: its regions are not recorded
+    as read, and the next run reads them again."""
+    img = image_factory("ext4", size_mb=256).mkfs()
+    mnt = img.mount()
+    _fill(mnt)
+    victim, bad = _victim(mnt, 0)       # region 0: the first chosen (ties by offset)
+    m = bad_media(img, [(bad, BLOCK)])
+    r, first, _, _ = _portion(state_dir, m.mnt, workdir, "-a", "1")
+    assert r.rc & 4 and 0 in first, r
+    rc, j = status_json(state_dir, m.mnt)
+    assert j["filesystems"][0]["last_run"]["status"] == "stopped", j
+    r, again, _, _ = _portion(state_dir, m.mnt, workdir)
+    assert again == first and r.rc == 4, (first, again, r)
+    r, after, _, _ = _portion(state_dir, m.mnt, workdir)
+    assert not set(after) & set(first), (first, after)
 
 
 @pytest.mark.parametrize("value", ["0%", "101%", "abc", "", "25%%", "-5", "12.5%"])
