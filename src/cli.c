@@ -24,7 +24,7 @@
 /* Long options without a short form. */
 enum {
 	OPT_JSON = 256, OPT_METRICS, OPT_LIMIT, OPT_RECORD, OPT_LEDGER, OPT_MANIFEST,
-	OPT_STATE_DIR, OPT_NO_STATE, OPT_RESCAN_ERRORS, OPT_SINCE,
+	OPT_STATE_DIR, OPT_NO_STATE, OPT_RESCAN_ERRORS, OPT_SINCE, OPT_PORTION,
 };
 
 /* More threads than this only add contention on two queues and a cache. */
@@ -54,6 +54,7 @@ static const struct option long_options[] = {
 	{ "no-state",	 no_argument,	    NULL, OPT_NO_STATE },
 	{ "rescan-errors", no_argument,   NULL, OPT_RESCAN_ERRORS },
 	{ "since",	 required_argument, NULL, OPT_SINCE },
+	{ "portion",	 required_argument, NULL, OPT_PORTION },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -92,6 +93,8 @@ void cli_usage(FILE *f)
 	      "      --rescan-errors  -x, reading back only the files with open findings\n"
 	      "      --since DATE     -x, reading back only the files changed since DATE\n"
 	      "                       (2026-12-01, 2026-12-01T10:00:00Z, @EPOCH, 7d, 12h)\n"
+	      "      --portion P%     -x, reading back only the P %% of the file data in the\n"
+	      "                       device regions least recently read\n"
 	      "\n"
 	      "Exit status: 0 clean, 1 all repaired, 4 errors left uncorrected,\n"
 	      "8 operational error, "
@@ -244,6 +247,42 @@ static unsigned online_cpus(void)
 	return n > 0 ? (unsigned)(n > MAX_THREADS ? MAX_THREADS : n) : 1;
 }
 
+/* --portion P or P%: a whole percentage from 1 to 100, or false. */
+static bool parse_portion(const char *s, unsigned *out)
+{
+	char buf[8];
+	size_t n = strlen(s);
+	unsigned long long v;
+
+	if (n && s[n - 1] == '%')
+		n--;
+	if (!n || n >= sizeof(buf))
+		return false;
+	memcpy(buf, s, n);
+	buf[n] = '\0';
+	if (!parse_count(buf, 100, &v))
+		return false;
+	*out = (unsigned)v;
+	return true;
+}
+
+/* --portion: what it cannot go with; -1 if all is well. */
+static int check_portion(const struct scrub_options *opt)
+{
+	if (opt->no_state || (!opt->state_dir && geteuid() != 0))
+		return usage_error("%s", "--portion reads when each region was last verified "
+				   "from the run history: not with --no-state, and --state-dir "
+				   "unless root");
+	if (opt->rescan_errors || opt->since)
+		return usage_error("%s", "--portion chooses device regions, --rescan-errors and "
+				   "--since choose files: use one");
+	if (opt->record || opt->manifest_path || opt->ledger_dir)
+		return usage_error("%s", "--portion reads only parts of files, which cannot be "
+				   "checked against whole-file checksums: not with --record, "
+				   "--ledger or --manifest");
+	return -1;
+}
+
 /* --since: its date, and what it cannot go with; -1 if all is well. */
 static int check_since(struct scrub_options *opt)
 {
@@ -377,6 +416,12 @@ int cli_parse(int argc, char **argv, struct scrub_options *opt)
 			opt->since = optarg;
 			opt->verify_data = true;
 			break;
+		case OPT_PORTION:
+			if (!parse_portion(optarg, &opt->portion))
+				return usage_error("--portion needs a share of the data from 1%% to "
+						   "100%%, such as 25%%, not '%s'", optarg);
+			opt->verify_data = true;
+			break;
 		case '?':
 		default:
 			if (optopt && strchr("aCjmt", optopt))
@@ -384,7 +429,7 @@ int cli_parse(int argc, char **argv, struct scrub_options *opt)
 						   (char[]){ (char)optopt, 0 });
 			if (optopt == OPT_JSON || optopt == OPT_METRICS || optopt == OPT_LIMIT ||
 			    optopt == OPT_LEDGER || optopt == OPT_MANIFEST || optopt == OPT_STATE_DIR ||
-			    optopt == OPT_SINCE)
+			    optopt == OPT_SINCE || optopt == OPT_PORTION)
 				return usage_error("option %s needs an argument", argv[optind - 1]);
 			if (optopt)
 				return usage_error("unknown option -%s", (char[]){ (char)optopt, 0 });
@@ -417,6 +462,8 @@ int cli_parse(int argc, char **argv, struct scrub_options *opt)
 				   "--record or --manifest");
 	if (opt->since && (ret = check_since(opt)) >= 0)
 		return ret;
+	if (opt->portion && (ret = check_portion(opt)) >= 0)
+		return ret;
 	if (opt->state_dir) {
 		struct stat st;
 
@@ -435,7 +482,8 @@ int cli_parse(int argc, char **argv, struct scrub_options *opt)
 			return usage_error("cannot use the ledger directory '%s'", opt->ledger_dir);
 	}
 	/* A default manifest for every -x, e.g. from a systemd unit's environment. */
-	if (opt->verify_data && !opt->rescan_errors && !opt->since && !opt->manifest_path &&
+	if (opt->verify_data && !opt->rescan_errors && !opt->since && !opt->portion &&
+	    !opt->manifest_path &&
 	    getenv("FSCRUB_MANIFEST") &&
 	    *getenv("FSCRUB_MANIFEST")) {
 		opt->manifest_path = getenv("FSCRUB_MANIFEST");

@@ -5,6 +5,7 @@
  */
 #include "context.h"
 
+#include "regions.h"
 #include "state.h"
 
 #include <stdlib.h>
@@ -39,6 +40,7 @@ void scrub_ctx_release(struct scrub_ctx *ctx)
 	free(ctx->fsroot);
 	state_close(ctx->state);
 	free(ctx->fs_uuid);
+	region_plan_free(ctx->regions);
 	free(ctx->rescan);
 	ctx->state = NULL;
 	pthread_mutex_destroy(&ctx->report_lock);

@@ -93,6 +93,7 @@ struct scrub_options {
 	bool rescan_errors;	/* --rescan-errors: -x reads only files with open findings */
 	const char *since;	/* --since DATE as given: -x reads only files changed since */
 	int64_t since_ns;	/* ... DATE, ns since the epoch */
+	unsigned portion;	/* --portion P%: -x reads the P % least recently read; 0 none */
 };
 
 /* Per-thread counters, summed after each phase; no atomics on hot paths. */
@@ -187,6 +188,7 @@ struct scrub_ctx {
 	double run_started;		/* Unix time */
 	struct ino_key *rescan;		/* --rescan-errors: the files to read, sorted (history.h) */
 	size_t nr_rescan;
+	struct region_plan *regions;	/* the device regions of phase 5 (regions.h), or NULL */
 
 	/* Report state (report.c). */
 	pthread_mutex_t report_lock;

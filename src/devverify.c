@@ -22,6 +22,7 @@
 #include "mediamap.h"
 #include "progress.h"
 #include "ratelimit.h"
+#include "regions.h"
 #include "report.h"
 #include "strbuf.h"
 #include "walk.h"
@@ -69,20 +70,63 @@ static void add_reads(struct io_range **v, size_t *n, size_t *alloc, uint64_t of
 	}
 }
 
+/* The read list being made: the open read [start, end), merged into. */
+struct planner {
+	struct io_range *v;
+	size_t n, alloc;
+	uint64_t start, end;
+	bool open;
+	uint64_t data;			/* bytes of file data covered */
+};
+
+/* Add the aligned piece [s, e) of an extent (in device order). */
+static void plan_piece(struct planner *p, uint64_t s, uint64_t e)
+{
+	if (p->open && e <= p->end)
+		return;			/* inside the current read (shared) */
+	p->data += e - (p->open && s < p->end ? p->end : s);
+	if (p->open && s <= p->end + DEVREAD_MERGE_GAP) {
+		p->end = e;
+		return;
+	}
+	if (p->open)
+		add_reads(&p->v, &p->n, &p->alloc, p->start, p->end - p->start);
+	p->start = s;
+	p->end = e;
+	p->open = true;
+}
+
+/* Add [s, e) clipped to the regions chosen (regions.h; all without a plan). */
+static void plan_extent(struct planner *p, const struct region_plan *rp, uint64_t s, uint64_t e)
+{
+	if (!rp) {
+		plan_piece(p, s, e);
+		return;
+	}
+	while (s < e) {
+		uint64_t end = (s / rp->size + 1) * rp->size;
+
+		if (end > e)
+			end = e;
+		if (regions_chosen(rp, s))
+			plan_piece(p, s, end);
+		s = end;
+	}
+}
+
 /*
  * The read list: data extents in device order, neighbours merged when the
  * gap between them is small (one long read beats two seeks), aligned to
- * BAD_STEP and clipped to the device.  *data: bytes of file data covered.
+ * BAD_STEP and clipped to the device and, with --portion, to the regions
+ * chosen (region sizes are multiples of BAD_STEP).  *data: bytes of file
+ * data covered.
  */
 static struct io_range *plan_reads(const struct scrub_ctx *ctx, size_t *nr, uint64_t *data)
 {
 	const struct xlink_list *l = ctx->xlinks;
-	struct io_range *v = NULL;
-	size_t n = 0, alloc = 0;
-	uint64_t start = 0, end = 0;
-	bool open = false;
+	const struct region_plan *rp = ctx->opt.portion ? ctx->regions : NULL;
+	struct planner p = { 0 };
 
-	*data = 0;
 	for (size_t i = 0; i < l->n; i++) {
 		const struct xlink_extent *x = &l->v[i];
 		uint64_t s = round_down(x->phys, BAD_STEP);
@@ -95,23 +139,13 @@ static struct io_range *plan_reads(const struct scrub_ctx *ctx, size_t *nr, uint
 			continue;
 		if (e > ctx->dev_size)
 			e = ctx->dev_size;
-		if (open && e <= end)
-			continue;		/* inside the current read (shared) */
-		*data += e - (open && s < end ? end : s);
-		if (open && s <= end + DEVREAD_MERGE_GAP) {
-			end = e;
-			continue;
-		}
-		if (open)
-			add_reads(&v, &n, &alloc, start, end - start);
-		start = s;
-		end = e;
-		open = true;
+		plan_extent(&p, rp, s, e);
 	}
-	if (open)
-		add_reads(&v, &n, &alloc, start, end - start);
-	*nr = n;
-	return v;
+	if (p.open)
+		add_reads(&p.v, &p.n, &p.alloc, p.start, p.end - p.start);
+	*nr = p.n;
+	*data = p.data;
+	return p.v;
 }
 
 static bool stop_requested(void *ctx)
@@ -183,7 +217,8 @@ static void read_done(void *arg, const struct io_range *r, char *buf, int64_t re
 	struct devread *dr = arg;
 
 	if (res == (int64_t)r->len) {
-		ledger_hash_read(dr->ctx->ledger, r->off, r->len, buf);
+		if (!dr->ctx->opt.portion)	/* no file is read whole: nothing to judge */
+			ledger_hash_read(dr->ctx->ledger, r->off, r->len, buf);
 		atomic_fetch_add(&dr->bytes, r->len);
 		progress_add(&dr->ctx->progress_done, r->len);
 		return;
@@ -244,7 +279,13 @@ int devverify_run(struct scrub_ctx *ctx, unsigned long long *bytes, const char *
 	if (dr.fd < 0)
 		return dr.fd;
 	crosslink_sort(ctx);
-	ledger_device_begin(ctx->ledger, ctx->xlinks);
+	ret = regions_plan(ctx, why);
+	if (ret < 0) {
+		close(dr.fd);
+		return ret;
+	}
+	if (!ctx->opt.portion)
+		ledger_device_begin(ctx->ledger, ctx->xlinks);
 	reads = plan_reads(ctx, &nr_reads, &data);
 	ratelimit_init(&dr.limit, ctx->opt.limit_rate);
 	pthread_mutex_init(&dr.lock, NULL);
@@ -272,6 +313,9 @@ int devverify_run(struct scrub_ctx *ctx, unsigned long long *bytes, const char *
 			  MAX_BAD_RANGES, ctx->source);
 	if (dr.nr_bad && !scrub_should_stop(ctx))
 		mediamap_report(ctx, dr.fd, dr.bad, dr.nr_bad);
+	/* Every chosen region read to its end: the history records them. */
+	if (ctx->regions && ret >= 0 && !dr.op_err && !scrub_should_stop(ctx))
+		ctx->regions->read = true;
 	*bytes = atomic_load(&dr.bytes);
 	free(dr.bad);
 	free(reads);

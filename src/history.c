@@ -17,6 +17,7 @@
 #include "inokey.h"
 #include "ledger_store.h"
 #include "jsonfmt.h"
+#include "regions.h"
 #include "report.h"
 #include "state.h"
 #include "strbuf.h"
@@ -78,6 +79,7 @@ static char *options_json(const struct scrub_ctx *ctx)
 	json_object_object_add(j, "ledger", json_escaped_string(o->ledger_dir));
 	json_object_object_add(j, "manifest", json_escaped_string(o->manifest_path));
 	json_object_object_add(j, "since", json_escaped_string(o->since));
+	json_object_object_add(j, "portion", json_object_new_int((int)o->portion));
 	json_object_object_add(j, "max_errors", json_object_new_int64((int64_t)o->max_errors));
 	json_object_object_add(j, "limit", json_object_new_int64((int64_t)o->limit_rate));
 	json_object_object_add(j, "background", json_object_new_boolean(o->background));
@@ -139,6 +141,7 @@ void history_begin(struct scrub_ctx *ctx)
 		.options = options_json(ctx), .version = FSCRUB_VERSION,
 		.started = ctx->run_started, .verify_data = ctx->opt.verify_data,
 		.rescan = ctx->opt.rescan_errors, .since = ctx->opt.since != NULL,
+		.portion = ctx->opt.portion != 0,
 	};
 	if (state_run_begin(ctx->state, &r, &err)) {
 		history_failed(ctx, &err);
@@ -185,7 +188,7 @@ void history_end(struct scrub_ctx *ctx, int exit_code, bool fatal)
 		.operational = atomic_load(&ctx->nr_operational), .inodes = ctx->stats.inodes,
 		.bytes_verified = ctx->stats.bytes_read,
 	};
-	if (state_run_end(ctx->state, &r, &err))
+	if (regions_record(ctx, &err) || state_run_end(ctx->state, &r, &err))
 		history_failed(ctx, &err);
 	strbuf_release(&err);
 }

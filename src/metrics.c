@@ -42,6 +42,27 @@ static void add_metric(struct strbuf *sb, const char *labels, const char *name,
 }
 
 /*
+ * The share of the file data in device regions read within 7, 30 and 90
+ * days (cumulative, as "verified in the last N days" reads); none until a
+ * -x run by the device recorded the regions.
+ */
+static void add_shares(struct strbuf *body, const char *labels, const struct state_summary *sum)
+{
+	double within = 0;
+
+	if (!sum->nr_regions)
+		return;
+	strbuf_addstr(body, "# HELP fscrub_data_verified_share Share of the file data (by "
+		      "device region) read back within the last N days.\n"
+		      "# TYPE fscrub_data_verified_share gauge\n");
+	for (int b = STATE_AGE_7D; b <= STATE_AGE_90D; b++) {
+		within += sum->region_share[b];
+		strbuf_addf(body, "fscrub_data_verified_share{%s,within=\"%s\"} %.6g\n", labels,
+			    state_age_name(b), within);
+	}
+}
+
+/*
  * From the run history (state.h), this run included: what a single run's
  * figures cannot say.  Timestamps as node_exporter's textfile collector
  * and the ZFS exporters give them (Unix seconds, 0 for never); the age of
@@ -67,8 +88,10 @@ static void add_history(struct scrub_ctx *ctx, struct strbuf *body, const char *
 		   "When the last complete scrub with -x ended (Unix time, 0: never).",
 		   sum.last_data_verified);
 	add_metric(body, labels, "data_verified_age_seconds",
-		   "Seconds since all file data was last read back (+Inf: never).",
-		   sum.last_data_verified > 0 ? t - sum.last_data_verified : INFINITY);
+		   "Seconds since all file data was last read back, by full -x runs or "
+		   "by --portion runs together (+Inf: never).",
+		   state_data_coverage(&sum) > 0 ? t - state_data_coverage(&sum) : INFINITY);
+	add_shares(body, labels, &sum);
 	strbuf_addstr(body, "# HELP fscrub_open_findings Findings still open (status: "
 		      "of the last complete scrub and later ones).\n"
 		      "# TYPE fscrub_open_findings gauge\n");

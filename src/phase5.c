@@ -16,7 +16,8 @@
  * the files btrfs keeps none for: backend.h, data_checksummed).
  *
  * With --rescan-errors or --since, only some files are read, all by the
- * per-file reader.
+ * per-file reader; with --portion, only some device regions, by the
+ * device reader (regions.h).
  *
  * Reads: ctx->xlinks (phase 3, sorted by phase 4) and ctx->ledger (phase
  * 3).  Leaves: ctx->stats.bytes_read (and since_skipped); ctx->xlinks
@@ -143,6 +144,34 @@ static int since_files(struct scrub_ctx *ctx, unsigned long long *items)
 	return 0;
 }
 
+/*
+ * --portion: the device regions least recently read (regions.h), by the
+ * device reader alone; the checksum records are not compared (no file is
+ * known to be read whole), and files whose extents are not all known are
+ * not read.  Without the device reader, nothing is read: an operational
+ * error says why.
+ */
+static int portion_read(struct scrub_ctx *ctx, unsigned long long *items)
+{
+	unsigned long long dev_bytes = 0;
+	const char *why = NULL;
+
+	if (devverify_run(ctx, &dev_bytes, &why) < 0) {
+		report_operational(ctx, NULL, NULL, 0, "--portion reads the block device by "
+				   "regions, and cannot here: %s; no data was read", why);
+		return 0;
+	}
+	if (ctx->xlinks->nr_unmapped)
+		report_verbose(ctx, "Phase 5: --portion: %zu files whose extents are not all "
+			       "known are not read", ctx->xlinks->nr_unmapped);
+	xlink_list_release(ctx->xlinks);
+	*items = dev_bytes;
+	ctx->stats.bytes_read = dev_bytes;
+	report_verbose(ctx, "Phase 5: %llu bytes read from the device in physical order",
+		       dev_bytes);
+	return 0;
+}
+
 int phase5_data(struct scrub_ctx *ctx, unsigned long long *items)
 {
 	struct scrub_stats stats = { 0 };
@@ -163,6 +192,8 @@ int phase5_data(struct scrub_ctx *ctx, unsigned long long *items)
 		return rescan_files(ctx, items);
 	if (ctx->opt.since)
 		return since_files(ctx, items);
+	if (ctx->opt.portion)
+		return portion_read(ctx, items);
 	ledger_prepare(ctx, ctx->ledger);
 	if (devverify_run(ctx, &dev_bytes, &why) == 0) {
 		size_t nr_only;

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "checks.h"
 #include "report.h"
@@ -82,6 +83,18 @@ static const char schema_v2[] =
 	"CREATE INDEX events_by_fs ON events (uuid, fsroot, time);"
 	"PRAGMA user_version = 2;";
 
+/*
+ * Version 3: the device regions of rotating media scans (--portion), by
+ * filesystem UUID alone (a device, not a mount root): the region size
+ * chosen on first use, and each region's file data and last read.
+ */
+static const char schema_v3[] =
+	"CREATE TABLE region_sizes (uuid TEXT PRIMARY KEY, size INTEGER NOT NULL);"
+	"CREATE TABLE regions (uuid TEXT NOT NULL, start INTEGER NOT NULL, "
+	"length INTEGER NOT NULL, allocated INTEGER NOT NULL, verified REAL, run INTEGER, "
+	"PRIMARY KEY (uuid, start));"
+	"PRAGMA user_version = 3;";
+
 static int fail(struct state *s, struct strbuf *err, const char *what)
 {
 	if (err)
@@ -118,7 +131,8 @@ static int setup_schema(struct state *s, struct strbuf *err)
 	if (exec(s, "BEGIN IMMEDIATE"))
 		return fail(s, err, "cannot write the state database");
 	v = user_version(s);
-	if ((v == 0 && exec(s, schema_v1)) || (v >= 0 && v < 2 && exec(s, schema_v2))) {
+	if ((v == 0 && exec(s, schema_v1)) || (v >= 0 && v < 2 && exec(s, schema_v2)) ||
+	    (v >= 0 && v < 3 && exec(s, schema_v3))) {
 		fail(s, err, "cannot create the tables of the state database");
 		exec(s, "ROLLBACK");
 		return -EIO;
@@ -280,8 +294,8 @@ int state_run_begin(struct state *s, struct state_run *r, struct strbuf *err)
 	sqlite3_bind_double(st, 8, r->started);
 	sqlite3_bind_int(st, 9, r->verify_data);
 	bind_text(st, 10, r->fsroot ? r->fsroot : "/");
-	/* 2 keeps a --since run apart from a full -x with no new column (state.h). */
-	sqlite3_bind_int(st, 11, r->rescan ? 1 : r->since ? 2 : 0);
+	/* 2 and 3 keep a --since and a --portion run apart from a full -x with no new column (state.h). */
+	sqlite3_bind_int(st, 11, r->rescan ? 1 : r->since ? 2 : r->portion ? 3 : 0);
 	if (step_done(st))
 		return fail(s, err, "cannot write the state database");
 	r->id = sqlite3_last_insert_rowid(s->db);
@@ -494,6 +508,7 @@ static void read_run(sqlite3_stmt *st, struct state_run *r)
 		.findings_dropped = column_u64(st, 20), .fsroot = column_dup(st, 21),
 		.rescan = sqlite3_column_int(st, 22) == 1,
 		.since = sqlite3_column_int(st, 22) == 2,
+		.portion = sqlite3_column_int(st, 22) == 3,
 	};
 }
 
@@ -623,6 +638,168 @@ static void count_event(const struct state_event *e, void *arg)
 	sum->open_events++;
 }
 
+/*
+ * The age of the last read of the regions with file data, as shares of
+ * that data (STATE_AGE_* buckets); none before version 3.
+ */
+static int region_ages(struct state *s, const char *uuid, struct state_summary *sum)
+{
+	static const double limit[] = { 7 * 86400.0, 30 * 86400.0, 90 * 86400.0 };
+	double total = 0, now = (double)time(NULL);
+	sqlite3_stmt *st;
+	int rc;
+
+	if (s->version < 3)
+		return 0;
+	if (sqlite3_prepare_v2(s->db, "SELECT allocated, coalesce(verified, 0), length FROM "
+			       "regions WHERE uuid = ?1 AND allocated > 0", -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	bind_text(st, 1, uuid);
+	sum->oldest_region = -1;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		double a = (double)sqlite3_column_int64(st, 0);
+		double v = sqlite3_column_double(st, 1);
+		int b = STATE_AGE_NEVER;
+
+		if (v > 0)
+			for (b = 0; b < STATE_AGE_OLDER && now - v >= limit[b]; b++)
+				;
+		sum->region_share[b] += a;
+		total += a;
+		sum->nr_regions++;
+		sum->region_size = (uint64_t)sqlite3_column_int64(st, 2);
+		if (sum->oldest_region < 0 || v < sum->oldest_region)
+			sum->oldest_region = v;
+	}
+	sqlite3_finalize(st);
+	for (int b = 0; b < STATE_AGE_BUCKETS && total > 0; b++)
+		sum->region_share[b] /= total;
+	if (sum->oldest_region < 0)
+		sum->oldest_region = 0;
+	return rc == SQLITE_DONE ? 0 : -EIO;
+}
+
+const char *state_age_name(int bucket)
+{
+	static const char *const name[STATE_AGE_BUCKETS] = {
+		[STATE_AGE_7D] = "7d", [STATE_AGE_30D] = "30d", [STATE_AGE_90D] = "90d",
+		[STATE_AGE_OLDER] = "older", [STATE_AGE_NEVER] = "never",
+	};
+
+	return name[bucket];
+}
+
+double state_data_coverage(const struct state_summary *sum)
+{
+	return sum->oldest_region > sum->last_data_verified ? sum->oldest_region :
+	       sum->last_data_verified;
+}
+
+int state_region_size(struct state *s, const char *uuid, uint64_t want, bool force,
+		      uint64_t *size)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (sqlite3_prepare_v2(s->db, force ? "INSERT OR REPLACE INTO region_sizes VALUES (?1, ?2)"
+			       : "INSERT OR IGNORE INTO region_sizes VALUES (?1, ?2)",
+			       -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	bind_text(st, 1, uuid);
+	bind_u64(st, 2, want);
+	if (step_done(st) ||
+	    sqlite3_prepare_v2(s->db, "SELECT size FROM region_sizes WHERE uuid = ?1", -1, &st,
+			       NULL) != SQLITE_OK)
+		return -EIO;
+	bind_text(st, 1, uuid);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		*size = (uint64_t)sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return rc == SQLITE_ROW && *size ? 0 : -EIO;
+}
+
+int state_region_times(struct state *s, const char *uuid, uint64_t size, size_t n,
+		       double *verified)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	memset(verified, 0, n * sizeof(*verified));
+	if (sqlite3_prepare_v2(s->db, "SELECT start, coalesce(verified, 0) FROM regions "
+			       "WHERE uuid = ?1 AND length = ?2", -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	bind_text(st, 1, uuid);
+	bind_u64(st, 2, size);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		uint64_t i = (uint64_t)sqlite3_column_int64(st, 0) / size;
+
+		if (i < n)
+			verified[i] = sqlite3_column_double(st, 1);
+	}
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : -EIO;
+}
+
+/* One region's row: its file data now, and its last read if read now. */
+static int write_region(sqlite3_stmt *st, const char *uuid, uint64_t size, size_t i,
+			uint64_t allocated, double when, int64_t run)
+{
+	bind_text(st, 1, uuid);
+	bind_u64(st, 2, (uint64_t)i * size);
+	bind_u64(st, 3, size);
+	bind_u64(st, 4, allocated);
+	if (when > 0)
+		sqlite3_bind_double(st, 5, when);
+	else
+		sqlite3_bind_null(st, 5);
+	sqlite3_bind_int64(st, 6, run);
+	if (sqlite3_step(st) != SQLITE_DONE)
+		return -EIO;
+	sqlite3_reset(st);
+	return 0;
+}
+
+int state_regions_write(struct state *s, const char *uuid, uint64_t size, size_t n,
+			const uint64_t *allocated, const bool *read, double when, int64_t run,
+			struct strbuf *err)
+{
+	sqlite3_stmt *st = NULL;
+	int ret = 0;
+
+	if (exec(s, "BEGIN IMMEDIATE"))
+		return fail(s, err, "cannot write the state database");
+	/* Rows of another region size, or for data since freed, hold no data now. */
+	if (sqlite3_prepare_v2(s->db, "UPDATE regions SET allocated = 0 WHERE uuid = ?1",
+			       -1, &st, NULL) != SQLITE_OK)
+		ret = -EIO;
+	if (!ret) {
+		bind_text(st, 1, uuid);
+		ret = step_done(st);
+		st = NULL;
+	}
+	if (!ret && sqlite3_prepare_v2(s->db, "INSERT INTO regions (uuid, start, length, "
+				       "allocated, verified, run) VALUES (?1, ?2, ?3, ?4, ?5, ?6) "
+				       "ON CONFLICT (uuid, start) DO UPDATE SET "
+				       "allocated = excluded.allocated, "
+				       "verified = coalesce(excluded.verified, CASE WHEN length = "
+				       "excluded.length THEN verified END), "
+				       "run = CASE WHEN excluded.verified IS NULL AND length = "
+				       "excluded.length THEN run ELSE excluded.run END, "
+				       "length = excluded.length", -1, &st, NULL) != SQLITE_OK)
+		ret = -EIO;
+	for (size_t i = 0; i < n && !ret; i++)
+		if (allocated[i] || read[i])
+			ret = write_region(st, uuid, size, i, allocated[i], read[i] ? when : 0, run);
+	sqlite3_finalize(st);		/* a no-op on NULL */
+	if (ret) {
+		fail(s, err, "cannot record the regions read in the state database");
+		exec(s, "ROLLBACK");
+		return -EIO;
+	}
+	return exec(s, "COMMIT") ? fail(s, err, "cannot write the state database") : 0;
+}
+
 int state_summarise(struct state *s, const struct state_fs *fs, struct state_summary *sum)
 {
 	int ret;
@@ -631,7 +808,8 @@ int state_summarise(struct state *s, const struct state_fs *fs, struct state_sum
 	if ((ret = state_each_run(s, fs, 1, keep_last, &sum->last)) ||
 	    (ret = last_complete(s, fs, false, &sum->last_complete)) ||
 	    (ret = last_complete(s, fs, true, &sum->last_data_verified)) ||
-	    (ret = state_each_event(s, fs, count_event, sum)))
+	    (ret = state_each_event(s, fs, count_event, sum)) ||
+	    (ret = region_ages(s, fs->uuid, sum)))
 		return ret;
 	return state_each_open(s, fs, count_open, sum);
 }

@@ -9,13 +9,13 @@
  * subvolumes of one btrfs mounted at / and /home are two histories.
  * `fscrub status` and the metrics read it.
  *
- * Schema (PRAGMA user_version 2):
+ * Schema (PRAGMA user_version 3):
  *
  *   runs      one row per run: id, uuid, fsroot, mountpoint, source, fstype,
  *             backend, options (a JSON object), version, started and
  *             ended (Unix time, seconds), status, exit_code, verify_data,
- *             rescan (1: --rescan-errors, 2: --since; either way only some
- *             files' data was read: not a full -x), the counts (errors, warnings, infos, repaired, operational,
+ *             rescan (1: --rescan-errors, 2: --since, 3: --portion; each
+ *             way only some data was read: not a full -x), the counts (errors, warnings, infos, repaired, operational,
  *             inodes), bytes_verified and findings_dropped
  *   phases    (run, phase, title, wall, user, sys, items): -T's figures
  *   findings  (run, seq, severity, check_id, content, path, ino, offset,
@@ -26,6 +26,11 @@
  *             what fscrub watch heard from the kernel (version 2); kind is
  *             "fs_error" (FAN_FS_ERROR) or "btrfs_dev_stats" (a device
  *             error counter rose), ino 0 and path NULL when not known
+ *   region_sizes (uuid, size): the device region size of a filesystem,
+ *             chosen on its first -x run with the store and kept (version 3)
+ *   regions   (uuid, start, length, allocated, verified, run): each device
+ *             region with file data (bytes of it at the last -x run) and
+ *             when a run last read it all (NULL: never), for --portion
  *
  * status is 'running' from the row's insertion, after phase 1, then one of
  * 'complete' (every phase ran to its end), 'cancelled' (SIGINT/SIGTERM),
@@ -43,14 +48,12 @@
  *
  * Later schema versions add tables beside these and raise user_version,
  * upgrading an older database in setup_schema() when it is opened for
- * writing (version 2 added events to version 1); a database opened
+ * writing (version 2 added events to version 1, version 3 the regions); a database opened
  * read-only is not upgraded, and reads of a table it lacks find nothing.
  * A database newer than this code knows is refused for writing.  To come
- * (resumable runs, rotating media scans):
+ * (resumable runs):
  *   checkpoints (uuid, fsroot, run, phase, cursor, saved), one per
  *               filesystem and mount root
- *   regions     (uuid, start, length, verified, run), the device regions
- *               and when each was last read back
  *
  * Library code: it reports nothing itself; errors come back as negative
  * errno with a message in err.  Not thread-safe: the caller serialises
@@ -74,7 +77,7 @@ struct state;
  * so at most some 30 MiB however broken the filesystem.
  */
 #define STATE_MAX_FINDINGS	100000
-#define STATE_SCHEMA_VERSION	2
+#define STATE_SCHEMA_VERSION	3
 
 /* What the history is kept by: the filesystem's UUID and the mount's root in it. */
 struct state_fs {
@@ -92,6 +95,7 @@ struct state_run {
 	bool verify_data;
 	bool rescan;			/* --rescan-errors */
 	bool since;			/* --since: -x of the files changed since a date */
+	bool portion;			/* --portion: -x of some device regions */
 	unsigned long long errors, warnings, infos, repaired, operational;
 	unsigned long long inodes, bytes_verified, findings_dropped;
 };
@@ -106,6 +110,10 @@ struct state_finding {
 	uint64_t offset, length;
 };
 
+/* The age buckets of the regions' last reads: < 7, 30, 90 days, older, never. */
+enum { STATE_AGE_7D, STATE_AGE_30D, STATE_AGE_90D, STATE_AGE_OLDER, STATE_AGE_NEVER,
+       STATE_AGE_BUCKETS };
+
 /* What status says about one filesystem. */
 struct state_summary {
 	struct state_run last;		/* id 0: no run recorded */
@@ -114,6 +122,11 @@ struct state_summary {
 	unsigned long long open_errors, open_warnings;
 	unsigned long long open_events;	/* state_each_event() */
 	unsigned long long open_media_errors;	/* open errors of data.read and media.* */
+	/* The device regions with file data (region_ages()); nr_regions 0: none known. */
+	size_t nr_regions;
+	uint64_t region_size;
+	double region_share[STATE_AGE_BUCKETS];	/* share of the file data, 0..1 */
+	double oldest_region;		/* its last read: full coverage; 0 if one never was */
 };
 
 /* One of fscrub watch's events.  Strings may be NULL. */
@@ -171,6 +184,14 @@ int state_each_fs(struct state *s, void (*fn)(const struct state_fs *fs, void *a
 int state_summarise(struct state *s, const struct state_fs *fs, struct state_summary *sum);
 void state_summary_release(struct state_summary *sum);
 /*
+ * When all file data was last read back: the end of the last complete -x
+ * run, or the oldest last read of the regions with data if later (--portion
+ * runs that together covered the device); 0 never.
+ */
+double state_data_coverage(const struct state_summary *sum);
+/* A STATE_AGE_* bucket's name: "7d", "30d", "90d", "older", "never". */
+const char *state_age_name(int bucket);
+/*
  * The open findings of fs, errors then warnings: those of its last
  * complete run, and of the runs after it that did not complete (content
  * findings: of its last complete -x run and later); one per check, path,
@@ -188,6 +209,24 @@ int state_open_content_inodes(struct state *s, const struct state_fs *fs, uint64
 int state_each_run(struct state *s, const struct state_fs *fs, unsigned n,
 		   void (*fn)(const struct state_run *r, void *arg), void *arg);
 void state_run_release(struct state_run *r);
+
+/*
+ * Rotating media scans (--portion; regions.h).  The region size of the
+ * filesystem uuid: the one kept, else want (kept from now on); force
+ * replaces the kept one (a debug knob).
+ */
+int state_region_size(struct state *s, const char *uuid, uint64_t want, bool force,
+		      uint64_t *size);
+/* verified[i]: when region i (of size bytes) was last read, 0 never. */
+int state_region_times(struct state *s, const char *uuid, uint64_t size, size_t n,
+		       double *verified);
+/*
+ * Record the n regions' file data, and for those with read[i] their read
+ * at when by run, in one transaction.
+ */
+int state_regions_write(struct state *s, const char *uuid, uint64_t size, size_t n,
+			const uint64_t *allocated, const bool *read, double when, int64_t run,
+			struct strbuf *err);
 
 /* Record an event of fscrub watch for fs, at once (no transaction kept open). */
 int state_add_event(struct state *s, const struct state_fs *fs, const struct state_event *e,

@@ -142,6 +142,7 @@ json_object *status_run_json(const struct state_run *r)
 	json_object_object_add(o, "verify_data", json_object_new_boolean(r->verify_data));
 	json_object_object_add(o, "rescan", json_object_new_boolean(r->rescan));
 	json_object_object_add(o, "since", json_object_new_boolean(r->since));
+	json_object_object_add(o, "portion", json_object_new_boolean(r->portion));
 	json_object_object_add(o, "backend", r->backend ? json_object_new_string(r->backend) : NULL);
 	json_object_object_add(o, "mountpoint", json_escaped_string(r->mountpoint));
 	json_object_object_add(o, "fscrub_version",
@@ -175,6 +176,7 @@ static void run_text(const struct state_run *r, struct strbuf *sb)
 
 	strbuf_addf(sb, "%s%s%s", r->status ? r->status : "?", running ? " (or interrupted)" : "",
 		    r->rescan ? " (--rescan-errors)" : r->since ? " (-x --since)" :
+		    r->portion ? " (-x --portion)" :
 		    r->verify_data ? " (-x)" : "");
 	if (!running)
 		strbuf_addf(sb, ", exit %d: %llu %s, %llu %s", r->exit_code, r->errors,
@@ -282,6 +284,21 @@ static void since_text(const struct status *st, struct strbuf *sb, const char *w
 	strbuf_addch(sb, '\n');
 }
 
+static void regions_text(const struct state_summary *sum, struct strbuf *sb)
+{
+	static const char *const what[STATE_AGE_BUCKETS] = {
+		"< 7 days", "< 30 days", "< 90 days", "older", "never",
+	};
+
+	if (!sum->nr_regions)
+		return;
+	strbuf_addf(sb, "  data regions:  %zu of %llu MiB, by the age of their last read:",
+		    sum->nr_regions, (unsigned long long)(sum->region_size >> 20));
+	for (int b = 0; b < STATE_AGE_BUCKETS; b++)
+		strbuf_addf(sb, "%s %.0f%% %s", b ? "," : "", 100 * sum->region_share[b], what[b]);
+	strbuf_addch(sb, '\n');
+}
+
 static int show_text(struct status *st, const struct state_fs *fs, const char *name,
 		     const struct state_summary *sum)
 {
@@ -304,7 +321,8 @@ static int show_text(struct status *st, const struct state_fs *fs, const char *n
 		strbuf_addstr(&sb, "none recorded");
 	strbuf_addch(&sb, '\n');
 	since_text(st, &sb, "last complete:", sum->last_complete, st->meta_days);
-	since_text(st, &sb, "data verified:", sum->last_data_verified, st->data_days);
+	since_text(st, &sb, "data verified:", state_data_coverage(sum), st->data_days);
+	regions_text(sum, &sb);
 	strbuf_addf(&sb, "  open:          %llu %s, %llu %s\n", sum->open_errors,
 		    plural(sum->open_errors, "error", "errors"), sum->open_warnings,
 		    plural(sum->open_warnings, "warning", "warnings"));
@@ -325,6 +343,25 @@ static int show_text(struct status *st, const struct state_fs *fs, const char *n
 	return ret;
 }
 
+/* The regions' age histogram, or null when no -x run recorded them. */
+static json_object *regions_json(const struct state_summary *sum)
+{
+	json_object *o, *share;
+
+	if (!sum->nr_regions)
+		return NULL;
+	o = json_object_new_object();
+	share = json_object_new_object();
+	json_object_object_add(o, "count", json_u64(sum->nr_regions));
+	json_object_object_add(o, "size", json_u64(sum->region_size));
+	for (int b = 0; b < STATE_AGE_BUCKETS; b++)
+		json_object_object_add(share, state_age_name(b),
+				       json_object_new_double(sum->region_share[b]));
+	json_object_object_add(o, "verified_share", share);
+	json_object_object_add(o, "oldest_verified", status_json_time(sum->oldest_region));
+	return o;
+}
+
 static int show_json(struct status *st, const struct state_fs *key, const char *name,
 		     const struct state_summary *sum)
 {
@@ -342,8 +379,10 @@ static int show_json(struct status *st, const struct state_fs *key, const char *
 	json_object_object_add(fs, "last_data_verified", status_json_time(sum->last_data_verified));
 	json_object_object_add(od, "metadata", json_object_new_boolean(
 				       overdue(st, sum->last_complete, st->meta_days)));
+	json_object_object_add(fs, "data_coverage", status_json_time(state_data_coverage(sum)));
+	json_object_object_add(fs, "regions", regions_json(sum));
 	json_object_object_add(od, "data", json_object_new_boolean(
-				       overdue(st, sum->last_data_verified, st->data_days)));
+				       overdue(st, state_data_coverage(sum), st->data_days)));
 	json_object_object_add(fs, "overdue", od);
 	json_object_object_add(fs, "open_errors", json_u64(sum->open_errors));
 	json_object_object_add(fs, "open_warnings", json_u64(sum->open_warnings));

@@ -4,7 +4,9 @@
  * (state.h: those of the last complete run and of the incomplete runs
  * after it; content findings by -x runs only); two mount roots of one
  * filesystem (btrfs subvolumes) kept apart; a database of a newer
- * schema refused; reading a directory without a database is -ENOENT.
+ * schema refused; reading a directory without a database is -ENOENT;
+ * the device regions of --portion: a region not read keeps its last read,
+ * the size is kept unless forced, and the age histogram.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -15,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sqlite3.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -267,6 +270,45 @@ static void test_findings_bounded(void **unused)
 	state_close(s);
 }
 
+/* --portion's regions: what a run writes, keeps and status reads back. */
+static void test_regions(void **unused)
+{
+	struct state *s = open_rw();
+	struct state_summary sum;
+	uint64_t size = 0, alloc[4] = { 100, 300, 0, 600 };
+	bool read1[4] = { true, false, false, false }, read2[4] = { false, true, false, true };
+	double v[4], now = (double)time(NULL);
+
+	(void)unused;
+	assert_int_equal(state_region_size(s, "fs1", 64 << 20, false, &size), 0);
+	assert_int_equal(size, 64 << 20);
+	assert_int_equal(state_region_size(s, "fs1", 128 << 20, false, &size), 0);
+	assert_int_equal(size, 64 << 20);		/* kept */
+	assert_int_equal(state_region_times(s, "fs1", size, 4, v), 0);
+	assert_true(v[0] == 0 && v[1] == 0 && v[3] == 0);
+	assert_int_equal(state_regions_write(s, "fs1", size, 4, alloc, read1, 5000, 1, NULL), 0);
+	assert_int_equal(state_regions_write(s, "fs1", size, 4, alloc, read2, now, 2, NULL), 0);
+	assert_int_equal(state_region_times(s, "fs1", size, 4, v), 0);
+	assert_true(v[0] == 5000 && v[1] == now && v[2] == 0 && v[3] == now);
+	/* Region 0 read again, long ago: "older", a tenth of the data; the rest < 7 days. */
+	assert_int_equal(state_regions_write(s, "fs1", size, 4, alloc, read1, 1, 3, NULL), 0);
+	run_in(s, NULL, "complete", false, NULL, 0);
+	assert_int_equal(state_summarise(s, &FS1, &sum), 0);
+	assert_int_equal(sum.nr_regions, 3);
+	assert_true(sum.region_share[STATE_AGE_OLDER] > 0.099 &&
+		    sum.region_share[STATE_AGE_OLDER] < 0.101);
+	assert_true(sum.region_share[STATE_AGE_7D] > 0.899 && sum.region_share[STATE_AGE_7D] < 0.901);
+	assert_true(sum.region_share[STATE_AGE_NEVER] == 0);
+	assert_true(sum.oldest_region == 1 && state_data_coverage(&sum) == 1);
+	state_summary_release(&sum);
+	/* Forced: another size; the old rows' reads do not count for it. */
+	assert_int_equal(state_region_size(s, "fs1", 32 << 20, true, &size), 0);
+	assert_int_equal(size, 32 << 20);
+	assert_int_equal(state_region_times(s, "fs1", size, 4, v), 0);
+	assert_true(v[0] == 0 && v[1] == 0);
+	state_close(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -277,6 +319,7 @@ int main(void)
 						dir_teardown),
 		cmocka_unit_test_setup_teardown(test_read_only_and_versions, dir_setup, dir_teardown),
 		cmocka_unit_test_setup_teardown(test_findings_bounded, dir_setup, dir_teardown),
+		cmocka_unit_test_setup_teardown(test_regions, dir_setup, dir_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
