@@ -31,7 +31,8 @@ const struct adaptive_params adaptive_defaults = {
 	.min_reads = 8,
 	/* 3 intervals (300 ms): a foreground job's stall share dips below the
 	 * margin for an interval now and then (its CPU time, a scheduler
-	 * hiccup); three quiet ones in a row are a pause. */
+	 * hiccup); three under half the margin, before it comes back above
+	 * the margin, are a pause. */
 	.quiet_ticks = 3,
 };
 
@@ -230,8 +231,7 @@ enum adaptive_change adaptive_tick(struct adaptive *a, const struct adaptive_sam
 	}
 	if (too_busy(a, foreign))
 		return back_off(a, bw, ADAPTIVE_CAUSE_PRESSURE);
-	if (a->cause == ADAPTIVE_CAUSE_PRESSURE && !blind && above_base(a, foreign, a->p.psi_margin / 2))
-		a->quiet = 0;		/* a dip of a busy device, not a quiet one */
+
 	if (too_slow(a, lat))
 		return back_off(a, win_bw, ADAPTIVE_CAUSE_LATENCY);
 	if (!s->probe)
@@ -240,8 +240,9 @@ enum adaptive_change adaptive_tick(struct adaptive *a, const struct adaptive_sam
 	if (a->quiet < a->p.quiet_ticks) {
 		if (a->cause == ADAPTIVE_CAUSE_LATENCY && lat > 0)
 			a->quiet = a->p.quiet_ticks;
-		else if (a->cause == ADAPTIVE_CAUSE_PRESSURE && !blind)
-			a->quiet++;
+		else if (a->cause == ADAPTIVE_CAUSE_PRESSURE && !blind &&
+			 !above_base(a, foreign, a->p.psi_margin / 2))
+			a->quiet++;	/* (between half the margin and it: neither) */
 		if (a->quiet < a->p.quiet_ticks)
 			return ADAPTIVE_HOLD;
 	}

@@ -29,9 +29,10 @@
  * AIMD: when either signal is above its baseline (latency by lat_factor,
  * pressure by psi_margin) the rate halves, down to floor.  After a quiet
  * interval it grows by ceiling / ramp_steps; after a back-off, only once
- * quiet_ticks intervals in a row could have seen its cause and did not
- * (for pressure a probe, or an interval in which we were busy less than
- * 1 - psi_margin of the time; for latency one full window).  Reaching the
+ * quiet_ticks intervals could have seen its cause and did not (for
+ * pressure a probe, or an interval in which we were busy less than
+ * 1 - psi_margin of the time, with a foreign share under half the margin;
+ * for latency one full window).  Reaching the
  * ceiling (the best window bandwidth measured at full speed) it becomes
  * unlimited again (or p.max: full speed is then that rate).  Under a
  * steady competing load the rate therefore stays at the floor; under a
