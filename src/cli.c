@@ -83,7 +83,8 @@ void cli_usage(FILE *f)
 	      "  -x, --verify-data    read all file data back\n"
 	      "      --json FILE      write a JSON report to FILE ('-': standard output)\n"
 	      "      --metrics FILE   write Prometheus metrics to FILE ('-': standard output)\n"
-	      "      --limit RATE     cap -x reads at RATE bytes/s (K, M, G suffixes)\n"
+	      "      --limit RATE     cap -x reads at RATE bytes/s (K, M, G suffixes), or\n"
+	      "                       auto: yield to other I/O (default with -b), none\n"
 	      "      --record         store a checksum of every file (implies -x)\n"
 	      "      --ledger DIR     keep checksums in a database in DIR, not in xattrs\n"
 	      "      --manifest FILE  verify files against a sha256sum/md5sum list\n"
@@ -388,9 +389,12 @@ int cli_parse(int argc, char **argv, struct scrub_options *opt)
 			opt->metrics_path = optarg;
 			break;
 		case OPT_LIMIT:
-			if (ratelimit_parse(optarg, &opt->limit_rate))
-				return usage_error("--limit needs a positive rate such as 200M, not '%s'",
-						   optarg);
+			if (!strcmp(optarg, "none"))
+				opt->limit_rate = 0, opt->limit_auto = false;
+			else if (ratelimit_parse(optarg, &opt->limit_rate, &opt->limit_auto))
+				return usage_error("--limit needs a positive rate such as 200M, "
+						   "auto[:RATE] or none, not '%s'", optarg);
+			opt->limit_given = true;
 			break;
 		case OPT_RECORD:
 			opt->record = true;
@@ -441,7 +445,7 @@ int cli_parse(int argc, char **argv, struct scrub_options *opt)
 	if (optind + 1 < argc)
 		return usage_error("too many arguments, starting at '%s'", argv[optind + 1]);
 	opt->target = argv[optind];
-	if (opt->limit_rate && !opt->verify_data)
+	if ((opt->limit_rate || opt->limit_auto) && !opt->verify_data)
 		return usage_error("%s", "--limit caps the data scan's reads: use it with -x");
 	if (opt->record && opt->check_only)
 		return usage_error("%s", "--record writes checksum records: not with -n");
@@ -491,5 +495,8 @@ int cli_parse(int argc, char **argv, struct scrub_options *opt)
 	}
 	if (!opt->threads_given)
 		opt->nr_threads = opt->background ? 1 : online_cpus();
+	/* -b yields to other I/O: the data scan adapts unless told otherwise. */
+	if (opt->background && opt->verify_data && !opt->limit_given)
+		opt->limit_auto = true;
 	return -1;
 }

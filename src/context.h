@@ -83,7 +83,10 @@ struct scrub_options {
 	const char *target;	/* MOUNTPOINT|DEVICE as given */
 	const char *json_path;	/* --json FILE, "-" for stdout */
 	const char *metrics_path;	/* --metrics FILE */
-	uint64_t limit_rate;	/* --limit, bytes per second; 0 = none */
+	uint64_t limit_rate;	/* --limit, bytes per second; 0 = none;
+				 * with limit_auto its maximum */
+	bool limit_auto;	/* --limit auto[:RATE], the default with -b -x */
+	bool limit_given;	/* --limit was on the command line */
 	bool record;		/* --record: store checksum records (implies -x) */
 	const char *ledger_dir;	/* --ledger DIR: records in DIR's database, not xattrs */
 	const char *manifest_path;	/* --manifest FILE, or FSCRUB_MANIFEST with -x */

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "checks.h"
@@ -99,6 +100,14 @@ static ssize_t verify_pread(struct verify_file *vf, char *buf, size_t len, uint6
 	return n;
 }
 
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
 /* A read of [off, off+len) failed: find and report the bad ranges in it. */
 static void bisect_failure(struct verify_file *vf, char *buf, uint64_t off, uint64_t len)
 {
@@ -139,7 +148,10 @@ static bool verify_range(struct verify_file *vf, char *buf, uint64_t start, uint
 			want = (size_t)((end - off + DIO_ALIGN - 1) & ~(uint64_t)(DIO_ALIGN - 1));
 		if (!ratelimit_take(vf->args->limit, want, should_stop, ctx))
 			return false;
+		uint64_t t0 = now_ns();
 		ssize_t n = verify_pread(vf, buf, want, off);
+
+		ratelimit_note(vf->args->limit, n > 0 ? (uint64_t)n : 0, now_ns() - t0);
 
 		if (n < 0) {
 			if (!errno_is_corruption(errno)) {

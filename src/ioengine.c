@@ -13,9 +13,24 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "strbuf.h"
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static void tell_time(const struct io_job *job, int64_t res, uint64_t start)
+{
+	if (job->timed)
+		job->timed(job->arg, res > 0 ? (uint64_t)res : 0, now_ns() - start);
+}
 
 static char *alloc_buffer(const struct io_job *job)
 {
@@ -34,6 +49,7 @@ static int run_uring(struct io_job *job, bool *started)
 	size_t next = 0;
 	char **bufs;
 	size_t *slot_range;
+	uint64_t *slot_start;
 	unsigned *free_slots, nr_free = 0;
 	bool stop = false;
 	int ret = io_uring_queue_init(depth, &ring, 0);
@@ -42,6 +58,7 @@ static int run_uring(struct io_job *job, bool *started)
 		return ret;
 	bufs = xcalloc(depth, sizeof(*bufs));
 	slot_range = xcalloc(depth, sizeof(*slot_range));
+	slot_start = xcalloc(depth, sizeof(*slot_start));
 	free_slots = xcalloc(depth, sizeof(*free_slots));
 	for (unsigned i = 0; i < depth; i++) {
 		bufs[i] = alloc_buffer(job);
@@ -68,6 +85,7 @@ static int run_uring(struct io_job *job, bool *started)
 			unsigned slot = free_slots[--nr_free];
 
 			slot_range[slot] = next++;
+			slot_start[slot] = now_ns();
 			io_uring_prep_read(sqe, job->fd, bufs[slot], (unsigned)r->len, r->off);
 			io_uring_sqe_set_data64(sqe, slot);
 			inflight++;
@@ -88,6 +106,7 @@ static int run_uring(struct io_job *job, bool *started)
 			if (res == -EINTR || res == -EAGAIN)
 				res = pread(job->fd, bufs[slot], r->len, (off_t)r->off) < 0 ?
 				      -errno : (int64_t)r->len;
+			tell_time(job, res, slot_start[slot]);
 			job->done(job->arg, r, bufs[slot], res);
 			free_slots[nr_free++] = slot;
 			inflight--;
@@ -100,6 +119,7 @@ out:
 		free(bufs[i]);
 	free(bufs);
 	free(slot_range);
+	free(slot_start);
 	free(free_slots);
 	return ret;
 }
@@ -135,9 +155,12 @@ static void *pool_thread(void *p)
 			break;
 		}
 		const struct io_range *r = &job->ranges[i];
+		uint64_t start = now_ns();
 		ssize_t n = pread(job->fd, buf, r->len, (off_t)r->off);
+		int64_t res = n < 0 ? -errno : n;
 
-		job->done(job->arg, r, buf, n < 0 ? -errno : n);
+		tell_time(job, res, start);
+		job->done(job->arg, r, buf, res);
 	}
 	free(buf);
 	return NULL;

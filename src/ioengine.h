@@ -9,7 +9,9 @@
  * (all max_len bytes of it) for its own reads, e.g. to bisect a failure;
  * with the thread pool it is called from several threads at once.  Before
  * each read, admit() is called with its length; it may sleep (a rate
- * limit) and returns false to stop submitting (cancelled).
+ * limit) and returns false to stop submitting (cancelled).  timed(), if
+ * set, is told each read's length and latency (submission to completion
+ * seen) before done().
  */
 #ifndef FSCRUB_IOENGINE_H
 #define FSCRUB_IOENGINE_H
@@ -33,6 +35,7 @@ struct io_job {
 	bool no_uring;		/* force the thread pool (FSCRUB_DEBUG_NO_URING) */
 	bool (*admit)(void *arg, uint64_t len);
 	void (*done)(void *arg, const struct io_range *r, char *buf, int64_t res);
+	void (*timed)(void *arg, uint64_t len, uint64_t lat_ns);
 	void *arg;
 	const char *engine;	/* out: "io_uring" or "pread" */
 };

@@ -52,7 +52,7 @@ static int read_files(struct scrub_ctx *ctx, const struct ino_key *only, size_t 
 					.nr_only = nr_only, .limit = &limit, .since = since };
 	int ret;
 
-	ratelimit_init(&limit, ctx->opt.limit_rate);
+	ratelimit_init(&limit, ctx->opt.limit_rate, ctx->opt.limit_auto, report_limit, ctx);
 	ret = walk_tree(ctx, &dataverify_visitor, &args, stats, NULL);
 	ratelimit_destroy(&limit);
 	inoset_free(args.linked);

@@ -1,15 +1,63 @@
 /*
- * ratelimit: the token bucket; see ratelimit.h.
+ * ratelimit: the token bucket, and the --limit auto glue around the
+ * adaptive controller; see ratelimit.h.
  */
 #include "ratelimit.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
+
+#include "adaptive.h"
+#include "strbuf.h"
+
+/* 100 ms: PSI's total moves in microseconds, so a tenth of a second
+ * gives a share to 0.01 %; a back-off from 4 GiB/s to the 1 MiB/s floor
+ * (12 halvings) takes 1.2 s, and a scan of a fast device at full speed
+ * has its baselines after 0.3 s. */
+#define RL_TICK_NS	100000000ULL
+/* A probe every 10 intervals (1 s) of 50 ms: 5 % of the scan's time, and
+ * a foreground job that starts is noticed within a second at full speed
+ * (at reduced rates the running intervals notice it by themselves). */
+#define RL_PROBE_EVERY	10
+/* The first probe after 3 intervals: a job already running is seen soon. */
+#define RL_PROBE_AT	3
+#define RL_PROBE_NS	50000000ULL
+/* Our reads in flight at a probe must end before it measures.  Nobody
+ * reaps them while the io_uring submitter waits here, so the probe waits
+ * twice the last interval's mean read latency (a read queued behind the
+ * others included), at least 20 ms and at most 1 s. */
+#define RL_SETTLE_MIN_NS 20000000ULL
+#define RL_SETTLE_MAX_NS 1000000000ULL
+/* Waiters look at the clock this often (ticks, probes, cancel). */
+#define RL_SLICE_NS	10000000ULL
+/* At most one -v line per second about rate changes. */
+#define RL_REPORT_NS	1000000000ULL
+
+enum rl_state { RL_RUN, RL_SETTLE, RL_PROBE };
+
+struct rl_auto {
+	struct adaptive ctl;
+	enum rl_state state;
+	uint64_t since_ns;		/* start of the interval, settle or probe */
+	uint64_t bytes, lat_ns, reads;	/* this interval's completed reads */
+	uint64_t settle_ns;		/* how long the next probe settles */
+	unsigned tick_no;
+	bool have_psi;
+	uint64_t psi_at;		/* "some total" at since_ns */
+	uint64_t start_ns, total_bytes;
+	uint64_t reported_ns;
+	unsigned long long unreported;
+	void (*report)(void *arg, const char *line);
+	void *report_arg;
+};
 
 static uint64_t now_ns(void)
 {
@@ -19,53 +67,243 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-void ratelimit_init(struct ratelimit *rl, uint64_t rate)
+/* /proc/pressure/io's "some" total; false without PSI (old kernel, psi=0). */
+static bool read_psi(uint64_t *total)
+{
+	char buf[512];
+	int fd = open("/proc/pressure/io", O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	return adaptive_parse_psi(buf, total) == 0;
+}
+
+static void format_rate(char *buf, size_t len, double rate)
+{
+	if (!rate)
+		snprintf(buf, len, "unlimited");
+	else
+		snprintf(buf, len, "%.1f MiB/s", rate / (1 << 20));
+}
+
+static void set_rate(struct ratelimit *rl, double rate)
+{
+	if (rate && !rl->rate)
+		rl->tokens = 0;		/* from unlimited: no credit */
+	rl->rate = (uint64_t)rate;
+	rl->burst = rate / 10;
+	if (rl->tokens > rl->burst)
+		rl->tokens = rl->burst;
+}
+
+static void report_change(struct rl_auto *au, enum adaptive_change c, double old, uint64_t now)
+{
+	const struct adaptive *a = &au->ctl;
+	char from[32], to[32], why[96] = "";
+
+	if (c == ADAPTIVE_HOLD || !au->report)
+		return;
+	if (now - au->reported_ns < RL_REPORT_NS && au->reported_ns) {
+		au->unreported++;
+		return;
+	}
+	format_rate(from, sizeof(from), old);
+	format_rate(to, sizeof(to), a->rate);
+	if (c == ADAPTIVE_DOWN && a->cause == ADAPTIVE_CAUSE_LATENCY)
+		snprintf(why, sizeof(why), ": read latency %.1fx the idle baseline",
+			 a->last_lat / a->lat_base);
+	else if (c == ADAPTIVE_DOWN)
+		snprintf(why, sizeof(why), ": other tasks stalled on I/O %.0f%% of the time "
+			 "(baseline %.0f%%)", a->last_foreign * 100, a->psi_base * 100);
+	else
+		snprintf(why, sizeof(why), ": the device is quiet");
+	char line[256];
+
+	snprintf(line, sizeof(line), "--limit auto: %s %s -> %s%s (%llu changes not shown)",
+		 c == ADAPTIVE_DOWN ? "back-off" : "ramp-up", from, to, why, au->unreported);
+	au->report(au->report_arg, line);
+	au->reported_ns = now;
+	au->unreported = 0;
+}
+
+static void feed(struct ratelimit *rl, bool probe, uint64_t now)
+{
+	struct rl_auto *au = rl->autorate;
+	struct adaptive_sample s = { .interval_ns = now - au->since_ns, .reads = au->reads,
+				     .bytes = au->bytes,
+				     .lat_ns = au->lat_ns, .probe = probe };
+	double old = au->ctl.rate;
+	uint64_t psi;
+
+	if (au->have_psi && read_psi(&psi) && psi >= au->psi_at) {
+		s.have_psi = true;
+		s.psi_stall_us = psi - au->psi_at;
+		au->psi_at = psi;
+	}
+	if (!s.interval_ns)
+		s.interval_ns = 1;
+	if (au->reads) {
+		au->settle_ns = 2 * au->lat_ns / au->reads;
+		if (au->settle_ns < RL_SETTLE_MIN_NS)
+			au->settle_ns = RL_SETTLE_MIN_NS;
+		if (au->settle_ns > RL_SETTLE_MAX_NS)
+			au->settle_ns = RL_SETTLE_MAX_NS;
+	}
+	enum adaptive_change c = adaptive_tick(&au->ctl, &s);
+
+	set_rate(rl, au->ctl.rate);
+	report_change(au, c, old, now);
+	au->bytes = au->lat_ns = au->reads = 0;
+	au->since_ns = now;
+}
+
+/* Move the interval / probe state machine on; under rl->lock. */
+static void advance(struct ratelimit *rl, uint64_t now)
+{
+	struct rl_auto *au = rl->autorate;
+
+	switch (au->state) {
+	case RL_RUN:
+		if (now - au->since_ns < RL_TICK_NS)
+			return;
+		feed(rl, false, now);
+		if (au->have_psi && (++au->tick_no % RL_PROBE_EVERY == RL_PROBE_AT ||
+				     adaptive_wants_probe(&au->ctl)))
+			au->state = RL_SETTLE;	/* since_ns is now: the settle starts */
+		return;
+	case RL_SETTLE:
+		if (now - au->since_ns < au->settle_ns)
+			return;
+		au->have_psi = read_psi(&au->psi_at);
+		au->since_ns = now;
+		au->state = au->have_psi ? RL_PROBE : RL_RUN;
+		return;
+	case RL_PROBE:
+		if (now - au->since_ns < RL_PROBE_NS)
+			return;
+		feed(rl, true, now);
+		au->state = RL_RUN;
+		return;
+	}
+}
+
+void ratelimit_init(struct ratelimit *rl, uint64_t rate, bool adaptive,
+		    void (*report)(void *arg, const char *line), void *arg)
 {
 	memset(rl, 0, sizeof(*rl));
+	pthread_mutex_init(&rl->lock, NULL);
+	rl->last_ns = now_ns();
+	if (adaptive) {
+		struct rl_auto *au = xcalloc(1, sizeof(*au));
+		struct adaptive_params p = adaptive_defaults;
+
+		p.max = (double)rate;
+		if (p.max && p.floor > p.max)
+			p.floor = p.max;
+		adaptive_init(&au->ctl, &p);
+		set_rate(rl, au->ctl.rate);
+		au->since_ns = au->start_ns = rl->last_ns;
+		au->settle_ns = RL_SETTLE_MIN_NS;
+		au->have_psi = read_psi(&au->psi_at);
+		au->report = report;
+		au->report_arg = arg;
+		rl->autorate = au;
+		if (report && !au->have_psi)
+			report(arg, "--limit auto: no /proc/pressure/io, "
+			       "only the read latency is watched");
+		return;
+	}
 	rl->rate = rate;
 	rl->burst = (double)rate / 10;
 	rl->tokens = rl->burst;
-	rl->last_ns = now_ns();
-	pthread_mutex_init(&rl->lock, NULL);
 }
 
 void ratelimit_destroy(struct ratelimit *rl)
 {
+	struct rl_auto *au = rl->autorate;
+
+	if (au && au->report) {
+		double secs = (double)(now_ns() - au->start_ns) / 1e9;
+		char line[256];
+
+		snprintf(line, sizeof(line), "--limit auto: %llu bytes in %.1f s, average "
+			 "%.1f MiB/s; %llu back-offs, %llu ramp-ups, full speed %.1f MiB/s",
+			 (unsigned long long)au->total_bytes, secs,
+			 secs > 0 ? (double)au->total_bytes / secs / (1 << 20) : 0,
+			 au->ctl.downs, au->ctl.ups, au->ctl.ceiling / (1 << 20));
+		au->report(au->report_arg, line);
+	}
+	free(au);
 	pthread_mutex_destroy(&rl->lock);
+}
+
+/* Seconds to wait now before the read may start; under rl->lock. */
+static double wait_for(struct ratelimit *rl, uint64_t now)
+{
+	if (rl->autorate) {
+		advance(rl, now);
+		if (rl->autorate->state != RL_RUN)
+			return (double)RL_SLICE_NS / 1e9;
+	}
+	if (!rl->rate)
+		return 0;
+	rl->tokens += (double)(now - rl->last_ns) * (double)rl->rate / 1e9;
+	if (rl->tokens > rl->burst)
+		rl->tokens = rl->burst;
+	rl->last_ns = now;
+	return rl->tokens < 0 ? -rl->tokens / (double)rl->rate : 0;
 }
 
 bool ratelimit_take(struct ratelimit *rl, uint64_t bytes, bool (*stop)(void *), void *arg)
 {
 	double wait_s;
 
-	if (!rl || !rl->rate)
+	if (!rl || (!rl->rate && !rl->autorate))
 		return true;
 	pthread_mutex_lock(&rl->lock);
-	uint64_t now = now_ns();
-
-	rl->tokens += (double)(now - rl->last_ns) * (double)rl->rate / 1e9;
-	if (rl->tokens > rl->burst)
-		rl->tokens = rl->burst;
-	rl->last_ns = now;
+	wait_for(rl, now_ns());
 	rl->tokens -= (double)bytes;
-	wait_s = rl->tokens < 0 ? -rl->tokens / (double)rl->rate : 0;
-	pthread_mutex_unlock(&rl->lock);
-
-	/* Sleep in slices of at most 100 ms so that a cancel is seen soon. */
-	while (wait_s > 0) {
-		double slice = wait_s > 0.1 ? 0.1 : wait_s;
-		struct timespec ts = { .tv_sec = (time_t)slice,
-				       .tv_nsec = (long)((slice - floor(slice)) * 1e9) };
-
+	/* Wait in slices so that a cancel, a new rate or a probe is seen soon;
+	 * the debt is repaid at whatever the rate is meanwhile. */
+	while ((wait_s = wait_for(rl, now_ns())) > 0) {
+		pthread_mutex_unlock(&rl->lock);
 		if (stop && stop(arg))
 			return false;
+		if (wait_s > (double)RL_SLICE_NS / 1e9)
+			wait_s = (double)RL_SLICE_NS / 1e9;
+		struct timespec ts = { .tv_sec = (time_t)wait_s,
+				       .tv_nsec = (long)((wait_s - floor(wait_s)) * 1e9) };
+
 		nanosleep(&ts, NULL);
-		wait_s -= slice;
+		pthread_mutex_lock(&rl->lock);
 	}
+	if (!rl->rate)
+		rl->tokens = 0;		/* unlimited meanwhile: no debt kept */
+	pthread_mutex_unlock(&rl->lock);
 	return true;
 }
 
-int ratelimit_parse(const char *s, uint64_t *rate)
+void ratelimit_note(struct ratelimit *rl, uint64_t bytes, uint64_t lat_ns)
+{
+	struct rl_auto *au = rl ? rl->autorate : NULL;
+
+	if (!au)
+		return;
+	pthread_mutex_lock(&rl->lock);
+	au->reads++;
+	au->bytes += bytes;
+	au->lat_ns += lat_ns;
+	au->total_bytes += bytes;
+	pthread_mutex_unlock(&rl->lock);
+}
+
+static int parse_rate(const char *s, uint64_t *rate)
 {
 	char *end;
 	double v;
@@ -90,5 +328,23 @@ int ratelimit_parse(const char *s, uint64_t *rate)
 	if (*end || v < 1 || v > 1e18)
 		return -1;
 	*rate = (uint64_t)v;
+	return 0;
+}
+
+int ratelimit_parse(const char *s, uint64_t *rate, bool *adaptive)
+{
+	uint64_t r = 0;
+
+	if (s && !strncmp(s, "auto", 4) && (!s[4] || s[4] == ':')) {
+		if (s[4] && parse_rate(s + 5, &r))
+			return -1;
+		*rate = r;
+		*adaptive = true;
+		return 0;
+	}
+	if (parse_rate(s, &r))
+		return -1;
+	*rate = r;
+	*adaptive = false;
 	return 0;
 }

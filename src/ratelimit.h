@@ -1,10 +1,21 @@
 /*
  * ratelimit: a token bucket that caps the data scan's read bandwidth
- * (--limit RATE), shared by every reader thread.
+ * (--limit RATE), shared by every reader thread; with --limit auto the
+ * cap follows the adaptive controller (adaptive.h).
  *
  * A reader takes the bytes it is about to read; when the bucket is empty
  * it sleeps until the debt is paid.  The bucket holds at most a tenth of a
  * second of tokens, so a pause is not followed by a burst at full speed.
+ *
+ * --limit auto: a reader also notes each read's latency when it is done
+ * (ratelimit_note).  Whoever takes or waits when an interval (RL_TICK_NS)
+ * is over feeds the controller with it and with the delta of
+ * /proc/pressure/io's "some" total, and the rate changes.  Every
+ * RL_PROBE_EVERY intervals (and after each interval while the controller
+ * backs off for pressure it is too busy to see) the scan pauses: no new
+ * read is admitted, and once ours have had time to finish (twice their
+ * mean latency) the pressure measured over RL_PROBE_NS is other tasks'
+ * alone.  A utility: it reports only through the callback its user gives.
  */
 #ifndef FSCRUB_RATELIMIT_H
 #define FSCRUB_RATELIMIT_H
@@ -13,24 +24,38 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+struct rl_auto;
+
 struct ratelimit {
 	uint64_t rate;		/* bytes per second; 0 = unlimited */
 	double tokens;		/* may go negative: the debt to sleep off */
 	double burst;
 	uint64_t last_ns;
 	pthread_mutex_t lock;
+	struct rl_auto *autorate;	/* --limit auto, else NULL */
 };
 
-void ratelimit_init(struct ratelimit *rl, uint64_t rate);
+/*
+ * rate: bytes per second, 0 = unlimited; adaptive: --limit auto, rate is
+ * then its maximum (0 = none).
+ * report(arg, line): where the adaptive rate's changes (at most one line a
+ * second) and, at ratelimit_destroy(), its average are told; may be NULL.
+ */
+void ratelimit_init(struct ratelimit *rl, uint64_t rate, bool adaptive,
+		    void (*report)(void *arg, const char *line), void *arg);
 void ratelimit_destroy(struct ratelimit *rl);
 /* Wait until bytes may be read; returns early (false) if *stop becomes true. */
 bool ratelimit_take(struct ratelimit *rl, uint64_t bytes, bool (*stop)(void *), void *arg);
+/* A read admitted by ratelimit_take() is done: bytes read, its latency. */
+void ratelimit_note(struct ratelimit *rl, uint64_t bytes, uint64_t lat_ns);
 
 /*
  * Parse a rate such as "200M", "1.5G", "800k" or "50000000" (bytes per
  * second; K, M, G, T are powers of 1024; a trailing "B", "/s" or "B/s" is
- * allowed).  Returns 0 and sets *rate, or -1 if it is not a positive rate.
+ * allowed).  "auto" or "auto:RATE" set *adaptive (and *rate to the
+ * maximum, 0 for none).  Returns 0 and sets *rate and *adaptive, or -1 if
+ * it is not a positive rate.
  */
-int ratelimit_parse(const char *s, uint64_t *rate);
+int ratelimit_parse(const char *s, uint64_t *rate, bool *adaptive);
 
 #endif

@@ -245,6 +245,11 @@ void report_verbose(struct scrub_ctx *ctx, const char *fmt, ...)
 	va_end(ap);
 }
 
+void report_limit(void *ctx, const char *line)
+{
+	report_verbose(ctx, "%s", line);
+}
+
 static const char *plural(unsigned long long n, const char *one, const char *many)
 {
 	return n == 1 ? one : many;

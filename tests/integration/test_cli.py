@@ -43,12 +43,14 @@ def test_too_many_arguments():
     (("-C", "987"), "file descriptor 987 is not open"),
     (("-t", "nosuchfs"), "unknown filesystem type 'nosuchfs'"),
     (("-m", "/nonexistent/mtab"), "cannot read the mount table '/nonexistent/mtab'"),
-    (("-x", "--limit", "0"), "--limit needs a positive rate such as 200M, not '0'"),
-    (("-x", "--limit", "fast"), "--limit needs a positive rate such as 200M, not 'fast'"),
-    (("-x", "--limit", "200Q"), "--limit needs a positive rate such as 200M, not '200Q'"),
-    (("-x", "--limit", "-5M"), "--limit needs a positive rate such as 200M, not '-5M'"),
+    (("-x", "--limit", "0"), "--limit needs a positive rate such as 200M, auto[:RATE] or none, not '0'"),
+    (("-x", "--limit", "fast"), "--limit needs a positive rate such as 200M, auto[:RATE] or none, not 'fast'"),
+    (("-x", "--limit", "200Q"), "--limit needs a positive rate such as 200M, auto[:RATE] or none, not '200Q'"),
+    (("-x", "--limit", "-5M"), "--limit needs a positive rate such as 200M, auto[:RATE] or none, not '-5M'"),
     (("-x", "--limit", "99999999T"), "--limit needs a positive rate such as 200M"),
     (("--limit", "200M"), "--limit caps the data scan's reads: use it with -x"),
+    (("-x", "--limit", "auto:0"), "--limit needs a positive rate such as 200M, auto[:RATE] or none, not 'auto:0'"),
+    (("--limit", "auto"), "--limit caps the data scan's reads: use it with -x"),
 ])
 def test_bad_option_values(args, text):
     one_line_error(run_fscrub(*args, "/"), 16, text)

@@ -305,3 +305,73 @@ def test_limit_caps_the_read_rate(image_factory):
     assert r.rc == 0, r
     # 48 MiB at 16 MiB/s, less the bucket's 0.1 s burst: at least 2.5 s.
     assert took >= 2.5, (took, r)
+
+
+# --- --limit auto (issue 24): the scan yields to other I/O -----------------
+
+@pytest.mark.parametrize("reader", ["io_uring", "pread", "per-file"])
+def test_limit_auto_finds_the_same_media_error(image_factory, bad_media, reader):
+    img, layout = populated(image_factory, "xfs")
+    ext = layout["d/victim"][0]
+    bad_off = ext["physical"] + (256 << 10)
+    m = bad_media(img, [(bad_off, 2 * BLOCK)])
+    env = {"io_uring": {}, "pread": {"FSCRUB_DEBUG_NO_URING": "1"},
+           "per-file": {"FSCRUB_DEBUG_NO_DEVREAD": "1"}}[reader]
+    plain = run_fscrub("-n", "-x", m.mnt, env=env)
+    auto = run_fscrub("-n", "-x", "-v", "--limit", "auto", m.mnt, env=env)
+    assert plain.rc == auto.rc == 4, (plain, auto)
+    key = lambda r: sorted((f.check, f.path, f.message) for f in r.errors + r.warnings)
+    assert key(auto) == key(plain) and len(auto.errors) == 1, (plain, auto)
+    assert re.search(r"--limit auto: \d+ bytes in [\d.]+ s, average [\d.]+ MiB/s",
+                     auto.stdout), auto
+
+
+class DirectReader:
+    """A competing load: dd reading *dev* 4 KiB at a time with O_DIRECT,
+    over and over, in a process group of its own (stopped by stop())."""
+
+    def __init__(self, dev):
+        self.proc = subprocess.Popen(
+            ["sh", "-c", "while :; do dd if=%s of=/dev/null bs=4096 iflag=direct "
+             "status=none || exit 1; done" % dev], start_new_session=True)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, 15)      # ours: its own session
+        self.proc.wait(timeout=10)
+
+
+def test_limit_auto_backs_off_under_a_competing_load(image_factory):
+    """200 MiB read at most at 40 MiB/s (auto:40M): at least five seconds,
+    the first probe after 0.3 s and one a second after that.  A reader of
+    the same device that stalls on it all the time is seen by them."""
+    img = image_factory("xfs", size_mb=320).mkfs()
+    mnt = img.mount()
+    write(os.path.join(mnt, "f"), 200 << 20, 3)
+    time.sleep(1.1)
+    load = DirectReader(img.dev)
+    try:
+        time.sleep(0.5)
+        assert load.proc.poll() is None, "the dd load did not start"
+        r = run_fscrub("-n", "-x", "-v", "--limit", "auto:40M", mnt)
+    finally:
+        load.stop()
+    assert r.rc == 0, r
+    assert re.search(r"--limit auto: back-off [\d.]+ MiB/s -> [\d.]+ MiB/s: other tasks "
+                     r"stalled on I/O", r.stdout), r
+    got = re.search(r"--limit auto: (\d+) bytes in [\d.]+ s, average [\d.]+ MiB/s; "
+                    r"(\d+) back-offs", r.stdout)
+    assert got and int(got.group(1)) == 200 << 20 and int(got.group(2)) >= 1, r
+
+
+def test_background_defaults_to_limit_auto(image_factory):
+    img = image_factory("xfs", size_mb=320).mkfs()
+    mnt = img.mount()
+    write(os.path.join(mnt, "f"), 8 << 20, 4)
+    time.sleep(1.1)
+    r = run_fscrub("-n", "-b", "-x", "-v", mnt)
+    assert r.rc == 0 and "--limit auto: %d bytes in" % (8 << 20) in r.stdout, r
+    r = run_fscrub("-n", "-b", "-x", "-v", "--limit", "none", mnt)
+    assert r.rc == 0 and "--limit auto" not in r.stdout, r
+    r = run_fscrub("-n", "-b", "-x", "-v", "--limit", "64M", mnt)
+    assert r.rc == 0 and "--limit auto" not in r.stdout, r

@@ -14,22 +14,31 @@
 static void test_parse(void **state)
 {
 	uint64_t r = 0;
+	bool a = true;
 
 	(void)state;
-	assert_int_equal(ratelimit_parse("200M", &r), 0);
+	assert_int_equal(ratelimit_parse("200M", &r, &a), 0);
 	assert_int_equal(r, 200ULL << 20);
-	assert_int_equal(ratelimit_parse("1.5G", &r), 0);
+	assert_int_equal(ratelimit_parse("1.5G", &r, &a), 0);
 	assert_int_equal(r, 3ULL << 29);
-	assert_int_equal(ratelimit_parse("800k", &r), 0);
+	assert_int_equal(ratelimit_parse("800k", &r, &a), 0);
 	assert_int_equal(r, 800ULL << 10);
-	assert_int_equal(ratelimit_parse("50000000", &r), 0);
+	assert_int_equal(ratelimit_parse("50000000", &r, &a), 0);
 	assert_int_equal(r, 50000000);
-	assert_int_equal(ratelimit_parse("10MB/s", &r), 0);
+	assert_int_equal(ratelimit_parse("10MB/s", &r, &a), 0);
 	assert_int_equal(r, 10ULL << 20);
-	const char *bad[] = { "", "0", "-5M", "abc", "5X", "5M junk", " 5M", "0.1", "nan", "inf" };
+	assert_false(a);
+	assert_int_equal(ratelimit_parse("auto", &r, &a), 0);
+	assert_true(a);
+	assert_int_equal(r, 0);
+	assert_int_equal(ratelimit_parse("auto:64M", &r, &a), 0);
+	assert_true(a);
+	assert_int_equal(r, 64ULL << 20);
+	const char *bad[] = { "", "0", "-5M", "abc", "5X", "5M junk", " 5M", "0.1", "nan", "inf",
+			      "auto:", "auto:0", "autox", "auto:auto", "auto 5M" };
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		assert_int_equal(ratelimit_parse(bad[i], &r), -1);
+		assert_int_equal(ratelimit_parse(bad[i], &r, &a), -1);
 }
 
 static double now_s(void)
@@ -47,7 +56,7 @@ static void test_pace(void **state)
 	double t0 = now_s();
 
 	(void)state;
-	ratelimit_init(&rl, 10000000);
+	ratelimit_init(&rl, 10000000, false, NULL, NULL);
 	for (int i = 0; i < 30; i++)
 		assert_true(ratelimit_take(&rl, 100000, NULL, NULL));
 	assert_true(now_s() - t0 >= 0.19);

@@ -1,0 +1,170 @@
+#!/bin/bash
+# adaptive_io.sh: what fscrub -x costs a foreground job, at full speed,
+# with --limit auto and with a fixed --limit at auto's average rate; and
+# the scan bandwidth --limit auto reaches while the job pauses (issue 24).
+#
+# Target: --limit auto keeps the job's p99 read latency within 1.2x of the
+# job alone, and reaches at least half the idle scan bandwidth while the
+# job pauses.
+#
+# The device: an XFS image of IMG_SIZE holding DATA_FILES x 1 GiB, on a
+# loop device attached with --direct-io=on.  A loop device over a file is
+# served by the host's cache at a few GB/s, not like a disk, and this
+# kernel has no device-mapper (no dm-delay); so with THROTTLE (default
+# 150M bytes/s) the job and the scan run in one blkio cgroup (v1) whose
+# read_bps_device caps the loop device: one queue of that bandwidth, in
+# which the job's 4 KiB reads wait behind the scan's 8 MiB ones as on a
+# disk.  THROTTLE=0 uses the bare loop device.
+#
+# The job: fio, random 4 KiB reads, O_DIRECT, iodepth 1 (psync), of the
+# loop device (read-only), FIO_SECS (10) seconds.  Each round:
+#   alone  fio alone
+#   full   fscrub -n -x started 1 s before fio; after fio, PAUSE_SECS (5)
+#          more seconds without it, then fscrub is stopped: the job's p99,
+#          and the idle scan bandwidth over those last seconds
+#   auto   the same with --limit auto: p99, the scan's average rate while
+#          fio ran, and its bandwidth in the PAUSE_SECS after fio stopped
+#          (the ramp-up included)
+#   fixed  fscrub --limit R, R = that round's auto average while fio ran
+# The scan's rates come from its -C progress lines, time-stamped here.
+# Medians of REPS (3) rounds; the machine may be shared: see the load in
+# the header, and every round's figures are printed.
+#
+# Everything it mounts or attaches is undone on exit, failure or Ctrl-C.
+set -euo pipefail
+export LC_ALL=C
+
+me=adaptive_io.sh
+BENCH_DIR=${BENCH_DIR:-/var/tmp/fscrub-bench-adaptive}
+REPS=${REPS:-3}
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+FSCRUB=${FSCRUB:-$top/build/fscrub}
+KEEP=${KEEP:-0}
+BIN_NAME=bin-adaptive
+IMG_SIZE=${IMG_SIZE:-5G}
+DATA_FILES=${DATA_FILES:-4}
+THROTTLE=${THROTTLE:-150M}
+FIO_SECS=${FIO_SECS:-10}
+PAUSE_SECS=${PAUSE_SECS:-5}
+CGROUP=/sys/fs/cgroup/blkio/fscrub_bench_adaptive
+# shellcheck source=bench/lib.sh
+. "$top/bench/lib.sh"
+posint REPS; posint DATA_FILES; posint FIO_SECS; posint PAUSE_SECS
+
+bench_setup
+private_fscrub
+command -v fio >/dev/null || need_pkg fio
+command -v fio >/dev/null || die "fio is not installed"
+
+IMG=$BENCH_DIR/adaptive.img
+MNT=$BENCH_DIR/adaptive.mnt
+IMAGES+=("$IMG"); MOUNTS+=("$MNT")
+rm -f "$IMG"
+truncate -s "$IMG_SIZE" "$IMG"
+mkfs.xfs -q "$IMG"
+DEV=$(losetup -f --show --direct-io=on "$IMG")
+mkdir -p "$MNT"
+mount "$DEV" "$MNT"
+say "writing $DATA_FILES GiB on $DEV"
+for ((i = 0; i < DATA_FILES; i++)); do
+	dd if=/dev/zero of="$MNT/f$i" bs=1M count=1024 conv=fsync status=none
+done
+sleep 1.1	# ctime more than a second before the scans
+
+# The cgroup both run in (THROTTLE), removed at exit before the rest.
+# shellcheck disable=SC2317  # called from the EXIT trap
+adaptive_cleanup() {
+	local rc=$?
+	rmdir "$CGROUP" 2>/dev/null || true
+	set +e
+	(exit "$rc")	# bench_cleanup exits with $?
+	bench_cleanup
+}
+RUN=()
+if [ "$THROTTLE" != 0 ]; then
+	[ -d /sys/fs/cgroup/blkio ] || die "THROTTLE needs the cgroup v1 blkio controller (or THROTTLE=0)"
+	bps=$(numfmt --from=iec "$THROTTLE")
+	mkdir -p "$CGROUP"
+	echo "$(lsblk -dno MAJ:MIN "$DEV" | tr -d ' ') $bps" >"$CGROUP/blkio.throttle.read_bps_device"
+	# shellcheck disable=SC2016  # expanded by that sh
+	RUN=(sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$CGROUP")
+	trap adaptive_cleanup EXIT
+fi
+
+# fio for $1 seconds: prints "P99_US IOPS".
+fio_job() {
+	"${RUN[@]}" fio --name=fg --filename="$DEV" --readonly --rw=randread --bs=4k \
+		--direct=1 --iodepth=1 --ioengine=psync --runtime="$1" --time_based \
+		--randseed=$RANDOM --output-format=json 2>/dev/null |
+	python3 -c 'import json, sys
+r = json.load(sys.stdin)["jobs"][0]["read"]
+print("%.0f %.0f" % (r["clat_ns"]["percentile"]["99.000000"] / 1e3, r["iops"]))'
+}
+
+# Progress lines "T PHASE DONE TOTAL MNT" (T: seconds since the epoch).
+# bytes_at FILE T: phase 5's DONE at the last line not after T.
+bytes_at() {
+	awk -v t="$2" '$1 <= t && $2 == 5 { d = $3 } END { printf "%.0f\n", d }' "$1"
+}
+
+# scan_with_job ARGS...: fscrub -n -x ARGS, fio from 1 s on for FIO_SECS,
+# fscrub stopped PAUSE_SECS after fio.  Prints "P99 IOPS RATE_DURING
+# RATE_AFTER" (rates in MB/s from the progress lines); -v output in $LOG.
+LOG=$BENCH_DIR/fscrub.log
+scan_with_job() {
+	local prog=$BENCH_DIR/progress t0 t1 t2 pid res b0 b1 b2
+	: >"$prog"
+	"${RUN[@]}" "$FSCRUB" -n -x -v -C 3 "$@" "$MNT" >"$LOG" 2>&1 \
+		3> >(while read -r l; do echo "$EPOCHREALTIME $l"; done >"$prog") &
+	pid=$!
+	sleep 1
+	t0=$EPOCHREALTIME
+	res=$(fio_job "$FIO_SECS")
+	t1=$EPOCHREALTIME
+	sleep "$PAUSE_SECS"
+	t2=$EPOCHREALTIME
+	kill -TERM "$pid" 2>/dev/null || true	# ours: started above
+	wait "$pid" || true
+	sleep 0.5
+	b0=$(bytes_at "$prog" "$t0"); b1=$(bytes_at "$prog" "$t1"); b2=$(bytes_at "$prog" "$t2")
+	[ "$b2" -gt 0 ] || die "no progress lines from fscrub (see $LOG)"
+	[ "$b2" -lt $((DATA_FILES << 30)) ] || die "the scan ended before the window did: more DATA_FILES"
+	echo "$res $(mbps $((b1 - b0)) "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')") $(mbps $((b2 - b1)) "$PAUSE_SECS")"
+}
+
+machine_line
+echo "device: $DEV ($IMG_SIZE XFS image, $DATA_FILES GiB of files, loop --direct-io=on), throttle ${THROTTLE} B/s (blkio v1 read_bps_device; 0 = none)"
+echo "job: fio randread 4k O_DIRECT iodepth 1 psync, ${FIO_SECS} s; scan window: 1 s before, ${PAUSE_SECS} s after"
+printf '%-5s %10s %10s %10s %10s %12s %12s\n' round alone_p99 full_p99 auto_p99 fixed_p99 auto_MBps fixed_rate
+A=(); F=(); U=(); X=(); UR=(); UP=(); FP=(); AI=(); FI=(); UI=(); XI=()
+for ((r = 1; r <= REPS; r++)); do
+	read -r a_p99 a_iops < <(fio_job "$FIO_SECS")
+	read -r f_p99 f_iops _ f_after < <(scan_with_job --limit none)
+	read -r u_p99 u_iops u_during u_after < <(scan_with_job --limit auto)
+	nb=$(sed -n 's/.*--limit auto: .* \([0-9]*\) back-offs.*/\1/p' "$LOG")
+	cp "$LOG" "$BENCH_DIR/auto-$r.log"
+	rate=$(awk -v m="$u_during" 'BEGIN { r = int(m * 1e6); print (r > 1048576 ? r : 1048576) }')
+	read -r x_p99 x_iops _ _ < <(scan_with_job --limit "$rate")
+	printf '%-5s %8sus %8sus %8sus %8sus %5s/%-6s %10s\n' "$r" "$a_p99" "$f_p99" "$u_p99" "$x_p99" \
+		"$u_during" "$u_after" "$((rate / 1000000))M"
+	echo "      fio IOPS alone $a_iops, full $f_iops, auto $u_iops, fixed $x_iops;" \
+		"full scan idle ${f_after} MB/s after the job; auto: ${nb:-?} back-offs"
+	A+=("$a_p99"); F+=("$f_p99"); U+=("$u_p99"); X+=("$x_p99")
+	UR+=("$u_during"); UP+=("$u_after"); FP+=("$f_after")
+	AI+=("$a_iops"); FI+=("$f_iops"); UI+=("$u_iops"); XI+=("$x_iops")
+done
+ma=$(echo "${A[*]}" | median 0); mf=$(echo "${F[*]}" | median 0)
+mu=$(echo "${U[*]}" | median 0); mx=$(echo "${X[*]}" | median 0)
+mur=$(echo "${UR[*]}" | median 0); mup=$(echo "${UP[*]}" | median 0)
+mfp=$(echo "${FP[*]}" | median 0)
+echo
+echo "medians of $REPS rounds:"
+echo "  fio p99 alone ${ma} us; with fscrub -x full speed ${mf} us ($(ratio "$mf" "$ma")x);" \
+	"--limit auto ${mu} us ($(ratio "$mu" "$ma")x); fixed --limit at auto's average ${mx} us ($(ratio "$mx" "$ma")x)"
+echo "  fio IOPS alone $(echo "${AI[*]}" | median 0), full $(echo "${FI[*]}" | median 0)," \
+	"auto $(echo "${UI[*]}" | median 0), fixed $(echo "${XI[*]}" | median 0)"
+echo "  scan while the job runs: auto ${mur} MB/s"
+echo "  scan while the job pauses (${PAUSE_SECS} s after it): auto ${mup} MB/s," \
+	"full speed ${mfp} MB/s ($(ratio "$mup" "$mfp")x)"
+echo "  target: auto p99 <= 1.2x alone: $(awk -v a="$ma" -v u="$mu" 'BEGIN { print (u <= 1.2 * a) ? "met" : "NOT met" }');" \
+	"pause bandwidth >= 0.5x idle: $(awk -v f="$mfp" -v u="$mup" 'BEGIN { print (u >= 0.5 * f) ? "met" : "NOT met" }')"

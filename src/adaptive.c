@@ -1,0 +1,280 @@
+/*
+ * adaptive: the --limit auto controller; see adaptive.h.
+ */
+#include "adaptive.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+const struct adaptive_params adaptive_defaults = {
+	/* 1 MiB/s: one 8 MiB device read every 8 s keeps the scan moving
+	 * while a foreground job runs, and costs it well under 1 % of the
+	 * device time of any disk. */
+	.floor = 1 << 20,
+	/* 3x: our own reads' latency varies with the queue depth we use and
+	 * with other tenants by up to about 2x in our measurements; 3x is a
+	 * competing load, not noise. */
+	.lat_factor = 3.0,
+	/* 20 % of the interval: a foreground job that waits on the disk at
+	 * all (iodepth 1) stalls for most of it; housekeeping I/O of other
+	 * tenants stays under that. */
+	.psi_margin = 0.20,
+	/* 5 latency windows at full speed (40 reads or more) after the first
+	 * set the baseline: their median is robust to one slow or fast one. */
+	.warmup_ticks = 5,
+	/* 10 quiet intervals (1 s at 100 ms) from the floor back to full speed. */
+	.ramp_steps = 10,
+	/* 8 reads: 8 MiB reads finish two to six per 100 ms on a 200 MB/s
+	 * device, so one interval's time per byte varies 3x; eight of them
+	 * vary by less than half that. */
+	.min_reads = 8,
+	/* 3 intervals (300 ms): a foreground job's stall share dips below the
+	 * margin for an interval now and then (its CPU time, a scheduler
+	 * hiccup); three under half the margin, before it comes back above
+	 * the margin, are a pause. */
+	.quiet_ticks = 3,
+};
+
+void adaptive_init(struct adaptive *a, const struct adaptive_params *p)
+{
+	memset(a, 0, sizeof(*a));
+	a->p = *p;
+	a->rate = p->max;
+	a->quiet = p->quiet_ticks;
+	a->psi_base = -1;
+	a->last_foreign = -1;
+}
+
+static bool at_top(const struct adaptive *a)
+{
+	return a->rate == a->p.max;
+}
+
+static double clamp01(double x)
+{
+	return x < 0 ? 0 : x > 1 ? 1 : x;
+}
+
+/*
+ * The foreign stall share of the interval, or -1 if it is not known;
+ * *blind: we were too busy to see it (what is returned is then no
+ * evidence of quiet).
+ */
+static double foreign_share(struct adaptive *a, const struct adaptive_sample *s, bool *blind)
+{
+	double share, busy;
+
+	*blind = !s->have_psi;
+	if (!s->have_psi)
+		return -1;
+	share = clamp01((double)s->psi_stall_us * 1000.0 / (double)s->interval_ns);
+	if (s->probe) {
+		if (a->psi_base < 0 || share < a->psi_base)
+			a->psi_base = share;
+		return share;
+	}
+	/* Stalls of ours and of others overlap: what exceeds our busy share
+	 * is surely foreign (an underestimate, never an overestimate).  With
+	 * several reads in flight the latencies add up past the interval. */
+	busy = clamp01((double)s->lat_ns / (double)s->interval_ns);
+	*blind = busy >= 1 - a->p.psi_margin;
+	return share > busy ? share - busy : 0;
+}
+
+static bool too_slow(const struct adaptive *a, double lat)
+{
+	return a->lat_base > 0 && lat > 0 && lat > a->p.lat_factor * a->lat_base;
+}
+
+/* A probe's share counts as other tenants' steady I/O only up to 10 %: a
+ * foreground job that runs from the start must not become the baseline. */
+#define PSI_BASE_MAX 0.10
+
+static bool above_base(const struct adaptive *a, double foreign, double margin)
+{
+	double base = a->psi_base < PSI_BASE_MAX ? a->psi_base : PSI_BASE_MAX;
+
+	return foreign >= 0 && a->psi_base >= 0 && foreign > base + margin;
+}
+
+static bool too_busy(const struct adaptive *a, double foreign)
+{
+	return above_base(a, foreign, a->p.psi_margin);
+}
+
+static enum adaptive_change back_off(struct adaptive *a, double bw, enum adaptive_cause why)
+{
+	double cur = a->rate;
+
+	a->cause = why;
+	a->quiet = 0;
+	if (at_top(a))		/* full speed: halve what the device did */
+		cur = bw > 0 && (bw < a->ceiling || !a->ceiling) ? bw : a->ceiling;
+	cur = cur / 2 > a->p.floor ? cur / 2 : a->p.floor;
+	if (!at_top(a) && cur >= a->rate)
+		return ADAPTIVE_HOLD;		/* at the floor already */
+	a->rate = cur;
+	a->downs++;
+	return ADAPTIVE_DOWN;
+}
+
+static enum adaptive_change ramp_up(struct adaptive *a)
+{
+	double step = a->ceiling ? a->ceiling / a->p.ramp_steps : a->p.floor;
+
+	if (at_top(a))
+		return ADAPTIVE_HOLD;
+	a->rate += step;
+	if (!a->ceiling || a->rate >= a->ceiling || (a->p.max && a->rate >= a->p.max))
+		a->rate = a->p.max;
+	a->ups++;
+	return ADAPTIVE_UP;
+}
+
+/* A quiet interval at full speed: the latency baseline follows the device. */
+static void follow_latency(struct adaptive *a, double lat)
+{
+	if (!at_top(a) || lat <= 0)
+		return;
+	if (lat < a->lat_base)
+		a->lat_base = lat;
+	else
+		a->lat_base += (lat - a->lat_base) / 16;	/* slowly: a drift, not a load */
+}
+
+static int cmp_double(const void *x, const void *y)
+{
+	double a = *(const double *)x, b = *(const double *)y;
+
+	return a < b ? -1 : a > b;
+}
+
+/* A warm-up window's latency; after the last, the baseline is their median. */
+static void warm_up(struct adaptive *a, double lat)
+{
+	unsigned n = a->p.warmup_ticks < ADAPTIVE_WARMUP_MAX ? a->p.warmup_ticks
+							      : ADAPTIVE_WARMUP_MAX;
+
+	if (a->ticks++ == 0)
+		return;		/* the first window: a cache's or a throttle's burst */
+	a->warm[a->ticks - 2] = lat;
+	if (a->ticks - 1 < n)
+		return;
+	qsort(a->warm, n, sizeof(*a->warm), cmp_double);
+	a->lat_base = a->warm[n / 2];
+}
+
+/*
+ * Nanoseconds per byte of service: the reads' latency per byte, divided
+ * by the mean number of them in flight (Little: the sum of latencies over
+ * the interval).  Our own queue (several reads at once, or a device at
+ * its capacity) then does not count as a slower device: with reads in
+ * flight all the time it is the interval's time per byte read.
+ */
+static double service_ns_per_byte(const struct adaptive_sample *s)
+{
+	double inflight = (double)s->lat_ns / (double)s->interval_ns;
+
+	if (!s->bytes)
+		return 0;
+	return (double)s->lat_ns / (double)s->bytes / (inflight > 1 ? inflight : 1);
+}
+
+/* A window closes after a second even with fewer reads: at low rates the
+ * reads do not queue behind each other, each one's latency is the
+ * device's, and the signal must not wait a minute for eight of them. */
+#define WINDOW_MAX_NS 1000000000ULL
+
+/*
+ * Add the interval to the latency window: once it is full, its ns per
+ * byte and (*bw) its bandwidth; else 0.
+ */
+static double window_latency(struct adaptive *a, const struct adaptive_sample *s, double *bw)
+{
+	double lat;
+
+	*bw = 0;
+	if (s->probe)
+		return 0;
+	a->win.interval_ns += s->interval_ns;
+	a->win.reads += s->reads;
+	a->win.bytes += s->bytes;
+	a->win.lat_ns += s->lat_ns;
+	if (!a->win.reads || (a->win.reads < a->p.min_reads && a->win.interval_ns < WINDOW_MAX_NS))
+		return 0;
+	lat = service_ns_per_byte(&a->win);
+	*bw = (double)a->win.bytes * 1e9 / (double)a->win.interval_ns;
+	memset(&a->win, 0, sizeof(a->win));
+	return lat;
+}
+
+enum adaptive_change adaptive_tick(struct adaptive *a, const struct adaptive_sample *s)
+{
+	bool was_top = at_top(a);
+	double win_bw, lat = window_latency(a, s, &win_bw);
+	double bw = (double)s->bytes * 1e9 / (double)s->interval_ns;
+	bool blind;
+	double foreign = foreign_share(a, s, &blind);
+
+	a->last_lat = lat;
+	a->last_foreign = foreign;
+	a->last_blind = blind;
+	if (was_top && win_bw > a->ceiling)
+		a->ceiling = win_bw;
+	if (was_top && lat > 0) {
+		if (a->ticks <= a->p.warmup_ticks) {
+			warm_up(a, lat);
+			return too_busy(a, foreign) ? back_off(a, 0, ADAPTIVE_CAUSE_PRESSURE)
+						    : ADAPTIVE_HOLD;
+		}
+	}
+	if (too_busy(a, foreign))
+		return back_off(a, bw, ADAPTIVE_CAUSE_PRESSURE);
+
+	if (too_slow(a, lat))
+		return back_off(a, win_bw, ADAPTIVE_CAUSE_LATENCY);
+	if (!s->probe)
+		follow_latency(a, lat);
+	/* After a back-off, ramp up only on evidence that its cause is gone. */
+	if (a->quiet < a->p.quiet_ticks) {
+		if (a->cause == ADAPTIVE_CAUSE_LATENCY && lat > 0)
+			a->quiet = a->p.quiet_ticks;
+		else if (a->cause == ADAPTIVE_CAUSE_PRESSURE && !blind &&
+			 !above_base(a, foreign, a->p.psi_margin / 2))
+			a->quiet++;	/* (between half the margin and it: neither) */
+		if (a->quiet < a->p.quiet_ticks)
+			return ADAPTIVE_HOLD;
+	}
+	return ramp_up(a);
+}
+
+bool adaptive_wants_probe(const struct adaptive *a)
+{
+	return a->cause == ADAPTIVE_CAUSE_PRESSURE && a->quiet < a->p.quiet_ticks &&
+	       a->last_blind && a->rate > a->p.floor;
+}
+
+int adaptive_parse_psi(const char *text, uint64_t *total)
+{
+	for (const char *line = text; line && *line; line = strchr(line, '\n')) {
+		if (*line == '\n')
+			line++;
+		if (strncmp(line, "some ", 5))
+			continue;
+		const char *t = strstr(line, " total=");
+		const char *eol = strchr(line, '\n');
+		char *end;
+
+		if (!t || (eol && t > eol))
+			return -EINVAL;
+		errno = 0;
+		unsigned long long v = strtoull(t + 7, &end, 10);
+
+		if (errno || end == t + 7)
+			return -EINVAL;
+		*total = v;
+		return 0;
+	}
+	return -EINVAL;
+}

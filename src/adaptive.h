@@ -1,0 +1,118 @@
+/*
+ * adaptive: the controller behind --limit auto -- from samples of the data
+ * scan's own reads and of the system's I/O pressure, the read rate the
+ * scan may use next.  Pure: no clock, no files, no threads; the caller
+ * (ratelimit.c) measures, calls adaptive_tick() once per interval and
+ * applies the rate.  This module calls nothing else of fscrub's.
+ *
+ * Two signals, each against a baseline of its own:
+ *  - latency: nanoseconds per byte of our reads over a window of at
+ *    least min_reads reads (a few large reads per interval finish in
+ *    bursts), bytes-weighted (a short read at an extent's end counts
+ *    less than a full one) and divided by the mean number of our reads
+ *    in flight (our own queue is not a slower device: with reads in
+ *    flight all the time it is the time per byte read).  The baseline is
+ *    the median of the warm-up windows at full speed, the first left out
+ *    (a device's cache or a throttle's burst serves it faster than the
+ *    device will); then it follows the device in quiet windows at full
+ *    speed (at once down, slowly up).  A competing load makes our reads
+ *    wait behind its requests.
+ *  - pressure: the share of the interval in which some task was stalled
+ *    on I/O (/proc/pressure/io "some" total, microseconds).  Our own reads
+ *    stall us, so the part that is not ours is estimated two ways: while
+ *    the caller holds the scan paused (a probe interval, nothing of ours
+ *    in flight) all of it is foreign; while we read, what exceeds our own
+ *    busy share (sum of our read latencies / interval) is.  The baseline
+ *    is the lowest foreign share a probe has seen (other tenants), at
+ *    most 10 %.
+ *
+ * AIMD: when either signal is above its baseline (latency by lat_factor,
+ * pressure by psi_margin) the rate halves, down to floor.  After a quiet
+ * interval it grows by ceiling / ramp_steps; after a back-off, only once
+ * quiet_ticks intervals could have seen its cause and did not (for
+ * pressure a probe, or an interval in which we were busy less than
+ * 1 - psi_margin of the time, with a foreign share under half the margin;
+ * for latency one full window).  Reaching the
+ * ceiling (the best window bandwidth measured at full speed) it becomes
+ * unlimited again (or p.max: full speed is then that rate).  Under a
+ * steady competing load the rate therefore stays at the floor; under a
+ * steady capacity limit it saws between half that limit and the limit
+ * plus one step.
+ */
+#ifndef FSCRUB_ADAPTIVE_H
+#define FSCRUB_ADAPTIVE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Most warm-up windows kept (warmup_ticks is at most this). */
+#define ADAPTIVE_WARMUP_MAX 16
+
+struct adaptive_params {
+	double max;		/* bytes/s never gone above; 0 = none (unlimited) */
+	double floor;		/* bytes/s never gone below */
+	double lat_factor;	/* back off when latency > lat_factor x baseline */
+	double psi_margin;	/* ... or the foreign stall share > baseline + this */
+	unsigned warmup_ticks;	/* latency windows at full speed that set the baseline */
+	unsigned ramp_steps;	/* quiet intervals from 0 to the ceiling */
+	unsigned min_reads;	/* latency is judged over at least this many reads */
+	unsigned quiet_ticks;	/* quiet intervals after a back-off before ramping */
+};
+
+/* The defaults: see adaptive.c for why each value. */
+extern const struct adaptive_params adaptive_defaults;
+
+/* What the caller measured over one interval. */
+struct adaptive_sample {
+	uint64_t interval_ns;	/* > 0 */
+	uint64_t reads;		/* reads completed in the interval */
+	uint64_t bytes;		/* bytes they read */
+	uint64_t lat_ns;	/* sum of their latencies */
+	bool have_psi;		/* psi_stall_us is valid */
+	uint64_t psi_stall_us;	/* delta of "some total" over the interval */
+	bool probe;		/* the scan was paused (nothing of ours in flight) */
+};
+
+enum adaptive_change {
+	ADAPTIVE_HOLD,
+	ADAPTIVE_DOWN,		/* latency or pressure above baseline: halved */
+	ADAPTIVE_UP,		/* quiet: one step up (or unlimited again) */
+};
+
+/* Why the last DOWN happened (for -v). */
+enum adaptive_cause { ADAPTIVE_CAUSE_NONE, ADAPTIVE_CAUSE_LATENCY, ADAPTIVE_CAUSE_PRESSURE };
+
+struct adaptive {
+	struct adaptive_params p;
+	double rate;		/* bytes/s; 0 = unlimited; p.max = full speed */
+	double ceiling;		/* best full-speed bandwidth; 0 = not known yet */
+	double lat_base;	/* ns per byte; 0 = not known yet */
+	double psi_base;	/* foreign stall share, 0..1; < 0 = not known yet */
+	unsigned ticks;		/* latency windows seen at full speed */
+	double warm[ADAPTIVE_WARMUP_MAX];	/* their latencies, for the median */
+	struct adaptive_sample win;	/* reads not judged yet (< min_reads) */
+	enum adaptive_cause cause;
+	unsigned quiet;		/* intervals since the last back-off that showed
+				 * its cause gone (up to p.quiet_ticks) */
+	double last_lat;	/* last interval's ns per byte (0: no reads) */
+	double last_foreign;	/* last foreign stall share estimate (-1: none) */
+	bool last_blind;	/* the last interval could not see foreign stalls */
+	unsigned long long downs, ups;
+};
+
+void adaptive_init(struct adaptive *a, const struct adaptive_params *p);
+/* Feed one interval; a->rate is the rate for the next one. */
+enum adaptive_change adaptive_tick(struct adaptive *a, const struct adaptive_sample *s);
+/*
+ * Whether the next interval should be a probe out of turn: backed off for
+ * pressure, and too busy to see whether it is still there.
+ */
+bool adaptive_wants_probe(const struct adaptive *a);
+
+/*
+ * The "some" line's total= of /proc/pressure/io's text (NUL-terminated).
+ * 0 and *total, or -EINVAL if there is none.
+ */
+int adaptive_parse_psi(const char *text, uint64_t *total);
+
+#endif

@@ -1,0 +1,324 @@
+/*
+ * Unit tests for adaptive: the --limit auto controller driven by
+ * synthetic traces of read latency and I/O pressure.
+ *
+ * The model device: FULL bytes/s at full speed, NS_PER_BYTE of latency
+ * while idle.  A competing load multiplies our latency (it queues ahead
+ * of us) and/or stalls other tasks for a share of each interval.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "adaptive.h"
+
+#define TICK	250000000ULL		/* ns */
+#define FULL	(400.0 * (1 << 20))	/* bytes/s at full speed */
+#define NS_PER_BYTE 2.5
+
+/* Reads in flight at once: each one's latency includes the others'. */
+static double model_depth = 1;
+
+/*
+ * One interval of the model: we read min(rate, capacity) bytes at
+ * lat_mult times the idle latency; other tasks stall foreign (0..1) of
+ * the interval.  probe: the scan paused, read nothing.
+ */
+static enum adaptive_change step(struct adaptive *a, double lat_mult, double foreign,
+				 bool probe)
+{
+	double cap = FULL / lat_mult;
+	double rate = a->rate && a->rate < cap ? a->rate : cap;
+	uint64_t bytes = probe ? 0 : (uint64_t)(rate * TICK / 1e9);
+	struct adaptive_sample s = {
+		.interval_ns = TICK, .bytes = bytes, .reads = bytes ? (bytes >> 20) + 1 : 0,
+		.lat_ns = (uint64_t)((double)bytes * NS_PER_BYTE * lat_mult * model_depth),
+		.have_psi = true, .probe = probe,
+	};
+	/* "some" stall: ours (busy share) and theirs overlap at random. */
+	double busy = (double)s.lat_ns / TICK > 1 ? 1 : (double)s.lat_ns / TICK;
+	double some = busy + foreign - busy * foreign;
+
+	s.psi_stall_us = (uint64_t)(some * TICK / 1000);
+	return adaptive_tick(a, &s);
+}
+
+/* Warm up at full speed, idle, with one probe: baselines are known. */
+static void warm(struct adaptive *a)
+{
+	adaptive_init(a, &adaptive_defaults);
+	for (unsigned i = 0; i <= adaptive_defaults.warmup_ticks; i++)
+		assert_int_equal(step(a, 1, 0, false), ADAPTIVE_HOLD);
+	assert_int_equal(step(a, 1, 0.02, true), ADAPTIVE_HOLD);
+	assert_true(a->rate == 0);
+	assert_true(a->ceiling > FULL * 0.99 && a->ceiling < FULL * 1.01);
+}
+
+static void test_quiet_stays_unlimited(void **state)
+{
+	struct adaptive a;
+
+	(void)state;
+	warm(&a);
+	for (int i = 0; i < 200; i++)
+		step(&a, 1.3, 0.05, i % 8 == 0);	/* noise: 1.3x, 5 % others */
+	assert_true(a.rate == 0);
+	assert_int_equal(a.downs, 0);
+}
+
+static void test_latency_rise_backs_off(void **state)
+{
+	struct adaptive a;
+
+	(void)state;
+	warm(&a);
+	assert_int_equal(step(&a, 4, 0, false), ADAPTIVE_DOWN);
+	assert_int_equal(a.cause, ADAPTIVE_CAUSE_LATENCY);
+	/* halved from what we really read at 4x latency: FULL / 4 / 2 */
+	assert_true(a.rate > FULL / 8 * 0.99 && a.rate < FULL / 8 * 1.01);
+	for (int i = 0; i < 20; i++)
+		step(&a, 4, 0, false);
+	assert_true(a.rate == adaptive_defaults.floor);		/* the floor holds */
+	assert_int_equal(step(&a, 4, 0, false), ADAPTIVE_HOLD);
+}
+
+static void test_pressure_at_full_speed_seen_by_probe(void **state)
+{
+	struct adaptive a;
+
+	(void)state;
+	warm(&a);
+	/* At full speed we are busy all the time: a running interval cannot
+	 * tell a foreign stall from ours... */
+	assert_int_equal(step(&a, 1, 0.9, false), ADAPTIVE_HOLD);
+	assert_true(a.rate == 0);
+	/* ... the probe can. */
+	assert_int_equal(step(&a, 1, 0.9, true), ADAPTIVE_DOWN);
+	assert_int_equal(a.cause, ADAPTIVE_CAUSE_PRESSURE);
+	/* Reduced, running intervals see it too and keep backing off. */
+	for (int i = 0; i < 12; i++)
+		step(&a, 1, 0.9, false);
+	assert_true(a.rate == adaptive_defaults.floor);
+}
+
+static void test_recovers_when_quiet(void **state)
+{
+	struct adaptive a;
+	int i;
+
+	(void)state;
+	warm(&a);
+	for (i = 0; i < 12; i++)
+		step(&a, 1, 0.9, i % 8 == 0);
+	assert_true(a.rate == adaptive_defaults.floor);
+	/* A pause: quiet_ticks quiet intervals in a row first... */
+	for (i = 1; i < (int)adaptive_defaults.quiet_ticks; i++)
+		assert_int_equal(step(&a, 1, 0.02, false), ADAPTIVE_HOLD);
+	/* ... then additive: one ceiling / ramp_steps per quiet interval. */
+	for (i = 0; i < 50 && a.rate; i++) {
+		double before = a.rate;
+
+		assert_int_equal(step(&a, 1, 0.02, false), ADAPTIVE_UP);
+		assert_true(a.rate == 0 || a.rate - before < a.ceiling / adaptive_defaults.ramp_steps * 1.01);
+	}
+	assert_true(a.rate == 0);
+	assert_int_equal(i, adaptive_defaults.ramp_steps);
+}
+
+static void test_pressure_baseline_is_other_tenants(void **state)
+{
+	struct adaptive a;
+
+	(void)state;
+	adaptive_init(&a, &adaptive_defaults);
+	for (unsigned i = 0; i <= adaptive_defaults.warmup_ticks; i++)
+		step(&a, 1, 0.08, false);
+	step(&a, 1, 0.08, true);	/* 8 % of others, always there */
+	for (int i = 0; i < 100; i++)
+		step(&a, 1, 0.08 + (i % 3) * 0.07, i % 8 == 0);
+	assert_true(a.rate == 0);
+	assert_int_equal(step(&a, 1, 0.95, true), ADAPTIVE_DOWN);
+}
+
+/*
+ * Four reads in flight: at half speed our latencies still add up past the
+ * interval, so running intervals cannot see a foreign stall; the rate
+ * must not ramp up again between probes, and reaches the floor.
+ */
+static void test_deep_queue_does_not_ramp_blindly(void **state)
+{
+	struct adaptive a;
+	int i;
+
+	(void)state;
+	model_depth = 4;
+	warm(&a);
+	for (i = 0; i < 60; i++)
+		step(&a, 1, 0.9, i % 10 == 0);
+	model_depth = 1;
+	assert_true(a.rate == adaptive_defaults.floor);
+	assert_int_equal(a.ups, 0);
+	/* and recovers once a probe finds the device quiet */
+	step(&a, 1, 0.02, true);
+	for (i = 0; i < 20; i++)
+		step(&a, 1, 0.02, false);
+	assert_true(a.rate == 0);
+}
+
+/* A foreground job whose stall share dips for an interval now and then. */
+static void test_dips_do_not_ramp(void **state)
+{
+	struct adaptive a;
+	int i;
+
+	(void)state;
+	warm(&a);
+	for (i = 0; i < 200; i++)
+		step(&a, 1, i % 3 == 2 ? 0.05 : i % 3 == 1 ? 0.15 : 0.5, i % 10 == 0);
+	assert_true(a.rate == adaptive_defaults.floor);
+	assert_int_equal(a.ups, 0);
+}
+
+/* A load there from the start is not taken for the baseline. */
+static void test_load_from_the_start(void **state)
+{
+	struct adaptive a;
+
+	(void)state;
+	adaptive_init(&a, &adaptive_defaults);
+	for (unsigned i = 0; i <= adaptive_defaults.warmup_ticks; i++)
+		step(&a, 1, 0.9, false);
+	assert_int_equal(step(&a, 1, 0.9, true), ADAPTIVE_DOWN);
+	for (int i = 0; i < 20; i++)
+		step(&a, 1, 0.9, i % 8 == 0);
+	assert_true(a.rate == adaptive_defaults.floor);
+}
+
+/* With a maximum (--limit auto:RATE): full speed is that rate. */
+static void test_max(void **state)
+{
+	struct adaptive_params p = adaptive_defaults;
+	struct adaptive a;
+	int i;
+
+	(void)state;
+	p.max = FULL / 8;
+	adaptive_init(&a, &p);
+	assert_true(a.rate == p.max);
+	for (i = 0; i < 8; i++)
+		step(&a, 1, 0.02, i == 4);
+	assert_true(a.rate == p.max);
+	assert_true(a.ceiling <= p.max * 1.01);
+	for (i = 0; i < 10; i++)
+		step(&a, 1, 0.9, i % 8 == 0);
+	assert_true(a.rate == p.floor);
+	for (i = 0; i < 20; i++)
+		step(&a, 1, 0.02, false);
+	assert_true(a.rate == p.max);		/* back, and not above */
+}
+
+/*
+ * A device that slows down past a capacity: our latency rises in
+ * proportion to how far the rate exceeds CAP.  AIMD saws between half
+ * the capacity and the capacity plus one step, never to the floor and
+ * never unlimited.
+ */
+static void test_bounded_oscillation(void **state)
+{
+	const double cap = FULL / 4;
+	struct adaptive a;
+	double lo = 1e30, hi = 0;
+
+	(void)state;
+	warm(&a);
+	for (int i = 0; i < 400; i++) {
+		double r = a.rate ? a.rate : FULL;
+		double mult = r > cap ? 3.5 * r / cap : 1;
+
+		step(&a, mult, 0, false);
+		if (i > 40) {
+			double now = a.rate ? a.rate : FULL;
+
+			lo = now < lo ? now : lo;
+			hi = now > hi ? now : hi;
+		}
+	}
+	assert_true(lo >= cap / 2 * 0.99);
+	assert_true(hi <= cap + a.ceiling / adaptive_defaults.ramp_steps * 1.01);
+	assert_true(a.downs > 5 && a.downs < 400 / 2);
+}
+
+/* A device that serves the first reads from a cache, 4x faster. */
+static void test_burst_at_start(void **state)
+{
+	struct adaptive a;
+
+	(void)state;
+	adaptive_init(&a, &adaptive_defaults);
+	step(&a, 0.25, 0, false);
+	for (int i = 0; i < 100; i++)
+		step(&a, i % 2 ? 1.4 : 1, 0.02, i % 10 == 5);
+	assert_int_equal(a.downs, 0);
+	assert_true(a.rate == 0);
+}
+
+/* No PSI: the latency signal alone still works. */
+static void test_without_psi(void **state)
+{
+	struct adaptive a;
+	struct adaptive_sample s = { .interval_ns = TICK, .bytes = 100 << 20, .reads = 100,
+				     .lat_ns = (uint64_t)(100 << 20) * 2 };
+
+	(void)state;
+	adaptive_init(&a, &adaptive_defaults);
+	for (unsigned i = 0; i <= adaptive_defaults.warmup_ticks; i++)
+		assert_int_equal(adaptive_tick(&a, &s), ADAPTIVE_HOLD);
+	assert_int_equal(adaptive_tick(&a, &s), ADAPTIVE_HOLD);
+	s.bytes /= 10;			/* a tenth of the bytes, each 20x slower */
+	s.reads /= 10;
+	s.lat_ns *= 2;
+	assert_int_equal(adaptive_tick(&a, &s), ADAPTIVE_DOWN);
+	assert_int_equal(a.cause, ADAPTIVE_CAUSE_LATENCY);
+}
+
+static void test_parse_psi(void **state)
+{
+	uint64_t t = 0;
+
+	(void)state;
+	assert_int_equal(adaptive_parse_psi("some avg10=9.56 avg60=5.06 avg300=4.88 total=609341640\n"
+					    "full avg10=2.89 avg60=2.16 avg300=1.93 total=263146900\n",
+					    &t), 0);
+	assert_true(t == 609341640ULL);
+	assert_int_equal(adaptive_parse_psi("full avg10=0.00 avg60=0.00 avg300=0.00 total=5\n"
+					    "some avg10=0.00 avg60=0.00 avg300=0.00 total=7", &t), 0);
+	assert_true(t == 7);
+	assert_int_equal(adaptive_parse_psi("", &t), -22);
+	assert_int_equal(adaptive_parse_psi("some avg10=1.00\nfull total=3\n", &t), -22);
+	assert_int_equal(adaptive_parse_psi("some total=x\n", &t), -22);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_quiet_stays_unlimited),
+		cmocka_unit_test(test_latency_rise_backs_off),
+		cmocka_unit_test(test_pressure_at_full_speed_seen_by_probe),
+		cmocka_unit_test(test_recovers_when_quiet),
+		cmocka_unit_test(test_pressure_baseline_is_other_tenants),
+		cmocka_unit_test(test_deep_queue_does_not_ramp_blindly),
+		cmocka_unit_test(test_dips_do_not_ramp),
+		cmocka_unit_test(test_load_from_the_start),
+		cmocka_unit_test(test_max),
+		cmocka_unit_test(test_bounded_oscillation),
+		cmocka_unit_test(test_burst_at_start),
+		cmocka_unit_test(test_without_psi),
+		cmocka_unit_test(test_parse_psi),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
