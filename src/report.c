@@ -247,7 +247,8 @@ void report_verbose(struct scrub_ctx *ctx, const char *fmt, ...)
 
 void report_limit(void *ctx, const char *line)
 {
-	report_verbose(ctx, "%s", line);
+	/* Only phase 5 reads at a limited rate; its -v lines all say so. */
+	report_verbose(ctx, "Phase 5: %s", line);
 }
 
 static const char *plural(unsigned long long n, const char *one, const char *many)

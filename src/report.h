@@ -111,7 +111,7 @@ void report_text(struct scrub_ctx *ctx, const char *fmt, ...)
 /* The same, only with -v. */
 void report_verbose(struct scrub_ctx *ctx, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
-/* report_verbose() of a ready line, as ratelimit.h's report callback (ctx). */
+/* report_verbose() of a ready line of phase 5, as ratelimit.h's report callback (ctx). */
 void report_limit(void *ctx, const char *line);
 
 /* Build the printable (escaped) path of dir/name into out. */
