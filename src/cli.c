@@ -209,7 +209,8 @@ static bool parse_since(const char *s, time_t now, int64_t *out)
 	} else if (!parse_iso_date(s, &t)) {
 		return false;
 	}
-	*out = (int64_t)t * 1000000000;
+	/* Past what nanoseconds since the epoch can hold (year 2262): as far as it goes. */
+	*out = t > INT64_MAX / 1000000000 ? INT64_MAX : (int64_t)t * 1000000000;
 	return true;
 }
 

@@ -226,10 +226,12 @@ static int one(const struct fsmount *m, const struct health_opts *o, json_object
 	if (err && !o->json)
 		fprintf(stderr, "fscrub health: %s: cannot read its health: %s\n", m->target,
 			strerror(-err));
-	if (o->json)
+	if (o->json) {
 		json_object_array_add(arr, to_json(&h, err, last));
-	else
+	} else {
 		print_text(&h, err);
+		json_object_put(last);	/* only the JSON holds it (the text has its own line) */
+	}
 	code |= (err ? EXIT_OPERATIONAL : 0) | (h.sick ? EXIT_UNCORRECTED : 0);
 	health_release(&h);
 	return code;

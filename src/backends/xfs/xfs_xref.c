@@ -674,9 +674,10 @@ static void runs_of(const struct xref_exts *recs, struct xref_exts *out)
 {
 	struct xref_ext *v = xmalloc(recs->n * sizeof(*v) + 1);
 
-	memcpy(v, recs->v, recs->n * sizeof(*v));
-	if (recs->n)
+	if (recs->n) {		/* recs->v may be NULL when empty: no memcpy(NULL) */
+		memcpy(v, recs->v, recs->n * sizeof(*v));
 		qsort(v, recs->n, sizeof(*v), cmp_ext);
+	}
 	for (size_t i = 0; i < recs->n; i++)
 		runs_add(out, v[i].start, v[i].start + v[i].len, v[i].owner);
 	free(v);
