@@ -282,14 +282,8 @@ static void watch_record_event(const struct watch *wt, const struct watched *w,
 
 	if (!w->fsroot)
 		return;
-	/* The default directory is made on first use, as a scan makes it (history.c). */
-	if (!strcmp(wt->opt.state_dir, state_default_dir()) && mkdir(state_default_dir(), 0700) < 0 &&
-	    errno != EEXIST) {
-		ret = -errno;
-		strbuf_addf(&err, "cannot create '%s': %s", state_default_dir(), strerror(-ret));
-	} else {
-		ret = state_open(&s, wt->opt.state_dir, true, &err);
-	}
+	ret = state_open_write(&s, wt->opt.state_dir,
+			       !strcmp(wt->opt.state_dir, state_default_dir()), &err);
 	if (!ret) {
 		ret = state_add_event(s, &fs, &ev, &err);
 		state_close(s);

@@ -56,10 +56,7 @@ void history_open(struct scrub_ctx *ctx)
 	ctx->run_started = unix_now();
 	if (!dir)
 		return;
-	/* The default directory is made on first use (systemd's StateDirectory= makes it too). */
-	if (!ctx->opt.state_dir && mkdir(dir, 0700) < 0 && errno != EEXIST)
-		strbuf_addf(&err, "cannot create '%s': %s", dir, strerror(errno));
-	else if (!state_open(&ctx->state, dir, true, &err))
+	if (!state_open_write(&ctx->state, dir, !ctx->opt.state_dir, &err))
 		return;
 	history_failed(ctx, &err);
 	strbuf_release(&err);

@@ -13,6 +13,7 @@
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -246,6 +247,17 @@ void state_close(struct state *s)
 	sqlite3_close(s->db);
 	free(s->path);
 	free(s);
+}
+
+int state_open_write(struct state **out, const char *dir, bool make_dir, struct strbuf *err)
+{
+	if (make_dir && mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		int ret = -errno;
+
+		strbuf_addf(err, "cannot create '%s': %s", dir, strerror(-ret));
+		return ret;
+	}
+	return state_open(out, dir, true, err);
 }
 
 const char *state_path(const struct state *s)

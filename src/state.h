@@ -153,6 +153,12 @@ const char *state_default_dir(void);
  */
 int state_open(struct state **out, const char *dir, bool write, struct strbuf *err);
 void state_close(struct state *s);
+/*
+ * state_open() for writing; the system's default directory (make_dir) is
+ * made first, mode 0700, on first use (systemd's StateDirectory= makes it
+ * too), as a scan and fscrub watch need; a --state-dir must exist.
+ */
+int state_open_write(struct state **out, const char *dir, bool make_dir, struct strbuf *err);
 /* The database's path, for messages. */
 const char *state_path(const struct state *s);
 
