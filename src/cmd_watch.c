@@ -4,6 +4,10 @@
  *
  * Sources, per filesystem (those named, or every mounted ext4, XFS and
  * btrfs):
+ *   - XFS: the health monitor (healthmon.h, Linux 7.0): metadata sick or
+ *     corrupt (filesystem, group, inode), shutdowns, media errors, failed
+ *     file I/O, lost events, the unmount; where the kernel has no monitor
+ *     (ENOTTY, EINVAL) or another program holds it (EEXIST), fanotify;
  *   - fanotify FAN_FS_ERROR (fserror.h) where the kernel reports it for the
  *     type: ext4 from Linux 5.16, XFS from 7.0; the filesystem is marked
  *     with FAN_MARK_FILESYSTEM in one notification group;
@@ -25,13 +29,20 @@
  * default `systemctl start --no-block fscrub@<escaped mount>.service`, at
  * most once per filesystem per --min-interval seconds (3600).
  *
- * The list of filesystems is made at start: a filesystem mounted later is
- * not watched until fscrub watch is restarted.
+ * Filesystems come and go: /proc/self/mountinfo is polled (POLLPRI says the
+ * mount table changed) and the list made again -- every watchable mount,
+ * or, with mount points named, those of them that are mounted.  No
+ * descriptor of a watched filesystem is kept open between events (the
+ * mount root is opened for each event and each btrfs poll, and checked to
+ * be the same filesystem), so the watcher never holds a filesystem busy:
+ * neither the fanotify mark nor the health monitor pins the mount, and an
+ * unmounted filesystem is dropped from the list.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -48,6 +59,7 @@
 #include "fserror.h"
 #include "fsmounts.h"
 #include "health.h"
+#include "healthmon.h"
 #include "metrics.h"
 #include "mountpoint.h"
 #include "names.h"
@@ -81,13 +93,14 @@ struct watch_opts {
 	bool verbose;
 };
 
-enum watch_how { WATCH_NONE, WATCH_FANOTIFY, WATCH_BTRFS };
+enum watch_how { WATCH_NONE, WATCH_FANOTIFY, WATCH_HEALTHMON, WATCH_BTRFS };
 
 struct watched {
-	const struct fsmount *m;
+	struct fsmount m;		/* owned: a copy of the mount table's entry */
 	enum watch_how how;
-	int fd;				/* the mount's root, for handles and ioctls */
-	uint32_t fsid[2];
+	uint32_t fsid[2];		/* statfs f_fsid: the same filesystem? */
+	int hm_fd;			/* WATCH_HEALTHMON: the monitor, else -1 */
+	struct healthmon_reader hm;
 	struct btrfs_devstat *stats;	/* btrfs: the last counters seen */
 	size_t nr_stats;
 	struct { uint64_t ino; double when; } probed[PROBED_MAX];	/* a ring */
@@ -104,6 +117,9 @@ struct watch {
 	struct watched *w;
 	size_t nr;
 	int fan_fd;
+	int mi_fd;			/* /proc/self/mountinfo, or -1 */
+	char **named;			/* the mount points named, or NULL: all */
+	size_t nr_named;
 };
 
 static volatile sig_atomic_t watch_stop;
@@ -181,9 +197,9 @@ static void set_env(const struct watched *w, const struct event_info *e, const c
 {
 	char num[32];
 
-	setenv("FSCRUB_MOUNTPOINT", w->m->target, 1);
-	setenv("FSCRUB_FSTYPE", w->m->fstype, 1);
-	setenv("FSCRUB_DEVICE", w->m->source, 1);
+	setenv("FSCRUB_MOUNTPOINT", w->m.target, 1);
+	setenv("FSCRUB_FSTYPE", w->m.fstype, 1);
+	setenv("FSCRUB_DEVICE", w->m.source, 1);
 	setenv("FSCRUB_UNIT", unit, 1);
 	setenv("FSCRUB_EVENT", e->kind, 1);
 	snprintf(num, sizeof(num), "%d", e->error);
@@ -198,8 +214,8 @@ static void run_on_error(struct watch *wt, const struct watched *w, const struct
 	struct strbuf unit = STRBUF_INIT;
 	pid_t pid;
 
-	unit_name(&unit, w->m->target);
-	fprintf(stderr, "fscrub watch: %s: starting the scrub: %s\n", w->m->target,
+	unit_name(&unit, w->m.target);
+	fprintf(stderr, "fscrub watch: %s: starting the scrub: %s\n", w->m.target,
 		wt->opt.on_error ? wt->opt.on_error : unit.buf);
 	pid = fork();
 	if (pid == 0) {
@@ -214,7 +230,7 @@ static void run_on_error(struct watch *wt, const struct watched *w, const struct
 		_exit(127);
 	}
 	if (pid < 0)
-		fprintf(stderr, "fscrub watch: %s: cannot start the scrub: %s\n", w->m->target,
+		fprintf(stderr, "fscrub watch: %s: cannot start the scrub: %s\n", w->m.target,
 			strerror(errno));
 	strbuf_release(&unit);
 }
@@ -226,7 +242,7 @@ static void trigger(struct watch *wt, struct watched *w, const struct event_info
 
 	if (w->started && now - w->last_start < (double)wt->opt.min_interval) {
 		fprintf(stderr, "fscrub watch: %s: not starting the scrub again: started %.0f s "
-			"ago (--min-interval %llu)\n", w->m->target, now - w->last_start,
+			"ago (--min-interval %llu)\n", w->m.target, now - w->last_start,
 			wt->opt.min_interval);
 		return;
 	}
@@ -289,10 +305,10 @@ static void watch_record_event(const struct watch *wt, const struct watched *w,
 		state_close(s);
 	}
 	if (ret)
-		fprintf(stderr, "fscrub watch: %s: cannot record the event: %s\n", w->m->target,
+		fprintf(stderr, "fscrub watch: %s: cannot record the event: %s\n", w->m.target,
 			err.buf);
 	else if (wt->opt.verbose)
-		fprintf(stderr, "fscrub watch: %s: %s event recorded in %s/%s\n", w->m->target,
+		fprintf(stderr, "fscrub watch: %s: %s event recorded in %s/%s\n", w->m.target,
 			e->kind, wt->opt.state_dir, STATE_DB_NAME);
 	strbuf_release(&err);
 }
@@ -319,8 +335,8 @@ static void watch_write_metrics(const struct watch *wt)
 		if (w->how == WATCH_NONE)
 			continue;
 		strbuf_addstr(&sb, "fscrub_watch_events_total{");
-		metrics_add_label(&sb, "mountpoint", w->m->target, true);
-		metrics_add_label(&sb, "fstype", w->m->fstype, false);
+		metrics_add_label(&sb, "mountpoint", w->m.target, true);
+		metrics_add_label(&sb, "fstype", w->m.fstype, false);
 		strbuf_addf(&sb, "} %llu\n", w->nr_events);
 	}
 	if (!(err = outfile_open(&out, wt->opt.metrics_path)) &&
@@ -347,9 +363,9 @@ static void history_key(struct watched *w)
 	struct mount_info mi = { 0 };
 	struct strbuf err = STRBUF_INIT;
 
-	if (status_fs_key(w->m->target, &mi, w->uuid, sizeof(w->uuid), &err))
+	if (status_fs_key(w->m.target, &mi, w->uuid, sizeof(w->uuid), &err))
 		fprintf(stderr, "fscrub watch: %s: its events will not be recorded: %s\n",
-			w->m->target, err.buf);
+			w->m.target, err.buf);
 	else
 		w->fsroot = xstrdup(mi.fsroot);
 	mount_info_release(&mi);
@@ -440,7 +456,7 @@ static void watch_probe(struct watched *w, int fd, const char *path, uint64_t in
 
 	if (probed_recently(w, ino)) {
 		fprintf(stderr, "fscrub watch: %s: %s (inode %llu) was checked less than %d s "
-			"ago: not checked again\n", w->m->target, path, (unsigned long long)ino,
+			"ago: not checked again\n", w->m.target, path, (unsigned long long)ino,
 			PROBE_QUIET_S);
 		return;
 	}
@@ -461,11 +477,29 @@ static void watch_probe(struct watched *w, int fd, const char *path, uint64_t in
 	}
 	fflush(stdout);
 	fprintf(stderr, "fscrub watch: %s: checked %s (inode %llu): %u entries, %u error%s\n",
-		w->m->target, path, (unsigned long long)ino, entries, errors,
+		w->m.target, path, (unsigned long long)ino, entries, errors,
 		errors == 1 ? "" : "s");
 }
 
 /* ---- events ---- */
+
+/*
+ * The root of w's mount, opened for one event or poll: a descriptor, or a
+ * negative errno (-ESTALE: another filesystem is mounted there now).
+ */
+static int watched_root(const struct watched *w)
+{
+	int fd = open(w->m.target, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct statfs sfs;
+
+	if (fd < 0)
+		return errno == ENOENT ? -ESTALE : -errno;
+	if (fstatfs(fd, &sfs) < 0 || memcmp(&sfs.f_fsid, w->fsid, sizeof(w->fsid))) {
+		close(fd);
+		return -ESTALE;
+	}
+	return fd;
+}
 
 static struct watched *by_fsid(struct watch *wt, const uint32_t fsid[2])
 {
@@ -483,19 +517,21 @@ static void on_fs_error(const struct fserror_event *ev, void *arg)
 	struct strbuf path = STRBUF_INIT;
 	struct event_info e = { .kind = "fs_error", .error = ev->error,
 				.error_count = ev->error_count, .ino = ev->ino };
-	int fd = -ENOENT;
+	int fd = -ENOENT, root;
 
 	if (!w) {
 		fprintf(stderr, "fscrub watch: filesystem error %d on an unknown filesystem "
 			"(fsid %08x:%08x)\n", ev->error, ev->fsid[0], ev->fsid[1]);
 		return;
 	}
-	if (ev->has_handle)
-		fd = fserror_resolve(w->fd, ev, &path, &e.ino);
+	if (ev->has_handle && (fd = root = watched_root(w)) >= 0) {
+		fd = fserror_resolve(root, ev, &path, &e.ino);
+		close(root);
+	}
 	if (fd >= 0)
 		e.path = path.buf;
 	fprintf(stderr, "fscrub watch: %s: filesystem error: %s (errno %d), %u error%s, ",
-		w->m->target, strerror(ev->error), ev->error, ev->error_count,
+		w->m.target, strerror(ev->error), ev->error, ev->error_count,
 		ev->error_count == 1 ? "" : "s");
 	if (!ev->has_handle)
 		fprintf(stderr, "no inode\n");
@@ -536,11 +572,15 @@ static void poll_btrfs(struct watch *wt, struct watched *w)
 	struct btrfs_devstat *now;
 	size_t nr;
 	bool rose = false;
-	int ret = health_btrfs_devstats(w->fd, &now, &nr);
+	int fd = watched_root(w), ret = fd;
 
+	if (fd >= 0) {
+		ret = health_btrfs_devstats(fd, &now, &nr);
+		close(fd);
+	}
 	if (ret) {
 		fprintf(stderr, "fscrub watch: %s: cannot read the device error counters: %s\n",
-			w->m->target, strerror(-ret));
+			w->m.target, strerror(-ret));
 		return;
 	}
 	for (size_t i = 0; i < nr; i++)
@@ -551,7 +591,7 @@ static void poll_btrfs(struct watch *wt, struct watched *w)
 				if (now[i].v[k] <= w->stats[j].v[k])
 					continue;
 				fprintf(stderr, "fscrub watch: %s: devid %llu %s: %s %llu -> %llu\n",
-					w->m->target, (unsigned long long)now[i].devid, now[i].path,
+					w->m.target, (unsigned long long)now[i].devid, now[i].path,
 					health_btrfs_stat_names[k],
 					(unsigned long long)w->stats[j].v[k],
 					(unsigned long long)now[i].v[k]);
@@ -569,6 +609,208 @@ static void poll_btrfs(struct watch *wt, struct watched *w)
 	}
 }
 
+/* ---- the XFS health monitor ---- */
+
+/* The path of XFS inode (ino, gen) of w, by its handle: an O_PATH descriptor or -errno. */
+static int xfs_inode_path(const struct watched *w, uint64_t ino, uint32_t gen,
+			  struct strbuf *path)
+{
+	struct fserror_event ev = { 0 };
+	uint64_t got = ino;
+	int root = watched_root(w), fd;
+
+	if (root < 0)
+		return root;
+	fserror_xfs_handle(&ev, ino, gen);
+	fd = fserror_resolve(root, &ev, path, &got);
+	close(root);
+	return fd;
+}
+
+/* "AG 3: inobt finobt": the object of a metadata event and its sick flags. */
+static void hm_object(struct strbuf *sb, const struct healthmon_event *ev)
+{
+	struct strbuf flags = STRBUF_INIT;
+
+	switch (ev->domain) {
+	case HM_DOMAIN_FS:
+		strbuf_addstr(sb, "filesystem");
+		health_xfs_flag_text(HEALTH_XFS_FS, ev->mask, &flags);
+		break;
+	case HM_DOMAIN_AG:
+		strbuf_addf(sb, "AG %u", ev->group);
+		health_xfs_flag_text(HEALTH_XFS_AG, ev->mask, &flags);
+		break;
+	case HM_DOMAIN_RTGROUP:
+		strbuf_addf(sb, "rtgroup %u", ev->group);
+		health_xfs_flag_text(HEALTH_XFS_RTGROUP, ev->mask, &flags);
+		break;
+	default:
+		strbuf_addf(sb, "inode %llu", (unsigned long long)ev->ino);
+		health_xfs_flag_text(HEALTH_XFS_INODE, ev->mask, &flags);
+		break;
+	}
+	strbuf_addf(sb, ": %s", flags.buf);
+	strbuf_release(&flags);
+}
+
+static void hm_shutdown(struct strbuf *sb, uint32_t reasons)
+{
+	static const char *const names[] = {
+		"metadata I/O error", "log I/O error", "forced unmount", "in-memory corruption",
+		"on-disk corruption", "device removed",
+	};
+
+	strbuf_addstr(sb, "shut down:");
+	for (unsigned b = 0; b < 32; b++) {
+		if (!(reasons & (1U << b)))
+			continue;
+		if (b < sizeof(names) / sizeof(names[0]))
+			strbuf_addf(sb, " %s,", names[b]);
+		else
+			strbuf_addf(sb, " reason bit %u,", b);
+	}
+	if (reasons)
+		sb->buf[--sb->len] = '\0';	/* the last comma */
+	else
+		strbuf_addstr(sb, " no reason given");
+}
+
+static const char *hm_device(enum healthmon_domain d)
+{
+	return d == HM_DOMAIN_RTDEV ? "realtime device" : d == HM_DOMAIN_LOGDEV ? "log device" :
+	       "data device";
+}
+
+/* A file range event: its kind for the history, and the line. */
+static const char *hm_filerange(struct strbuf *sb, const struct healthmon_event *ev)
+{
+	static const char *const kinds[] = {
+		[HM_TYPE_BUFREAD] = "xfs_buffered_read", [HM_TYPE_BUFWRITE] = "xfs_buffered_write",
+		[HM_TYPE_DIOREAD] = "xfs_direct_read", [HM_TYPE_DIOWRITE] = "xfs_direct_write",
+		[HM_TYPE_DATALOST] = "xfs_data_lost",
+	};
+
+	strbuf_addf(sb, "%s: %s (errno %d), inode %llu, bytes %llu-%llu",
+		    healthmon_type_name(ev->type), strerror(ev->error), ev->error,
+		    (unsigned long long)ev->ino, (unsigned long long)ev->pos,
+		    (unsigned long long)(ev->pos + ev->len - (ev->len ? 1 : 0)));
+	return kinds[ev->type];
+}
+
+struct hm_ctx {
+	struct watch *wt;
+	struct watched *w;
+};
+
+/*
+ * What the event says, into e and what; false for the events that are
+ * only logged (running, unmount, healthy).
+ */
+static bool hm_describe(const struct hm_ctx *c, const struct healthmon_event *ev,
+			struct event_info *e, struct strbuf *what)
+{
+	switch (ev->type) {
+	case HM_TYPE_RUNNING:
+	case HM_TYPE_UNMOUNT:
+	case HM_TYPE_HEALTHY:
+		if (ev->type == HM_TYPE_UNMOUNT || c->wt->opt.verbose) {
+			strbuf_addstr(what, ev->type == HM_TYPE_RUNNING ? "health monitor running" :
+				      ev->type == HM_TYPE_UNMOUNT ? "health monitor: unmounted" :
+				      "metadata healthy: ");
+			if (ev->type == HM_TYPE_HEALTHY)
+				hm_object(what, ev);
+		}
+		return false;
+	case HM_TYPE_LOST:
+		e->kind = "xfs_lost_events";
+		e->error_count = ev->lost > UINT_MAX ? UINT_MAX : (unsigned)ev->lost;
+		strbuf_addf(what, "the kernel lost %llu health event%s",
+			    (unsigned long long)ev->lost, ev->lost == 1 ? "" : "s");
+		return true;
+	case HM_TYPE_SICK:
+	case HM_TYPE_CORRUPT:
+		e->kind = ev->type == HM_TYPE_SICK ? "xfs_sick" : "xfs_corrupt";
+		strbuf_addstr(what, ev->type == HM_TYPE_SICK ? "metadata sick: " :
+			      "metadata corrupt (a scrub found it): ");
+		hm_object(what, ev);
+		e->ino = ev->domain == HM_DOMAIN_INODE ? ev->ino : 0;
+		return true;
+	case HM_TYPE_SHUTDOWN:
+		e->kind = "xfs_shutdown";
+		hm_shutdown(what, ev->reasons);
+		return true;
+	case HM_TYPE_MEDIA_ERROR:
+		e->kind = "xfs_media_error";
+		strbuf_addf(what, "media error on the %s: 512-byte sectors %llu-%llu (%llu)",
+			    hm_device(ev->domain), (unsigned long long)ev->daddr,
+			    (unsigned long long)(ev->daddr + ev->bbcount - (ev->bbcount ? 1 : 0)),
+			    (unsigned long long)ev->bbcount);
+		return true;
+	default:
+		e->kind = hm_filerange(what, ev);
+		e->error = ev->error;
+		e->ino = ev->ino;
+		return true;
+	}
+}
+
+/* One event of w's monitor: logged; the others as a FAN_FS_ERROR event. */
+static void on_hm_event(const struct healthmon_event *ev, void *arg)
+{
+	struct hm_ctx *c = arg;
+	struct watched *w = c->w;
+	struct event_info e = { .error_count = 1 };
+	struct strbuf what = STRBUF_INIT, path = STRBUF_INIT;
+	bool act = hm_describe(c, ev, &e, &what);
+	int fd = -ENOENT;
+
+	if (e.ino)
+		fd = xfs_inode_path(w, e.ino, ev->gen, &path);
+	if (fd >= 0)
+		e.path = path.buf;
+	if (what.len) {
+		fprintf(stderr, "fscrub watch: %s: XFS %s", w->m.target, what.buf);
+		if (e.ino && fd >= 0)
+			fprintf(stderr, ", path %s", path.buf);
+		else if (e.ino)
+			fprintf(stderr, ", path not resolved: %s", strerror(-fd));
+		fputc('\n', stderr);
+	}
+	if (act) {
+		watch_count_event(c->wt, w, &e);
+		if (fd >= 0)
+			watch_probe(w, fd, path.buf, e.ino);
+		trigger(c->wt, w, &e);
+	}
+	if (fd >= 0)
+		close(fd);
+	strbuf_release(&what);
+	strbuf_release(&path);
+}
+
+/* What w's monitor has; at its end (unmounted) or on an error, it is closed. */
+static void read_healthmon(struct watch *wt, struct watched *w)
+{
+	struct hm_ctx c = { .wt = wt, .w = w };
+	unsigned long long unknown = w->hm.unknown;
+	int ret = healthmon_read(&w->hm, w->hm_fd, on_hm_event, &c);
+
+	if (w->hm.unknown > unknown)
+		fprintf(stderr, "fscrub watch: %s: skipped %llu XFS health event%s of a type "
+			"fscrub does not know (%llu in all)\n", w->m.target, w->hm.unknown - unknown,
+			w->hm.unknown - unknown == 1 ? "" : "s", w->hm.unknown);
+	if (ret == 0 || ret == -EAGAIN || ret == -EINTR)
+		return;
+	if (ret < 0)
+		fprintf(stderr, "fscrub watch: %s: cannot read the XFS health monitor: %s\n",
+			w->m.target, strerror(-ret));
+	else if (wt->opt.verbose)
+		fprintf(stderr, "fscrub watch: %s: the XFS health monitor ended\n", w->m.target);
+	close(w->hm_fd);
+	w->hm_fd = -1;
+}
+
 /* ---- setup ---- */
 
 static bool watchable(const char *fstype)
@@ -576,18 +818,59 @@ static bool watchable(const char *fstype)
 	return !strcmp(fstype, "ext4") || !strcmp(fstype, "xfs") || !strcmp(fstype, "btrfs");
 }
 
-static int setup_btrfs(struct watch *wt, struct watched *w)
+static bool any_type(const char *fstype)
 {
-	int ret = health_btrfs_devstats(w->fd, &w->stats, &w->nr_stats);
+	(void)fstype;
+	return true;
+}
+
+static int setup_btrfs(struct watch *wt, struct watched *w, int root)
+{
+	int ret = health_btrfs_devstats(root, &w->stats, &w->nr_stats);
 
 	if (ret) {
 		fprintf(stderr, "fscrub watch: not watching %s (btrfs): cannot read the device "
-			"error counters: %s\n", w->m->target, strerror(-ret));
+			"error counters: %s\n", w->m.target, strerror(-ret));
 		return ret;
 	}
 	w->how = WATCH_BTRFS;
 	fprintf(stderr, "fscrub watch: watching %s (btrfs): device error counters every %llu s\n",
-		w->m->target, wt->opt.poll_interval);
+		w->m.target, wt->opt.poll_interval);
+	return 0;
+}
+
+/*
+ * XFS: its health monitor, if the kernel has one (Linux 7.0) and no other
+ * program holds it.  The reason it cannot be had is said once: in -v when
+ * the kernel has none (the usual case before 7.0), always otherwise.
+ */
+static int setup_healthmon(struct watch *wt, struct watched *w, int root)
+{
+	int fd = healthmon_open(root);
+
+	if (fd == -ENOTTY || fd == -EINVAL) {
+		if (wt->opt.verbose)
+			fprintf(stderr, "fscrub watch: %s (xfs): this kernel has no XFS health "
+				"monitor (XFS_IOC_HEALTH_MONITOR: %s; from Linux 7.0)\n",
+				w->m.target, strerror(-fd));
+		return fd;
+	}
+	if (fd < 0) {
+		fprintf(stderr, "fscrub watch: %s (xfs): cannot open the XFS health monitor: %s%s\n",
+			w->m.target, strerror(-fd),
+			fd == -EEXIST ? " (another program, xfs_healer perhaps, has it)" : "");
+		return fd;
+	}
+	/* read() returns EAGAIN instead of waiting: poll() says when to read */
+	if (fcntl(fd, F_SETFL, O_NONBLOCK) < 0) {
+		fprintf(stderr, "fscrub watch: %s (xfs): cannot use the XFS health monitor: %s\n",
+			w->m.target, strerror(errno));
+		close(fd);
+		return -EIO;
+	}
+	w->hm_fd = fd;
+	w->how = WATCH_HEALTHMON;
+	fprintf(stderr, "fscrub watch: watching %s (xfs): XFS health monitor\n", w->m.target);
 	return 0;
 }
 
@@ -596,9 +879,9 @@ static int setup_fanotify(struct watch *wt, struct watched *w)
 	struct strbuf why = STRBUF_INIT;
 	int ret;
 
-	if (!fserror_supported(w->m->fstype, &why)) {
-		fprintf(stderr, "fscrub watch: not watching %s (%s): %s\n", w->m->target,
-			w->m->fstype, why.buf);
+	if (!fserror_supported(w->m.fstype, &why)) {
+		fprintf(stderr, "fscrub watch: not watching %s (%s): %s\n", w->m.target,
+			w->m.fstype, why.buf);
 		strbuf_release(&why);
 		return -EOPNOTSUPP;
 	}
@@ -607,37 +890,142 @@ static int setup_fanotify(struct watch *wt, struct watched *w)
 		ret = wt->fan_fd;
 		wt->fan_fd = -1;
 		fprintf(stderr, "fscrub watch: not watching %s (%s): fanotify_init: %s\n",
-			w->m->target, w->m->fstype, strerror(-ret));
+			w->m.target, w->m.fstype, strerror(-ret));
 		return ret;
 	}
-	if ((ret = fserror_mark(wt->fan_fd, w->m->target))) {
+	if ((ret = fserror_mark(wt->fan_fd, w->m.target))) {
 		fprintf(stderr, "fscrub watch: not watching %s (%s): fanotify_mark: %s\n",
-			w->m->target, w->m->fstype, strerror(-ret));
+			w->m.target, w->m.fstype, strerror(-ret));
 		return ret;
 	}
 	w->how = WATCH_FANOTIFY;
-	fprintf(stderr, "fscrub watch: watching %s (%s): FAN_FS_ERROR\n", w->m->target,
-		w->m->fstype);
+	fprintf(stderr, "fscrub watch: watching %s (%s): FAN_FS_ERROR\n", w->m.target,
+		w->m.fstype);
 	return 0;
 }
 
+/* w (zeroed) for the mount m: its sources set up, or how WATCH_NONE with the reason said. */
 static void setup_one(struct watch *wt, struct watched *w, const struct fsmount *m)
 {
 	struct statfs sfs;
+	int root;
 
-	memset(w, 0, sizeof(*w));
-	w->m = m;
-	w->fd = open(m->target, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (w->fd < 0 || fstatfs(w->fd, &sfs) < 0) {
+	w->m.target = xstrdup(m->target);
+	w->m.source = xstrdup(m->source);
+	w->m.fstype = xstrdup(m->fstype);
+	w->m.devno = m->devno;
+	w->hm_fd = -1;
+	root = open(m->target, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (root < 0 || fstatfs(root, &sfs) < 0) {
 		fprintf(stderr, "fscrub watch: not watching %s: %s\n", m->target, strerror(errno));
+		if (root >= 0)
+			close(root);
 		return;
 	}
 	memcpy(w->fsid, &sfs.f_fsid, sizeof(w->fsid));
 	history_key(w);
 	if (!strcmp(m->fstype, "btrfs"))
-		setup_btrfs(wt, w);
-	else
+		setup_btrfs(wt, w, root);
+	else if (strcmp(m->fstype, "xfs") || setup_healthmon(wt, w, root))
 		setup_fanotify(wt, w);
+	close(root);
+}
+
+static void watched_release(struct watched *w)
+{
+	if (w->hm_fd >= 0)
+		close(w->hm_fd);
+	free(w->stats);
+	free(w->fsroot);
+	free(w->m.target);
+	free(w->m.source);
+	free(w->m.fstype);
+}
+
+/* ---- filesystems that come and go ---- */
+
+static bool named(const struct watch *wt, const char *target)
+{
+	for (size_t i = 0; i < wt->nr_named; i++)
+		if (!strcmp(wt->named[i], target))
+			return true;
+	return false;
+}
+
+/* Is w still mounted as in now, the same filesystem? */
+static bool still_there(const struct watch *wt, const struct watched *w,
+			const struct fsmount_list *now)
+{
+	struct statfs sfs;
+
+	for (size_t i = 0; i < now->nr; i++) {
+		if (now->v[i].devno != w->m.devno || strcmp(now->v[i].target, w->m.target) ||
+		    (wt->named && !named(wt, now->v[i].target)))
+			continue;
+		/* a loop device reused at once has the device number of the last one */
+		return statfs(w->m.target, &sfs) == 0 &&
+		       !memcmp(&sfs.f_fsid, w->fsid, sizeof(w->fsid));
+	}
+	return false;
+}
+
+static bool watched_devno(const struct watch *wt, dev_t devno)
+{
+	for (size_t i = 0; i < wt->nr; i++)
+		if (wt->w[i].m.devno == devno)
+			return true;
+	return false;
+}
+
+/*
+ * The mount table changed: drop the filesystems that are gone (the kernel
+ * removed their fanotify marks when they were unmounted; a health monitor
+ * is closed here), set up those that came (every watchable one, or those
+ * named).
+ */
+static void rescan(struct watch *wt)
+{
+	struct fsmount_list now;
+	size_t before = wt->nr;
+	bool changed = false;
+
+	if (fsmounts_collect("watch", NULL, 0, wt->named ? any_type : watchable, &now))
+		return;
+	for (size_t i = wt->nr; i-- > 0;) {
+		struct watched *w = &wt->w[i];
+
+		if (still_there(wt, w, &now))
+			continue;
+		if (w->how != WATCH_NONE)
+			fprintf(stderr, "fscrub watch: no longer watching %s (%s): unmounted\n",
+				w->m.target, w->m.fstype);
+		changed |= w->how != WATCH_NONE;
+		watched_release(w);
+		memmove(w, w + 1, (wt->nr - i - 1) * sizeof(*w));
+		wt->nr--;
+	}
+	for (size_t i = 0; i < now.nr; i++) {
+		if ((wt->named && !named(wt, now.v[i].target)) ||
+		    watched_devno(wt, now.v[i].devno))
+			continue;
+		wt->w = xrealloc(wt->w, (wt->nr + 1) * sizeof(*wt->w));
+		memset(&wt->w[wt->nr], 0, sizeof(wt->w[0]));
+		setup_one(wt, &wt->w[wt->nr], &now.v[i]);
+		changed |= wt->w[wt->nr].how != WATCH_NONE;
+		wt->nr++;
+	}
+	fsmounts_release(&now);
+	if (changed || wt->nr != before)
+		watch_write_metrics(wt);
+}
+
+/* /proc/self/mountinfo: poll() says POLLPRI when the mount table changes. */
+static void open_mountinfo(struct watch *wt)
+{
+	wt->mi_fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+	if (wt->mi_fd < 0)
+		fprintf(stderr, "fscrub watch: cannot watch the mount table: %s: filesystems "
+			"mounted from now on are not watched\n", strerror(errno));
 }
 
 /* ---- the loop ---- */
@@ -650,31 +1038,65 @@ static bool any_btrfs(const struct watch *wt)
 	return false;
 }
 
+/* The descriptors to wait on: fanotify, the mount table, each health monitor. */
+static size_t poll_set(const struct watch *wt, struct pollfd **pfd)
+{
+	size_t n = 0;
+
+	*pfd = xrealloc(*pfd, (wt->nr + 2) * sizeof(**pfd));
+	(*pfd)[n++] = (struct pollfd){ .fd = wt->fan_fd, .events = POLLIN };
+	(*pfd)[n++] = (struct pollfd){ .fd = wt->mi_fd, .events = POLLPRI };
+	for (size_t i = 0; i < wt->nr; i++)
+		(*pfd)[n++] = (struct pollfd){ .fd = wt->w[i].hm_fd, .events = POLLIN };
+	return n;
+}
+
+static void poll_due(struct watch *wt, double *next_poll)
+{
+	if (now_s() < *next_poll)
+		return;
+	for (size_t i = 0; i < wt->nr; i++)
+		if (wt->w[i].how == WATCH_BTRFS)
+			poll_btrfs(wt, &wt->w[i]);
+	*next_poll = now_s() + (double)wt->opt.poll_interval;
+}
+
+/* What poll() found: events first, the mount table last (it moves wt->w). */
+static void dispatch(struct watch *wt, const struct pollfd *pfd, size_t n)
+{
+	if (pfd[0].revents & POLLIN)
+		read_events(wt);
+	for (size_t k = 2; k < n; k++)
+		if (pfd[k].revents && wt->w[k - 2].hm_fd >= 0)
+			read_healthmon(wt, &wt->w[k - 2]);
+	if (pfd[1].revents & (POLLPRI | POLLERR))
+		rescan(wt);
+}
+
 static int loop(struct watch *wt)
 {
-	bool btrfs = any_btrfs(wt);
 	double next_poll = now_s() + (double)wt->opt.poll_interval;
+	struct pollfd *pfd = NULL;
 
 	while (!watch_stop) {
-		struct pollfd pfd = { .fd = wt->fan_fd, .events = POLLIN };
+		bool btrfs = any_btrfs(wt);
+		size_t n = poll_set(wt, &pfd);
 		double wait = next_poll - now_s();
 		int timeout = !btrfs ? -1 : wait <= 0 ? 0 : (int)(wait * 1000) + 1;
-		int ret = poll(&pfd, wt->fan_fd >= 0 ? 1 : 0, timeout);
+		int ret = poll(pfd, n, timeout);
 
 		if (ret < 0 && errno != EINTR) {
 			fprintf(stderr, "fscrub watch: poll: %s\n", strerror(errno));
+			free(pfd);
 			return EXIT_OPERATIONAL;
 		}
 		reap_children();
 		if (ret > 0)
-			read_events(wt);
-		if (btrfs && now_s() >= next_poll) {
-			for (size_t i = 0; i < wt->nr; i++)
-				if (wt->w[i].how == WATCH_BTRFS)
-					poll_btrfs(wt, &wt->w[i]);
-			next_poll = now_s() + (double)wt->opt.poll_interval;
-		}
+			dispatch(wt, pfd, n);
+		if (btrfs)
+			poll_due(wt, &next_poll);
 	}
+	free(pfd);
 	fprintf(stderr, "fscrub watch: stopped\n");
 	return EXIT_CLEAN;
 }
@@ -814,15 +1236,26 @@ static int parse(int argc, char **argv, struct watch_opts *o)
 
 static void release(struct watch *wt)
 {
-	for (size_t i = 0; i < wt->nr; i++) {
-		if (wt->w[i].fd >= 0)
-			close(wt->w[i].fd);
-		free(wt->w[i].stats);
-		free(wt->w[i].fsroot);
-	}
+	for (size_t i = 0; i < wt->nr; i++)
+		watched_release(&wt->w[i]);
 	free(wt->w);
+	for (size_t i = 0; i < wt->nr_named; i++)
+		free(wt->named[i]);
+	free(wt->named);
 	if (wt->fan_fd >= 0)
 		close(wt->fan_fd);
+	if (wt->mi_fd >= 0)
+		close(wt->mi_fd);
+}
+
+/* With mount points named, only they are watched when they come back. */
+static void remember_named(struct watch *wt, const struct fsmount_list *list, int nr_args)
+{
+	if (nr_args <= 0)
+		return;
+	wt->named = xcalloc(list->nr ? list->nr : 1, sizeof(*wt->named));
+	for (size_t i = 0; i < list->nr; i++)
+		wt->named[wt->nr_named++] = xstrdup(list->v[i].target);
 }
 
 int cmd_watch(int argc, char **argv)
@@ -830,7 +1263,7 @@ int cmd_watch(int argc, char **argv)
 	struct watch wt = {
 		.opt = { .min_interval = DEFAULT_MIN_INTERVAL,
 			 .poll_interval = DEFAULT_POLL_INTERVAL, .state_dir = state_default_dir() },
-		.fan_fd = -1,
+		.fan_fd = -1, .mi_fd = -1,
 	};
 	struct fsmount_list list;
 	size_t nr_watched = 0;
@@ -842,12 +1275,16 @@ int cmd_watch(int argc, char **argv)
 		return ret;
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	setup_signals();
+	remember_named(&wt, &list, argc - optind);
+	/* before the list is made: a mount that comes meanwhile makes poll() return */
+	open_mountinfo(&wt);
 	wt.w = xcalloc(list.nr ? list.nr : 1, sizeof(*wt.w));
 	wt.nr = list.nr;
 	for (size_t i = 0; i < list.nr; i++) {
 		setup_one(&wt, &wt.w[i], &list.v[i]);
 		nr_watched += wt.w[i].how != WATCH_NONE;
 	}
+	fsmounts_release(&list);
 	if (!nr_watched) {
 		fprintf(stderr, "fscrub watch: nothing to watch\n");
 		ret = EXIT_OPERATIONAL;
@@ -856,6 +1293,5 @@ int cmd_watch(int argc, char **argv)
 		ret = loop(&wt);
 	}
 	release(&wt);
-	fsmounts_release(&list);
 	return ret;
 }

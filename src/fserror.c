@@ -177,6 +177,16 @@ int fserror_parse(const void *buf, size_t len,
 	return nr;
 }
 
+void fserror_xfs_handle(struct fserror_event *ev, uint64_t ino, uint32_t gen)
+{
+	ev->has_handle = true;
+	ev->handle_type = FILEID_INO64_GEN;
+	ev->handle_bytes = sizeof(ino) + sizeof(gen);	/* packed: u64 ino, u32 gen */
+	memcpy(ev->handle, &ino, sizeof(ino));
+	memcpy(ev->handle + sizeof(ino), &gen, sizeof(gen));
+	ev->ino = ino;
+}
+
 int fserror_resolve(int mount_fd, const struct fserror_event *ev, struct strbuf *path,
 		    uint64_t *ino)
 {

@@ -59,6 +59,13 @@ int fserror_parse(const void *buf, size_t len,
 		  void (*fn)(const struct fserror_event *ev, void *arg), void *arg);
 
 /*
+ * Fill ev's handle with XFS's own for inode ino of generation gen (the
+ * 64-bit form, FILEID_INO64_GEN: XFS decodes it for any inode number), so
+ * that fserror_resolve() finds the inode an XFS health event names.
+ */
+void fserror_xfs_handle(struct fserror_event *ev, uint64_t ino, uint32_t gen);
+
+/*
  * The path of the event's inode, through mount_fd (any descriptor on the
  * filesystem): open_by_handle_at() and /proc/self/fd.  Returns an O_PATH
  * descriptor of the inode (the caller closes it) with its path in path and

@@ -49,6 +49,12 @@ int health_ext4(struct health *h);
 int health_xfs(struct health *h, int fd);
 int health_btrfs(struct health *h, int fd);
 
+/* Which XFS sick flags a mask holds: FSGEOMETRY's, AG_GEOMETRY's, RTGROUP_GEOMETRY's, BULKSTAT's. */
+enum health_xfs_flags { HEALTH_XFS_FS, HEALTH_XFS_AG, HEALTH_XFS_RTGROUP, HEALTH_XFS_INODE };
+
+/* The names of mask's set bits ("inobt finobt"; "bitN" for newer ones) appended to text. */
+void health_xfs_flag_text(enum health_xfs_flags which, uint32_t mask, struct strbuf *text);
+
 /* One btrfs device's error counters (BTRFS_DEV_STAT_* order). */
 #define HEALTH_BTRFS_STATS 5
 struct btrfs_devstat {

@@ -44,6 +44,9 @@ static const char *const ino_names[] = {
 	"core", "bmapbtd", "bmapbta", "bmapbtc", "directory", "xattr", "symlink",
 	"parent",
 };
+static const char *const rtgroup_names[] = {
+	"super", "bitmap", "summary", "rmapbt", "refcountbt",
+};
 
 /* The set bits of mask as names (or "bitN"), into arr and text. */
 static json_object *flag_names(uint32_t mask, const char *const *names, size_t nr,
@@ -68,6 +71,27 @@ static json_object *flag_names(uint32_t mask, const char *const *names, size_t n
 }
 
 #define NAMES(a) (a), sizeof(a) / sizeof((a)[0])
+
+void health_xfs_flag_text(enum health_xfs_flags which, uint32_t mask, struct strbuf *text)
+{
+	json_object *arr;
+
+	switch (which) {
+	case HEALTH_XFS_FS:
+		arr = flag_names(mask, NAMES(fs_names), text);
+		break;
+	case HEALTH_XFS_AG:
+		arr = flag_names(mask, NAMES(ag_names), text);
+		break;
+	case HEALTH_XFS_RTGROUP:
+		arr = flag_names(mask, NAMES(rtgroup_names), text);
+		break;
+	default:
+		arr = flag_names(mask, NAMES(ino_names), text);
+		break;
+	}
+	json_object_put(arr);
+}
 
 static int fs_flags(struct health *h, int fd, uint32_t *agcount)
 {
