@@ -10,9 +10,12 @@ check the directory, and run --on-error once: a second event within
 error counters are polled, and a rise is the event.
 """
 
+import fcntl
+import json
 import os
 import re
 import signal
+import struct
 import subprocess
 import time
 
@@ -202,6 +205,9 @@ def test_event_recorded_status_health_metrics(ext4_dir, watcher, workdir):
     wprom = os.path.join(workdir, "watch.prom")
     w = watcher("--on-error", "true", "-v", "--metrics", wprom, img.mnt)
     w.wait_for(r"FAN_FS_ERROR$")
+    deadline = time.monotonic() + EVENT_TIMEOUT     # written after the "watching" lines
+    while not os.path.exists(wprom) and time.monotonic() < deadline:
+        time.sleep(0.02)
     sample = r'^fscrub_watch_events_total\{mountpoint="%s",fstype="ext4"\} (\d+)$' % \
         re.escape(img.mnt)
     with open(wprom) as f:          # written at start: the counter is there before any event
@@ -350,9 +356,155 @@ def test_xfs_without_monitor_keeps_other_sources(image_factory, ext4_dir, watche
         assert w.stop() == 0
 
 
-def umount_now(mnt):
-    """umount(8) once, no retries and no lazy unmount: EBUSY is a failure."""
-    return subprocess.run(["umount", mnt], capture_output=True, text=True)
+FAKE_HEALTHMON = os.environ.get("FSCRUB_FAKEHEALTHMON", os.path.join(
+    os.path.dirname(FSCRUB), "libfakehealthmon.so"))
+
+
+def hm_record(domain, type_, *fields):
+    """One V0 record of the Linux 7.0 health monitor (64 bytes): domain,
+    type, time, then (offset, struct format, value) in the 32-byte union."""
+    rec = bytearray(64)
+    struct.pack_into("=IIQ", rec, 0, domain, type_, 1767225600 * 10**9)
+    for off, fmt, value in fields:
+        struct.pack_into("=" + fmt, rec, off, value)
+    return bytes(rec)
+
+
+def generation(path):
+    """The inode's generation (FS_IOC_GETVERSION), part of XFS's file handle."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return struct.unpack("=q", fcntl.ioctl(fd, 0x80087601, bytes(8)))[0] & 0xffffffff
+    finally:
+        os.close(fd)
+
+
+@pytest.fixture
+def fake_healthmon(monkeypatch, workdir):
+    """LD_PRELOAD tests/tools/fakehealthmon.c into the watcher: its
+    XFS_IOC_HEALTH_MONITOR returns a pipe with the records given."""
+    if not os.path.exists(FAKE_HEALTHMON):
+        pytest.skip("no %s (built with -Dtests)" % FAKE_HEALTHMON)
+    monkeypatch.setenv("LD_PRELOAD", FAKE_HEALTHMON)
+    # a sanitizer build: its runtime is not first in the library list then
+    monkeypatch.setenv("ASAN_OPTIONS", "verify_asan_link_order=0")
+
+    def feed(records=None, errno_=None):
+        path = os.path.join(workdir, "healthmon.bin")
+        with open(path, "wb") as f:
+            f.write(b"".join(records or []))
+        monkeypatch.setenv("FAKE_HEALTHMON_EVENTS", path)
+        if errno_ is not None:
+            monkeypatch.setenv("FAKE_HEALTHMON_ERRNO", str(errno_))
+    return feed
+
+
+def test_xfs_health_monitor_events(image_factory, watcher, workdir, fake_healthmon):
+    """The health monitor path end to end on a real XFS, with the Linux 7.0
+    monitor faked (this kernel has none): every event type is logged with
+    what it said, the inodes resolved to paths through XFS's handles and
+    checked, the events recorded with their kinds, the scrub started once,
+    an unknown type skipped and counted, the end of the monitor seen."""
+    img = image_factory("xfs", size_mb=300)
+    img.mkfs()
+    mnt = img.mount()
+    d = os.path.join(mnt, "sick dir")
+    os.mkdir(d)
+    for i in range(5):
+        open(os.path.join(d, "f%d" % i), "w").close()
+    f = os.path.join(mnt, "file")
+    with open(f, "wb") as fh:
+        fh.write(b"x" * 8192)
+    dino, fino = os.stat(d).st_ino, os.stat(f).st_ino
+    fake_healthmon([
+        hm_record(0, 0),                                            # running
+        hm_record(1, 3, (16, "I", 0x1)),                            # fs sick: counters
+        hm_record(2, 4, (16, "I", 0x30), (20, "I", 0)),             # AG 0 corrupt
+        hm_record(3, 3, (16, "I", 0x10), (20, "I", generation(d)), (24, "Q", dino)),
+        hm_record(8, 8, (16, "Q", 4096), (24, "Q", 4096), (32, "Q", fino),
+                  (40, "I", generation(f)), (44, "I", 5)),          # buffered read EIO
+        hm_record(5, 7, (16, "Q", 2048), (24, "Q", 16)),            # media error
+        hm_record(0, 6, (16, "I", 0x11)),                           # shutdown
+        hm_record(0, 1, (16, "Q", 12)),                             # lost 12
+        hm_record(0, 99, (16, "Q", 7)),                             # a later kernel's type
+        hm_record(3, 5, (16, "I", 0x10), (20, "I", generation(d)), (24, "Q", dino)),
+        hm_record(0, 2),                                            # unmount
+    ])
+    ran = os.path.join(workdir, "ran")
+    w = watcher("-v", "--on-error", 'echo "$FSCRUB_EVENT $FSCRUB_PATH" >> ' + ran, mnt)
+    m = re.escape(mnt)
+    w.wait_for(r"^fscrub watch: watching %s \(xfs\): XFS health monitor$" % m)
+    w.wait_for(r"^fscrub watch: %s: the XFS health monitor ended$" % m)
+    err = w.stderr()
+    for line in [
+        r"XFS health monitor running",
+        r"XFS metadata sick: filesystem: counters",
+        r"XFS metadata corrupt \(a scrub found it\): AG 0: bnobt cntbt",
+        r"XFS metadata sick: inode %d: directory, path %s" % (dino, re.escape(d)),
+        r"XFS buffered read error: Input/output error \(errno 5\), inode %d, "
+        r"bytes 4096-8191, path %s" % (fino, re.escape(f)),
+        r"XFS media error on the data device: 512-byte sectors 2048-2063 \(16\)",
+        r"XFS shut down: metadata I/O error, on-disk corruption",
+        r"XFS the kernel lost 12 health events",
+        r"XFS metadata healthy: inode %d: directory" % dino,
+        r"XFS health monitor: unmounted",
+    ]:
+        assert re.search(r"^fscrub watch: %s: %s$" % (m, line), err, re.M), (line, err)
+    assert re.search(r"^fscrub watch: %s: skipped 1 XFS health event of a type fscrub does "
+                     r"not know \(1 in all\)$" % m, err, re.M), err
+    # the directory is checked once (its entries read), the file statx()ed
+    w.wait_for(r"^fscrub watch: %s: checked %s \(inode %d\): 5 entries, 0 errors$"
+               % (m, re.escape(d), dino))
+    w.wait_for(r"^fscrub watch: %s: checked %s \(inode %d\): 0 entries, 0 errors$"
+               % (m, re.escape(f), fino))
+    assert len(re.findall(r"not starting the scrub again", err)) == 6, err
+    assert w.proc.poll() is None, err
+    assert w.stop() == 0
+    with open(ran) as fh:
+        assert fh.read() == "xfs_sick \n"
+
+    p = subprocess.run([FSCRUB, "status", "--state-dir", os.path.join(workdir, "state"),
+                        "--json", mnt], capture_output=True, text=True)
+    check_sanitizers(p.stderr)
+    [fs] = json.loads(p.stdout)["filesystems"]
+    got = [(e["kind"], e["inode"], e["path"], e["errno"]) for e in fs["events"]]
+    assert got == [
+        ("xfs_sick", None, None, None), ("xfs_corrupt", None, None, None),
+        ("xfs_sick", dino, d, None), ("xfs_buffered_read", fino, f, 5),
+        ("xfs_media_error", None, None, None), ("xfs_shutdown", None, None, None),
+        ("xfs_lost_events", None, None, None)], got
+    assert fs["events"][-1]["error_count"] == 12
+
+
+def test_xfs_health_monitor_taken(image_factory, watcher, fake_healthmon):
+    """Another program holds the monitor (EEXIST): said always, and the
+    filesystem falls back to FAN_FS_ERROR (itself from Linux 7.0)."""
+    if kernel_at_least(7, 0):
+        pytest.skip("FAN_FS_ERROR on XFS: the fallback watches, checked elsewhere")
+    img = image_factory("xfs", size_mb=300)
+    img.mkfs()
+    mnt = img.mount()
+    fake_healthmon([], errno_=17)
+    w = watcher(mnt)
+    w.proc.wait(timeout=10)
+    assert w.proc.returncode == 8
+    assert re.search(r"^fscrub watch: %s \(xfs\): cannot open the XFS health monitor: File "
+                     r"exists \(another program, xfs_healer perhaps, has it\)$"
+                     % re.escape(mnt), w.stderr(), re.M), w.stderr()
+    assert "reports errors to fanotify from Linux 7.0" in w.stderr()
+
+
+def umount_now(mnt, within=3):
+    """umount(8), retried for `within` seconds and never lazy: the watcher
+    opens the mount's root for a moment while it handles an event (the
+    check's own read of a damaged directory is one more), but holds nothing
+    open between events; a filesystem still busy after that is a failure."""
+    deadline = time.monotonic() + within
+    while True:
+        p = subprocess.run(["umount", mnt], capture_output=True, text=True)
+        if p.returncode == 0 or time.monotonic() > deadline:
+            return p
+        time.sleep(0.1)
 
 
 def test_mounted_later_is_watched_and_unmount(image_factory, ext4_dir, watcher, workdir):
