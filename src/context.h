@@ -97,6 +97,7 @@ struct scrub_options {
 	const char *since;	/* --since DATE as given: -x reads only files changed since */
 	int64_t since_ns;	/* ... DATE, ns since the epoch */
 	unsigned portion;	/* --portion P%: -x reads the P % least recently read; 0 none */
+	uint64_t time_budget;	/* --time-budget: seconds the run may take; 0 none */
 };
 
 /* Per-thread counters, summed after each phase; no atomics on hot paths. */
@@ -192,6 +193,8 @@ struct scrub_ctx {
 	struct ino_key *rescan;		/* --rescan-errors: the files to read, sorted (history.h) */
 	size_t nr_rescan;
 	struct region_plan *regions;	/* the device regions of phase 5 (regions.h), or NULL */
+	uint64_t budget_end_ns;		/* --time-budget: CLOCK_MONOTONIC end of the run, 0 none */
+	atomic_bool budget_spent;	/* ... reached: phase 5 stopped reading (regions.h) */
 
 	/* Report state (report.c). */
 	pthread_mutex_t report_lock;

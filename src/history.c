@@ -77,6 +77,7 @@ static char *options_json(const struct scrub_ctx *ctx)
 	json_object_object_add(j, "manifest", json_escaped_string(o->manifest_path));
 	json_object_object_add(j, "since", json_escaped_string(o->since));
 	json_object_object_add(j, "portion", json_object_new_int((int)o->portion));
+	json_object_object_add(j, "time_budget", json_object_new_int64((int64_t)o->time_budget));
 	json_object_object_add(j, "max_errors", json_object_new_int64((int64_t)o->max_errors));
 	json_object_object_add(j, "limit", json_object_new_int64((int64_t)o->limit_rate));
 	json_object_object_add(j, "background", json_object_new_boolean(o->background));
@@ -138,7 +139,7 @@ void history_begin(struct scrub_ctx *ctx)
 		.options = options_json(ctx), .version = FSCRUB_VERSION,
 		.started = ctx->run_started, .verify_data = ctx->opt.verify_data,
 		.rescan = ctx->opt.rescan_errors, .since = ctx->opt.since != NULL,
-		.portion = ctx->opt.portion != 0,
+		.portion = regions_mode(&ctx->opt),
 	};
 	if (state_run_begin(ctx->state, &r, &err)) {
 		history_failed(ctx, &err);

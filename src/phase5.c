@@ -16,8 +16,8 @@
  * the files btrfs keeps none for: backend.h, data_checksummed).
  *
  * With --rescan-errors or --since, only some files are read, all by the
- * per-file reader; with --portion, only some device regions, by the
- * device reader (regions.h).
+ * per-file reader; with --portion or --time-budget, only some device
+ * regions, by the device reader (regions.h).
  *
  * Reads: ctx->xlinks (phase 3, sorted by phase 4) and ctx->ledger (phase
  * 3).  Leaves: ctx->stats.bytes_read (and since_skipped); ctx->xlinks
@@ -39,6 +39,7 @@
 #include "inoset.h"
 #include "ledger.h"
 #include "ratelimit.h"
+#include "regions.h"
 #include "report.h"
 #include "strbuf.h"
 #include "walk.h"
@@ -145,7 +146,7 @@ static int since_files(struct scrub_ctx *ctx, unsigned long long *items)
 }
 
 /*
- * --portion: the device regions least recently read (regions.h), by the
+ * --portion, --time-budget: the device regions least recently read (regions.h), by the
  * device reader alone; the checksum records are not compared (no file is
  * known to be read whole), and files whose extents are not all known are
  * not read.  Without the device reader, nothing is read: an operational
@@ -157,13 +158,14 @@ static int portion_read(struct scrub_ctx *ctx, unsigned long long *items)
 	const char *why = NULL;
 
 	if (devverify_run(ctx, &dev_bytes, &why) < 0) {
-		report_operational(ctx, NULL, NULL, 0, "--portion reads the block device by "
-				   "regions, and cannot here: %s; no data was read", why);
+		report_operational(ctx, NULL, NULL, 0, "%s reads the block device by "
+				   "regions, and cannot here: %s; no data was read",
+				   ctx->opt.portion ? "--portion" : "--time-budget", why);
 		return 0;
 	}
 	if (ctx->xlinks->nr_unmapped)
-		report_verbose(ctx, "Phase 5: --portion: %zu files whose extents are not all "
-			       "known are not read", ctx->xlinks->nr_unmapped);
+		report_verbose(ctx, "Phase 5: --portion, --time-budget: %zu files whose extents "
+			       "are not all known are not read", ctx->xlinks->nr_unmapped);
 	xlink_list_release(ctx->xlinks);
 	*items = dev_bytes;
 	ctx->stats.bytes_read = dev_bytes;
@@ -192,7 +194,7 @@ int phase5_data(struct scrub_ctx *ctx, unsigned long long *items)
 		return rescan_files(ctx, items);
 	if (ctx->opt.since)
 		return since_files(ctx, items);
-	if (ctx->opt.portion)
+	if (regions_mode(&ctx->opt))
 		return portion_read(ctx, items);
 	ledger_prepare(ctx, ctx->ledger);
 	if (devverify_run(ctx, &dev_bytes, &why) == 0) {

@@ -12,11 +12,23 @@
  * (never read first, then the oldest; ties by offset) until their file data
  * comes closest to P % of all of it -- at least one region -- so that runs
  * of P % cover the device in 100/P runs.  Only the data extents inside
- * them are read (devverify.h clips its read list).  A full -x by the
- * device reads every region.  When phase 5 read all it chose, the end of
- * the run records them as read now (history_end()); a run cancelled
- * (SIGINT/SIGTERM) or stopped (-a) records none, as does one whose phase 5
- * could not read them all (an operational error).
+ * them are read (devverify.h clips its read list; no read crosses a region
+ * boundary).  A full -x by the device reads every region.
+ *
+ * --time-budget: the regions are read least recently read first (not in
+ * device order: what the budget leaves unread is what was read last), with
+ * or without --portion's choice, and phase 5 stops submitting reads when
+ * the run has taken the budget (regions_budget_spent(); counted from the
+ * start of the run, the metadata phases included, which always run in
+ * full).  It is a planned partial scan, not a cancellation.
+ *
+ * Each region's reads are counted down as they complete: a region is read
+ * to its end when all of them completed (a media error, found by
+ * bisection, still counts: the region was read and its bad blocks
+ * reported) and none failed otherwise.  The end of the run records those
+ * regions as read now (history_end()) -- also when the budget, SIGINT or
+ * SIGTERM stopped it part way -- but none for a run stopped by -a (the
+ * next run reads them again).
  *
  * Layering: called by the device reader and the history; reads
  * ctx->xlinks and ctx->state, reports only through report_verbose().
@@ -24,11 +36,14 @@
 #ifndef FSCRUB_REGIONS_H
 #define FSCRUB_REGIONS_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+struct io_range;
 struct scrub_ctx;
+struct scrub_options;
 struct strbuf;
 
 #define REGION_MIN		(64ULL << 20)	/* the smallest region, bytes */
@@ -39,8 +54,21 @@ struct region_plan {
 	size_t nr;		/* regions on the device */
 	uint64_t *allocated;	/* file data bytes in each (shared extents: once each) */
 	bool *chosen;		/* read by this run */
-	bool read;		/* phase 5 read every chosen region to its end */
+	size_t *rank;		/* reading order: by age with --time-budget, else by offset */
+	unsigned *planned;	/* reads in the read list, per region */
+	atomic_uint *pending;	/* ... not yet completed */
+	atomic_bool *failed;	/* a read of it failed (not the media) or was cut short */
+	bool *done;		/* read to its end by this run (regions_finish()) */
 };
+
+/* What phase 5 covered of the regions, for the summary and the JSON report. */
+struct region_coverage {
+	size_t regions, done;		/* regions with file data; of them read to their end */
+	uint64_t bytes, done_bytes;	/* their file data */
+};
+
+/* --portion or --time-budget: phase 5 reads by regions, a planned partial -x. */
+bool regions_mode(const struct scrub_options *opt);
 
 /* The region size for a device of dev_size bytes, before one is kept. */
 uint64_t regions_default_size(uint64_t dev_size);
@@ -57,8 +85,30 @@ int regions_plan(struct scrub_ctx *ctx, const char **why);
 bool regions_chosen(const struct region_plan *p, uint64_t off);
 
 /*
- * Record the chosen regions as read now, if phase 5 read them all (0 if
- * there is nothing to record); a message in err on failure.
+ * The read list v (no read crosses a region boundary) is final: put it in
+ * reading order (by rank, then offset) and count each region's reads.
+ */
+void regions_order_reads(struct region_plan *p, struct io_range *v, size_t n);
+/* The read at device offset off completed (ok), or failed / was cut short. */
+void regions_read_done(struct region_plan *p, uint64_t off, bool ok);
+/*
+ * The device reader is done; listed_all: it went through its whole read
+ * list (regions without reads count as read only then).  Sets p->done.
+ */
+void regions_finish(struct region_plan *p, bool listed_all);
+/* What the run covered: every region with file data, and those done. */
+void regions_coverage(const struct region_plan *p, struct region_coverage *c);
+
+/*
+ * --time-budget: has the run taken its budget?  The first call that finds
+ * so sets ctx->budget_spent and says so under -v.  False without a budget.
+ * Thread-safe.
+ */
+bool regions_budget_spent(struct scrub_ctx *ctx);
+
+/*
+ * Record the regions read to their end as read now (0 if there is nothing
+ * to record, or the run was stopped by -a); a message in err on failure.
  */
 int regions_record(struct scrub_ctx *ctx, struct strbuf *err);
 

@@ -19,6 +19,7 @@
 #include "json_report.h"
 #include "names.h"
 #include "progress.h"
+#include "regions.h"
 #include "state.h"
 #include "strbuf.h"
 
@@ -256,6 +257,21 @@ static const char *plural(unsigned long long n, const char *one, const char *man
 	return n == 1 ? one : many;
 }
 
+/* --portion, --time-budget: how much of the file data phase 5 covered. */
+static void summary_regions(struct scrub_ctx *ctx, struct strbuf *sb)
+{
+	struct region_coverage c;
+
+	if (!ctx->regions)
+		return;
+	regions_coverage(ctx->regions, &c);
+	strbuf_addf(sb, " %zu of %zu %s with file data verified (%llu of %llu bytes).", c.done,
+		    c.regions, plural(c.regions, "region", "regions"),
+		    (unsigned long long)c.done_bytes, (unsigned long long)c.bytes);
+	if (atomic_load(&ctx->budget_spent))
+		strbuf_addstr(sb, " The time budget ended the data scan.");
+}
+
 void report_summary(struct scrub_ctx *ctx)
 {
 	struct strbuf sb = STRBUF_INIT;
@@ -291,6 +307,8 @@ void report_summary(struct scrub_ctx *ctx)
 		strbuf_addf(&sb, " --since %s: %llu bytes read, %llu unchanged %s not read.",
 			    ctx->opt.since, ctx->stats.bytes_read, ctx->stats.since_skipped,
 			    plural(ctx->stats.since_skipped, "file", "files"));
+	if (regions_mode(&ctx->opt))
+		summary_regions(ctx, &sb);
 	if (ctx->opt.verbose)
 		strbuf_addf(&sb, " (%llu %s)", atomic_load(&ctx->nr_infos),
 			    plural(atomic_load(&ctx->nr_infos), "info", "infos"));

@@ -14,7 +14,8 @@
  *   runs      one row per run: id, uuid, fsroot, mountpoint, source, fstype,
  *             backend, options (a JSON object), version, started and
  *             ended (Unix time, seconds), status, exit_code, verify_data,
- *             rescan (1: --rescan-errors, 2: --since, 3: --portion; each
+ *             rescan (1: --rescan-errors, 2: --since, 3: --portion or
+ *             --time-budget; each
  *             way only some data was read: not a full -x), the counts (errors, warnings, infos, repaired, operational,
  *             inodes), bytes_verified and findings_dropped
  *   phases    (run, phase, title, wall, user, sys, items): -T's figures
