@@ -29,6 +29,7 @@ struct ledger;
 struct xlink_list;
 struct state;
 struct ino_key;
+struct subvol_ino;
 
 /* What a filesystem does not promise, so the checks that rely on it are off. */
 enum fs_quirks {
@@ -192,6 +193,8 @@ struct scrub_ctx {
 	double run_started;		/* Unix time */
 	struct ino_key *rescan;		/* --rescan-errors: the files to read, sorted (history.h) */
 	size_t nr_rescan;
+	struct subvol_ino *rescan_sv;	/* ... those of other subvolumes, by subvolume id */
+	size_t nr_rescan_sv;
 	struct region_plan *regions;	/* the device regions of phase 5 (regions.h), or NULL */
 	uint64_t budget_end_ns;		/* --time-budget: CLOCK_MONOTONIC end of the run, 0 none */
 	atomic_bool budget_spent;	/* ... reached: phase 5 stopped reading (regions.h) */

@@ -197,6 +197,20 @@ static bool changed_since(struct dataverify_since *since, const struct walk_entr
 	return false;
 }
 
+/* Is the file in args->only, or (by its subvolume) in args->only_sv? */
+static bool listed(const struct dataverify_args *args, const struct statx *stx)
+{
+	struct ino_key id = ino_key_of(stx);
+	struct subvol_ino sv = { .ino = stx->stx_ino };
+
+	if (args->nr_only && bsearch(&id, args->only, args->nr_only, sizeof(*args->only),
+				     ino_key_cmp))
+		return true;
+	return args->nr_only_sv && stx_subvol(stx, &sv.subvol) &&
+	       bsearch(&sv, args->only_sv, args->nr_only_sv, sizeof(*args->only_sv),
+		       subvol_ino_cmp);
+}
+
 static void verify_entry(struct walk_thread *t, struct walk_dir *d,
 			 const struct walk_entry *e)
 {
@@ -206,10 +220,7 @@ static void verify_entry(struct walk_thread *t, struct walk_dir *d,
 
 	if (e->stat_err || e->submount || !S_ISREG(e->stx.stx_mode) || !vt->buf)
 		return;
-	struct ino_key id = ino_key_of(&e->stx);
-
-	if (args->only && !bsearch(&id, args->only, args->nr_only, sizeof(*args->only),
-				   ino_key_cmp))
+	if (args->only && !listed(args, &e->stx))
 		return;
 	/* Read each inode once, whatever number of names it has. */
 	if (e->seen_before || (e->stx.stx_nlink > 1 &&

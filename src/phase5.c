@@ -44,14 +44,23 @@
 #include "strbuf.h"
 #include "walk.h"
 
-/* The per-file reader, for every file or (only != NULL) for those inodes. */
+/*
+ * The per-file reader, for every file or (only != NULL) for those inodes;
+ * args: what else it is to know (only_sv, since), or NULL.
+ */
 static int read_files(struct scrub_ctx *ctx, const struct ino_key *only, size_t nr_only,
-		      struct dataverify_since *since, struct scrub_stats *stats)
+		      const struct dataverify_args *more, struct scrub_stats *stats)
 {
 	struct ratelimit limit;
-	struct dataverify_args args = { .linked = inoset_new(), .only = only,
-					.nr_only = nr_only, .limit = &limit, .since = since };
+	struct dataverify_args args = { 0 };
 	int ret;
+
+	if (more)
+		args = *more;
+	args.linked = inoset_new();
+	args.only = only;
+	args.nr_only = nr_only;
+	args.limit = &limit;
 
 	ratelimit_init(&limit, ctx->opt.limit_rate, ctx->opt.limit_auto, report_limit, ctx);
 	ret = walk_tree(ctx, &dataverify_visitor, &args, stats, NULL);
@@ -89,19 +98,21 @@ static struct ino_key *per_file_inodes(struct scrub_ctx *ctx, size_t *n)
 }
 
 /*
- * --rescan-errors: only the files with open findings (ctx->rescan, made in
- * phase 1 by history.c), by the per-file reader; nothing when there are
- * none (read_files() with no list would read every file).
+ * --rescan-errors: only the files with open findings (ctx->rescan and
+ * rescan_sv, made in phase 1 by history.c), by the per-file reader;
+ * nothing when there are none (read_files() with no list would read every
+ * file).
  */
 static int rescan_files(struct scrub_ctx *ctx, unsigned long long *items)
 {
 	struct scrub_stats stats = { 0 };
+	struct dataverify_args more = { .only_sv = ctx->rescan_sv, .nr_only_sv = ctx->nr_rescan_sv };
+	size_t n = ctx->nr_rescan + ctx->nr_rescan_sv;
 	int ret = 0;
 
 	ledger_prepare(ctx, ctx->ledger);
-	report_verbose(ctx, "Phase 5: reading back the %zu files with open findings",
-		       ctx->nr_rescan);
-	if (ctx->nr_rescan && read_files(ctx, ctx->rescan, ctx->nr_rescan, NULL, &stats) < 0)
+	report_verbose(ctx, "Phase 5: reading back the %zu files with open findings", n);
+	if (n && read_files(ctx, ctx->rescan, ctx->nr_rescan, &more, &stats) < 0)
 		ret = EXIT_OPERATIONAL;
 	ledger_finish(ctx, ctx->ledger);
 	if (ret)
@@ -129,7 +140,7 @@ static int since_files(struct scrub_ctx *ctx, unsigned long long *items)
 	report_verbose(ctx, "Phase 5: reading back the files changed since %s%s", ctx->opt.since,
 		       since.ledger ? ", or without a record of their current version in the "
 		       "ledger" : "");
-	if (read_files(ctx, NULL, 0, &since, &stats) < 0)
+	if (read_files(ctx, NULL, 0, &(struct dataverify_args){ .since = &since }, &stats) < 0)
 		ret = EXIT_OPERATIONAL;
 	ledger_finish(ctx, ctx->ledger);
 	if (ret)

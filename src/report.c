@@ -16,6 +16,7 @@
 #include "checks.h"
 #include "context.h"
 #include "dircache.h"
+#include "inokey.h"
 #include "json_report.h"
 #include "names.h"
 #include "progress.h"
@@ -131,6 +132,22 @@ static void format_text(struct scrub_ctx *ctx, const struct finding *f, struct s
 	strbuf_addch(sb, '\n');
 }
 
+/* finding.subvol: the subvolume of dir (NULL: the mount root). */
+static void finding_subvol(const struct scrub_ctx *ctx, const struct dir_node *dir,
+			   struct finding *f)
+{
+	uint64_t root_dev = makedev(ctx->root_stx.stx_dev_major, ctx->root_stx.stx_dev_minor);
+
+	if (!dir) {
+		f->has_subvol = true;
+		if (!stx_subvol(&ctx->root_stx, &f->subvol))
+			f->subvol = 0;
+		return;
+	}
+	f->has_subvol = dir->has_subvol || dir->dev == root_dev;
+	f->subvol = dir->has_subvol ? dir->subvol : 0;
+}
+
 static void vreport(struct scrub_ctx *ctx, struct finding *f, const struct dir_node *dir,
 		    const char *name, const char *fmt, va_list ap)
 {
@@ -141,6 +158,7 @@ static void vreport(struct scrub_ctx *ctx, struct finding *f, const struct dir_n
 	if (!print && !ctx->json && !ctx->state)
 		return;
 	report_path(ctx, &path, dir, name);
+	finding_subvol(ctx, dir, f);
 	strbuf_vaddf(&msg, fmt, ap);
 	f->path = path.buf;
 	f->message = msg.buf;
