@@ -15,6 +15,7 @@
 #include "ledger.h"
 #include "progress.h"
 #include "ratelimit.h"
+#include "regions.h"
 #include "report.h"
 #include "strbuf.h"
 #include "stx.h"
@@ -142,7 +143,7 @@ static bool verify_range(struct verify_file *vf, char *buf, uint64_t start, uint
 	for (uint64_t off = start & ~(uint64_t)(DIO_ALIGN - 1); off < end;) {
 		size_t want = VERIFY_CHUNK;
 
-		if (scrub_should_stop(ctx))
+		if (scrub_should_stop(ctx) || (vf->args->budget && regions_budget_spent(ctx)))
 			return false;
 		if (end - off < want)
 			want = (size_t)((end - off + DIO_ALIGN - 1) & ~(uint64_t)(DIO_ALIGN - 1));
@@ -211,6 +212,18 @@ static bool listed(const struct dataverify_args *args, const struct statx *stx)
 		       subvol_ino_cmp);
 }
 
+/* --portion, --time-budget by file: is the file's bucket read now?  Counts its bytes. */
+static bool in_bucket(struct scrub_ctx *ctx, const struct dataverify_args *args,
+		      const struct statx *stx)
+{
+	size_t b = regions_bucket_of(stx);
+
+	/* st_blocks counts 512-byte units whatever the block size. */
+	if (args->bucket_bytes)
+		atomic_fetch_add(&args->bucket_bytes[b], (unsigned long long)stx->stx_blocks * 512);
+	return args->buckets[b] && !(args->budget && regions_budget_spent(ctx));
+}
+
 static void verify_entry(struct walk_thread *t, struct walk_dir *d,
 			 const struct walk_entry *e)
 {
@@ -226,6 +239,8 @@ static void verify_entry(struct walk_thread *t, struct walk_dir *d,
 	if (e->seen_before || (e->stx.stx_nlink > 1 &&
 			       inoset_test_and_set(args->linked, stx_devno(&e->stx),
 						   e->stx.stx_ino)))
+		return;
+	if (args->buckets && !in_bucket(t->ctx, args, &e->stx))
 		return;
 	vf.fd = walk_open_file(t, d, e, O_DIRECT);
 	if (vf.fd == -EINVAL) {

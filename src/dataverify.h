@@ -49,6 +49,15 @@ struct dataverify_args {
 	 */
 	const struct subvol_ino *only_sv;
 	size_t nr_only_sv;
+	/*
+	 * --portion, --time-budget by file (regions.h): read only the files
+	 * of these FILE_BUCKETS buckets (regions_bucket_of()); if bucket_bytes
+	 * is set, add every regular file's allocated bytes to its bucket's;
+	 * budget: stop reading when regions_budget_spent().
+	 */
+	const bool *buckets;
+	atomic_ullong *bucket_bytes;
+	bool budget;
 	struct ratelimit *limit;	/* --limit, or NULL */
 	struct dataverify_since *since;	/* --since, or NULL */
 };

@@ -157,23 +157,96 @@ static int since_files(struct scrub_ctx *ctx, unsigned long long *items)
 }
 
 /*
+ * One walk of the per-file reader over the buckets take; count: add each
+ * file's bytes to its bucket's.  True if it read them all (no stop, no
+ * operational error).
+ */
+static bool read_buckets(struct scrub_ctx *ctx, const bool *take, atomic_ullong *count,
+			 struct scrub_stats *stats)
+{
+	unsigned long long operr = atomic_load(&ctx->nr_operational);
+	struct dataverify_args more = { .buckets = take, .bucket_bytes = count,
+					.budget = ctx->opt.time_budget != 0 };
+
+	if (read_files(ctx, NULL, 0, &more, stats) < 0)
+		return false;
+	return !scrub_should_stop(ctx) && !regions_budget_spent(ctx) &&
+	       atomic_load(&ctx->nr_operational) == operr;
+}
+
+/*
+ * --portion, --time-budget where the device cannot be read by regions
+ * (why): buckets of files instead (regions.h), by the per-file reader,
+ * in one walk, or with --time-budget in up to BUCKET_WALKS walks, the
+ * least recently read buckets first.
+ */
+static int portion_files(struct scrub_ctx *ctx, const char *why, unsigned long long *items)
+{
+	struct scrub_stats stats = { 0 };
+	struct region_plan *p;
+	atomic_ullong *count = xcalloc(FILE_BUCKETS, sizeof(*count));
+	bool *take = xcalloc(FILE_BUCKETS, sizeof(*take));
+	size_t nr_chosen = 0, walks = ctx->opt.time_budget ? BUCKET_WALKS : 1, first = 0;
+
+	report_verbose(ctx, "Phase 5: reading file by file: %s", why);
+	ledger_prepare(ctx, ctx->ledger);
+	if (regions_plan_files(ctx, &why) < 0) {
+		report_operational(ctx, NULL, NULL, 0, "%s: %s; no data was read",
+				   ctx->opt.portion ? "--portion" : "--time-budget", why);
+		ledger_finish(ctx, ctx->ledger);
+		free(count);
+		free(take);
+		return 0;
+	}
+	p = ctx->regions;
+	for (size_t i = 0; i < p->nr; i++)
+		nr_chosen += p->chosen[i];
+	/* Walk w reads the chosen buckets of rank [first, last): oldest first. */
+	for (size_t w = 0; w < walks && !scrub_should_stop(ctx) && !regions_budget_spent(ctx);
+	     w++) {
+		size_t last = nr_chosen * (w + 1) / walks;
+		bool whole;
+
+		for (size_t i = 0; i < p->nr; i++)
+			take[i] = p->chosen[i] && p->rank[i] >= first && p->rank[i] < last;
+		whole = read_buckets(ctx, take, w ? NULL : count, &stats);
+		for (size_t i = 0; i < p->nr && whole; i++)
+			p->done[i] |= take[i];
+		first = last;
+	}
+	ledger_finish(ctx, ctx->ledger);
+	for (size_t i = 0; i < p->nr; i++)
+		p->allocated[i] = atomic_load(&count[i]);
+	free(count);
+	free(take);
+	xlink_list_release(ctx->xlinks);
+	*items = stats.bytes_read;
+	ctx->stats.bytes_read = stats.bytes_read;
+	report_verbose(ctx, "Phase 5: %llu bytes read from %llu files", stats.bytes_read,
+		       stats.files);
+	return 0;
+}
+
+/*
  * --portion, --time-budget: the device regions least recently read (regions.h), by the
  * device reader alone; the checksum records are not compared (no file is
  * known to be read whole), and files whose extents are not all known are
- * not read.  Without the device reader, nothing is read: an operational
- * error says why.
+ * not read.  Without the device reader, buckets of files by the per-file
+ * reader (portion_files()).
  */
 static int portion_read(struct scrub_ctx *ctx, unsigned long long *items)
 {
 	unsigned long long dev_bytes = 0;
 	const char *why = NULL;
 
-	if (devverify_run(ctx, &dev_bytes, &why) < 0) {
-		report_operational(ctx, NULL, NULL, 0, "%s reads the block device by "
-				   "regions, and cannot here: %s; no data was read",
-				   ctx->opt.portion ? "--portion" : "--time-budget", why);
+	if (!ctx->state || !ctx->fs_uuid) {
+		report_operational(ctx, NULL, NULL, 0, "%s needs the run history, which cannot "
+				   "be used; no data was read",
+				   ctx->opt.portion ? "--portion" : "--time-budget");
 		return 0;
 	}
+	if (devverify_run(ctx, &dev_bytes, &why) < 0)
+		return portion_files(ctx, why, items);
 	if (ctx->xlinks->nr_unmapped)
 		report_verbose(ctx, "Phase 5: --portion, --time-budget: %zu files whose extents "
 			       "are not all known are not read", ctx->xlinks->nr_unmapped);

@@ -10,6 +10,7 @@
 
 #include "context.h"
 #include "crosslink.h"
+#include "inokey.h"
 #include "ioengine.h"
 #include "report.h"
 #include "state.h"
@@ -219,6 +220,72 @@ int regions_plan(struct scrub_ctx *ctx, const char **why)
 	return 0;
 }
 
+/* --portion by file: the ceil(P %) of the buckets least recently read. */
+static void choose_buckets(struct region_plan *p, const double *verified, unsigned percent)
+{
+	size_t n, take = (FILE_BUCKETS * (size_t)percent + 99) / 100;
+	struct age *v = by_age(p, verified, &n);
+
+	memset(p->chosen, 0, p->nr * sizeof(*p->chosen));
+	for (size_t k = 0; k < n && k < take; k++)
+		p->chosen[v[k].i] = true;
+	free(v);
+}
+
+int regions_plan_files(struct scrub_ctx *ctx, const char **why)
+{
+	struct region_plan *p;
+	double *verified;
+	size_t n = FILE_BUCKETS, nr_chosen = 0;
+
+	if (!ctx->state || !ctx->fs_uuid) {
+		*why = "--portion and --time-budget need the run history, which cannot be used";
+		return -ENOENT;
+	}
+	verified = xcalloc(n, sizeof(*verified));
+	if (state_region_times(ctx->state, ctx->fs_uuid, 0, n, verified)) {
+		free(verified);
+		*why = "--portion and --time-budget cannot read the buckets from the run history";
+		return -EIO;
+	}
+	region_plan_free(ctx->regions);	/* the device's, if its plan failed half way */
+	ctx->regions = p = xcalloc(1, sizeof(*p));
+	p->nr = n;
+	p->allocated = xcalloc(n, sizeof(*p->allocated));
+	p->chosen = xcalloc(n, sizeof(*p->chosen));
+	p->rank = xcalloc(n, sizeof(*p->rank));
+	p->done = xcalloc(n, sizeof(*p->done));
+	/* by_age() takes the entries with data: every bucket, empty or not, here */
+	for (size_t i = 0; i < n; i++) {
+		p->allocated[i] = 1;
+		p->chosen[i] = true;
+	}
+	if (ctx->opt.portion)
+		choose_buckets(p, verified, ctx->opt.portion);
+	rank_by_age(p, verified);
+	memset(p->allocated, 0, n * sizeof(*p->allocated));
+	for (size_t i = 0; i < n; i++)
+		nr_chosen += p->chosen[i];
+	report_verbose(ctx, "Phase 5: %s: %zu of %d buckets of files (by subvolume and inode), "
+		       "least recently read first", ctx->opt.portion ? "--portion" : "--time-budget",
+		       nr_chosen, FILE_BUCKETS);
+	free(verified);
+	return 0;
+}
+
+size_t regions_bucket_of(const struct statx *stx)
+{
+	uint64_t sv = 0, x;
+
+	stx_subvol(stx, &sv);
+	/* splitmix64's finaliser: every input bit moves every output bit */
+	x = sv * 0x9e3779b97f4a7c15ULL ^ stx->stx_ino;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+	x ^= x >> 31;
+	return (size_t)(x % FILE_BUCKETS);
+}
+
 bool regions_chosen(const struct region_plan *p, uint64_t off)
 {
 	return !p || (off / p->size < p->nr && p->chosen[off / p->size]);
@@ -311,6 +378,7 @@ bool regions_budget_spent(struct scrub_ctx *ctx)
 int regions_record(struct scrub_ctx *ctx, struct strbuf *err)
 {
 	struct region_plan *p = ctx->regions;
+	struct timespec now;
 	bool any = false;
 
 	if (!p || !ctx->state || atomic_load(&ctx->aborted))
@@ -319,8 +387,11 @@ int regions_record(struct scrub_ctx *ctx, struct strbuf *err)
 		any = p->done[i];
 	if (!any)
 		return 0;
+	/* To the nanosecond: runs a second apart keep their order of age. */
+	clock_gettime(CLOCK_REALTIME, &now);
 	return state_regions_write(ctx->state, ctx->fs_uuid, p->size, p->nr, p->allocated,
-				   p->done, (double)time(NULL), ctx->run_id, err);
+				   p->done, (double)now.tv_sec + (double)now.tv_nsec / 1e9,
+				   ctx->run_id, err);
 }
 
 void region_plan_free(struct region_plan *p)

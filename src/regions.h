@@ -30,7 +30,23 @@
  * SIGTERM stopped it part way -- but none for a run stopped by -a (the
  * next run reads them again).
  *
- * Layering: called by the device reader and the history; reads
+ * Where phase 5 reads file by file (btrfs, FUSE, tmpfs, network
+ * filesystems, not root: devverify.h), --portion and --time-budget rotate
+ * over files instead: each regular file falls in one of FILE_BUCKETS
+ * buckets by a stable hash of its subvolume id and inode number
+ * (regions_bucket_of(); neither changes from mount to mount, unlike
+ * st_dev), and the buckets take the place of the regions in the same
+ * table (state.h: length 0, start the bucket's number; allocated the
+ * bytes of its files at the last such run).  --portion takes the
+ * ceil(P % of FILE_BUCKETS) least recently read, so that runs of 25 %
+ * read every file once in four runs; --time-budget reads them oldest
+ * first in up to BUCKET_WALKS walks of the tree (files come in tree order,
+ * so a bucket is read to its end only when a walk over all the files has
+ * ended: more walks keep more of a budget's work, at the cost of reading
+ * the directories again).  A bucket is recorded when the walk that read it
+ * ended without an operational error.
+ *
+ * Layering: called by the device reader, phase 5 and the history; reads
  * ctx->xlinks and ctx->state, reports only through report_verbose().
  */
 #ifndef FSCRUB_REGIONS_H
@@ -43,14 +59,22 @@
 
 struct io_range;
 struct scrub_ctx;
+struct statx;
 struct scrub_options;
 struct strbuf;
 
 #define REGION_MIN		(64ULL << 20)	/* the smallest region, bytes */
 #define REGION_MAX_COUNT	1024		/* regions per device, at most */
+/* Buckets of files: 25 % is 256 of them, so four runs take each once. */
+#define FILE_BUCKETS		1024
+/*
+ * --time-budget by file: the tree is walked at most this many times, each
+ * walk reading an eighth of the chosen buckets, oldest first.
+ */
+#define BUCKET_WALKS		8
 
 struct region_plan {
-	uint64_t size;		/* bytes per region */
+	uint64_t size;		/* bytes per region; 0: FILE_BUCKETS buckets of files */
 	size_t nr;		/* regions on the device */
 	uint64_t *allocated;	/* file data bytes in each (shared extents: once each) */
 	bool *chosen;		/* read by this run */
@@ -80,6 +104,18 @@ uint64_t regions_default_size(uint64_t dev_size);
  * or with --portion -ENOENT and *why.
  */
 int regions_plan(struct scrub_ctx *ctx, const char **why);
+
+/*
+ * Plan the buckets of files phase 5 reads file by file (see above); sets
+ * ctx->regions.  Without the run history: -ENOENT and *why.
+ */
+int regions_plan_files(struct scrub_ctx *ctx, const char **why);
+/*
+ * The bucket of a regular file: splitmix64's finaliser of its subvolume
+ * id (inokey.h; 0 without one) times the golden ratio, xor its inode
+ * number, modulo FILE_BUCKETS.
+ */
+size_t regions_bucket_of(const struct statx *stx);
 
 /* Is the device offset off in a chosen region?  True without a plan. */
 bool regions_chosen(const struct region_plan *p, uint64_t off);

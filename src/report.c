@@ -284,7 +284,8 @@ static void summary_regions(struct scrub_ctx *ctx, struct strbuf *sb)
 		return;
 	regions_coverage(ctx->regions, &c);
 	strbuf_addf(sb, " %zu of %zu %s with file data verified (%llu of %llu bytes).", c.done,
-		    c.regions, plural(c.regions, "region", "regions"),
+		    c.regions, ctx->regions->size ? plural(c.regions, "region", "regions") :
+		    plural(c.regions, "bucket of files", "buckets of files"),
 		    (unsigned long long)c.done_bytes, (unsigned long long)c.bytes);
 	if (atomic_load(&ctx->budget_spent))
 		strbuf_addstr(sb, " The time budget ended the data scan.");

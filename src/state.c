@@ -769,7 +769,8 @@ int state_region_times(struct state *s, const char *uuid, uint64_t size, size_t 
 	bind_text(st, 1, uuid);
 	bind_u64(st, 2, size);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		uint64_t i = (uint64_t)sqlite3_column_int64(st, 0) / size;
+		/* size 0: buckets of files, by number (regions.h) */
+		uint64_t i = (uint64_t)sqlite3_column_int64(st, 0) / (size ? size : 1);
 
 		if (i < n)
 			verified[i] = sqlite3_column_double(st, 1);
@@ -783,7 +784,7 @@ static int write_region(sqlite3_stmt *st, const char *uuid, uint64_t size, size_
 			uint64_t allocated, double when, int64_t run)
 {
 	bind_text(st, 1, uuid);
-	bind_u64(st, 2, (uint64_t)i * size);
+	bind_u64(st, 2, size ? (uint64_t)i * size : (uint64_t)i);
 	bind_u64(st, 3, size);
 	bind_u64(st, 4, allocated);
 	if (when > 0)

@@ -34,7 +34,9 @@
  *             chosen on its first -x run with the store and kept (version 3)
  *   regions   (uuid, start, length, allocated, verified, run): each device
  *             region with file data (bytes of it at the last -x run) and
- *             when a run last read it all (NULL: never), for --portion
+ *             when a run last read it all (NULL: never), for --portion;
+ *             or, with length 0, a bucket of files numbered start, where
+ *             phase 5 reads file by file (regions.h)
  *
  * status is 'running' from the row's insertion, after phase 1, then one of
  * 'complete' (every phase ran to its end), 'cancelled' (SIGINT/SIGTERM),
@@ -233,7 +235,11 @@ void state_run_release(struct state_run *r);
  */
 int state_region_size(struct state *s, const char *uuid, uint64_t want, bool force,
 		      uint64_t *size);
-/* verified[i]: when region i (of size bytes) was last read, 0 never. */
+/*
+ * verified[i]: when region i (of size bytes) was last read, 0 never.  Size
+ * 0 is for the buckets of files (regions.h): rows of length 0, start the
+ * bucket's number; so in state_regions_write().
+ */
 int state_region_times(struct state *s, const char *uuid, uint64_t size, size_t n,
 		       double *verified);
 /*

@@ -18,6 +18,7 @@ import time
 import pytest
 
 from conftest import FSCRUB, check_sanitizers, run_fscrub
+import fsimage
 from test_portion import ENV, REGION_MB, _fill
 from test_state import state_dir, status_json  # noqa: F401 (state_dir: a fixture)
 
@@ -144,3 +145,137 @@ def test_sigterm_keeps_the_regions_completed(image_factory, state_dir, workdir):
     with open(out) as f:
         d = json.load(f)["data_regions"]
     assert share["7d"] == pytest.approx(kept + d["bytes_verified"] / d["bytes"]), (kept, share)
+
+
+class Reads:
+    """inotify IN_ACCESS on every file below a directory: which files a
+    run read (a read through fscrub's private clone of the mount is an
+    access of the same inode)."""
+    IN_ACCESS, IN_NONBLOCK = 0x1, 0o4000
+
+    def __init__(self, root):
+        import ctypes
+        import ctypes.util
+        self.libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        self.fd = self.libc.inotify_init1(self.IN_NONBLOCK)
+        assert self.fd >= 0
+        self.wd = {}
+        for d, _, names in os.walk(root):
+            for n in names:
+                p = os.path.join(d, n)
+                wd = self.libc.inotify_add_watch(self.fd, p.encode(), self.IN_ACCESS)
+                assert wd >= 0, p
+                self.wd[wd] = p
+
+    def take(self):
+        """The files read since the last call."""
+        import struct
+        got = set()
+        while True:
+            try:
+                buf = os.read(self.fd, 65536)
+            except BlockingIOError:
+                return got
+            off = 0
+            while off < len(buf):
+                wd, mask, _, n = struct.unpack_from("iIII", buf, off)
+                off += 16 + n
+                if mask & self.IN_ACCESS:
+                    got.add(self.wd[wd])
+
+    def close(self):
+        os.close(self.fd)
+
+
+def _files_tree(root, subvolumes=False):
+    """40 files of distinct sizes; on btrfs half of them in two subvolumes
+    (inode numbers repeat there)."""
+    dirs = [root]
+    if subvolumes:
+        for sv in ("a", "b"):
+            fsimage.run(["btrfs", "subvolume", "create", os.path.join(root, sv)])
+            dirs.append(os.path.join(root, sv))
+    sizes = {}
+    for i in range(40):
+        p = os.path.join(dirs[i % len(dirs)], "f%02d" % i)
+        with open(p, "wb") as f:
+            f.write(os.urandom((i + 1) * 10000))
+        sizes[p] = (i + 1) * 10000
+    os.sync()
+    time.sleep(1.1)
+    return sizes
+
+
+@pytest.mark.parametrize("fstype", ["tmpfs", "btrfs"])
+def test_portion_by_file_four_quarters_read_every_file_once(image_factory, state_dir,
+                                                             workdir, fstype):
+    """Where phase 5 reads file by file, --portion 25% rotates over buckets
+    of files (regions.h): four runs read each file exactly once, the
+    fifth starts over; status shows the buckets' ages."""
+    if fstype == "tmpfs":
+        fs = fsimage.make_tmpfs(workdir, populate=False)
+        mnt, cleanup = fs.mnt, fs.cleanup
+    else:
+        img = image_factory("btrfs", size_mb=300).mkfs()
+        mnt, cleanup = img.mount(), lambda: None
+    try:
+        sizes = _files_tree(mnt, subvolumes=fstype == "btrfs")
+        reads = Reads(mnt)
+        seen = []
+        for i in range(5):
+            out = os.path.join(workdir, "p.json")
+            r = run_fscrub("-n", "-v", "--portion", "25%", "--state-dir", state_dir,
+                           "--json", out, mnt)
+            assert r.rc == 0, r
+            assert "--portion: 256 of 1024 buckets of files" in r.stdout, r.stdout
+            got = reads.take()
+            with open(out) as f:
+                j = json.load(f)
+            assert j["stats"]["bytes_read"] == sum(sizes[p] for p in got), (got, j["stats"])
+            assert j["data_regions"]["region_size"] == 0, j
+            seen.append(got)
+        reads.close()
+        first4 = seen[:4]
+        assert set().union(*first4) == set(sizes), (len(set().union(*first4)), len(sizes))
+        assert sum(len(s) for s in first4) == len(sizes), [len(s) for s in seen]
+        assert seen[4] == seen[0], "the fifth run starts over with the first one's"
+        rc, j = status_json(state_dir, mnt)
+        fs_ = j["filesystems"][0]
+        assert fs_["regions"]["size"] == 0, fs_
+        assert fs_["regions"]["verified_share"]["7d"] == pytest.approx(1.0), fs_
+        assert fs_["data_coverage"] is not None, fs_
+    finally:
+        cleanup()
+
+
+def test_budget_by_file_successive_runs_cover_everything(state_dir, workdir):
+    """--time-budget where phase 5 reads file by file: the buckets are read
+    oldest first in up to eight walks; those of the walks that ended are
+    recorded, so successive runs read every file."""
+    fs = fsimage.make_tmpfs(workdir, populate=False)
+    try:
+        sizes = _files_tree(fs.mnt)     # 8.2 MB
+        reads = Reads(fs.mnt)
+        read = set()
+        before = 0.0
+        for i in range(10):
+            out = os.path.join(workdir, "b.json")
+            # 2 MB/s for 3 s: less than the data
+            r = run_fscrub("-n", "-v", "--time-budget", "3s", "--limit", "2M",
+                           "--state-dir", state_dir, "--json", out, fs.mnt)
+            assert r.rc == 0, r
+            with open(out) as f:
+                d = json.load(f)["data_regions"]
+            read |= reads.take()
+            rc, j = status_json(state_dir, fs.mnt)
+            share = j["filesystems"][0]["regions"]["verified_share"]
+            if i == 0:
+                assert d["budget_spent"] and 0 < d["bytes_verified"] < d["bytes"], d
+            assert share["7d"] > before or share["never"] == 0, (i, d, share)
+            before = share["7d"]
+            if share["never"] == 0:
+                break
+        reads.close()
+        assert share["never"] == 0 and read == set(sizes), (i, share)
+    finally:
+        fs.cleanup()
