@@ -17,7 +17,8 @@
  *
  * With --rescan-errors or --since, only some files are read, all by the
  * per-file reader; with --portion or --time-budget, only some device
- * regions, by the device reader (regions.h).
+ * regions, by the device reader, or where there is none, the files of some
+ * buckets, by the per-file reader (regions.h).
  *
  * Reads: ctx->xlinks (phase 3, sorted by phase 4) and ctx->ledger (phase
  * 3).  Leaves: ctx->stats.bytes_read (and since_skipped); ctx->xlinks
