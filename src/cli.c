@@ -25,6 +25,7 @@
 enum {
 	OPT_JSON = 256, OPT_METRICS, OPT_LIMIT, OPT_RECORD, OPT_LEDGER, OPT_MANIFEST,
 	OPT_STATE_DIR, OPT_NO_STATE, OPT_RESCAN_ERRORS, OPT_SINCE, OPT_PORTION,
+	OPT_TIME_BUDGET,
 };
 
 /* More threads than this only add contention on two queues and a cache. */
@@ -55,6 +56,7 @@ static const struct option long_options[] = {
 	{ "rescan-errors", no_argument,   NULL, OPT_RESCAN_ERRORS },
 	{ "since",	 required_argument, NULL, OPT_SINCE },
 	{ "portion",	 required_argument, NULL, OPT_PORTION },
+	{ "time-budget", required_argument, NULL, OPT_TIME_BUDGET },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -94,8 +96,12 @@ void cli_usage(FILE *f)
 	      "      --rescan-errors  -x, reading back only the files with open findings\n"
 	      "      --since DATE     -x, reading back only the files changed since DATE\n"
 	      "                       (2026-12-01, 2026-12-01T10:00:00Z, @EPOCH, 7d, 12h)\n"
-	      "      --portion P%     -x, reading back only the P %% of the file data in the\n"
-	      "                       device regions least recently read\n"
+	      "      --portion P%     -x, reading back only the P % of the file data in the\n"
+	      "                       device regions (or files) least recently read\n"
+	      "      --time-budget DURATION\n"
+	      "                       -x, reading the least recently read regions (or\n"
+	      "                       files) first, until the run has taken DURATION (2h,\n"
+	      "                       90m, 3600s)\n"
 	      "\n"
 	      "Exit status: 0 clean, 1 all repaired, 4 errors left uncorrected,\n"
 	      "8 operational error, "
@@ -268,20 +274,61 @@ static bool parse_portion(const char *s, unsigned *out)
 	return true;
 }
 
-/* --portion: what it cannot go with; -1 if all is well. */
+/*
+ * --time-budget DURATION: one or more whole numbers each with a unit, s, m,
+ * h or d ("90m", "1h30m"), up to a year; false for anything else (a bare
+ * number too: seconds or minutes would be a guess).
+ */
+static bool parse_duration(const char *s, uint64_t *out)
+{
+	/* A year: a longer run is a mistake, and it keeps the sum far from overflow. */
+	const uint64_t max = 366ULL * 86400;
+	uint64_t total = 0;
+
+	if (!*s)
+		return false;
+	while (*s) {
+		unsigned long long v, unit;
+		char *end;
+
+		if (!isdigit((unsigned char)*s))
+			return false;
+		errno = 0;
+		v = strtoull(s, &end, 10);
+		switch (*end) {
+		case 's': unit = 1; break;
+		case 'm': unit = 60; break;
+		case 'h': unit = 3600; break;
+		case 'd': unit = 86400; break;
+		default: return false;
+		}
+		if (errno || v > max / unit || total + v * unit > max)
+			return false;
+		total += v * unit;
+		s = end + 1;
+	}
+	if (!total)
+		return false;
+	*out = total;
+	return true;
+}
+
+/* --portion, --time-budget: what they cannot go with; -1 if all is well. */
 static int check_portion(const struct scrub_options *opt)
 {
+	const char *name = opt->portion ? "--portion" : "--time-budget";
+
 	if (opt->no_state || (!opt->state_dir && geteuid() != 0))
-		return usage_error("%s", "--portion reads when each region was last verified "
+		return usage_error("%s reads when each region was last verified "
 				   "from the run history: not with --no-state, and --state-dir "
-				   "unless root");
+				   "unless root", name);
 	if (opt->rescan_errors || opt->since)
-		return usage_error("%s", "--portion chooses device regions, --rescan-errors and "
-				   "--since choose files: use one");
+		return usage_error("%s chooses device regions, --rescan-errors and "
+				   "--since choose files: use one", name);
 	if (opt->record || opt->manifest_path || opt->ledger_dir)
-		return usage_error("%s", "--portion reads only parts of files, which cannot be "
+		return usage_error("%s reads only parts of files, which cannot be "
 				   "checked against whole-file checksums: not with --record, "
-				   "--ledger or --manifest");
+				   "--ledger or --manifest", name);
 	return -1;
 }
 
@@ -427,6 +474,12 @@ int cli_parse(int argc, char **argv, struct scrub_options *opt)
 						   "100%%, such as 25%%, not '%s'", optarg);
 			opt->verify_data = true;
 			break;
+		case OPT_TIME_BUDGET:
+			if (!parse_duration(optarg, &opt->time_budget))
+				return usage_error("--time-budget needs a duration such as 2h, 90m, "
+						   "3600s or 1h30m (at most 366d), not '%s'", optarg);
+			opt->verify_data = true;
+			break;
 		case '?':
 		default:
 			if (optopt && strchr("aCjmt", optopt))
@@ -434,7 +487,7 @@ int cli_parse(int argc, char **argv, struct scrub_options *opt)
 						   (char[]){ (char)optopt, 0 });
 			if (optopt == OPT_JSON || optopt == OPT_METRICS || optopt == OPT_LIMIT ||
 			    optopt == OPT_LEDGER || optopt == OPT_MANIFEST || optopt == OPT_STATE_DIR ||
-			    optopt == OPT_SINCE || optopt == OPT_PORTION)
+			    optopt == OPT_SINCE || optopt == OPT_PORTION || optopt == OPT_TIME_BUDGET)
 				return usage_error("option %s needs an argument", argv[optind - 1]);
 			if (optopt)
 				return usage_error("unknown option -%s", (char[]){ (char)optopt, 0 });
@@ -467,7 +520,7 @@ int cli_parse(int argc, char **argv, struct scrub_options *opt)
 				   "--record or --manifest");
 	if (opt->since && (ret = check_since(opt)) >= 0)
 		return ret;
-	if (opt->portion && (ret = check_portion(opt)) >= 0)
+	if ((opt->portion || opt->time_budget) && (ret = check_portion(opt)) >= 0)
 		return ret;
 	if (opt->state_dir) {
 		struct stat st;
@@ -488,6 +541,7 @@ int cli_parse(int argc, char **argv, struct scrub_options *opt)
 	}
 	/* A default manifest for every -x, e.g. from a systemd unit's environment. */
 	if (opt->verify_data && !opt->rescan_errors && !opt->since && !opt->portion &&
+	    !opt->time_budget &&
 	    !opt->manifest_path &&
 	    getenv("FSCRUB_MANIFEST") &&
 	    *getenv("FSCRUB_MANIFEST")) {

@@ -42,6 +42,7 @@ void scrub_ctx_release(struct scrub_ctx *ctx)
 	free(ctx->fs_uuid);
 	region_plan_free(ctx->regions);
 	free(ctx->rescan);
+	free(ctx->rescan_sv);
 	ctx->state = NULL;
 	pthread_mutex_destroy(&ctx->report_lock);
 	pthread_mutex_destroy(&ctx->suspects_lock);

@@ -29,6 +29,7 @@ struct ledger;
 struct xlink_list;
 struct state;
 struct ino_key;
+struct subvol_ino;
 
 /* What a filesystem does not promise, so the checks that rely on it are off. */
 enum fs_quirks {
@@ -97,6 +98,7 @@ struct scrub_options {
 	const char *since;	/* --since DATE as given: -x reads only files changed since */
 	int64_t since_ns;	/* ... DATE, ns since the epoch */
 	unsigned portion;	/* --portion P%: -x reads the P % least recently read; 0 none */
+	uint64_t time_budget;	/* --time-budget: seconds the run may take; 0 none */
 };
 
 /* Per-thread counters, summed after each phase; no atomics on hot paths. */
@@ -191,7 +193,11 @@ struct scrub_ctx {
 	double run_started;		/* Unix time */
 	struct ino_key *rescan;		/* --rescan-errors: the files to read, sorted (history.h) */
 	size_t nr_rescan;
+	struct subvol_ino *rescan_sv;	/* ... those of other subvolumes, by subvolume id */
+	size_t nr_rescan_sv;
 	struct region_plan *regions;	/* the device regions of phase 5 (regions.h), or NULL */
+	uint64_t budget_end_ns;		/* --time-budget: CLOCK_MONOTONIC end of the run, 0 none */
+	atomic_bool budget_spent;	/* ... reached: phase 5 stopped reading (regions.h) */
 
 	/* Report state (report.c). */
 	pthread_mutex_t report_lock;

@@ -15,6 +15,7 @@
 #include "ledger.h"
 #include "progress.h"
 #include "ratelimit.h"
+#include "regions.h"
 #include "report.h"
 #include "strbuf.h"
 #include "stx.h"
@@ -142,7 +143,7 @@ static bool verify_range(struct verify_file *vf, char *buf, uint64_t start, uint
 	for (uint64_t off = start & ~(uint64_t)(DIO_ALIGN - 1); off < end;) {
 		size_t want = VERIFY_CHUNK;
 
-		if (scrub_should_stop(ctx))
+		if (scrub_should_stop(ctx) || (vf->args->budget && regions_budget_spent(ctx)))
 			return false;
 		if (end - off < want)
 			want = (size_t)((end - off + DIO_ALIGN - 1) & ~(uint64_t)(DIO_ALIGN - 1));
@@ -197,6 +198,32 @@ static bool changed_since(struct dataverify_since *since, const struct walk_entr
 	return false;
 }
 
+/* Is the file in args->only, or (by its subvolume) in args->only_sv? */
+static bool listed(const struct dataverify_args *args, const struct statx *stx)
+{
+	struct ino_key id = ino_key_of(stx);
+	struct subvol_ino sv = { .ino = stx->stx_ino };
+
+	if (args->nr_only && bsearch(&id, args->only, args->nr_only, sizeof(*args->only),
+				     ino_key_cmp))
+		return true;
+	return args->nr_only_sv && stx_subvol(stx, &sv.subvol) &&
+	       bsearch(&sv, args->only_sv, args->nr_only_sv, sizeof(*args->only_sv),
+		       subvol_ino_cmp);
+}
+
+/* --portion, --time-budget by file: is the file's bucket read now?  Counts its bytes. */
+static bool in_bucket(struct scrub_ctx *ctx, const struct dataverify_args *args,
+		      const struct statx *stx)
+{
+	size_t b = regions_bucket_of(stx);
+
+	/* st_blocks counts 512-byte units whatever the block size. */
+	if (args->bucket_bytes)
+		atomic_fetch_add(&args->bucket_bytes[b], (unsigned long long)stx->stx_blocks * 512);
+	return args->buckets[b] && !(args->budget && regions_budget_spent(ctx));
+}
+
 static void verify_entry(struct walk_thread *t, struct walk_dir *d,
 			 const struct walk_entry *e)
 {
@@ -206,15 +233,14 @@ static void verify_entry(struct walk_thread *t, struct walk_dir *d,
 
 	if (e->stat_err || e->submount || !S_ISREG(e->stx.stx_mode) || !vt->buf)
 		return;
-	struct ino_key id = ino_key_of(&e->stx);
-
-	if (args->only && !bsearch(&id, args->only, args->nr_only, sizeof(*args->only),
-				   ino_key_cmp))
+	if (args->only && !listed(args, &e->stx))
 		return;
 	/* Read each inode once, whatever number of names it has. */
 	if (e->seen_before || (e->stx.stx_nlink > 1 &&
 			       inoset_test_and_set(args->linked, stx_devno(&e->stx),
 						   e->stx.stx_ino)))
+		return;
+	if (args->buckets && !in_bucket(t->ctx, args, &e->stx))
 		return;
 	vf.fd = walk_open_file(t, d, e, O_DIRECT);
 	if (vf.fd == -EINVAL) {

@@ -42,6 +42,22 @@ struct dataverify_args {
 	struct inoset *linked;		/* the multiply-linked files read so far */
 	const struct ino_key *only;	/* by ino_key_cmp; if not NULL, read only these */
 	size_t nr_only;
+	/*
+	 * ... and these, by subvolume id and inode (subvol_ino_cmp; the
+	 * file's statx subvolume, inokey.h), which need not be on the mount's
+	 * st_dev: --rescan-errors in other btrfs subvolumes.
+	 */
+	const struct subvol_ino *only_sv;
+	size_t nr_only_sv;
+	/*
+	 * --portion, --time-budget by file (regions.h): read only the files
+	 * of these FILE_BUCKETS buckets (regions_bucket_of()); if bucket_bytes
+	 * is set, add every regular file's allocated bytes to its bucket's;
+	 * budget: stop reading when regions_budget_spent().
+	 */
+	const bool *buckets;
+	atomic_ullong *bucket_bytes;
+	bool budget;
 	struct ratelimit *limit;	/* --limit, or NULL */
 	struct dataverify_since *since;	/* --since, or NULL */
 };

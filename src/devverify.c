@@ -77,7 +77,14 @@ struct planner {
 	uint64_t start, end;
 	bool open;
 	uint64_t data;			/* bytes of file data covered */
+	uint64_t region;		/* no read crosses a multiple of this; 0: none */
 };
+
+/* Does [s, ...) begin in another region than the open read? */
+static bool other_region(const struct planner *p, uint64_t s)
+{
+	return p->region && s / p->region != (p->end - 1) / p->region;
+}
 
 /* Add the aligned piece [s, e) of an extent (in device order). */
 static void plan_piece(struct planner *p, uint64_t s, uint64_t e)
@@ -85,7 +92,7 @@ static void plan_piece(struct planner *p, uint64_t s, uint64_t e)
 	if (p->open && e <= p->end)
 		return;			/* inside the current read (shared) */
 	p->data += e - (p->open && s < p->end ? p->end : s);
-	if (p->open && s <= p->end + DEVREAD_MERGE_GAP) {
+	if (p->open && s <= p->end + DEVREAD_MERGE_GAP && !other_region(p, s)) {
 		p->end = e;
 		return;
 	}
@@ -117,15 +124,16 @@ static void plan_extent(struct planner *p, const struct region_plan *rp, uint64_
 /*
  * The read list: data extents in device order, neighbours merged when the
  * gap between them is small (one long read beats two seeks), aligned to
- * BAD_STEP and clipped to the device and, with --portion, to the regions
- * chosen (region sizes are multiples of BAD_STEP).  *data: bytes of file
+ * BAD_STEP and clipped to the device and to the regions chosen, no read
+ * crossing a region boundary (region sizes are multiples of BAD_STEP);
+ * then in the regions' reading order (regions.h).  *data: bytes of file
  * data covered.
  */
 static struct io_range *plan_reads(const struct scrub_ctx *ctx, size_t *nr, uint64_t *data)
 {
 	const struct xlink_list *l = ctx->xlinks;
-	const struct region_plan *rp = ctx->opt.portion ? ctx->regions : NULL;
-	struct planner p = { 0 };
+	struct region_plan *rp = ctx->regions;
+	struct planner p = { .region = rp ? rp->size : 0 };
 
 	for (size_t i = 0; i < l->n; i++) {
 		const struct xlink_extent *x = &l->v[i];
@@ -143,22 +151,25 @@ static struct io_range *plan_reads(const struct scrub_ctx *ctx, size_t *nr, uint
 	}
 	if (p.open)
 		add_reads(&p.v, &p.n, &p.alloc, p.start, p.end - p.start);
+	if (rp)
+		regions_order_reads(rp, p.v, p.n);
 	*nr = p.n;
 	*data = p.data;
 	return p.v;
 }
 
+/* Cancelled, stopped by -a, or --time-budget spent (regions.h). */
 static bool stop_requested(void *ctx)
 {
-	return scrub_should_stop(ctx);
+	return scrub_should_stop(ctx) || regions_budget_spent(ctx);
 }
 
 static bool admit(void *arg, uint64_t len)
 {
 	struct devread *dr = arg;
 
-	return !scrub_should_stop(dr->ctx) && ratelimit_take(&dr->limit, len, stop_requested,
-							     dr->ctx);
+	return !stop_requested(dr->ctx) && ratelimit_take(&dr->limit, len, stop_requested,
+							  dr->ctx);
 }
 
 static void timed(void *arg, uint64_t len, uint64_t lat_ns)
@@ -191,18 +202,27 @@ static void note_op_error(struct devread *dr, int err)
 	pthread_mutex_unlock(&dr->lock);
 }
 
-/* A read of r failed: read it again block by block to find the bad ones. */
-static void bisect(struct devread *dr, const struct io_range *r, char *buf)
+/*
+ * A read of r failed: read it again block by block to find the bad ones.
+ * False if it stopped before the end (cancelled, or not a media error).
+ */
+static bool bisect(struct devread *dr, const struct io_range *r, char *buf)
 {
-	uint64_t bad_start = 0, bad_len = 0;
+	uint64_t bad_start = 0, bad_len = 0, pos;
 	int bad_err = 0;
+	bool whole = true;
 
-	for (uint64_t pos = r->off; pos < r->off + r->len && !scrub_should_stop(dr->ctx);
-	     pos += BAD_STEP) {
-		ssize_t n = pread(dr->fd, buf, BAD_STEP, (off_t)pos);
+	for (pos = r->off; pos < r->off + r->len; pos += BAD_STEP) {
+		ssize_t n;
 
+		if (scrub_should_stop(dr->ctx)) {
+			whole = false;
+			break;
+		}
+		n = pread(dr->fd, buf, BAD_STEP, (off_t)pos);
 		if (n < 0 && !errno_is_corruption(errno)) {
 			note_op_error(dr, errno);
+			whole = false;
 			break;
 		}
 		if (n >= 0) {
@@ -217,25 +237,30 @@ static void bisect(struct devread *dr, const struct io_range *r, char *buf)
 	}
 	if (bad_len)
 		add_bad(dr, bad_start, bad_len, bad_err);
+	return whole;
 }
 
 static void read_done(void *arg, const struct io_range *r, char *buf, int64_t res)
 {
 	struct devread *dr = arg;
+	struct region_plan *rp = dr->ctx->regions;
 
 	if (res == (int64_t)r->len) {
-		if (!dr->ctx->opt.portion)	/* no file is read whole: nothing to judge */
+		/* --portion, --time-budget: no file is known to be read whole, nothing to judge */
+		if (!regions_mode(&dr->ctx->opt))
 			ledger_hash_read(dr->ctx->ledger, r->off, r->len, buf);
 		atomic_fetch_add(&dr->bytes, r->len);
 		progress_add(&dr->ctx->progress_done, r->len);
+		regions_read_done(rp, r->off, true);
 		return;
 	}
 	if (res < 0 && !errno_is_corruption((int)-res)) {
 		note_op_error(dr, (int)-res);
+		regions_read_done(rp, r->off, false);
 		return;
 	}
 	/* A media error, or a short read inside the device: find the bad blocks. */
-	bisect(dr, r, buf);
+	regions_read_done(rp, r->off, bisect(dr, r, buf));
 	atomic_fetch_add(&dr->bytes, r->len);
 	progress_add(&dr->ctx->progress_done, r->len);
 }
@@ -291,7 +316,7 @@ int devverify_run(struct scrub_ctx *ctx, unsigned long long *bytes, const char *
 		close(dr.fd);
 		return ret;
 	}
-	if (!ctx->opt.portion)
+	if (!regions_mode(&ctx->opt))
 		ledger_device_begin(ctx->ledger, ctx->xlinks);
 	reads = plan_reads(ctx, &nr_reads, &data);
 	ratelimit_init(&dr.limit, ctx->opt.limit_rate, ctx->opt.limit_auto, report_limit, ctx);
@@ -320,9 +345,8 @@ int devverify_run(struct scrub_ctx *ctx, unsigned long long *bytes, const char *
 			  MAX_BAD_RANGES, ctx->source);
 	if (dr.nr_bad && !scrub_should_stop(ctx))
 		mediamap_report(ctx, dr.fd, dr.bad, dr.nr_bad);
-	/* Every chosen region read to its end: the history records them. */
-	if (ctx->regions && ret >= 0 && !dr.op_err && !scrub_should_stop(ctx))
-		ctx->regions->read = true;
+	/* The regions read to their end: the history records them. */
+	regions_finish(ctx->regions, ret >= 0 && !stop_requested(ctx));
 	*bytes = atomic_load(&dr.bytes);
 	free(dr.bad);
 	free(reads);

@@ -33,6 +33,13 @@ struct dir_node {
 	struct dir_node *parent;	/* NULL for the root */
 	atomic_uint refs;
 	uint64_t dev, ino;		/* identity to verify on open */
+	/*
+	 * The subvolume id the kernel gave with the directory's statx
+	 * (STATX_SUBVOL; inokey.h), if has_subvol: that of every file in it.
+	 * Set by the walk after dir_node_new*().
+	 */
+	uint64_t subvol;
+	bool has_subvol;
 	/* fields below are protected by dircache.lock */
 	int fd;				/* -1 when not open */
 	unsigned pins;			/* users of fd; a pinned fd is never closed */

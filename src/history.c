@@ -77,6 +77,7 @@ static char *options_json(const struct scrub_ctx *ctx)
 	json_object_object_add(j, "manifest", json_escaped_string(o->manifest_path));
 	json_object_object_add(j, "since", json_escaped_string(o->since));
 	json_object_object_add(j, "portion", json_object_new_int((int)o->portion));
+	json_object_object_add(j, "time_budget", json_object_new_int64((int64_t)o->time_budget));
 	json_object_object_add(j, "max_errors", json_object_new_int64((int64_t)o->max_errors));
 	json_object_object_add(j, "limit", json_object_new_int64((int64_t)o->limit_rate));
 	json_object_object_add(j, "background", json_object_new_boolean(o->background));
@@ -86,37 +87,60 @@ static char *options_json(const struct scrub_ctx *ctx)
 	return s;
 }
 
+/* Sort v (n of size sz) and drop repeats; the number left. */
+static size_t sort_unique(void *v, size_t n, size_t sz, int (*cmp)(const void *, const void *))
+{
+	char *b = v;
+	size_t w = 0;
+
+	if (n)
+		qsort(v, n, sz, cmp);
+	for (size_t i = 0; i < n; i++)
+		if (!w || cmp(b + (w - 1) * sz, b + i * sz))
+			memmove(b + w++ * sz, b + i * sz, sz);
+	return w;
+}
+
 /*
  * --rescan-errors: the files phase 5 is to read, those with open content
- * findings (state.h), as inodes of the mount's own st_dev (a finding keeps
- * no st_dev: the files of other btrfs subvolumes under the mount are not
- * read again, and their findings stay open).
+ * findings (state.h).  A finding keeps its file's subvolume (report.h,
+ * finding.subvol), not the st_dev, which btrfs hands out anew on each
+ * mount: the mount's own subvolume (its id, or 0) is read by the mount's
+ * st_dev (ctx->rescan), the others by their subvolume id, which the
+ * per-file reader compares with each file's (ctx->rescan_sv).  Findings
+ * whose subvolume is not known are not read again: they stay open until a
+ * full -x.
  */
 static void load_rescan(struct scrub_ctx *ctx, const struct state_fs *fs)
 {
 	struct ino_key root = ino_key_of(&ctx->root_stx);
-	uint64_t *inos = NULL;
-	size_t n = 0, w = 0;
+	uint64_t root_sv = 0;
+	struct subvol_ino *files = NULL;
+	size_t n = 0, unknown = 0, nr = 0, nsv = 0;
 
-	if (state_open_content_inodes(ctx->state, fs, &inos, &n)) {
+	if (state_open_content_files(ctx->state, fs, &files, &n, &unknown)) {
 		report_operational(ctx, NULL, NULL, 0, "cannot read the open findings from the "
 				   "state database '%s'", state_path(ctx->state));
 		return;
 	}
+	n = sort_unique(files, n, sizeof(*files), subvol_ino_cmp);
+	stx_subvol(&ctx->root_stx, &root_sv);
 	ctx->rescan = xmalloc((n + 1) * sizeof(*ctx->rescan));
-	for (size_t i = 0; i < n; i++)
-		ctx->rescan[i] = (struct ino_key){ .dev = root.dev, .ino = inos[i] };
-	if (n)
-		qsort(ctx->rescan, n, sizeof(*ctx->rescan), ino_key_cmp);
-	for (size_t i = 0; i < n; i++)
-		if (!w || !ino_key_eq(ctx->rescan[w - 1], ctx->rescan[i]))
-			ctx->rescan[w++] = ctx->rescan[i];
-	ctx->nr_rescan = w;
-	for (size_t i = 0; i < w; i++)
-		inos[i] = ctx->rescan[i].ino;
-	state_set_rescanned(ctx->state, inos, w);
-	free(inos);
-	report_verbose(ctx, "Phase 1: --rescan-errors: files with open findings: %zu", w);
+	ctx->rescan_sv = xmalloc((n + 1) * sizeof(*ctx->rescan_sv));
+	for (size_t i = 0; i < n; i++) {
+		if (files[i].subvol == 0 || files[i].subvol == root_sv)
+			ctx->rescan[nr++] = (struct ino_key){ .dev = root.dev, .ino = files[i].ino };
+		else
+			ctx->rescan_sv[nsv++] = files[i];
+	}
+	ctx->nr_rescan = sort_unique(ctx->rescan, nr, sizeof(*ctx->rescan), ino_key_cmp);
+	ctx->nr_rescan_sv = nsv;
+	state_set_rescanned(ctx->state, files, n);
+	free(files);
+	report_verbose(ctx, "Phase 1: --rescan-errors: files with open findings: %zu", n);
+	if (unknown)
+		report_verbose(ctx, "Phase 1: --rescan-errors: %zu open findings in files of an "
+			       "unknown subvolume are not read again", unknown);
 }
 
 void history_begin(struct scrub_ctx *ctx)
@@ -138,7 +162,7 @@ void history_begin(struct scrub_ctx *ctx)
 		.options = options_json(ctx), .version = FSCRUB_VERSION,
 		.started = ctx->run_started, .verify_data = ctx->opt.verify_data,
 		.rescan = ctx->opt.rescan_errors, .since = ctx->opt.since != NULL,
-		.portion = ctx->opt.portion != 0,
+		.portion = regions_mode(&ctx->opt),
 	};
 	if (state_run_begin(ctx->state, &r, &err)) {
 		history_failed(ctx, &err);

@@ -50,6 +50,25 @@ static inline int ino_key_cmp(const void *a, const void *b)
 }
 
 /*
+ * A file named across runs and mounts, where st_dev is no name: the
+ * subvolume id (below; 0 on a filesystem without them) and the inode.
+ */
+struct subvol_ino {
+	uint64_t subvol;
+	uint64_t ino;
+};
+
+/* By subvolume, then inode number: qsort()/bsearch() of struct subvol_ino arrays. */
+static inline int subvol_ino_cmp(const void *a, const void *b)
+{
+	const struct subvol_ino *x = a, *y = b;
+
+	if (x->subvol != y->subvol)
+		return x->subvol < y->subvol ? -1 : 1;
+	return x->ino < y->ino ? -1 : x->ino > y->ino;
+}
+
+/*
  * STATX_SUBVOL (Linux 6.10): the id of the subvolume that holds the inode,
  * stable from mount to mount (btrfs: the subvolume's root id, 5 for the
  * top level; bcachefs).  Debian 12's headers predate it: the field is the

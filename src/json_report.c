@@ -14,6 +14,7 @@
 #include "context.h"
 #include "jsonfmt.h"
 #include "outfile.h"
+#include "regions.h"
 #include "report.h"
 #include "strbuf.h"
 
@@ -178,6 +179,28 @@ static json_object *stats_object(const struct scrub_stats *s)
 	return o;
 }
 
+/* --portion, --time-budget: what phase 5 covered of the regions; null otherwise. */
+static json_object *regions_object(struct scrub_ctx *ctx)
+{
+	json_object *o;
+	struct region_coverage c;
+
+	if (!regions_mode(&ctx->opt) || !ctx->regions)
+		return NULL;
+	regions_coverage(ctx->regions, &c);
+	o = json_object_new_object();
+	json_object_object_add(o, "region_size", json_object_new_int64((int64_t)ctx->regions->size));
+	json_object_object_add(o, "regions", json_object_new_int64((int64_t)c.regions));
+	json_object_object_add(o, "regions_verified", json_object_new_int64((int64_t)c.done));
+	json_object_object_add(o, "bytes", json_object_new_int64((int64_t)c.bytes));
+	json_object_object_add(o, "bytes_verified", json_object_new_int64((int64_t)c.done_bytes));
+	json_object_object_add(o, "time_budget", ctx->opt.time_budget ?
+			       json_object_new_int64((int64_t)ctx->opt.time_budget) : NULL);
+	json_object_object_add(o, "budget_spent",
+			       json_object_new_boolean(atomic_load(&ctx->budget_spent)));
+	return o;
+}
+
 int json_report_finish(struct scrub_ctx *ctx, int exit_code)
 {
 	struct json_report *j = ctx->json;
@@ -193,6 +216,7 @@ int json_report_finish(struct scrub_ctx *ctx, int exit_code)
 	put_member(j, "phases", j->phases, true);
 	put_member(j, "counts", counts_object(ctx), true);
 	put_member(j, "stats", stats_object(&ctx->stats), true);
+	put_member(j, "data_regions", regions_object(ctx), true);
 	put_member(j, "cancelled", json_object_new_boolean(scrub_cancelled), true);
 	put_member(j, "finished", json_object_new_string(finished), true);
 	put_member(j, "exit_code", json_object_new_int(exit_code), false);

@@ -112,6 +112,10 @@ int main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	setup_signals();
+	/* --time-budget counts from here: the run's wall time, metadata phases included. */
+	if (ctx.opt.time_budget)
+		ctx.budget_end_ns = (uint64_t)start.tv_sec * 1000000000ULL +
+				    (uint64_t)start.tv_nsec + ctx.opt.time_budget * 1000000000ULL;
 	history_open(&ctx);
 	if (ctx.opt.background)
 		go_background();

@@ -42,9 +42,10 @@ static void add_metric(struct strbuf *sb, const char *labels, const char *name,
 }
 
 /*
- * The share of the file data in device regions read within 7, 30 and 90
- * days (cumulative, as "verified in the last N days" reads); none until a
- * -x run by the device recorded the regions.
+ * The share of the file data in device regions (or buckets of files,
+ * regions.h) read within 7, 30 and 90 days (cumulative, as "verified in
+ * the last N days" reads); none until a -x run by the device, or a
+ * --portion or --time-budget run by file, recorded them.
  */
 static void add_shares(struct strbuf *body, const char *labels, const struct state_summary *sum)
 {
@@ -53,7 +54,7 @@ static void add_shares(struct strbuf *body, const char *labels, const struct sta
 	if (!sum->nr_regions)
 		return;
 	strbuf_addstr(body, "# HELP fscrub_data_verified_share Share of the file data (by "
-		      "device region) read back within the last N days.\n"
+		      "device region or bucket of files) read back within the last N days.\n"
 		      "# TYPE fscrub_data_verified_share gauge\n");
 	for (int b = STATE_AGE_7D; b <= STATE_AGE_90D; b++) {
 		within += sum->region_share[b];

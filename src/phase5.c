@@ -16,8 +16,9 @@
  * the files btrfs keeps none for: backend.h, data_checksummed).
  *
  * With --rescan-errors or --since, only some files are read, all by the
- * per-file reader; with --portion, only some device regions, by the
- * device reader (regions.h).
+ * per-file reader; with --portion or --time-budget, only some device
+ * regions, by the device reader, or where there is none, the files of some
+ * buckets, by the per-file reader (regions.h).
  *
  * Reads: ctx->xlinks (phase 3, sorted by phase 4) and ctx->ledger (phase
  * 3).  Leaves: ctx->stats.bytes_read (and since_skipped); ctx->xlinks
@@ -39,18 +40,28 @@
 #include "inoset.h"
 #include "ledger.h"
 #include "ratelimit.h"
+#include "regions.h"
 #include "report.h"
 #include "strbuf.h"
 #include "walk.h"
 
-/* The per-file reader, for every file or (only != NULL) for those inodes. */
+/*
+ * The per-file reader, for every file or (only != NULL) for those inodes;
+ * args: what else it is to know (only_sv, since), or NULL.
+ */
 static int read_files(struct scrub_ctx *ctx, const struct ino_key *only, size_t nr_only,
-		      struct dataverify_since *since, struct scrub_stats *stats)
+		      const struct dataverify_args *more, struct scrub_stats *stats)
 {
 	struct ratelimit limit;
-	struct dataverify_args args = { .linked = inoset_new(), .only = only,
-					.nr_only = nr_only, .limit = &limit, .since = since };
+	struct dataverify_args args = { 0 };
 	int ret;
+
+	if (more)
+		args = *more;
+	args.linked = inoset_new();
+	args.only = only;
+	args.nr_only = nr_only;
+	args.limit = &limit;
 
 	ratelimit_init(&limit, ctx->opt.limit_rate, ctx->opt.limit_auto, report_limit, ctx);
 	ret = walk_tree(ctx, &dataverify_visitor, &args, stats, NULL);
@@ -88,19 +99,21 @@ static struct ino_key *per_file_inodes(struct scrub_ctx *ctx, size_t *n)
 }
 
 /*
- * --rescan-errors: only the files with open findings (ctx->rescan, made in
- * phase 1 by history.c), by the per-file reader; nothing when there are
- * none (read_files() with no list would read every file).
+ * --rescan-errors: only the files with open findings (ctx->rescan and
+ * rescan_sv, made in phase 1 by history.c), by the per-file reader;
+ * nothing when there are none (read_files() with no list would read every
+ * file).
  */
 static int rescan_files(struct scrub_ctx *ctx, unsigned long long *items)
 {
 	struct scrub_stats stats = { 0 };
+	struct dataverify_args more = { .only_sv = ctx->rescan_sv, .nr_only_sv = ctx->nr_rescan_sv };
+	size_t n = ctx->nr_rescan + ctx->nr_rescan_sv;
 	int ret = 0;
 
 	ledger_prepare(ctx, ctx->ledger);
-	report_verbose(ctx, "Phase 5: reading back the %zu files with open findings",
-		       ctx->nr_rescan);
-	if (ctx->nr_rescan && read_files(ctx, ctx->rescan, ctx->nr_rescan, NULL, &stats) < 0)
+	report_verbose(ctx, "Phase 5: reading back the %zu files with open findings", n);
+	if (n && read_files(ctx, ctx->rescan, ctx->nr_rescan, &more, &stats) < 0)
 		ret = EXIT_OPERATIONAL;
 	ledger_finish(ctx, ctx->ledger);
 	if (ret)
@@ -128,7 +141,7 @@ static int since_files(struct scrub_ctx *ctx, unsigned long long *items)
 	report_verbose(ctx, "Phase 5: reading back the files changed since %s%s", ctx->opt.since,
 		       since.ledger ? ", or without a record of their current version in the "
 		       "ledger" : "");
-	if (read_files(ctx, NULL, 0, &since, &stats) < 0)
+	if (read_files(ctx, NULL, 0, &(struct dataverify_args){ .since = &since }, &stats) < 0)
 		ret = EXIT_OPERATIONAL;
 	ledger_finish(ctx, ctx->ledger);
 	if (ret)
@@ -145,25 +158,99 @@ static int since_files(struct scrub_ctx *ctx, unsigned long long *items)
 }
 
 /*
- * --portion: the device regions least recently read (regions.h), by the
+ * One walk of the per-file reader over the buckets take; count: add each
+ * file's bytes to its bucket's.  True if it read them all (no stop, no
+ * operational error).
+ */
+static bool read_buckets(struct scrub_ctx *ctx, const bool *take, atomic_ullong *count,
+			 struct scrub_stats *stats)
+{
+	unsigned long long operr = atomic_load(&ctx->nr_operational);
+	struct dataverify_args more = { .buckets = take, .bucket_bytes = count,
+					.budget = ctx->opt.time_budget != 0 };
+
+	if (read_files(ctx, NULL, 0, &more, stats) < 0)
+		return false;
+	return !scrub_should_stop(ctx) && !regions_budget_spent(ctx) &&
+	       atomic_load(&ctx->nr_operational) == operr;
+}
+
+/*
+ * --portion, --time-budget where the device cannot be read by regions
+ * (why): buckets of files instead (regions.h), by the per-file reader,
+ * in one walk, or with --time-budget in up to BUCKET_WALKS walks, the
+ * least recently read buckets first.
+ */
+static int portion_files(struct scrub_ctx *ctx, const char *why, unsigned long long *items)
+{
+	struct scrub_stats stats = { 0 };
+	struct region_plan *p;
+	atomic_ullong *count = xcalloc(FILE_BUCKETS, sizeof(*count));
+	bool *take = xcalloc(FILE_BUCKETS, sizeof(*take));
+	size_t nr_chosen = 0, walks = ctx->opt.time_budget ? BUCKET_WALKS : 1, first = 0;
+
+	report_verbose(ctx, "Phase 5: reading file by file: %s", why);
+	ledger_prepare(ctx, ctx->ledger);
+	if (regions_plan_files(ctx, &why) < 0) {
+		report_operational(ctx, NULL, NULL, 0, "%s: %s; no data was read",
+				   ctx->opt.portion ? "--portion" : "--time-budget", why);
+		ledger_finish(ctx, ctx->ledger);
+		free(count);
+		free(take);
+		return 0;
+	}
+	p = ctx->regions;
+	for (size_t i = 0; i < p->nr; i++)
+		nr_chosen += p->chosen[i];
+	/* Walk w reads the chosen buckets of rank [first, last): oldest first. */
+	for (size_t w = 0; w < walks && !scrub_should_stop(ctx) && !regions_budget_spent(ctx);
+	     w++) {
+		size_t last = nr_chosen * (w + 1) / walks;
+		bool whole;
+
+		for (size_t i = 0; i < p->nr; i++)
+			take[i] = p->chosen[i] && p->rank[i] >= first && p->rank[i] < last;
+		whole = read_buckets(ctx, take, w ? NULL : count, &stats);
+		for (size_t i = 0; i < p->nr && whole; i++)
+			p->done[i] |= take[i];
+		first = last;
+	}
+	ledger_finish(ctx, ctx->ledger);
+	for (size_t i = 0; i < p->nr; i++)
+		p->allocated[i] = atomic_load(&count[i]);
+	free(count);
+	free(take);
+	xlink_list_release(ctx->xlinks);
+	*items = stats.bytes_read;
+	ctx->stats.bytes_read = stats.bytes_read;
+	report_verbose(ctx, "Phase 5: %llu bytes read from %llu files", stats.bytes_read,
+		       stats.files);
+	return 0;
+}
+
+/*
+ * --portion, --time-budget: the device regions least recently read (regions.h), by the
  * device reader alone; the checksum records are not compared (no file is
  * known to be read whole), and files whose extents are not all known are
- * not read.  Without the device reader, nothing is read: an operational
- * error says why.
+ * not read.  Without the device reader, buckets of files by the per-file
+ * reader (portion_files()).
  */
 static int portion_read(struct scrub_ctx *ctx, unsigned long long *items)
 {
 	unsigned long long dev_bytes = 0;
 	const char *why = NULL;
 
-	if (devverify_run(ctx, &dev_bytes, &why) < 0) {
-		report_operational(ctx, NULL, NULL, 0, "--portion reads the block device by "
-				   "regions, and cannot here: %s; no data was read", why);
+	if (!ctx->state || !ctx->fs_uuid) {
+		report_operational(ctx, NULL, NULL, 0, "%s needs the run history, which cannot "
+				   "be used; no data was read",
+				   ctx->opt.portion ? "--portion" : "--time-budget");
 		return 0;
 	}
+	if (devverify_run(ctx, &dev_bytes, &why) < 0)
+		return portion_files(ctx, why, items);
 	if (ctx->xlinks->nr_unmapped)
-		report_verbose(ctx, "Phase 5: --portion: %zu files whose extents are not all "
-			       "known are not read", ctx->xlinks->nr_unmapped);
+		report_verbose(ctx, "Phase 5: --portion, --time-budget: %zu files whose extents "
+			       "are not all known are not read", ctx->xlinks->nr_unmapped);
 	xlink_list_release(ctx->xlinks);
 	*items = dev_bytes;
 	ctx->stats.bytes_read = dev_bytes;
@@ -192,7 +279,7 @@ int phase5_data(struct scrub_ctx *ctx, unsigned long long *items)
 		return rescan_files(ctx, items);
 	if (ctx->opt.since)
 		return since_files(ctx, items);
-	if (ctx->opt.portion)
+	if (regions_mode(&ctx->opt))
 		return portion_read(ctx, items);
 	ledger_prepare(ctx, ctx->ledger);
 	if (devverify_run(ctx, &dev_bytes, &why) == 0) {

@@ -10,9 +10,16 @@
 
 #include "context.h"
 #include "crosslink.h"
+#include "inokey.h"
+#include "ioengine.h"
 #include "report.h"
 #include "state.h"
 #include "strbuf.h"
+
+bool regions_mode(const struct scrub_options *opt)
+{
+	return opt->portion || opt->time_budget;
+}
 
 uint64_t regions_default_size(uint64_t dev_size)
 {
@@ -81,6 +88,32 @@ static int age_cmp(const void *a, const void *b)
 	return x->i < y->i ? -1 : x->i > y->i;
 }
 
+/* The regions with file data, least recently read first (never: 0). */
+static struct age *by_age(const struct region_plan *p, const double *verified, size_t *n)
+{
+	struct age *v = xmalloc((p->nr + 1) * sizeof(*v));
+
+	*n = 0;
+	for (size_t i = 0; i < p->nr; i++)
+		if (p->allocated[i])
+			v[(*n)++] = (struct age){ .verified = verified[i], .i = i };
+	qsort(v, *n, sizeof(*v), age_cmp);
+	return v;
+}
+
+/* --time-budget: read the oldest first; ranks after them for the rest. */
+static void rank_by_age(struct region_plan *p, const double *verified)
+{
+	size_t n;
+	struct age *v = by_age(p, verified, &n);
+
+	for (size_t i = 0; i < p->nr; i++)
+		p->rank[i] = n + i;
+	for (size_t k = 0; k < n; k++)
+		p->rank[v[k].i] = k;
+	free(v);
+}
+
 /*
  * --portion: the least recently read regions until their data is closest
  * to P % of all: a region is taken while that brings the sum nearer.
@@ -88,15 +121,11 @@ static int age_cmp(const void *a, const void *b)
 static uint64_t choose(struct region_plan *p, const double *verified, unsigned percent,
 		       uint64_t total)
 {
-	struct age *v = xmalloc((p->nr + 1) * sizeof(*v));
-	size_t n = 0;
+	size_t n;
+	struct age *v = by_age(p, verified, &n);
 	double target = (double)total * percent / 100.0;
 	uint64_t sum = 0;
 
-	for (size_t i = 0; i < p->nr; i++)
-		if (p->allocated[i])
-			v[n++] = (struct age){ .verified = verified[i], .i = i };
-	qsort(v, n, sizeof(*v), age_cmp);
 	for (size_t k = 0; k < n; k++) {
 		double a = (double)p->allocated[v[k].i];
 
@@ -121,47 +150,140 @@ static void say_chosen(struct scrub_ctx *ctx, const struct region_plan *p, uint6
 		if (p->chosen[i])
 			strbuf_addf(&sb, "%s%zu", sb.len ? "," : "", i);
 	}
-	report_verbose(ctx, "Phase 5: --portion %u%%: regions %s of %zu with file data "
-		       "(%llu MiB each): %llu of %llu bytes of file data", ctx->opt.portion,
-		       sb.buf, with_data, (unsigned long long)(p->size >> 20),
-		       (unsigned long long)sum, (unsigned long long)total);
+	if (ctx->opt.portion)
+		report_verbose(ctx, "Phase 5: --portion %u%%: regions %s of %zu with file data "
+			       "(%llu MiB each): %llu of %llu bytes of file data",
+			       ctx->opt.portion, sb.buf, with_data,
+			       (unsigned long long)(p->size >> 20), (unsigned long long)sum,
+			       (unsigned long long)total);
+	else
+		report_verbose(ctx, "Phase 5: --time-budget: regions %s of %zu with file data "
+			       "(%llu MiB each), least recently read first", sb.buf, with_data,
+			       (unsigned long long)(p->size >> 20));
 	strbuf_release(&sb);
+}
+
+/* A plan of every region with file data, all chosen, read in device order. */
+static struct region_plan *plan_new(struct scrub_ctx *ctx, uint64_t size, uint64_t *total)
+{
+	struct region_plan *p = xcalloc(1, sizeof(*p));
+	size_t n;
+
+	p->size = size;
+	p->nr = n = (size_t)((ctx->dev_size + size - 1) / size);
+	p->allocated = xcalloc(n + 1, sizeof(*p->allocated));
+	p->chosen = xcalloc(n + 1, sizeof(*p->chosen));
+	p->rank = xcalloc(n + 1, sizeof(*p->rank));
+	p->planned = xcalloc(n + 1, sizeof(*p->planned));
+	p->pending = xcalloc(n + 1, sizeof(*p->pending));
+	p->failed = xcalloc(n + 1, sizeof(*p->failed));
+	p->done = xcalloc(n + 1, sizeof(*p->done));
+	crosslink_sort(ctx);
+	count_allocated(ctx, p);
+	*total = 0;
+	for (size_t i = 0; i < n; i++) {
+		*total += p->allocated[i];
+		p->chosen[i] = p->allocated[i] != 0;
+		p->rank[i] = i;
+	}
+	return p;
 }
 
 int regions_plan(struct scrub_ctx *ctx, const char **why)
 {
 	struct region_plan *p;
 	double *verified;
-	uint64_t total = 0, size;
+	uint64_t total, size, sum;
 
 	if (!ctx->state || !ctx->fs_uuid || !(size = region_size(ctx))) {
-		*why = "--portion needs the run history, which cannot be used";
-		return ctx->opt.portion ? -ENOENT : 0;
+		*why = "--portion and --time-budget need the run history, which cannot be used";
+		return regions_mode(&ctx->opt) ? -ENOENT : 0;
 	}
-	p = xcalloc(1, sizeof(*p));
-	p->size = size;
-	p->nr = (size_t)((ctx->dev_size + size - 1) / size);
-	p->allocated = xcalloc(p->nr + 1, sizeof(*p->allocated));
-	p->chosen = xcalloc(p->nr + 1, sizeof(*p->chosen));
-	crosslink_sort(ctx);
-	count_allocated(ctx, p);
-	for (size_t i = 0; i < p->nr; i++) {
-		total += p->allocated[i];
-		p->chosen[i] = p->allocated[i] != 0;
-	}
-	ctx->regions = p;
-	if (!ctx->opt.portion)
+	ctx->regions = p = plan_new(ctx, size, &total);
+	if (!regions_mode(&ctx->opt))
 		return 0;
 	verified = xcalloc(p->nr + 1, sizeof(*verified));
 	if (state_region_times(ctx->state, ctx->fs_uuid, size, p->nr, verified)) {
 		free(verified);
-		*why = "--portion cannot read the regions from the run history";
+		*why = "--portion and --time-budget cannot read the regions from the run history";
 		return -EIO;
 	}
-	memset(p->chosen, 0, p->nr * sizeof(*p->chosen));
-	say_chosen(ctx, p, choose(p, verified, ctx->opt.portion, total), total);
+	sum = total;
+	if (ctx->opt.portion) {
+		memset(p->chosen, 0, p->nr * sizeof(*p->chosen));
+		sum = choose(p, verified, ctx->opt.portion, total);
+	}
+	if (ctx->opt.time_budget)
+		rank_by_age(p, verified);
+	say_chosen(ctx, p, sum, total);
 	free(verified);
 	return 0;
+}
+
+/* --portion by file: the ceil(P %) of the buckets least recently read. */
+static void choose_buckets(struct region_plan *p, const double *verified, unsigned percent)
+{
+	size_t n, take = (FILE_BUCKETS * (size_t)percent + 99) / 100;
+	struct age *v = by_age(p, verified, &n);
+
+	memset(p->chosen, 0, p->nr * sizeof(*p->chosen));
+	for (size_t k = 0; k < n && k < take; k++)
+		p->chosen[v[k].i] = true;
+	free(v);
+}
+
+int regions_plan_files(struct scrub_ctx *ctx, const char **why)
+{
+	struct region_plan *p;
+	double *verified;
+	size_t n = FILE_BUCKETS, nr_chosen = 0;
+
+	if (!ctx->state || !ctx->fs_uuid) {
+		*why = "--portion and --time-budget need the run history, which cannot be used";
+		return -ENOENT;
+	}
+	verified = xcalloc(n, sizeof(*verified));
+	if (state_region_times(ctx->state, ctx->fs_uuid, 0, n, verified)) {
+		free(verified);
+		*why = "--portion and --time-budget cannot read the buckets from the run history";
+		return -EIO;
+	}
+	region_plan_free(ctx->regions);	/* the device's, if its plan failed half way */
+	ctx->regions = p = xcalloc(1, sizeof(*p));
+	p->nr = n;
+	p->allocated = xcalloc(n, sizeof(*p->allocated));
+	p->chosen = xcalloc(n, sizeof(*p->chosen));
+	p->rank = xcalloc(n, sizeof(*p->rank));
+	p->done = xcalloc(n, sizeof(*p->done));
+	/* by_age() takes the entries with data: every bucket, empty or not, here */
+	for (size_t i = 0; i < n; i++) {
+		p->allocated[i] = 1;
+		p->chosen[i] = true;
+	}
+	if (ctx->opt.portion)
+		choose_buckets(p, verified, ctx->opt.portion);
+	rank_by_age(p, verified);
+	memset(p->allocated, 0, n * sizeof(*p->allocated));
+	for (size_t i = 0; i < n; i++)
+		nr_chosen += p->chosen[i];
+	report_verbose(ctx, "Phase 5: %s: %zu of %d buckets of files (by subvolume and inode), "
+		       "least recently read first", ctx->opt.portion ? "--portion" : "--time-budget",
+		       nr_chosen, FILE_BUCKETS);
+	free(verified);
+	return 0;
+}
+
+size_t regions_bucket_of(const struct statx *stx)
+{
+	uint64_t sv = 0, x;
+
+	stx_subvol(stx, &sv);
+	/* splitmix64's finaliser: every input bit moves every output bit */
+	x = sv * 0x9e3779b97f4a7c15ULL ^ stx->stx_ino;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+	x ^= x >> 31;
+	return (size_t)(x % FILE_BUCKETS);
 }
 
 bool regions_chosen(const struct region_plan *p, uint64_t off)
@@ -169,14 +291,107 @@ bool regions_chosen(const struct region_plan *p, uint64_t off)
 	return !p || (off / p->size < p->nr && p->chosen[off / p->size]);
 }
 
+struct ranked_read {
+	size_t rank;
+	struct io_range r;
+};
+
+static int ranked_cmp(const void *a, const void *b)
+{
+	const struct ranked_read *x = a, *y = b;
+
+	if (x->rank != y->rank)
+		return x->rank < y->rank ? -1 : 1;
+	return x->r.off < y->r.off ? -1 : x->r.off > y->r.off;
+}
+
+void regions_order_reads(struct region_plan *p, struct io_range *v, size_t n)
+{
+	struct ranked_read *w = xmalloc((n + 1) * sizeof(*w));
+
+	for (size_t k = 0; k < n; k++) {
+		size_t i = (size_t)(v[k].off / p->size);
+
+		w[k] = (struct ranked_read){ .rank = p->rank[i], .r = v[k] };
+		p->planned[i]++;
+	}
+	if (n)
+		qsort(w, n, sizeof(*w), ranked_cmp);
+	for (size_t k = 0; k < n; k++)
+		v[k] = w[k].r;
+	for (size_t i = 0; i < p->nr; i++)
+		atomic_store(&p->pending[i], p->planned[i]);
+	free(w);
+}
+
+void regions_read_done(struct region_plan *p, uint64_t off, bool ok)
+{
+	size_t i;
+
+	if (!p || (i = (size_t)(off / p->size)) >= p->nr)
+		return;
+	if (ok)
+		atomic_fetch_sub(&p->pending[i], 1);
+	else
+		atomic_store(&p->failed[i], true);
+}
+
+void regions_finish(struct region_plan *p, bool listed_all)
+{
+	for (size_t i = 0; p && i < p->nr; i++)
+		p->done[i] = p->chosen[i] && !atomic_load(&p->failed[i]) &&
+			     atomic_load(&p->pending[i]) == 0 && (p->planned[i] || listed_all);
+}
+
+void regions_coverage(const struct region_plan *p, struct region_coverage *c)
+{
+	memset(c, 0, sizeof(*c));
+	for (size_t i = 0; p && i < p->nr; i++) {
+		if (!p->allocated[i])
+			continue;
+		c->regions++;
+		c->bytes += p->allocated[i];
+		if (p->done[i]) {
+			c->done++;
+			c->done_bytes += p->allocated[i];
+		}
+	}
+}
+
+bool regions_budget_spent(struct scrub_ctx *ctx)
+{
+	struct timespec t;
+
+	if (!ctx->budget_end_ns)
+		return false;
+	if (atomic_load(&ctx->budget_spent))
+		return true;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	if ((uint64_t)t.tv_sec * 1000000000ULL + (uint64_t)t.tv_nsec < ctx->budget_end_ns)
+		return false;
+	if (!atomic_exchange(&ctx->budget_spent, true))
+		report_verbose(ctx, "Phase 5: --time-budget: %llu s spent, no further reads",
+			       (unsigned long long)ctx->opt.time_budget);
+	return true;
+}
+
 int regions_record(struct scrub_ctx *ctx, struct strbuf *err)
 {
 	struct region_plan *p = ctx->regions;
+	struct timespec now;
+	bool any = false;
 
-	if (!p || !p->read || !ctx->state || scrub_cancelled || atomic_load(&ctx->aborted))
+	if (!p || !ctx->state || atomic_load(&ctx->aborted))
 		return 0;
+	for (size_t i = 0; i < p->nr && !any; i++)
+		any = p->done[i];
+	if (!any)
+		return 0;
+	/* To the nanosecond: runs a second apart keep their order of age. */
+	clock_gettime(CLOCK_REALTIME, &now);
 	return state_regions_write(ctx->state, ctx->fs_uuid, p->size, p->nr, p->allocated,
-				   p->chosen, (double)time(NULL), ctx->run_id, err);
+				   p->done, (double)now.tv_sec + (double)now.tv_nsec / 1e9,
+				   ctx->run_id, err);
 }
 
 void region_plan_free(struct region_plan *p)
@@ -185,5 +400,10 @@ void region_plan_free(struct region_plan *p)
 		return;
 	free(p->allocated);
 	free(p->chosen);
+	free(p->rank);
+	free(p->planned);
+	free(p->pending);
+	free(p->failed);
+	free(p->done);
 	free(p);
 }

@@ -16,9 +16,11 @@
 #include "checks.h"
 #include "context.h"
 #include "dircache.h"
+#include "inokey.h"
 #include "json_report.h"
 #include "names.h"
 #include "progress.h"
+#include "regions.h"
 #include "state.h"
 #include "strbuf.h"
 
@@ -130,6 +132,22 @@ static void format_text(struct scrub_ctx *ctx, const struct finding *f, struct s
 	strbuf_addch(sb, '\n');
 }
 
+/* finding.subvol: the subvolume of dir (NULL: the mount root). */
+static void finding_subvol(const struct scrub_ctx *ctx, const struct dir_node *dir,
+			   struct finding *f)
+{
+	uint64_t root_dev = makedev(ctx->root_stx.stx_dev_major, ctx->root_stx.stx_dev_minor);
+
+	if (!dir) {
+		f->has_subvol = true;
+		if (!stx_subvol(&ctx->root_stx, &f->subvol))
+			f->subvol = 0;
+		return;
+	}
+	f->has_subvol = dir->has_subvol || dir->dev == root_dev;
+	f->subvol = dir->has_subvol ? dir->subvol : 0;
+}
+
 static void vreport(struct scrub_ctx *ctx, struct finding *f, const struct dir_node *dir,
 		    const char *name, const char *fmt, va_list ap)
 {
@@ -140,6 +158,7 @@ static void vreport(struct scrub_ctx *ctx, struct finding *f, const struct dir_n
 	if (!print && !ctx->json && !ctx->state)
 		return;
 	report_path(ctx, &path, dir, name);
+	finding_subvol(ctx, dir, f);
 	strbuf_vaddf(&msg, fmt, ap);
 	f->path = path.buf;
 	f->message = msg.buf;
@@ -256,6 +275,22 @@ static const char *plural(unsigned long long n, const char *one, const char *man
 	return n == 1 ? one : many;
 }
 
+/* --portion, --time-budget: how much of the file data phase 5 covered. */
+static void summary_regions(struct scrub_ctx *ctx, struct strbuf *sb)
+{
+	struct region_coverage c;
+
+	if (!ctx->regions)
+		return;
+	regions_coverage(ctx->regions, &c);
+	strbuf_addf(sb, " %zu of %zu %s with file data verified (%llu of %llu bytes).", c.done,
+		    c.regions, ctx->regions->size ? plural(c.regions, "region", "regions") :
+		    plural(c.regions, "bucket of files", "buckets of files"),
+		    (unsigned long long)c.done_bytes, (unsigned long long)c.bytes);
+	if (atomic_load(&ctx->budget_spent))
+		strbuf_addstr(sb, " The time budget ended the data scan.");
+}
+
 void report_summary(struct scrub_ctx *ctx)
 {
 	struct strbuf sb = STRBUF_INIT;
@@ -291,6 +326,8 @@ void report_summary(struct scrub_ctx *ctx)
 		strbuf_addf(&sb, " --since %s: %llu bytes read, %llu unchanged %s not read.",
 			    ctx->opt.since, ctx->stats.bytes_read, ctx->stats.since_skipped,
 			    plural(ctx->stats.since_skipped, "file", "files"));
+	if (regions_mode(&ctx->opt))
+		summary_regions(ctx, &sb);
 	if (ctx->opt.verbose)
 		strbuf_addf(&sb, " (%llu %s)", atomic_load(&ctx->nr_infos),
 			    plural(atomic_load(&ctx->nr_infos), "info", "infos"));

@@ -52,6 +52,16 @@ struct finding {
 	const char *check;
 	const char *path;		/* escaped, as printed */
 	uint64_t ino;			/* 0: none */
+	/*
+	 * Which subvolume ino is in (inokey.h): the kernel's subvolume id of
+	 * the directory the finding is in (STATX_SUBVOL), else 0 if that is
+	 * on the mount root's st_dev (a filesystem without subvolume ids);
+	 * !has_subvol: not known (btrfs before Linux 6.10, off the mount's
+	 * own subvolume).  For a name that is a subvolume's root, the
+	 * directory's is not the inode's: only content findings (files) use it.
+	 */
+	bool has_subvol;
+	uint64_t subvol;
 	bool has_range;			/* offset and length mean something */
 	uint64_t offset, length;	/* bytes, in the file (or device) */
 	const char *message;

@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "checks.h"
+#include "inokey.h"
 #include "report.h"
 #include "strbuf.h"
 
@@ -29,7 +30,8 @@
 
 struct kept_finding {
 	enum severity severity;
-	bool content, has_range;
+	bool content, has_range, has_subvol;
+	uint64_t subvol;
 	char *check, *path, *message;
 	uint64_t ino, offset, length;
 };
@@ -49,7 +51,7 @@ struct state {
 	unsigned long long dropped;
 	struct kept_phase phases[16];	/* more than there are phases */
 	size_t nr_phases;
-	uint64_t *rescanned;		/* state_set_rescanned() */
+	struct subvol_ino *rescanned;	/* state_set_rescanned() */
 	size_t nr_rescanned;
 	int version;			/* the database's user_version */
 };
@@ -96,6 +98,22 @@ static const char schema_v3[] =
 	"PRIMARY KEY (uuid, start));"
 	"PRAGMA user_version = 3;";
 
+/*
+ * Version 4: the subvolume of each finding and of each file a rescan read
+ * (inode numbers repeat across btrfs subvolumes).  The rows of before had
+ * none: they were taken for the mount's own subvolume, which 0 says now.
+ * rescanned gets the subvolume in its primary key: made anew.
+ */
+static const char schema_v4[] =
+	"ALTER TABLE findings ADD COLUMN subvol INTEGER;"
+	"UPDATE findings SET subvol = 0;"
+	"CREATE TABLE rescanned_v4 (run INTEGER NOT NULL REFERENCES runs (id), "
+	"subvol INTEGER NOT NULL, ino INTEGER NOT NULL, PRIMARY KEY (run, subvol, ino));"
+	"INSERT INTO rescanned_v4 (run, subvol, ino) SELECT run, 0, ino FROM rescanned;"
+	"DROP TABLE rescanned;"
+	"ALTER TABLE rescanned_v4 RENAME TO rescanned;"
+	"PRAGMA user_version = 4;";
+
 static int fail(struct state *s, struct strbuf *err, const char *what)
 {
 	if (err)
@@ -133,7 +151,7 @@ static int setup_schema(struct state *s, struct strbuf *err)
 		return fail(s, err, "cannot write the state database");
 	v = user_version(s);
 	if ((v == 0 && exec(s, schema_v1)) || (v >= 0 && v < 2 && exec(s, schema_v2)) ||
-	    (v >= 0 && v < 3 && exec(s, schema_v3))) {
+	    (v >= 0 && v < 3 && exec(s, schema_v3)) || (v >= 0 && v < 4 && exec(s, schema_v4))) {
 		fail(s, err, "cannot create the tables of the state database");
 		exec(s, "ROLLBACK");
 		return -EIO;
@@ -332,6 +350,7 @@ void state_add_finding(struct state *s, const struct finding *f, bool content)
 		.check = xstrdup(f->check), .path = xstrdup(f->path ? f->path : ""),
 		.message = xstrdup(f->message ? f->message : ""),
 		.ino = f->ino, .offset = f->offset, .length = f->length,
+		.has_subvol = f->has_subvol, .subvol = f->subvol,
 	};
 }
 
@@ -399,12 +418,12 @@ static int write_phases(struct state *s, int64_t run)
 	return ret;
 }
 
-void state_set_rescanned(struct state *s, const uint64_t *inos, size_t n)
+void state_set_rescanned(struct state *s, const struct subvol_ino *files, size_t n)
 {
 	free(s->rescanned);
-	s->rescanned = n ? xmalloc(n * sizeof(*inos)) : NULL;
+	s->rescanned = n ? xmalloc(n * sizeof(*files)) : NULL;
 	if (n)
-		memcpy(s->rescanned, inos, n * sizeof(*inos));
+		memcpy(s->rescanned, files, n * sizeof(*files));
 	s->nr_rescanned = n;
 }
 
@@ -413,12 +432,13 @@ static int write_rescanned(struct state *s, int64_t run)
 	sqlite3_stmt *st;
 	int ret = 0;
 
-	if (sqlite3_prepare_v2(s->db, "INSERT OR IGNORE INTO rescanned (run, ino) VALUES (?1, ?2)",
-			       -1, &st, NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(s->db, "INSERT OR IGNORE INTO rescanned (run, ino, subvol) "
+			       "VALUES (?1, ?2, ?3)", -1, &st, NULL) != SQLITE_OK)
 		return -EIO;
 	for (size_t i = 0; i < s->nr_rescanned && !ret; i++) {
 		sqlite3_bind_int64(st, 1, run);
-		bind_u64(st, 2, s->rescanned[i]);
+		bind_u64(st, 2, s->rescanned[i].ino);
+		bind_u64(st, 3, s->rescanned[i].subvol);
 		if (sqlite3_step(st) != SQLITE_DONE)
 			ret = -EIO;
 		sqlite3_reset(st);
@@ -433,8 +453,9 @@ static int write_findings(struct state *s, int64_t run)
 	int ret = 0;
 
 	if (sqlite3_prepare_v2(s->db, "INSERT INTO findings (run, seq, severity, check_id, "
-			       "content, path, ino, offset, length, message) VALUES "
-			       "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)", -1, &st, NULL) != SQLITE_OK)
+			       "content, path, ino, offset, length, message, subvol) VALUES "
+			       "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)", -1, &st,
+			       NULL) != SQLITE_OK)
 		return -EIO;
 	for (size_t i = 0; i < s->nr_findings && !ret; i++) {
 		const struct kept_finding *f = &s->findings[i];
@@ -454,6 +475,10 @@ static int write_findings(struct state *s, int64_t run)
 			sqlite3_bind_null(st, 9);
 		}
 		bind_text(st, 10, f->message);
+		if (f->has_subvol)
+			bind_u64(st, 11, f->subvol);
+		else
+			sqlite3_bind_null(st, 11);
 		if (sqlite3_step(st) != SQLITE_DONE)
 			ret = -EIO;
 		sqlite3_reset(st);
@@ -744,7 +769,8 @@ int state_region_times(struct state *s, const char *uuid, uint64_t size, size_t 
 	bind_text(st, 1, uuid);
 	bind_u64(st, 2, size);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		uint64_t i = (uint64_t)sqlite3_column_int64(st, 0) / size;
+		/* size 0: buckets of files, by number (regions.h) */
+		uint64_t i = (uint64_t)sqlite3_column_int64(st, 0) / (size ? size : 1);
 
 		if (i < n)
 			verified[i] = sqlite3_column_double(st, 1);
@@ -758,7 +784,7 @@ static int write_region(sqlite3_stmt *st, const char *uuid, uint64_t size, size_
 			uint64_t allocated, double when, int64_t run)
 {
 	bind_text(st, 1, uuid);
-	bind_u64(st, 2, (uint64_t)i * size);
+	bind_u64(st, 2, size ? (uint64_t)i * size : (uint64_t)i);
 	bind_u64(st, 3, size);
 	bind_u64(st, 4, allocated);
 	if (when > 0)
@@ -841,53 +867,62 @@ void state_summary_release(struct state_summary *sum)
  * max(f.run) picks the newest of the same finding (SQLite takes the bare
  * columns from that row).
  */
-static const char open_sql[] =
-	"WITH m AS (SELECT coalesce(max(id), 0) AS id FROM runs "
-	"           WHERE uuid = ?1 AND fsroot = ?2 AND status = 'complete'), "
-	"     d AS (SELECT coalesce(max(id), 0) AS id FROM runs "
-	"           WHERE uuid = ?1 AND fsroot = ?2 AND status = 'complete' AND verify_data "
-	"           AND NOT rescan) "
-	"SELECT max(f.run), f.severity, f.check_id, f.path, f.ino, f.offset, f.length, f.message, "
-	"       f.content "
-	"FROM findings f JOIN runs r ON r.id = f.run, m, d "
-	"WHERE r.uuid = ?1 AND r.fsroot = ?2 AND r.status != 'running' AND f.severity IN ('error', 'warning') "
-	"  AND f.run >= CASE WHEN f.content THEN d.id ELSE m.id END "
-	"  AND NOT (f.content AND f.ino != 0 AND EXISTS (SELECT 1 FROM rescanned x "
-	"           JOIN runs rr ON rr.id = x.run WHERE rr.uuid = ?1 AND rr.fsroot = ?2 "
-	"           AND rr.status = 'complete' AND x.run > f.run AND x.ino = f.ino)) "
-	"GROUP BY f.severity, f.check_id, f.path, f.ino, f.offset "
-	"ORDER BY f.severity = 'warning', f.path, f.check_id, f.offset";
+#define OPEN_SQL(SUBVOL, SAME_SUBVOL) \
+	"WITH m AS (SELECT coalesce(max(id), 0) AS id FROM runs " \
+	"           WHERE uuid = ?1 AND fsroot = ?2 AND status = 'complete'), " \
+	"     d AS (SELECT coalesce(max(id), 0) AS id FROM runs " \
+	"           WHERE uuid = ?1 AND fsroot = ?2 AND status = 'complete' AND verify_data " \
+	"           AND NOT rescan) " \
+	"SELECT max(f.run), f.severity, f.check_id, f.path, f.ino, f.offset, f.length, f.message, " \
+	"       f.content, " SUBVOL " " \
+	"FROM findings f JOIN runs r ON r.id = f.run, m, d " \
+	"WHERE r.uuid = ?1 AND r.fsroot = ?2 AND r.status != 'running' AND f.severity IN ('error', 'warning') " \
+	"  AND f.run >= CASE WHEN f.content THEN d.id ELSE m.id END " \
+	"  AND NOT (f.content AND f.ino != 0 AND EXISTS (SELECT 1 FROM rescanned x " \
+	"           JOIN runs rr ON rr.id = x.run WHERE rr.uuid = ?1 AND rr.fsroot = ?2 " \
+	"           AND rr.status = 'complete' AND x.run > f.run AND x.ino = f.ino" SAME_SUBVOL ")) " \
+	"GROUP BY f.severity, f.check_id, f.path, f.ino, f.offset " \
+	"ORDER BY f.severity = 'warning', f.path, f.check_id, f.offset"
 
-struct ino_list {
-	uint64_t *v;
-	size_t n, alloc;
+/* Version 4 keeps each finding's subvolume; before, there is none (NULL). */
+static const char open_sql[] = OPEN_SQL("f.subvol", " AND x.subvol = f.subvol");
+static const char open_sql_v3[] = OPEN_SQL("NULL", "");
+
+struct file_list {
+	struct subvol_ino *v;
+	size_t n, alloc, unknown;
 };
 
-static void add_content_ino(const struct state_finding *f, void *arg)
+static void add_content_file(const struct state_finding *f, void *arg)
 {
-	struct ino_list *l = arg;
+	struct file_list *l = arg;
 
 	if (!f->content || !f->ino)
 		return;
+	if (!f->has_subvol) {
+		l->unknown++;
+		return;
+	}
 	if (l->n == l->alloc) {
 		l->alloc = l->alloc ? 2 * l->alloc : 16;
 		l->v = xrealloc(l->v, l->alloc * sizeof(*l->v));
 	}
-	l->v[l->n++] = f->ino;
+	l->v[l->n++] = (struct subvol_ino){ .subvol = f->subvol, .ino = f->ino };
 }
 
-int state_open_content_inodes(struct state *s, const struct state_fs *fs, uint64_t **inos,
-			      size_t *n)
+int state_open_content_files(struct state *s, const struct state_fs *fs,
+			     struct subvol_ino **files, size_t *n, size_t *unknown)
 {
-	struct ino_list l = { 0 };
-	int ret = state_each_open(s, fs, add_content_ino, &l);
+	struct file_list l = { 0 };
+	int ret = state_each_open(s, fs, add_content_file, &l);
 
 	if (ret) {
 		free(l.v);
 		return ret;
 	}
-	*inos = l.v;
+	*files = l.v;
 	*n = l.n;
+	*unknown = l.unknown;
 	return 0;
 }
 
@@ -897,7 +932,8 @@ int state_each_open(struct state *s, const struct state_fs *fs,
 	sqlite3_stmt *st;
 	int rc;
 
-	if (sqlite3_prepare_v2(s->db, open_sql, -1, &st, NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(s->db, s->version >= 4 ? open_sql : open_sql_v3, -1, &st,
+			       NULL) != SQLITE_OK)
 		return -EIO;
 	bind_text(st, 1, fs->uuid);
 	bind_text(st, 2, fs->fsroot);
@@ -912,6 +948,8 @@ int state_each_open(struct state *s, const struct state_fs *fs,
 			.offset = column_u64(st, 5), .length = column_u64(st, 6),
 			.message = (const char *)sqlite3_column_text(st, 7),
 			.content = sqlite3_column_int(st, 8),
+			.has_subvol = sqlite3_column_type(st, 9) != SQLITE_NULL,
+			.subvol = column_u64(st, 9),
 		};
 
 		fn(&f, arg);

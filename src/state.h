@@ -14,14 +14,18 @@
  *   runs      one row per run: id, uuid, fsroot, mountpoint, source, fstype,
  *             backend, options (a JSON object), version, started and
  *             ended (Unix time, seconds), status, exit_code, verify_data,
- *             rescan (1: --rescan-errors, 2: --since, 3: --portion; each
+ *             rescan (1: --rescan-errors, 2: --since, 3: --portion or
+ *             --time-budget; each
  *             way only some data was read: not a full -x), the counts (errors, warnings, infos, repaired, operational,
  *             inodes), bytes_verified and findings_dropped
  *   phases    (run, phase, title, wall, user, sys, items): -T's figures
  *   findings  (run, seq, severity, check_id, content, path, ino, offset,
- *             length, message); content is 1 for checks of what files
- *             hold (report.h, check_is_content()), which only -x covers
- *   rescanned (run, ino): the files a --rescan-errors run read back
+ *             length, message, subvol); content is 1 for checks of what files
+ *             hold (report.h, check_is_content()), which only -x covers;
+ *             subvol (version 4) the subvolume of ino (report.h,
+ *             finding.subvol; 0 for the mount's own where the kernel gives
+ *             no id, and for the rows of before; NULL: not known)
+ *   rescanned (run, subvol, ino): the files a --rescan-errors run read back
  *   events    (uuid, fsroot, time, kind, errno, error_count, ino, path):
  *             what fscrub watch heard from the kernel (version 2); kind is
  *             "fs_error" (FAN_FS_ERROR) or "btrfs_dev_stats" (a device
@@ -30,7 +34,9 @@
  *             chosen on its first -x run with the store and kept (version 3)
  *   regions   (uuid, start, length, allocated, verified, run): each device
  *             region with file data (bytes of it at the last -x run) and
- *             when a run last read it all (NULL: never), for --portion
+ *             when a run last read it all (NULL: never), for --portion;
+ *             or, with length 0, a bucket of files numbered start, where
+ *             phase 5 reads file by file (regions.h)
  *
  * status is 'running' from the row's insertion, after phase 1, then one of
  * 'complete' (every phase ran to its end), 'cancelled' (SIGINT/SIGTERM),
@@ -48,7 +54,8 @@
  *
  * Later schema versions add tables beside these and raise user_version,
  * upgrading an older database in setup_schema() when it is opened for
- * writing (version 2 added events to version 1, version 3 the regions); a database opened
+ * writing (version 2 added events to version 1, version 3 the regions,
+ * version 4 the subvolume of findings and rescanned files); a database opened
  * read-only is not upgraded, and reads of a table it lacks find nothing.
  * A database newer than this code knows is refused for writing.  To come
  * (resumable runs):
@@ -69,6 +76,7 @@
 struct finding;
 struct strbuf;
 struct state;
+struct subvol_ino;
 
 #define STATE_DEFAULT_DIR	"/var/lib/fscrub"
 #define STATE_DB_NAME		"state.sqlite"
@@ -77,7 +85,7 @@ struct state;
  * so at most some 30 MiB however broken the filesystem.
  */
 #define STATE_MAX_FINDINGS	100000
-#define STATE_SCHEMA_VERSION	3
+#define STATE_SCHEMA_VERSION	4
 
 /* What the history is kept by: the filesystem's UUID and the mount's root in it. */
 struct state_fs {
@@ -106,6 +114,8 @@ struct state_finding {
 	const char *severity, *check, *path, *message;
 	bool content;			/* check_is_content() */
 	uint64_t ino;
+	bool has_subvol;		/* subvol is known (report.h, finding.subvol) */
+	uint64_t subvol;		/* 0: the mount's own (and rows before version 4) */
 	bool has_range;
 	uint64_t offset, length;
 };
@@ -170,10 +180,11 @@ void state_add_finding(struct state *s, const struct finding *f, bool content);
 void state_add_phase(struct state *s, int phase, const char *title, double wall,
 		     double user, double sys, unsigned long long items);
 /*
- * --rescan-errors: the inodes this run reads back (kept for state_run_end(),
- * which records them: a complete rescan closes their content findings).
+ * --rescan-errors: the files this run reads back, by subvolume and inode
+ * (kept for state_run_end(), which records them: a complete rescan closes
+ * their content findings, those of the same subvolume).
  */
-void state_set_rescanned(struct state *s, const uint64_t *inos, size_t n);
+void state_set_rescanned(struct state *s, const struct subvol_ino *files, size_t n);
 /* Write r (by r->id), the phases and the findings in one transaction. */
 int state_run_end(struct state *s, const struct state_run *r, struct strbuf *err);
 
@@ -206,11 +217,12 @@ const char *state_age_name(int bucket);
 int state_each_open(struct state *s, const struct state_fs *fs,
 		    void (*fn)(const struct state_finding *f, void *arg), void *arg);
 /*
- * The inodes of fs's open content findings (--rescan-errors), unsorted,
- * maybe repeated; *inos is malloc'd (NULL if none).
+ * The files of fs's open content findings (--rescan-errors) by subvolume
+ * and inode, unsorted, maybe repeated; *files is malloc'd (NULL if none).
+ * *unknown: those whose subvolume is not known (not in *files).
  */
-int state_open_content_inodes(struct state *s, const struct state_fs *fs, uint64_t **inos,
-			      size_t *n);
+int state_open_content_files(struct state *s, const struct state_fs *fs,
+			     struct subvol_ino **files, size_t *n, size_t *unknown);
 /* The newest n runs of fs, newest first. */
 int state_each_run(struct state *s, const struct state_fs *fs, unsigned n,
 		   void (*fn)(const struct state_run *r, void *arg), void *arg);
@@ -223,7 +235,11 @@ void state_run_release(struct state_run *r);
  */
 int state_region_size(struct state *s, const char *uuid, uint64_t want, bool force,
 		      uint64_t *size);
-/* verified[i]: when region i (of size bytes) was last read, 0 never. */
+/*
+ * verified[i]: when region i (of size bytes) was last read, 0 never.  Size
+ * 0 is for the buckets of files (regions.h): rows of length 0, start the
+ * bucket's number; so in state_regions_write().
+ */
 int state_region_times(struct state *s, const char *uuid, uint64_t size, size_t n,
 		       double *verified);
 /*

@@ -292,8 +292,12 @@ static void regions_text(const struct state_summary *sum, struct strbuf *sb)
 
 	if (!sum->nr_regions)
 		return;
-	strbuf_addf(sb, "  data regions:  %zu of %llu MiB, by the age of their last read:",
-		    sum->nr_regions, (unsigned long long)(sum->region_size >> 20));
+	if (sum->region_size)
+		strbuf_addf(sb, "  data regions:  %zu of %llu MiB, by the age of their last read:",
+			    sum->nr_regions, (unsigned long long)(sum->region_size >> 20));
+	else	/* buckets of files (regions.h) */
+		strbuf_addf(sb, "  data buckets:  %zu buckets of files, by the age of their last "
+			    "read:", sum->nr_regions);
 	for (int b = 0; b < STATE_AGE_BUCKETS; b++)
 		strbuf_addf(sb, "%s %.0f%% %s", b ? "," : "", 100 * sum->region_share[b], what[b]);
 	strbuf_addch(sb, '\n');

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 
 #include "context.h"
+#include "inokey.h"
 
 #ifndef EFSCORRUPTED
 #define EFSCORRUPTED EUCLEAN
@@ -18,7 +19,7 @@
 /* What every look at an inode asks for: all the checks and the rules use. */
 #define STX_MASK (STATX_TYPE | STATX_MODE | STATX_NLINK | STATX_INO | \
 			 STATX_SIZE | STATX_BLOCKS | STATX_ATIME | STATX_MTIME | \
-			 STATX_CTIME | STATX_MNT_ID)
+			 STATX_CTIME | STATX_MNT_ID | STATX_SUBVOL)
 
 bool errno_is_corruption(int err)
 {

@@ -15,6 +15,7 @@
 
 #include "backends/backend.h"
 #include "checks.h"
+#include "inokey.h"
 #include "report.h"
 #include "strbuf.h"
 #include "inoset.h"
@@ -338,6 +339,8 @@ static int visit_entry(void *arg, const char *name, size_t namelen,
 	else if (!e.stat_err && S_ISDIR(e.stx.stx_mode) && !e.submount) {
 		struct dir_node *child = dir_node_new(d->node, name, namelen,
 						      stx_devno(&e.stx), e.stx.stx_ino);
+
+		child->has_subvol = stx_subvol(&e.stx, &child->subvol);
 		workqueue_add(&dv->ws->wq, &child->work);
 	}
 	return 0;
@@ -474,6 +477,8 @@ int walk_tree(struct scrub_ctx *ctx, const struct walk_visitor *v, void *arg,
 	}
 	struct dir_node *root = dir_node_new_root(fd, stx_devno(&ctx->root_stx),
 						  ctx->root_stx.stx_ino);
+
+	root->has_subvol = stx_subvol(&ctx->root_stx, &root->subvol);
 
 	ret = workqueue_init(&ws.wq, n, walk_one_dir, &ws);
 	if (ret < 0) {

@@ -662,3 +662,49 @@ def test_manifest_checks_checksummed_and_nocow_files(btrfs_factory, workdir):
     r = run_fscrub("-n", "-x", "-v", "--manifest", sums, mnt)
     assert_clean(r)
     assert "manifest %s: 2 files match" % sums in r.stdout, r
+
+
+def test_rescan_errors_picks_the_subvolume_of_the_finding(btrfs_factory, workdir):
+    """issue 23: an inode number names a file only with its subvolume.  The
+    first file of the top level and of the subvolumes a and b all have
+    inode 257; the nocow b/f rots (ledger.bitrot).  --rescan-errors reads
+    back b/f -- and neither top-level f nor a/f, whose sizes differ -- so
+    the finding stays open while the rot is there, and is closed once the
+    byte is restored."""
+    from test_state import errors_open, status_json
+    state = os.path.join(workdir, "state")
+    os.mkdir(state)
+    fs = btrfs_factory()
+    mnt = fs.mount()
+    sizes = {"f": MiB, "a/f": 2 * MiB, "b/f": 3 * MiB}
+    for sv in ("a", "b"):
+        run(["btrfs", "subvolume", "create", os.path.join(mnt, sv)])
+    logical = {rel: write_nocow(os.path.join(mnt, rel), size) for rel, size in sizes.items()}
+    assert len({os.stat(os.path.join(mnt, rel)).st_ino for rel in sizes}) == 1
+    time.sleep(1.2)
+    assert run_fscrub("--record", "--state-dir", state, mnt).rc == 0
+    fs.offline()
+    victim = fs.locate(logical["b/f"] + 100)[0]
+    flip(*victim)
+    fs.mount()
+    time.sleep(1.2)
+    r = run_fscrub("-n", "-x", "--state-dir", state, mnt)
+    assert r.rc == 4 and [(e.check, e.path) for e in r.errors] == \
+        [("ledger.bitrot", os.path.join(mnt, "b/f"))], r
+
+    r = run_fscrub("-n", "--rescan-errors", "-v", "--state-dir", state, mnt)
+    assert r.rc == 4 and [(e.check, e.path) for e in r.errors] == \
+        [("ledger.bitrot", os.path.join(mnt, "b/f"))], r
+    rc, j = status_json(state, mnt)
+    assert j["filesystems"][0]["last_run"]["bytes_verified"] == sizes["b/f"], j
+    assert rc == 4 and errors_open(j) == [("ledger.bitrot", os.path.join(mnt, "b/f"))], j
+
+    fs.offline()
+    flip(*victim)                   # restored
+    fs.mount()
+    time.sleep(1.2)
+    r = run_fscrub("-n", "--rescan-errors", "--state-dir", state, mnt)
+    assert r.rc == 0 and not r.errors, r
+    rc, j = status_json(state, mnt)
+    assert j["filesystems"][0]["last_run"]["bytes_verified"] == sizes["b/f"], j
+    assert rc == 0 and errors_open(j) == [], j

@@ -2,7 +2,10 @@
 of the tree under a temporary directory (dpkg-buildpackage writes the .deb
 beside the source tree, and dh builds in obj-<triplet>/: neither lands in
 the work tree), then dpkg -i, the installed fscrub and fscrub_all run and
-the units verify, dpkg -r leaves only the conffile, dpkg -P nothing.
+the units verify, dpkg -r leaves only the conffile and the run history
+(/var/lib/fscrub), dpkg -P nothing (debian/postrm removes the history).
+A /var/lib/fscrub that was there before the test is set aside meanwhile
+and put back afterwards.
 
 It changes the system's package database, so it runs only when asked:
 FSCRUB_TEST_PACKAGE=1, or CI=true (CI sets it).  One build, ~15 s on two
@@ -21,6 +24,7 @@ import pytest
 from conftest import FSCRUB, TOP, need_root, need_tools
 
 PACKAGE = "fscrub"
+STATE = "/var/lib/fscrub"
 
 
 def sh(cmd, check=True, **kw):
@@ -96,6 +100,12 @@ def test_build_install_remove(tmp_path):
     assert "fscrub_all.timer" in postinst and "'fscrub_all.service'" not in postinst, \
         "installing must not start a scrub"
 
+    assert "rm -rf /var/lib/fscrub" in (ctl / "postrm").read_text()
+
+    saved = None
+    if os.path.lexists(STATE):
+        saved = "%s.saved-by-test-%d" % (STATE, os.getpid())     # same filesystem
+        os.rename(STATE, saved)
     try:
         sh(["dpkg", "-i", deb])
         assert installed_state() == "install ok installed"
@@ -120,19 +130,34 @@ def test_build_install_remove(tmp_path):
         assert os.path.islink("/etc/systemd/system/timers.target.wants/fscrub_all.timer")
         owned = [f for f in sh(["dpkg-query", "-L", PACKAGE]).stdout.splitlines()
                  if os.path.isfile(f) and f != "/etc/default/fscrub"]
+        # a run of the installed fscrub records itself in the system's store
+        tmpfs = str(tmp_path / "tmpfs")
+        os.mkdir(tmpfs)
+        sh(["mount", "-t", "tmpfs", "fscrub-pkg", tmpfs])
+        try:
+            env = {k: v for k, v in os.environ.items() if k != "STATE_DIRECTORY"}
+            sh(["/usr/sbin/fscrub", "-n", tmpfs], env=env)
+        finally:
+            sh(["umount", tmpfs])
+        assert os.path.isfile(os.path.join(STATE, "state.sqlite"))
 
         sh(["dpkg", "-r", PACKAGE])
         assert installed_state() == "deinstall ok config-files"
         assert [f for f in owned if os.path.lexists(f)] == []
         assert os.path.isfile("/etc/default/fscrub")          # a conffile stays until purge
+        assert os.path.isfile(os.path.join(STATE, "state.sqlite"))    # and the history
 
         sh(["dpkg", "-P", PACKAGE])
         assert installed_state() == "not-installed"
         assert not os.path.exists("/etc/default/fscrub")
+        assert not os.path.lexists(STATE)
         left = sh(["find", "/etc/systemd", "/var/lib/systemd", "-name", "*fscrub*"],
                   check=False).stdout.split()
         assert left == [], left
     finally:
         if installed_state() != "not-installed":
             sh(["dpkg", "-P", PACKAGE], check=False)
+        if saved:
+            shutil.rmtree(STATE, ignore_errors=True)
+            os.rename(saved, STATE)
     assert set(os.listdir(TOP)) == before, "the build wrote into the work tree"

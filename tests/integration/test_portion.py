@@ -177,15 +177,3 @@ def test_portion_refuses_what_it_cannot_go_with(state_dir, args, why):
     extra = [] if "--no-state" in args else ["--state-dir", state_dir]
     r = run_fscrub("--portion", "25%", *extra, *args, "/")
     assert r.rc == 16 and why in r.stderr, r
-
-
-def test_portion_without_the_device_reader_is_refused(state_dir, workdir):
-    fs = fsimage.make_tmpfs(workdir, populate=False)
-    try:
-        write(os.path.join(fs.mnt, "f"), 1 << 20, 1)
-        r = run_fscrub("-n", "--portion", "50%", "--state-dir", state_dir, fs.mnt)
-        assert r.rc == 8, r
-        assert "--portion reads the block device by regions, and cannot here" in \
-            (r.stdout + r.stderr), r
-    finally:
-        fs.cleanup()

@@ -98,7 +98,7 @@ def test_history_text_and_json(tmpfs, state_dir):
     # the phases, and the options as JSON, are in the database as documented
     db = sqlite3.connect(os.path.join(state_dir, "state.sqlite"))
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 4
     titles = [t for (t,) in db.execute("SELECT title FROM phases WHERE run = ? ORDER BY phase",
                                        (x["id"],))]
     assert titles[0] == "Find the filesystem" and "Verify file data" in titles, titles
@@ -453,6 +453,9 @@ def test_upgrade_from_version_1(tmpfs, state_dir):
     db.execute("INSERT INTO runs (uuid, fsroot, mountpoint, fstype, started, ended, status, "
                "exit_code, verify_data, errors, warnings) VALUES (?, '/', ?, 'tmpfs', "
                "1000000000, 1000000010, 'complete', 0, 0, 0, 0)", (uuid, tmpfs.mnt))
+    db.execute("INSERT INTO findings (run, seq, severity, check_id, content, path, ino, "
+               "message) VALUES (1, 0, 'info', 'x.y', 0, '/p', 12, 'm')")
+    db.execute("INSERT INTO rescanned (run, ino) VALUES (1, 12)")
     db.commit()
     db.close()
 
@@ -465,8 +468,12 @@ def test_upgrade_from_version_1(tmpfs, state_dir):
 
     assert run_fscrub("--state-dir", state_dir, tmpfs.mnt).rc == 0
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone() == (3,)
+    assert db.execute("PRAGMA user_version").fetchone() == (4,)
     assert [r[0] for r in db.execute("SELECT id FROM runs ORDER BY id")] == [1, 2]
+    # version 4: the subvolume of findings and rescanned files; the rows of
+    # before are the mount's own subvolume (0)
+    assert [r[0] for r in db.execute("SELECT subvol FROM findings WHERE run = 1")] == [0]
+    assert db.execute("SELECT run, subvol, ino FROM rescanned").fetchall() == [(1, 0, 12)]
     # version 3's tables of rotating media scans (--portion) came with it
     assert db.execute("SELECT count(*) FROM regions").fetchone() == (0,)
     assert db.execute("SELECT count(*) FROM region_sizes").fetchone() == (0,)

@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "inokey.h"
 #include "report.h"
 #include "state.h"
 #include "strbuf.h"
@@ -57,6 +58,7 @@ static struct state *open_rw(void)
 struct finding_spec {
 	enum severity sev;
 	const char *check, *path;
+	uint64_t subvol;		/* finding.subvol */
 };
 
 /* One run of "fs1" (fsroot: "/" if NULL): begun, findings kept, ended with status. */
@@ -72,7 +74,7 @@ static int64_t run_in(struct state *s, const char *fsroot, const char *status, b
 	for (size_t i = 0; i < n; i++) {
 		struct finding f = {
 			.severity = fs[i].sev, .check = fs[i].check, .path = fs[i].path,
-			.ino = 12, .message = "m",
+			.ino = 12, .message = "m", .has_subvol = true, .subvol = fs[i].subvol,
 		};
 
 		state_add_finding(s, &f, check_is_content(f.check));
@@ -112,7 +114,7 @@ static void test_round_trip(void **unused)
 	struct state *s = open_rw();
 	struct state_summary sum;
 	const struct finding_spec f[] = {
-		{ SEV_ERROR, "nlink.count", "/mnt/a" }, { SEV_INFO, "x.y", "/mnt/b" },
+		{ SEV_ERROR, "nlink.count", "/mnt/a", 0 }, { SEV_INFO, "x.y", "/mnt/b", 0 },
 	};
 	int64_t id = run(s, "complete", true, f, 2);
 
@@ -135,9 +137,9 @@ static void test_round_trip(void **unused)
 static void test_open_findings(void **unused)
 {
 	struct state *s = open_rw();
-	const struct finding_spec a = { SEV_ERROR, "nlink.count", "/mnt/a" };
-	const struct finding_spec b = { SEV_WARNING, "name.control", "/mnt/b" };
-	const struct finding_spec d = { SEV_ERROR, "data.read", "/mnt/d" };
+	const struct finding_spec a = { SEV_ERROR, "nlink.count", "/mnt/a", 0 };
+	const struct finding_spec b = { SEV_WARNING, "name.control", "/mnt/b", 0 };
+	const struct finding_spec d = { SEV_ERROR, "data.read", "/mnt/d", 0 };
 	const struct finding_spec ad[] = { a, d };
 
 	(void)unused;
@@ -163,7 +165,7 @@ static void test_open_findings(void **unused)
 static void test_fsroot_separate(void **unused)
 {
 	struct state *s = open_rw();
-	const struct finding_spec a = { SEV_ERROR, "nlink.count", "/mnt/a" };
+	const struct finding_spec a = { SEV_ERROR, "nlink.count", "/mnt/a", 0 };
 	const struct state_fs home = { .uuid = "fs1", .fsroot = "/@home" };
 	struct state_summary sum;
 
@@ -179,17 +181,23 @@ static void test_fsroot_separate(void **unused)
 	state_close(s);
 }
 
-/* A complete rescan run that read inode 12 (and found nothing): state_set_rescanned(). */
-static void rescan_run(struct state *s, const char *status, uint64_t ino)
+/* A rescan run that read inode ino of subvolume sv (and found nothing): state_set_rescanned(). */
+static void rescan_run_sv(struct state *s, const char *status, uint64_t sv, uint64_t ino)
 {
 	struct state_run r = { .uuid = "fs1", .started = 1000, .verify_data = true,
 			       .rescan = true };
+	struct subvol_ino file = { .subvol = sv, .ino = ino };
 
 	assert_int_equal(state_run_begin(s, &r, NULL), 0);
-	state_set_rescanned(s, &ino, 1);
+	state_set_rescanned(s, &file, 1);
 	r.status = (char *)status;
 	r.ended = 1010;
 	assert_int_equal(state_run_end(s, &r, NULL), 0);
+}
+
+static void rescan_run(struct state *s, const char *status, uint64_t ino)
+{
+	rescan_run_sv(s, status, 0, ino);
 }
 
 /*
@@ -200,19 +208,21 @@ static void rescan_run(struct state *s, const char *status, uint64_t ino)
 static void test_rescan_closes_content_findings(void **unused)
 {
 	struct state *s = open_rw();
-	const struct finding_spec a = { SEV_ERROR, "nlink.count", "/mnt/a" };
-	const struct finding_spec d = { SEV_ERROR, "data.read", "/mnt/d" };
+	const struct finding_spec a = { SEV_ERROR, "nlink.count", "/mnt/a", 0 };
+	const struct finding_spec d = { SEV_ERROR, "data.read", "/mnt/d", 0 };
 	const struct finding_spec ad[] = { a, d };
 	struct state_summary sum;
-	uint64_t *inos;
-	size_t n;
+	struct subvol_ino *files;
+	size_t n, unknown;
 
 	(void)unused;
 	run(s, "complete", true, ad, 2);			/* 1: both ino 12 */
-	assert_int_equal(state_open_content_inodes(s, &FS1, &inos, &n), 0);
+	assert_int_equal(state_open_content_files(s, &FS1, &files, &n, &unknown), 0);
 	assert_int_equal(n, 1);
-	assert_int_equal(inos[0], 12);
-	free(inos);
+	assert_int_equal(unknown, 0);
+	assert_int_equal(files[0].ino, 12);
+	assert_int_equal(files[0].subvol, 0);
+	free(files);
 	rescan_run(s, "complete", 13);				/* 2: another file */
 	/* it ran the metadata checks in full: a is closed, d not */
 	assert_open(s, "error data.read /mnt/d 1;");
@@ -224,6 +234,35 @@ static void test_rescan_closes_content_findings(void **unused)
 	assert_true(sum.last.rescan);
 	assert_true(sum.last_data_verified == 1010);	/* run 1's, not a rescan's */
 	state_summary_release(&sum);
+	state_close(s);
+}
+
+/*
+ * Inode numbers repeat across subvolumes: a rescan of inode 12 of
+ * subvolume 257 closes the finding of that file, not that of inode 12 of
+ * subvolume 258; state_open_content_files() names both apart.
+ */
+static void test_rescan_by_subvolume(void **unused)
+{
+	struct state *s = open_rw();
+	const struct finding_spec ab[] = {
+		{ SEV_ERROR, "data.read", "/mnt/a/f", 257 },
+		{ SEV_ERROR, "data.read", "/mnt/b/f", 258 },
+	};
+	struct subvol_ino *files;
+	size_t n, unknown;
+
+	(void)unused;
+	run(s, "complete", true, ab, 2);
+	assert_int_equal(state_open_content_files(s, &FS1, &files, &n, &unknown), 0);
+	assert_int_equal(n, 2);
+	qsort(files, n, sizeof(*files), subvol_ino_cmp);
+	assert_int_equal(files[0].subvol, 257);
+	assert_int_equal(files[1].subvol, 258);
+	assert_int_equal(files[1].ino, 12);
+	free(files);
+	rescan_run_sv(s, "complete", 258, 12);
+	assert_open(s, "error data.read /mnt/a/f 1;");
 	state_close(s);
 }
 
@@ -317,6 +356,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_fsroot_separate, dir_setup, dir_teardown),
 		cmocka_unit_test_setup_teardown(test_rescan_closes_content_findings, dir_setup,
 						dir_teardown),
+		cmocka_unit_test_setup_teardown(test_rescan_by_subvolume, dir_setup, dir_teardown),
 		cmocka_unit_test_setup_teardown(test_read_only_and_versions, dir_setup, dir_teardown),
 		cmocka_unit_test_setup_teardown(test_findings_bounded, dir_setup, dir_teardown),
 		cmocka_unit_test_setup_teardown(test_regions, dir_setup, dir_teardown),
