@@ -34,13 +34,21 @@ const struct adaptive_params adaptive_defaults = {
 	 * hiccup); three under half the margin, before it comes back above
 	 * the margin, are a pause. */
 	.quiet_ticks = 3,
+	/* 1: the caller sets the reads in flight it uses at full speed. */
+	.max_depth = 1,
 };
+
+static unsigned max_depth(const struct adaptive_params *p)
+{
+	return p->max_depth ? p->max_depth : 1;
+}
 
 void adaptive_init(struct adaptive *a, const struct adaptive_params *p)
 {
 	memset(a, 0, sizeof(*a));
 	a->p = *p;
 	a->rate = p->max;
+	a->depth = max_depth(p);
 	a->quiet = p->quiet_ticks;
 	a->psi_base = -1;
 	a->last_foreign = -1;
@@ -106,15 +114,18 @@ static bool too_busy(const struct adaptive *a, double foreign)
 static enum adaptive_change back_off(struct adaptive *a, double bw, enum adaptive_cause why)
 {
 	double cur = a->rate;
+	unsigned depth = a->depth > 1 ? a->depth / 2 : 1;
 
 	a->cause = why;
 	a->quiet = 0;
 	if (at_top(a))		/* full speed: halve what the device did */
 		cur = bw > 0 && (bw < a->ceiling || !a->ceiling) ? bw : a->ceiling;
 	cur = cur / 2 > a->p.floor ? cur / 2 : a->p.floor;
-	if (!at_top(a) && cur >= a->rate)
-		return ADAPTIVE_HOLD;		/* at the floor already */
-	a->rate = cur;
+	if (a->rate && cur >= a->rate && depth == a->depth)
+		return ADAPTIVE_HOLD;		/* at the floor and one read already */
+	if (!a->rate || cur < a->rate)
+		a->rate = cur;
+	a->depth = depth;
 	a->downs++;
 	return ADAPTIVE_DOWN;
 }
@@ -123,11 +134,17 @@ static enum adaptive_change ramp_up(struct adaptive *a)
 {
 	double step = a->ceiling ? a->ceiling / a->p.ramp_steps : a->p.floor;
 
-	if (at_top(a))
+	if (at_top(a) && a->depth == max_depth(&a->p))
 		return ADAPTIVE_HOLD;
-	a->rate += step;
-	if (!a->ceiling || a->rate >= a->ceiling || (a->p.max && a->rate >= a->p.max))
-		a->rate = a->p.max;
+	if (a->depth < max_depth(&a->p))
+		a->depth++;
+	if (!at_top(a)) {	/* (at the top already when --limit auto:RATE is the floor) */
+		a->rate += step;
+		if (!a->ceiling || a->rate >= a->ceiling || (a->p.max && a->rate >= a->p.max)) {
+			a->rate = a->p.max;
+			a->depth = max_depth(&a->p);
+		}
+	}
 	a->ups++;
 	return ADAPTIVE_UP;
 }

@@ -38,6 +38,12 @@
  * steady competing load the rate therefore stays at the floor; under a
  * steady capacity limit it saws between half that limit and the limit
  * plus one step.
+ *
+ * Reads in flight follow the rate: each back-off halves them (down to
+ * one), each step up adds one, and at full speed all p.max_depth are
+ * allowed.  A bandwidth cap alone leaves a deep queue of large reads in
+ * front of a foreground job's every now and then; one read in flight
+ * makes its wait at most one of ours.
  */
 #ifndef FSCRUB_ADAPTIVE_H
 #define FSCRUB_ADAPTIVE_H
@@ -57,6 +63,7 @@ struct adaptive_params {
 	unsigned ramp_steps;	/* quiet intervals from 0 to the ceiling */
 	unsigned min_reads;	/* latency is judged over at least this many reads */
 	unsigned quiet_ticks;	/* quiet intervals after a back-off before ramping */
+	unsigned max_depth;	/* reads in flight at full speed; 0 counts as 1 */
 };
 
 /* The defaults: see adaptive.c for why each value. */
@@ -85,6 +92,8 @@ enum adaptive_cause { ADAPTIVE_CAUSE_NONE, ADAPTIVE_CAUSE_LATENCY, ADAPTIVE_CAUS
 struct adaptive {
 	struct adaptive_params p;
 	double rate;		/* bytes/s; 0 = unlimited; p.max = full speed */
+	unsigned depth;		/* reads in flight allowed, 1..p.max_depth (p.max_depth
+				 * whenever the rate is full speed) */
 	double ceiling;		/* best full-speed bandwidth; 0 = not known yet */
 	double lat_base;	/* ns per byte; 0 = not known yet */
 	double psi_base;	/* foreign stall share, 0..1; < 0 = not known yet */
@@ -101,7 +110,7 @@ struct adaptive {
 };
 
 void adaptive_init(struct adaptive *a, const struct adaptive_params *p);
-/* Feed one interval; a->rate is the rate for the next one. */
+/* Feed one interval; a->rate and a->depth are for the next one. */
 enum adaptive_change adaptive_tick(struct adaptive *a, const struct adaptive_sample *s);
 /*
  * Whether the next interval should be a probe out of turn: backed off for

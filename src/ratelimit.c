@@ -125,8 +125,9 @@ static void report_change(struct rl_auto *au, enum adaptive_change c, double old
 		snprintf(why, sizeof(why), ": the device is quiet");
 	char line[256];
 
-	snprintf(line, sizeof(line), "--limit auto: %s %s -> %s%s (%llu changes not shown)",
-		 c == ADAPTIVE_DOWN ? "back-off" : "ramp-up", from, to, why, au->unreported);
+	snprintf(line, sizeof(line), "--limit auto: %s %s -> %s%s; %u read%s in flight "
+		 "(%llu changes not shown)", c == ADAPTIVE_DOWN ? "back-off" : "ramp-up", from, to,
+		 why, a->depth, a->depth == 1 ? "" : "s", au->unreported);
 	au->report(au->report_arg, line);
 	au->reported_ns = now;
 	au->unreported = 0;
@@ -193,17 +194,19 @@ static void advance(struct ratelimit *rl, uint64_t now)
 	}
 }
 
-void ratelimit_init(struct ratelimit *rl, uint64_t rate, bool adaptive,
+void ratelimit_init(struct ratelimit *rl, uint64_t rate, bool adaptive, unsigned depth,
 		    void (*report)(void *arg, const char *line), void *arg)
 {
 	memset(rl, 0, sizeof(*rl));
 	pthread_mutex_init(&rl->lock, NULL);
 	rl->last_ns = now_ns();
+	rl->depth = depth ? depth : 1;
 	if (adaptive) {
 		struct rl_auto *au = xcalloc(1, sizeof(*au));
 		struct adaptive_params p = adaptive_defaults;
 
 		p.max = (double)rate;
+		p.max_depth = rl->depth;
 		if (p.max && p.floor > p.max)
 			p.floor = p.max;
 		adaptive_init(&au->ctl, &p);
@@ -301,6 +304,20 @@ void ratelimit_note(struct ratelimit *rl, uint64_t bytes, uint64_t lat_ns)
 	au->lat_ns += lat_ns;
 	au->total_bytes += bytes;
 	pthread_mutex_unlock(&rl->lock);
+}
+
+unsigned ratelimit_depth(struct ratelimit *rl)
+{
+	unsigned depth;
+
+	if (!rl)
+		return 1;
+	if (!rl->autorate)
+		return rl->depth;
+	pthread_mutex_lock(&rl->lock);
+	depth = rl->autorate->ctl.depth;
+	pthread_mutex_unlock(&rl->lock);
+	return depth;
 }
 
 static int parse_rate(const char *s, uint64_t *rate)

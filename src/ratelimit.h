@@ -15,7 +15,10 @@
  * backs off for pressure it is too busy to see) the scan pauses: no new
  * read is admitted, and once ours have had time to finish (twice their
  * mean latency) the pressure measured over RL_PROBE_NS is other tasks'
- * alone.  A utility: it reports only through the callback its user gives.
+ * alone.  The controller also sets how many reads may be in flight
+ * (ratelimit_depth): one after a back-off, up to the reader's depth again
+ * as it ramps up.  A utility: it reports only through the callback its
+ * user gives.
  */
 #ifndef FSCRUB_RATELIMIT_H
 #define FSCRUB_RATELIMIT_H
@@ -33,21 +36,28 @@ struct ratelimit {
 	uint64_t last_ns;
 	pthread_mutex_t lock;
 	struct rl_auto *autorate;	/* --limit auto, else NULL */
+	unsigned depth;		/* reads in flight at full speed */
 };
 
 /*
  * rate: bytes per second, 0 = unlimited; adaptive: --limit auto, rate is
- * then its maximum (0 = none).
+ * then its maximum (0 = none); depth: the reads the user keeps in flight
+ * at full speed (>= 1).
  * report(arg, line): where the adaptive rate's changes (at most one line a
  * second) and, at ratelimit_destroy(), its average are told; may be NULL.
  */
-void ratelimit_init(struct ratelimit *rl, uint64_t rate, bool adaptive,
+void ratelimit_init(struct ratelimit *rl, uint64_t rate, bool adaptive, unsigned depth,
 		    void (*report)(void *arg, const char *line), void *arg);
 void ratelimit_destroy(struct ratelimit *rl);
 /* Wait until bytes may be read; returns early (false) if *stop becomes true. */
 bool ratelimit_take(struct ratelimit *rl, uint64_t bytes, bool (*stop)(void *), void *arg);
 /* A read admitted by ratelimit_take() is done: bytes read, its latency. */
 void ratelimit_note(struct ratelimit *rl, uint64_t bytes, uint64_t lat_ns);
+/*
+ * Reads that may be in flight now: init's depth, or with --limit auto the
+ * controller's, 1..depth.  Thread-safe; a NULL rl gives 1.
+ */
+unsigned ratelimit_depth(struct ratelimit *rl);
 
 /*
  * Parse a rate such as "200M", "1.5G", "800k" or "50000000" (bytes per

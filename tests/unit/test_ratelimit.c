@@ -56,7 +56,7 @@ static void test_pace(void **state)
 	double t0 = now_s();
 
 	(void)state;
-	ratelimit_init(&rl, 10000000, false, NULL, NULL);
+	ratelimit_init(&rl, 10000000, false, 1, NULL, NULL);
 	for (int i = 0; i < 30; i++)
 		assert_true(ratelimit_take(&rl, 100000, NULL, NULL));
 	assert_true(now_s() - t0 >= 0.19);
