@@ -295,3 +295,25 @@ int adaptive_parse_psi(const char *text, uint64_t *total)
 	}
 	return -EINVAL;
 }
+
+int adaptive_parse_diskstat(const char *text, uint64_t *ms)
+{
+	const char *p = text;
+	unsigned long long v = 0;
+
+	for (int field = 1; field <= 10; field++) {
+		char *end;
+
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (*p < '0' || *p > '9')
+			return -EINVAL;
+		errno = 0;
+		v = strtoull(p, &end, 10);
+		if (errno)
+			return -EINVAL;
+		p = end;
+	}
+	*ms = v;
+	return 0;
+}

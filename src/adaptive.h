@@ -24,7 +24,10 @@
  *    in flight) all of it is foreign; while we read, what exceeds our own
  *    busy share (sum of our read latencies / interval) is.  The baseline
  *    is the lowest foreign share a probe has seen (other tenants), at
- *    most 10 %.
+ *    most 10 %.  Without PSI (a kernel without CONFIG_PSI, psi=0, some
+ *    containers) the caller may give the share of the interval in which
+ *    the device had requests in flight instead (io_ticks of its stat
+ *    file): the same estimates hold, for that device's other users.
  *
  * AIMD: when either signal is above its baseline (latency by lat_factor,
  * pressure by psi_margin) the rate halves, down to floor.  After a quiet
@@ -76,7 +79,8 @@ struct adaptive_sample {
 	uint64_t bytes;		/* bytes they read */
 	uint64_t lat_ns;	/* sum of their latencies */
 	bool have_psi;		/* psi_stall_us is valid */
-	uint64_t psi_stall_us;	/* delta of "some total" over the interval */
+	uint64_t psi_stall_us;	/* delta of "some total" over the interval (or
+				 * of the device's busy time, see above) */
 	bool probe;		/* the scan was paused (nothing of ours in flight) */
 };
 
@@ -123,5 +127,10 @@ bool adaptive_wants_probe(const struct adaptive *a);
  * 0 and *total, or -EINVAL if there is none.
  */
 int adaptive_parse_psi(const char *text, uint64_t *total);
+/*
+ * The milliseconds a block device had requests in flight (io_ticks, the
+ * 10th field) of its /sys/dev/block/M:m/stat text.  0 and *ms, or -EINVAL.
+ */
+int adaptive_parse_diskstat(const char *text, uint64_t *ms);
 
 #endif

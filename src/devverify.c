@@ -305,6 +305,7 @@ int devverify_run(struct scrub_ctx *ctx, unsigned long long *bytes, const char *
 
 	ratelimit_init(&dr.limit, ctx->opt.limit_rate, ctx->opt.limit_auto, depth, report_limit,
 		       ctx);
+	ratelimit_watch_device(&dr.limit, ctx->root_stx.stx_dev_major, ctx->root_stx.stx_dev_minor);
 	pthread_mutex_init(&dr.lock, NULL);
 
 	struct io_job job = {

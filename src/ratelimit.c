@@ -43,6 +43,9 @@
 
 enum rl_state { RL_RUN, RL_SETTLE, RL_PROBE };
 
+/* Where the foreign share comes from: PSI, else the device's busy time. */
+enum rl_source { RL_SRC_NONE, RL_SRC_PSI, RL_SRC_DEVICE };
+
 struct rl_auto {
 	struct adaptive ctl;
 	enum rl_state state;
@@ -50,8 +53,11 @@ struct rl_auto {
 	uint64_t bytes, lat_ns, reads;	/* this interval's completed reads */
 	uint64_t settle_ns;		/* how long the next probe settles */
 	unsigned tick_no;
-	bool have_psi;
-	uint64_t psi_at;		/* "some total" at since_ns */
+	bool have_psi;			/* src gives a total (it did last time) */
+	enum rl_source src;
+	char stat_path[64];		/* RL_SRC_DEVICE: /sys/dev/block/M:m/stat */
+	bool told_source;		/* -v said what is watched */
+	uint64_t psi_at;		/* the stall or busy total (us) at since_ns */
 	uint64_t start_ns, total_bytes;
 	uint64_t reported_ns;
 	unsigned long long unreported;
@@ -67,21 +73,50 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-/* /proc/pressure/io's "some" total; false without PSI (old kernel, psi=0). */
-static bool read_psi(uint64_t *total)
+/* The text of a small file (NUL-terminated in buf); false if unreadable. */
+static bool read_small(const char *path, char *buf, size_t len)
 {
-	char buf[512];
-	int fd = open("/proc/pressure/io", O_RDONLY | O_CLOEXEC);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	ssize_t n;
 
 	if (fd < 0)
 		return false;
-	n = read(fd, buf, sizeof(buf) - 1);
+	n = read(fd, buf, len - 1);
 	close(fd);
 	if (n <= 0)
 		return false;
 	buf[n] = '\0';
-	return adaptive_parse_psi(buf, total) == 0;
+	return true;
+}
+
+/* /proc/pressure/io's "some" total; false without PSI (old kernel, psi=0). */
+static bool read_psi(uint64_t *total)
+{
+	char buf[512];
+
+	return read_small("/proc/pressure/io", buf, sizeof(buf)) &&
+	       adaptive_parse_psi(buf, total) == 0;
+}
+
+/* The stall total of au's source, in microseconds. */
+static bool read_stall(const struct rl_auto *au, uint64_t *us)
+{
+	char buf[512];
+	uint64_t ms;
+
+	switch (au->src) {
+	case RL_SRC_PSI:
+		return read_psi(us);
+	case RL_SRC_DEVICE:
+		if (!read_small(au->stat_path, buf, sizeof(buf)) ||
+		    adaptive_parse_diskstat(buf, &ms))
+			return false;
+		*us = ms * 1000;
+		return true;
+	case RL_SRC_NONE:
+		break;
+	}
+	return false;
 }
 
 static void format_rate(char *buf, size_t len, double rate)
@@ -118,6 +153,9 @@ static void report_change(struct rl_auto *au, enum adaptive_change c, double old
 	if (c == ADAPTIVE_DOWN && a->cause == ADAPTIVE_CAUSE_LATENCY)
 		snprintf(why, sizeof(why), ": read latency %.1fx the idle baseline",
 			 a->last_lat / a->lat_base);
+	else if (c == ADAPTIVE_DOWN && au->src == RL_SRC_DEVICE)
+		snprintf(why, sizeof(why), ": the device busy with other I/O %.0f%% of the time "
+			 "(baseline %.0f%%)", a->last_foreign * 100, a->psi_base * 100);
 	else if (c == ADAPTIVE_DOWN)
 		snprintf(why, sizeof(why), ": other tasks stalled on I/O %.0f%% of the time "
 			 "(baseline %.0f%%)", a->last_foreign * 100, a->psi_base * 100);
@@ -133,6 +171,23 @@ static void report_change(struct rl_auto *au, enum adaptive_change c, double old
 	au->unreported = 0;
 }
 
+/* Once, at the first interval: what is watched when PSI is not there. */
+static void tell_source(struct rl_auto *au)
+{
+	char line[160];
+
+	if (au->told_source || !au->report || au->src == RL_SRC_PSI)
+		return;
+	au->told_source = true;
+	if (au->src == RL_SRC_DEVICE)
+		snprintf(line, sizeof(line), "--limit auto: no /proc/pressure/io, the read "
+			 "latency and the device's busy time (%s) are watched", au->stat_path);
+	else
+		snprintf(line, sizeof(line), "--limit auto: no /proc/pressure/io, "
+			 "only the read latency is watched");
+	au->report(au->report_arg, line);
+}
+
 static void feed(struct ratelimit *rl, bool probe, uint64_t now)
 {
 	struct rl_auto *au = rl->autorate;
@@ -142,7 +197,7 @@ static void feed(struct ratelimit *rl, bool probe, uint64_t now)
 	double old = au->ctl.rate;
 	uint64_t psi;
 
-	if (au->have_psi && read_psi(&psi) && psi >= au->psi_at) {
+	if (au->have_psi && read_stall(au, &psi) && psi >= au->psi_at) {
 		s.have_psi = true;
 		s.psi_stall_us = psi - au->psi_at;
 		au->psi_at = psi;
@@ -157,6 +212,8 @@ static void feed(struct ratelimit *rl, bool probe, uint64_t now)
 			au->settle_ns = RL_SETTLE_MAX_NS;
 	}
 	enum adaptive_change c = adaptive_tick(&au->ctl, &s);
+
+	tell_source(au);
 
 	set_rate(rl, au->ctl.rate);
 	report_change(au, c, old, now);
@@ -181,7 +238,7 @@ static void advance(struct ratelimit *rl, uint64_t now)
 	case RL_SETTLE:
 		if (now - au->since_ns < au->settle_ns)
 			return;
-		au->have_psi = read_psi(&au->psi_at);
+		au->have_psi = read_stall(au, &au->psi_at);
 		au->since_ns = now;
 		au->state = au->have_psi ? RL_PROBE : RL_RUN;
 		return;
@@ -213,18 +270,31 @@ void ratelimit_init(struct ratelimit *rl, uint64_t rate, bool adaptive, unsigned
 		set_rate(rl, au->ctl.rate);
 		au->since_ns = au->start_ns = rl->last_ns;
 		au->settle_ns = RL_SETTLE_MIN_NS;
-		au->have_psi = read_psi(&au->psi_at);
+		/* FSCRUB_DEBUG_NO_PSI: as on a kernel without PSI (for the tests
+		 * of the device's busy time on machines that have it). */
+		au->have_psi = !getenv("FSCRUB_DEBUG_NO_PSI") && read_psi(&au->psi_at);
+		au->src = au->have_psi ? RL_SRC_PSI : RL_SRC_NONE;
 		au->report = report;
 		au->report_arg = arg;
 		rl->autorate = au;
-		if (report && !au->have_psi)
-			report(arg, "--limit auto: no /proc/pressure/io, "
-			       "only the read latency is watched");
 		return;
 	}
 	rl->rate = rate;
 	rl->burst = (double)rate / 10;
 	rl->tokens = rl->burst;
+}
+
+void ratelimit_watch_device(struct ratelimit *rl, unsigned major, unsigned minor)
+{
+	struct rl_auto *au = rl->autorate;
+
+	if (!au || au->src == RL_SRC_PSI)
+		return;
+	snprintf(au->stat_path, sizeof(au->stat_path), "/sys/dev/block/%u:%u/stat", major, minor);
+	au->src = RL_SRC_DEVICE;
+	au->have_psi = read_stall(au, &au->psi_at);
+	if (!au->have_psi)
+		au->src = RL_SRC_NONE;
 }
 
 void ratelimit_destroy(struct ratelimit *rl)

@@ -15,7 +15,8 @@
  * backs off for pressure it is too busy to see) the scan pauses: no new
  * read is admitted, and once ours have had time to finish (twice their
  * mean latency) the pressure measured over RL_PROBE_NS is other tasks'
- * alone.  The controller also sets how many reads may be in flight
+ * alone (without PSI, the device's busy time: ratelimit_watch_device).
+ * The controller also sets how many reads may be in flight
  * (ratelimit_depth): one after a back-off, up to the reader's depth again
  * as it ramps up.  A utility: it reports only through the callback its
  * user gives.
@@ -53,6 +54,14 @@ void ratelimit_destroy(struct ratelimit *rl);
 bool ratelimit_take(struct ratelimit *rl, uint64_t bytes, bool (*stop)(void *), void *arg);
 /* A read admitted by ratelimit_take() is done: bytes read, its latency. */
 void ratelimit_note(struct ratelimit *rl, uint64_t bytes, uint64_t lat_ns);
+/*
+ * --limit auto without PSI: watch the busy time of the block device
+ * major:minor (the one the reads go to) in its place -- the share of each
+ * interval in which it had requests in flight, ours told apart as PSI's
+ * stalls are.  No effect with PSI or without --limit auto; call before
+ * the first ratelimit_take().
+ */
+void ratelimit_watch_device(struct ratelimit *rl, unsigned major, unsigned minor);
 /*
  * Reads that may be in flight now: init's depth, or with --limit auto the
  * controller's, 1..depth.  Thread-safe; a NULL rl gives 1.

@@ -415,6 +415,25 @@ static void test_parse_psi(void **state)
 	assert_int_equal(adaptive_parse_psi("some total=x\n", &t), -22);
 }
 
+static void test_parse_diskstat(void **state)
+{
+	uint64_t ms = 0;
+
+	(void)state;
+	/* 17 fields (6.x), io_ticks is the 10th */
+	assert_int_equal(adaptive_parse_diskstat("    1620        0   138394      486        0        0"
+						 "        0        0        0      812      486"
+						 "        0        0        0        0        0"
+						 "        0\n", &ms), 0);
+	assert_true(ms == 812);
+	assert_int_equal(adaptive_parse_diskstat("1 2 3 4 5 6 7 8 9 10 11\n", &ms), 0);
+	assert_true(ms == 10);
+	assert_int_equal(adaptive_parse_diskstat("1 2 3 4 5 6 7 8 9\n", &ms), -22);
+	assert_int_equal(adaptive_parse_diskstat("", &ms), -22);
+	assert_int_equal(adaptive_parse_diskstat("1 2 3 x 5 6 7 8 9 10 11", &ms), -22);
+	assert_true(ms == 10);		/* not clobbered on failure */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -435,6 +454,7 @@ int main(void)
 		cmocka_unit_test(test_depth_backs_off_at_the_floor),
 		cmocka_unit_test(test_depth_one_by_default),
 		cmocka_unit_test(test_parse_psi),
+		cmocka_unit_test(test_parse_diskstat),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
