@@ -84,8 +84,10 @@ static double foreign_share(struct adaptive *a, const struct adaptive_sample *s,
 	}
 	/* Stalls of ours and of others overlap: what exceeds our busy share
 	 * is surely foreign (an underestimate, never an overestimate).  With
-	 * several reads in flight the latencies add up past the interval. */
-	busy = clamp01((double)s->lat_ns / (double)s->interval_ns);
+	 * several reads in flight the latencies add up past the interval.
+	 * A read that spans intervals keeps the device busy in each of them:
+	 * busy_ns counts it there, lat_ns only where it ends. */
+	busy = clamp01((double)(s->busy_ns ? s->busy_ns : s->lat_ns) / (double)s->interval_ns);
 	*blind = busy >= 1 - a->p.psi_margin;
 	return share > busy ? share - busy : 0;
 }

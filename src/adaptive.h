@@ -78,6 +78,9 @@ struct adaptive_sample {
 	uint64_t reads;		/* reads completed in the interval */
 	uint64_t bytes;		/* bytes they read */
 	uint64_t lat_ns;	/* sum of their latencies */
+	uint64_t busy_ns;	/* our reads' time in flight within the interval,
+				 * summed over them (reads that span intervals
+				 * counted in each); 0: lat_ns stands for it */
 	bool have_psi;		/* psi_stall_us is valid */
 	uint64_t psi_stall_us;	/* delta of "some total" over the interval (or
 				 * of the device's busy time, see above) */

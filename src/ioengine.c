@@ -32,12 +32,22 @@ static void tell_time(const struct io_job *job, int64_t res, uint64_t start)
 		job->timed(job->arg, res > 0 ? (uint64_t)res : 0, now_ns() - start);
 }
 
-/* Reads that may be in flight now: depth_now()'s answer within 1..depth. */
+/* Reads that may be in flight now: depth_now()'s answer, at most depth. */
 static unsigned depth_now(const struct io_job *job)
 {
 	unsigned d = job->depth_now ? job->depth_now(job->arg) : job->depth;
 
-	return d < 1 ? 1 : d > job->depth ? job->depth : d;
+	return d > job->depth ? job->depth : d;
+}
+
+/* depth_now() is 0 and nothing is in flight: ask again this much later. */
+#define PAUSE_NS 10000000L
+
+static void pause_slice(void)
+{
+	struct timespec ts = { 0, PAUSE_NS };
+
+	nanosleep(&ts, NULL);
 }
 
 static char *alloc_buffer(const struct io_job *job)
@@ -98,8 +108,12 @@ static int run_uring(struct io_job *job, bool *started)
 			io_uring_sqe_set_data64(sqe, slot);
 			inflight++;
 		}
-		if (!inflight)
-			break;
+		if (!inflight) {
+			if (next >= job->nr_ranges || stop)
+				break;
+			pause_slice();		/* depth_now() is 0: a pause */
+			continue;
+		}
 		ret = io_uring_submit_and_wait(&ring, 1);
 		if (ret < 0 && ret != -EINTR)
 			goto out;
@@ -145,14 +159,24 @@ struct pool {
 };
 
 /*
- * Wait for a slot: fewer than depth_now() reads active.  Whoever waits
- * has one active read to wake it (depth_now() >= 1), or none to wait for.
+ * Wait for a slot: fewer than depth_now() reads active.  An active read
+ * wakes the waiters when it ends; while depth_now() is 0 there may be
+ * none, so they also look again every PAUSE_NS.
  */
 static void take_slot(struct pool *pool)
 {
 	pthread_mutex_lock(&pool->slot_lock);
-	while (pool->active >= depth_now(pool->job) && !atomic_load(&pool->stop))
-		pthread_cond_wait(&pool->slot_freed, &pool->slot_lock);
+	while (pool->active >= depth_now(pool->job) && !atomic_load(&pool->stop)) {
+		struct timespec until;
+
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += PAUSE_NS;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&pool->slot_freed, &pool->slot_lock, &until);
+	}
 	pool->active++;
 	pthread_mutex_unlock(&pool->slot_lock);
 }

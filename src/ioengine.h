@@ -12,9 +12,10 @@
  * limit) and returns false to stop submitting (cancelled).  timed(), if
  * set, is told each read's length and latency (submission to completion
  * seen) before done().  depth_now(), if set, is asked before each read how
- * many may be in flight now (1..depth; a value out of range counts as the
- * nearest bound): the engine keeps at most that many, so that a rate
- * controller can shorten the queue it puts in front of other I/O.
+ * many may be in flight now (at most depth; more counts as depth): the
+ * engine keeps at most that many, so that a rate controller can shorten
+ * the queue it puts in front of other I/O.  0 pauses: the engine starts
+ * nothing, reaps what is in flight, and asks again every 10 ms.
  */
 #ifndef FSCRUB_IOENGINE_H
 #define FSCRUB_IOENGINE_H

@@ -30,12 +30,13 @@
 /* The first probe after 3 intervals: a job already running is seen soon. */
 #define RL_PROBE_AT	3
 #define RL_PROBE_NS	50000000ULL
-/* Our reads in flight at a probe must end before it measures.  Nobody
- * reaps them while the io_uring submitter waits here, so the probe waits
- * twice the last interval's mean read latency (a read queued behind the
- * others included), at least 20 ms and at most 1 s. */
-#define RL_SETTLE_MIN_NS 20000000ULL
-#define RL_SETTLE_MAX_NS 1000000000ULL
+/* Our reads in flight at a probe must end before it measures: it waits
+ * until every read admitted has been noted done (the device reader stops
+ * submitting and reaps them: ratelimit_depth() is 0), at most 5 s -- four
+ * 8 MiB reads queued on a 10 MB/s device.  Past that there is no probe
+ * this time: one would measure our own reads.  The device works on our
+ * reads meanwhile, so a long settle costs the scan little. */
+#define RL_SETTLE_MAX_NS 5000000000ULL
 /* Waiters look at the clock this often (ticks, probes, cancel). */
 #define RL_SLICE_NS	10000000ULL
 /* At most one -v line per second about rate changes. */
@@ -51,7 +52,9 @@ struct rl_auto {
 	enum rl_state state;
 	uint64_t since_ns;		/* start of the interval, settle or probe */
 	uint64_t bytes, lat_ns, reads;	/* this interval's completed reads */
-	uint64_t settle_ns;		/* how long the next probe settles */
+	unsigned inflight;		/* reads admitted and not noted done */
+	uint64_t inflight_ns;		/* their time in flight this interval */
+	uint64_t inflight_at;		/* inflight_ns counted up to here */
 	unsigned tick_no;
 	bool have_psi;			/* src gives a total (it did last time) */
 	enum rl_source src;
@@ -188,6 +191,15 @@ static void tell_source(struct rl_auto *au)
 	au->report(au->report_arg, line);
 }
 
+/* Add our reads' time in flight up to now (their overlap with the
+ * interval, reads that go on past it included). */
+static void count_inflight(struct rl_auto *au, uint64_t now)
+{
+	if (now > au->inflight_at)
+		au->inflight_ns += (uint64_t)au->inflight * (now - au->inflight_at);
+	au->inflight_at = now;
+}
+
 static void feed(struct ratelimit *rl, bool probe, uint64_t now)
 {
 	struct rl_auto *au = rl->autorate;
@@ -204,13 +216,9 @@ static void feed(struct ratelimit *rl, bool probe, uint64_t now)
 	}
 	if (!s.interval_ns)
 		s.interval_ns = 1;
-	if (au->reads) {
-		au->settle_ns = 2 * au->lat_ns / au->reads;
-		if (au->settle_ns < RL_SETTLE_MIN_NS)
-			au->settle_ns = RL_SETTLE_MIN_NS;
-		if (au->settle_ns > RL_SETTLE_MAX_NS)
-			au->settle_ns = RL_SETTLE_MAX_NS;
-	}
+	count_inflight(au, now);
+	s.busy_ns = au->inflight_ns;
+	au->inflight_ns = 0;
 	enum adaptive_change c = adaptive_tick(&au->ctl, &s);
 
 	tell_source(au);
@@ -236,11 +244,13 @@ static void advance(struct ratelimit *rl, uint64_t now)
 			au->state = RL_SETTLE;	/* since_ns is now: the settle starts */
 		return;
 	case RL_SETTLE:
-		if (now - au->since_ns < au->settle_ns)
+		if (au->inflight && now - au->since_ns < RL_SETTLE_MAX_NS)
 			return;
+		count_inflight(au, now);
+		au->inflight_ns = 0;	/* the settle is no interval of its own */
 		au->have_psi = read_stall(au, &au->psi_at);
 		au->since_ns = now;
-		au->state = au->have_psi ? RL_PROBE : RL_RUN;
+		au->state = au->have_psi && !au->inflight ? RL_PROBE : RL_RUN;
 		return;
 	case RL_PROBE:
 		if (now - au->since_ns < RL_PROBE_NS)
@@ -257,19 +267,18 @@ void ratelimit_init(struct ratelimit *rl, uint64_t rate, bool adaptive, unsigned
 	memset(rl, 0, sizeof(*rl));
 	pthread_mutex_init(&rl->lock, NULL);
 	rl->last_ns = now_ns();
-	rl->depth = depth ? depth : 1;
+	rl->depth = depth;
 	if (adaptive) {
 		struct rl_auto *au = xcalloc(1, sizeof(*au));
 		struct adaptive_params p = adaptive_defaults;
 
 		p.max = (double)rate;
-		p.max_depth = rl->depth;
+		p.max_depth = depth ? depth : 1;
 		if (p.max && p.floor > p.max)
 			p.floor = p.max;
 		adaptive_init(&au->ctl, &p);
 		set_rate(rl, au->ctl.rate);
-		au->since_ns = au->start_ns = rl->last_ns;
-		au->settle_ns = RL_SETTLE_MIN_NS;
+		au->since_ns = au->start_ns = au->inflight_at = rl->last_ns;
 		/* FSCRUB_DEBUG_NO_PSI: as on a kernel without PSI (for the tests
 		 * of the device's busy time on machines that have it). */
 		au->have_psi = !getenv("FSCRUB_DEBUG_NO_PSI") && read_psi(&au->psi_at);
@@ -320,8 +329,14 @@ void ratelimit_destroy(struct ratelimit *rl)
 static double wait_for(struct ratelimit *rl, uint64_t now)
 {
 	if (rl->autorate) {
+		enum rl_state st;
+
 		advance(rl, now);
-		if (rl->autorate->state != RL_RUN)
+		st = rl->autorate->state;
+		/* A reader that follows ratelimit_depth() stops by itself during a
+		 * settle, and must be free to reap its reads (io_uring's submitter
+		 * is the one waiting here): only the probe holds it back. */
+		if (st == RL_PROBE || (st == RL_SETTLE && !rl->depth))
 			return (double)RL_SLICE_NS / 1e9;
 	}
 	if (!rl->rate)
@@ -358,6 +373,10 @@ bool ratelimit_take(struct ratelimit *rl, uint64_t bytes, bool (*stop)(void *), 
 	}
 	if (!rl->rate)
 		rl->tokens = 0;		/* unlimited meanwhile: no debt kept */
+	if (rl->autorate) {
+		count_inflight(rl->autorate, now_ns());
+		rl->autorate->inflight++;
+	}
 	pthread_mutex_unlock(&rl->lock);
 	return true;
 }
@@ -369,6 +388,9 @@ void ratelimit_note(struct ratelimit *rl, uint64_t bytes, uint64_t lat_ns)
 	if (!au)
 		return;
 	pthread_mutex_lock(&rl->lock);
+	count_inflight(au, now_ns());
+	if (au->inflight)
+		au->inflight--;
 	au->reads++;
 	au->bytes += bytes;
 	au->lat_ns += lat_ns;
@@ -383,9 +405,10 @@ unsigned ratelimit_depth(struct ratelimit *rl)
 	if (!rl)
 		return 1;
 	if (!rl->autorate)
-		return rl->depth;
+		return rl->depth ? rl->depth : 1;
 	pthread_mutex_lock(&rl->lock);
-	depth = rl->autorate->ctl.depth;
+	advance(rl, now_ns());
+	depth = rl->autorate->state == RL_RUN ? rl->autorate->ctl.depth : 0;
 	pthread_mutex_unlock(&rl->lock);
 	return depth;
 }

@@ -13,8 +13,8 @@
  * /proc/pressure/io's "some" total, and the rate changes.  Every
  * RL_PROBE_EVERY intervals (and after each interval while the controller
  * backs off for pressure it is too busy to see) the scan pauses: no new
- * read is admitted, and once ours have had time to finish (twice their
- * mean latency) the pressure measured over RL_PROBE_NS is other tasks'
+ * read is admitted, and once every read admitted has been noted done the
+ * pressure measured over RL_PROBE_NS is other tasks'
  * alone (without PSI, the device's busy time: ratelimit_watch_device).
  * The controller also sets how many reads may be in flight
  * (ratelimit_depth): one after a back-off, up to the reader's depth again
@@ -42,8 +42,11 @@ struct ratelimit {
 
 /*
  * rate: bytes per second, 0 = unlimited; adaptive: --limit auto, rate is
- * then its maximum (0 = none); depth: the reads the user keeps in flight
- * at full speed (>= 1).
+ * then its maximum (0 = none).  depth >= 1: the user keeps at most
+ * ratelimit_depth() reads in flight, that many at full speed, and admits
+ * none while it is 0 (a probe: it then reaps what is in flight and asks
+ * again); depth 0: a user that cannot (a fixed set of threads), whom
+ * ratelimit_take() holds back during the probes instead.
  * report(arg, line): where the adaptive rate's changes (at most one line a
  * second) and, at ratelimit_destroy(), its average are told; may be NULL.
  */
@@ -64,7 +67,8 @@ void ratelimit_note(struct ratelimit *rl, uint64_t bytes, uint64_t lat_ns);
 void ratelimit_watch_device(struct ratelimit *rl, unsigned major, unsigned minor);
 /*
  * Reads that may be in flight now: init's depth, or with --limit auto the
- * controller's, 1..depth.  Thread-safe; a NULL rl gives 1.
+ * controller's, 1..depth, and 0 while a probe waits for the reads in
+ * flight to end or measures.  Thread-safe; NULL or depth 0 give 1.
  */
 unsigned ratelimit_depth(struct ratelimit *rl);
 

@@ -398,6 +398,47 @@ static void test_depth_one_by_default(void **state)
 	}
 }
 
+/*
+ * A slow device (16 MiB/s): our one 8 MiB read in flight takes 500 ms,
+ * five intervals, and keeps it busy all that time, with no other load.
+ * The four intervals in which the read does not end must not take the
+ * device's busy time for another load's: busy_ns counts the read there.
+ */
+static enum adaptive_change slow_tick(struct adaptive *a, int i, bool busy_ns)
+{
+	bool probe = i % 10 == 9;
+	struct adaptive_sample s = { .interval_ns = 100000000, .have_psi = true,
+				     .probe = probe };
+
+	if (!probe) {
+		s.reads = i % 5 == 4;
+		s.bytes = s.reads * (8 << 20);
+		s.lat_ns = s.reads * 500000000ULL;
+		s.busy_ns = busy_ns ? 100000000 : 0;
+		s.psi_stall_us = 100000;	/* the device's busy time: ours */
+	}
+	return adaptive_tick(a, &s);
+}
+
+static void test_read_spanning_intervals_is_ours(void **state)
+{
+	struct adaptive a;
+	int i;
+
+	(void)state;
+	adaptive_init(&a, &adaptive_defaults);
+	for (i = 0; i < 200; i++)
+		assert_int_not_equal(slow_tick(&a, i, true), ADAPTIVE_DOWN);
+	assert_true(a.lat_base > 0 && a.psi_base == 0);
+	assert_true(a.rate == 0);
+	/* without busy_ns (the latencies of the reads that ended stand for
+	 * it) the same trace backs off at the first interval without an end */
+	adaptive_init(&a, &adaptive_defaults);
+	for (i = 0; i < 200 && !a.downs; i++)
+		slow_tick(&a, i, false);
+	assert_int_equal(a.downs, 1);
+}
+
 static void test_parse_psi(void **state)
 {
 	uint64_t t = 0;
@@ -453,6 +494,7 @@ int main(void)
 		cmocka_unit_test(test_depth_backs_off_on_latency),
 		cmocka_unit_test(test_depth_backs_off_at_the_floor),
 		cmocka_unit_test(test_depth_one_by_default),
+		cmocka_unit_test(test_read_spanning_intervals_is_ours),
 		cmocka_unit_test(test_parse_psi),
 		cmocka_unit_test(test_parse_diskstat),
 	};

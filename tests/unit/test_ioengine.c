@@ -4,7 +4,9 @@
  * data scan's queue), with io_uring and with the pread thread pool.
  *
  * A read counts as in flight from admit() to the end of done(); done()
- * sleeps a little so that the pool's threads overlap.
+ * sleeps a little so that the pool's threads overlap.  After the 16th
+ * read depth_now() says 0 a few times (a probe): nothing may start then,
+ * and what was in flight is reaped.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -29,7 +31,13 @@ struct probe {
 	unsigned max_seen[3];		/* most in flight in each phase */
 	unsigned seen[NR];		/* done() calls per range */
 	bool bad_data;
+	unsigned zeros;			/* 0 answers given */
+	bool last_zero;			/* the last answer was 0 */
+	bool admitted_in_pause;
+	unsigned inflight_at_resume;
 };
+
+#define PAUSE_ANSWERS 8
 
 /* Four in flight for the first 16 reads, one for the next 16, then two. */
 static unsigned cap_at(unsigned admitted)
@@ -40,8 +48,17 @@ static unsigned cap_at(unsigned admitted)
 static unsigned depth_now(void *arg)
 {
 	struct probe *p = arg;
+	unsigned n = atomic_load(&p->admitted);
 
-	return cap_at(atomic_load(&p->admitted));
+	if (n == 16 && p->zeros < PAUSE_ANSWERS) {
+		p->zeros++;
+		p->last_zero = true;
+		return 0;
+	}
+	if (p->last_zero)
+		p->inflight_at_resume = atomic_load(&p->inflight);
+	p->last_zero = false;
+	return cap_at(n);
 }
 
 static bool admit(void *arg, uint64_t len)
@@ -52,6 +69,8 @@ static bool admit(void *arg, uint64_t len)
 	unsigned phase = n < 16 ? 0 : n < 32 ? 1 : 2;
 
 	(void)len;
+	if (p->last_zero)
+		p->admitted_in_pause = true;
 	/* The pool's admits are serialised: n and the phase are this read's. */
 	if (now > p->max_seen[phase])
 		p->max_seen[phase] = now;
@@ -102,6 +121,9 @@ static void run(bool no_uring, const char *want_engine)
 	assert_false(p.bad_data);
 	for (unsigned ph = 0; ph < 3; ph++)
 		assert_true(p.max_seen[ph] >= 1 && p.max_seen[ph] <= cap_at(ph * 16));
+	assert_int_equal(p.zeros, PAUSE_ANSWERS);
+	assert_false(p.admitted_in_pause);
+	assert_int_equal(p.inflight_at_resume, 0);
 	/* io_uring fills its queue up to the cap before it waits */
 	if (!no_uring && !strcmp(job.engine, "io_uring"))
 		assert_int_equal(p.max_seen[0], 4);
