@@ -7,14 +7,26 @@
 # job alone, and reaches at least half the idle scan bandwidth while the
 # job pauses.
 #
-# The device: an XFS image of IMG_SIZE holding DATA_FILES x 1 GiB, on a
-# loop device attached with --direct-io=on.  A loop device over a file is
-# served by the host's cache at a few GB/s, not like a disk, and this
-# kernel has no device-mapper (no dm-delay); so with THROTTLE (default
-# 150M bytes/s) the job and the scan run in one blkio cgroup (v1) whose
-# read_bps_device caps the loop device: one queue of that bandwidth, in
-# which the job's 4 KiB reads wait behind the scan's 8 MiB ones as on a
-# disk.  THROTTLE=0 uses the bare loop device.
+# The device (DEVICE):
+#   loop     (default) an XFS image of IMG_SIZE holding DATA_FILES x 1 GiB,
+#            on a loop device attached with --direct-io=on.  A loop device
+#            over a file is served by the host's cache at a few GB/s, not
+#            like a disk, and the build host's kernel has no device-mapper
+#            (no dm-delay); so with THROTTLE (default 150M bytes/s) the job
+#            and the scan run in one blkio cgroup (v1) whose read_bps_device
+#            caps the loop device: one queue of that bandwidth, in which the
+#            job's 4 KiB reads wait behind the scan's 8 MiB ones as on a
+#            disk.  THROTTLE=0 uses the bare loop device.
+#   nullblk  a memory-backed null_blk device (configfs; the kernel needs
+#            CONFIG_BLK_DEV_NULL_BLK) with a fixed service time: every
+#            request completes NULLB_LAT_US (1000) us after it started
+#            (irqmode=2, a timer), at most NULLB_QD (1) at a time on one
+#            submission queue, requests of at most NULLB_MAX_KB (64) KiB;
+#            so 64 MB/s, and a 4 KiB read alone takes 1 ms.  Whatever else
+#            is queued is served first: a disk's queue, with service times
+#            and not only a bandwidth.  XFS on all of it (DATA_FILES GiB and
+#            256 MiB more, in RAM).  bench/adaptive_io_vm.sh runs this in
+#            the test VM's kernel.
 #
 # The job: fio, random 4 KiB reads, O_DIRECT, iodepth 1 (psync), of the
 # loop device (read-only), FIO_SECS (10) seconds.  Each round:
@@ -44,12 +56,19 @@ BIN_NAME=bin-adaptive
 IMG_SIZE=${IMG_SIZE:-5G}
 DATA_FILES=${DATA_FILES:-4}
 THROTTLE=${THROTTLE:-150M}
+DEVICE=${DEVICE:-loop}
+NULLB_LAT_US=${NULLB_LAT_US:-1000}
+NULLB_QD=${NULLB_QD:-1}
+NULLB_MAX_KB=${NULLB_MAX_KB:-64}
+NULLB=/sys/kernel/config/nullb/nullb_fscrub
 FIO_SECS=${FIO_SECS:-10}
 PAUSE_SECS=${PAUSE_SECS:-5}
 CGROUP=/sys/fs/cgroup/blkio/fscrub_bench_adaptive
 # shellcheck source=bench/lib.sh
 . "$top/bench/lib.sh"
 posint REPS; posint DATA_FILES; posint FIO_SECS; posint PAUSE_SECS
+posint NULLB_LAT_US; posint NULLB_QD; posint NULLB_MAX_KB
+case $DEVICE in loop|nullblk) ;; *) die "DEVICE must be loop or nullblk, not '$DEVICE'" ;; esac
 
 bench_setup
 private_fscrub
@@ -58,11 +77,67 @@ command -v fio >/dev/null || die "fio is not installed"
 
 IMG=$BENCH_DIR/adaptive.img
 MNT=$BENCH_DIR/adaptive.mnt
-IMAGES+=("$IMG"); MOUNTS+=("$MNT")
-rm -f "$IMG"
-truncate -s "$IMG_SIZE" "$IMG"
-mkfs.xfs -q "$IMG"
-DEV=$(losetup -f --show --direct-io=on "$IMG")
+# The null_blk device, if this run made it (removed at exit).
+NULLB_MADE=0
+nullblk_remove() {
+	[ "$NULLB_MADE" = 1 ] || return 0
+	mountpoint -q "$MNT" 2>/dev/null && umount "$MNT"
+	echo 0 >"$NULLB/power" 2>/dev/null || true
+	rmdir "$NULLB" || say "ERROR: could not remove $NULLB"
+	NULLB_MADE=0
+}
+# nullblk_make: a null_blk disk as above; prints its /dev path.
+nullblk_make() {
+	local name
+	[ -d /sys/kernel/config/nullb ] || modprobe null_blk nr_devices=0 2>/dev/null || true
+	[ -d /sys/kernel/config/nullb ] || die "DEVICE=nullblk needs null_blk's configfs (CONFIG_BLK_DEV_NULL_BLK)"
+	[ ! -e "$NULLB" ] || die "$NULLB exists: another run's?"
+	mkdir "$NULLB"
+	NULLB_MADE=1
+	echo $(((DATA_FILES << 10) + 256)) >"$NULLB/size"	# MiB
+	echo 4096 >"$NULLB/blocksize"
+	echo 1 >"$NULLB/memory_backed"
+	echo 2 >"$NULLB/irqmode"		# completion by a timer ...
+	echo $((NULLB_LAT_US * 1000)) >"$NULLB/completion_nsec"	# ... this long after
+	echo 1 >"$NULLB/submit_queues"
+	echo "$NULLB_QD" >"$NULLB/hw_queue_depth"
+	echo $((NULLB_MAX_KB * 2)) >"$NULLB/max_sectors"
+	echo 1 >"$NULLB/power"
+	# The disk is named after the configfs item (older kernels: nullbINDEX).
+	for _ in 1 2 3 4 5 6 7 8 9 10; do
+		for name in "${NULLB##*/}" "nullb$(cat "$NULLB/index")"; do
+			[ -b "/dev/$name" ] && { echo "/dev/$name"; return; }
+		done
+		sleep 0.2
+	done
+	die "the null_blk disk of $NULLB did not appear in /dev"
+}
+# The cgroup both run in (THROTTLE) and the null_blk disk, removed at
+# exit before the rest.
+# shellcheck disable=SC2317  # called from the EXIT trap
+adaptive_cleanup() {
+	local rc=$?
+	rmdir "$CGROUP" 2>/dev/null || true
+	set +e
+	nullblk_remove
+	(exit "$rc")	# bench_cleanup exits with $?
+	bench_cleanup
+}
+trap adaptive_cleanup EXIT
+MOUNTS+=("$MNT")
+if [ "$DEVICE" = nullblk ]; then
+	IMAGES+=("")
+	nullblk_make >"$BENCH_DIR/nullb.dev"
+	DEV=$(cat "$BENCH_DIR/nullb.dev")
+	mkfs.xfs -q -f "$DEV"
+	THROTTLE=0	# the device itself is slow
+else
+	IMAGES+=("$IMG")
+	rm -f "$IMG"
+	truncate -s "$IMG_SIZE" "$IMG"
+	mkfs.xfs -q "$IMG"
+	DEV=$(losetup -f --show --direct-io=on "$IMG")
+fi
 mkdir -p "$MNT"
 mount "$DEV" "$MNT"
 say "writing $DATA_FILES GiB on $DEV"
@@ -71,15 +146,6 @@ for ((i = 0; i < DATA_FILES; i++)); do
 done
 sleep 1.1	# ctime more than a second before the scans
 
-# The cgroup both run in (THROTTLE), removed at exit before the rest.
-# shellcheck disable=SC2317  # called from the EXIT trap
-adaptive_cleanup() {
-	local rc=$?
-	rmdir "$CGROUP" 2>/dev/null || true
-	set +e
-	(exit "$rc")	# bench_cleanup exits with $?
-	bench_cleanup
-}
 RUN=()
 if [ "$THROTTLE" != 0 ]; then
 	[ -d /sys/fs/cgroup/blkio ] || die "THROTTLE needs the cgroup v1 blkio controller (or THROTTLE=0)"
@@ -88,7 +154,6 @@ if [ "$THROTTLE" != 0 ]; then
 	echo "$(lsblk -dno MAJ:MIN "$DEV" | tr -d ' ') $bps" >"$CGROUP/blkio.throttle.read_bps_device"
 	# shellcheck disable=SC2016  # expanded by that sh
 	RUN=(sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$CGROUP")
-	trap adaptive_cleanup EXIT
 fi
 
 # fio for $1 seconds: prints "P99_US IOPS".
@@ -133,7 +198,12 @@ scan_with_job() {
 }
 
 machine_line
-echo "device: $DEV ($IMG_SIZE XFS image, $DATA_FILES GiB of files, loop --direct-io=on), throttle ${THROTTLE} B/s (blkio v1 read_bps_device; 0 = none)"
+if [ "$DEVICE" = nullblk ]; then
+	echo "device: $DEV (null_blk, memory-backed, $(cat "$NULLB/size") MiB XFS, $DATA_FILES GiB of files; each request ${NULLB_LAT_US} us, ${NULLB_QD} at a time, at most ${NULLB_MAX_KB} KiB; scheduler $(sed 's/.*\[\(.*\)\].*/\1/' "/sys/block/${DEV#/dev/}/queue/scheduler"))"
+	echo "PSI: $([ -r /proc/pressure/io ] && echo yes || echo "no (--limit auto watches the device's busy time)")"
+else
+	echo "device: $DEV ($IMG_SIZE XFS image, $DATA_FILES GiB of files, loop --direct-io=on), throttle ${THROTTLE} B/s (blkio v1 read_bps_device; 0 = none)"
+fi
 echo "job: fio randread 4k O_DIRECT iodepth 1 psync, ${FIO_SECS} s; scan window: 1 s before, ${PAUSE_SECS} s after"
 printf '%-5s %10s %10s %10s %10s %12s %12s\n' round alone_p99 full_p99 auto_p99 fixed_p99 auto_MBps fixed_rate
 A=(); F=(); U=(); X=(); UR=(); UP=(); FP=(); AI=(); FI=(); UI=(); XI=()

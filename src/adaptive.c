@@ -34,13 +34,21 @@ const struct adaptive_params adaptive_defaults = {
 	 * hiccup); three under half the margin, before it comes back above
 	 * the margin, are a pause. */
 	.quiet_ticks = 3,
+	/* 1: the caller sets the reads in flight it uses at full speed. */
+	.max_depth = 1,
 };
+
+static unsigned max_depth(const struct adaptive_params *p)
+{
+	return p->max_depth ? p->max_depth : 1;
+}
 
 void adaptive_init(struct adaptive *a, const struct adaptive_params *p)
 {
 	memset(a, 0, sizeof(*a));
 	a->p = *p;
 	a->rate = p->max;
+	a->depth = max_depth(p);
 	a->quiet = p->quiet_ticks;
 	a->psi_base = -1;
 	a->last_foreign = -1;
@@ -76,8 +84,10 @@ static double foreign_share(struct adaptive *a, const struct adaptive_sample *s,
 	}
 	/* Stalls of ours and of others overlap: what exceeds our busy share
 	 * is surely foreign (an underestimate, never an overestimate).  With
-	 * several reads in flight the latencies add up past the interval. */
-	busy = clamp01((double)s->lat_ns / (double)s->interval_ns);
+	 * several reads in flight the latencies add up past the interval.
+	 * A read that spans intervals keeps the device busy in each of them:
+	 * busy_ns counts it there, lat_ns only where it ends. */
+	busy = clamp01((double)(s->busy_ns ? s->busy_ns : s->lat_ns) / (double)s->interval_ns);
 	*blind = busy >= 1 - a->p.psi_margin;
 	return share > busy ? share - busy : 0;
 }
@@ -106,15 +116,18 @@ static bool too_busy(const struct adaptive *a, double foreign)
 static enum adaptive_change back_off(struct adaptive *a, double bw, enum adaptive_cause why)
 {
 	double cur = a->rate;
+	unsigned depth = a->depth > 1 ? a->depth / 2 : 1;
 
 	a->cause = why;
 	a->quiet = 0;
 	if (at_top(a))		/* full speed: halve what the device did */
 		cur = bw > 0 && (bw < a->ceiling || !a->ceiling) ? bw : a->ceiling;
 	cur = cur / 2 > a->p.floor ? cur / 2 : a->p.floor;
-	if (!at_top(a) && cur >= a->rate)
-		return ADAPTIVE_HOLD;		/* at the floor already */
-	a->rate = cur;
+	if (a->rate && cur >= a->rate && depth == a->depth)
+		return ADAPTIVE_HOLD;		/* at the floor and one read already */
+	if (!a->rate || cur < a->rate)
+		a->rate = cur;
+	a->depth = depth;
 	a->downs++;
 	return ADAPTIVE_DOWN;
 }
@@ -123,11 +136,17 @@ static enum adaptive_change ramp_up(struct adaptive *a)
 {
 	double step = a->ceiling ? a->ceiling / a->p.ramp_steps : a->p.floor;
 
-	if (at_top(a))
+	if (at_top(a) && a->depth == max_depth(&a->p))
 		return ADAPTIVE_HOLD;
-	a->rate += step;
-	if (!a->ceiling || a->rate >= a->ceiling || (a->p.max && a->rate >= a->p.max))
-		a->rate = a->p.max;
+	if (a->depth < max_depth(&a->p))
+		a->depth++;
+	if (!at_top(a)) {	/* (at the top already when --limit auto:RATE is the floor) */
+		a->rate += step;
+		if (!a->ceiling || a->rate >= a->ceiling || (a->p.max && a->rate >= a->p.max)) {
+			a->rate = a->p.max;
+			a->depth = max_depth(&a->p);
+		}
+	}
 	a->ups++;
 	return ADAPTIVE_UP;
 }
@@ -277,4 +296,26 @@ int adaptive_parse_psi(const char *text, uint64_t *total)
 		return 0;
 	}
 	return -EINVAL;
+}
+
+int adaptive_parse_diskstat(const char *text, uint64_t *ms)
+{
+	const char *p = text;
+	unsigned long long v = 0;
+
+	for (int field = 1; field <= 10; field++) {
+		char *end;
+
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (*p < '0' || *p > '9')
+			return -EINVAL;
+		errno = 0;
+		v = strtoull(p, &end, 10);
+		if (errno)
+			return -EINVAL;
+		p = end;
+	}
+	*ms = v;
+	return 0;
 }

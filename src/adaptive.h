@@ -24,7 +24,10 @@
  *    in flight) all of it is foreign; while we read, what exceeds our own
  *    busy share (sum of our read latencies / interval) is.  The baseline
  *    is the lowest foreign share a probe has seen (other tenants), at
- *    most 10 %.
+ *    most 10 %.  Without PSI (a kernel without CONFIG_PSI, psi=0, some
+ *    containers) the caller may give the share of the interval in which
+ *    the device had requests in flight instead (io_ticks of its stat
+ *    file): the same estimates hold, for that device's other users.
  *
  * AIMD: when either signal is above its baseline (latency by lat_factor,
  * pressure by psi_margin) the rate halves, down to floor.  After a quiet
@@ -38,6 +41,12 @@
  * steady competing load the rate therefore stays at the floor; under a
  * steady capacity limit it saws between half that limit and the limit
  * plus one step.
+ *
+ * Reads in flight follow the rate: each back-off halves them (down to
+ * one), each step up adds one, and at full speed all p.max_depth are
+ * allowed.  A bandwidth cap alone leaves a deep queue of large reads in
+ * front of a foreground job's every now and then; one read in flight
+ * makes its wait at most one of ours.
  */
 #ifndef FSCRUB_ADAPTIVE_H
 #define FSCRUB_ADAPTIVE_H
@@ -57,6 +66,7 @@ struct adaptive_params {
 	unsigned ramp_steps;	/* quiet intervals from 0 to the ceiling */
 	unsigned min_reads;	/* latency is judged over at least this many reads */
 	unsigned quiet_ticks;	/* quiet intervals after a back-off before ramping */
+	unsigned max_depth;	/* reads in flight at full speed; 0 counts as 1 */
 };
 
 /* The defaults: see adaptive.c for why each value. */
@@ -68,8 +78,12 @@ struct adaptive_sample {
 	uint64_t reads;		/* reads completed in the interval */
 	uint64_t bytes;		/* bytes they read */
 	uint64_t lat_ns;	/* sum of their latencies */
+	uint64_t busy_ns;	/* our reads' time in flight within the interval,
+				 * summed over them (reads that span intervals
+				 * counted in each); 0: lat_ns stands for it */
 	bool have_psi;		/* psi_stall_us is valid */
-	uint64_t psi_stall_us;	/* delta of "some total" over the interval */
+	uint64_t psi_stall_us;	/* delta of "some total" over the interval (or
+				 * of the device's busy time, see above) */
 	bool probe;		/* the scan was paused (nothing of ours in flight) */
 };
 
@@ -85,6 +99,8 @@ enum adaptive_cause { ADAPTIVE_CAUSE_NONE, ADAPTIVE_CAUSE_LATENCY, ADAPTIVE_CAUS
 struct adaptive {
 	struct adaptive_params p;
 	double rate;		/* bytes/s; 0 = unlimited; p.max = full speed */
+	unsigned depth;		/* reads in flight allowed, 1..p.max_depth (p.max_depth
+				 * whenever the rate is full speed) */
 	double ceiling;		/* best full-speed bandwidth; 0 = not known yet */
 	double lat_base;	/* ns per byte; 0 = not known yet */
 	double psi_base;	/* foreign stall share, 0..1; < 0 = not known yet */
@@ -101,7 +117,7 @@ struct adaptive {
 };
 
 void adaptive_init(struct adaptive *a, const struct adaptive_params *p);
-/* Feed one interval; a->rate is the rate for the next one. */
+/* Feed one interval; a->rate and a->depth are for the next one. */
 enum adaptive_change adaptive_tick(struct adaptive *a, const struct adaptive_sample *s);
 /*
  * Whether the next interval should be a probe out of turn: backed off for
@@ -114,5 +130,10 @@ bool adaptive_wants_probe(const struct adaptive *a);
  * 0 and *total, or -EINVAL if there is none.
  */
 int adaptive_parse_psi(const char *text, uint64_t *total);
+/*
+ * The milliseconds a block device had requests in flight (io_ticks, the
+ * 10th field) of its /sys/dev/block/M:m/stat text.  0 and *ms, or -EINVAL.
+ */
+int adaptive_parse_diskstat(const char *text, uint64_t *ms);
 
 #endif

@@ -179,6 +179,13 @@ static void timed(void *arg, uint64_t len, uint64_t lat_ns)
 	ratelimit_note(&dr->limit, len, lat_ns);
 }
 
+static unsigned depth_now(void *arg)
+{
+	struct devread *dr = arg;
+
+	return ratelimit_depth(&dr->limit);
+}
+
 static void add_bad(struct devread *dr, uint64_t off, uint64_t len, int err)
 {
 	pthread_mutex_lock(&dr->lock);
@@ -319,15 +326,19 @@ int devverify_run(struct scrub_ctx *ctx, unsigned long long *bytes, const char *
 	if (!regions_mode(&ctx->opt))
 		ledger_device_begin(ctx->ledger, ctx->xlinks);
 	reads = plan_reads(ctx, &nr_reads, &data);
-	ratelimit_init(&dr.limit, ctx->opt.limit_rate, ctx->opt.limit_auto, report_limit, ctx);
+	unsigned depth = ctx->opt.background ? 1 : DEVREAD_DEPTH;
+
+	ratelimit_init(&dr.limit, ctx->opt.limit_rate, ctx->opt.limit_auto, depth, report_limit,
+		       ctx);
+	ratelimit_watch_device(&dr.limit, ctx->root_stx.stx_dev_major, ctx->root_stx.stx_dev_minor);
 	pthread_mutex_init(&dr.lock, NULL);
 
 	struct io_job job = {
-		.fd = dr.fd, .ranges = reads, .nr_ranges = nr_reads,
-		.depth = ctx->opt.background ? 1 : DEVREAD_DEPTH,
+		.fd = dr.fd, .ranges = reads, .nr_ranges = nr_reads, .depth = depth,
 		.max_len = DEVREAD_MAX, .align = BAD_STEP,
 		.no_uring = getenv("FSCRUB_DEBUG_NO_URING") != NULL,
-		.admit = admit, .done = read_done, .timed = timed, .arg = &dr,
+		.admit = admit, .done = read_done, .timed = timed, .depth_now = depth_now,
+		.arg = &dr,
 	};
 	ret = ioengine_run(&job);
 	report_verbose(ctx, "Phase 5: read %s in device order: %zu reads of up to %u MiB, "

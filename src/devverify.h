@@ -27,7 +27,8 @@ struct scrub_ctx;
 
 #define DEVREAD_MAX	(8U << 20)	/* bytes per read */
 #define DEVREAD_MERGE_GAP (256U << 10)	/* read through holes up to this */
-#define DEVREAD_DEPTH	4		/* reads in flight; 1 with -b */
+#define DEVREAD_DEPTH	4		/* reads in flight; 1 with -b; --limit auto
+					 * lowers it to 1 while it backs off */
 
 /*
  * Verify the data by the device.  Returns 0 when done (findings reported),

@@ -32,6 +32,24 @@ static void tell_time(const struct io_job *job, int64_t res, uint64_t start)
 		job->timed(job->arg, res > 0 ? (uint64_t)res : 0, now_ns() - start);
 }
 
+/* Reads that may be in flight now: depth_now()'s answer, at most depth. */
+static unsigned depth_now(const struct io_job *job)
+{
+	unsigned d = job->depth_now ? job->depth_now(job->arg) : job->depth;
+
+	return d > job->depth ? job->depth : d;
+}
+
+/* depth_now() is 0 and nothing is in flight: ask again this much later. */
+#define PAUSE_NS 10000000L
+
+static void pause_slice(void)
+{
+	struct timespec ts = { 0, PAUSE_NS };
+
+	nanosleep(&ts, NULL);
+}
+
 static char *alloc_buffer(const struct io_job *job)
 {
 	void *p;
@@ -71,7 +89,7 @@ static int run_uring(struct io_job *job, bool *started)
 	job->engine = "io_uring";
 	*started = true;
 	while (inflight || (next < job->nr_ranges && !stop)) {
-		while (nr_free && next < job->nr_ranges && !stop) {
+		while (nr_free && next < job->nr_ranges && !stop && inflight < depth_now(job)) {
 			const struct io_range *r = &job->ranges[next];
 			struct io_uring_sqe *sqe;
 
@@ -90,8 +108,12 @@ static int run_uring(struct io_job *job, bool *started)
 			io_uring_sqe_set_data64(sqe, slot);
 			inflight++;
 		}
-		if (!inflight)
-			break;
+		if (!inflight) {
+			if (next >= job->nr_ranges || stop)
+				break;
+			pause_slice();		/* depth_now() is 0: a pause */
+			continue;
+		}
 		ret = io_uring_submit_and_wait(&ring, 1);
 		if (ret < 0 && ret != -EINTR)
 			goto out;
@@ -131,7 +153,42 @@ struct pool {
 	atomic_size_t next;
 	atomic_bool stop;
 	pthread_mutex_t admit_lock;	/* admit() in submission order */
+	pthread_mutex_t slot_lock;	/* active, under depth_now() */
+	pthread_cond_t slot_freed;
+	unsigned active;		/* reads between a slot taken and freed */
 };
+
+/*
+ * Wait for a slot: fewer than depth_now() reads active.  An active read
+ * wakes the waiters when it ends; while depth_now() is 0 there may be
+ * none, so they also look again every PAUSE_NS.
+ */
+static void take_slot(struct pool *pool)
+{
+	pthread_mutex_lock(&pool->slot_lock);
+	while (pool->active >= depth_now(pool->job) && !atomic_load(&pool->stop)) {
+		struct timespec until;
+
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += PAUSE_NS;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&pool->slot_freed, &pool->slot_lock, &until);
+	}
+	pool->active++;
+	pthread_mutex_unlock(&pool->slot_lock);
+}
+
+/* Broadcast: depth_now() may have grown meanwhile, or a stop be set. */
+static void free_slot(struct pool *pool)
+{
+	pthread_mutex_lock(&pool->slot_lock);
+	pool->active--;
+	pthread_cond_broadcast(&pool->slot_freed);
+	pthread_mutex_unlock(&pool->slot_lock);
+}
 
 static void *pool_thread(void *p)
 {
@@ -145,13 +202,15 @@ static void *pool_thread(void *p)
 	}
 	while (!atomic_load(&pool->stop)) {
 		pthread_mutex_lock(&pool->admit_lock);
+		take_slot(pool);
 		size_t i = atomic_fetch_add(&pool->next, 1);
-		bool go = i < job->nr_ranges &&
+		bool go = i < job->nr_ranges && !atomic_load(&pool->stop) &&
 			  (!job->admit || job->admit(job->arg, job->ranges[i].len));
 
 		pthread_mutex_unlock(&pool->admit_lock);
 		if (!go) {
 			atomic_store(&pool->stop, true);
+			free_slot(pool);
 			break;
 		}
 		const struct io_range *r = &job->ranges[i];
@@ -161,6 +220,7 @@ static void *pool_thread(void *p)
 
 		tell_time(job, res, start);
 		job->done(job->arg, r, buf, res);
+		free_slot(pool);
 	}
 	free(buf);
 	return NULL;
@@ -173,6 +233,8 @@ static int run_pool(struct io_job *job)
 	unsigned started = 0;
 
 	pthread_mutex_init(&pool.admit_lock, NULL);
+	pthread_mutex_init(&pool.slot_lock, NULL);
+	pthread_cond_init(&pool.slot_freed, NULL);
 	job->engine = "pread";
 	for (unsigned i = 0; i < job->depth; i++) {
 		if (pthread_create(&tids[i], NULL, pool_thread, &pool))
@@ -182,6 +244,8 @@ static int run_pool(struct io_job *job)
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(tids[i], NULL);
 	pthread_mutex_destroy(&pool.admit_lock);
+	pthread_mutex_destroy(&pool.slot_lock);
+	pthread_cond_destroy(&pool.slot_freed);
 	free(tids);
 	return started ? 0 : -EAGAIN;
 }

@@ -11,7 +11,11 @@
  * each read, admit() is called with its length; it may sleep (a rate
  * limit) and returns false to stop submitting (cancelled).  timed(), if
  * set, is told each read's length and latency (submission to completion
- * seen) before done().
+ * seen) before done().  depth_now(), if set, is asked before each read how
+ * many may be in flight now (at most depth; more counts as depth): the
+ * engine keeps at most that many, so that a rate controller can shorten
+ * the queue it puts in front of other I/O.  0 pauses: the engine starts
+ * nothing, reaps what is in flight, and asks again every 10 ms.
  */
 #ifndef FSCRUB_IOENGINE_H
 #define FSCRUB_IOENGINE_H
@@ -29,13 +33,14 @@ struct io_job {
 	int fd;
 	const struct io_range *ranges;
 	size_t nr_ranges;
-	unsigned depth;		/* reads in flight */
+	unsigned depth;		/* reads in flight, at most */
 	size_t max_len;		/* largest range; buffer size */
 	size_t align;		/* buffer alignment (O_DIRECT) */
 	bool no_uring;		/* force the thread pool (FSCRUB_DEBUG_NO_URING) */
 	bool (*admit)(void *arg, uint64_t len);
 	void (*done)(void *arg, const struct io_range *r, char *buf, int64_t res);
 	void (*timed)(void *arg, uint64_t len, uint64_t lat_ns);
+	unsigned (*depth_now)(void *arg);
 	void *arg;
 	const char *engine;	/* out: "io_uring" or "pread" */
 };

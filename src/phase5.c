@@ -63,7 +63,9 @@ static int read_files(struct scrub_ctx *ctx, const struct ino_key *only, size_t 
 	args.nr_only = nr_only;
 	args.limit = &limit;
 
-	ratelimit_init(&limit, ctx->opt.limit_rate, ctx->opt.limit_auto, report_limit, ctx);
+	/* Depth 0: the per-file reader's reads in flight are the walk's threads,
+	 * which the controller does not set; ratelimit_take() holds them back. */
+	ratelimit_init(&limit, ctx->opt.limit_rate, ctx->opt.limit_auto, 0, report_limit, ctx);
 	ret = walk_tree(ctx, &dataverify_visitor, &args, stats, NULL);
 	ratelimit_destroy(&limit);
 	inoset_free(args.linked);

@@ -30,12 +30,13 @@
 /* The first probe after 3 intervals: a job already running is seen soon. */
 #define RL_PROBE_AT	3
 #define RL_PROBE_NS	50000000ULL
-/* Our reads in flight at a probe must end before it measures.  Nobody
- * reaps them while the io_uring submitter waits here, so the probe waits
- * twice the last interval's mean read latency (a read queued behind the
- * others included), at least 20 ms and at most 1 s. */
-#define RL_SETTLE_MIN_NS 20000000ULL
-#define RL_SETTLE_MAX_NS 1000000000ULL
+/* Our reads in flight at a probe must end before it measures: it waits
+ * until every read admitted has been noted done (the device reader stops
+ * submitting and reaps them: ratelimit_depth() is 0), at most 5 s -- four
+ * 8 MiB reads queued on a 10 MB/s device.  Past that there is no probe
+ * this time: one would measure our own reads.  The device works on our
+ * reads meanwhile, so a long settle costs the scan little. */
+#define RL_SETTLE_MAX_NS 5000000000ULL
 /* Waiters look at the clock this often (ticks, probes, cancel). */
 #define RL_SLICE_NS	10000000ULL
 /* At most one -v line per second about rate changes. */
@@ -43,15 +44,23 @@
 
 enum rl_state { RL_RUN, RL_SETTLE, RL_PROBE };
 
+/* Where the foreign share comes from: PSI, else the device's busy time. */
+enum rl_source { RL_SRC_NONE, RL_SRC_PSI, RL_SRC_DEVICE };
+
 struct rl_auto {
 	struct adaptive ctl;
 	enum rl_state state;
 	uint64_t since_ns;		/* start of the interval, settle or probe */
 	uint64_t bytes, lat_ns, reads;	/* this interval's completed reads */
-	uint64_t settle_ns;		/* how long the next probe settles */
+	unsigned inflight;		/* reads admitted and not noted done */
+	uint64_t inflight_ns;		/* their time in flight this interval */
+	uint64_t inflight_at;		/* inflight_ns counted up to here */
 	unsigned tick_no;
-	bool have_psi;
-	uint64_t psi_at;		/* "some total" at since_ns */
+	bool have_psi;			/* src gives a total (it did last time) */
+	enum rl_source src;
+	char stat_path[64];		/* RL_SRC_DEVICE: /sys/dev/block/M:m/stat */
+	bool told_source;		/* -v said what is watched */
+	uint64_t psi_at;		/* the stall or busy total (us) at since_ns */
 	uint64_t start_ns, total_bytes;
 	uint64_t reported_ns;
 	unsigned long long unreported;
@@ -67,21 +76,50 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-/* /proc/pressure/io's "some" total; false without PSI (old kernel, psi=0). */
-static bool read_psi(uint64_t *total)
+/* The text of a small file (NUL-terminated in buf); false if unreadable. */
+static bool read_small(const char *path, char *buf, size_t len)
 {
-	char buf[512];
-	int fd = open("/proc/pressure/io", O_RDONLY | O_CLOEXEC);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	ssize_t n;
 
 	if (fd < 0)
 		return false;
-	n = read(fd, buf, sizeof(buf) - 1);
+	n = read(fd, buf, len - 1);
 	close(fd);
 	if (n <= 0)
 		return false;
 	buf[n] = '\0';
-	return adaptive_parse_psi(buf, total) == 0;
+	return true;
+}
+
+/* /proc/pressure/io's "some" total; false without PSI (old kernel, psi=0). */
+static bool read_psi(uint64_t *total)
+{
+	char buf[512];
+
+	return read_small("/proc/pressure/io", buf, sizeof(buf)) &&
+	       adaptive_parse_psi(buf, total) == 0;
+}
+
+/* The stall total of au's source, in microseconds. */
+static bool read_stall(const struct rl_auto *au, uint64_t *us)
+{
+	char buf[512];
+	uint64_t ms;
+
+	switch (au->src) {
+	case RL_SRC_PSI:
+		return read_psi(us);
+	case RL_SRC_DEVICE:
+		if (!read_small(au->stat_path, buf, sizeof(buf)) ||
+		    adaptive_parse_diskstat(buf, &ms))
+			return false;
+		*us = ms * 1000;
+		return true;
+	case RL_SRC_NONE:
+		break;
+	}
+	return false;
 }
 
 static void format_rate(char *buf, size_t len, double rate)
@@ -118,6 +156,9 @@ static void report_change(struct rl_auto *au, enum adaptive_change c, double old
 	if (c == ADAPTIVE_DOWN && a->cause == ADAPTIVE_CAUSE_LATENCY)
 		snprintf(why, sizeof(why), ": read latency %.1fx the idle baseline",
 			 a->last_lat / a->lat_base);
+	else if (c == ADAPTIVE_DOWN && au->src == RL_SRC_DEVICE)
+		snprintf(why, sizeof(why), ": the device busy with other I/O %.0f%% of the time "
+			 "(baseline %.0f%%)", a->last_foreign * 100, a->psi_base * 100);
 	else if (c == ADAPTIVE_DOWN)
 		snprintf(why, sizeof(why), ": other tasks stalled on I/O %.0f%% of the time "
 			 "(baseline %.0f%%)", a->last_foreign * 100, a->psi_base * 100);
@@ -125,11 +166,38 @@ static void report_change(struct rl_auto *au, enum adaptive_change c, double old
 		snprintf(why, sizeof(why), ": the device is quiet");
 	char line[256];
 
-	snprintf(line, sizeof(line), "--limit auto: %s %s -> %s%s (%llu changes not shown)",
-		 c == ADAPTIVE_DOWN ? "back-off" : "ramp-up", from, to, why, au->unreported);
+	snprintf(line, sizeof(line), "--limit auto: %s %s -> %s%s; %u read%s in flight "
+		 "(%llu changes not shown)", c == ADAPTIVE_DOWN ? "back-off" : "ramp-up", from, to,
+		 why, a->depth, a->depth == 1 ? "" : "s", au->unreported);
 	au->report(au->report_arg, line);
 	au->reported_ns = now;
 	au->unreported = 0;
+}
+
+/* Once, at the first interval: what is watched when PSI is not there. */
+static void tell_source(struct rl_auto *au)
+{
+	char line[160];
+
+	if (au->told_source || !au->report || au->src == RL_SRC_PSI)
+		return;
+	au->told_source = true;
+	if (au->src == RL_SRC_DEVICE)
+		snprintf(line, sizeof(line), "--limit auto: no /proc/pressure/io, the read "
+			 "latency and the device's busy time (%s) are watched", au->stat_path);
+	else
+		snprintf(line, sizeof(line), "--limit auto: no /proc/pressure/io, "
+			 "only the read latency is watched");
+	au->report(au->report_arg, line);
+}
+
+/* Add our reads' time in flight up to now (their overlap with the
+ * interval, reads that go on past it included). */
+static void count_inflight(struct rl_auto *au, uint64_t now)
+{
+	if (now > au->inflight_at)
+		au->inflight_ns += (uint64_t)au->inflight * (now - au->inflight_at);
+	au->inflight_at = now;
 }
 
 static void feed(struct ratelimit *rl, bool probe, uint64_t now)
@@ -141,21 +209,19 @@ static void feed(struct ratelimit *rl, bool probe, uint64_t now)
 	double old = au->ctl.rate;
 	uint64_t psi;
 
-	if (au->have_psi && read_psi(&psi) && psi >= au->psi_at) {
+	if (au->have_psi && read_stall(au, &psi) && psi >= au->psi_at) {
 		s.have_psi = true;
 		s.psi_stall_us = psi - au->psi_at;
 		au->psi_at = psi;
 	}
 	if (!s.interval_ns)
 		s.interval_ns = 1;
-	if (au->reads) {
-		au->settle_ns = 2 * au->lat_ns / au->reads;
-		if (au->settle_ns < RL_SETTLE_MIN_NS)
-			au->settle_ns = RL_SETTLE_MIN_NS;
-		if (au->settle_ns > RL_SETTLE_MAX_NS)
-			au->settle_ns = RL_SETTLE_MAX_NS;
-	}
+	count_inflight(au, now);
+	s.busy_ns = au->inflight_ns;
+	au->inflight_ns = 0;
 	enum adaptive_change c = adaptive_tick(&au->ctl, &s);
+
+	tell_source(au);
 
 	set_rate(rl, au->ctl.rate);
 	report_change(au, c, old, now);
@@ -178,11 +244,13 @@ static void advance(struct ratelimit *rl, uint64_t now)
 			au->state = RL_SETTLE;	/* since_ns is now: the settle starts */
 		return;
 	case RL_SETTLE:
-		if (now - au->since_ns < au->settle_ns)
+		if (au->inflight && now - au->since_ns < RL_SETTLE_MAX_NS)
 			return;
-		au->have_psi = read_psi(&au->psi_at);
+		count_inflight(au, now);
+		au->inflight_ns = 0;	/* the settle is no interval of its own */
+		au->have_psi = read_stall(au, &au->psi_at);
 		au->since_ns = now;
-		au->state = au->have_psi ? RL_PROBE : RL_RUN;
+		au->state = au->have_psi && !au->inflight ? RL_PROBE : RL_RUN;
 		return;
 	case RL_PROBE:
 		if (now - au->since_ns < RL_PROBE_NS)
@@ -193,35 +261,49 @@ static void advance(struct ratelimit *rl, uint64_t now)
 	}
 }
 
-void ratelimit_init(struct ratelimit *rl, uint64_t rate, bool adaptive,
+void ratelimit_init(struct ratelimit *rl, uint64_t rate, bool adaptive, unsigned depth,
 		    void (*report)(void *arg, const char *line), void *arg)
 {
 	memset(rl, 0, sizeof(*rl));
 	pthread_mutex_init(&rl->lock, NULL);
 	rl->last_ns = now_ns();
+	rl->depth = depth;
 	if (adaptive) {
 		struct rl_auto *au = xcalloc(1, sizeof(*au));
 		struct adaptive_params p = adaptive_defaults;
 
 		p.max = (double)rate;
+		p.max_depth = depth ? depth : 1;
 		if (p.max && p.floor > p.max)
 			p.floor = p.max;
 		adaptive_init(&au->ctl, &p);
 		set_rate(rl, au->ctl.rate);
-		au->since_ns = au->start_ns = rl->last_ns;
-		au->settle_ns = RL_SETTLE_MIN_NS;
-		au->have_psi = read_psi(&au->psi_at);
+		au->since_ns = au->start_ns = au->inflight_at = rl->last_ns;
+		/* FSCRUB_DEBUG_NO_PSI: as on a kernel without PSI (for the tests
+		 * of the device's busy time on machines that have it). */
+		au->have_psi = !getenv("FSCRUB_DEBUG_NO_PSI") && read_psi(&au->psi_at);
+		au->src = au->have_psi ? RL_SRC_PSI : RL_SRC_NONE;
 		au->report = report;
 		au->report_arg = arg;
 		rl->autorate = au;
-		if (report && !au->have_psi)
-			report(arg, "--limit auto: no /proc/pressure/io, "
-			       "only the read latency is watched");
 		return;
 	}
 	rl->rate = rate;
 	rl->burst = (double)rate / 10;
 	rl->tokens = rl->burst;
+}
+
+void ratelimit_watch_device(struct ratelimit *rl, unsigned major, unsigned minor)
+{
+	struct rl_auto *au = rl->autorate;
+
+	if (!au || au->src == RL_SRC_PSI)
+		return;
+	snprintf(au->stat_path, sizeof(au->stat_path), "/sys/dev/block/%u:%u/stat", major, minor);
+	au->src = RL_SRC_DEVICE;
+	au->have_psi = read_stall(au, &au->psi_at);
+	if (!au->have_psi)
+		au->src = RL_SRC_NONE;
 }
 
 void ratelimit_destroy(struct ratelimit *rl)
@@ -247,8 +329,14 @@ void ratelimit_destroy(struct ratelimit *rl)
 static double wait_for(struct ratelimit *rl, uint64_t now)
 {
 	if (rl->autorate) {
+		enum rl_state st;
+
 		advance(rl, now);
-		if (rl->autorate->state != RL_RUN)
+		st = rl->autorate->state;
+		/* A reader that follows ratelimit_depth() stops by itself during a
+		 * settle, and must be free to reap its reads (io_uring's submitter
+		 * is the one waiting here): only the probe holds it back. */
+		if (st == RL_PROBE || (st == RL_SETTLE && !rl->depth))
 			return (double)RL_SLICE_NS / 1e9;
 	}
 	if (!rl->rate)
@@ -285,6 +373,10 @@ bool ratelimit_take(struct ratelimit *rl, uint64_t bytes, bool (*stop)(void *), 
 	}
 	if (!rl->rate)
 		rl->tokens = 0;		/* unlimited meanwhile: no debt kept */
+	if (rl->autorate) {
+		count_inflight(rl->autorate, now_ns());
+		rl->autorate->inflight++;
+	}
 	pthread_mutex_unlock(&rl->lock);
 	return true;
 }
@@ -296,11 +388,29 @@ void ratelimit_note(struct ratelimit *rl, uint64_t bytes, uint64_t lat_ns)
 	if (!au)
 		return;
 	pthread_mutex_lock(&rl->lock);
+	count_inflight(au, now_ns());
+	if (au->inflight)
+		au->inflight--;
 	au->reads++;
 	au->bytes += bytes;
 	au->lat_ns += lat_ns;
 	au->total_bytes += bytes;
 	pthread_mutex_unlock(&rl->lock);
+}
+
+unsigned ratelimit_depth(struct ratelimit *rl)
+{
+	unsigned depth;
+
+	if (!rl)
+		return 1;
+	if (!rl->autorate)
+		return rl->depth ? rl->depth : 1;
+	pthread_mutex_lock(&rl->lock);
+	advance(rl, now_ns());
+	depth = rl->autorate->state == RL_RUN ? rl->autorate->ctl.depth : 0;
+	pthread_mutex_unlock(&rl->lock);
+	return depth;
 }
 
 static int parse_rate(const char *s, uint64_t *rate)

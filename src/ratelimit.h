@@ -13,9 +13,13 @@
  * /proc/pressure/io's "some" total, and the rate changes.  Every
  * RL_PROBE_EVERY intervals (and after each interval while the controller
  * backs off for pressure it is too busy to see) the scan pauses: no new
- * read is admitted, and once ours have had time to finish (twice their
- * mean latency) the pressure measured over RL_PROBE_NS is other tasks'
- * alone.  A utility: it reports only through the callback its user gives.
+ * read is admitted, and once every read admitted has been noted done the
+ * pressure measured over RL_PROBE_NS is other tasks'
+ * alone (without PSI, the device's busy time: ratelimit_watch_device).
+ * The controller also sets how many reads may be in flight
+ * (ratelimit_depth): one after a back-off, up to the reader's depth again
+ * as it ramps up.  A utility: it reports only through the callback its
+ * user gives.
  */
 #ifndef FSCRUB_RATELIMIT_H
 #define FSCRUB_RATELIMIT_H
@@ -33,21 +37,40 @@ struct ratelimit {
 	uint64_t last_ns;
 	pthread_mutex_t lock;
 	struct rl_auto *autorate;	/* --limit auto, else NULL */
+	unsigned depth;		/* reads in flight at full speed */
 };
 
 /*
  * rate: bytes per second, 0 = unlimited; adaptive: --limit auto, rate is
- * then its maximum (0 = none).
+ * then its maximum (0 = none).  depth >= 1: the user keeps at most
+ * ratelimit_depth() reads in flight, that many at full speed, and admits
+ * none while it is 0 (a probe: it then reaps what is in flight and asks
+ * again); depth 0: a user that cannot (a fixed set of threads), whom
+ * ratelimit_take() holds back during the probes instead.
  * report(arg, line): where the adaptive rate's changes (at most one line a
  * second) and, at ratelimit_destroy(), its average are told; may be NULL.
  */
-void ratelimit_init(struct ratelimit *rl, uint64_t rate, bool adaptive,
+void ratelimit_init(struct ratelimit *rl, uint64_t rate, bool adaptive, unsigned depth,
 		    void (*report)(void *arg, const char *line), void *arg);
 void ratelimit_destroy(struct ratelimit *rl);
 /* Wait until bytes may be read; returns early (false) if *stop becomes true. */
 bool ratelimit_take(struct ratelimit *rl, uint64_t bytes, bool (*stop)(void *), void *arg);
 /* A read admitted by ratelimit_take() is done: bytes read, its latency. */
 void ratelimit_note(struct ratelimit *rl, uint64_t bytes, uint64_t lat_ns);
+/*
+ * --limit auto without PSI: watch the busy time of the block device
+ * major:minor (the one the reads go to) in its place -- the share of each
+ * interval in which it had requests in flight, ours told apart as PSI's
+ * stalls are.  No effect with PSI or without --limit auto; call before
+ * the first ratelimit_take().
+ */
+void ratelimit_watch_device(struct ratelimit *rl, unsigned major, unsigned minor);
+/*
+ * Reads that may be in flight now: init's depth, or with --limit auto the
+ * controller's, 1..depth, and 0 while a probe waits for the reads in
+ * flight to end or measures.  Thread-safe; NULL or depth 0 give 1.
+ */
+unsigned ratelimit_depth(struct ratelimit *rl);
 
 /*
  * Parse a rate such as "200M", "1.5G", "800k" or "50000000" (bytes per

@@ -285,6 +285,160 @@ static void test_without_psi(void **state)
 	assert_int_equal(a.cause, ADAPTIVE_CAUSE_LATENCY);
 }
 
+/* Warm up with p (max_depth reads in flight at full speed), one probe. */
+static void warm_depth(struct adaptive *a, const struct adaptive_params *p)
+{
+	adaptive_init(a, p);
+	assert_int_equal(a->depth, p->max_depth);
+	for (unsigned i = 0; i <= p->warmup_ticks; i++)
+		step(a, 1, 0, false);
+	step(a, 1, 0.02, true);
+	assert_true(a->rate == p->max);
+}
+
+/*
+ * Reads in flight back off with the rate, to one, and come back as it
+ * ramps up: four at full speed, two after the first back-off, one after
+ * the second and for as long as the load stays; after the pause, one
+ * more per step up, all four once the rate is unlimited again.
+ */
+static void test_depth_follows_the_rate(void **state)
+{
+	struct adaptive_params p = adaptive_defaults;
+	struct adaptive a;
+	unsigned prev;
+	int i;
+
+	(void)state;
+	p.max_depth = 4;
+	warm_depth(&a, &p);
+	assert_int_equal(a.depth, 4);
+	assert_int_equal(step(&a, 1, 0.9, true), ADAPTIVE_DOWN);
+	assert_int_equal(a.depth, 2);
+	/* Two reads in flight at half speed: too busy to see the load, a probe
+	 * out of turn does (ratelimit.c asks for it). */
+	model_depth = a.depth;
+	assert_int_equal(step(&a, 1, 0.9, false), ADAPTIVE_HOLD);
+	assert_true(adaptive_wants_probe(&a));
+	assert_int_equal(step(&a, 1, 0.9, true), ADAPTIVE_DOWN);
+	assert_int_equal(a.depth, 1);
+	for (i = 0; i < 40; i++) {
+		model_depth = a.depth;
+		step(&a, 1, 0.9, i % 10 == 0 || adaptive_wants_probe(&a));
+		assert_int_equal(a.depth, 1);
+	}
+	assert_true(a.rate == p.floor);
+	/* Paced by the bucket below full speed, our reads do not overlap. */
+	model_depth = 1;
+	for (i = 0, prev = a.depth; i < 40 && a.rate; i++) {
+		step(&a, 1, 0.02, false);
+		assert_true(a.depth >= prev && a.depth <= 4);
+		assert_true(a.rate == 0 || a.depth <= prev + 1);
+		prev = a.depth;
+	}
+	model_depth = 1;
+	assert_true(a.rate == 0);
+	assert_int_equal(a.depth, 4);
+}
+
+/* A latency rise halves the reads in flight too. */
+static void test_depth_backs_off_on_latency(void **state)
+{
+	struct adaptive_params p = adaptive_defaults;
+	struct adaptive a;
+
+	(void)state;
+	p.max_depth = 4;
+	warm_depth(&a, &p);
+	assert_int_equal(step(&a, 4, 0, false), ADAPTIVE_DOWN);
+	assert_int_equal(a.cause, ADAPTIVE_CAUSE_LATENCY);
+	assert_int_equal(a.depth, 2);
+}
+
+/*
+ * auto:RATE at the floor (RATE <= 1 MiB/s): the rate cannot go lower,
+ * but the reads in flight still can; then it holds.
+ */
+static void test_depth_backs_off_at_the_floor(void **state)
+{
+	struct adaptive_params p = adaptive_defaults;
+	struct adaptive a;
+
+	(void)state;
+	p.max_depth = 4;
+	p.max = p.floor;
+	warm_depth(&a, &p);
+	assert_true(a.rate == p.floor);
+	assert_int_equal(a.depth, 4);
+	assert_int_equal(step(&a, 1, 0.9, true), ADAPTIVE_DOWN);
+	assert_int_equal(a.depth, 2);
+	assert_int_equal(step(&a, 1, 0.9, true), ADAPTIVE_DOWN);
+	assert_int_equal(a.depth, 1);
+	assert_int_equal(step(&a, 1, 0.9, true), ADAPTIVE_HOLD);
+	assert_true(a.rate == p.floor);
+	assert_int_equal(a.downs, 2);
+	/* and the load gone, one more read in flight per quiet interval */
+	for (int i = 0; i < 10; i++)
+		step(&a, 1, 0.02, i == 0);
+	assert_true(a.rate == p.floor);
+	assert_int_equal(a.depth, 4);
+}
+
+/* Without a depth of its own (the per-file reader) it stays one. */
+static void test_depth_one_by_default(void **state)
+{
+	struct adaptive a;
+
+	(void)state;
+	warm(&a);
+	assert_int_equal(a.depth, 1);
+	for (int i = 0; i < 30; i++) {
+		step(&a, 1, i < 15 ? 0.9 : 0.02, i % 10 == 0);
+		assert_int_equal(a.depth, 1);
+	}
+}
+
+/*
+ * A slow device (16 MiB/s): our one 8 MiB read in flight takes 500 ms,
+ * five intervals, and keeps it busy all that time, with no other load.
+ * The four intervals in which the read does not end must not take the
+ * device's busy time for another load's: busy_ns counts the read there.
+ */
+static enum adaptive_change slow_tick(struct adaptive *a, int i, bool busy_ns)
+{
+	bool probe = i % 10 == 9;
+	struct adaptive_sample s = { .interval_ns = 100000000, .have_psi = true,
+				     .probe = probe };
+
+	if (!probe) {
+		s.reads = i % 5 == 4;
+		s.bytes = s.reads * (8 << 20);
+		s.lat_ns = s.reads * 500000000ULL;
+		s.busy_ns = busy_ns ? 100000000 : 0;
+		s.psi_stall_us = 100000;	/* the device's busy time: ours */
+	}
+	return adaptive_tick(a, &s);
+}
+
+static void test_read_spanning_intervals_is_ours(void **state)
+{
+	struct adaptive a;
+	int i;
+
+	(void)state;
+	adaptive_init(&a, &adaptive_defaults);
+	for (i = 0; i < 200; i++)
+		assert_int_not_equal(slow_tick(&a, i, true), ADAPTIVE_DOWN);
+	assert_true(a.lat_base > 0 && a.psi_base == 0);
+	assert_true(a.rate == 0);
+	/* without busy_ns (the latencies of the reads that ended stand for
+	 * it) the same trace backs off at the first interval without an end */
+	adaptive_init(&a, &adaptive_defaults);
+	for (i = 0; i < 200 && !a.downs; i++)
+		slow_tick(&a, i, false);
+	assert_int_equal(a.downs, 1);
+}
+
 static void test_parse_psi(void **state)
 {
 	uint64_t t = 0;
@@ -302,6 +456,25 @@ static void test_parse_psi(void **state)
 	assert_int_equal(adaptive_parse_psi("some total=x\n", &t), -22);
 }
 
+static void test_parse_diskstat(void **state)
+{
+	uint64_t ms = 0;
+
+	(void)state;
+	/* 17 fields (6.x), io_ticks is the 10th */
+	assert_int_equal(adaptive_parse_diskstat("    1620        0   138394      486        0        0"
+						 "        0        0        0      812      486"
+						 "        0        0        0        0        0"
+						 "        0\n", &ms), 0);
+	assert_true(ms == 812);
+	assert_int_equal(adaptive_parse_diskstat("1 2 3 4 5 6 7 8 9 10 11\n", &ms), 0);
+	assert_true(ms == 10);
+	assert_int_equal(adaptive_parse_diskstat("1 2 3 4 5 6 7 8 9\n", &ms), -22);
+	assert_int_equal(adaptive_parse_diskstat("", &ms), -22);
+	assert_int_equal(adaptive_parse_diskstat("1 2 3 x 5 6 7 8 9 10 11", &ms), -22);
+	assert_true(ms == 10);		/* not clobbered on failure */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -317,7 +490,13 @@ int main(void)
 		cmocka_unit_test(test_bounded_oscillation),
 		cmocka_unit_test(test_burst_at_start),
 		cmocka_unit_test(test_without_psi),
+		cmocka_unit_test(test_depth_follows_the_rate),
+		cmocka_unit_test(test_depth_backs_off_on_latency),
+		cmocka_unit_test(test_depth_backs_off_at_the_floor),
+		cmocka_unit_test(test_depth_one_by_default),
+		cmocka_unit_test(test_read_spanning_intervals_is_ours),
 		cmocka_unit_test(test_parse_psi),
+		cmocka_unit_test(test_parse_diskstat),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

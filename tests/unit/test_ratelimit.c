@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -56,7 +57,7 @@ static void test_pace(void **state)
 	double t0 = now_s();
 
 	(void)state;
-	ratelimit_init(&rl, 10000000, false, NULL, NULL);
+	ratelimit_init(&rl, 10000000, false, 1, NULL, NULL);
 	for (int i = 0; i < 30; i++)
 		assert_true(ratelimit_take(&rl, 100000, NULL, NULL));
 	assert_true(now_s() - t0 >= 0.19);
@@ -64,11 +65,56 @@ static void test_pace(void **state)
 	assert_true(ratelimit_take(NULL, 1ULL << 40, NULL, NULL));	/* no limit */
 }
 
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+/*
+ * --limit auto's probe waits for the reads in flight: with one read taken
+ * and not noted done, ratelimit_depth() goes to 0 at the first probe
+ * (after RL_PROBE_AT intervals of 100 ms) and stays 0 while the read is
+ * out, however long it takes (up to 5 s); once it is noted, the 50 ms
+ * probe runs and reads may start again.  Needs PSI (the probes measure
+ * it; without it there are none).
+ */
+static void test_probe_waits_for_reads_in_flight(void **state)
+{
+	struct ratelimit rl;
+	double t0 = now_s(), zero_at = 0;
+	int i;
+
+	(void)state;
+	if (access("/proc/pressure/io", R_OK))
+		skip();
+	ratelimit_init(&rl, 0, true, 4, NULL, NULL);
+	assert_int_equal(ratelimit_depth(&rl), 4);
+	assert_true(ratelimit_take(&rl, 1 << 20, NULL, NULL));	/* one read out */
+	while (now_s() - t0 < 2 && !zero_at) {
+		if (ratelimit_depth(&rl) == 0)
+			zero_at = now_s();
+		sleep_ms(5);
+	}
+	assert_true(zero_at > 0);
+	for (i = 0; i < 60; i++) {		/* 600 ms: far past the old settle */
+		sleep_ms(10);
+		assert_int_equal(ratelimit_depth(&rl), 0);
+	}
+	ratelimit_note(&rl, 1 << 20, 700000000);
+	for (i = 0; i < 100 && ratelimit_depth(&rl) == 0; i++)
+		sleep_ms(5);
+	assert_true(i < 100);			/* probe done within 0.5 s */
+	ratelimit_destroy(&rl);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_parse),
 		cmocka_unit_test(test_pace),
+		cmocka_unit_test(test_probe_waits_for_reads_in_flight),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,152 @@
+/*
+ * Unit tests for ioengine: every range read once, and never more reads in
+ * flight than depth_now() allows at the time (--limit auto shortens the
+ * data scan's queue), with io_uring and with the pread thread pool.
+ *
+ * A read counts as in flight from admit() to the end of done(); done()
+ * sleeps a little so that the pool's threads overlap.  After the 16th
+ * read depth_now() says 0 a few times (a probe): nothing may start then,
+ * and what was in flight is reaped.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "ioengine.h"
+
+#define NR 48
+#define LEN 65536
+
+struct probe {
+	atomic_uint inflight;
+	atomic_uint admitted;
+	unsigned max_seen[3];		/* most in flight in each phase */
+	unsigned seen[NR];		/* done() calls per range */
+	bool bad_data;
+	unsigned zeros;			/* 0 answers given */
+	bool last_zero;			/* the last answer was 0 */
+	bool admitted_in_pause;
+	unsigned inflight_at_resume;
+};
+
+#define PAUSE_ANSWERS 8
+
+/* Four in flight for the first 16 reads, one for the next 16, then two. */
+static unsigned cap_at(unsigned admitted)
+{
+	return admitted < 16 ? 4 : admitted < 32 ? 1 : 2;
+}
+
+static unsigned depth_now(void *arg)
+{
+	struct probe *p = arg;
+	unsigned n = atomic_load(&p->admitted);
+
+	if (n == 16 && p->zeros < PAUSE_ANSWERS) {
+		p->zeros++;
+		p->last_zero = true;
+		return 0;
+	}
+	if (p->last_zero)
+		p->inflight_at_resume = atomic_load(&p->inflight);
+	p->last_zero = false;
+	return cap_at(n);
+}
+
+static bool admit(void *arg, uint64_t len)
+{
+	struct probe *p = arg;
+	unsigned n = atomic_load(&p->admitted);
+	unsigned now = atomic_fetch_add(&p->inflight, 1) + 1;
+	unsigned phase = n < 16 ? 0 : n < 32 ? 1 : 2;
+
+	(void)len;
+	if (p->last_zero)
+		p->admitted_in_pause = true;
+	/* The pool's admits are serialised: n and the phase are this read's. */
+	if (now > p->max_seen[phase])
+		p->max_seen[phase] = now;
+	atomic_fetch_add(&p->admitted, 1);
+	return true;
+}
+
+static void done(void *arg, const struct io_range *r, char *buf, int64_t res)
+{
+	struct probe *p = arg;
+	unsigned i = (unsigned)(r->off / LEN);
+	struct timespec ts = { 0, 2000000 };
+
+	if (res != LEN || (unsigned char)buf[0] != i || (unsigned char)buf[LEN - 1] != i)
+		p->bad_data = true;
+	p->seen[i]++;
+	nanosleep(&ts, NULL);
+	atomic_fetch_sub(&p->inflight, 1);
+}
+
+static void run(bool no_uring, const char *want_engine)
+{
+	char path[] = "/tmp/fscrub-test-ioengine.XXXXXX";
+	int fd = mkstemp(path);
+	struct io_range ranges[NR];
+	static char block[LEN];
+	struct probe p = { 0 };
+
+	assert_true(fd >= 0);
+	unlink(path);
+	for (unsigned i = 0; i < NR; i++) {
+		memset(block, (int)i, sizeof(block));
+		assert_int_equal(pwrite(fd, block, LEN, (off_t)i * LEN), LEN);
+		ranges[i] = (struct io_range){ .off = (uint64_t)i * LEN, .len = LEN };
+	}
+	struct io_job job = {
+		.fd = fd, .ranges = ranges, .nr_ranges = NR, .depth = 4, .max_len = LEN,
+		.align = 4096, .no_uring = no_uring, .admit = admit, .done = done,
+		.depth_now = depth_now, .arg = &p,
+	};
+
+	assert_int_equal(ioengine_run(&job), 0);
+	close(fd);
+	if (want_engine && strcmp(job.engine, want_engine))
+		skip();		/* io_uring refused here: the pool was tested */
+	for (unsigned i = 0; i < NR; i++)
+		assert_int_equal(p.seen[i], 1);
+	assert_false(p.bad_data);
+	for (unsigned ph = 0; ph < 3; ph++)
+		assert_true(p.max_seen[ph] >= 1 && p.max_seen[ph] <= cap_at(ph * 16));
+	assert_int_equal(p.zeros, PAUSE_ANSWERS);
+	assert_false(p.admitted_in_pause);
+	assert_int_equal(p.inflight_at_resume, 0);
+	/* io_uring fills its queue up to the cap before it waits */
+	if (!no_uring && !strcmp(job.engine, "io_uring"))
+		assert_int_equal(p.max_seen[0], 4);
+}
+
+static void test_depth_now_uring(void **state)
+{
+	(void)state;
+	run(false, "io_uring");
+}
+
+static void test_depth_now_pool(void **state)
+{
+	(void)state;
+	run(true, NULL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_depth_now_uring),
+		cmocka_unit_test(test_depth_now_pool),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
