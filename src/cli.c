@@ -24,7 +24,7 @@
 /* Long options without a short form. */
 enum {
 	OPT_JSON = 256, OPT_METRICS, OPT_LIMIT, OPT_RECORD, OPT_LEDGER, OPT_MANIFEST,
-	OPT_STATE_DIR, OPT_NO_STATE, OPT_RESCAN_ERRORS, OPT_SINCE, OPT_PORTION,
+	OPT_STATE_DIR, OPT_NO_STATE, OPT_RESCAN_ERRORS, OPT_SINCE, OPT_PORTION, OPT_RESUME,
 };
 
 /* More threads than this only add contention on two queues and a cache. */
@@ -55,6 +55,7 @@ static const struct option long_options[] = {
 	{ "rescan-errors", no_argument,   NULL, OPT_RESCAN_ERRORS },
 	{ "since",	 required_argument, NULL, OPT_SINCE },
 	{ "portion",	 required_argument, NULL, OPT_PORTION },
+	{ "resume",	 no_argument,	    NULL, OPT_RESUME },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -96,6 +97,7 @@ void cli_usage(FILE *f)
 	      "                       (2026-12-01, 2026-12-01T10:00:00Z, @EPOCH, 7d, 12h)\n"
 	      "      --portion P%     -x, reading back only the P %% of the file data in the\n"
 	      "                       device regions least recently read\n"
+	      "      --resume         continue the stopped run's checkpoint, if there is one\n"
 	      "\n"
 	      "Exit status: 0 clean, 1 all repaired, 4 errors left uncorrected,\n"
 	      "8 operational error, "
@@ -410,6 +412,9 @@ int cli_parse(int argc, char **argv, struct scrub_options *opt)
 		case OPT_STATE_DIR:
 			opt->state_dir = optarg;
 			break;
+		case OPT_RESUME:
+			opt->resume = true;
+			break;
 		case OPT_NO_STATE:
 			opt->no_state = true;
 			break;
@@ -459,6 +464,9 @@ int cli_parse(int argc, char **argv, struct scrub_options *opt)
 		return ret;
 	if (opt->state_dir && opt->no_state)
 		return usage_error("%s", "--state-dir and --no-state contradict each other");
+	if (opt->resume && (opt->no_state || (!opt->state_dir && geteuid() != 0)))
+		return usage_error("%s", "--resume continues from a checkpoint in the run history: "
+				   "not with --no-state, and --state-dir unless root");
 	if (opt->rescan_errors && (opt->no_state || (!opt->state_dir && geteuid() != 0)))
 		return usage_error("%s", "--rescan-errors reads the open findings from the run "
 				   "history: not with --no-state, and --state-dir unless root");

@@ -29,6 +29,7 @@ struct ledger;
 struct xlink_list;
 struct state;
 struct ino_key;
+struct checkpoint;
 
 /* What a filesystem does not promise, so the checks that rely on it are off. */
 enum fs_quirks {
@@ -97,6 +98,7 @@ struct scrub_options {
 	const char *since;	/* --since DATE as given: -x reads only files changed since */
 	int64_t since_ns;	/* ... DATE, ns since the epoch */
 	unsigned portion;	/* --portion P%: -x reads the P % least recently read; 0 none */
+	bool resume;		/* --resume: continue from the checkpoint (checkpoint.h) */
 };
 
 /* Per-thread counters, summed after each phase; no atomics on hot paths. */
@@ -183,6 +185,7 @@ struct scrub_ctx {
 	/* Output besides the text report. */
 	struct progress *progress;	/* -C / -v status (progress.c) */
 	atomic_ullong progress_done;	/* work done in the current phase */
+	atomic_ullong progress_base;	/* ... by the runs a resumed one continues */
 	struct json_report *json;	/* --json (json_report.c) */
 	FILE *text_out;			/* the text report: stdout, or stderr with --json - */
 	struct state *state;		/* the run history (history.h), NULL if not recorded */
@@ -192,6 +195,7 @@ struct scrub_ctx {
 	struct ino_key *rescan;		/* --rescan-errors: the files to read, sorted (history.h) */
 	size_t nr_rescan;
 	struct region_plan *regions;	/* the device regions of phase 5 (regions.h), or NULL */
+	struct checkpoint *checkpoint;	/* resumable runs (checkpoint.h), NULL if not recorded */
 
 	/* Report state (report.c). */
 	pthread_mutex_t report_lock;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "backends/backend.h"
+#include "checkpoint.h"
 #include "context.h"
 #include "inokey.h"
 #include "ledger_store.h"
@@ -149,6 +150,7 @@ void history_begin(struct scrub_ctx *ctx)
 		ctx->fs_uuid = xstrdup(uuid);
 		if (ctx->opt.rescan_errors)
 			load_rescan(ctx, &fs);
+		checkpoint_begin(ctx);
 	}
 	free(r.options);
 	strbuf_release(&err);
@@ -185,7 +187,8 @@ void history_end(struct scrub_ctx *ctx, int exit_code, bool fatal)
 		.operational = atomic_load(&ctx->nr_operational), .inodes = ctx->stats.inodes,
 		.bytes_verified = ctx->stats.bytes_read,
 	};
-	if (regions_record(ctx, &err) || state_run_end(ctx->state, &r, &err))
+	if (regions_record(ctx, &err) || checkpoint_end(ctx, r.status, &err) ||
+	    state_run_end(ctx->state, &r, &err))
 		history_failed(ctx, &err);
 	strbuf_release(&err);
 }
