@@ -416,15 +416,18 @@ void checkpoint_note_finding(struct checkpoint *cp, const struct finding *f)
 {
 	struct cp_finding k;
 
-	if (!cp || cp->phase != 5 || !f->ino || !check_is_content(f->check))
+	if (!cp || !f->ino || !check_is_content(f->check))
 		return;
-	k = (struct cp_finding){
-		.severity = (int)f->severity, .has_range = f->has_range, .check = xstrdup(f->check),
-		.path = xstrdup(f->path), .message = xstrdup(f->message), .ino = f->ino,
-		.offset = f->offset, .length = f->length,
-	};
 	pthread_mutex_lock(&cp->lock);
-	add_finding(cp, &k);
+	if (cp->phase == 5) {
+		k = (struct cp_finding){
+			.severity = (int)f->severity, .has_range = f->has_range,
+			.check = xstrdup(f->check), .path = xstrdup(f->path),
+			.message = xstrdup(f->message), .ino = f->ino, .offset = f->offset,
+			.length = f->length,
+		};
+		add_finding(cp, &k);
+	}
 	pthread_mutex_unlock(&cp->lock);
 }
 

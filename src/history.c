@@ -78,6 +78,7 @@ static char *options_json(const struct scrub_ctx *ctx)
 	json_object_object_add(j, "manifest", json_escaped_string(o->manifest_path));
 	json_object_object_add(j, "since", json_escaped_string(o->since));
 	json_object_object_add(j, "portion", json_object_new_int((int)o->portion));
+	json_object_object_add(j, "resume", json_object_new_boolean(o->resume));
 	json_object_object_add(j, "max_errors", json_object_new_int64((int64_t)o->max_errors));
 	json_object_object_add(j, "limit", json_object_new_int64((int64_t)o->limit_rate));
 	json_object_object_add(j, "background", json_object_new_boolean(o->background));

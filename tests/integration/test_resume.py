@@ -129,6 +129,11 @@ def test_media_scan_by_the_device_resumes(image_factory, bad_media, workdir, sta
     assert 0 < b1 < full and 0 < b2 < full and b1 + b2 <= full, (b1, b2, full)
     assert b1 + b2 >= full - (8 << 20), (b1, b2, full)  # at most one merge gap less
     assert checkpoint(state_dir) is None        # a complete run deletes it
+    db = sqlite3.connect(os.path.join(state_dir, "state.sqlite"))
+    runs = db.execute("SELECT id, status, options FROM runs ORDER BY id").fetchall()
+    db.close()
+    assert [(i, s, json.loads(o)["resume"]) for i, s, o in runs] == \
+        [(run, "cancelled", False), (run + 1, "complete", True)], runs
     # the history of the resumed run holds both, the one found before the stop too
     rc, j = status_json(state_dir, m.mnt)
     assert sorted((o["check"], o["path"]) for o in j["filesystems"][0]["open_findings"]) == \
