@@ -88,22 +88,23 @@ def _stop_when(args, state, ready, env, timeout=120):
     return p.returncode, out, err, saves
 
 
-def _media_case(image_factory, bad_media, workdir, state, fstype, env):
+def _media_case(image_factory, bad_media, workdir, fstype, env, victims=(3, -3)):
+    """A bad block in each of the files at *victims* in device order: the
+    mount, those files [(name, offset)], the uninterrupted run's report."""
     img = image_factory(fstype, size_mb=256).mkfs()
     where = _fill(img.mount())
-    early, late = where[3], where[-3]
-    m = bad_media(img, [(early[1] + BLOCK, BLOCK), (late[1] + 2 * BLOCK, BLOCK)])
+    bad = [where[i] for i in victims]
+    m = bad_media(img, [(off + (1 + k % 2) * BLOCK, BLOCK) for k, (_, off) in enumerate(bad)])
     full = os.path.join(workdir, "full.json")
     r = run_fscrub("-n", "-x", "--no-state", "--json", full, m.mnt, env=env)
     assert r.rc == 4, r
-    return m, early, late, _report(full)
+    return m, bad, _report(full)
 
 
 @pytest.mark.parametrize("fstype", ["ext4", "xfs"])
 def test_media_scan_by_the_device_resumes(image_factory, bad_media, workdir, state_dir,
                                           fstype):
-    m, early, late, (jfull, want) = _media_case(image_factory, bad_media, workdir, state_dir,
-                                                fstype, {})
+    m, (early, late), (jfull, want) = _media_case(image_factory, bad_media, workdir, fstype, {})
     assert {e[1] for e in want} == {os.path.join(m.mnt, "d", early[0]),
                                     os.path.join(m.mnt, "d", late[0])}, want
     one = os.path.join(workdir, "one.json")
@@ -144,10 +145,12 @@ def test_media_scan_file_by_file_resumes(image_factory, bad_media, workdir, stat
     """FSCRUB_DEBUG_NO_DEVREAD: the per-file reader; the files read to their
     end are not read again, the findings in them are carried."""
     env = dict(ENV, FSCRUB_DEBUG_NO_DEVREAD="1")
-    m, early, late, (jfull, want) = _media_case(image_factory, bad_media, workdir, state_dir,
-                                                "ext4", env)
-    bad_files = {os.path.join(m.mnt, "d", n) for n in (early[0], late[0])}
-    victims = {os.stat(p).st_ino for p in bad_files}
+    # four files with a bad block: one of them is read before the 25th file
+    # whatever the order of the walk (all four among the last six: 1 in 1827)
+    m, bad, (jfull, want) = _media_case(image_factory, bad_media, workdir, "ext4", env,
+                                        victims=(3, 10, 18, -3))
+    assert len(want) == 4, want
+    victims = {os.stat(os.path.join(m.mnt, "d", n)).st_ino for n, _ in bad}
     one = os.path.join(workdir, "one.json")
     rc, out, err, _ = _stop_when(
         ["-n", "-x", "-v", "-j", "1", "--limit", "16M", "--state-dir", state_dir, "--json",
