@@ -63,6 +63,11 @@ def _report(path):
     return j, errors
 
 
+def _bytes_read(path):
+    with open(path) as f:
+        return json.load(f)["stats"]["bytes_read"]
+
+
 def _stop_when(args, state, ready, env, timeout=120):
     """Start fscrub ARGS; SIGTERM it once ready(checkpoint) holds; its result."""
     p = subprocess.Popen([FSCRUB] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -118,13 +123,16 @@ def test_media_scan_by_the_device_resumes(image_factory, bad_media, workdir, sta
     assert phase == 5 and cursor["bad"] and cursor["watermark"] < late[1], cursor
 
     two = os.path.join(workdir, "two.json")
-    r = run_fscrub("-n", "-x", "-v", "--resume", "--state-dir", state_dir, "--json", two,
-                   m.mnt, env=ENV)
+    r = run_fscrub("-n", "-x", "-v", "-C", "1", "--resume", "--state-dir", state_dir,
+                   "--json", two, m.mnt, env=ENV)
     assert r.rc == 4, r
     assert "resuming run %d from phase 5 at " % run in r.stderr, r.stderr
     j2, got = _report(two)
     assert got == want, (got, want)
     assert j2["resume"]["resumed"] and j2["resume"]["run"] == run, j2["resume"]
+    # -C: phase 5 starts with what the checkpoint covers done
+    done = [int(x.split()[1]) for x in r.stdout.splitlines() if x.startswith("5 ")]
+    assert done and done[0] == j2["resume"]["bytes_before"] == _bytes_read(one), (done, j2["resume"])
     # no region read twice: the two runs read no more than one whole run
     b1, b2, full = (j["stats"]["bytes_read"] for j in (j1, j2, jfull))
     assert 0 < b1 < full and 0 < b2 < full and b1 + b2 <= full, (b1, b2, full)
