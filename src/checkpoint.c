@@ -431,16 +431,25 @@ void checkpoint_note_finding(struct checkpoint *cp, const struct finding *f)
 	pthread_mutex_unlock(&cp->lock);
 }
 
-/* Was the file with inode number ino read to its end (by any run)? */
-static bool file_done(const struct checkpoint *cp, uint64_t ino)
+static int u64_cmp(const void *a, const void *b)
 {
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The inode numbers of the files read to their end (by any run), sorted. */
+static uint64_t *done_inos(const struct checkpoint *cp, size_t *n)
+{
+	uint64_t *v = xmalloc((cp->nr_old_files + cp->nr_new_files + 1) * sizeof(*v));
+
+	*n = 0;
 	for (size_t i = 0; i < cp->nr_old_files; i++)
-		if (cp->old_files[i].ino == ino)
-			return true;
+		v[(*n)++] = cp->old_files[i].ino;
 	for (size_t i = 0; i < cp->nr_new_files; i++)
-		if (cp->new_files[i].ino == ino)
-			return true;
-	return false;
+		v[(*n)++] = cp->new_files[i].ino;
+	qsort(v, *n, sizeof(*v), u64_cmp);
+	return v;
 }
 
 /* --- saving --- */
@@ -458,10 +467,41 @@ static json_object *files_json(const struct checkpoint *cp)
 	return a;
 }
 
+/* Only the media errors in what was verified: the others are found again. */
+static json_object *bad_json(const struct checkpoint *cp, uint64_t w, const struct cp_range *ex,
+			     size_t nex)
+{
+	json_object *a = json_object_new_array();
+
+	for (size_t i = 0; i < cp->nr_bad; i++)
+		if (i < cp->nr_old_bad || in_cursor(w, ex, nex, cp->bad[i].off)) {
+			json_object *p = pair(cp->bad[i].off, cp->bad[i].len);
+
+			json_object_array_add(p, u64((uint64_t)cp->bad[i].err));
+			json_object_array_add(a, p);
+		}
+	return a;
+}
+
+/* Only the findings of the files read to their end: the others are found again. */
+static json_object *findings_json(const struct checkpoint *cp)
+{
+	json_object *a = json_object_new_array();
+	size_t n;
+	uint64_t *inos = done_inos(cp, &n);
+
+	for (size_t i = 0; i < cp->nr_findings; i++)
+		if (i < cp->nr_old_findings ||
+		    bsearch(&cp->findings[i].ino, inos, n, sizeof(*inos), u64_cmp))
+			json_object_array_add(a, finding_json(&cp->findings[i]));
+	free(inos);
+	return a;
+}
+
 /* The cursor's JSON, under the lock. */
 static char *cursor_json(struct checkpoint *cp, uint64_t total, uint64_t dev_size)
 {
-	json_object *o = json_object_new_object(), *a;
+	json_object *o = json_object_new_object(), *a = json_object_new_array();
 	struct cp_range *ex;
 	size_t nex;
 	uint64_t w;
@@ -472,26 +512,12 @@ static char *cursor_json(struct checkpoint *cp, uint64_t total, uint64_t dev_siz
 	json_object_object_add(o, "total", u64(total));
 	json_object_object_add(o, "dev_size", u64(dev_size));
 	json_object_object_add(o, "watermark", u64(w));
-	a = json_object_new_array();
 	for (size_t i = 0; i < nex; i++)
 		json_object_array_add(a, pair(ex[i].off, ex[i].len));
 	json_object_object_add(o, "extra", a);
-	a = json_object_new_array();
-	/* Only media errors in what was read to its end: the others are found again. */
-	for (size_t i = 0; i < cp->nr_bad; i++)
-		if (i < cp->nr_old_bad || in_cursor(w, ex, nex, cp->bad[i].off)) {
-			json_object *p = pair(cp->bad[i].off, cp->bad[i].len);
-
-			json_object_array_add(p, u64((uint64_t)cp->bad[i].err));
-			json_object_array_add(a, p);
-		}
-	json_object_object_add(o, "bad", a);
+	json_object_object_add(o, "bad", bad_json(cp, w, ex, nex));
 	json_object_object_add(o, "files", files_json(cp));
-	a = json_object_new_array();
-	for (size_t i = 0; i < cp->nr_findings; i++)
-		if (i < cp->nr_old_findings || file_done(cp, cp->findings[i].ino))
-			json_object_array_add(a, finding_json(&cp->findings[i]));
-	json_object_object_add(o, "findings", a);
+	json_object_object_add(o, "findings", findings_json(cp));
 	s = xstrdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
 	json_object_put(o);
 	free(ex);
