@@ -28,7 +28,10 @@
  * would: the saved media errors go through mediamap again (the same
  * second look through the file), the per-file findings are replayed.  A
  * device scan whose files the checksum ledger judges (records to compare
- * or to write) starts over: a file's digest needs all of its bytes.
+ * or to write) starts over: a file's digest needs all of its bytes; so
+ * does a --portion scan (the regions a stopped run read are the run
+ * history's, regions.h).  As in any live scan, data written behind the
+ * cursor after the stop is not read.
  *
  * Threads: checkpoint_dev_done(), checkpoint_file_done() and
  * checkpoint_tick() from any reader thread; checkpoint_note_finding()
@@ -52,6 +55,7 @@
 struct scrub_ctx;
 struct checkpoint;
 struct finding;
+struct strbuf;
 struct io_range;
 struct bad_range;
 
@@ -77,7 +81,6 @@ void checkpoint_tick(struct scrub_ctx *ctx);
  * The run ends (history_end()): cancelled, save; complete, delete; else
  * leave the checkpoint as it is.  0, or -EIO with a message in err.
  */
-struct strbuf;
 int checkpoint_end(struct scrub_ctx *ctx, const char *status, struct strbuf *err);
 void checkpoint_free(struct checkpoint *cp);
 
