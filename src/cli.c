@@ -25,7 +25,7 @@
 enum {
 	OPT_JSON = 256, OPT_METRICS, OPT_LIMIT, OPT_RECORD, OPT_LEDGER, OPT_MANIFEST,
 	OPT_STATE_DIR, OPT_NO_STATE, OPT_RESCAN_ERRORS, OPT_SINCE, OPT_PORTION,
-	OPT_TIME_BUDGET,
+	OPT_TIME_BUDGET, OPT_RESUME,
 };
 
 /* More threads than this only add contention on two queues and a cache. */
@@ -57,6 +57,7 @@ static const struct option long_options[] = {
 	{ "since",	 required_argument, NULL, OPT_SINCE },
 	{ "portion",	 required_argument, NULL, OPT_PORTION },
 	{ "time-budget", required_argument, NULL, OPT_TIME_BUDGET },
+	{ "resume",	 no_argument,	    NULL, OPT_RESUME },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -102,6 +103,7 @@ void cli_usage(FILE *f)
 	      "                       -x, reading the least recently read regions (or\n"
 	      "                       files) first, until the run has taken DURATION (2h,\n"
 	      "                       90m, 3600s)\n"
+	      "      --resume         continue the stopped run's checkpoint, if there is one\n"
 	      "\n"
 	      "Exit status: 0 clean, 1 all repaired, 4 errors left uncorrected,\n"
 	      "8 operational error, "
@@ -457,6 +459,9 @@ int cli_parse(int argc, char **argv, struct scrub_options *opt)
 		case OPT_STATE_DIR:
 			opt->state_dir = optarg;
 			break;
+		case OPT_RESUME:
+			opt->resume = true;
+			break;
 		case OPT_NO_STATE:
 			opt->no_state = true;
 			break;
@@ -512,6 +517,9 @@ int cli_parse(int argc, char **argv, struct scrub_options *opt)
 		return ret;
 	if (opt->state_dir && opt->no_state)
 		return usage_error("%s", "--state-dir and --no-state contradict each other");
+	if (opt->resume && (opt->no_state || (!opt->state_dir && geteuid() != 0)))
+		return usage_error("%s", "--resume continues from a checkpoint in the run history: "
+				   "not with --no-state, and --state-dir unless root");
 	if (opt->rescan_errors && (opt->no_state || (!opt->state_dir && geteuid() != 0)))
 		return usage_error("%s", "--rescan-errors reads the open findings from the run "
 				   "history: not with --no-state, and --state-dir unless root");

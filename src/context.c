@@ -5,6 +5,7 @@
  */
 #include "context.h"
 
+#include "checkpoint.h"
 #include "regions.h"
 #include "state.h"
 
@@ -41,6 +42,8 @@ void scrub_ctx_release(struct scrub_ctx *ctx)
 	state_close(ctx->state);
 	free(ctx->fs_uuid);
 	region_plan_free(ctx->regions);
+	checkpoint_free(ctx->checkpoint);
+	ctx->checkpoint = NULL;
 	free(ctx->rescan);
 	free(ctx->rescan_sv);
 	ctx->state = NULL;

@@ -30,6 +30,7 @@ struct xlink_list;
 struct state;
 struct ino_key;
 struct subvol_ino;
+struct checkpoint;
 
 /* What a filesystem does not promise, so the checks that rely on it are off. */
 enum fs_quirks {
@@ -99,6 +100,7 @@ struct scrub_options {
 	int64_t since_ns;	/* ... DATE, ns since the epoch */
 	unsigned portion;	/* --portion P%: -x reads the P % least recently read; 0 none */
 	uint64_t time_budget;	/* --time-budget: seconds the run may take; 0 none */
+	bool resume;		/* --resume: continue from the checkpoint (checkpoint.h) */
 };
 
 /* Per-thread counters, summed after each phase; no atomics on hot paths. */
@@ -185,6 +187,7 @@ struct scrub_ctx {
 	/* Output besides the text report. */
 	struct progress *progress;	/* -C / -v status (progress.c) */
 	atomic_ullong progress_done;	/* work done in the current phase */
+	atomic_ullong progress_base;	/* ... by the runs a resumed one continues */
 	struct json_report *json;	/* --json (json_report.c) */
 	FILE *text_out;			/* the text report: stdout, or stderr with --json - */
 	struct state *state;		/* the run history (history.h), NULL if not recorded */
@@ -198,6 +201,7 @@ struct scrub_ctx {
 	struct region_plan *regions;	/* the device regions of phase 5 (regions.h), or NULL */
 	uint64_t budget_end_ns;		/* --time-budget: CLOCK_MONOTONIC end of the run, 0 none */
 	atomic_bool budget_spent;	/* ... reached: phase 5 stopped reading (regions.h) */
+	struct checkpoint *checkpoint;	/* resumable runs (checkpoint.h), NULL if not recorded */
 
 	/* Report state (report.c). */
 	pthread_mutex_t report_lock;

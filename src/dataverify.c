@@ -10,7 +10,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "checkpoint.h"
 #include "checks.h"
+#include "context.h"
 #include "inoset.h"
 #include "ledger.h"
 #include "progress.h"
@@ -230,10 +232,16 @@ static void verify_entry(struct walk_thread *t, struct walk_dir *d,
 	struct verify_thread *vt = t->vstate;
 	const struct dataverify_args *args = t->varg;
 	struct verify_file vf = { .t = t, .d = d, .e = e, .args = args, .direct = true };
+	unsigned long long bytes_before;
 
 	if (e->stat_err || e->submount || !S_ISREG(e->stx.stx_mode) || !vt->buf)
 		return;
 	if (args->only && !listed(args, &e->stx))
+		return;
+	struct ino_key id = ino_key_of(&e->stx);
+
+	/* Read to its end by the run this one resumes (checkpoint.h). */
+	if (checkpoint_file_skip(t->ctx->checkpoint, id))
 		return;
 	/* Read each inode once, whatever number of names it has. */
 	if (e->seen_before || (e->stx.stx_nlink > 1 &&
@@ -254,6 +262,7 @@ static void verify_entry(struct walk_thread *t, struct walk_dir *d,
 		return;
 	}
 	t->stats.files++;
+	bytes_before = t->stats.bytes_read;
 	vf.ledger = ledger_stream_begin(t->ctx->ledger, e);
 	if (!vf.direct)
 		posix_fadvise(vf.fd, 0, 0, POSIX_FADV_SEQUENTIAL);
@@ -282,6 +291,10 @@ static void verify_entry(struct walk_thread *t, struct walk_dir *d,
 	}
 	ledger_stream_end(t, d, e, vf.fd, vf.ledger);
 	close(vf.fd);
+	/* A read cut short by a stop is not done: the resumed run reads the file again. */
+	if (!scrub_should_stop(t->ctx))
+		checkpoint_file_done(t->ctx->checkpoint, id, t->stats.bytes_read - bytes_before);
+	checkpoint_tick(t->ctx);
 }
 
 const struct walk_visitor dataverify_visitor = {

@@ -14,6 +14,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "checkpoint.h"
 #include "checks.h"
 #include "context.h"
 #include "crosslink.h"
@@ -42,6 +43,7 @@ struct devread {
 	bool bad_overflow;
 	int op_err;			/* first error that is not the media's */
 	atomic_ullong bytes;
+	const struct io_range *reads;	/* the read list, for the checkpoint */
 };
 
 static uint64_t round_down(uint64_t x, uint64_t a)
@@ -103,19 +105,22 @@ static void plan_piece(struct planner *p, uint64_t s, uint64_t e)
 	p->open = true;
 }
 
-/* Add [s, e) clipped to the regions chosen (regions.h; all without a plan). */
-static void plan_extent(struct planner *p, const struct region_plan *rp, uint64_t s, uint64_t e)
+/*
+ * Add [s, e) clipped to the regions chosen (regions.h; all without a plan)
+ * and, resuming, to what the checkpoint has not verified (checkpoint.h).
+ */
+static void plan_extent(struct planner *p, const struct region_plan *rp,
+			const struct checkpoint *cp, uint64_t s, uint64_t e)
 {
-	if (!rp) {
-		plan_piece(p, s, e);
-		return;
-	}
 	while (s < e) {
-		uint64_t end = (s / rp->size + 1) * rp->size;
+		uint64_t end = rp ? (s / rp->size + 1) * rp->size : e, until;
+		bool verified = checkpoint_dev_verified(cp, s, &until);
 
 		if (end > e)
 			end = e;
-		if (regions_chosen(rp, s))
+		if (until < end)
+			end = until;
+		if (!verified && regions_chosen(rp, s))
 			plan_piece(p, s, end);
 		s = end;
 	}
@@ -147,7 +152,7 @@ static struct io_range *plan_reads(const struct scrub_ctx *ctx, size_t *nr, uint
 			continue;
 		if (e > ctx->dev_size)
 			e = ctx->dev_size;
-		plan_extent(&p, rp, s, e);
+		plan_extent(&p, rp, ctx->checkpoint, s, e);
 	}
 	if (p.open)
 		add_reads(&p.v, &p.n, &p.alloc, p.start, p.end - p.start);
@@ -186,7 +191,7 @@ static unsigned depth_now(void *arg)
 	return ratelimit_depth(&dr->limit);
 }
 
-static void add_bad(struct devread *dr, uint64_t off, uint64_t len, int err)
+static void add_bad_range(struct devread *dr, uint64_t off, uint64_t len, int err)
 {
 	pthread_mutex_lock(&dr->lock);
 	if (dr->nr_bad && dr->bad[dr->nr_bad - 1].off + dr->bad[dr->nr_bad - 1].len == off &&
@@ -199,6 +204,13 @@ static void add_bad(struct devread *dr, uint64_t off, uint64_t len, int err)
 		dr->bad_overflow = true;
 	}
 	pthread_mutex_unlock(&dr->lock);
+}
+
+/* A media error found now: reported at the end, and kept by the checkpoint till then. */
+static void add_bad(struct devread *dr, uint64_t off, uint64_t len, int err)
+{
+	checkpoint_dev_bad(dr->ctx->checkpoint, off, len, err);
+	add_bad_range(dr, off, len, err);
 }
 
 static void note_op_error(struct devread *dr, int err)
@@ -259,6 +271,8 @@ static void read_done(void *arg, const struct io_range *r, char *buf, int64_t re
 		atomic_fetch_add(&dr->bytes, r->len);
 		progress_add(&dr->ctx->progress_done, r->len);
 		regions_read_done(rp, r->off, true);
+		checkpoint_dev_done(dr->ctx->checkpoint, (size_t)(r - dr->reads));
+		checkpoint_tick(dr->ctx);
 		return;
 	}
 	if (res < 0 && !errno_is_corruption((int)-res)) {
@@ -270,6 +284,33 @@ static void read_done(void *arg, const struct io_range *r, char *buf, int64_t re
 	regions_read_done(rp, r->off, bisect(dr, r, buf));
 	atomic_fetch_add(&dr->bytes, r->len);
 	progress_add(&dr->ctx->progress_done, r->len);
+	/* A bisection cut short by a stop did not read the rest: not done. */
+	if (!scrub_should_stop(dr->ctx))
+		checkpoint_dev_done(dr->ctx->checkpoint, (size_t)(r - dr->reads));
+	checkpoint_tick(dr->ctx);
+}
+
+/*
+ * Resuming (checkpoint.h): not when the ledger hashes files or with
+ * --portion (the regions read are the run history's), and the media errors
+ * the stopped run found, reported with this run's.
+ */
+static void resume_cursor(struct scrub_ctx *ctx, struct devread *dr)
+{
+	bool restart = regions_mode(&ctx->opt) || ledger_hashes_files(ctx->ledger);
+	const struct bad_range *bad;
+	size_t n;
+
+	if (restart && checkpoint_covered(ctx->checkpoint))
+		report_verbose(ctx, "Phase 5: %s: the device is read from its start",
+			       regions_mode(&ctx->opt) ? "--portion or --time-budget" :
+			       "the checksum ledger needs whole files");
+	checkpoint_dev_begin(ctx->checkpoint, restart);
+	if (restart)
+		atomic_store(&ctx->progress_base, 0);
+	bad = checkpoint_dev_saved_bad(ctx->checkpoint, &n);
+	for (size_t i = 0; i < n; i++)
+		add_bad_range(dr, bad[i].off, bad[i].len, bad[i].err);
 }
 
 /* The device, open for direct reads, if it is the mount's own. */
@@ -325,13 +366,16 @@ int devverify_run(struct scrub_ctx *ctx, unsigned long long *bytes, const char *
 	}
 	if (!regions_mode(&ctx->opt))
 		ledger_device_begin(ctx->ledger, ctx->xlinks);
+	pthread_mutex_init(&dr.lock, NULL);
+	resume_cursor(ctx, &dr);
 	reads = plan_reads(ctx, &nr_reads, &data);
+	dr.reads = reads;
+	checkpoint_dev_plan(ctx->checkpoint, reads, nr_reads);
 	unsigned depth = ctx->opt.background ? 1 : DEVREAD_DEPTH;
 
 	ratelimit_init(&dr.limit, ctx->opt.limit_rate, ctx->opt.limit_auto, depth, report_limit,
 		       ctx);
 	ratelimit_watch_device(&dr.limit, ctx->root_stx.stx_dev_major, ctx->root_stx.stx_dev_minor);
-	pthread_mutex_init(&dr.lock, NULL);
 
 	struct io_job job = {
 		.fd = dr.fd, .ranges = reads, .nr_ranges = nr_reads, .depth = depth,
@@ -341,6 +385,7 @@ int devverify_run(struct scrub_ctx *ctx, unsigned long long *bytes, const char *
 		.arg = &dr,
 	};
 	ret = ioengine_run(&job);
+	checkpoint_dev_end(ctx->checkpoint);
 	report_verbose(ctx, "Phase 5: read %s in device order: %zu reads of up to %u MiB, "
 		       "%u in flight (%s), %llu bytes of file data in %llu bytes read",
 		       ctx->source, nr_reads, DEVREAD_MAX >> 20, job.depth,

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "backends/backend.h"
+#include "checkpoint.h"
 #include "context.h"
 #include "inokey.h"
 #include "ledger_store.h"
@@ -78,6 +79,7 @@ static char *options_json(const struct scrub_ctx *ctx)
 	json_object_object_add(j, "since", json_escaped_string(o->since));
 	json_object_object_add(j, "portion", json_object_new_int((int)o->portion));
 	json_object_object_add(j, "time_budget", json_object_new_int64((int64_t)o->time_budget));
+	json_object_object_add(j, "resume", json_object_new_boolean(o->resume));
 	json_object_object_add(j, "max_errors", json_object_new_int64((int64_t)o->max_errors));
 	json_object_object_add(j, "limit", json_object_new_int64((int64_t)o->limit_rate));
 	json_object_object_add(j, "background", json_object_new_boolean(o->background));
@@ -173,6 +175,7 @@ void history_begin(struct scrub_ctx *ctx)
 		ctx->fs_uuid = xstrdup(uuid);
 		if (ctx->opt.rescan_errors)
 			load_rescan(ctx, &fs);
+		checkpoint_begin(ctx);
 	}
 	free(r.options);
 	strbuf_release(&err);
@@ -209,7 +212,8 @@ void history_end(struct scrub_ctx *ctx, int exit_code, bool fatal)
 		.operational = atomic_load(&ctx->nr_operational), .inodes = ctx->stats.inodes,
 		.bytes_verified = ctx->stats.bytes_read,
 	};
-	if (regions_record(ctx, &err) || state_run_end(ctx->state, &r, &err))
+	if (regions_record(ctx, &err) || checkpoint_end(ctx, r.status, &err) ||
+	    state_run_end(ctx->state, &r, &err))
 		history_failed(ctx, &err);
 	strbuf_release(&err);
 }

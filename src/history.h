@@ -6,8 +6,12 @@
  *             summary, before the metrics (which read the store)
  *   phase 1   history_begin() once the filesystem's UUID is known: the
  *             run's row, status 'running'
+ *   phase 1   checkpoint_begin() after the run's row: --resume (checkpoint.h)
  *   phases    history_phase() with each phase's times
  *   report.c  every finding goes to state_add_finding() under its lock
+ *
+ * history_end() also saves the checkpoint of a stopped run, or deletes it
+ * after a complete one (checkpoint_end()).
  *
  * A store that cannot be opened or written is said once on standard error
  * ("fscrub: cannot record the run: ...") and sets ctx->state_failed, which

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "backends/backend.h"
+#include "checkpoint.h"
 #include "context.h"
 #include "jsonfmt.h"
 #include "outfile.h"
@@ -218,6 +219,8 @@ int json_report_finish(struct scrub_ctx *ctx, int exit_code)
 	put_member(j, "stats", stats_object(&ctx->stats), true);
 	put_member(j, "data_regions", regions_object(ctx), true);
 	put_member(j, "cancelled", json_object_new_boolean(scrub_cancelled), true);
+	if (ctx->opt.resume)
+		put_member(j, "resume", checkpoint_json(ctx), true);
 	put_member(j, "finished", json_object_new_string(finished), true);
 	put_member(j, "exit_code", json_object_new_int(exit_code), false);
 	put(j, "}\n");

@@ -292,6 +292,11 @@ static bool repeats_previous(const struct xlink_list *l, size_t i)
 	return false;
 }
 
+bool ledger_hashes_files(const struct ledger *lg)
+{
+	return lg && lg->nr_files;
+}
+
 void ledger_device_begin(struct ledger *lg, const struct xlink_list *l)
 {
 	uint64_t m = 0;

@@ -122,6 +122,13 @@ bool ledger_has_current_record(struct ledger *lg, int fd, const struct statx *st
 /* Whether --since may ask ledger_hashed_since(): a --ledger database is open. */
 bool ledger_has_database(const struct ledger *lg);
 
+/*
+ * After ledger_prepare(): does the device reader hash files for the ledger
+ * (records to compare or to write)?  A resumed scan then starts over
+ * (checkpoint.h): a digest needs all of a file's bytes.
+ */
+bool ledger_hashes_files(const struct ledger *lg);
+
 /* The device reader: a sorted extent list; then each buffer read. */
 void ledger_device_begin(struct ledger *lg, const struct xlink_list *l);
 void ledger_hash_read(struct ledger *lg, uint64_t off, uint64_t len, const char *buf);

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "backends/backend.h"
+#include "checkpoint.h"
 #include "context.h"
 #include "crosslink.h"
 #include "dircache.h"
@@ -134,6 +135,7 @@ static int run_phases(struct scrub_ctx *ctx)
 			break;
 		clock_now(&start);
 		report_verbose(ctx, "Phase %zu: %s.", i + 1, p->title);
+		checkpoint_phase(ctx, (int)i + 1);
 		if (i > 0)
 			progress_phase(ctx, (int)i + 1, p->title, phase_total(ctx, i),
 				       p->progress_unit);

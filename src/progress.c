@@ -71,7 +71,8 @@ static void shown(const struct progress *p, bool final, unsigned long long *done
 		  unsigned long long *total)
 {
 	unsigned long long d = atomic_load_explicit(&p->ctx->progress_done,
-						    memory_order_relaxed);
+						    memory_order_relaxed) +
+			       atomic_load_explicit(&p->ctx->progress_base, memory_order_relaxed);
 	unsigned long long t = p->total;
 
 	if (final) {
@@ -108,26 +109,39 @@ static void format_eta(struct strbuf *sb, double seconds)
 		strbuf_addf(sb, "%lu:%02lu", s / 60, s % 60);
 }
 
+void progress_estimate(unsigned long long base, unsigned long long done,
+		       unsigned long long total, double elapsed, struct progress_figures *out)
+{
+	unsigned long long all = base + done;
+
+	out->rate = elapsed > 0 ? (double)done / elapsed : 0;
+	out->percent = total ? 100.0 * (double)all / (double)total : 0;
+	out->eta = -1;
+	if (total && out->rate > 0)
+		out->eta = all < total ? (double)(total - all) / out->rate : 0;
+}
+
 /* "Phase 3: Scan all inodes ...  45.2%  12345/s  ETA 0:12" */
 static void describe(struct progress *p, struct strbuf *sb)
 {
 	unsigned long long done, total;
-	double elapsed = since(&p->started);
-	double rate;
+	unsigned long long base = atomic_load_explicit(&p->ctx->progress_base,
+						       memory_order_relaxed);
+	struct progress_figures fig;
 
 	shown(p, false, &done, &total);
-	rate = elapsed > 0 ? (double)done / elapsed : 0;
+	progress_estimate(base, done > base ? done - base : 0, total, since(&p->started), &fig);
 	strbuf_addf(sb, "Phase %d: %s", p->phase, p->title);
 	if (p->total) {
-		strbuf_addf(sb, " %5.1f%%", 100.0 * (double)done / (double)total);
+		strbuf_addf(sb, " %5.1f%%", fig.percent);
 		strbuf_addf(sb, " %llu/%llu %s", done, total, p->unit);
 	} else {
 		strbuf_addf(sb, " %llu %s", done, p->unit);
 	}
-	strbuf_addf(sb, " %.0f/s", rate);
-	if (p->total && rate > 0) {
+	strbuf_addf(sb, " %.0f/s", fig.rate);
+	if (p->total && fig.eta >= 0) {
 		strbuf_addstr(sb, " ETA ");
-		format_eta(sb, (double)(total - done) / rate);
+		format_eta(sb, fig.eta);
 	}
 }
 

@@ -12,6 +12,11 @@
  * below TOTAL until the phase ends, when one line says DONE == TOTAL.
  * Where statfs has no inode count (btrfs), TOTAL is DONE + 1 until the end.
  *
+ * A resumed run (checkpoint.h) starts phase 5 with what the stopped runs
+ * verified (ctx->progress_base) counted as done; the rate is this run's
+ * bytes over this run's time, so the ETA leaves out the time it was
+ * stopped and the work it need not do again.
+ *
  * A background thread does the writing; the scan only adds to one atomic
  * counter (progress_add), so the walk never waits for a slow terminal.
  */
@@ -35,6 +40,18 @@ void progress_stop(struct scrub_ctx *ctx);
 
 /* Findings are about to be printed on the terminal: clear the bar's line. */
 void progress_clear_line(struct scrub_ctx *ctx);
+
+/* What the line shows of a phase: percent of total, items/s, seconds left (< 0: unknown). */
+struct progress_figures {
+	double percent, rate, eta;
+};
+
+/*
+ * Pure arithmetic: base items done by earlier runs (a resume), done by this
+ * one in elapsed seconds, of total (0: unknown).
+ */
+void progress_estimate(unsigned long long base, unsigned long long done,
+		       unsigned long long total, double elapsed, struct progress_figures *out);
 
 /* Count work done in the current phase (cheap; callable from any thread). */
 static inline void progress_add(atomic_ullong *counter, unsigned long long n)

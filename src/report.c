@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "backends/backend.h"
+#include "checkpoint.h"
 #include "checks.h"
 #include "context.h"
 #include "dircache.h"
@@ -148,20 +149,11 @@ static void finding_subvol(const struct scrub_ctx *ctx, const struct dir_node *d
 	f->subvol = dir->has_subvol ? dir->subvol : 0;
 }
 
-static void vreport(struct scrub_ctx *ctx, struct finding *f, const struct dir_node *dir,
-		    const char *name, const char *fmt, va_list ap)
+/* Hand a finding with its path and message made to every sink. */
+static void deliver(struct scrub_ctx *ctx, const struct finding *f, bool print)
 {
-	struct strbuf path = STRBUF_INIT, msg = STRBUF_INIT, line = STRBUF_INIT;
-	bool print = count_finding(ctx, f->severity, f->check);
+	struct strbuf line = STRBUF_INIT;
 
-	/* JSON and the state get every finding, infos too; text gets infos only with -v. */
-	if (!print && !ctx->json && !ctx->state)
-		return;
-	report_path(ctx, &path, dir, name);
-	finding_subvol(ctx, dir, f);
-	strbuf_vaddf(&msg, fmt, ap);
-	f->path = path.buf;
-	f->message = msg.buf;
 	if (print)
 		format_text(ctx, f, &line);
 	pthread_mutex_lock(&ctx->report_lock);
@@ -173,10 +165,33 @@ static void vreport(struct scrub_ctx *ctx, struct finding *f, const struct dir_n
 		json_report_finding(ctx, f);
 	if (ctx->state)
 		state_add_finding(ctx->state, f, check_is_content(f->check));
+	checkpoint_note_finding(ctx->checkpoint, f);
 	pthread_mutex_unlock(&ctx->report_lock);
+	strbuf_release(&line);
+}
+
+static void vreport(struct scrub_ctx *ctx, struct finding *f, const struct dir_node *dir,
+		    const char *name, const char *fmt, va_list ap)
+{
+	struct strbuf path = STRBUF_INIT, msg = STRBUF_INIT;
+	bool print = count_finding(ctx, f->severity, f->check);
+
+	/* JSON and the state get every finding, infos too; text gets infos only with -v. */
+	if (!print && !ctx->json && !ctx->state)
+		return;
+	report_path(ctx, &path, dir, name);
+	finding_subvol(ctx, dir, f);
+	strbuf_vaddf(&msg, fmt, ap);
+	f->path = path.buf;
+	f->message = msg.buf;
+	deliver(ctx, f, print);
 	strbuf_release(&path);
 	strbuf_release(&msg);
-	strbuf_release(&line);
+}
+
+void report_replay(struct scrub_ctx *ctx, const struct finding *f)
+{
+	deliver(ctx, f, count_finding(ctx, f->severity, f->check));
 }
 
 void report_at(struct scrub_ctx *ctx, enum severity sev, const char *check,

@@ -124,6 +124,12 @@ void report_verbose(struct scrub_ctx *ctx, const char *fmt, ...)
 /* report_verbose() of a ready line of phase 5, as ratelimit.h's report callback (ctx). */
 void report_limit(void *ctx, const char *line);
 
+/*
+ * A finding made by an earlier run, path and message as it printed them
+ * (a resumed run's, checkpoint.h): counted and printed like a new one.
+ */
+void report_replay(struct scrub_ctx *ctx, const struct finding *f);
+
 /* Build the printable (escaped) path of dir/name into out. */
 struct strbuf;
 void report_path(struct scrub_ctx *ctx, struct strbuf *out,

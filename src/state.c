@@ -114,6 +114,16 @@ static const char schema_v4[] =
 	"ALTER TABLE rescanned_v4 RENAME TO rescanned;"
 	"PRAGMA user_version = 4;";
 
+/*
+ * Version 5: the checkpoint of a stopped run (--resume), one per
+ * filesystem and mount root; cursor is checkpoint.c's JSON, opaque here.
+ */
+static const char schema_v5[] =
+	"CREATE TABLE checkpoints (uuid TEXT NOT NULL, fsroot TEXT NOT NULL, run INTEGER, "
+	"saved REAL NOT NULL, options TEXT NOT NULL, phase INTEGER NOT NULL, cursor TEXT, "
+	"PRIMARY KEY (uuid, fsroot));"
+	"PRAGMA user_version = 5;";
+
 static int fail(struct state *s, struct strbuf *err, const char *what)
 {
 	if (err)
@@ -151,7 +161,8 @@ static int setup_schema(struct state *s, struct strbuf *err)
 		return fail(s, err, "cannot write the state database");
 	v = user_version(s);
 	if ((v == 0 && exec(s, schema_v1)) || (v >= 0 && v < 2 && exec(s, schema_v2)) ||
-	    (v >= 0 && v < 3 && exec(s, schema_v3)) || (v >= 0 && v < 4 && exec(s, schema_v4))) {
+	    (v >= 0 && v < 3 && exec(s, schema_v3)) || (v >= 0 && v < 4 && exec(s, schema_v4)) ||
+	    (v >= 0 && v < 5 && exec(s, schema_v5))) {
 		fail(s, err, "cannot create the tables of the state database");
 		exec(s, "ROLLBACK");
 		return -EIO;
@@ -1021,4 +1032,73 @@ int state_each_event(struct state *s, const struct state_fs *fs,
 	}
 	sqlite3_finalize(st);
 	return rc == SQLITE_DONE ? 0 : -EIO;
+}
+
+/* --- checkpoints of stopped runs (schema version 5) --- */
+
+int state_checkpoint_save(struct state *s, const struct state_fs *fs,
+			  const struct state_checkpoint *cp, struct strbuf *err)
+{
+	sqlite3_stmt *st;
+
+	if (sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO checkpoints (uuid, fsroot, run, "
+			       "saved, options, phase, cursor) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+			       -1, &st, NULL) != SQLITE_OK)
+		return fail(s, err, "cannot write the checkpoint to the state database");
+	bind_text(st, 1, fs->uuid);
+	bind_text(st, 2, fs->fsroot);
+	sqlite3_bind_int64(st, 3, cp->run);
+	sqlite3_bind_double(st, 4, cp->saved);
+	bind_text(st, 5, cp->options ? cp->options : "");
+	sqlite3_bind_int(st, 6, cp->phase);
+	bind_text(st, 7, cp->cursor);
+	if (step_done(st))
+		return fail(s, err, "cannot write the checkpoint to the state database");
+	return 0;
+}
+
+int state_checkpoint_load(struct state *s, const struct state_fs *fs,
+			  struct state_checkpoint *cp)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	memset(cp, 0, sizeof(*cp));
+	if (s->version < 5)
+		return -ENOENT;
+	if (sqlite3_prepare_v2(s->db, "SELECT run, saved, options, phase, cursor FROM checkpoints "
+			       "WHERE uuid = ?1 AND fsroot = ?2", -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	bind_text(st, 1, fs->uuid);
+	bind_text(st, 2, fs->fsroot);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		*cp = (struct state_checkpoint){
+			.run = sqlite3_column_int64(st, 0), .saved = sqlite3_column_double(st, 1),
+			.options = column_dup(st, 2), .phase = sqlite3_column_int(st, 3),
+			.cursor = column_dup(st, 4),
+		};
+	sqlite3_finalize(st);
+	return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? -ENOENT : -EIO;
+}
+
+int state_checkpoint_delete(struct state *s, const struct state_fs *fs, struct strbuf *err)
+{
+	sqlite3_stmt *st;
+
+	if (sqlite3_prepare_v2(s->db, "DELETE FROM checkpoints WHERE uuid = ?1 AND fsroot = ?2",
+			       -1, &st, NULL) != SQLITE_OK)
+		return fail(s, err, "cannot delete the checkpoint from the state database");
+	bind_text(st, 1, fs->uuid);
+	bind_text(st, 2, fs->fsroot);
+	if (step_done(st))
+		return fail(s, err, "cannot delete the checkpoint from the state database");
+	return 0;
+}
+
+void state_checkpoint_release(struct state_checkpoint *cp)
+{
+	free(cp->options);
+	free(cp->cursor);
+	memset(cp, 0, sizeof(*cp));
 }

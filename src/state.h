@@ -9,7 +9,7 @@
  * subvolumes of one btrfs mounted at / and /home are two histories.
  * `fscrub status` and the metrics read it.
  *
- * Schema (PRAGMA user_version 3):
+ * Schema (PRAGMA user_version 4):
  *
  *   runs      one row per run: id, uuid, fsroot, mountpoint, source, fstype,
  *             backend, options (a JSON object), version, started and
@@ -37,6 +37,11 @@
  *             when a run last read it all (NULL: never), for --portion;
  *             or, with length 0, a bucket of files numbered start, where
  *             phase 5 reads file by file (regions.h)
+ *   checkpoints (uuid, fsroot, run, saved, options, phase, cursor): the
+ *             checkpoint of a stopped run (version 5; checkpoint.h), one per
+ *             filesystem and mount root: the run that saved it, when
+ *             (Unix time), the options it depends on, the phase it was in,
+ *             and the data scan's cursor (checkpoint.c's JSON, opaque here)
  *
  * status is 'running' from the row's insertion, after phase 1, then one of
  * 'complete' (every phase ran to its end), 'cancelled' (SIGINT/SIGTERM),
@@ -55,12 +60,10 @@
  * Later schema versions add tables beside these and raise user_version,
  * upgrading an older database in setup_schema() when it is opened for
  * writing (version 2 added events to version 1, version 3 the regions,
- * version 4 the subvolume of findings and rescanned files); a database opened
- * read-only is not upgraded, and reads of a table it lacks find nothing.
- * A database newer than this code knows is refused for writing.  To come
- * (resumable runs):
- *   checkpoints (uuid, fsroot, run, phase, cursor, saved), one per
- *               filesystem and mount root
+ * version 4 the subvolume of findings and rescanned files, version 5 the
+ * checkpoints); a database opened read-only is not upgraded, and reads of a
+ * table it lacks find nothing.  A database newer than this code knows is
+ * refused for writing.
  *
  * Library code: it reports nothing itself; errors come back as negative
  * errno with a message in err.  Not thread-safe: the caller serialises
@@ -85,7 +88,7 @@ struct subvol_ino;
  * so at most some 30 MiB however broken the filesystem.
  */
 #define STATE_MAX_FINDINGS	100000
-#define STATE_SCHEMA_VERSION	4
+#define STATE_SCHEMA_VERSION	5
 
 /* What the history is kept by: the filesystem's UUID and the mount's root in it. */
 struct state_fs {
@@ -249,6 +252,27 @@ int state_region_times(struct state *s, const char *uuid, uint64_t size, size_t 
 int state_regions_write(struct state *s, const char *uuid, uint64_t size, size_t n,
 			const uint64_t *allocated, const bool *read, double when, int64_t run,
 			struct strbuf *err);
+
+/* A stopped run's checkpoint (checkpoint.h).  Strings may be NULL. */
+struct state_checkpoint {
+	int64_t run;			/* the run that saved it */
+	double saved;			/* Unix time */
+	char *options;			/* checkpoint.c's key of the options */
+	int phase;			/* the phase it was in */
+	char *cursor;			/* checkpoint.c's JSON */
+};
+
+/* Save (replace) fs's checkpoint, at once (no transaction kept open). */
+int state_checkpoint_save(struct state *s, const struct state_fs *fs,
+			  const struct state_checkpoint *cp, struct strbuf *err);
+/*
+ * fs's checkpoint into cp (release it with state_checkpoint_release());
+ * -ENOENT if there is none (or the database predates version 4).
+ */
+int state_checkpoint_load(struct state *s, const struct state_fs *fs,
+			  struct state_checkpoint *cp);
+int state_checkpoint_delete(struct state *s, const struct state_fs *fs, struct strbuf *err);
+void state_checkpoint_release(struct state_checkpoint *cp);
 
 /* Record an event of fscrub watch for fs, at once (no transaction kept open). */
 int state_add_event(struct state *s, const struct state_fs *fs, const struct state_event *e,

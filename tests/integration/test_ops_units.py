@@ -107,7 +107,7 @@ def test_install_layout(installed):
             text = f.read()
         assert not re.search(r"@[a-z_]+@", text), "unsubstituted in %s" % path
     with open(i.unit("fscrub@.service")) as f:
-        assert "ExecStart=%s/fscrub -b $FSCRUB_OPTIONS %%f" % i.sbin in f.read()
+        assert "ExecStart=%s/fscrub -b --resume $FSCRUB_OPTIONS %%f" % i.sbin in f.read()
     p = sh([os.path.join(i.sbin, "fscrub_all"), "-V"])
     assert p.stdout == "fscrub_all version %s\n" % project_version()
     p = sh([os.path.join(i.sbin, "fscrub"), "-V"])
@@ -193,7 +193,7 @@ def test_scrub_unit_settings(installed):
     want = {"ProtectSystem": "strict", "ProtectHome": "read-only", "PrivateNetwork": "yes",
             "NoNewPrivileges": "yes", "CPUSchedulingPolicy": "idle",
             "IOSchedulingClass": "idle", "Nice": "19", "Type": "oneshot",
-            "SuccessExitStatus": "32"}
+            "SuccessExitStatus": "32", "KillSignal": "SIGTERM", "TimeoutStopSec": "90s"}
     for k, v in want.items():
         assert u[("Service", k)] == [v], k
     [cmd] = u[("Service", "ExecStart")]
