@@ -9,7 +9,7 @@
  * subvolumes of one btrfs mounted at / and /home are two histories.
  * `fscrub status` and the metrics read it.
  *
- * Schema (PRAGMA user_version 4):
+ * Schema (PRAGMA user_version 5):
  *
  *   runs      one row per run: id, uuid, fsroot, mountpoint, source, fstype,
  *             backend, options (a JSON object), version, started and
@@ -267,7 +267,7 @@ int state_checkpoint_save(struct state *s, const struct state_fs *fs,
 			  const struct state_checkpoint *cp, struct strbuf *err);
 /*
  * fs's checkpoint into cp (release it with state_checkpoint_release());
- * -ENOENT if there is none (or the database predates version 4).
+ * -ENOENT if there is none (or the database predates version 5).
  */
 int state_checkpoint_load(struct state *s, const struct state_fs *fs,
 			  struct state_checkpoint *cp);
