@@ -103,6 +103,9 @@ int phase3_inodes(struct scrub_ctx *ctx, unsigned long long *items)
 	if (ctx->ops->bulk_inodes)
 		report_verbose(ctx, "Phase 3: %llu of %llu entries' inodes from bulk records, "
 			       "the others stat'ed", stats.bulk, stats.entries);
+	if (ctx->ops->bulk_extents)
+		report_verbose(ctx, "Phase 3: %llu files' extent maps from bulk records, "
+			       "not opened", stats.bulk_maps);
 	if (stats.symlinks_unread)
 		str_info(ctx, CHECK_SYMLINK_UNREAD, NULL, NULL, 0,
 			 "%llu of %llu symlinks were not read (symlink.size not checked): "

@@ -273,6 +273,7 @@ int xfs_walkstat_bulk(struct scrub_ctx *ctx, unsigned thread, const uint64_t *in
 	struct xfs_bulkstat_req *req = xs->walkstat[thread].req;
 	size_t found = 0;
 
+	xfs_ownermap_prepare(ctx);
 	for (size_t i = 0, j; i < n; i = j + 1) {
 		for (j = i; j + 1 < n && inos[j + 1] - inos[i] < XFS_WALKSTAT_WINDOW;)
 			j++;
