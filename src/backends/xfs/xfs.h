@@ -151,6 +151,15 @@ void xfs_ownermap_init(struct xfs_state *xs);
 void xfs_ownermap_prepare(struct scrub_ctx *ctx);
 int xfs_ownermap_extents(struct scrub_ctx *ctx, const struct backend_inode *b,
 			 struct fiemap_extent *out, size_t max);
+/*
+ * For the bulk records: may BULKSTAT's HASATTR inode ino (ctime as
+ * BULKSTAT gives it) be left unlisted?  True when phase 2 read its
+ * attribute fork from the disk without a name listxattr would give (empty,
+ * or parent pointers only) and the inode's ctime is still the one on the
+ * disk then: setting or removing an attribute changes the ctime.
+ */
+bool xfs_ownermap_nameless(struct scrub_ctx *ctx, uint64_t ino, int64_t ctime_sec,
+			   uint32_t ctime_nsec);
 void xfs_ownermap_report(struct scrub_ctx *ctx);
 void xfs_ownermap_release(struct xfs_state *xs);
 /* How GETFSMAP names a device (new_encode_dev()). */

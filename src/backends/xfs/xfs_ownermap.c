@@ -76,9 +76,19 @@ struct om_digest {
 	uint32_t agino, dig;
 };
 
+/*
+ * An inode whose attribute fork the disk shows without a name listxattr
+ * would give, at this ctime (seconds modulo 2^32, nanoseconds).
+ */
+struct om_noattr {
+	uint32_t agino, ctime_lo, ctime_nsec;
+};
+
 struct om_ag {
 	struct om_digest *v;
 	size_t n, alloc;
+	struct om_noattr *na;
+	size_t nna, alloc_na;
 };
 
 struct xfs_ownermap {
@@ -91,6 +101,7 @@ struct xfs_ownermap {
 	struct om_rec *v;
 	size_t n, alloc;
 	atomic_ullong used, unsure, no_digest, differ;
+	atomic_ullong attrs_unlisted;	/* HASATTR inodes the disk shows without names */
 };
 
 void xfs_ownermap_init(struct xfs_state *xs)
@@ -109,8 +120,10 @@ void xfs_ownermap_release(struct xfs_state *xs)
 
 	if (!om)
 		return;
-	for (uint32_t ag = 0; ag < om->nags; ag++)
+	for (uint32_t ag = 0; ag < om->nags; ag++) {
 		free(om->ags[ag].v);
+		free(om->ags[ag].na);
+	}
 	free(om->ags);
 	free(om->v);
 	pthread_mutex_destroy(&om->lock);
@@ -160,8 +173,11 @@ static uint32_t dig_end(struct om_dig *d)
 
 void xfs_ownermap_look(struct xfs_state *xs, uint32_t agno)
 {
-	if (xs->ownermap && agno < xs->ownermap->nags)
-		xs->ownermap->ags[agno].n = 0;	/* the last look's inodes count */
+	if (xs->ownermap && agno < xs->ownermap->nags) {
+		/* The last look's inodes count. */
+		xs->ownermap->ags[agno].n = 0;
+		xs->ownermap->ags[agno].nna = 0;
+	}
 }
 
 /* A packed bmbt record (xfs_format.h, xfs_bmbt_rec): 128 bits, big-endian. */
@@ -180,21 +196,18 @@ static void bmx_decode(const uint8_t *p, uint64_t *off, uint64_t *fsb, uint64_t 
 	*len = l1 & ((1ULL << 21) - 1);
 }
 
-void xfs_ownermap_note(struct od *od, const struct xfs_dinode *d, uint64_t ino)
+/* A regular file's data fork in extents format, as a digest; false: none. */
+static bool data_fork_digest(const struct od *od, const struct xfs_dinode *d, uint32_t *out)
 {
-	struct xfs_ownermap *om = od->xs->ownermap;
 	const uint8_t *lit = (const uint8_t *)d + sizeof(*d);
 	size_t room = od->isize - sizeof(*d), boff = (size_t)d->di_forkoff << 3;
 	bool big = be64toh(d->di_flags2) & XFS_DIFLAG2_NREXT64;
 	uint64_t next = big ? be64toh(d->di_big_nextents) : be32toh(d->di_nextents);
-	uint32_t agno = (uint32_t)(ino >> (od->agblklog + od->inopblog));
 	struct om_dig dig = { 0 };
-	struct om_ag *a;
 
-	if (!om || agno >= om->nags || !S_ISREG(be16toh(d->di_mode)) ||
-	    d->di_format != XFS_DINODE_FMT_EXTENTS || !next || boff > room ||
-	    next > (boff ? boff : room) / sizeof(struct xfs_bmbt_rec))
-		return;
+	if (!S_ISREG(be16toh(d->di_mode)) || d->di_format != XFS_DINODE_FMT_EXTENTS || !next ||
+	    boff > room || next > (boff ? boff : room) / sizeof(struct xfs_bmbt_rec))
+		return false;
 	for (uint64_t i = 0; i < next; i++) {
 		uint64_t off, fsb, len;
 		bool unwritten;
@@ -204,15 +217,97 @@ void xfs_ownermap_note(struct od *od, const struct xfs_dinode *d, uint64_t ino)
 		dig_add(&dig, off, (fsb >> od->agblklog) * od->xs->geo.agblocks +
 			(fsb & ((1ULL << od->agblklog) - 1)), len, unwritten);
 	}
+	*out = dig_end(&dig);
+	return true;
+}
+
+/* Parent pointers (Linux 6.10): never listed by listxattr. */
+#ifndef XFS_ATTR_PARENT
+#define XFS_ATTR_PARENT (1 << 3)
+#endif
+
+/*
+ * Has the inode an attribute fork (BULKSTAT's HASATTR) in which listxattr
+ * finds no name?  An empty fork in extents format (Linux 6.18 gives new
+ * files one), or a shortform fork whose entries are all parent pointers.
+ * Anything else, or a fork that does not parse, may have names.
+ */
+static bool attr_fork_nameless(const struct od *od, const struct xfs_dinode *d)
+{
+	const uint8_t *lit = (const uint8_t *)d + sizeof(*d);
+	size_t room = od->isize - sizeof(*d), boff = (size_t)d->di_forkoff << 3;
+	bool big = be64toh(d->di_flags2) & XFS_DIFLAG2_NREXT64;
+	uint64_t anext = big ? be32toh(d->di_big_anextents) : be16toh(d->di_anextents);
+	const uint8_t *p = lit + boff;
+	size_t total, pos = 4;
+
+	if (!boff || boff >= room)
+		return false;
+	if (d->di_aformat == XFS_DINODE_FMT_EXTENTS)
+		return anext == 0;
+	if (d->di_aformat != XFS_DINODE_FMT_LOCAL)
+		return false;
+	/* struct xfs_attr_sf_hdr: totsize (be16), count, padding; then the entries. */
+	total = (size_t)p[0] << 8 | p[1];
+	if (total < 4 || total > room - boff)
+		return false;
+	for (unsigned i = 0; i < p[2]; i++) {
+		/* struct xfs_attr_sf_entry: namelen, valuelen, flags, name and value. */
+		if (pos + 3 > total || pos + 3 + p[pos] + p[pos + 1] > total ||
+		    !(p[pos + 2] & XFS_ATTR_PARENT))
+			return false;
+		pos += 3 + (size_t)p[pos] + p[pos + 1];
+	}
+	return pos == total;
+}
+
+/* The ctime of an inode core in seconds and nanoseconds since the epoch. */
+static void dinode_ctime(const struct xfs_dinode *d, int64_t *sec, uint32_t *nsec)
+{
+	uint64_t t;
+
+	memcpy(&t, &d->di_ctime, 8);
+	t = be64toh(t);
+	if (be64toh(d->di_flags2) & XFS_DIFLAG2_BIGTIME) {
+		/* Nanoseconds since the bigtime epoch, 2^31 s before the Unix one. */
+		*sec = (int64_t)(t / 1000000000ULL) - XFS_BIGTIME_EPOCH_OFFSET;
+		*nsec = (uint32_t)(t % 1000000000ULL);
+	} else {
+		*sec = (int32_t)(t >> 32);
+		*nsec = (uint32_t)t;
+	}
+}
+
+void xfs_ownermap_note(struct od *od, const struct xfs_dinode *d, uint64_t ino)
+{
+	struct xfs_ownermap *om = od->xs->ownermap;
+	uint32_t agno = (uint32_t)(ino >> (od->agblklog + od->inopblog));
+	uint32_t agino = (uint32_t)(ino & ((1ULL << (od->agblklog + od->inopblog)) - 1));
+	uint32_t dig;
+	struct om_ag *a;
+
+	if (!om || agno >= om->nags || !be16toh(d->di_mode))
+		return;
 	om->ag_shift = od->agblklog + od->inopblog;
 	a = &om->ags[agno];
-	if (a->n == a->alloc) {
-		a->alloc = a->alloc ? 2 * a->alloc : 256;
-		a->v = xrealloc(a->v, a->alloc * sizeof(*a->v));
+	if (data_fork_digest(od, d, &dig)) {
+		if (a->n == a->alloc) {
+			a->alloc = a->alloc ? 2 * a->alloc : 256;
+			a->v = xrealloc(a->v, a->alloc * sizeof(*a->v));
+		}
+		a->v[a->n++] = (struct om_digest){ agino, dig };
 	}
-	a->v[a->n++] = (struct om_digest){
-		(uint32_t)(ino & ((1ULL << (od->agblklog + od->inopblog)) - 1)), dig_end(&dig),
-	};
+	if (attr_fork_nameless(od, d)) {
+		int64_t sec;
+		uint32_t nsec;
+
+		dinode_ctime(d, &sec, &nsec);
+		if (a->nna == a->alloc_na) {
+			a->alloc_na = a->alloc_na ? 2 * a->alloc_na : 256;
+			a->na = xrealloc(a->na, a->alloc_na * sizeof(*a->na));
+		}
+		a->na[a->nna++] = (struct om_noattr){ agino, (uint32_t)sec, nsec };
+	}
 }
 
 /* --------------------------------------------- phase 3: the GETFSMAP pass */
@@ -327,9 +422,6 @@ static bool om_build(struct scrub_ctx *ctx, struct xfs_state *xs, struct xfs_own
 	}
 	if (om->n)
 		qsort(om->v, om->n, sizeof(*om->v), rec_cmp);
-	for (uint32_t ag = 0; ag < om->nags; ag++)
-		if (om->ags[ag].n)
-			qsort(om->ags[ag].v, om->ags[ag].n, sizeof(*om->ags[ag].v), digest_cmp);
 	return true;
 }
 
@@ -344,6 +436,14 @@ static bool om_ready(struct scrub_ctx *ctx, struct xfs_state *xs, struct xfs_own
 		return om->ok;
 	pthread_mutex_lock(&om->lock);
 	if (!atomic_load(&om->built)) {
+		for (uint32_t ag = 0; ag < om->nags; ag++) {
+			struct om_ag *a = &om->ags[ag];
+
+			if (a->n)
+				qsort(a->v, a->n, sizeof(*a->v), digest_cmp);
+			if (a->nna)
+				qsort(a->na, a->nna, sizeof(*a->na), digest_cmp);
+		}
 		/* Offsets on the data device alone, as the cross-check wants them. */
 		om->ok = (xs->geo.flags & XFS_FSOP_GEOM_FLAGS_RMAPBT) && ctx->dev_size &&
 			 !xs->geo.rtblocks && om_build(ctx, xs, om);
@@ -377,6 +477,46 @@ static bool ondisk_digest(const struct xfs_ownermap *om,
 	if (lo == a->n || a->v[lo].agino != agino)
 		return false;
 	*dig = a->v[lo].dig;
+	return true;
+}
+
+/* The inode's nameless attribute fork from phase 2, or NULL. */
+static const struct om_noattr *ondisk_noattr(const struct xfs_ownermap *om, uint64_t ino)
+{
+	unsigned shift = om->ag_shift;
+	uint64_t agno = ino >> shift;
+	uint32_t agino = (uint32_t)(ino & ((1ULL << shift) - 1));
+
+	if (!shift || agno >= om->nags)
+		return NULL;
+	const struct om_ag *a = &om->ags[agno];
+	size_t lo = 0, hi = a->nna;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (a->na[mid].agino < agino)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < a->nna && a->na[lo].agino == agino ? &a->na[lo] : NULL;
+}
+
+bool xfs_ownermap_nameless(struct scrub_ctx *ctx, uint64_t ino, int64_t ctime_sec,
+			   uint32_t ctime_nsec)
+{
+	struct xfs_state *xs = xfs_state(ctx);
+	struct xfs_ownermap *om = xs->ownermap;
+	const struct om_noattr *na;
+
+	if (!om)
+		return false;
+	om_ready(ctx, xs, om);	/* built (sorted), with or without the rmapbt */
+	if (!(na = ondisk_noattr(om, ino)) || na->ctime_lo != (uint32_t)ctime_sec ||
+	    na->ctime_nsec != ctime_nsec)
+		return false;
+	atomic_fetch_add(&om->attrs_unlisted, 1);
 	return true;
 }
 
@@ -453,7 +593,12 @@ void xfs_ownermap_report(struct scrub_ctx *ctx)
 {
 	struct xfs_ownermap *om = xfs_state(ctx)->ownermap;
 
-	if (!om || !atomic_load(&om->built) || !om->ok)
+	if (!om || !atomic_load(&om->built))
+		return;
+	report_verbose(ctx, "Phase 3: %llu inodes with an attribute fork not listed: the disk "
+		       "shows it without a name, at the inode's ctime",
+		       (unsigned long long)atomic_load(&om->attrs_unlisted));
+	if (!om->ok)
 		return;
 	report_verbose(ctx, "Phase 3: %llu files' extent maps from %zu GETFSMAP owner records; "
 		       "mapped with FIEMAP instead: %llu not covered by their records alone, "
