@@ -69,4 +69,5 @@ void scrub_stats_add(struct scrub_stats *to, const struct scrub_stats *from)
 	to->blocks += from->blocks;
 	to->inodes += from->inodes;
 	to->bulk += from->bulk;
+	to->bulk_maps += from->bulk_maps;
 }

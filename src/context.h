@@ -117,6 +117,7 @@ struct scrub_stats {
 	unsigned long long blocks;		/* st_blocks of inodes seen, 512 B units */
 	unsigned long long inodes;		/* distinct inodes seen */
 	unsigned long long bulk;		/* entries whose inode came from a bulk record */
+	unsigned long long bulk_maps;		/* files mapped from bulk_extents, not opened */
 };
 
 /*

@@ -304,6 +304,38 @@ static bool attr_fork_may_own_blocks(const struct extent_buf *eb,
 	return eb->data_bytes < e->stx.stx_blocks * 512ULL;
 }
 
+bool extents_check_bulk(struct walk_thread *t, struct extent_buf *eb,
+			const struct walk_entry *e)
+{
+	struct scrub_ctx *ctx = t->ctx;
+	struct extent_cursor cur;
+	int n;
+
+	eb->whole_ok = false;
+	if (!e->bulk || !ctx->ops->bulk_extents || ctx->no_fiemap ||
+	    stx_changed_during_scan(ctx, &e->stx))
+		return false;
+	n = ctx->ops->bulk_extents(ctx, e->bulk, eb->fm->fm_extents, eb->max_extents);
+	if (n <= 0)
+		return false;
+	extent_cursor_init(&cur, ctx->dev_size);
+	if (extent_validate(&cur, eb->fm->fm_extents, (size_t)n) != EXTENT_OK)
+		return false;	/* a suspect: FIEMAP on the open file says */
+	eb->fm->fm_mapped_extents = (uint32_t)n;
+	eb->collected = false;
+	eb->unlocated = false;
+	if (eb->collect && !crosslink_collect(eb->collect, ino_key_of(&e->stx), false,
+					      eb->fm->fm_extents, (size_t)n))
+		crosslink_unmapped(eb->collect, ino_key_of(&e->stx));
+	else
+		eb->collected = eb->collect != NULL;
+	eb->data_bytes = cur.mapped_bytes;
+	keep_whole(eb, &cur);
+	t->stats.extents += cur.nr_extents;
+	t->stats.bulk_maps++;
+	return true;
+}
+
 /* An XFS realtime file (FS_XFLAG_REALTIME): its data is on the realtime device. */
 void extents_check_file(struct walk_thread *t, struct extent_buf *eb,
 			const struct walk_dir *d, const struct walk_entry *e, int fd)

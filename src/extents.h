@@ -82,6 +82,17 @@ struct extent_buf {
 void extent_buf_init(struct extent_buf *eb);
 void extent_buf_release(struct extent_buf *eb);
 
+/*
+ * A regular file from a bulk record (e->bulk), mapped without opening it:
+ * the backend's bulk_extents map, checked as a FIEMAP map and collected
+ * for the cross-link check and the device reader.  True if that is done
+ * (the whole map is then in eb->whole); false if the backend has no map
+ * for it, or the map does not check out -- the caller then opens the
+ * file and maps it with extents_check_file(), which looks again through
+ * the VFS before anything is reported: nothing is reported here.
+ */
+bool extents_check_bulk(struct walk_thread *t, struct extent_buf *eb,
+			const struct walk_entry *e);
 /* Check the extent maps of the open regular file fd (phase 3). */
 void extents_check_file(struct walk_thread *t, struct extent_buf *eb,
 			const struct walk_dir *d, const struct walk_entry *e, int fd);

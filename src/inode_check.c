@@ -346,9 +346,12 @@ static bool bulk_no_blocks(const struct walk_entry *e)
  * vfs: the open file's statx, or NULL; an entry from a bulk record is
  * then handed over as the VFS shows it, which the backend may compare
  * with its own view (XFS's walkstat), as it does every stat'ed entry.
+ * bulk_map: fd is -1 and the file's map came from the backend's
+ * bulk_extents (extents_check_bulk()), whole in ct->extents.
  */
 static void backend_check_inode(struct walk_thread *t, const struct walk_dir *d,
-				const struct walk_entry *e, int fd, const struct statx *vfs)
+				const struct walk_entry *e, int fd, const struct statx *vfs,
+				bool bulk_map)
 {
 	struct check_thread *ct = t->vstate;
 	struct backend_dir bd;
@@ -359,11 +362,12 @@ static void backend_check_inode(struct walk_thread *t, const struct walk_dir *d,
 	bd = backend_dir_of(t, d);
 	be = backend_entry_of(e, fd);
 	be.no_extents = bulk_no_blocks(e);
+	be.bulk_map = bulk_map;
 	if (vfs && e->bulk) {
 		be.stx = vfs;
 		be.bulk = false;
 	}
-	if (fd >= 0 && ct->extents.whole_ok) {
+	if ((fd >= 0 || bulk_map) && ct->extents.whole_ok) {
 		be.map = ct->extents.whole;
 		be.nr_map = ct->extents.nr_whole;
 	}
@@ -401,7 +405,13 @@ static void check_regular(struct walk_thread *t, struct check_thread *ct,
 	 */
 	if (bulk_no_blocks(e)) {
 		check_xattrs(t, ct, d, e, -1);
-		backend_check_inode(t, d, e, -1, NULL);
+		backend_check_inode(t, d, e, -1, NULL, false);
+		return;
+	}
+	/* Or its map from the backend's bulk records: not opened either. */
+	if (first && extents_check_bulk(t, &ct->extents, e)) {
+		check_xattrs(t, ct, d, e, -1);
+		backend_check_inode(t, d, e, -1, NULL, true);
 		return;
 	}
 	struct statx vfs;
@@ -411,7 +421,7 @@ static void check_regular(struct walk_thread *t, struct check_thread *ct,
 	if (fd == -ENOKEY) {
 		/* Encrypted, key not loaded: what needs no open is still checked. */
 		check_xattrs(t, ct, d, e, -1);
-		backend_check_inode(t, d, e, -1, NULL);
+		backend_check_inode(t, d, e, -1, NULL, false);
 	}
 	if (fd < 0)
 		return;
@@ -424,7 +434,7 @@ static void check_regular(struct walk_thread *t, struct check_thread *ct,
 		else
 			ledger_note(ctx->ledger, &ct->ledger, e, ct->xattrs.ledger_named);
 	}
-	backend_check_inode(t, d, e, fd, &vfs);
+	backend_check_inode(t, d, e, fd, &vfs, false);
 	close(fd);
 }
 
@@ -507,7 +517,7 @@ static void inode_entry(struct walk_thread *t, struct walk_dir *d,
 		break;
 	}
 	check_xattrs(t, ct, d, e, -1);
-	backend_check_inode(t, d, e, -1, NULL);
+	backend_check_inode(t, d, e, -1, NULL, false);
 }
 
 static void inode_dir_begin(struct walk_thread *t, struct walk_dir *d)

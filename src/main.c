@@ -6,6 +6,7 @@
  * code that report.c computed from what was found.
  */
 #include <errno.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -101,6 +102,14 @@ int main(int argc, char **argv)
 		return cmd_watch(argc - 1, argv + 1);
 	if (argc > 1 && !strcmp(argv[1], "health"))
 		return cmd_health(argc - 1, argv + 1);
+	/*
+	 * Arrays of 128 KiB and more (the per-inode and per-extent lists) in
+	 * mappings of their own, always: glibc otherwise raises the threshold
+	 * to the largest such array freed, and the next ones grow on the heap,
+	 * where a realloc copies (old and new live at once) and what is freed
+	 * is not given back.  A mapping grows with mremap and goes back whole.
+	 */
+	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	scrub_ctx_init(&ctx);
 	ret = cli_parse(argc, argv, &ctx.opt);

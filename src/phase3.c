@@ -27,9 +27,14 @@
  * FSCRUB_DEBUG_NO_BULK=1 takes the old path (bench/bulk.sh compares).
  * The data fork's map phase 3 read whole is handed to the backend too
  * (backend_entry.map): ext4 digests it instead of a FIEMAP and a statx
- * of its own.  Left for later: extent maps without FIEMAP (XFS GETFSMAP owner records
- * with rmapbt, ext4's extent trees), ext4 records from its inode tables,
- * btrfs's from inode items, the ledger (it wants the VFS size).
+ * of its own.  A backend with a bulk_extents hook gives a recorded file's
+ * whole map too, so that it is not opened at all (extents_check_bulk()):
+ * XFS from GETFSMAP's owner records where they agree with the data fork
+ * read from the disk in phase 2 (xfs_ownermap.c), which also tells the
+ * attribute forks listxattr would find empty.  Left for later: ext4
+ * records from its inode tables and maps from its extent trees (read
+ * after the walk today), btrfs's from inode items, the ledger (it wants
+ * the VFS size).
  *
  * Reads: what phase 1 found.  Leaves for later phases (context.h,
  * "Products", released by phases_release()):
@@ -103,6 +108,9 @@ int phase3_inodes(struct scrub_ctx *ctx, unsigned long long *items)
 	if (ctx->ops->bulk_inodes)
 		report_verbose(ctx, "Phase 3: %llu of %llu entries' inodes from bulk records, "
 			       "the others stat'ed", stats.bulk, stats.entries);
+	if (ctx->ops->bulk_extents)
+		report_verbose(ctx, "Phase 3: %llu files' extent maps from bulk records, "
+			       "not opened", stats.bulk_maps);
 	if (stats.symlinks_unread)
 		str_info(ctx, CHECK_SYMLINK_UNREAD, NULL, NULL, 0,
 			 "%llu of %llu symlinks were not read (symlink.size not checked): "

@@ -27,7 +27,7 @@
  * Threading: hooks that take only the context run on the main thread,
  * one at a time, and may change the backend's state (ctx->backend) as
  * they like.  bulk_inodes, check_dir, check_inode, data_elsewhere,
- * data_checksummed and list_xattrs run in the walk threads, many at once: they may touch
+ * bulk_extents, data_checksummed and list_xattrs run in the walk threads, many at once: they may touch
  * only per-thread state (indexed by backend_dir.thread) or state they
  * lock or update atomically, and must not block for long (the walk
  * waits).
@@ -72,6 +72,11 @@ struct backend_entry {
 	 * opened, its (empty) extent map is known all the same.
 	 */
 	bool no_extents;
+	/*
+	 * A regular file mapped from the backend's bulk_extents hook: not
+	 * opened, its data fork's map is map (nr_map extents) all the same.
+	 */
+	bool bulk_map;
 	/*
 	 * The data fork's whole FIEMAP map (flags 0) as phase 3 read it just
 	 * now through fd, nr_map extents; NULL when it was not read whole (a
@@ -138,6 +143,23 @@ struct scrub_ops {
 	 */
 	int (*bulk_inodes)(struct scrub_ctx *ctx, unsigned thread, const uint64_t *inos,
 			   size_t n, struct backend_inode *out);
+	/*
+	 * Phase 3, walk threads: the whole data fork map of the regular file
+	 * whose bulk record (from bulk_inodes) is b, as FIEMAP (flags 0)
+	 * would give it -- device bytes, FIEMAP_EXTENT_UNWRITTEN and
+	 * FIEMAP_EXTENT_LAST as it sets them -- in out[0 .. max-1], so that
+	 * the walk need not open the file.  Only for a file not changed since
+	 * the scan began, and only when the map accounts for every block of
+	 * b->blocks (no attribute or mapping blocks: then FIEMAP would map
+	 * the data fork alone too) and nothing in it would be flagged shared.
+	 * The walk checks it as a FIEMAP map; whatever looks wrong in it is
+	 * looked at again through the open file before anything is said.
+	 * Returns the number of extents; -ENODATA when the backend cannot
+	 * vouch for this file's map (the walk maps it with FIEMAP), another
+	 * negative errno when it has no maps at all.  NULL: FIEMAP always.
+	 */
+	int (*bulk_extents)(struct scrub_ctx *ctx, const struct backend_inode *b,
+			    struct fiemap_extent *out, size_t max);
 	/* ... and of each entry whose inode could be stat'ed. */
 	void (*check_inode)(struct scrub_ctx *ctx, const struct backend_dir *d,
 			    const struct backend_entry *e);

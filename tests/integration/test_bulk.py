@@ -27,6 +27,16 @@ def bulk_counts(r):
     return int(m.group(1)), int(m.group(2))
 
 
+MAPS_RE = re.compile(r"Phase 3: (\d+) files' extent maps from bulk records, not opened")
+
+
+def bulk_maps(r):
+    """Files whose extent map came from the backend's bulk_extents hook."""
+    m = MAPS_RE.search(r.stdout)
+    assert m, r
+    return int(m.group(1))
+
+
 def single_link_non_dirs(mnt):
     """The entries the bulk path may take: single-link non-directories."""
     n = 0
@@ -40,6 +50,18 @@ def single_link_non_dirs(mnt):
 
 def findings(r):
     return sorted((f.severity, f.check, f.path, f.inode) for f in r.findings)
+
+
+def xfs_image_rmapbt(image_factory, rmapbt):
+    """A 300 MiB XFS, with or without the rmapbt (fsimage's mkfs gives
+    -m rmapbt=1, which mkfs.xfs cannot be told twice)."""
+    need_fs("xfs")
+    img = image_factory("xfs", size_mb=300)
+    with open(img.path, "wb") as fh:
+        fh.truncate(img.size_mb << 20)
+    fsimage.run(["mkfs.xfs", "-f", "-q", "-m", "crc=1,reflink=1,rmapbt=%d" % rmapbt, img.path],
+                env=dict(os.environ, **fsimage._XFS_SMALL_ENV))
+    return img
 
 
 @pytest.fixture
@@ -66,8 +88,11 @@ def test_bulk_path_taken(xfs_tree):
                   r.stdout)
     # A directory's files share inode chunks: far fewer requests than inodes.
     assert m and int(m.group(1)) >= bulk and 0 < int(m.group(2)) < bulk / 4, r
+    # With the rmapbt (fsimage's default) files with data are mapped from
+    # GETFSMAP's owner records, not opened.
+    assert bulk_maps(r) > 0, r
     old = run_fscrub("-v", mnt, env={"FSCRUB_DEBUG_NO_BULK": "1"})
-    assert bulk_counts(old) == (0, entries), old
+    assert bulk_counts(old) == (0, entries) and bulk_maps(old) == 0, old
     assert findings(old) == findings(r), (old, r)
 
 
@@ -122,7 +147,8 @@ def test_syscalls_per_file(image_factory, workdir, fstype):
     cost a statx by name, an open, a statx of the open file, a FIEMAP, an
     xattr listing and a close, and on ext4 the backend's own FIEMAP and
     statx on top: now XFS does not stat a file by name nor open an empty
-    one (one statx per file with data), and ext4's backend takes phase
+    one, nor, with the rmapbt, one with data (its map from GETFSMAP's
+    owner records), and ext4's backend takes phase
     3's map (one FIEMAP per file, empty or not: ext4 has no bulk records
     yet)."""
     need_fs(fstype)
@@ -147,26 +173,29 @@ def test_syscalls_per_file(image_factory, workdir, fstype):
     assert p.returncode == 0, p.stdout + p.stderr
     c = syscalls(out)
     files = NR_DATA + NR_EMPTY
+    print(c)
     if fstype == "xfs":
-        # statx: one per file with data (walk_open_file), a few dozen for
-        # the directories and phases 1-2; was two per file.
-        assert c["statx"] < NR_DATA + 100, c
-        assert c["openat"] < NR_DATA + 100, c
-        assert c["ioctl"] < NR_DATA + files / 8 + 100, c
+        # No statx, open or FIEMAP per file: files with data are mapped
+        # from GETFSMAP (rmapbt); a few dozen for the directories and
+        # phases 1-2.  Was two statx, an open and a FIEMAP per file.
+        assert c["statx"] < 100, c
+        assert c["openat"] < 100, c
+        assert c["ioctl"] < files / 8 + 100, c
     else:
         # FIEMAP: one per file (was two), statx two per file (was three).
         assert c["ioctl"] < files + 100, c
         assert c["statx"] < 2 * files + 100, c
 
 
-def test_opened_files_still_compared_with_bulkstat(image_factory):
+@pytest.mark.parametrize("rmapbt", [0, 1])
+def test_opened_files_still_compared_with_bulkstat(image_factory, rmapbt):
     """A file taken from its BULKSTAT record and opened (it has blocks to
-    map) is still compared with BULKSTAT as the open file's statx shows
-    it (xfs.bulkstat, xfs_walkstat.c); an empty file, never opened, has
-    nothing but its record."""
+    map: without the rmapbt) is still compared with BULKSTAT as the open
+    file's statx shows it (xfs.bulkstat, xfs_walkstat.c); an empty file,
+    never opened, has nothing but its record, and neither has a file whose
+    map came from GETFSMAP (with the rmapbt): neither is opened."""
     need_fs("xfs")
-    img = image_factory("xfs", size_mb=300)
-    img.mkfs()
+    img = xfs_image_rmapbt(image_factory, rmapbt)
     mnt = img.mount()
     os.mkdir(os.path.join(mnt, "d"))
     for i in range(50):
@@ -179,5 +208,124 @@ def test_opened_files_still_compared_with_bulkstat(image_factory):
     r = run_fscrub("-v", mnt)
     assert r.rc == 0 and r.errors == [], r
     assert bulk_counts(r) == (60, 61), r
+    assert bulk_maps(r) == 50 * rmapbt, r
     c = re.search(r"Phase 3: (\d+) inodes compared with BULKSTAT", r.stdout)
-    assert c and int(c.group(1)) == 50 + 2, r    # the files with data, and 2 directories
+    # the files with data (opened without the rmapbt), and 2 directories
+    assert c and int(c.group(1)) == 50 * (1 - rmapbt) + 2, r
+
+
+# ------------------------------------- extent maps from GETFSMAP (XFS rmapbt)
+
+MAP_FALLBACK_RE = re.compile(
+    r"Phase 3: (\d+) files' extent maps from (\d+) GETFSMAP owner records; mapped with "
+    r"FIEMAP instead: (\d+) not covered by their records alone, (\d+) without an on-disk "
+    r"data fork read, (\d+) whose on-disk data fork differs")
+
+
+def test_maps_from_getfsmap_fault_still_found(image_factory):
+    """With the rmapbt a file with data is mapped from GETFSMAP's owner
+    records, not opened -- but only where its records agree with its data
+    fork as phase 2 read it from the disk.  A data fork pointed at another
+    file's block (xfs_db, as test_xfs's cross-link) disagrees with its
+    reverse mapping: that file is mapped with FIEMAP, and the cross-link
+    and both reverse-mapping errors are found with its path and exit 4,
+    as FSCRUB_DEBUG_NO_BULK=1 finds them."""
+    from test_xfs import xfs_crosslink
+    img = image_factory("xfs", size_mb=300)
+    img.mkfs()
+    mnt = img.mount()
+    for i in range(20):
+        with open(os.path.join(mnt, "f%02d" % i), "wb") as f:
+            f.write(b"x" * 8192)
+    img.umount()
+    f = xfs_crosslink(img)
+    time.sleep(1.1)
+    mnt = img.mount()
+    r = run_fscrub("-v", mnt)
+    assert r.rc == 4, r
+    m = MAP_FALLBACK_RE.search(r.stdout)
+    # f00-f19 and b from their records; a's differs (its rmap is the old block).
+    assert m and int(m.group(1)) == 21 and int(m.group(5)) == 1, r
+    assert bulk_maps(r) == 21, r
+    a = os.path.join(mnt, f["a"])
+    assert [(e.check, e.path, e.inode) for e in r.errors if e.check.startswith("xfs.rmap")] \
+        == [("xfs.rmap_missing", a, f["ino_a"]), ("xfs.rmap_extra", a, f["ino_a"])], r
+    assert any(e.check == "extent.crosslinked" and e.path == a for e in r.errors), r
+    old = run_fscrub("-v", mnt, env={"FSCRUB_DEBUG_NO_BULK": "1"})
+    assert bulk_maps(old) == 0 and old.rc == 4, old
+    assert findings(old) == findings(r), (old, r)
+
+
+def test_extents_changed_after_getfsmap(image_factory):
+    """Files rewritten (new blocks, same inode) after the GETFSMAP pass
+    and their BULKSTAT records, before the walk visits them
+    (FSCRUB_DEBUG_AFTER_BULK), and new files in a directory read later
+    that may take their old blocks: their maps are stale, yet nothing is
+    an error or a warning -- every suspect (a cross-link, a reverse
+    mapping the map lacks) is looked at again through the VFS."""
+    img = image_factory("xfs", size_mb=300)
+    img.mkfs()
+    mnt = img.mount()
+    os.mkdir(os.path.join(mnt, "sub"))
+    for i in range(10):
+        with open(os.path.join(mnt, "r%d" % i), "wb") as f:
+            f.write(os.urandom(65536))
+    img.remount()
+    time.sleep(1.1)
+    cmd = ("cd %s && for i in 0 1 2 3 4 5 6 7 8 9; do "
+           "head -c 65536 /dev/urandom > n$i && mv n$i sub/n$i; "
+           "head -c 65536 /dev/urandom > r$i; sync; "
+           "head -c 65536 /dev/urandom > sub/m$i; done; sync" % mnt)
+    before = {i: fsimage.inode_of(os.path.join(mnt, "r%d" % i)) for i in range(10)}
+    r = run_fscrub("-v", "-j", "1", mnt, env={"FSCRUB_DEBUG_AFTER_BULK": cmd})
+    assert os.path.exists(os.path.join(mnt, "sub", "m9")), "the changes did not run"
+    assert before == {i: fsimage.inode_of(os.path.join(mnt, "r%d" % i)) for i in range(10)}
+    assert r.rc == 0 and r.errors == [] and r.warnings == [], r
+    # The ten stale maps were used (their records predate the rewrite),
+    # and the reverse-mapping check's suspects in them were looked at
+    # again through the VFS: changed while being checked, infos only.
+    assert bulk_maps(r) >= 10, r
+    assert {e.path for e in r.of("Info", "xfs.rmap_missing")} == \
+        {os.path.join(mnt, "r%d" % i) for i in range(10)}, r
+
+
+# ------------------------- attribute forks without a name (XFS, on the disk)
+
+ATTRS_RE = re.compile(r"Phase 3: .* (\d+) attributes \((\d+) values read\)")
+UNLISTED_RE = re.compile(r"Phase 3: (\d+) inodes with an attribute fork not listed")
+
+
+def test_nameless_attr_forks_not_listed(image_factory):
+    """Linux 6.18's XFS gives every new file an attribute fork (BULKSTAT's
+    HASATTR), empty: phase 2's on-disk read of the inode shows it without a
+    name, so the walk does not list it -- while the inode's ctime is the
+    one on the disk.  An attribute set after that read (FSCRUB_DEBUG_AFTER_BULK:
+    after phase 2, before the BULKSTAT of sub/'s files) changes the ctime:
+    those files are listed and their attributes read, as are the files
+    whose attributes were on the disk already; the same findings and
+    attribute counts as FSCRUB_DEBUG_NO_BULK=1."""
+    img = image_factory("xfs", size_mb=300)
+    img.mkfs()
+    mnt = img.mount()
+    os.mkdir(os.path.join(mnt, "sub"))
+    for i in range(20):
+        for d in ("", "sub"):
+            with open(os.path.join(mnt, d, "f%02d" % i), "wb") as f:
+                f.write(b"x" * (i * 100))
+    for i in range(3):
+        os.setxattr(os.path.join(mnt, "f%02d" % i), "user.before", b"1")
+    img.remount()
+    time.sleep(1.1)
+    cmd = "cd %s/sub && for i in 00 01 02 03 04; do setfattr -n user.after -v 2 f$i; done" % mnt
+    r = run_fscrub("-v", "-j", "1", mnt, env={"FSCRUB_DEBUG_AFTER_BULK": cmd})
+    assert os.getxattr(os.path.join(mnt, "sub", "f04"), "user.after") == b"2"
+    assert r.rc == 0 and r.errors == [] and r.warnings == [], r
+    m = ATTRS_RE.search(r.stdout)
+    assert m and (int(m.group(1)), int(m.group(2))) == (3 + 5, 3 + 5), r
+    u = UNLISTED_RE.search(r.stdout)
+    # 40 files less the 3 with attributes on the disk and the 5 changed
+    # (the 2 directories are stat'ed, never bulk records)
+    assert u and int(u.group(1)) == 40 - 3 - 5, r
+    old = run_fscrub("-v", "-j", "1", mnt, env={"FSCRUB_DEBUG_NO_BULK": "1"})
+    m = ATTRS_RE.search(old.stdout)
+    assert m and int(m.group(1)) == 8 and findings(old) == findings(r), old

@@ -225,6 +225,7 @@ static int xfs_scan_fs(struct scrub_ctx *ctx)
 	ret = xfs_read_geometry(ctx);
 	if (ret < 0)
 		return ret;
+	xfs_ownermap_init(xs);
 	/*
 	 * BULKSTAT, the kernel scrub and GETFSMAP need CAP_SYS_ADMIN (the
 	 * geometry does not): without it, say so once and leave the
@@ -273,8 +274,8 @@ static void xfs_check_inode(struct scrub_ctx *ctx, const struct backend_dir *d,
 	/* An inode from a bulk record is that BULKSTAT: nothing to compare. */
 	if (!e->bulk)
 		xfs_walkstat_add(ctx, d, e->name, e->stx);
-	/* Its map is collected: opened, or none by its bulk record. */
-	if ((e->fd >= 0 || e->no_extents) && S_ISREG(e->stx->stx_mode) &&
+	/* Its map is collected: opened, none by its bulk record, or GETFSMAP's. */
+	if ((e->fd >= 0 || e->no_extents || e->bulk_map) && S_ISREG(e->stx->stx_mode) &&
 	    !stx_changed_during_scan(ctx, e->stx))
 		inoset_test_and_set(xs->files, 0, e->stx->stx_ino);
 	xfs_names_note(&xs->named, d->node, e->name, e->namelen, e->stx->stx_ino);
@@ -316,6 +317,8 @@ static const char *xfs_fsmap_owner_name(uint64_t owner)
 static int xfs_scan_inodes(struct scrub_ctx *ctx)
 {
 	xfs_walkstat_report(ctx);
+	xfs_ownermap_report(ctx);
+	xfs_ownermap_release(xfs_state(ctx));
 	xfs_inodes_after_walk(ctx);
 	xfs_quota_check(ctx);
 	return 0;
@@ -347,6 +350,7 @@ static void xfs_cleanup(struct scrub_ctx *ctx)
 	if (!xs)
 		return;
 	xfs_inodes_release(ctx);
+	xfs_ownermap_release(xs);
 	inoset_free(xs->files);
 	xfs_walkstat_free(xs->walkstat, xs->nr_walkstat);
 	pthread_mutex_destroy(&xs->lock);
@@ -366,6 +370,7 @@ const struct scrub_ops xfs_ops = {
 	.scan_inodes = xfs_scan_inodes,
 	.check_dir = xfs_check_dir,
 	.bulk_inodes = xfs_walkstat_bulk,
+	.bulk_extents = xfs_ownermap_extents,
 	.check_inode = xfs_check_inode,
 	.data_elsewhere = xfs_data_elsewhere,
 	.list_xattrs = xfs_list_xattrs,

@@ -22,6 +22,9 @@
  *                 getdents buffer's inodes by BULKSTAT), and each inode
  *                 stat'ed or opened against its BULKSTAT, a directory's
  *                 entries in a few requests.
+ *   xfs_ownermap.c phase 3, in the walk: regular files' extent maps from
+ *                 GETFSMAP owner records (rmapbt), where they agree with
+ *                 the data fork phase 2 read from the disk; no FIEMAP.
  *   xfs_attrlist.c phase 3, in the walk: the attribute names of an inode
  *                 that listxattr() refuses (E2BIG), with
  *                 XFS_IOC_ATTRLIST_BY_HANDLE.
@@ -103,6 +106,7 @@ struct xfs_state {
 	unsigned nr_walkstat;
 	atomic_ullong walkstat_inodes, walkstat_requests;
 	atomic_ullong bulk_records, bulk_requests;	/* the walk's bulk_inodes */
+	struct xfs_ownermap *ownermap;	/* xfs_ownermap.c; NULL after the walk */
 };
 
 /* xfs_kscrub.c: phase 2, kernel scrub and repair of everything. */
@@ -133,6 +137,33 @@ int xfs_walkstat_bulk(struct scrub_ctx *ctx, unsigned thread, const uint64_t *in
 		      struct backend_inode *out);
 /* "N inodes compared with BULKSTAT in M requests" (-v), after the walk. */
 void xfs_walkstat_report(struct scrub_ctx *ctx);
+
+/*
+ * xfs_ownermap.c (its state; phase 2's side is in xfs_ondisk.h).  init()
+ * after the geometry; extents() is the bulk_extents hook (backend.h);
+ * report() says under -v what it served, after the walk; release() frees
+ * it (then the hook answers -EOPNOTSUPP).
+ */
+struct xfs_ownermap;
+struct fiemap_extent;
+void xfs_ownermap_init(struct xfs_state *xs);
+/* The GETFSMAP pass, once, in a walk thread: before the walk's first BULKSTAT. */
+void xfs_ownermap_prepare(struct scrub_ctx *ctx);
+int xfs_ownermap_extents(struct scrub_ctx *ctx, const struct backend_inode *b,
+			 struct fiemap_extent *out, size_t max);
+/*
+ * For the bulk records: may BULKSTAT's HASATTR inode ino (ctime as
+ * BULKSTAT gives it) be left unlisted?  True when phase 2 read its
+ * attribute fork from the disk without a name listxattr would give (empty,
+ * or parent pointers only) and the inode's ctime is still the one on the
+ * disk then: setting or removing an attribute changes the ctime.
+ */
+bool xfs_ownermap_nameless(struct scrub_ctx *ctx, uint64_t ino, int64_t ctime_sec,
+			   uint32_t ctime_nsec);
+void xfs_ownermap_report(struct scrub_ctx *ctx);
+void xfs_ownermap_release(struct xfs_state *xs);
+/* How GETFSMAP names a device (new_encode_dev()). */
+uint32_t xfs_fsmap_dev(unsigned major, unsigned minor);
 
 /* xfs_attrlist.c: the list_xattrs hook (backend.h), in the walk threads. */
 struct backend_entry;

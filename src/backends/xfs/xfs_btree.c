@@ -763,6 +763,7 @@ static void check_chunk(struct od *od, uint32_t agno, uint64_t base, const struc
 				xref_inode_alloc(od, (const void *)p, ino0 + k,
 						 (r->free >> k) & 1);
 				xref_inode_blocks(od, (const void *)p, ino0 + k);
+				xfs_ownermap_note(od, (const void *)p, ino0 + k);
 			}
 		}
 		i = j;

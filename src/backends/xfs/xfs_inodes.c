@@ -480,7 +480,7 @@ struct rmap_list {
 };
 
 /* new_encode_dev(): how GETFSMAP names a device. */
-static uint32_t fsmap_dev(unsigned major, unsigned minor)
+uint32_t xfs_fsmap_dev(unsigned major, unsigned minor)
 {
 	return (minor & 0xff) | (major << 8) | ((minor & ~0xffu) << 12);
 }
@@ -925,7 +925,7 @@ static bool rmap_collect(struct scrub_ctx *ctx, struct xfs_state *xs, struct rma
 			       "alone: extents are not checked against GETFSMAP");
 		return false;
 	}
-	rc->dev = fsmap_dev(ctx->root_stx.stx_dev_major, ctx->root_stx.stx_dev_minor);
+	rc->dev = xfs_fsmap_dev(ctx->root_stx.stx_dev_major, ctx->root_stx.stx_dev_minor);
 	ret = fsmap_query(xs->fd, rc->dev, 0, UINT64_MAX, rmapbt ? collect_rmap : collect_free,
 			  &rc->rl);
 	if (ret < 0) {

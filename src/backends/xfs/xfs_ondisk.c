@@ -297,6 +297,7 @@ static void look_release(struct od_look *l)
 
 static void look(struct od *od, uint32_t ag, struct od_look *l)
 {
+	xfs_ownermap_look(od->xs, ag);
 	check_ag(od, ag);
 	*l = (struct od_look){
 		.ag = ag, .pv = od->pv, .pn = od->pn, .dropped = od->pdropped,

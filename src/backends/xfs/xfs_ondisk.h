@@ -182,4 +182,13 @@ bool od_ag_refcounts(struct od *od, uint32_t agno, struct xref_space *sp);
 void od_wait_log_worker(struct scrub_ctx *ctx, const char *phase, size_t what,
 			const char *why);
 
+/*
+ * xfs_ownermap.c, phase 2: look() forgets what an earlier look at the AG
+ * noted; note() keeps a digest of a regular file's data fork in extents
+ * format (a core that passed its checks), for phase 3 to hold GETFSMAP's
+ * records of the file against.  An AG's looks run on one thread at a time.
+ */
+void xfs_ownermap_look(struct xfs_state *xs, uint32_t agno);
+void xfs_ownermap_note(struct od *od, const struct xfs_dinode *d, uint64_t ino);
+
 #endif

@@ -23,7 +23,10 @@
  * An entry taken from such a record is not compared again (its stx is
  * the record); every other entry is, as above.  A window BULKSTAT fails
  * on (a damaged inode stops it) gives no records: its entries are
- * stat'ed, and the failure is phase 2's to report.
+ * stat'ed, and the failure is phase 2's to report.  HASATTR in a record
+ * means "list the attributes" unless xfs_ownermap.c read the attribute
+ * fork from the disk without a name (an empty fork, parent pointers) at
+ * the ctime the record has.
  */
 #include "backends/xfs/xfs.h"
 
@@ -241,7 +244,8 @@ static void record_of(const struct xfs_bulkstat *bs, struct backend_inode *r)
 }
 
 /* inos[i .. j] (one window) from one request into out[i .. j]. */
-static size_t bulk_window(struct xfs_state *xs, struct xfs_bulkstat_req *req,
+static size_t bulk_window(struct scrub_ctx *ctx, struct xfs_state *xs,
+			  struct xfs_bulkstat_req *req,
 			  const uint64_t *inos, size_t i, size_t j, struct backend_inode *out)
 {
 	size_t found = 0;
@@ -258,7 +262,12 @@ static size_t bulk_window(struct xfs_state *xs, struct xfs_bulkstat_req *req,
 			r++;
 		out[k].ino = 0;
 		if (r < req->hdr.ocount && req->bulkstat[r].bs_ino == inos[k]) {
-			record_of(&req->bulkstat[r], &out[k]);
+			const struct xfs_bulkstat *bs = &req->bulkstat[r];
+
+			record_of(bs, &out[k]);
+			if ((out[k].flags & BACKEND_INODE_XATTRS) &&
+			    xfs_ownermap_nameless(ctx, bs->bs_ino, bs->bs_ctime, bs->bs_ctime_nsec))
+				out[k].flags &= ~BACKEND_INODE_XATTRS;
 			found++;
 		}
 	}
@@ -273,10 +282,11 @@ int xfs_walkstat_bulk(struct scrub_ctx *ctx, unsigned thread, const uint64_t *in
 	struct xfs_bulkstat_req *req = xs->walkstat[thread].req;
 	size_t found = 0;
 
+	xfs_ownermap_prepare(ctx);
 	for (size_t i = 0, j; i < n; i = j + 1) {
 		for (j = i; j + 1 < n && inos[j + 1] - inos[i] < XFS_WALKSTAT_WINDOW;)
 			j++;
-		found += bulk_window(xs, req, inos, i, j, out);
+		found += bulk_window(ctx, xs, req, inos, i, j, out);
 	}
 	atomic_fetch_add(&xs->bulk_records, found);
 	return (int)found;

@@ -1,0 +1,610 @@
+/*
+ * xfs_ownermap: phase 3's extent maps of regular files from GETFSMAP
+ * owner records (the rmapbt), instead of an open, a FIEMAP and a close
+ * per file; the bulk_extents hook (backend.h).
+ *
+ * With the rmapbt, GETFSMAP lists every data fork mapping by owner inode
+ * and file offset.  One pass over each AG's device range keeps the data
+ * fork records in a compact array (24 bytes a record) sorted by (inode,
+ * file offset); the walk then looks a file up by number.  The pass is
+ * made at the walk's first bulk_inodes call, before its BULKSTAT: every
+ * bulk record is younger than the map, so a file changed since the pass
+ * has a ctime after the scan's start in its record and is mapped with
+ * FIEMAP.
+ *
+ * The rmapbt is not the data fork: a map read from it would hide exactly
+ * what the reverse-mapping cross-check (xfs_inodes.c, xfs.rmap_missing
+ * and xfs.rmap_extra) compares, a data fork that does not say what its
+ * reverse mappings say.  So a file's records stand for its map only if
+ * they agree with its data fork as the on-disk walk of phase 2 read it
+ * (xfs_btree.c hands each regular file in extents format to
+ * xfs_ownermap_note()): the same extents, compared through a CRC32c
+ * digest of the map merged into maximal runs, so that two records of the
+ * rmapbt for one bmbt record (or the reverse) do not matter.  And only if
+ * they account for every block BULKSTAT counts for the inode (bs_blocks
+ * has the delayed allocations too): a file with attribute blocks, bmbt
+ * blocks or data not yet allocated is mapped with FIEMAP, as is one whose
+ * records overlap another's (reflinked: FIEMAP flags those blocks
+ * shared), one changed since the scan began (the walk does not ask) and
+ * one whose digest disagrees -- a damaged fork, or one the disk has not
+ * caught up with.  None of this reports anything: the map handed to the
+ * walk is checked as a FIEMAP map is, and whatever looks wrong in it
+ * (an overlap, a cross-link, a mismatch with the rmapbt after the walk)
+ * is looked at again through the open file before it is said.
+ *
+ * The race: a file whose extents change after the BULKSTAT record the
+ * walk took for it (and so after the GETFSMAP pass) has a stale map
+ * here, as a file that changes after its FIEMAP has a stale map.  A
+ * stale map only makes suspects, which the VFS re-check clears (the
+ * file's ctime moved).
+ *
+ * Memory: 24 bytes per data extent for the walk, 8 per on-disk digest
+ * from phase 2 to the end of the walk; both freed after the walk.
+ */
+#include "backends/xfs/xfs_ondisk.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <linux/fiemap.h>
+#include <linux/fsmap.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+
+#include "backends/backend.h"
+#include "context.h"
+#include "crc32c.h"
+#include "report.h"
+#include "strbuf.h"
+
+/* 1024 fsmap records of 64 bytes per GETFSMAP call, as xfs_inodes.c. */
+#define OM_FSMAP_BATCH 1024
+/* Record flags, in the top bits of len (a length of 2^30 blocks is left to FIEMAP). */
+#define OM_UNWRITTEN (1u << 31)
+#define OM_UNUSABLE (1u << 30)	/* overlaps another owner's, or does not fit */
+#define OM_LEN_MASK (OM_UNUSABLE - 1)
+
+struct om_rec {
+	uint64_t ino, phys;		/* phys: device block */
+	uint32_t off;			/* file block */
+	uint32_t len;			/* blocks, with OM_* flags */
+};
+
+/* The on-disk data fork of one inode of an AG, as a digest. */
+struct om_digest {
+	uint32_t agino, dig;
+};
+
+/*
+ * An inode whose attribute fork the disk shows without a name listxattr
+ * would give, at this ctime (seconds modulo 2^32, nanoseconds).
+ */
+struct om_noattr {
+	uint32_t agino, ctime_lo, ctime_nsec;
+};
+
+struct om_ag {
+	struct om_digest *v;
+	size_t n, alloc;
+	struct om_noattr *na;
+	size_t nna, alloc_na;
+};
+
+struct xfs_ownermap {
+	struct om_ag *ags;		/* geo.agcount, filled by phase 2's looks */
+	uint32_t nags;
+	unsigned ag_shift;		/* inode number bits below the AG number */
+	pthread_mutex_t lock;		/* the build */
+	atomic_bool built;
+	bool ok;			/* built and usable */
+	struct om_rec *v;
+	size_t n, alloc;
+	atomic_ullong used, unsure, no_digest, differ;
+	atomic_ullong attrs_unlisted;	/* HASATTR inodes the disk shows without names */
+};
+
+void xfs_ownermap_init(struct xfs_state *xs)
+{
+	struct xfs_ownermap *om = xcalloc(1, sizeof(*om));
+
+	om->nags = xs->geo.agcount;
+	om->ags = xcalloc(om->nags ? om->nags : 1, sizeof(*om->ags));
+	pthread_mutex_init(&om->lock, NULL);
+	xs->ownermap = om;
+}
+
+void xfs_ownermap_release(struct xfs_state *xs)
+{
+	struct xfs_ownermap *om = xs->ownermap;
+
+	if (!om)
+		return;
+	for (uint32_t ag = 0; ag < om->nags; ag++) {
+		free(om->ags[ag].v);
+		free(om->ags[ag].na);
+	}
+	free(om->ags);
+	free(om->v);
+	pthread_mutex_destroy(&om->lock);
+	free(om);
+	xs->ownermap = NULL;
+}
+
+/* ------------------------------------------------------------ the digest */
+
+/* A map as maximal runs (contiguous in the file and on the device, one state). */
+struct om_dig {
+	uint32_t crc;
+	uint64_t off, phys, len;	/* the open run, len 0: none */
+	bool unwritten;
+	uint64_t blocks;
+};
+
+static void dig_flush(struct om_dig *d)
+{
+	uint64_t run[4] = { htole64(d->off), htole64(d->phys), htole64(d->len), d->unwritten };
+
+	if (d->len)
+		d->crc = crc32c(d->crc, run, sizeof(run));
+	d->len = 0;
+}
+
+static void dig_add(struct om_dig *d, uint64_t off, uint64_t phys, uint64_t len,
+		    bool unwritten)
+{
+	d->blocks += len;
+	if (d->len && d->off + d->len == off && d->phys + d->len == phys &&
+	    d->unwritten == unwritten) {
+		d->len += len;
+		return;
+	}
+	dig_flush(d);
+	*d = (struct om_dig){ d->crc, off, phys, len, unwritten, d->blocks };
+}
+
+static uint32_t dig_end(struct om_dig *d)
+{
+	dig_flush(d);
+	return d->crc;
+}
+
+/* ------------------------------------------------- phase 2: the data forks */
+
+void xfs_ownermap_look(struct xfs_state *xs, uint32_t agno)
+{
+	if (xs->ownermap && agno < xs->ownermap->nags) {
+		/* The last look's inodes count. */
+		xs->ownermap->ags[agno].n = 0;
+		xs->ownermap->ags[agno].nna = 0;
+	}
+}
+
+/* A packed bmbt record (xfs_format.h, xfs_bmbt_rec): 128 bits, big-endian. */
+static void bmx_decode(const uint8_t *p, uint64_t *off, uint64_t *fsb, uint64_t *len,
+		       bool *unwritten)
+{
+	uint64_t l0, l1;
+
+	memcpy(&l0, p, 8);
+	memcpy(&l1, p + 8, 8);
+	l0 = be64toh(l0);
+	l1 = be64toh(l1);
+	*unwritten = l0 >> 63;
+	*off = (l0 & ((1ULL << 63) - 1)) >> 9;
+	*fsb = ((l0 & 0x1ff) << 43) | (l1 >> 21);
+	*len = l1 & ((1ULL << 21) - 1);
+}
+
+/* A regular file's data fork in extents format, as a digest; false: none. */
+static bool data_fork_digest(const struct od *od, const struct xfs_dinode *d, uint32_t *out)
+{
+	const uint8_t *lit = (const uint8_t *)d + sizeof(*d);
+	size_t room = od->isize - sizeof(*d), boff = (size_t)d->di_forkoff << 3;
+	bool big = be64toh(d->di_flags2) & XFS_DIFLAG2_NREXT64;
+	uint64_t next = big ? be64toh(d->di_big_nextents) : be32toh(d->di_nextents);
+	struct om_dig dig = { 0 };
+
+	if (!S_ISREG(be16toh(d->di_mode)) || d->di_format != XFS_DINODE_FMT_EXTENTS || !next ||
+	    boff > room || next > (boff ? boff : room) / sizeof(struct xfs_bmbt_rec))
+		return false;
+	for (uint64_t i = 0; i < next; i++) {
+		uint64_t off, fsb, len;
+		bool unwritten;
+
+		bmx_decode(lit + i * sizeof(struct xfs_bmbt_rec), &off, &fsb, &len, &unwritten);
+		/* A filesystem block number is (AG, block in AG); GETFSMAP's are linear. */
+		dig_add(&dig, off, (fsb >> od->agblklog) * od->xs->geo.agblocks +
+			(fsb & ((1ULL << od->agblklog) - 1)), len, unwritten);
+	}
+	*out = dig_end(&dig);
+	return true;
+}
+
+/* Parent pointers (Linux 6.10): never listed by listxattr. */
+#ifndef XFS_ATTR_PARENT
+#define XFS_ATTR_PARENT (1 << 3)
+#endif
+
+/*
+ * Has the inode an attribute fork (BULKSTAT's HASATTR) in which listxattr
+ * finds no name?  An empty fork in extents format (Linux 6.18 gives new
+ * files one), or a shortform fork whose entries are all parent pointers.
+ * Anything else, or a fork that does not parse, may have names.
+ */
+static bool attr_fork_nameless(const struct od *od, const struct xfs_dinode *d)
+{
+	const uint8_t *lit = (const uint8_t *)d + sizeof(*d);
+	size_t room = od->isize - sizeof(*d), boff = (size_t)d->di_forkoff << 3;
+	bool big = be64toh(d->di_flags2) & XFS_DIFLAG2_NREXT64;
+	uint64_t anext = big ? be32toh(d->di_big_anextents) : be16toh(d->di_anextents);
+	const uint8_t *p = lit + boff;
+	size_t total, pos = 4;
+
+	if (!boff || boff >= room)
+		return false;
+	if (d->di_aformat == XFS_DINODE_FMT_EXTENTS)
+		return anext == 0;
+	if (d->di_aformat != XFS_DINODE_FMT_LOCAL)
+		return false;
+	/* struct xfs_attr_sf_hdr: totsize (be16), count, padding; then the entries. */
+	total = (size_t)p[0] << 8 | p[1];
+	if (total < 4 || total > room - boff)
+		return false;
+	for (unsigned i = 0; i < p[2]; i++) {
+		/* struct xfs_attr_sf_entry: namelen, valuelen, flags, name and value. */
+		if (pos + 3 > total || pos + 3 + p[pos] + p[pos + 1] > total ||
+		    !(p[pos + 2] & XFS_ATTR_PARENT))
+			return false;
+		pos += 3 + (size_t)p[pos] + p[pos + 1];
+	}
+	return pos == total;
+}
+
+/* The ctime of an inode core in seconds and nanoseconds since the epoch. */
+static void dinode_ctime(const struct xfs_dinode *d, int64_t *sec, uint32_t *nsec)
+{
+	uint64_t t;
+
+	memcpy(&t, &d->di_ctime, 8);
+	t = be64toh(t);
+	if (be64toh(d->di_flags2) & XFS_DIFLAG2_BIGTIME) {
+		/* Nanoseconds since the bigtime epoch, 2^31 s before the Unix one. */
+		*sec = (int64_t)(t / 1000000000ULL) - XFS_BIGTIME_EPOCH_OFFSET;
+		*nsec = (uint32_t)(t % 1000000000ULL);
+	} else {
+		*sec = (int32_t)(t >> 32);
+		*nsec = (uint32_t)t;
+	}
+}
+
+void xfs_ownermap_note(struct od *od, const struct xfs_dinode *d, uint64_t ino)
+{
+	struct xfs_ownermap *om = od->xs->ownermap;
+	uint32_t agno = (uint32_t)(ino >> (od->agblklog + od->inopblog));
+	uint32_t agino = (uint32_t)(ino & ((1ULL << (od->agblklog + od->inopblog)) - 1));
+	uint32_t dig;
+	struct om_ag *a;
+
+	if (!om || agno >= om->nags || !be16toh(d->di_mode))
+		return;
+	om->ag_shift = od->agblklog + od->inopblog;
+	a = &om->ags[agno];
+	if (data_fork_digest(od, d, &dig)) {
+		if (a->n == a->alloc) {
+			a->alloc = a->alloc ? 2 * a->alloc : 256;
+			a->v = xrealloc(a->v, a->alloc * sizeof(*a->v));
+		}
+		a->v[a->n++] = (struct om_digest){ agino, dig };
+	}
+	if (attr_fork_nameless(od, d)) {
+		int64_t sec;
+		uint32_t nsec;
+
+		dinode_ctime(d, &sec, &nsec);
+		if (a->nna == a->alloc_na) {
+			a->alloc_na = a->alloc_na ? 2 * a->alloc_na : 256;
+			a->na = xrealloc(a->na, a->alloc_na * sizeof(*a->na));
+		}
+		a->na[a->nna++] = (struct om_noattr){ agino, (uint32_t)sec, nsec };
+	}
+}
+
+/* --------------------------------------------- phase 3: the GETFSMAP pass */
+
+static void om_add(struct xfs_ownermap *om, const struct fsmap *m, unsigned bs)
+{
+	uint64_t off = m->fmr_offset / bs, len = m->fmr_length / bs;
+	struct om_rec r = {
+		.ino = m->fmr_owner, .phys = m->fmr_physical / bs, .off = (uint32_t)off,
+		.len = (uint32_t)(len & OM_LEN_MASK),
+	};
+
+	if (off > UINT32_MAX || len > OM_LEN_MASK || !len || (m->fmr_offset | m->fmr_length |
+							      m->fmr_physical) % bs)
+		r.len |= OM_UNUSABLE;
+	if (m->fmr_flags & FMR_OF_PREALLOC)
+		r.len |= OM_UNWRITTEN;
+	if (om->n == om->alloc) {
+		om->alloc = om->alloc ? 2 * om->alloc : 4096;
+		om->v = xrealloc(om->v, om->alloc * sizeof(*om->v));
+	}
+	om->v[om->n++] = r;
+}
+
+/*
+ * Records [from, to) of one AG, in device order: one that overlaps
+ * another (shared blocks) cannot stand for a FIEMAP map, which flags them.
+ */
+static void mark_overlaps(struct om_rec *v, size_t from, size_t to)
+{
+	uint64_t end = 0;
+
+	for (size_t i = from; i < to; i++) {
+		uint64_t e = v[i].phys + (v[i].len & OM_LEN_MASK);
+
+		if (i > from && v[i].phys < end)
+			v[i].len |= OM_UNUSABLE;
+		if (i + 1 < to && e > v[i + 1].phys)
+			v[i].len |= OM_UNUSABLE;
+		if (e > end)
+			end = e;
+	}
+}
+
+/* The data fork records of [lo, hi] (device bytes) on device dev. */
+static int om_query(struct xfs_ownermap *om, int fd, uint32_t dev, uint64_t lo, uint64_t hi,
+		    unsigned bs, struct fsmap_head *h)
+{
+	memset(h, 0, sizeof(*h));
+	h->fmh_count = OM_FSMAP_BATCH;
+	h->fmh_keys[0].fmr_device = dev;
+	h->fmh_keys[0].fmr_physical = lo;
+	h->fmh_keys[1].fmr_device = dev;
+	h->fmh_keys[1].fmr_physical = hi;
+	h->fmh_keys[1].fmr_owner = UINT64_MAX;
+	h->fmh_keys[1].fmr_offset = UINT64_MAX;
+	h->fmh_keys[1].fmr_flags = UINT32_MAX;
+	for (;;) {
+		if (ioctl(fd, FS_IOC_GETFSMAP, h) < 0)
+			return -errno;
+		if (!h->fmh_entries)
+			return 0;
+		for (uint32_t i = 0; i < h->fmh_entries; i++) {
+			const struct fsmap *m = &h->fmh_recs[i];
+
+			if (!(m->fmr_flags & (FMR_OF_SPECIAL_OWNER | FMR_OF_ATTR_FORK |
+					      FMR_OF_EXTENT_MAP)))
+				om_add(om, m, bs);
+		}
+		if (h->fmh_recs[h->fmh_entries - 1].fmr_flags & FMR_OF_LAST)
+			return 0;
+		fsmap_advance(h);
+	}
+}
+
+static int rec_cmp(const void *a, const void *b)
+{
+	const struct om_rec *x = a, *y = b;
+
+	if (x->ino != y->ino)
+		return x->ino < y->ino ? -1 : 1;
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
+static int digest_cmp(const void *a, const void *b)
+{
+	uint32_t x = ((const struct om_digest *)a)->agino, y = ((const struct om_digest *)b)->agino;
+
+	return x < y ? -1 : x > y;
+}
+
+/* One GETFSMAP pass per AG; false if the map cannot serve (said under -v). */
+static bool om_build(struct scrub_ctx *ctx, struct xfs_state *xs, struct xfs_ownermap *om)
+{
+	unsigned bs = xs->geo.blocksize;
+	uint64_t agbytes = (uint64_t)xs->geo.agblocks * bs;
+	uint32_t dev = xfs_fsmap_dev(ctx->root_stx.stx_dev_major, ctx->root_stx.stx_dev_minor);
+	struct fsmap_head *h = xcalloc(1, fsmap_sizeof(OM_FSMAP_BATCH));
+	int ret = 0;
+
+	for (uint32_t ag = 0; ag < om->nags && !ret; ag++) {
+		size_t from = om->n;
+
+		ret = om_query(om, xs->fd, dev, ag * agbytes, (ag + 1) * agbytes - 1, bs, h);
+		mark_overlaps(om->v, from, om->n);
+	}
+	free(h);
+	if (ret < 0) {
+		report_verbose(ctx, "Phase 3: GETFSMAP: %s: files are mapped with FIEMAP",
+			       strerror(-ret));
+		return false;
+	}
+	if (om->n)
+		qsort(om->v, om->n, sizeof(*om->v), rec_cmp);
+	return true;
+}
+
+/*
+ * Built once, by the first walk thread that asks for bulk records (before
+ * their BULKSTAT: a record is never older than the map); false: not
+ * usable here.
+ */
+static bool om_ready(struct scrub_ctx *ctx, struct xfs_state *xs, struct xfs_ownermap *om)
+{
+	if (atomic_load(&om->built))
+		return om->ok;
+	pthread_mutex_lock(&om->lock);
+	if (!atomic_load(&om->built)) {
+		for (uint32_t ag = 0; ag < om->nags; ag++) {
+			struct om_ag *a = &om->ags[ag];
+
+			if (a->n)
+				qsort(a->v, a->n, sizeof(*a->v), digest_cmp);
+			if (a->nna)
+				qsort(a->na, a->nna, sizeof(*a->na), digest_cmp);
+		}
+		/* Offsets on the data device alone, as the cross-check wants them. */
+		om->ok = (xs->geo.flags & XFS_FSOP_GEOM_FLAGS_RMAPBT) && ctx->dev_size &&
+			 !xs->geo.rtblocks && om_build(ctx, xs, om);
+		atomic_store(&om->built, true);
+	}
+	pthread_mutex_unlock(&om->lock);
+	return om->ok;
+}
+
+/* The inode's on-disk digest from phase 2; false: none. */
+static bool ondisk_digest(const struct xfs_ownermap *om,
+			  uint64_t ino, uint32_t *dig)
+{
+	unsigned shift = om->ag_shift;
+	uint64_t agno = ino >> shift;
+	uint32_t agino = (uint32_t)(ino & ((1ULL << shift) - 1));
+
+	if (!shift || agno >= om->nags)
+		return false;
+	const struct om_ag *a = &om->ags[agno];
+	size_t lo = 0, hi = a->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (a->v[mid].agino < agino)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == a->n || a->v[lo].agino != agino)
+		return false;
+	*dig = a->v[lo].dig;
+	return true;
+}
+
+/* The inode's nameless attribute fork from phase 2, or NULL. */
+static const struct om_noattr *ondisk_noattr(const struct xfs_ownermap *om, uint64_t ino)
+{
+	unsigned shift = om->ag_shift;
+	uint64_t agno = ino >> shift;
+	uint32_t agino = (uint32_t)(ino & ((1ULL << shift) - 1));
+
+	if (!shift || agno >= om->nags)
+		return NULL;
+	const struct om_ag *a = &om->ags[agno];
+	size_t lo = 0, hi = a->nna;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (a->na[mid].agino < agino)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < a->nna && a->na[lo].agino == agino ? &a->na[lo] : NULL;
+}
+
+bool xfs_ownermap_nameless(struct scrub_ctx *ctx, uint64_t ino, int64_t ctime_sec,
+			   uint32_t ctime_nsec)
+{
+	struct xfs_state *xs = xfs_state(ctx);
+	struct xfs_ownermap *om = xs->ownermap;
+	const struct om_noattr *na;
+
+	if (!om)
+		return false;
+	om_ready(ctx, xs, om);	/* built (sorted), with or without the rmapbt */
+	if (!(na = ondisk_noattr(om, ino)) || na->ctime_lo != (uint32_t)ctime_sec ||
+	    na->ctime_nsec != ctime_nsec)
+		return false;
+	atomic_fetch_add(&om->attrs_unlisted, 1);
+	return true;
+}
+
+/* The first record of ino, or om->n. */
+static size_t first_of(const struct xfs_ownermap *om, uint64_t ino)
+{
+	size_t lo = 0, hi = om->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (om->v[mid].ino < ino)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+void xfs_ownermap_prepare(struct scrub_ctx *ctx)
+{
+	struct xfs_state *xs = xfs_state(ctx);
+
+	if (xs->ownermap)
+		om_ready(ctx, xs, xs->ownermap);
+}
+
+int xfs_ownermap_extents(struct scrub_ctx *ctx, const struct backend_inode *b,
+			 struct fiemap_extent *out, size_t max)
+{
+	struct xfs_state *xs = xfs_state(ctx);
+	struct xfs_ownermap *om = xs->ownermap;
+	unsigned bs = xs->geo.blocksize;
+	struct om_dig dig = { 0 };
+	uint32_t want;
+	size_t n = 0;
+
+	if (!om || !om_ready(ctx, xs, om))
+		return -EOPNOTSUPP;
+	for (size_t i = first_of(om, b->ino); i < om->n && om->v[i].ino == b->ino; i++) {
+		const struct om_rec *r = &om->v[i];
+		uint64_t len = r->len & OM_LEN_MASK;
+
+		if ((r->len & OM_UNUSABLE) || n == max) {
+			atomic_fetch_add(&om->unsure, 1);
+			return -ENODATA;
+		}
+		dig_add(&dig, r->off, r->phys, len, r->len & OM_UNWRITTEN);
+		out[n++] = (struct fiemap_extent){
+			.fe_logical = (uint64_t)r->off * bs, .fe_physical = r->phys * bs,
+			.fe_length = len * bs,
+			.fe_flags = r->len & OM_UNWRITTEN ? FIEMAP_EXTENT_UNWRITTEN : 0,
+		};
+	}
+	/* Every block BULKSTAT counts (delayed allocations too) is a data extent. */
+	if (!n || dig.blocks * bs != b->blocks * 512) {
+		atomic_fetch_add(&om->unsure, 1);
+		return -ENODATA;
+	}
+	if (!ondisk_digest(om, b->ino, &want)) {
+		atomic_fetch_add(&om->no_digest, 1);
+		return -ENODATA;
+	}
+	if (dig_end(&dig) != want) {
+		atomic_fetch_add(&om->differ, 1);
+		return -ENODATA;
+	}
+	out[n - 1].fe_flags |= FIEMAP_EXTENT_LAST;
+	atomic_fetch_add(&om->used, 1);
+	return (int)n;
+}
+
+void xfs_ownermap_report(struct scrub_ctx *ctx)
+{
+	struct xfs_ownermap *om = xfs_state(ctx)->ownermap;
+
+	if (!om || !atomic_load(&om->built))
+		return;
+	report_verbose(ctx, "Phase 3: %llu inodes with an attribute fork not listed: the disk "
+		       "shows it without a name, at the inode's ctime",
+		       (unsigned long long)atomic_load(&om->attrs_unlisted));
+	if (!om->ok)
+		return;
+	report_verbose(ctx, "Phase 3: %llu files' extent maps from %zu GETFSMAP owner records; "
+		       "mapped with FIEMAP instead: %llu not covered by their records alone, "
+		       "%llu without an on-disk data fork read, %llu whose on-disk data fork "
+		       "differs", (unsigned long long)atomic_load(&om->used), om->n,
+		       (unsigned long long)atomic_load(&om->unsure),
+		       (unsigned long long)atomic_load(&om->no_digest),
+		       (unsigned long long)atomic_load(&om->differ));
+}
