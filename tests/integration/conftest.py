@@ -32,8 +32,8 @@ SANITIZER = re.compile(r"(AddressSanitizer|LeakSanitizer|UndefinedBehaviorSaniti
 
 def pytest_configure(config):
     config.addinivalue_line(
-        "markers", "slow: takes over 10 s; the sanitizer pass of tests/run leaves it out "
-        "(the plain pass runs it, and the code it covers is also covered by faster tests)")
+        "markers", "slow: takes over 10 s, or (a VM boot, a variant) repeats the code paths of a "
+        "faster case; the sanitizer pass of tests/run leaves it out (the plain pass runs it)")
     # fscrub records every run by root in the system's store (fscrub(8), RUN
     # HISTORY): the suite's runs go to a store of their own instead, as
     # systemd's StateDirectory= would place it, so that no test reads or

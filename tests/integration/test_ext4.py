@@ -159,6 +159,7 @@ def test_hard_links_with_indirect_block_maps(image_factory, fstype):
     assert r.rc == 0 and not r.of(check="extent.crosslinked"), r
 
 
+@pytest.mark.slow
 def test_clean_under_churn(workdir, request):
     """A writer/renamer running through the whole scan (frozen mid-walk
     until 10 000 operations ran, as test_churn.py): no error, no warning,
@@ -613,7 +614,9 @@ def _bigalloc_scrub(img, *args):
     return mnt, r
 
 
-@pytest.mark.parametrize("block,cluster", [(4096, 16384), (1024, 16384), (4096, 65536)])
+@pytest.mark.parametrize("block,cluster", [pytest.param(4096, 16384, marks=pytest.mark.slow),
+                                           pytest.param(1024, 16384, marks=pytest.mark.slow),
+                                           (4096, 65536)])
 def test_bigalloc_clean(image_factory, block, cluster):
     """bigalloc: the bitmaps map clusters, the limit of 8 bits per bitmap
     byte is on clusters per group, and blocks per group is that times the

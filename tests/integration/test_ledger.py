@@ -298,7 +298,8 @@ def test_usage_errors(fs, workdir):
         assert r.rc == 16 and says in r.stderr, (args, r)
 
 
-@pytest.mark.parametrize("first,then", [("device", "per-file"), ("per-file", "device")])
+@pytest.mark.parametrize("first,then", [("device", "per-file"),
+                                        pytest.param("per-file", "device", marks=pytest.mark.slow)])
 def test_device_and_per_file_readers_agree(fs, first, then):
     """A record made from the device read verifies from the file read and
     the other way round: hard links, holes, a tail block, empty files and a

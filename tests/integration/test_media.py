@@ -342,7 +342,7 @@ class DirectReader:
         self.proc.wait(timeout=10)
 
 
-@pytest.mark.parametrize("signal", ["psi", "device"])
+@pytest.mark.parametrize("signal", ["psi", pytest.param("device", marks=pytest.mark.slow)])
 def test_limit_auto_backs_off_under_a_competing_load(image_factory, signal):
     """120 MiB read at most at 40 MiB/s (auto:40M): at least three seconds,
     the first probe after 0.3 s and one a second after that.  A reader of
