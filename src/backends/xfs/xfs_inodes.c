@@ -485,13 +485,12 @@ uint32_t xfs_fsmap_dev(unsigned major, unsigned minor)
 	return (minor & 0xff) | (major << 8) | ((minor & ~0xffu) << 12);
 }
 
-static bool is_data_rmap(const struct fsmap *m)
+bool xfs_is_data_rmap(const struct fsmap *m)
 {
 	return !(m->fmr_flags & (FMR_OF_SPECIAL_OWNER | FMR_OF_ATTR_FORK | FMR_OF_EXTENT_MAP));
 }
 
-/* Call fn for every GETFSMAP record of device dev in [lo, hi]. */
-static int fsmap_query(int fd, uint32_t dev, uint64_t lo, uint64_t hi,
+int xfs_fsmap_query(int fd, uint32_t dev, uint64_t lo, uint64_t hi,
 		       void (*fn)(const struct fsmap *, void *), void *arg)
 {
 	struct fsmap_head *h = xcalloc(1, fsmap_sizeof(FSMAP_BATCH));
@@ -528,7 +527,7 @@ static void collect_rmap(const struct fsmap *m, void *arg)
 
 	if ((m->fmr_flags & FMR_OF_SPECIAL_OWNER) && m->fmr_owner == FMR_OWN_FREE)
 		l->free_bytes += m->fmr_length;
-	if (!is_data_rmap(m))
+	if (!xfs_is_data_rmap(m))
 		return;
 	if (l->n == l->alloc) {
 		l->alloc = l->alloc ? 2 * l->alloc : 1024;
@@ -648,7 +647,7 @@ static void probe_rmap(const struct fsmap *m, void *arg)
 {
 	struct rmap_probe *p = arg;
 
-	if (is_data_rmap(m) && m->fmr_owner == p->ino && m->fmr_physical <= p->phys &&
+	if (xfs_is_data_rmap(m) && m->fmr_owner == p->ino && m->fmr_physical <= p->phys &&
 	    p->phys < m->fmr_physical + m->fmr_length &&
 	    m->fmr_offset + (p->phys - m->fmr_physical) == p->logical)
 		p->found = true;
@@ -668,7 +667,7 @@ static bool fresh_free(int fd, uint32_t dev, uint64_t phys)
 {
 	struct rmap_probe p = { .phys = phys };
 
-	if (fsmap_query(fd, dev, phys, phys, probe_free, &p) < 0)
+	if (xfs_fsmap_query(fd, dev, phys, phys, probe_free, &p) < 0)
 		return false;
 	return p.found;
 }
@@ -679,7 +678,7 @@ static bool fresh_rmap_maps(int fd, uint32_t dev, uint64_t ino, uint64_t logical
 {
 	struct rmap_probe p = { .ino = ino, .logical = logical, .phys = phys };
 
-	if (fsmap_query(fd, dev, phys, phys, probe_rmap, &p) < 0)
+	if (xfs_fsmap_query(fd, dev, phys, phys, probe_rmap, &p) < 0)
 		return false;
 	return p.found;
 }
@@ -926,7 +925,7 @@ static bool rmap_collect(struct scrub_ctx *ctx, struct xfs_state *xs, struct rma
 		return false;
 	}
 	rc->dev = xfs_fsmap_dev(ctx->root_stx.stx_dev_major, ctx->root_stx.stx_dev_minor);
-	ret = fsmap_query(xs->fd, rc->dev, 0, UINT64_MAX, rmapbt ? collect_rmap : collect_free,
+	ret = xfs_fsmap_query(xs->fd, rc->dev, 0, UINT64_MAX, rmapbt ? collect_rmap : collect_free,
 			  &rc->rl);
 	if (ret < 0) {
 		report_operational(ctx, NULL, NULL, -ret, "FS_IOC_GETFSMAP");

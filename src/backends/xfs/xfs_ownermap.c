@@ -47,6 +47,7 @@
 #include <errno.h>
 #include <linux/fiemap.h>
 #include <linux/fsmap.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -58,8 +59,6 @@
 #include "report.h"
 #include "strbuf.h"
 
-/* 1024 fsmap records of 64 bytes per GETFSMAP call, as xfs_inodes.c. */
-#define OM_FSMAP_BATCH 1024
 /* Record flags, in the top bits of len (a length of 2^30 blocks is left to FIEMAP). */
 #define OM_UNWRITTEN (1u << 31)
 #define OM_UNUSABLE (1u << 30)	/* overlaps another owner's, or does not fit */
@@ -83,6 +82,10 @@ struct om_digest {
 struct om_noattr {
 	uint32_t agino, ctime_lo, ctime_nsec;
 };
+
+/* om_find() reads agino as the first member of both. */
+_Static_assert(offsetof(struct om_digest, agino) == 0, "agino first");
+_Static_assert(offsetof(struct om_noattr, agino) == 0, "agino first");
 
 struct om_ag {
 	struct om_digest *v;
@@ -352,35 +355,18 @@ static void mark_overlaps(struct om_rec *v, size_t from, size_t to)
 	}
 }
 
-/* The data fork records of [lo, hi] (device bytes) on device dev. */
-static int om_query(struct xfs_ownermap *om, int fd, uint32_t dev, uint64_t lo, uint64_t hi,
-		    unsigned bs, struct fsmap_head *h)
-{
-	memset(h, 0, sizeof(*h));
-	h->fmh_count = OM_FSMAP_BATCH;
-	h->fmh_keys[0].fmr_device = dev;
-	h->fmh_keys[0].fmr_physical = lo;
-	h->fmh_keys[1].fmr_device = dev;
-	h->fmh_keys[1].fmr_physical = hi;
-	h->fmh_keys[1].fmr_owner = UINT64_MAX;
-	h->fmh_keys[1].fmr_offset = UINT64_MAX;
-	h->fmh_keys[1].fmr_flags = UINT32_MAX;
-	for (;;) {
-		if (ioctl(fd, FS_IOC_GETFSMAP, h) < 0)
-			return -errno;
-		if (!h->fmh_entries)
-			return 0;
-		for (uint32_t i = 0; i < h->fmh_entries; i++) {
-			const struct fsmap *m = &h->fmh_recs[i];
+struct om_query {
+	struct xfs_ownermap *om;
+	unsigned bs;
+};
 
-			if (!(m->fmr_flags & (FMR_OF_SPECIAL_OWNER | FMR_OF_ATTR_FORK |
-					      FMR_OF_EXTENT_MAP)))
-				om_add(om, m, bs);
-		}
-		if (h->fmh_recs[h->fmh_entries - 1].fmr_flags & FMR_OF_LAST)
-			return 0;
-		fsmap_advance(h);
-	}
+/* A GETFSMAP record: kept if it maps a file's data fork. */
+static void om_take(const struct fsmap *m, void *arg)
+{
+	struct om_query *q = arg;
+
+	if (xfs_is_data_rmap(m))
+		om_add(q->om, m, q->bs);
 }
 
 static int rec_cmp(const void *a, const void *b)
@@ -405,16 +391,15 @@ static bool om_build(struct scrub_ctx *ctx, struct xfs_state *xs, struct xfs_own
 	unsigned bs = xs->geo.blocksize;
 	uint64_t agbytes = (uint64_t)xs->geo.agblocks * bs;
 	uint32_t dev = xfs_fsmap_dev(ctx->root_stx.stx_dev_major, ctx->root_stx.stx_dev_minor);
-	struct fsmap_head *h = xcalloc(1, fsmap_sizeof(OM_FSMAP_BATCH));
+	struct om_query q = { .om = om, .bs = bs };
 	int ret = 0;
 
 	for (uint32_t ag = 0; ag < om->nags && !ret; ag++) {
 		size_t from = om->n;
 
-		ret = om_query(om, xs->fd, dev, ag * agbytes, (ag + 1) * agbytes - 1, bs, h);
+		ret = xfs_fsmap_query(xs->fd, dev, ag * agbytes, (ag + 1) * agbytes - 1, om_take, &q);
 		mark_overlaps(om->v, from, om->n);
 	}
-	free(h);
 	if (ret < 0) {
 		report_verbose(ctx, "Phase 3: GETFSMAP: %s: files are mapped with FIEMAP",
 			       strerror(-ret));
@@ -453,54 +438,58 @@ static bool om_ready(struct scrub_ctx *ctx, struct xfs_state *xs, struct xfs_own
 	return om->ok;
 }
 
-/* The inode's on-disk digest from phase 2; false: none. */
-static bool ondisk_digest(const struct xfs_ownermap *om,
-			  uint64_t ino, uint32_t *dig)
+/*
+ * The AG and index of ino in one of its AG's arrays, sorted by agino (the
+ * first member of every element, each size bytes); false if not there.
+ */
+static bool om_find(const struct xfs_ownermap *om, uint64_t ino, bool noattr, size_t *agno,
+		    size_t *idx)
 {
 	unsigned shift = om->ag_shift;
-	uint64_t agno = ino >> shift;
 	uint32_t agino = (uint32_t)(ino & ((1ULL << shift) - 1));
 
-	if (!shift || agno >= om->nags)
+	*agno = (size_t)(ino >> shift);
+	if (!shift || *agno >= om->nags)
 		return false;
-	const struct om_ag *a = &om->ags[agno];
-	size_t lo = 0, hi = a->n;
+	const struct om_ag *a = &om->ags[*agno];
+	const char *v = noattr ? (const char *)a->na : (const char *)a->v;
+	size_t size = noattr ? sizeof(*a->na) : sizeof(*a->v);
+	size_t n = noattr ? a->nna : a->n, lo = 0, hi = n;
+	uint32_t at;
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 
-		if (a->v[mid].agino < agino)
+		memcpy(&at, v + mid * size, sizeof(at));
+		if (at < agino)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	if (lo == a->n || a->v[lo].agino != agino)
+	if (lo == n)
 		return false;
-	*dig = a->v[lo].dig;
+	memcpy(&at, v + lo * size, sizeof(at));
+	*idx = lo;
+	return at == agino;
+}
+
+/* The inode's on-disk digest from phase 2; false: none. */
+static bool ondisk_digest(const struct xfs_ownermap *om, uint64_t ino, uint32_t *dig)
+{
+	size_t ag, i;
+
+	if (!om_find(om, ino, false, &ag, &i))
+		return false;
+	*dig = om->ags[ag].v[i].dig;
 	return true;
 }
 
 /* The inode's nameless attribute fork from phase 2, or NULL. */
 static const struct om_noattr *ondisk_noattr(const struct xfs_ownermap *om, uint64_t ino)
 {
-	unsigned shift = om->ag_shift;
-	uint64_t agno = ino >> shift;
-	uint32_t agino = (uint32_t)(ino & ((1ULL << shift) - 1));
+	size_t ag, i;
 
-	if (!shift || agno >= om->nags)
-		return NULL;
-	const struct om_ag *a = &om->ags[agno];
-	size_t lo = 0, hi = a->nna;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (a->na[mid].agino < agino)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < a->nna && a->na[lo].agino == agino ? &a->na[lo] : NULL;
+	return om_find(om, ino, true, &ag, &i) ? &om->ags[ag].na[i] : NULL;
 }
 
 bool xfs_ownermap_nameless(struct scrub_ctx *ctx, uint64_t ino, int64_t ctime_sec,
