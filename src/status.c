@@ -176,7 +176,7 @@ static void run_text(const struct state_run *r, struct strbuf *sb)
 
 	strbuf_addf(sb, "%s%s%s", r->status ? r->status : "?", running ? " (or interrupted)" : "",
 		    r->rescan ? " (--rescan-errors)" : r->since ? " (-x --since)" :
-		    r->portion ? " (-x --portion)" :
+		    r->portion ? " (-x, a share: --portion or --time-budget)" :
 		    r->verify_data ? " (-x)" : "");
 	if (!running)
 		strbuf_addf(sb, ", exit %d: %llu %s, %llu %s", r->exit_code, r->errors,
