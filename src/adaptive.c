@@ -8,10 +8,13 @@
 #include <string.h>
 
 const struct adaptive_params adaptive_defaults = {
-	/* 1 MiB/s: one 8 MiB device read every 8 s keeps the scan moving
-	 * while a foreground job runs, and costs it well under 1 % of the
-	 * device time of any disk. */
-	.floor = 1 << 20,
+	/* 64 KiB/s: one request a second of most disks' largest keeps the
+	 * scan moving (5 GiB a day) where nothing better is known. */
+	.floor = 64 << 10,
+	/* 1 %: a foreground job at iodepth 1 then finds one of our requests
+	 * ahead of about 1 % of its reads -- what its p99 can bear.  A fixed
+	 * 1 MiB/s was 5-8 % of a 13-25 MB/s device's time and moved it 2x. */
+	.floor_share = 0.01,
 	/* 3x: our own reads' latency varies with the queue depth we use and
 	 * with other tenants by up to about 2x in our measurements; 3x is a
 	 * competing load, not noise. */
@@ -23,8 +26,10 @@ const struct adaptive_params adaptive_defaults = {
 	/* 5 latency windows at full speed (40 reads or more) after the first
 	 * set the baseline: their median is robust to one slow or fast one. */
 	.warmup_ticks = 5,
-	/* 10 quiet intervals (1 s at 100 ms) from the floor back to full speed. */
-	.ramp_steps = 10,
+	/* 5 quiet intervals (0.5 s at 100 ms) from the floor back to full
+	 * speed: with 10, a 4 s pause of the job gave the scan 0.44x of its
+	 * idle bandwidth on the test VM's slow device (1.3 s to ramp up). */
+	.ramp_steps = 5,
 	/* 8 reads: 8 MiB reads finish two to six per 100 ms on a 200 MB/s
 	 * device, so one interval's time per byte varies 3x; eight of them
 	 * vary by less than half that. */
@@ -34,8 +39,10 @@ const struct adaptive_params adaptive_defaults = {
 	 * hiccup); three under half the margin, before it comes back above
 	 * the margin, are a pause. */
 	.quiet_ticks = 3,
-	/* 1: the caller sets the reads in flight it uses at full speed. */
+	/* 1: the caller sets the reads in flight it uses at full speed, and
+	 * the read sizes if it can split its reads. */
 	.max_depth = 1,
+	.slow_start = true,
 };
 
 static unsigned max_depth(const struct adaptive_params *p)
@@ -43,12 +50,20 @@ static unsigned max_depth(const struct adaptive_params *p)
 	return p->max_depth ? p->max_depth : 1;
 }
 
+static uint64_t min_size(const struct adaptive_params *p)
+{
+	return p->min_size && p->min_size < p->max_size ? p->min_size : p->max_size;
+}
+
 void adaptive_init(struct adaptive *a, const struct adaptive_params *p)
 {
 	memset(a, 0, sizeof(*a));
 	a->p = *p;
 	a->rate = p->max;
-	a->depth = max_depth(p);
+	/* nothing to grow (one read, not split): no slow start */
+	a->starting = p->slow_start && (max_depth(p) > 1 || min_size(p) < p->max_size);
+	a->depth = a->starting ? 1 : max_depth(p);
+	a->size = a->starting ? min_size(p) : p->max_size;
 	a->quiet = p->quiet_ticks;
 	a->psi_base = -1;
 	a->last_foreign = -1;
@@ -57,6 +72,24 @@ void adaptive_init(struct adaptive *a, const struct adaptive_params *p)
 static bool at_top(const struct adaptive *a)
 {
 	return a->rate == a->p.max;
+}
+
+double adaptive_floor(const struct adaptive *a)
+{
+	double f = a->best_bw * a->p.floor_share;
+
+	if (f < a->p.floor)
+		f = a->p.floor;
+	return a->p.max && f > a->p.max ? a->p.max : f;
+}
+
+/* Full speed: the rate, the reads in flight and their size all at the top. */
+static void full_speed(struct adaptive *a)
+{
+	a->rate = a->p.max;
+	a->depth = max_depth(&a->p);
+	a->size = a->p.max_size;
+	a->starting = false;
 }
 
 static double clamp01(double x)
@@ -115,37 +148,39 @@ static bool too_busy(const struct adaptive *a, double foreign)
 
 static enum adaptive_change back_off(struct adaptive *a, double bw, enum adaptive_cause why)
 {
-	double cur = a->rate;
+	double cur = a->rate, floor = adaptive_floor(a);
 	unsigned depth = a->depth > 1 ? a->depth / 2 : 1;
+	uint64_t size = a->size / 2 > min_size(&a->p) ? a->size / 2 : min_size(&a->p);
 
 	a->cause = why;
 	a->quiet = 0;
+	a->starting = false;
 	if (at_top(a))		/* full speed: halve what the device did */
 		cur = bw > 0 && (bw < a->ceiling || !a->ceiling) ? bw : a->ceiling;
-	cur = cur / 2 > a->p.floor ? cur / 2 : a->p.floor;
-	if (a->rate && cur >= a->rate && depth == a->depth)
-		return ADAPTIVE_HOLD;		/* at the floor and one read already */
+	cur = cur / 2 > floor ? cur / 2 : floor;
+	if (a->rate && cur >= a->rate && depth == a->depth && size == a->size)
+		return ADAPTIVE_HOLD;		/* at the floor, one small read already */
 	if (!a->rate || cur < a->rate)
 		a->rate = cur;
 	a->depth = depth;
+	a->size = size;
 	a->downs++;
 	return ADAPTIVE_DOWN;
 }
 
 static enum adaptive_change ramp_up(struct adaptive *a)
 {
-	double step = a->ceiling ? a->ceiling / a->p.ramp_steps : a->p.floor;
+	double step = a->ceiling ? a->ceiling / a->p.ramp_steps : adaptive_floor(a);
 
-	if (at_top(a) && a->depth == max_depth(&a->p))
+	if (at_top(a) && a->depth == max_depth(&a->p) && a->size == a->p.max_size)
 		return ADAPTIVE_HOLD;
 	if (a->depth < max_depth(&a->p))
 		a->depth++;
+	a->size = a->size * 2 < a->p.max_size ? a->size * 2 : a->p.max_size;
 	if (!at_top(a)) {	/* (at the top already when --limit auto:RATE is the floor) */
 		a->rate += step;
-		if (!a->ceiling || a->rate >= a->ceiling || (a->p.max && a->rate >= a->p.max)) {
-			a->rate = a->p.max;
-			a->depth = max_depth(&a->p);
-		}
+		if (!a->ceiling || a->rate >= a->ceiling || (a->p.max && a->rate >= a->p.max))
+			full_speed(a);
 	}
 	a->ups++;
 	return ADAPTIVE_UP;
@@ -154,8 +189,8 @@ static enum adaptive_change ramp_up(struct adaptive *a)
 /* A quiet interval at full speed: the latency baseline follows the device. */
 static void follow_latency(struct adaptive *a, double lat)
 {
-	if (!at_top(a) || lat <= 0)
-		return;
+	if (!at_top(a) || lat <= 0 || !a->lat_base)
+		return;		/* (no baseline yet: the warm-up sets it) */
 	if (lat < a->lat_base)
 		a->lat_base = lat;
 	else
@@ -228,6 +263,33 @@ static double window_latency(struct adaptive *a, const struct adaptive_sample *s
 	return lat;
 }
 
+/*
+ * Slow start: an interval that shows the device quiet -- we could see
+ * other stalls (a probe, or not too busy) and they are under half the
+ * margin above the baseline a probe set; without any pressure source, a
+ * full latency window (too_slow() judged it already).
+ */
+static bool start_quiet(const struct adaptive *a, const struct adaptive_sample *s,
+			double foreign, bool blind, double lat)
+{
+	if (!s->have_psi)
+		return lat > 0;
+	return !blind && a->psi_base >= 0 && !above_base(a, foreign, a->p.psi_margin / 2);
+}
+
+/* One step of the slow start: the read size doubles, then the reads in flight. */
+static enum adaptive_change start_step(struct adaptive *a)
+{
+	if (a->size < a->p.max_size)
+		a->size = a->size * 2 < a->p.max_size ? a->size * 2 : a->p.max_size;
+	else if (a->depth < max_depth(&a->p))
+		a->depth = a->depth * 2 < max_depth(&a->p) ? a->depth * 2 : max_depth(&a->p);
+	if (a->size == a->p.max_size && a->depth == max_depth(&a->p))
+		a->starting = false;
+	a->ups++;
+	return ADAPTIVE_UP;
+}
+
 enum adaptive_change adaptive_tick(struct adaptive *a, const struct adaptive_sample *s)
 {
 	bool was_top = at_top(a);
@@ -241,12 +303,13 @@ enum adaptive_change adaptive_tick(struct adaptive *a, const struct adaptive_sam
 	a->last_blind = blind;
 	if (was_top && win_bw > a->ceiling)
 		a->ceiling = win_bw;
-	if (was_top && lat > 0) {
-		if (a->ticks <= a->p.warmup_ticks) {
-			warm_up(a, lat);
+	if (win_bw > a->best_bw)
+		a->best_bw = win_bw;
+	if (was_top && lat > 0 && a->ticks <= a->p.warmup_ticks) {
+		warm_up(a, lat);
+		if (!a->starting)
 			return too_busy(a, foreign) ? back_off(a, 0, ADAPTIVE_CAUSE_PRESSURE)
 						    : ADAPTIVE_HOLD;
-		}
 	}
 	if (too_busy(a, foreign))
 		return back_off(a, bw, ADAPTIVE_CAUSE_PRESSURE);
@@ -255,6 +318,8 @@ enum adaptive_change adaptive_tick(struct adaptive *a, const struct adaptive_sam
 		return back_off(a, win_bw, ADAPTIVE_CAUSE_LATENCY);
 	if (!s->probe)
 		follow_latency(a, lat);
+	if (a->starting)
+		return start_quiet(a, s, foreign, blind, lat) ? start_step(a) : ADAPTIVE_HOLD;
 	/* After a back-off, ramp up only on evidence that its cause is gone. */
 	if (a->quiet < a->p.quiet_ticks) {
 		if (a->cause == ADAPTIVE_CAUSE_LATENCY && lat > 0)
@@ -270,8 +335,10 @@ enum adaptive_change adaptive_tick(struct adaptive *a, const struct adaptive_sam
 
 bool adaptive_wants_probe(const struct adaptive *a)
 {
+	if (a->starting)
+		return a->last_blind;
 	return a->cause == ADAPTIVE_CAUSE_PRESSURE && a->quiet < a->p.quiet_ticks &&
-	       a->last_blind && a->rate > a->p.floor;
+	       a->last_blind && a->rate > adaptive_floor(a);
 }
 
 int adaptive_parse_psi(const char *text, uint64_t *total)

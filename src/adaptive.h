@@ -46,7 +46,27 @@
  * one), each step up adds one, and at full speed all p.max_depth are
  * allowed.  A bandwidth cap alone leaves a deep queue of large reads in
  * front of a foreground job's every now and then; one read in flight
- * makes its wait at most one of ours.
+ * makes its wait at most one of ours.  So does the read size, where the
+ * caller can split its reads (p.max_size): halved by each back-off down
+ * to p.min_size (the device's largest request: one read is then one
+ * request), doubled by each step up, p.max_size at full speed.
+ *
+ * Slow start (as TCP's): the scan may begin beside a foreground job that
+ * already runs, and a full-speed start puts p.max_depth large reads in
+ * front of it before anything was measured.  So it starts with one read
+ * in flight of p.min_size, unpaced, and grows -- the read size doubling
+ * up to p.max_size, then the reads in flight doubling up to p.max_depth
+ * -- one step per interval that shows the device quiet: a probe (or an
+ * interval we were not too busy to see other stalls in) with the foreign
+ * share under half the margin above its baseline, and the latency not
+ * above its own.  While starting it asks for a probe after every interval
+ * too busy to tell (adaptive_wants_probe); with nothing of ours queued
+ * but one small read, the probe's settle is short.  The first back-off
+ * ends the slow start; so does reaching full speed.
+ *
+ * The floor is relative: p.floor_share of the best bandwidth measured
+ * (any window, slow start included), never under p.floor: on a 20 MB/s
+ * disk 1 MiB/s is 5 % of its time, on a 2 GB/s one 0.05 %.
  */
 #ifndef FSCRUB_ADAPTIVE_H
 #define FSCRUB_ADAPTIVE_H
@@ -59,7 +79,8 @@
 
 struct adaptive_params {
 	double max;		/* bytes/s never gone above; 0 = none (unlimited) */
-	double floor;		/* bytes/s never gone below */
+	double floor;		/* bytes/s never gone below (see floor_share) */
+	double floor_share;	/* ... nor below this share of the best bandwidth */
 	double lat_factor;	/* back off when latency > lat_factor x baseline */
 	double psi_margin;	/* ... or the foreign stall share > baseline + this */
 	unsigned warmup_ticks;	/* latency windows at full speed that set the baseline */
@@ -67,6 +88,10 @@ struct adaptive_params {
 	unsigned min_reads;	/* latency is judged over at least this many reads */
 	unsigned quiet_ticks;	/* quiet intervals after a back-off before ramping */
 	unsigned max_depth;	/* reads in flight at full speed; 0 counts as 1 */
+	uint64_t max_size;	/* read size at full speed; 0: the caller's reads
+				 * cannot be split (size stays 0) */
+	uint64_t min_size;	/* smallest read size (<= max_size; 0 = max_size) */
+	bool slow_start;	/* begin at one read of min_size (see above) */
 };
 
 /* The defaults: see adaptive.c for why each value. */
@@ -100,7 +125,11 @@ struct adaptive {
 	struct adaptive_params p;
 	double rate;		/* bytes/s; 0 = unlimited; p.max = full speed */
 	unsigned depth;		/* reads in flight allowed, 1..p.max_depth (p.max_depth
-				 * whenever the rate is full speed) */
+				 * whenever the rate is full speed, slow start aside) */
+	uint64_t size;		/* largest read now, min_size..max_size (0 if
+				 * p.max_size is 0) */
+	bool starting;		/* in the slow start */
+	double best_bw;		/* best window bandwidth seen, any rate */
 	double ceiling;		/* best full-speed bandwidth; 0 = not known yet */
 	double lat_base;	/* ns per byte; 0 = not known yet */
 	double psi_base;	/* foreign stall share, 0..1; < 0 = not known yet */
@@ -121,9 +150,12 @@ void adaptive_init(struct adaptive *a, const struct adaptive_params *p);
 enum adaptive_change adaptive_tick(struct adaptive *a, const struct adaptive_sample *s);
 /*
  * Whether the next interval should be a probe out of turn: backed off for
- * pressure, and too busy to see whether it is still there.
+ * pressure, or in the slow start, and too busy to see whether it is there.
  */
 bool adaptive_wants_probe(const struct adaptive *a);
+/* The rate never gone below now: p.floor_share of best_bw, at least p.floor
+ * (at most p.max when there is one). */
+double adaptive_floor(const struct adaptive *a);
 
 /*
  * The "some" line's total= of /proc/pressure/io's text (NUL-terminated).

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -189,6 +190,48 @@ static unsigned depth_now(void *arg)
 	struct devread *dr = arg;
 
 	return ratelimit_depth(&dr->limit);
+}
+
+static uint64_t size_now(void *arg)
+{
+	struct devread *dr = arg;
+
+	return ratelimit_size(&dr->limit);
+}
+
+/* --limit auto's smallest read: one request of the device's largest, at
+ * most 1 MiB (a slow start's first read beside a foreground job must be
+ * short), at least BAD_STEP; 1 MiB if sysfs does not say. */
+#define SPLIT_MAX (1U << 20)
+/* --limit auto's largest read (the planned reads stay DEVREAD_MAX): a
+ * foreground job that starts while the scan runs at full speed finds all
+ * of its reads in flight queued ahead, and the probe that sees the job
+ * waits for them to end -- 4 MiB, not 32 (3 s beside a job on a 20 MB/s
+ * device, in bench/adaptive_io_vm.sh).  Four reads of 1 MiB in flight
+ * still stream a disk: 1 MiB is at least any disk's largest request. */
+#define AUTO_MAX (1U << 20)
+
+static uint64_t smallest_read(unsigned maj, unsigned min)
+{
+	static const char *const fmt[] = { "/sys/dev/block/%u:%u/queue/max_sectors_kb",
+					   "/sys/dev/block/%u:%u/../queue/max_sectors_kb" };
+	char path[96];
+	unsigned long long kb = 0;
+
+	for (size_t i = 0; i < sizeof(fmt) / sizeof(*fmt) && !kb; i++) {
+		FILE *f;
+
+		snprintf(path, sizeof(path), fmt[i], maj, min);
+		f = fopen(path, "re");
+		if (!f)
+			continue;
+		if (fscanf(f, "%llu", &kb) != 1)
+			kb = 0;
+		fclose(f);
+	}
+	if (!kb || kb << 10 > SPLIT_MAX)
+		return SPLIT_MAX;
+	return kb << 10 < BAD_STEP ? BAD_STEP : round_down(kb << 10, BAD_STEP);
 }
 
 static void add_bad_range(struct devread *dr, uint64_t off, uint64_t len, int err)
@@ -376,13 +419,15 @@ int devverify_run(struct scrub_ctx *ctx, unsigned long long *bytes, const char *
 	ratelimit_init(&dr.limit, ctx->opt.limit_rate, ctx->opt.limit_auto, depth, report_limit,
 		       ctx);
 	ratelimit_watch_device(&dr.limit, ctx->root_stx.stx_dev_major, ctx->root_stx.stx_dev_minor);
+	ratelimit_split_reads(&dr.limit, smallest_read(ctx->root_stx.stx_dev_major,
+						       ctx->root_stx.stx_dev_minor), AUTO_MAX);
 
 	struct io_job job = {
 		.fd = dr.fd, .ranges = reads, .nr_ranges = nr_reads, .depth = depth,
 		.max_len = DEVREAD_MAX, .align = BAD_STEP,
 		.no_uring = getenv("FSCRUB_DEBUG_NO_URING") != NULL,
 		.admit = admit, .done = read_done, .timed = timed, .depth_now = depth_now,
-		.arg = &dr,
+		.size_now = size_now, .arg = &dr,
 	};
 	ret = ioengine_run(&job);
 	checkpoint_dev_end(ctx->checkpoint);

@@ -28,7 +28,8 @@ struct scrub_ctx;
 #define DEVREAD_MAX	(8U << 20)	/* bytes per read */
 #define DEVREAD_MERGE_GAP (256U << 10)	/* read through holes up to this */
 #define DEVREAD_DEPTH	4		/* reads in flight; 1 with -b; --limit auto
-					 * lowers it to 1 while it backs off */
+					 * lowers it to 1 while it backs off and
+					 * splits the reads (ratelimit_size) */
 
 /*
  * Verify the data by the device.  Returns 0 when done (findings reported),

@@ -50,6 +50,22 @@ static void pause_slice(void)
 	nanosleep(&ts, NULL);
 }
 
+/* The next piece of r from pos: size_now()'s answer, aligned, at most the rest. */
+static uint64_t piece_len(const struct io_job *job, const struct io_range *r, uint64_t pos)
+{
+	uint64_t rest = r->len - pos, max = job->size_now ? job->size_now(job->arg) : 0;
+
+	if (max && job->align > 1)
+		max -= max % job->align;
+	return max && max < rest ? max : rest;
+}
+
+/* What done() is told: the piece's error, or the bytes of the range read. */
+static int64_t range_result(int64_t res, uint64_t pos)
+{
+	return res < 0 ? res : (int64_t)pos + res;
+}
+
 static char *alloc_buffer(const struct io_job *job)
 {
 	void *p;
@@ -67,8 +83,9 @@ static int run_uring(struct io_job *job, bool *started)
 	size_t next = 0;
 	char **bufs;
 	size_t *slot_range;
-	uint64_t *slot_start;
+	uint64_t *slot_start, *slot_pos, *slot_len;	/* the piece in flight */
 	unsigned *free_slots, nr_free = 0;
+	unsigned *parked, nr_parked = 0;	/* ranges read in part, none in flight */
 	bool stop = false;
 	int ret = io_uring_queue_init(depth, &ring, 0);
 
@@ -77,7 +94,10 @@ static int run_uring(struct io_job *job, bool *started)
 	bufs = xcalloc(depth, sizeof(*bufs));
 	slot_range = xcalloc(depth, sizeof(*slot_range));
 	slot_start = xcalloc(depth, sizeof(*slot_start));
+	slot_pos = xcalloc(depth, sizeof(*slot_pos));
+	slot_len = xcalloc(depth, sizeof(*slot_len));
 	free_slots = xcalloc(depth, sizeof(*free_slots));
+	parked = xcalloc(depth, sizeof(*parked));
 	for (unsigned i = 0; i < depth; i++) {
 		bufs[i] = alloc_buffer(job);
 		if (!bufs[i]) {
@@ -88,28 +108,42 @@ static int run_uring(struct io_job *job, bool *started)
 	}
 	job->engine = "io_uring";
 	*started = true;
-	while (inflight || (next < job->nr_ranges && !stop)) {
-		while (nr_free && next < job->nr_ranges && !stop && inflight < depth_now(job)) {
-			const struct io_range *r = &job->ranges[next];
+	while (inflight || nr_parked || (next < job->nr_ranges && !stop)) {
+		/* The rest of a range read in part first, then a new range. */
+		while (inflight < depth_now(job)) {
+			bool fresh = !nr_parked;
 			struct io_uring_sqe *sqe;
 
-			if (job->admit && !job->admit(job->arg, r->len)) {
+			if (fresh && (!nr_free || next >= job->nr_ranges || stop))
+				break;
+			unsigned slot = fresh ? free_slots[nr_free - 1] : parked[nr_parked - 1];
+			const struct io_range *r = &job->ranges[fresh ? next : slot_range[slot]];
+			uint64_t pos = fresh ? 0 : slot_pos[slot], len = piece_len(job, r, pos);
+
+			if (job->admit && !job->admit(job->arg, len)) {
 				stop = true;
 				break;
 			}
 			sqe = io_uring_get_sqe(&ring);
 			if (!sqe)
 				break;
-			unsigned slot = free_slots[--nr_free];
-
-			slot_range[slot] = next++;
+			if (fresh) {
+				nr_free--;
+				slot_range[slot] = next++;
+				slot_pos[slot] = 0;
+			} else {
+				nr_parked--;
+			}
+			slot_len[slot] = len;
 			slot_start[slot] = now_ns();
-			io_uring_prep_read(sqe, job->fd, bufs[slot], (unsigned)r->len, r->off);
+			io_uring_prep_read(sqe, job->fd, bufs[slot] + pos, (unsigned)len, r->off + pos);
 			io_uring_sqe_set_data64(sqe, slot);
 			inflight++;
 		}
+		while (stop && nr_parked)	/* cut short: dropped, not done */
+			free_slots[nr_free++] = parked[--nr_parked];
 		if (!inflight) {
-			if (next >= job->nr_ranges || stop)
+			if (!nr_parked && (next >= job->nr_ranges || stop))
 				break;
 			pause_slice();		/* depth_now() is 0: a pause */
 			continue;
@@ -122,16 +156,22 @@ static int run_uring(struct io_job *job, bool *started)
 		while (io_uring_peek_cqe(&ring, &cqe) == 0) {
 			unsigned slot = (unsigned)io_uring_cqe_get_data64(cqe);
 			const struct io_range *r = &job->ranges[slot_range[slot]];
+			uint64_t pos = slot_pos[slot], len = slot_len[slot];
 			int64_t res = cqe->res;
 
 			io_uring_cqe_seen(&ring, cqe);
 			if (res == -EINTR || res == -EAGAIN)
-				res = pread(job->fd, bufs[slot], r->len, (off_t)r->off) < 0 ?
-				      -errno : (int64_t)r->len;
+				res = pread(job->fd, bufs[slot] + pos, len, (off_t)(r->off + pos)) < 0 ?
+				      -errno : (int64_t)len;
 			tell_time(job, res, slot_start[slot]);
-			job->done(job->arg, r, bufs[slot], res);
-			free_slots[nr_free++] = slot;
 			inflight--;
+			if (res == (int64_t)len && pos + len < r->len) {
+				slot_pos[slot] = pos + len;
+				parked[nr_parked++] = slot;
+				continue;
+			}
+			job->done(job->arg, r, bufs[slot], range_result(res, pos));
+			free_slots[nr_free++] = slot;
 		}
 	}
 	ret = 0;
@@ -142,7 +182,10 @@ out:
 	free(bufs);
 	free(slot_range);
 	free(slot_start);
+	free(slot_pos);
+	free(slot_len);
 	free(free_slots);
+	free(parked);
 	return ret;
 }
 
@@ -151,7 +194,8 @@ out:
 struct pool {
 	struct io_job *job;
 	atomic_size_t next;
-	atomic_bool stop;
+	atomic_bool stop;		/* no more ranges to start */
+	atomic_bool cancel;		/* admit() said stop: none more pieces either */
 	pthread_mutex_t admit_lock;	/* admit() in submission order */
 	pthread_mutex_t slot_lock;	/* active, under depth_now() */
 	pthread_cond_t slot_freed;
@@ -166,7 +210,7 @@ struct pool {
 static void take_slot(struct pool *pool)
 {
 	pthread_mutex_lock(&pool->slot_lock);
-	while (pool->active >= depth_now(pool->job) && !atomic_load(&pool->stop)) {
+	while (pool->active >= depth_now(pool->job) && !atomic_load(&pool->cancel)) {
 		struct timespec until;
 
 		clock_gettime(CLOCK_REALTIME, &until);
@@ -181,13 +225,50 @@ static void take_slot(struct pool *pool)
 	pthread_mutex_unlock(&pool->slot_lock);
 }
 
-/* Broadcast: depth_now() may have grown meanwhile, or a stop be set. */
+/* Broadcast: depth_now() may have grown meanwhile, or a cancel be set. */
 static void free_slot(struct pool *pool)
 {
 	pthread_mutex_lock(&pool->slot_lock);
 	pool->active--;
 	pthread_cond_broadcast(&pool->slot_freed);
 	pthread_mutex_unlock(&pool->slot_lock);
+}
+
+/*
+ * Read r from its first piece (len, admitted and holding a slot) to its
+ * end, each further piece waiting for a slot and admitted by itself.
+ * The last piece's result (*pos: where it started), still holding its
+ * slot; or -ECANCELED, its slot freed, if admit() said stop.
+ */
+static int64_t read_pieces(struct pool *pool, const struct io_range *r, char *buf,
+			   uint64_t *pos, uint64_t len)
+{
+	struct io_job *job = pool->job;
+
+	for (;;) {
+		uint64_t start = now_ns();
+		ssize_t n = pread(job->fd, buf + *pos, len, (off_t)(r->off + *pos));
+		int64_t res = n < 0 ? -errno : n;
+
+		tell_time(job, res, start);
+		if (res != (int64_t)len || *pos + len >= r->len)
+			return res;
+		*pos += len;
+		free_slot(pool);
+		pthread_mutex_lock(&pool->admit_lock);
+		take_slot(pool);
+		len = piece_len(job, r, *pos);
+		bool go = !atomic_load(&pool->cancel) && (!job->admit || job->admit(job->arg, len));
+
+		if (!go)
+			atomic_store(&pool->cancel, true);
+		pthread_mutex_unlock(&pool->admit_lock);
+		if (!go) {
+			atomic_store(&pool->stop, true);
+			free_slot(pool);
+			return -ECANCELED;
+		}
+	}
 }
 
 static void *pool_thread(void *p)
@@ -204,22 +285,25 @@ static void *pool_thread(void *p)
 		pthread_mutex_lock(&pool->admit_lock);
 		take_slot(pool);
 		size_t i = atomic_fetch_add(&pool->next, 1);
-		bool go = i < job->nr_ranges && !atomic_load(&pool->stop) &&
-			  (!job->admit || job->admit(job->arg, job->ranges[i].len));
+		const struct io_range *r = i < job->nr_ranges ? &job->ranges[i] : NULL;
+		uint64_t pos = 0, len = r ? piece_len(job, r, 0) : 0;
+		bool go = r && !atomic_load(&pool->stop);
 
+		if (go && job->admit && !job->admit(job->arg, len)) {
+			go = false;
+			atomic_store(&pool->cancel, true);
+		}
 		pthread_mutex_unlock(&pool->admit_lock);
 		if (!go) {
 			atomic_store(&pool->stop, true);
 			free_slot(pool);
 			break;
 		}
-		const struct io_range *r = &job->ranges[i];
-		uint64_t start = now_ns();
-		ssize_t n = pread(job->fd, buf, r->len, (off_t)r->off);
-		int64_t res = n < 0 ? -errno : n;
+		int64_t res = read_pieces(pool, r, buf, &pos, len);
 
-		tell_time(job, res, start);
-		job->done(job->arg, r, buf, res);
+		if (res == -ECANCELED)
+			break;		/* cut short by a stop: dropped */
+		job->done(job->arg, r, buf, range_result(res, pos));
 		free_slot(pool);
 	}
 	free(buf);

@@ -16,6 +16,14 @@
  * engine keeps at most that many, so that a rate controller can shorten
  * the queue it puts in front of other I/O.  0 pauses: the engine starts
  * nothing, reaps what is in flight, and asks again every 10 ms.
+ *
+ * size_now(), if set, is asked before each read for the largest read to
+ * issue now (a multiple of align; 0 or more than the range: the range in
+ * one read): a range longer than that is read in pieces of it, one after
+ * the other into its buffer, each piece admitted, timed and counted in
+ * flight by itself, and done() is called once, for the whole range (the
+ * bytes read, or the first piece's error).  A range whose pieces are cut
+ * short by a stop is dropped: done() is not called for it.
  */
 #ifndef FSCRUB_IOENGINE_H
 #define FSCRUB_IOENGINE_H
@@ -41,6 +49,7 @@ struct io_job {
 	void (*done)(void *arg, const struct io_range *r, char *buf, int64_t res);
 	void (*timed)(void *arg, uint64_t len, uint64_t lat_ns);
 	unsigned (*depth_now)(void *arg);
+	uint64_t (*size_now)(void *arg);
 	void *arg;
 	const char *engine;	/* out: "io_uring" or "pread" */
 };

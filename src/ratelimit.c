@@ -19,9 +19,9 @@
 #include "strbuf.h"
 
 /* 100 ms: PSI's total moves in microseconds, so a tenth of a second
- * gives a share to 0.01 %; a back-off from 4 GiB/s to the 1 MiB/s floor
- * (12 halvings) takes 1.2 s, and a scan of a fast device at full speed
- * has its baselines after 0.3 s. */
+ * gives a share to 0.01 %; a back-off from full speed to the floor (1 %
+ * of it, 7 halvings) takes 0.7 s, and a scan of a fast device at full
+ * speed has its baselines after 0.3 s. */
 #define RL_TICK_NS	100000000ULL
 /* A probe every 10 intervals (1 s) of 50 ms: 5 % of the scan's time, and
  * a foreground job that starts is noticed within a second at full speed
@@ -166,9 +166,11 @@ static void report_change(struct rl_auto *au, enum adaptive_change c, double old
 		snprintf(why, sizeof(why), ": the device is quiet");
 	char line[256];
 
-	snprintf(line, sizeof(line), "--limit auto: %s %s -> %s%s; %u read%s in flight "
-		 "(%llu changes not shown)", c == ADAPTIVE_DOWN ? "back-off" : "ramp-up", from, to,
-		 why, a->depth, a->depth == 1 ? "" : "s", au->unreported);
+	snprintf(line, sizeof(line), "--limit auto: %s %s -> %s%s; %u read%s in flight%s, "
+		 "of up to %llu KiB (%llu changes not shown)",
+		 c == ADAPTIVE_DOWN ? "back-off" : "ramp-up", from, to, why, a->depth,
+		 a->depth == 1 ? "" : "s", a->starting ? " (slow start)" : "",
+		 (unsigned long long)a->size >> 10, au->unreported);
 	au->report(au->report_arg, line);
 	au->reported_ns = now;
 	au->unreported = 0;
@@ -274,8 +276,6 @@ void ratelimit_init(struct ratelimit *rl, uint64_t rate, bool adaptive, unsigned
 
 		p.max = (double)rate;
 		p.max_depth = depth ? depth : 1;
-		if (p.max && p.floor > p.max)
-			p.floor = p.max;
 		adaptive_init(&au->ctl, &p);
 		set_rate(rl, au->ctl.rate);
 		au->since_ns = au->start_ns = au->inflight_at = rl->last_ns;
@@ -306,6 +306,32 @@ void ratelimit_watch_device(struct ratelimit *rl, unsigned major, unsigned minor
 		au->src = RL_SRC_NONE;
 }
 
+void ratelimit_split_reads(struct ratelimit *rl, uint64_t min_len, uint64_t max_len)
+{
+	struct rl_auto *au = rl->autorate;
+	struct adaptive_params p;
+
+	if (!au)
+		return;
+	p = au->ctl.p;
+	p.max_size = max_len;
+	p.min_size = min_len;
+	adaptive_init(&au->ctl, &p);	/* nothing measured yet: start over */
+	set_rate(rl, au->ctl.rate);
+}
+
+uint64_t ratelimit_size(struct ratelimit *rl)
+{
+	uint64_t size;
+
+	if (!rl || !rl->autorate)
+		return 0;
+	pthread_mutex_lock(&rl->lock);
+	size = rl->autorate->ctl.size;
+	pthread_mutex_unlock(&rl->lock);
+	return size;
+}
+
 void ratelimit_destroy(struct ratelimit *rl)
 {
 	struct rl_auto *au = rl->autorate;
@@ -315,10 +341,11 @@ void ratelimit_destroy(struct ratelimit *rl)
 		char line[256];
 
 		snprintf(line, sizeof(line), "--limit auto: %llu bytes in %.1f s, average "
-			 "%.1f MiB/s; %llu back-offs, %llu ramp-ups, full speed %.1f MiB/s",
-			 (unsigned long long)au->total_bytes, secs,
+			 "%.1f MiB/s; %llu back-offs, %llu ramp-ups, full speed %.1f MiB/s, "
+			 "floor %.2f MiB/s", (unsigned long long)au->total_bytes, secs,
 			 secs > 0 ? (double)au->total_bytes / secs / (1 << 20) : 0,
-			 au->ctl.downs, au->ctl.ups, au->ctl.ceiling / (1 << 20));
+			 au->ctl.downs, au->ctl.ups, au->ctl.ceiling / (1 << 20),
+			 adaptive_floor(&au->ctl) / (1 << 20));
 		au->report(au->report_arg, line);
 	}
 	free(au);

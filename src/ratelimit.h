@@ -18,8 +18,11 @@
  * alone (without PSI, the device's busy time: ratelimit_watch_device).
  * The controller also sets how many reads may be in flight
  * (ratelimit_depth): one after a back-off, up to the reader's depth again
- * as it ramps up.  A utility: it reports only through the callback its
- * user gives.
+ * as it ramps up; and, for a user that can split its reads
+ * (ratelimit_split_reads), their size (ratelimit_size).  It begins with one
+ * read of the smallest size and grows them while the probes find the
+ * device quiet (adaptive.h's slow start).  A utility: it reports only
+ * through the callback its user gives.
  */
 #ifndef FSCRUB_RATELIMIT_H
 #define FSCRUB_RATELIMIT_H
@@ -65,6 +68,19 @@ void ratelimit_note(struct ratelimit *rl, uint64_t bytes, uint64_t lat_ns);
  * the first ratelimit_take().
  */
 void ratelimit_watch_device(struct ratelimit *rl, unsigned major, unsigned minor);
+/*
+ * --limit auto: the user can read in pieces of any multiple of min_len up
+ * to max_len (min_len: the device's largest request, at most max_len); the
+ * controller then sets the size (ratelimit_size), min_len in its slow
+ * start and while it backs off.  No effect without --limit auto; call
+ * before the first ratelimit_take().
+ */
+void ratelimit_split_reads(struct ratelimit *rl, uint64_t min_len, uint64_t max_len);
+/*
+ * The largest read to issue now: 0 (whole reads) without --limit auto or
+ * ratelimit_split_reads(), else min_len..max_len.  Thread-safe.
+ */
+uint64_t ratelimit_size(struct ratelimit *rl);
 /*
  * Reads that may be in flight now: init's depth, or with --limit auto the
  * controller's, 1..depth, and 0 while a probe waits for the reads in

@@ -18,7 +18,12 @@
 
 #define TICK	250000000ULL		/* ns */
 #define FULL	(400.0 * (1 << 20))	/* bytes/s at full speed */
+static double model_full = FULL;	/* the device's full speed now */
 #define NS_PER_BYTE 2.5
+
+/* The defaults without the slow start: the traces below begin at full
+ * speed (the slow start has tests of its own). */
+static struct adaptive_params plain;
 
 /* Reads in flight at once: each one's latency includes the others'. */
 static double model_depth = 1;
@@ -31,7 +36,7 @@ static double model_depth = 1;
 static enum adaptive_change step(struct adaptive *a, double lat_mult, double foreign,
 				 bool probe)
 {
-	double cap = FULL / lat_mult;
+	double cap = model_full / lat_mult;
 	double rate = a->rate && a->rate < cap ? a->rate : cap;
 	uint64_t bytes = probe ? 0 : (uint64_t)(rate * TICK / 1e9);
 	struct adaptive_sample s = {
@@ -50,12 +55,12 @@ static enum adaptive_change step(struct adaptive *a, double lat_mult, double for
 /* Warm up at full speed, idle, with one probe: baselines are known. */
 static void warm(struct adaptive *a)
 {
-	adaptive_init(a, &adaptive_defaults);
-	for (unsigned i = 0; i <= adaptive_defaults.warmup_ticks; i++)
+	adaptive_init(a, &plain);
+	for (unsigned i = 0; i <= plain.warmup_ticks; i++)
 		assert_int_equal(step(a, 1, 0, false), ADAPTIVE_HOLD);
 	assert_int_equal(step(a, 1, 0.02, true), ADAPTIVE_HOLD);
 	assert_true(a->rate == 0);
-	assert_true(a->ceiling > FULL * 0.99 && a->ceiling < FULL * 1.01);
+	assert_true(a->ceiling > model_full * 0.99 && a->ceiling < model_full * 1.01);
 }
 
 static void test_quiet_stays_unlimited(void **state)
@@ -82,7 +87,7 @@ static void test_latency_rise_backs_off(void **state)
 	assert_true(a.rate > FULL / 8 * 0.99 && a.rate < FULL / 8 * 1.01);
 	for (int i = 0; i < 20; i++)
 		step(&a, 4, 0, false);
-	assert_true(a.rate == adaptive_defaults.floor);		/* the floor holds */
+	assert_true(a.rate == adaptive_floor(&a));		/* the floor holds */
 	assert_int_equal(step(&a, 4, 0, false), ADAPTIVE_HOLD);
 }
 
@@ -102,7 +107,7 @@ static void test_pressure_at_full_speed_seen_by_probe(void **state)
 	/* Reduced, running intervals see it too and keep backing off. */
 	for (int i = 0; i < 12; i++)
 		step(&a, 1, 0.9, false);
-	assert_true(a.rate == adaptive_defaults.floor);
+	assert_true(a.rate == adaptive_floor(&a));
 }
 
 static void test_recovers_when_quiet(void **state)
@@ -114,19 +119,19 @@ static void test_recovers_when_quiet(void **state)
 	warm(&a);
 	for (i = 0; i < 12; i++)
 		step(&a, 1, 0.9, i % 8 == 0);
-	assert_true(a.rate == adaptive_defaults.floor);
+	assert_true(a.rate == adaptive_floor(&a));
 	/* A pause: quiet_ticks quiet intervals in a row first... */
-	for (i = 1; i < (int)adaptive_defaults.quiet_ticks; i++)
+	for (i = 1; i < (int)plain.quiet_ticks; i++)
 		assert_int_equal(step(&a, 1, 0.02, false), ADAPTIVE_HOLD);
 	/* ... then additive: one ceiling / ramp_steps per quiet interval. */
 	for (i = 0; i < 50 && a.rate; i++) {
 		double before = a.rate;
 
 		assert_int_equal(step(&a, 1, 0.02, false), ADAPTIVE_UP);
-		assert_true(a.rate == 0 || a.rate - before < a.ceiling / adaptive_defaults.ramp_steps * 1.01);
+		assert_true(a.rate == 0 || a.rate - before < a.ceiling / plain.ramp_steps * 1.01);
 	}
 	assert_true(a.rate == 0);
-	assert_int_equal(i, adaptive_defaults.ramp_steps);
+	assert_int_equal(i, plain.ramp_steps);
 }
 
 static void test_pressure_baseline_is_other_tenants(void **state)
@@ -134,8 +139,8 @@ static void test_pressure_baseline_is_other_tenants(void **state)
 	struct adaptive a;
 
 	(void)state;
-	adaptive_init(&a, &adaptive_defaults);
-	for (unsigned i = 0; i <= adaptive_defaults.warmup_ticks; i++)
+	adaptive_init(&a, &plain);
+	for (unsigned i = 0; i <= plain.warmup_ticks; i++)
 		step(&a, 1, 0.08, false);
 	step(&a, 1, 0.08, true);	/* 8 % of others, always there */
 	for (int i = 0; i < 100; i++)
@@ -160,7 +165,7 @@ static void test_deep_queue_does_not_ramp_blindly(void **state)
 	for (i = 0; i < 60; i++)
 		step(&a, 1, 0.9, i % 10 == 0);
 	model_depth = 1;
-	assert_true(a.rate == adaptive_defaults.floor);
+	assert_true(a.rate == adaptive_floor(&a));
 	assert_int_equal(a.ups, 0);
 	/* and recovers once a probe finds the device quiet */
 	step(&a, 1, 0.02, true);
@@ -179,7 +184,7 @@ static void test_dips_do_not_ramp(void **state)
 	warm(&a);
 	for (i = 0; i < 200; i++)
 		step(&a, 1, i % 3 == 2 ? 0.05 : i % 3 == 1 ? 0.15 : 0.5, i % 10 == 0);
-	assert_true(a.rate == adaptive_defaults.floor);
+	assert_true(a.rate == adaptive_floor(&a));
 	assert_int_equal(a.ups, 0);
 }
 
@@ -189,19 +194,19 @@ static void test_load_from_the_start(void **state)
 	struct adaptive a;
 
 	(void)state;
-	adaptive_init(&a, &adaptive_defaults);
-	for (unsigned i = 0; i <= adaptive_defaults.warmup_ticks; i++)
+	adaptive_init(&a, &plain);
+	for (unsigned i = 0; i <= plain.warmup_ticks; i++)
 		step(&a, 1, 0.9, false);
 	assert_int_equal(step(&a, 1, 0.9, true), ADAPTIVE_DOWN);
 	for (int i = 0; i < 20; i++)
 		step(&a, 1, 0.9, i % 8 == 0);
-	assert_true(a.rate == adaptive_defaults.floor);
+	assert_true(a.rate == adaptive_floor(&a));
 }
 
 /* With a maximum (--limit auto:RATE): full speed is that rate. */
 static void test_max(void **state)
 {
-	struct adaptive_params p = adaptive_defaults;
+	struct adaptive_params p = plain;
 	struct adaptive a;
 	int i;
 
@@ -215,7 +220,7 @@ static void test_max(void **state)
 	assert_true(a.ceiling <= p.max * 1.01);
 	for (i = 0; i < 10; i++)
 		step(&a, 1, 0.9, i % 8 == 0);
-	assert_true(a.rate == p.floor);
+	assert_true(a.rate == adaptive_floor(&a));
 	for (i = 0; i < 20; i++)
 		step(&a, 1, 0.02, false);
 	assert_true(a.rate == p.max);		/* back, and not above */
@@ -248,7 +253,7 @@ static void test_bounded_oscillation(void **state)
 		}
 	}
 	assert_true(lo >= cap / 2 * 0.99);
-	assert_true(hi <= cap + a.ceiling / adaptive_defaults.ramp_steps * 1.01);
+	assert_true(hi <= cap + a.ceiling / plain.ramp_steps * 1.01);
 	assert_true(a.downs > 5 && a.downs < 400 / 2);
 }
 
@@ -258,7 +263,7 @@ static void test_burst_at_start(void **state)
 	struct adaptive a;
 
 	(void)state;
-	adaptive_init(&a, &adaptive_defaults);
+	adaptive_init(&a, &plain);
 	step(&a, 0.25, 0, false);
 	for (int i = 0; i < 100; i++)
 		step(&a, i % 2 ? 1.4 : 1, 0.02, i % 10 == 5);
@@ -274,8 +279,8 @@ static void test_without_psi(void **state)
 				     .lat_ns = (uint64_t)(100 << 20) * 2 };
 
 	(void)state;
-	adaptive_init(&a, &adaptive_defaults);
-	for (unsigned i = 0; i <= adaptive_defaults.warmup_ticks; i++)
+	adaptive_init(&a, &plain);
+	for (unsigned i = 0; i <= plain.warmup_ticks; i++)
 		assert_int_equal(adaptive_tick(&a, &s), ADAPTIVE_HOLD);
 	assert_int_equal(adaptive_tick(&a, &s), ADAPTIVE_HOLD);
 	s.bytes /= 10;			/* a tenth of the bytes, each 20x slower */
@@ -304,7 +309,7 @@ static void warm_depth(struct adaptive *a, const struct adaptive_params *p)
  */
 static void test_depth_follows_the_rate(void **state)
 {
-	struct adaptive_params p = adaptive_defaults;
+	struct adaptive_params p = plain;
 	struct adaptive a;
 	unsigned prev;
 	int i;
@@ -327,7 +332,7 @@ static void test_depth_follows_the_rate(void **state)
 		step(&a, 1, 0.9, i % 10 == 0 || adaptive_wants_probe(&a));
 		assert_int_equal(a.depth, 1);
 	}
-	assert_true(a.rate == p.floor);
+	assert_true(a.rate == adaptive_floor(&a));
 	/* Paced by the bucket below full speed, our reads do not overlap. */
 	model_depth = 1;
 	for (i = 0, prev = a.depth; i < 40 && a.rate; i++) {
@@ -344,7 +349,7 @@ static void test_depth_follows_the_rate(void **state)
 /* A latency rise halves the reads in flight too. */
 static void test_depth_backs_off_on_latency(void **state)
 {
-	struct adaptive_params p = adaptive_defaults;
+	struct adaptive_params p = plain;
 	struct adaptive a;
 
 	(void)state;
@@ -356,31 +361,31 @@ static void test_depth_backs_off_on_latency(void **state)
 }
 
 /*
- * auto:RATE at the floor (RATE <= 1 MiB/s): the rate cannot go lower,
+ * auto:RATE at the floor (RATE = p.floor): the rate cannot go lower,
  * but the reads in flight still can; then it holds.
  */
 static void test_depth_backs_off_at_the_floor(void **state)
 {
-	struct adaptive_params p = adaptive_defaults;
+	struct adaptive_params p = plain;
 	struct adaptive a;
 
 	(void)state;
 	p.max_depth = 4;
 	p.max = p.floor;
 	warm_depth(&a, &p);
-	assert_true(a.rate == p.floor);
+	assert_true(a.rate == adaptive_floor(&a));
 	assert_int_equal(a.depth, 4);
 	assert_int_equal(step(&a, 1, 0.9, true), ADAPTIVE_DOWN);
 	assert_int_equal(a.depth, 2);
 	assert_int_equal(step(&a, 1, 0.9, true), ADAPTIVE_DOWN);
 	assert_int_equal(a.depth, 1);
 	assert_int_equal(step(&a, 1, 0.9, true), ADAPTIVE_HOLD);
-	assert_true(a.rate == p.floor);
+	assert_true(a.rate == adaptive_floor(&a));
 	assert_int_equal(a.downs, 2);
 	/* and the load gone, one more read in flight per quiet interval */
 	for (int i = 0; i < 10; i++)
 		step(&a, 1, 0.02, i == 0);
-	assert_true(a.rate == p.floor);
+	assert_true(a.rate == adaptive_floor(&a));
 	assert_int_equal(a.depth, 4);
 }
 
@@ -426,17 +431,145 @@ static void test_read_spanning_intervals_is_ours(void **state)
 	int i;
 
 	(void)state;
-	adaptive_init(&a, &adaptive_defaults);
+	adaptive_init(&a, &plain);
 	for (i = 0; i < 200; i++)
 		assert_int_not_equal(slow_tick(&a, i, true), ADAPTIVE_DOWN);
 	assert_true(a.lat_base > 0 && a.psi_base == 0);
 	assert_true(a.rate == 0);
 	/* without busy_ns (the latencies of the reads that ended stand for
 	 * it) the same trace backs off at the first interval without an end */
-	adaptive_init(&a, &adaptive_defaults);
+	adaptive_init(&a, &plain);
 	for (i = 0; i < 200 && !a.downs; i++)
 		slow_tick(&a, i, false);
 	assert_int_equal(a.downs, 1);
+}
+
+/* --limit auto on the device reader: four reads in flight of up to 8 MiB,
+ * split down to 64 KiB (the device's largest request). */
+static struct adaptive_params split_params(void)
+{
+	struct adaptive_params p = adaptive_defaults;
+
+	p.max_depth = 4;
+	p.max_size = 8 << 20;
+	p.min_size = 64 << 10;
+	return p;
+}
+
+/*
+ * Slow start on a quiet device: one read of 64 KiB at first; each interval
+ * too busy to see other stalls asks for a probe, each quiet probe is one
+ * step -- the size doubles to 8 MiB (7 steps), then the reads in flight
+ * to 4 (2 steps) -- and never more than one at a time.
+ */
+static void test_slow_start_on_a_quiet_device(void **state)
+{
+	struct adaptive_params p = split_params();
+	struct adaptive a;
+	int steps = 0;
+
+	(void)state;
+	adaptive_init(&a, &p);
+	assert_true(a.starting);
+	assert_int_equal(a.depth, 1);
+	assert_true(a.size == 64 << 10);
+	for (int i = 0; i < 40 && a.starting; i++) {
+		uint64_t size = a.size;
+		unsigned depth = a.depth;
+
+		assert_int_equal(step(&a, 1, 0, false), ADAPTIVE_HOLD);	/* busy: blind */
+		assert_true(adaptive_wants_probe(&a));
+		assert_int_equal(step(&a, 1, 0.02, true), ADAPTIVE_UP);
+		steps++;
+		assert_true(a.size == (size < p.max_size ? size * 2 : size));
+		assert_true(a.depth == (size < p.max_size ? depth : depth * 2));
+		assert_true(a.depth == 1 || a.size == p.max_size);	/* size first */
+	}
+	assert_false(a.starting);
+	assert_int_equal(steps, 9);
+	assert_true(a.rate == 0 && a.depth == 4 && a.size == p.max_size);
+	assert_int_equal(a.downs, 0);
+	assert_false(adaptive_wants_probe(&a));
+}
+
+/*
+ * Slow start beside a job that already runs: the first probe sees it and
+ * backs off; the scan never had more than one 64 KiB read in flight, and
+ * it goes on down to the floor with that.
+ */
+static void test_slow_start_meets_a_running_job(void **state)
+{
+	struct adaptive_params p = split_params();
+	struct adaptive a;
+
+	(void)state;
+	adaptive_init(&a, &p);
+	assert_int_equal(step(&a, 1, 0.9, false), ADAPTIVE_HOLD);
+	assert_true(adaptive_wants_probe(&a));
+	assert_int_equal(step(&a, 1, 0.9, true), ADAPTIVE_DOWN);
+	assert_false(a.starting);
+	assert_int_equal(a.cause, ADAPTIVE_CAUSE_PRESSURE);
+	for (int i = 0; i < 40; i++) {
+		step(&a, 1, 0.9, i % 10 == 0 || adaptive_wants_probe(&a));
+		assert_int_equal(a.depth, 1);
+		assert_true(a.size == p.min_size);
+	}
+	assert_true(a.rate == adaptive_floor(&a));
+	assert_int_equal(a.ups, 0);
+	/* the job gone: back to full speed, all four reads of 8 MiB */
+	for (int i = 0; i < 30 && a.rate; i++)
+		step(&a, 1, 0.02, i == 0);
+	assert_true(a.rate == 0 && a.depth == 4 && a.size == p.max_size);
+}
+
+/* A latency rise during the slow start ends it too (once there is a baseline). */
+static void test_slow_start_latency(void **state)
+{
+	struct adaptive_params p = split_params();
+	struct adaptive a;
+	int i;
+
+	(void)state;
+	p.quiet_ticks = 100;		/* (no ramp-up after the back-off here) */
+	adaptive_init(&a, &p);
+	for (i = 0; i < 3; i++) {
+		step(&a, 1, 0, false);
+		step(&a, 1, 0.02, true);
+	}
+	for (i = 0; i < 6 && !a.lat_base; i++)
+		step(&a, 1, 0, false);
+	assert_true(a.lat_base > 0 && a.starting && a.downs == 0);
+	assert_int_equal(step(&a, 4, 0, false), ADAPTIVE_DOWN);
+	assert_int_equal(a.cause, ADAPTIVE_CAUSE_LATENCY);
+	assert_false(a.starting);
+	assert_int_equal(a.depth, 1);
+}
+
+/*
+ * The floor is 1 % of the best bandwidth measured, not a fixed 1 MiB/s:
+ * 4 MiB/s on a 400 MiB/s device, 164 KiB/s on a 16 MiB/s one (where
+ * 1 MiB/s was 6 % of its time), and never under 64 KiB/s.
+ */
+static double floor_after_load(double full)
+{
+	struct adaptive a;
+
+	model_full = full;
+	warm(&a);
+	for (int i = 0; i < 40; i++)
+		step(&a, 1, 0.9, i % 10 == 0);
+	model_full = FULL;
+	return a.rate;
+}
+
+static void test_floor_is_relative(void **state)
+{
+	(void)state;
+	assert_true(floor_after_load(FULL) > FULL / 100 * 0.99);
+	assert_true(floor_after_load(FULL) < FULL / 100 * 1.01);
+	assert_true(floor_after_load(16 << 20) < (16 << 20) / 100 * 1.01);
+	assert_true(floor_after_load(16 << 20) > (16 << 20) / 100 * 0.99);
+	assert_true(floor_after_load(1 << 20) == 64 << 10);
 }
 
 static void test_parse_psi(void **state)
@@ -477,6 +610,9 @@ static void test_parse_diskstat(void **state)
 
 int main(void)
 {
+	plain = adaptive_defaults;
+	plain.slow_start = false;
+
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_quiet_stays_unlimited),
 		cmocka_unit_test(test_latency_rise_backs_off),
@@ -495,6 +631,10 @@ int main(void)
 		cmocka_unit_test(test_depth_backs_off_at_the_floor),
 		cmocka_unit_test(test_depth_one_by_default),
 		cmocka_unit_test(test_read_spanning_intervals_is_ours),
+		cmocka_unit_test(test_slow_start_on_a_quiet_device),
+		cmocka_unit_test(test_slow_start_meets_a_running_job),
+		cmocka_unit_test(test_slow_start_latency),
+		cmocka_unit_test(test_floor_is_relative),
 		cmocka_unit_test(test_parse_psi),
 		cmocka_unit_test(test_parse_diskstat),
 	};

@@ -141,11 +141,135 @@ static void test_depth_now_pool(void **state)
 	run(true, NULL);
 }
 
+/*
+ * size_now() 16 KiB: each 64 KiB range is read in four pieces, each
+ * admitted (with its own length) and timed by itself, never more pieces
+ * in flight than depth_now() (2), done() once per range with all of it.
+ * After the 10th piece (in the middle of a range) depth_now() says 0 a
+ * few times: no piece starts then, and the ranges read in part go on.
+ */
+#define PIECE 16384
+
+struct pieces {
+	atomic_uint inflight, admitted;
+	unsigned max_inflight, zeros;
+	bool bad_len, admitted_in_pause, last_zero;
+	unsigned seen[NR];
+	bool bad_data;
+};
+
+static unsigned pieces_depth(void *arg)
+{
+	struct pieces *p = arg;
+
+	if (atomic_load(&p->admitted) == 10 && p->zeros < PAUSE_ANSWERS) {
+		p->zeros++;
+		p->last_zero = true;
+		return 0;
+	}
+	p->last_zero = false;
+	return 2;
+}
+
+static uint64_t pieces_size(void *arg)
+{
+	(void)arg;
+	return PIECE;
+}
+
+static bool pieces_admit(void *arg, uint64_t len)
+{
+	struct pieces *p = arg;
+	unsigned now = atomic_fetch_add(&p->inflight, 1) + 1;
+
+	if (len != PIECE)
+		p->bad_len = true;
+	if (p->last_zero)
+		p->admitted_in_pause = true;
+	if (now > p->max_inflight)
+		p->max_inflight = now;
+	atomic_fetch_add(&p->admitted, 1);
+	return true;
+}
+
+static void pieces_timed(void *arg, uint64_t len, uint64_t lat_ns)
+{
+	struct pieces *p = arg;
+	struct timespec ts = { 0, 1000000 };
+
+	(void)lat_ns;
+	if (len != PIECE)
+		p->bad_len = true;
+	nanosleep(&ts, NULL);	/* (the pool's threads overlap) */
+	atomic_fetch_sub(&p->inflight, 1);
+}
+
+static void pieces_done(void *arg, const struct io_range *r, char *buf, int64_t res)
+{
+	struct pieces *p = arg;
+	unsigned i = (unsigned)(r->off / LEN);
+
+	for (unsigned k = 0; k < LEN; k += PIECE)
+		if (res != LEN || (unsigned char)buf[k] != i || (unsigned char)buf[k + PIECE - 1] != i)
+			p->bad_data = true;
+	p->seen[i]++;
+}
+
+static void run_pieces(bool no_uring, const char *want_engine)
+{
+	char path[] = "/tmp/fscrub-test-ioengine.XXXXXX";
+	int fd = mkstemp(path);
+	struct io_range ranges[NR];
+	static char block[LEN];
+	struct pieces p = { 0 };
+
+	assert_true(fd >= 0);
+	unlink(path);
+	for (unsigned i = 0; i < NR; i++) {
+		memset(block, (int)i, sizeof(block));
+		assert_int_equal(pwrite(fd, block, LEN, (off_t)i * LEN), LEN);
+		ranges[i] = (struct io_range){ .off = (uint64_t)i * LEN, .len = LEN };
+	}
+	struct io_job job = {
+		.fd = fd, .ranges = ranges, .nr_ranges = NR, .depth = 4, .max_len = LEN,
+		.align = 4096, .no_uring = no_uring, .admit = pieces_admit, .done = pieces_done,
+		.timed = pieces_timed, .depth_now = pieces_depth, .size_now = pieces_size,
+		.arg = &p,
+	};
+
+	assert_int_equal(ioengine_run(&job), 0);
+	close(fd);
+	if (want_engine && strcmp(job.engine, want_engine))
+		skip();
+	for (unsigned i = 0; i < NR; i++)
+		assert_int_equal(p.seen[i], 1);
+	assert_false(p.bad_data);
+	assert_false(p.bad_len);
+	assert_int_equal(atomic_load(&p.admitted), NR * (LEN / PIECE));
+	assert_true(p.max_inflight >= 1 && p.max_inflight <= 2);
+	assert_int_equal(p.zeros, PAUSE_ANSWERS);
+	assert_false(p.admitted_in_pause);
+}
+
+static void test_pieces_uring(void **state)
+{
+	(void)state;
+	run_pieces(false, "io_uring");
+}
+
+static void test_pieces_pool(void **state)
+{
+	(void)state;
+	run_pieces(true, NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_depth_now_uring),
 		cmocka_unit_test(test_depth_now_pool),
+		cmocka_unit_test(test_pieces_uring),
+		cmocka_unit_test(test_pieces_pool),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

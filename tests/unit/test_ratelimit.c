@@ -90,7 +90,7 @@ static void test_probe_waits_for_reads_in_flight(void **state)
 	if (access("/proc/pressure/io", R_OK))
 		skip();
 	ratelimit_init(&rl, 0, true, 4, NULL, NULL);
-	assert_int_equal(ratelimit_depth(&rl), 4);
+	assert_int_equal(ratelimit_depth(&rl), 1);		/* the slow start */
 	assert_true(ratelimit_take(&rl, 1 << 20, NULL, NULL));	/* one read out */
 	while (now_s() - t0 < 2 && !zero_at) {
 		if (ratelimit_depth(&rl) == 0)
@@ -109,12 +109,38 @@ static void test_probe_waits_for_reads_in_flight(void **state)
 	ratelimit_destroy(&rl);
 }
 
+/*
+ * --limit auto with reads that can be split: the scan starts with one
+ * read of the smallest size (the slow start); without --limit auto, or
+ * without ratelimit_split_reads(), reads are whole (0) and the depth is
+ * the user's.
+ */
+static void test_split_reads(void **state)
+{
+	struct ratelimit rl;
+
+	(void)state;
+	ratelimit_init(&rl, 0, true, 4, NULL, NULL);
+	assert_true(ratelimit_size(&rl) == 0);
+	ratelimit_split_reads(&rl, 64 << 10, 8 << 20);
+	assert_true(ratelimit_size(&rl) == 64 << 10);
+	assert_int_equal(ratelimit_depth(&rl), 1);
+	ratelimit_destroy(&rl);
+	ratelimit_init(&rl, 0, false, 4, NULL, NULL);
+	ratelimit_split_reads(&rl, 64 << 10, 8 << 20);
+	assert_true(ratelimit_size(&rl) == 0);
+	assert_int_equal(ratelimit_depth(&rl), 4);
+	ratelimit_destroy(&rl);
+	assert_true(ratelimit_size(NULL) == 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_parse),
 		cmocka_unit_test(test_pace),
 		cmocka_unit_test(test_probe_waits_for_reads_in_flight),
+		cmocka_unit_test(test_split_reads),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
