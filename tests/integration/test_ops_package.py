@@ -126,7 +126,7 @@ def test_build_install_remove(tmp_path):
                 ours = [line for line in (p.stdout + p.stderr).splitlines() if "fscrub" in line]
                 assert p.returncode == 0 and not ours, ours
         with open(os.path.join(unitdir, "fscrub@.service")) as f:
-            assert "ExecStart=/usr/sbin/fscrub -b $FSCRUB_OPTIONS %f" in f.read()
+            assert "ExecStart=/usr/sbin/fscrub -b --resume $FSCRUB_OPTIONS %f" in f.read()
         assert os.path.islink("/etc/systemd/system/timers.target.wants/fscrub_all.timer")
         owned = [f for f in sh(["dpkg-query", "-L", PACKAGE]).stdout.splitlines()
                  if os.path.isfile(f) and f != "/etc/default/fscrub"]
