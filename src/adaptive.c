@@ -43,6 +43,11 @@ const struct adaptive_params adaptive_defaults = {
 	 * the read sizes if it can split its reads. */
 	.max_depth = 1,
 	.slow_start = true,
+	/* 3 requests per 100 ms interval (30 a second): a filesystem's own
+	 * journal commits and metadata writeback are a few requests every
+	 * few seconds (ext4 commits every 5 s, XFS's log every 30 s at most);
+	 * a foreground job that waits on the disk issues hundreds a second. */
+	.foreign_ios = 3,
 };
 
 static unsigned max_depth(const struct adaptive_params *p)
@@ -125,6 +130,45 @@ static double foreign_share(struct adaptive *a, const struct adaptive_sample *s,
 	return share > busy ? share - busy : 0;
 }
 
+static void dev_restart(struct adaptive *a)
+{
+	a->nr_hist = 1;
+	a->resid_hist[0] = a->resid;
+}
+
+/*
+ * Another load's requests on the device (adaptive.h): whether, over some
+ * span of the last intervals, the residual grew by more than our requests
+ * in flight could explain plus p.foreign_ios per interval.  Then
+ * a->last_dev_foreign is the largest such lower bound per interval.
+ */
+static bool dev_foreign(struct adaptive *a, const struct adaptive_sample *s)
+{
+	bool seen = false;
+
+	a->last_dev_foreign = 0;
+	if (!s->have_dev) {
+		a->nr_hist = 0;
+		return false;
+	}
+	a->resid += (int64_t)s->dev_ios - (int64_t)s->our_ios;
+	for (unsigned k = 1; k <= a->nr_hist; k++) {
+		int64_t grew = a->resid - a->resid_hist[a->nr_hist - k] -
+			       (int64_t)s->our_ios_inflight;
+
+		if (grew > 0 && (double)grew / k > a->last_dev_foreign)
+			a->last_dev_foreign = (double)grew / k;
+		if ((double)grew > a->p.foreign_ios * k)
+			seen = true;
+	}
+	if (a->nr_hist == ADAPTIVE_DEV_WINDOW)
+		memmove(a->resid_hist, a->resid_hist + 1, sizeof(*a->resid_hist) * (a->nr_hist - 1));
+	else
+		a->nr_hist++;
+	a->resid_hist[a->nr_hist - 1] = a->resid;
+	return seen;
+}
+
 static bool too_slow(const struct adaptive *a, double lat)
 {
 	return a->lat_base > 0 && lat > 0 && lat > a->p.lat_factor * a->lat_base;
@@ -164,6 +208,31 @@ static enum adaptive_change back_off(struct adaptive *a, double bw, enum adaptiv
 		a->rate = cur;
 	a->depth = depth;
 	a->size = size;
+	a->downs++;
+	return ADAPTIVE_DOWN;
+}
+
+/*
+ * Another load's requests: to the floor with one read of the smallest
+ * size at once -- the evidence is not a noisy latency, and each halving
+ * would cost the job another interval behind our reads.
+ */
+static enum adaptive_change drop_to_floor(struct adaptive *a)
+{
+	double floor = adaptive_floor(a);
+
+	a->cause = ADAPTIVE_CAUSE_DEVICE;
+	a->quiet = 0;
+	a->starting = false;
+	bool there = a->rate && a->rate <= floor && a->depth == 1 &&
+		     a->size == min_size(&a->p);
+
+	dev_restart(a);		/* what was seen is acted on: judge anew */
+	a->rate = floor;	/* (up to it if the floor rose meanwhile) */
+	a->depth = 1;
+	a->size = min_size(&a->p);
+	if (there)
+		return ADAPTIVE_HOLD;
 	a->downs++;
 	return ADAPTIVE_DOWN;
 }
@@ -297,6 +366,7 @@ enum adaptive_change adaptive_tick(struct adaptive *a, const struct adaptive_sam
 	double bw = (double)s->bytes * 1e9 / (double)s->interval_ns;
 	bool blind;
 	double foreign = foreign_share(a, s, &blind);
+	bool dev_load = dev_foreign(a, s);
 
 	a->last_lat = lat;
 	a->last_foreign = foreign;
@@ -305,6 +375,8 @@ enum adaptive_change adaptive_tick(struct adaptive *a, const struct adaptive_sam
 		a->ceiling = win_bw;
 	if (win_bw > a->best_bw)
 		a->best_bw = win_bw;
+	if (dev_load)
+		return drop_to_floor(a);
 	if (was_top && lat > 0 && a->ticks <= a->p.warmup_ticks) {
 		warm_up(a, lat);
 		if (!a->starting)
@@ -324,6 +396,8 @@ enum adaptive_change adaptive_tick(struct adaptive *a, const struct adaptive_sam
 	if (a->quiet < a->p.quiet_ticks) {
 		if (a->cause == ADAPTIVE_CAUSE_LATENCY && lat > 0)
 			a->quiet = a->p.quiet_ticks;
+		else if (a->cause == ADAPTIVE_CAUSE_DEVICE && s->have_dev)
+			a->quiet++;	/* (no other load's requests: dev_load) */
 		else if (a->cause == ADAPTIVE_CAUSE_PRESSURE && !blind &&
 			 !above_base(a, foreign, a->p.psi_margin / 2))
 			a->quiet++;	/* (between half the margin and it: neither) */
@@ -365,12 +439,12 @@ int adaptive_parse_psi(const char *text, uint64_t *total)
 	return -EINVAL;
 }
 
-int adaptive_parse_diskstat(const char *text, uint64_t *ms)
+/* Fields 1..n of a stat file's text into v[0..n-1]; 0 or -EINVAL. */
+static int diskstat_fields(const char *text, unsigned long long *v, int n)
 {
 	const char *p = text;
-	unsigned long long v = 0;
 
-	for (int field = 1; field <= 10; field++) {
+	for (int field = 0; field < n; field++) {
 		char *end;
 
 		while (*p == ' ' || *p == '\t')
@@ -378,11 +452,30 @@ int adaptive_parse_diskstat(const char *text, uint64_t *ms)
 		if (*p < '0' || *p > '9')
 			return -EINVAL;
 		errno = 0;
-		v = strtoull(p, &end, 10);
+		v[field] = strtoull(p, &end, 10);
 		if (errno)
 			return -EINVAL;
 		p = end;
 	}
-	*ms = v;
+	return 0;
+}
+
+int adaptive_parse_diskstat(const char *text, uint64_t *ms)
+{
+	unsigned long long v[10];
+
+	if (diskstat_fields(text, v, 10))
+		return -EINVAL;
+	*ms = v[9];
+	return 0;
+}
+
+int adaptive_parse_diskstat_ios(const char *text, uint64_t *ios)
+{
+	unsigned long long v[5];
+
+	if (diskstat_fields(text, v, 5))
+		return -EINVAL;
+	*ios = v[0] + v[4];
 	return 0;
 }

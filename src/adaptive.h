@@ -64,6 +64,28 @@
  * but one small read, the probe's settle is short.  The first back-off
  * ends the slow start; so does reaching full speed.
  *
+ * A third signal, where the caller can count the device's requests:
+ * the requests it completed (reads and writes, its stat file) minus the
+ * requests of our own reads that completed.  What remains is another
+ * load's -- visible at full speed too, where neither PSI nor the busy
+ * time can tell another load from our reads (the device is busy with
+ * ours all the time) and our latency rises by less than lat_factor (a
+ * device that alternates between its waiters).  A device counts a read's
+ * requests as they end, we count them when the whole read has ended: the
+ * residual (theirs plus the finished part of ours in flight) is exact
+ * only to our requests in flight.  So the controller keeps the residual
+ * of the last ADAPTIVE_DEV_WINDOW intervals and takes, over each span of
+ * k of them, what it grew by less our requests in flight now -- a lower
+ * bound of another load's requests, never an overestimate; above
+ * p.foreign_ios x k it is another load, and the scan drops to the floor
+ * at once (one read of p.min_size), not by halvings.  At the floor our
+ * requests in flight are one, and a job's every request shows; at full
+ * speed (four reads of 16 requests in flight, say) a job shows once its
+ * requests outnumber ours in flight, within a few intervals.  It ramps up
+ * after quiet_ticks intervals without that evidence.  The filesystem's
+ * own journal and metadata writes count as foreign too: p.foreign_ios is
+ * above them.
+ *
  * The floor is relative: p.floor_share of the best bandwidth measured
  * (any window, slow start included), never under p.floor: on a 20 MB/s
  * disk 1 MiB/s is 5 % of its time, on a 2 GB/s one 0.05 %.
@@ -76,6 +98,10 @@
 
 /* Most warm-up windows kept (warmup_ticks is at most this). */
 #define ADAPTIVE_WARMUP_MAX 16
+/* Intervals of the device's residual requests kept (see above): 10 of
+ * 100 ms, time for a job's requests to outnumber ours in flight at full
+ * speed. */
+#define ADAPTIVE_DEV_WINDOW 10
 
 struct adaptive_params {
 	double max;		/* bytes/s never gone above; 0 = none (unlimited) */
@@ -92,6 +118,8 @@ struct adaptive_params {
 				 * cannot be split (size stays 0) */
 	uint64_t min_size;	/* smallest read size (<= max_size; 0 = max_size) */
 	bool slow_start;	/* begin at one read of min_size (see above) */
+	double foreign_ios;	/* another load's requests per interval above
+				 * which the scan drops to the floor */
 };
 
 /* The defaults: see adaptive.c for why each value. */
@@ -110,6 +138,11 @@ struct adaptive_sample {
 	uint64_t psi_stall_us;	/* delta of "some total" over the interval (or
 				 * of the device's busy time, see above) */
 	bool probe;		/* the scan was paused (nothing of ours in flight) */
+	bool have_dev;		/* the three below are valid */
+	uint64_t dev_ios;	/* requests the device completed in the interval
+				 * (reads and writes, anyone's) */
+	uint64_t our_ios;	/* requests of our reads that completed in it */
+	uint64_t our_ios_inflight;	/* requests of our reads in flight at its end */
 };
 
 enum adaptive_change {
@@ -119,7 +152,10 @@ enum adaptive_change {
 };
 
 /* Why the last DOWN happened (for -v). */
-enum adaptive_cause { ADAPTIVE_CAUSE_NONE, ADAPTIVE_CAUSE_LATENCY, ADAPTIVE_CAUSE_PRESSURE };
+enum adaptive_cause {
+	ADAPTIVE_CAUSE_NONE, ADAPTIVE_CAUSE_LATENCY, ADAPTIVE_CAUSE_PRESSURE,
+	ADAPTIVE_CAUSE_DEVICE,	/* another load's requests on the device */
+};
 
 struct adaptive {
 	struct adaptive_params p;
@@ -142,6 +178,12 @@ struct adaptive {
 	double last_lat;	/* last interval's ns per byte (0: no reads) */
 	double last_foreign;	/* last foreign stall share estimate (-1: none) */
 	bool last_blind;	/* the last interval could not see foreign stalls */
+	int64_t resid;		/* device requests less ours, summed (see above) */
+	int64_t resid_hist[ADAPTIVE_DEV_WINDOW];	/* resid after the last intervals,
+							 * the newest last */
+	unsigned nr_hist;
+	double last_dev_foreign;	/* another load's requests per interval, at
+					 * least (the last interval's evidence) */
 	unsigned long long downs, ups;
 };
 
@@ -162,6 +204,11 @@ double adaptive_floor(const struct adaptive *a);
  * 0 and *total, or -EINVAL if there is none.
  */
 int adaptive_parse_psi(const char *text, uint64_t *total);
+/*
+ * The requests a block device completed, reads plus writes (the 1st and
+ * 5th fields of its /sys/dev/block/M:m/stat text).  0 and *ios, or -EINVAL.
+ */
+int adaptive_parse_diskstat_ios(const char *text, uint64_t *ios);
 /*
  * The milliseconds a block device had requests in flight (io_ticks, the
  * 10th field) of its /sys/dev/block/M:m/stat text.  0 and *ms, or -EINVAL.

@@ -211,24 +211,38 @@ static uint64_t size_now(void *arg)
  * still stream a disk: 1 MiB is at least any disk's largest request. */
 #define AUTO_MAX (1U << 20)
 
-static uint64_t smallest_read(unsigned maj, unsigned min)
+/* A queue limit of the device (or of the disk a partition is on); 0 if none. */
+static unsigned long long queue_limit(unsigned maj, unsigned min, const char *name)
 {
-	static const char *const fmt[] = { "/sys/dev/block/%u:%u/queue/max_sectors_kb",
-					   "/sys/dev/block/%u:%u/../queue/max_sectors_kb" };
-	char path[96];
-	unsigned long long kb = 0;
+	static const char *const fmt[] = { "/sys/dev/block/%u:%u/queue/%s",
+					   "/sys/dev/block/%u:%u/../queue/%s" };
+	char path[128];
+	unsigned long long v = 0;
 
-	for (size_t i = 0; i < sizeof(fmt) / sizeof(*fmt) && !kb; i++) {
+	for (size_t i = 0; i < sizeof(fmt) / sizeof(*fmt) && !v; i++) {
 		FILE *f;
 
-		snprintf(path, sizeof(path), fmt[i], maj, min);
+		snprintf(path, sizeof(path), fmt[i], maj, min, name);
 		f = fopen(path, "re");
 		if (!f)
 			continue;
-		if (fscanf(f, "%llu", &kb) != 1)
-			kb = 0;
+		if (fscanf(f, "%llu", &v) != 1)
+			v = 0;
 		fclose(f);
 	}
+	return v;
+}
+
+/* The device's largest request: max_sectors_kb, and at most max_segments
+ * pages (a direct read's buffer is in pages that need not be contiguous):
+ * --limit auto counts our requests in these (ratelimit_watch_device). */
+static uint64_t smallest_read(unsigned maj, unsigned min)
+{
+	unsigned long long kb = queue_limit(maj, min, "max_sectors_kb");
+	unsigned long long segs = queue_limit(maj, min, "max_segments");
+
+	if (segs && kb && segs * (BAD_STEP >> 10) < kb)
+		kb = segs * (BAD_STEP >> 10);
 	if (!kb || kb << 10 > SPLIT_MAX)
 		return SPLIT_MAX;
 	return kb << 10 < BAD_STEP ? BAD_STEP : round_down(kb << 10, BAD_STEP);

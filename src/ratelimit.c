@@ -58,7 +58,12 @@ struct rl_auto {
 	unsigned tick_no;
 	bool have_psi;			/* src gives a total (it did last time) */
 	enum rl_source src;
-	char stat_path[64];		/* RL_SRC_DEVICE: /sys/dev/block/M:m/stat */
+	char stat_path[64];		/* /sys/dev/block/M:m/stat (watch_device) */
+	bool have_dev;			/* its request counts are read (dev_at) */
+	uint64_t dev_at;		/* its completed requests at since_ns */
+	uint64_t req_bytes;		/* the device's largest request (split_reads) */
+	uint64_t our_ios;		/* requests of our reads completed this interval */
+	uint64_t inflight_ios;		/* requests of our reads admitted, not done */
 	bool told_source;		/* -v said what is watched */
 	uint64_t psi_at;		/* the stall or busy total (us) at since_ns */
 	uint64_t start_ns, total_bytes;
@@ -122,6 +127,24 @@ static bool read_stall(const struct rl_auto *au, uint64_t *us)
 	return false;
 }
 
+/* The device's completed requests (reads and writes); false if unreadable. */
+static bool read_dev_ios(const struct rl_auto *au, uint64_t *ios)
+{
+	char buf[512];
+
+	return au->stat_path[0] && read_small(au->stat_path, buf, sizeof(buf)) &&
+	       adaptive_parse_diskstat_ios(buf, ios) == 0;
+}
+
+/* The requests a read of bytes becomes on the device: pieces of its
+ * largest request (one read each when that is not known). */
+static uint64_t requests(const struct rl_auto *au, uint64_t bytes)
+{
+	if (!au->req_bytes)
+		return 1;
+	return bytes ? (bytes + au->req_bytes - 1) / au->req_bytes : 1;
+}
+
 static void format_rate(char *buf, size_t len, double rate)
 {
 	if (!rate)
@@ -153,7 +176,11 @@ static void report_change(struct rl_auto *au, enum adaptive_change c, double old
 	}
 	format_rate(from, sizeof(from), old);
 	format_rate(to, sizeof(to), a->rate);
-	if (c == ADAPTIVE_DOWN && a->cause == ADAPTIVE_CAUSE_LATENCY)
+	if (c == ADAPTIVE_DOWN && a->cause == ADAPTIVE_CAUSE_DEVICE)
+		snprintf(why, sizeof(why), ": another load's requests on the device (%.0f or "
+			 "more per %llu ms)", a->last_dev_foreign,
+			 (unsigned long long)(RL_TICK_NS / 1000000));
+	else if (c == ADAPTIVE_DOWN && a->cause == ADAPTIVE_CAUSE_LATENCY)
 		snprintf(why, sizeof(why), ": read latency %.1fx the idle baseline",
 			 a->last_lat / a->lat_base);
 	else if (c == ADAPTIVE_DOWN && au->src == RL_SRC_DEVICE)
@@ -209,12 +236,19 @@ static void feed(struct ratelimit *rl, bool probe, uint64_t now)
 				     .bytes = au->bytes,
 				     .lat_ns = au->lat_ns, .probe = probe };
 	double old = au->ctl.rate;
-	uint64_t psi;
+	uint64_t psi, ios;
 
 	if (au->have_psi && read_stall(au, &psi) && psi >= au->psi_at) {
 		s.have_psi = true;
 		s.psi_stall_us = psi - au->psi_at;
 		au->psi_at = psi;
+	}
+	if (au->have_dev && read_dev_ios(au, &ios) && ios >= au->dev_at) {
+		s.have_dev = true;
+		s.dev_ios = ios - au->dev_at;
+		s.our_ios = au->our_ios;
+		s.our_ios_inflight = au->inflight_ios;
+		au->dev_at = ios;
 	}
 	if (!s.interval_ns)
 		s.interval_ns = 1;
@@ -227,7 +261,7 @@ static void feed(struct ratelimit *rl, bool probe, uint64_t now)
 
 	set_rate(rl, au->ctl.rate);
 	report_change(au, c, old, now);
-	au->bytes = au->lat_ns = au->reads = 0;
+	au->bytes = au->lat_ns = au->reads = au->our_ios = 0;
 	au->since_ns = now;
 }
 
@@ -297,9 +331,14 @@ void ratelimit_watch_device(struct ratelimit *rl, unsigned major, unsigned minor
 {
 	struct rl_auto *au = rl->autorate;
 
-	if (!au || au->src == RL_SRC_PSI)
+	if (!au)
 		return;
 	snprintf(au->stat_path, sizeof(au->stat_path), "/sys/dev/block/%u:%u/stat", major, minor);
+	/* FSCRUB_DEBUG_NO_DEVREQS: without the request counts (for the tests
+	 * of the other signals, which a competing load would not reach). */
+	au->have_dev = !getenv("FSCRUB_DEBUG_NO_DEVREQS") && read_dev_ios(au, &au->dev_at);
+	if (au->src == RL_SRC_PSI)
+		return;
 	au->src = RL_SRC_DEVICE;
 	au->have_psi = read_stall(au, &au->psi_at);
 	if (!au->have_psi)
@@ -316,6 +355,7 @@ void ratelimit_split_reads(struct ratelimit *rl, uint64_t min_len, uint64_t max_
 	p = au->ctl.p;
 	p.max_size = max_len;
 	p.min_size = min_len;
+	au->req_bytes = min_len;
 	adaptive_init(&au->ctl, &p);	/* nothing measured yet: start over */
 	set_rate(rl, au->ctl.rate);
 }
@@ -403,6 +443,7 @@ bool ratelimit_take(struct ratelimit *rl, uint64_t bytes, bool (*stop)(void *), 
 	if (rl->autorate) {
 		count_inflight(rl->autorate, now_ns());
 		rl->autorate->inflight++;
+		rl->autorate->inflight_ios += requests(rl->autorate, bytes);
 	}
 	pthread_mutex_unlock(&rl->lock);
 	return true;
@@ -418,6 +459,9 @@ void ratelimit_note(struct ratelimit *rl, uint64_t bytes, uint64_t lat_ns)
 	count_inflight(au, now_ns());
 	if (au->inflight)
 		au->inflight--;
+	au->inflight_ios -= requests(au, bytes) < au->inflight_ios ? requests(au, bytes)
+								       : au->inflight_ios;
+	au->our_ios += requests(au, bytes);
 	au->reads++;
 	au->bytes += bytes;
 	au->lat_ns += lat_ns;

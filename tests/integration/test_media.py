@@ -342,17 +342,21 @@ class DirectReader:
         self.proc.wait(timeout=10)
 
 
-@pytest.mark.parametrize("signal", ["psi", pytest.param("device", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("signal", ["psi", "requests",
+                                    pytest.param("device", marks=pytest.mark.slow)])
 def test_limit_auto_backs_off_under_a_competing_load(image_factory, signal):
     """120 MiB read at most at 40 MiB/s (auto:40M): at least three seconds,
     the first probe after 0.3 s and one a second after that.  A reader of
-    the same device that stalls on it all the time is seen by them: in
+    the same device that stalls on it all the time is seen: by its requests
+    on the loop device (its stat file's completed requests less ours,
+    signal "requests"); with those counts left out, by the probes in
     /proc/pressure/io, or (signal "device": as on a kernel without PSI) in
     the loop device's busy time.  The load stops after 2.5 s of the scan,
     so that the scan ramps up again and ends in seconds (with the load on
     throughout it stayed near its 1 MiB/s floor: 192 s for 200 MiB in one
     CI run)."""
-    env = {"FSCRUB_DEBUG_NO_PSI": "1"} if signal == "device" else {}
+    env = {"psi": {"FSCRUB_DEBUG_NO_DEVREQS": "1"}, "requests": {},
+           "device": {"FSCRUB_DEBUG_NO_PSI": "1", "FSCRUB_DEBUG_NO_DEVREQS": "1"}}[signal]
     if signal == "psi" and not os.path.exists("/proc/pressure/io"):
         pytest.skip("this kernel has no PSI (/proc/pressure/io)")
     img = image_factory("xfs", size_mb=320).mkfs()
@@ -373,7 +377,8 @@ def test_limit_auto_backs_off_under_a_competing_load(image_factory, signal):
         load.stop()
     assert r.rc == 0, r
     why = {"psi": r"other tasks stalled on I/O",
-           "device": r"the device busy with other I/O"}[signal]
+           "device": r"the device busy with other I/O",
+           "requests": r"another load's requests on the device \(\d+ or more per 100 ms\)"}[signal]
     assert re.search(r"--limit auto: back-off [\d.]+ MiB/s -> [\d.]+ MiB/s: " + why,
                      r.stdout), r
     if signal == "device":

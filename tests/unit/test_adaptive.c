@@ -608,6 +608,123 @@ static void test_parse_diskstat(void **state)
 	assert_true(ms == 10);		/* not clobbered on failure */
 }
 
+/*
+ * The device's request counts (adaptive.h's third signal).  The model
+ * device serves our reads' requests (DEV_REQ bytes each) in order: the
+ * device counts each request as it ends, we count a read's requests when
+ * its last one has ended.  job: another load's requests in the interval.
+ */
+#define DEV_REQ (64 << 10)
+static uint64_t dev_done, dev_reads_done;	/* our requests ended; reads */
+
+static enum adaptive_change dev_step(struct adaptive *a, double lat_mult, uint64_t job)
+{
+	double rate = a->rate && a->rate < FULL / lat_mult ? a->rate : FULL / lat_mult;
+	uint64_t bytes = (uint64_t)(rate * TICK / 1e9), per_read = a->size / DEV_REQ;
+	uint64_t reqs = bytes / DEV_REQ + (bytes % DEV_REQ != 0), reads, ours;
+
+	dev_done += reqs;
+	reads = dev_done / per_read;
+	ours = (reads - dev_reads_done) * per_read;
+	dev_reads_done = reads;
+
+	struct adaptive_sample s = {
+		.interval_ns = TICK, .bytes = ours * DEV_REQ, .reads = ours / per_read,
+		.lat_ns = (uint64_t)((double)ours * DEV_REQ * NS_PER_BYTE * lat_mult),
+		.have_psi = true, .psi_stall_us = TICK / 1000,	/* busy all along: blind */
+		.have_dev = true, .dev_ios = reqs + job, .our_ios = ours,
+		.our_ios_inflight = a->depth * per_read,
+	};
+	return adaptive_tick(a, &s);
+}
+
+static void dev_params(struct adaptive_params *p)
+{
+	*p = plain;
+	p->max_depth = 4;
+	p->max_size = 1 << 20;
+	p->min_size = DEV_REQ;
+	dev_done = dev_reads_done = 0;
+}
+
+/*
+ * A job that arrives while the scan reads at full speed: our latency
+ * rises 1.4x only and the scan is too busy to see PSI stalls, no probe
+ * comes -- the job's requests on the device send the scan to the floor
+ * (one read of one request) within a few intervals, it stays there
+ * while the job runs, and goes back to full speed once the job stops.
+ */
+static void test_device_requests_at_full_speed(void **state)
+{
+	struct adaptive_params p;
+	struct adaptive a;
+	int i;
+
+	(void)state;
+	dev_params(&p);
+	adaptive_init(&a, &p);
+	for (i = 0; i < 40; i++)	/* quiet: our own requests are no load */
+		assert_int_equal(dev_step(&a, 1, 0), ADAPTIVE_HOLD);
+	assert_true(a.rate == 0);
+	for (i = 0; i < 6 && a.rate == 0; i++)
+		dev_step(&a, 1.4, 30);
+	assert_true(a.rate > 0 && a.rate == adaptive_floor(&a));
+	assert_int_equal(a.cause, ADAPTIVE_CAUSE_DEVICE);
+	assert_int_equal(a.depth, 1);
+	assert_true(a.size == DEV_REQ);
+	for (i = 0; i < 40; i++)	/* the job runs on: no ramp-up */
+		assert_int_not_equal(dev_step(&a, 1.4, 30), ADAPTIVE_UP);
+	assert_true(a.rate == adaptive_floor(&a));
+	for (i = 0; i < 12 && a.rate != 0; i++)	/* it stops */
+		dev_step(&a, 1, 0);
+	assert_true(a.rate == 0);
+	assert_int_equal(a.depth, 4);
+}
+
+/*
+ * The filesystem's own journal commits and writeback -- a few requests
+ * now and then -- do not make the scan back off.
+ */
+static void test_device_requests_noise(void **state)
+{
+	struct adaptive_params p;
+	struct adaptive a;
+
+	(void)state;
+	dev_params(&p);
+	adaptive_init(&a, &p);
+	for (int i = 0; i < 200; i++)
+		dev_step(&a, 1, i % 20 == 0 ? 3 : i % 7 == 0 ? 1 : 0);
+	assert_true(a.rate == 0);
+	assert_int_equal(a.downs, 0);
+}
+
+/* Without the device's counts, nothing of this signal is used. */
+static void test_device_requests_absent(void **state)
+{
+	struct adaptive a;
+	struct adaptive_sample s = { .interval_ns = TICK, .have_dev = false, .dev_ios = 1000 };
+
+	(void)state;
+	adaptive_init(&a, &plain);
+	for (int i = 0; i < 20; i++)
+		assert_int_equal(adaptive_tick(&a, &s), ADAPTIVE_HOLD);
+	assert_true(a.rate == 0);
+}
+
+static void test_parse_diskstat_ios(void **state)
+{
+	uint64_t ios = 0;
+
+	(void)state;
+	assert_int_equal(adaptive_parse_diskstat_ios("    1620        0   138394      486       40"
+						     "        0        0        0        0      812\n",
+						     &ios), 0);
+	assert_true(ios == 1660);
+	assert_int_equal(adaptive_parse_diskstat_ios("1 2 3 4\n", &ios), -22);
+	assert_true(ios == 1660);	/* not clobbered on failure */
+}
+
 int main(void)
 {
 	plain = adaptive_defaults;
@@ -637,6 +754,10 @@ int main(void)
 		cmocka_unit_test(test_floor_is_relative),
 		cmocka_unit_test(test_parse_psi),
 		cmocka_unit_test(test_parse_diskstat),
+		cmocka_unit_test(test_device_requests_at_full_speed),
+		cmocka_unit_test(test_device_requests_noise),
+		cmocka_unit_test(test_device_requests_absent),
+		cmocka_unit_test(test_parse_diskstat_ios),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
