@@ -168,8 +168,9 @@ void ext4_journal_map(struct scrub_ctx *ctx)
 	struct jmap m = { .st = st };
 	errcode_t err;
 
-	if (!st->journal_known)
+	if (!st->journal_known || st->jmapped)
 		return;
+	st->jmapped = true;
 	err = ext2fs_block_iterate3(st->fs, st->fs->super->s_journal_inum,
 				    BLOCK_FLAG_READ_ONLY | BLOCK_FLAG_DATA_ONLY, NULL, jmap_block, &m);
 	if (err)
