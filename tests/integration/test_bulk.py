@@ -10,6 +10,7 @@ never reported from its record."""
 import os
 import re
 import stat
+import struct
 import subprocess
 import time
 
@@ -355,10 +356,10 @@ def test_ext4_bulk_records(image_factory):
     tables (ext4_bulk.c), read through the device's page cache window by
     window: files with data (their one extent in the inode: not opened),
     empty files, fast and slow symlinks, a FIFO, a file of 5 extents (a
-    tree below the inode: its record, but FIEMAP for its map).  Stat'ed
-    as before: a file with an attribute in the inode (the kernel checks
-    that area at lookup), hard links, directories.  Both runs find the
-    same; FSCRUB_DEBUG_NO_BULK=1 takes no record."""
+    tree below the inode: its record, but FIEMAP for its map), files with
+    an attribute in the inode (listed).  Stat'ed as before: hard links,
+    directories.  Both runs find the same; FSCRUB_DEBUG_NO_BULK=1 takes
+    no record."""
     img, mnt = ext4_mounted(image_factory)
     d = os.path.join(mnt, "d")
     os.mkdir(d)
@@ -387,10 +388,12 @@ def test_ext4_bulk_records(image_factory):
     time.sleep(1.1)
     r = run_fscrub("-v", mnt)
     assert r.rc == 0 and r.errors == [] and r.warnings == [], r
-    assert bulk_counts(r)[0] == 40 + 10 + 5 + 2 + 1 + 1, r
+    assert bulk_counts(r)[0] == 40 + 10 + 5 + 2 + 1 + 1 + 3, r
     records, reads, maps = ext4_bulk(r)
     # The hard links' records (2 links: stat'ed by the walk) are read too.
-    assert records == 59 + 2 and 0 < reads <= 4 and maps == 40 == bulk_maps(r), r
+    assert records == 62 + 2 and 0 < reads <= 4 and maps == 40 == bulk_maps(r), r
+    # The three attributes were listed and read from their records' files.
+    assert re.search(r"Phase 3: .* 3 attributes \(3 values read\)", r.stdout), r
     old = run_fscrub("-v", mnt, env={"FSCRUB_DEBUG_NO_BULK": "1"})
     assert bulk_counts(old)[0] == 0 and bulk_maps(old) == 0 and ext4_bulk(old)[0] == 0, old
     assert findings(old) == findings(r), (old, r)
@@ -475,6 +478,43 @@ def test_ext4_bulk_faults_still_found(image_factory):
     assert {c for c, p, i in got if i == over["itable"][1]} >= {"ext4.crosslink"}, r
     assert {c for c, p, i in got if i == over["journal"][1]} >= {"ext4.journal"}, r
     assert bulk_counts(r)[0] > 0, r
+    old = run_fscrub("-v", "-n", mnt, env={"FSCRUB_DEBUG_NO_BULK": "1"})
+    assert old.rc == 4 and bulk_counts(old)[0] == 0, old
+    assert findings(old) == findings(r), (old, r)
+
+
+def test_ext4_bulk_bad_ibody_xattr(image_factory):
+    """An attribute in the inode's body whose value lies outside the inode
+    (e_value_offs past its end; checksum fixed): ext4_iget() refuses the
+    inode, so ext4_bulk.c gives it no record and the walk stats it and
+    reports it with its path and exit 4, as FSCRUB_DEBUG_NO_BULK=1 does;
+    its well-formed neighbour comes from its record and is listed."""
+    from test_ext4 import inode_offset, inode_with_csum
+    need_fs("ext4")
+    img = image_factory("ext4", size_mb=300)
+    img.mkfs()
+    mnt = img.mount()
+    for name in ("bad", "good"):
+        p = os.path.join(mnt, name)
+        open(p, "w").close()
+        os.setxattr(p, "user.x", b"value")
+    ino = fsimage.inode_of(os.path.join(mnt, "bad"))
+    img.offline()
+    off = inode_offset(img, ino)
+    isize = 256
+    raw = bytearray(faults._pread(img.path, off, isize))
+    extra = struct.unpack_from("<H", raw, 0x80)[0]
+    entry = 128 + extra + 4
+    assert struct.unpack_from("<I", raw, 128 + extra)[0] == 0xEA020000, raw
+    struct.pack_into("<H", raw, entry + 2, 0x7FF0)         # e_value_offs
+    seed = faults._ext4_inode_csum_seed(img, faults._ext4_sb(img), ino)
+    faults._patch(img.path, off, inode_with_csum(raw, seed))
+    mnt = img.mount()
+    time.sleep(1.1)
+    r = run_fscrub("-v", "-n", mnt)
+    assert r.rc == 4, r
+    assert [(e.path, e.inode) for e in r.errors] == [(os.path.join(mnt, "bad"), ino)], r
+    assert bulk_counts(r)[0] == 1, r
     old = run_fscrub("-v", "-n", mnt, env={"FSCRUB_DEBUG_NO_BULK": "1"})
     assert old.rc == 4 and bulk_counts(old)[0] == 0, old
     assert findings(old) == findings(r), (old, r)

@@ -28,10 +28,11 @@
  * not a reserved inode, an attribute block and the extent tree's root
  * entries inside the filesystem and outside its own metadata (the
  * kernel's "system zone": superblocks, descriptors, bitmaps, inode tables,
- * the journal), and a fast symlink's target its size.  An inode with
- * attributes inside it is stat'ed too (the kernel checks that area at
- * lookup); one with an attribute block has BACKEND_INODE_XATTRS.  So a
- * damaged inode is stat'ed, and reported, exactly as without records.
+ * the journal), a fast symlink's target its size, and the attributes in
+ * the inode's body well formed (names and values inside it, no value in
+ * an EA inode).  An inode with attributes, in its body or in a block, has
+ * BACKEND_INODE_XATTRS: the walk lists them.  So a damaged inode is
+ * stat'ed, and reported, exactly as without records.
  * A record read before a change (the inode changed between this read and
  * the visit of its entry) is stale; the walk looks again through the VFS
  * before it reports anything, as it does with XFS's BULKSTAT records.
@@ -264,18 +265,61 @@ static int64_t time_ns(const struct ext2_inode_large *in, uint32_t sec, size_t e
 #define TIME_NS(in, f, big) \
 	time_ns((in), (in)->f, offsetof(struct ext2_inode_large, f##_extra), (big))
 
-/* Does the inode keep attributes in its body (entries after the magic)? */
-static bool ibody_xattrs(const unsigned char *raw, const struct ext2_inode_large *in,
-			 unsigned isize)
-{
-	size_t at = EXT2_GOOD_OLD_INODE_SIZE + in->i_extra_isize;
-	uint32_t magic, first;
+/* An in-inode attribute entry's header (struct ext4_xattr_entry). */
+struct ibody_entry {
+	uint8_t name_len, name_index;
+	uint16_t value_offs;
+	uint32_t value_inum, value_size, hash;
+};
 
-	if (isize <= EXT2_GOOD_OLD_INODE_SIZE || at + 8 > isize)
-		return false;
-	memcpy(&magic, raw + at, sizeof(magic));
-	memcpy(&first, raw + at + 4, sizeof(first));
-	return magic == IBODY_XATTR_MAGIC && first != 0;
+/* The bytes of an entry and its name, 4-aligned (EXT4_XATTR_LEN). */
+#define ENTRY_LEN(name_len) (((size_t)(name_len) + sizeof(struct ibody_entry) + 3) & ~(size_t)3)
+
+enum ibody { IBODY_NONE, IBODY_XATTRS, IBODY_BAD };
+
+/*
+ * The attributes in the inode's body, as ext4_iget() checks them
+ * (check_xattrs(), stricter where kernels differ): every name inside
+ * the inode and without a NUL, every value inside the value area, no
+ * value in an EA inode (IBODY_BAD: the record is not given; the walk's
+ * statx meets what the kernel says).
+ */
+static enum ibody ibody_xattrs(const unsigned char *raw, const struct ext2_inode_large *in,
+			       unsigned isize)
+{
+	size_t at = EXT2_GOOD_OLD_INODE_SIZE + in->i_extra_isize, first = at + 4, term, e;
+	uint32_t word;
+
+	if (at + 4 > isize)
+		return IBODY_NONE;
+	memcpy(&word, raw + at, sizeof(word));
+	if (word != IBODY_XATTR_MAGIC)
+		return IBODY_NONE;
+	/* The names, up to the 4 zero bytes that end them. */
+	for (term = first;; term += ENTRY_LEN(raw[term])) {
+		if (term + 4 > isize)
+			return IBODY_BAD;
+		memcpy(&word, raw + term, sizeof(word));
+		if (word == 0)
+			break;
+		if (term + ENTRY_LEN(raw[term]) >= isize ||
+		    strnlen((const char *)raw + term + sizeof(struct ibody_entry), raw[term]) !=
+		    raw[term])
+			return IBODY_BAD;
+	}
+	/* The values: after the names' end, inside the inode. */
+	for (e = first; e < term; e += ENTRY_LEN(raw[e])) {
+		struct ibody_entry x;
+
+		memcpy(&x, raw + e, sizeof(x));
+		if (x.value_inum != 0)
+			return IBODY_BAD;
+		if (x.value_size != 0 &&
+		    (x.value_offs > isize - first || first + x.value_offs < term + 4 ||
+		     ((x.value_size + 3ULL) & ~3ULL) > isize - first - x.value_offs))
+			return IBODY_BAD;
+	}
+	return term == first ? IBODY_NONE : IBODY_XATTRS;
 }
 
 /*
@@ -369,11 +413,13 @@ static bool record_of(struct scrub_ctx *ctx, const struct ext4_state *st, ext2_i
 	uint64_t acl = in.i_file_acl | (uint64_t)in.osd2.linux2.l_i_file_acl_high << 32;
 	uint64_t blocks = in.i_blocks;
 	size_t covered = EXT2_GOOD_OLD_INODE_SIZE + (big ? in.i_extra_isize : 0);
+	enum ibody ibody = !big ? IBODY_NONE :
+			   covered <= isize ? ibody_xattrs(raw, &in, isize) : IBODY_BAD;
 
 	if (in.i_links_count == 0 || in.i_dtime || reserved_ino(fs, ino) ||
 	    (in.i_flags & ~RECORD_FLAGS) || (int64_t)size < 0 ||
 	    (big && (covered > isize || (in.i_extra_isize & 3))) ||
-	    (acl && !blocks_valid(st, acl, 1)) || ibody_xattrs(raw, &in, isize) ||
+	    (acl && !blocks_valid(st, acl, 1)) || ibody == IBODY_BAD ||
 	    !type_valid(st, &in, size) ||
 	    !ext2fs_inode_csum_verify(fs, ino, (struct ext2_inode_large *)raw))
 		return false;
@@ -390,7 +436,7 @@ static bool record_of(struct scrub_ctx *ctx, const struct ext4_state *st, ext2_i
 		.gen = in.i_generation,
 		.nextents = UINT32_MAX,
 		.mode = in.i_mode,
-		.flags = acl ? BACKEND_INODE_XATTRS : 0,
+		.flags = acl || ibody == IBODY_XATTRS ? BACKEND_INODE_XATTRS : 0,
 	};
 	if (covered >= offsetof(struct ext2_inode_large, i_crtime) + sizeof(in.i_crtime))
 		r->btime_ns = TIME_NS(&in, i_crtime, big);
