@@ -119,7 +119,8 @@ struct ext4_state {
 	struct ext4_run *zones;
 	size_t nr_zones, alloc_zones;
 	_Atomic unsigned long long bulk_reads, bulk_records, bulk_maps;
-	bool jmapped;			/* ext4_journal_map() has run */
+	bool jmapped;			/* ext4_journal_map() has run ... */
+	errcode_t jmap_err;		/* ... with this result */
 	bool journal_known;		/* an internal journal we can read */
 	/* An external journal device found by its UUID (O_DIRECT), else -1. */
 	int jdev_fd;
@@ -225,9 +226,9 @@ void ext4_xref_inode(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext2_in
 void ext4_journal_open(struct scrub_ctx *ctx);
 /*
  * Before the walk (ext4_bulk_init()) and the inode scan: the internal
- * journal's runs into st->jruns, once.
+ * journal's runs into st->jruns, once; say: tell under -v what it found.
  */
-void ext4_journal_map(struct scrub_ctx *ctx);
+void ext4_journal_map(struct scrub_ctx *ctx, bool say);
 /*
  * Do blocks [p, p + len) meet the internal journal's?  If so, *first and
  * *last are the first and last shared blocks.

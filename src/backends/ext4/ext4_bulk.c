@@ -139,7 +139,7 @@ static int zones_build(struct scrub_ctx *ctx, struct ext4_state *st)
 	}
 	if (ext2fs_has_feature_mmp(fs->super) && ext4_blocks_in_fs(fs, fs->super->s_mmp_block, 1))
 		ext2fs_mark_block_bitmap2(map, fs->super->s_mmp_block);
-	ext4_journal_map(ctx);
+	ext4_journal_map(ctx, false);
 	if (ext2fs_has_feature_journal(fs->super) && !ext2fs_has_feature_journal_dev(fs->super) &&
 	    !st->nr_jruns) {
 		ext2fs_free_block_bitmap(map);

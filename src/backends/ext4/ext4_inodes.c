@@ -1641,7 +1641,7 @@ int ext4_scan_inodes(struct scrub_ctx *ctx)
 				   ext4_strerror(err));
 		goto out;
 	}
-	ext4_journal_map(ctx);
+	ext4_journal_map(ctx, true);
 	/*
 	 * A descriptor that puts its inode table outside the filesystem (an
 	 * ext4.group_desc error of phase 2) would stop the inode scan there:
