@@ -12,6 +12,8 @@
 #     FSCRUB_DEBUG_NO_BULK=1 fscrub -n MNT       (the per-file path: statx each entry)
 #     BASE_FSCRUB -n MNT                         (if set: e.g. a build of main, "before")
 # with `sync; echo 3 > /proc/sys/vm/drop_caches` before every command.
+# Every fscrub runs with --no-state: the runs time the scan, not the state
+# database (/var/lib/fscrub is shared with whatever else runs here).
 # The table gives median wall, user and system time, peak RSS and peak
 # RSS per inode.  With STRACE=1, one more cold run of each fscrub variant
 # under `strace -c -f` gives the system calls per file.
@@ -112,9 +114,9 @@ bench_fs() {	# FS
 		drop_caches
 		case $v in
 		0) timed "$log" find "$mnt" -xdev -printf '%i %n\n' || rc=$?;;
-		1) timed "$log" env -u FSCRUB_DEBUG_NO_BULK "$BIN/fscrub" -n "$mnt" || rc=$?;;
-		2) timed "$log" env FSCRUB_DEBUG_NO_BULK=1 "$BIN/fscrub" -n "$mnt" || rc=$?;;
-		3) timed "$log" "$BIN/fscrub.base" -n "$mnt" || rc=$?;;
+		1) timed "$log" env -u FSCRUB_DEBUG_NO_BULK "$BIN/fscrub" --no-state -n "$mnt" || rc=$?;;
+		2) timed "$log" env FSCRUB_DEBUG_NO_BULK=1 "$BIN/fscrub" --no-state -n "$mnt" || rc=$?;;
+		3) timed "$log" "$BIN/fscrub.base" --no-state -n "$mnt" || rc=$?;;
 		esac
 		[ "$rc" -eq 0 ] || { cat "$log" >&2; die "$fs: ${label[v]} exited $rc"; }
 	}
@@ -148,7 +150,7 @@ bench_fs() {	# FS
 			local cmd=(env -u FSCRUB_DEBUG_NO_BULK "$BIN/fscrub")
 			[ "$v" = 2 ] && cmd=(env FSCRUB_DEBUG_NO_BULK=1 "$BIN/fscrub")
 			[ "$v" = 3 ] && cmd=("$BIN/fscrub.base")
-			strace -c -f -o "$BENCH_DIR/logs/$fs.$v.strace" "${cmd[@]}" -n "$mnt" \
+			strace -c -f -o "$BENCH_DIR/logs/$fs.$v.strace" "${cmd[@]}" --no-state -n "$mnt" \
 				>/dev/null 2>&1 || true
 			echo "strace -c -f, ${label[v]}: per inode (calls / $inodes), futex left out:"
 			# strace -c's rows: % time, seconds, usecs/call, calls, [errors,] syscall

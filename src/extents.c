@@ -315,7 +315,7 @@ bool extents_check_bulk(struct walk_thread *t, struct extent_buf *eb,
 	if (!e->bulk || !ctx->ops->bulk_extents || ctx->no_fiemap ||
 	    stx_changed_during_scan(ctx, &e->stx))
 		return false;
-	n = ctx->ops->bulk_extents(ctx, e->bulk, eb->fm->fm_extents, eb->max_extents);
+	n = ctx->ops->bulk_extents(ctx, t->index, e->bulk, eb->fm->fm_extents, eb->max_extents);
 	if (n <= 0)
 		return false;
 	extent_cursor_init(&cur, ctx->dev_size);

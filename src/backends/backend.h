@@ -145,7 +145,8 @@ struct scrub_ops {
 			   size_t n, struct backend_inode *out);
 	/*
 	 * Phase 3, walk threads: the whole data fork map of the regular file
-	 * whose bulk record (from bulk_inodes) is b, as FIEMAP (flags 0)
+	 * whose bulk record is b (from the bulk_inodes call this thread made
+	 * for the getdents buffer being visited), as FIEMAP (flags 0)
 	 * would give it -- device bytes, FIEMAP_EXTENT_UNWRITTEN and
 	 * FIEMAP_EXTENT_LAST as it sets them -- in out[0 .. max-1], so that
 	 * the walk need not open the file.  Only for a file not changed since
@@ -158,7 +159,7 @@ struct scrub_ops {
 	 * vouch for this file's map (the walk maps it with FIEMAP), another
 	 * negative errno when it has no maps at all.  NULL: FIEMAP always.
 	 */
-	int (*bulk_extents)(struct scrub_ctx *ctx, const struct backend_inode *b,
+	int (*bulk_extents)(struct scrub_ctx *ctx, unsigned thread, const struct backend_inode *b,
 			    struct fiemap_extent *out, size_t max);
 	/* ... and of each entry whose inode could be stat'ed. */
 	void (*check_inode)(struct scrub_ctx *ctx, const struct backend_dir *d,

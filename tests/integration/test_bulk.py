@@ -10,12 +10,14 @@ never reported from its record."""
 import os
 import re
 import stat
+import struct
 import subprocess
 import time
 
 import pytest
 
 from conftest import FSCRUB, need_fs, need_tools, run_fscrub
+import faults
 import fsimage
 
 BULK_RE = re.compile(r"Phase 3: (\d+) of (\d+) entries' inodes from bulk records")
@@ -146,11 +148,10 @@ def test_syscalls_per_file(image_factory, workdir, fstype):
     files with data and 200 empty ones.  Before the bulk records a file
     cost a statx by name, an open, a statx of the open file, a FIEMAP, an
     xattr listing and a close, and on ext4 the backend's own FIEMAP and
-    statx on top: now XFS does not stat a file by name nor open an empty
-    one, nor, with the rmapbt, one with data (its map from GETFSMAP's
-    owner records), and ext4's backend takes phase
-    3's map (one FIEMAP per file, empty or not: ext4 has no bulk records
-    yet)."""
+    statx on top: now neither stats a file by name nor opens an empty
+    one, nor one with data: XFS (with the rmapbt) maps it from GETFSMAP's
+    owner records, ext4 from the extent root in its inode, read from the
+    inode table (ext4_bulk.c, one pread per 64 inodes)."""
     need_fs(fstype)
     need_tools("strace")
     img = image_factory(fstype, size_mb=300)
@@ -174,17 +175,16 @@ def test_syscalls_per_file(image_factory, workdir, fstype):
     c = syscalls(out)
     files = NR_DATA + NR_EMPTY
     print(c)
-    if fstype == "xfs":
-        # No statx, open or FIEMAP per file: files with data are mapped
-        # from GETFSMAP (rmapbt); a few dozen for the directories and
-        # phases 1-2.  Was two statx, an open and a FIEMAP per file.
-        assert c["statx"] < 100, c
-        assert c["openat"] < 100, c
-        assert c["ioctl"] < files / 8 + 100, c
-    else:
-        # FIEMAP: one per file (was two), statx two per file (was three).
-        assert c["ioctl"] < files + 100, c
-        assert c["statx"] < 2 * files + 100, c
+    # No statx, open or FIEMAP per file: files with data are mapped from
+    # GETFSMAP (XFS, rmapbt) or their inode (ext4); a few dozen for the
+    # directories and phases 1-2.  Was two statx, an open and a FIEMAP
+    # per file (ext4: three statx and two FIEMAP).
+    assert c["statx"] < 100, c
+    assert c["openat"] < 100, c
+    assert c["ioctl"] < files / 8 + 100, c
+    if fstype == "ext4":
+        # One pread of the inode table per 64 inodes.
+        assert c.get("pread64", 0) < files / 16 + 100, c
 
 
 @pytest.mark.parametrize("rmapbt", [0, 1])
@@ -329,3 +329,192 @@ def test_nameless_attr_forks_not_listed(image_factory):
     old = run_fscrub("-v", "-j", "1", mnt, env={"FSCRUB_DEBUG_NO_BULK": "1"})
     m = ATTRS_RE.search(old.stdout)
     assert m and int(m.group(1)) == 8 and findings(old) == findings(r), old
+
+
+# ------------------------------------------- ext4: records from the inode tables
+
+EXT4_BULK_RE = re.compile(r"Phase 3: (\d+) bulk records for the walk from (\d+) inode-table "
+                          r"reads; (\d+) files' extent maps from their inodes")
+
+
+def ext4_bulk(r):
+    """(records, inode-table reads, maps) ext4_bulk.c served the walk."""
+    m = EXT4_BULK_RE.search(r.stdout)
+    assert m, r
+    return tuple(int(g) for g in m.groups())
+
+
+def ext4_mounted(image_factory):
+    need_fs("ext4")
+    img = image_factory("ext4", size_mb=300)
+    img.mkfs()
+    return img, img.mount()
+
+
+def test_ext4_bulk_records(image_factory):
+    """On ext4 the walk's single-link non-directories come from the inode
+    tables (ext4_bulk.c), read through the device's page cache window by
+    window: files with data (their one extent in the inode: not opened),
+    empty files, fast and slow symlinks, a FIFO, a file of 5 extents (a
+    tree below the inode: its record, but FIEMAP for its map), files with
+    an attribute in the inode (listed).  Stat'ed as before: hard links,
+    directories.  Both runs find the same; FSCRUB_DEBUG_NO_BULK=1 takes
+    no record."""
+    img, mnt = ext4_mounted(image_factory)
+    d = os.path.join(mnt, "d")
+    os.mkdir(d)
+    for i in range(40):
+        with open(os.path.join(d, "f%02d" % i), "wb") as f:
+            f.write(b"x" * (1000 + 200 * i))
+    for i in range(10):
+        open(os.path.join(d, "e%02d" % i), "w").close()
+    for i in range(5):
+        os.symlink("t%d" % i, os.path.join(d, "s%d" % i))
+    for i in range(2):
+        os.symlink("L" * 100 + str(i), os.path.join(d, "slow%d" % i))
+    os.mkfifo(os.path.join(d, "fifo"))
+    with open(os.path.join(d, "holes"), "wb") as f:
+        for i in range(5):
+            f.seek(i * 2 * 4096)
+            f.write(b"h" * 4096)
+    for i in range(3):
+        p = os.path.join(d, "xa%d" % i)
+        open(p, "w").close()
+        os.setxattr(p, "user.x", b"1")
+    for i in range(2):
+        open(os.path.join(d, "hl%d" % i), "w").close()
+        os.link(os.path.join(d, "hl%d" % i), os.path.join(d, "hl%d.b" % i))
+    img.remount()
+    time.sleep(1.1)
+    r = run_fscrub("-v", mnt)
+    assert r.rc == 0 and r.errors == [] and r.warnings == [], r
+    assert bulk_counts(r)[0] == 40 + 10 + 5 + 2 + 1 + 1 + 3, r
+    records, reads, maps = ext4_bulk(r)
+    # The hard links' records (2 links: stat'ed by the walk) are read too.
+    assert records == 62 + 2 and 0 < reads <= 4 and maps == 40 == bulk_maps(r), r
+    # The three attributes were listed and read from their records' files.
+    assert re.search(r"Phase 3: .* 3 attributes \(3 values read\)", r.stdout), r
+    old = run_fscrub("-v", mnt, env={"FSCRUB_DEBUG_NO_BULK": "1"})
+    assert bulk_counts(old)[0] == 0 and bulk_maps(old) == 0 and ext4_bulk(old)[0] == 0, old
+    assert findings(old) == findings(r), (old, r)
+
+
+def test_ext4_bulk_same_findings_fixture_tree(image_factory):
+    """The fixture tree (fragmented and sparse files, many hard links,
+    special files, attributes): the same findings with and without the
+    bulk records, most of its files from records."""
+    img, mnt = ext4_mounted(image_factory)
+    fsimage.make_tree(mnt, deep=False)
+    img.remount()
+    time.sleep(1.1)
+    r = run_fscrub("-v", mnt)
+    # (its names with control characters are warnings)
+    assert r.rc == 0 and r.errors == [], r
+    assert bulk_counts(r)[0] > 100 and bulk_maps(r) > 50, r
+    old = run_fscrub("-v", mnt, env={"FSCRUB_DEBUG_NO_BULK": "1"})
+    assert bulk_counts(old)[0] == 0, old
+    assert findings(old) == findings(r), (old, r)
+
+
+def test_ext4_changed_after_bulk_read(image_factory):
+    """As test_changed_after_bulk_read, on ext4: the records of the root
+    directory's getdents buffer are read, then (FSCRUB_DEBUG_AFTER_BULK)
+    a symlink is replaced by a longer one, a file removed, an empty file
+    given data, a file an attribute, a file truncated, a hard link made;
+    the entries are visited with their stale records.  Nothing may be
+    reported from them: the symlink's size is looked at again (a change,
+    an info); the inode-table scan after the walk sees the removed inode
+    free and the others changed: nothing is an error or a warning."""
+    img, mnt = ext4_mounted(image_factory)
+    os.symlink("a", os.path.join(mnt, "sym"))
+    for name in ("gone", "empty", "xa", "hl"):
+        open(os.path.join(mnt, name), "w").close()
+    with open(os.path.join(mnt, "data"), "wb") as f:
+        f.write(b"d" * 65536)
+    img.remount()
+    time.sleep(1.1)
+    cmd = ("cd %s && ln -s bbbbbbbbbbbbbbbbbbbb sym.new && mv -T sym.new sym && rm gone && "
+           "echo more >> empty && sync empty && setfattr -n user.x -v 1 xa && "
+           "truncate -s 0 data && ln hl hl2 && sync" % mnt)
+    r = run_fscrub("-v", "-j", "1", mnt, env={"FSCRUB_DEBUG_AFTER_BULK": cmd})
+    assert os.readlink(os.path.join(mnt, "sym")) == "b" * 20, "the changes did not run"
+    assert r.rc == 0 and r.errors == [] and r.warnings == [], r
+    assert bulk_counts(r)[0] == 6 and bulk_maps(r) == 1, r
+    changed = r.of("Info", "symlink.size")
+    assert len(changed) == 1 and "changed while being checked" in changed[0].message, r
+
+
+def test_ext4_bulk_faults_still_found(image_factory):
+    """Inodes the kernel refuses to look up (ext4_iget()) get no record,
+    so the walk stats them and reports them as before, with their paths
+    and exit 4: a fast symlink whose size is not its target's length, a
+    file whose extent (in the inode) points into an inode table, one whose
+    extent points into the journal; and a single-name file whose link
+    count says 3 (its record says 3: stat'ed, nlink.count).  The findings
+    are those of FSCRUB_DEBUG_NO_BULK=1."""
+    from test_ext4 import victim
+    from test_ext4_journal import itable_of_group, journal_runs
+    need_fs("ext4")
+    img = image_factory("ext4", size_mb=300)
+    img.mkfs()
+    img.mount()
+    img.offline()
+    sym = faults.ext4_symlink_size(img)
+    nlink = faults.ext4_wrong_nlink(img)
+    over = {}
+    for what, target in (("itable", itable_of_group(img, 1) + 3),
+                         ("journal", journal_runs(img)[0] + 200)):
+        rel, ino, _ = victim(img, "over_" + what, data=b"v" * 4096)
+        faults.debugfs(img, "sif <%d> block[5] %d" % (ino, target), write=True)
+        over[what] = (rel, ino)
+    mnt = img.mount()
+    time.sleep(1.1)
+    r = run_fscrub("-v", "-n", mnt)
+    assert r.rc == 4, r
+    got = {(e.check, e.path, e.inode) for e in r.errors}
+    assert any(e.path == os.path.join(mnt, sym["path"]) and e.inode == sym["inode"]
+               for e in r.errors), r
+    assert ("nlink.count", os.path.join(mnt, nlink["path"]), nlink["inode"]) in got, r
+    assert {c for c, p, i in got if i == over["itable"][1]} >= {"ext4.crosslink"}, r
+    assert {c for c, p, i in got if i == over["journal"][1]} >= {"ext4.journal"}, r
+    assert bulk_counts(r)[0] > 0, r
+    old = run_fscrub("-v", "-n", mnt, env={"FSCRUB_DEBUG_NO_BULK": "1"})
+    assert old.rc == 4 and bulk_counts(old)[0] == 0, old
+    assert findings(old) == findings(r), (old, r)
+
+
+def test_ext4_bulk_bad_ibody_xattr(image_factory):
+    """An attribute in the inode's body whose value lies outside the inode
+    (e_value_offs past its end; checksum fixed): ext4_iget() refuses the
+    inode, so ext4_bulk.c gives it no record and the walk stats it and
+    reports it with its path and exit 4, as FSCRUB_DEBUG_NO_BULK=1 does;
+    its well-formed neighbour comes from its record and is listed."""
+    from test_ext4 import inode_offset, inode_with_csum
+    need_fs("ext4")
+    img = image_factory("ext4", size_mb=300)
+    img.mkfs()
+    mnt = img.mount()
+    for name in ("bad", "good"):
+        p = os.path.join(mnt, name)
+        open(p, "w").close()
+        os.setxattr(p, "user.x", b"value")
+    ino = fsimage.inode_of(os.path.join(mnt, "bad"))
+    img.offline()
+    off = inode_offset(img, ino)
+    isize = 256
+    raw = bytearray(faults._pread(img.path, off, isize))
+    extra = struct.unpack_from("<H", raw, 0x80)[0]
+    entry = 128 + extra + 4
+    assert struct.unpack_from("<I", raw, 128 + extra)[0] == 0xEA020000, raw
+    struct.pack_into("<H", raw, entry + 2, 0x7FF0)         # e_value_offs
+    seed = faults._ext4_inode_csum_seed(img, faults._ext4_sb(img), ino)
+    faults._patch(img.path, off, inode_with_csum(raw, seed))
+    mnt = img.mount()
+    time.sleep(1.1)
+    r = run_fscrub("-v", "-n", mnt)
+    assert r.rc == 4, r
+    assert [(e.path, e.inode) for e in r.errors] == [(os.path.join(mnt, "bad"), ino)], r
+    assert bulk_counts(r)[0] == 1, r
+    old = run_fscrub("-v", "-n", mnt, env={"FSCRUB_DEBUG_NO_BULK": "1"})
+    assert old.rc == 4 and bulk_counts(old)[0] == 0, old
+    assert findings(old) == findings(r), (old, r)

@@ -19,7 +19,9 @@
  * statfs (on a live filesystem they differ by reservations, delayed
  * allocation and changes not yet on the disk).
  *
- * Phase 3 (ext4_inodes.c) reads the inode tables after the walk.
+ * Phase 3 gives the walk its files' inodes and small extent maps from the
+ * inode tables (ext4_bulk.c), and reads the inode tables again after the
+ * walk (ext4_inodes.c).
  * Every suspect is confirmed by ext4_confirm.c before it is reported.
  */
 #include "backends/ext4/ext4.h"
@@ -143,6 +145,7 @@ static int ext4_scan_fs(struct scrub_ctx *ctx)
 	}
 
 	st->direct_fd = -1;
+	st->cached_fd = -1;
 	st->jdev_fd = -1;
 	ctx->backend = st;
 	if (ret < 0)
@@ -218,6 +221,7 @@ static void ext4_cleanup(struct scrub_ctx *ctx)
 		ext2fs_free_block_bitmap(st->claimed);
 	if (st->metadata)
 		ext2fs_free_block_bitmap(st->metadata);
+	ext4_bulk_free(st);
 	free(st->jruns);
 	if (st->jdev_fd >= 0)
 		close(st->jdev_fd);
@@ -668,6 +672,7 @@ static int ext4_scan_metadata(struct scrub_ctx *ctx)
 	compare_statfs(ctx);
 	report_verbose(ctx, "Phase 2: ext4: superblock, %u group descriptors and their "
 		       "bitmaps checked", st->fs->group_desc_count);
+	ext4_bulk_init(ctx);
 	return 0;
 }
 
@@ -690,6 +695,7 @@ static int ext4_scan_inodes_hook(struct scrub_ctx *ctx)
 
 	if (!st || !st->fs)
 		return 0;
+	ext4_bulk_report(ctx);
 	return ext4_scan_inodes(ctx);
 }
 
@@ -723,6 +729,8 @@ const struct scrub_ops ext4_ops = {
 	.scan_metadata = ext4_scan_metadata,
 	.scan_inodes = ext4_scan_inodes_hook,
 	.check_dir = ext4_check_dir,
+	.bulk_inodes = ext4_bulk_inodes,
+	.bulk_extents = ext4_bulk_extents,
 	.check_inode = ext4_check_inode,
 	.fsmap_owner_name = ext4_fsmap_owner_name,
 	.summary = ext4_summary,

@@ -10,6 +10,11 @@
  *                   link counts and extent maps against the walk, the block
  *                   bitmap against the blocks in use, blocks shared with
  *                   metadata or the journal, the inode bitmap.
+ *   ext4_bulk.c     phase 3's bulk records: the walk's inodes, and extent
+ *                   maps held whole in the inode, read from the inode
+ *                   tables through the block device's page cache (see
+ *                   there why that, not O_DIRECT), instead of a statx,
+ *                   an open and a FIEMAP per file.
  *   ext4_xref.c     the inode-core checks of e2fsck's pass 1.
  *   ext4_journal.c  the journal: its superblock, the internal journal's
  *                   blocks (which other inodes must not claim), an
@@ -28,7 +33,8 @@
  * first seen wrong is only a suspect until ext4_confirm_run() says so.
  *
  * Everything here is single-threaded (phases 1-3 outside the walk) except
- * ext4_walk_note(), which the walk threads call.
+ * the walk hooks (ext4_check_inode(), ext4_check_dir(), ext4_bulk_inodes(),
+ * ext4_bulk_extents()), which the walk threads call.
  */
 #ifndef FSCRUB_BACKEND_EXT4_H
 #define FSCRUB_BACKEND_EXT4_H
@@ -99,9 +105,22 @@ struct ext4_run {
 	uint64_t len;
 };
 
+struct ext4_bulk;
+
 struct ext4_state {
 	ext2_filsys fs;
 	int direct_fd;			/* the device, O_RDONLY|O_DIRECT */
+	/* The device through its page cache, for ext4_bulk.c only (else -1). */
+	int cached_fd;
+	/* ext4_bulk.c: per walk thread (nr_bulk), NULL: no bulk records. */
+	struct ext4_bulk *bulk;
+	unsigned nr_bulk;
+	/* The kernel's system zone (ext4_bulk.c): sorted, disjoint runs. */
+	struct ext4_run *zones;
+	size_t nr_zones, alloc_zones;
+	_Atomic unsigned long long bulk_reads, bulk_records, bulk_maps;
+	bool jmapped;			/* ext4_journal_map() has run ... */
+	errcode_t jmap_err;		/* ... with this result */
 	bool journal_known;		/* an internal journal we can read */
 	/* An external journal device found by its UUID (O_DIRECT), else -1. */
 	int jdev_fd;
@@ -171,6 +190,25 @@ int ext4_scan_inodes(struct scrub_ctx *ctx);
 bool ext4_fresh_maps(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 		     unsigned char *const *bufs, blk64_t b);
 
+/* ---- ext4_bulk.c ---- */
+
+/*
+ * End of phase 2 (main thread): the system zone and the per-thread
+ * buffers of the bulk hooks; without them (a damaged descriptor, an
+ * unknown journal) the hooks answer -EOPNOTSUPP and the walk stats.
+ */
+void ext4_bulk_init(struct scrub_ctx *ctx);
+void ext4_bulk_free(struct ext4_state *st);
+/* After the walk, under -v: what the bulk hooks served. */
+void ext4_bulk_report(struct scrub_ctx *ctx);
+/* The bulk_inodes and bulk_extents hooks (backend.h). */
+struct backend_inode;
+struct fiemap_extent;
+int ext4_bulk_inodes(struct scrub_ctx *ctx, unsigned thread, const uint64_t *inos, size_t n,
+		     struct backend_inode *out);
+int ext4_bulk_extents(struct scrub_ctx *ctx, unsigned thread, const struct backend_inode *r,
+		      struct fiemap_extent *out, size_t max);
+
 /* ---- ext4_xref.c ---- */
 
 /*
@@ -186,8 +224,11 @@ void ext4_xref_inode(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext2_in
  * names, opened into st->jdev_fd (-1 if it is not found: phase 3 says so).
  */
 void ext4_journal_open(struct scrub_ctx *ctx);
-/* Before the inode scan: the internal journal's runs into st->jruns. */
-void ext4_journal_map(struct scrub_ctx *ctx);
+/*
+ * Before the walk (ext4_bulk_init()) and the inode scan: the internal
+ * journal's runs into st->jruns, once; say: tell under -v what it found.
+ */
+void ext4_journal_map(struct scrub_ctx *ctx, bool say);
 /*
  * Do blocks [p, p + len) meet the internal journal's?  If so, *first and
  * *last are the first and last shared blocks.

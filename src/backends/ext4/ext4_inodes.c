@@ -241,7 +241,7 @@ void ext4_check_inode(struct scrub_ctx *ctx, const struct backend_dir *d,
 	(void)d;
 	if (!st || !st->fs)
 		return;
-	if (e->fd >= 0 && !stx_changed_during_scan(ctx, e->stx)) {
+	if ((e->fd >= 0 || (e->bulk_map && e->map)) && !stx_changed_during_scan(ctx, e->stx)) {
 		struct ext4_seen *s = seen_slot(st, (ext2_ino_t)e->stx->stx_ino, true);
 		uint32_t h;
 		struct statx after;
@@ -249,8 +249,11 @@ void ext4_check_inode(struct scrub_ctx *ctx, const struct backend_dir *d,
 		/*
 		 * Phase 3's own map when it has it whole (no second FIEMAP and
 		 * statx per file): read through this fd after the walk's look
-		 * at the inode, as ours would be.  A map that moves after it
-		 * (writeback) is a suspect the comparison looks at again.
+		 * at the inode, as ours would be, or from the inode's bulk
+		 * record (ext4_bulk.c: the kernel's inode-table buffer), which
+		 * the scan after the walk then compares with the disk.  A map
+		 * that moves after it (writeback) is a suspect the comparison
+		 * looks at again.
 		 */
 		if (s && e->map ? map_digest(e->map, e->nr_map, st->fs->blocksize, &h) :
 		    s && fiemap_digest(e->fd, st->fs->blocksize, &h) &&
@@ -1638,7 +1641,7 @@ int ext4_scan_inodes(struct scrub_ctx *ctx)
 				   ext4_strerror(err));
 		goto out;
 	}
-	ext4_journal_map(ctx);
+	ext4_journal_map(ctx, true);
 	/*
 	 * A descriptor that puts its inode table outside the filesystem (an
 	 * ext4.group_desc error of phase 2) would stop the inode scan there:

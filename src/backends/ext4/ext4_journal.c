@@ -162,19 +162,25 @@ static int jmap_block(ext2_filsys fs, blk64_t *blocknr, e2_blkcnt_t blockcnt, bl
 	return 0;
 }
 
-void ext4_journal_map(struct scrub_ctx *ctx)
+void ext4_journal_map(struct scrub_ctx *ctx, bool say)
 {
 	struct ext4_state *st = ext4_state(ctx);
 	struct jmap m = { .st = st };
-	errcode_t err;
 
 	if (!st->journal_known)
 		return;
-	err = ext2fs_block_iterate3(st->fs, st->fs->super->s_journal_inum,
-				    BLOCK_FLAG_READ_ONLY | BLOCK_FLAG_DATA_ONLY, NULL, jmap_block, &m);
-	if (err)
+	if (!st->jmapped) {
+		st->jmapped = true;
+		st->jmap_err = ext2fs_block_iterate3(st->fs, st->fs->super->s_journal_inum,
+						     BLOCK_FLAG_READ_ONLY | BLOCK_FLAG_DATA_ONLY,
+						     NULL, jmap_block, &m);
+	}
+	if (!say)
+		return;
+	if (st->jmap_err)
 		report_verbose(ctx, "Phase 3: ext4: the journal inode's blocks cannot be listed "
-			       "(%s): other inodes are not checked against them", ext4_strerror(err));
+			       "(%s): other inodes are not checked against them",
+			       ext4_strerror(st->jmap_err));
 	else
 		report_verbose(ctx, "Phase 3: ext4: the journal is %zu %s of blocks",
 			       st->nr_jruns, st->nr_jruns == 1 ? "run" : "runs");

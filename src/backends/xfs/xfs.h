@@ -149,8 +149,8 @@ struct fiemap_extent;
 void xfs_ownermap_init(struct xfs_state *xs);
 /* The GETFSMAP pass, once, in a walk thread: before the walk's first BULKSTAT. */
 void xfs_ownermap_prepare(struct scrub_ctx *ctx);
-int xfs_ownermap_extents(struct scrub_ctx *ctx, const struct backend_inode *b,
-			 struct fiemap_extent *out, size_t max);
+int xfs_ownermap_extents(struct scrub_ctx *ctx, unsigned thread,
+			 const struct backend_inode *b, struct fiemap_extent *out, size_t max);
 /*
  * For the bulk records: may BULKSTAT's HASATTR inode ino (ctime as
  * BULKSTAT gives it) be left unlisted?  True when phase 2 read its

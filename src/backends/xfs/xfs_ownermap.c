@@ -533,8 +533,8 @@ void xfs_ownermap_prepare(struct scrub_ctx *ctx)
 		om_ready(ctx, xs, xs->ownermap);
 }
 
-int xfs_ownermap_extents(struct scrub_ctx *ctx, const struct backend_inode *b,
-			 struct fiemap_extent *out, size_t max)
+int xfs_ownermap_extents(struct scrub_ctx *ctx, unsigned thread,
+			 const struct backend_inode *b, struct fiemap_extent *out, size_t max)
 {
 	struct xfs_state *xs = xfs_state(ctx);
 	struct xfs_ownermap *om = xs->ownermap;
@@ -543,6 +543,7 @@ int xfs_ownermap_extents(struct scrub_ctx *ctx, const struct backend_inode *b,
 	uint32_t want;
 	size_t n = 0;
 
+	(void)thread;	/* the owner map is shared */
 	if (!om || !om_ready(ctx, xs, om))
 		return -EOPNOTSUPP;
 	for (size_t i = first_of(om, b->ino); i < om->n && om->v[i].ino == b->ino; i++) {
