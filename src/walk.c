@@ -232,19 +232,11 @@ static void bulk_fetch(void *arg, const char *buf, long n)
 static const struct backend_inode *bulk_record(const struct walk_thread *t, uint64_t d_ino,
 					       unsigned char d_type)
 {
-	size_t lo = 0, hi = t->nr_bulk;
+	size_t i = bulk_index_of(t->bulk_inos, t->nr_bulk, d_ino);
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (t->bulk_inos[mid] < d_ino)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo == t->nr_bulk || t->bulk_inos[lo] != d_ino)
+	if (i == t->nr_bulk)
 		return NULL;
-	const struct backend_inode *b = &t->bulk[lo];
+	const struct backend_inode *b = &t->bulk[i];
 
 	if (b->ino != d_ino || b->nlink != 1 || S_ISDIR(b->mode) ||
 	    ((b->mode & S_IFMT) >> 12) != d_type)

@@ -107,6 +107,26 @@ enum {
 	BACKEND_INODE_XATTRS = 1 << 0,
 };
 
+/*
+ * Where ino is in inos[0 .. n-1], bulk_inodes's sorted numbers: its index,
+ * or n if it is not there.  The walk and the backends that keep a
+ * request's records look their entries up by it.
+ */
+static inline size_t bulk_index_of(const uint64_t *inos, size_t n, uint64_t ino)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (inos[mid] < ino)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n && inos[lo] == ino ? lo : n;
+}
+
 struct scrub_ops {
 	const char *name;
 	/* The tool named in "Unmount and run TOOL." */

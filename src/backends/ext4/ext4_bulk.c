@@ -541,19 +541,11 @@ int ext4_bulk_inodes(struct scrub_ctx *ctx, unsigned thread, const uint64_t *ino
 /* The tree of the record of ino in this thread's last request, or NULL. */
 static const struct bulk_tree *tree_of(const struct ext4_bulk *b, uint64_t ino)
 {
-	size_t lo = 0, hi = b->n;
+	size_t i = bulk_index_of(b->inos, b->n, ino);
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (b->inos[mid] < ino)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo == b->n || b->inos[lo] != ino || !(b->trees[lo].i_flags & EXT4_EXTENTS_FL))
+	if (i == b->n || !(b->trees[i].i_flags & EXT4_EXTENTS_FL))
 		return NULL;
-	return &b->trees[lo];
+	return &b->trees[i];
 }
 
 int ext4_bulk_extents(struct scrub_ctx *ctx, unsigned thread, const struct backend_inode *r,
