@@ -91,13 +91,12 @@ static void done(void *arg, const struct io_range *r, char *buf, int64_t res)
 	atomic_fetch_sub(&p->inflight, 1);
 }
 
-static void run(bool no_uring, const char *want_engine)
+/* A deleted temporary file of NR ranges of LEN bytes, range i filled with byte i. */
+static int make_file(struct io_range *ranges)
 {
 	char path[] = "/tmp/fscrub-test-ioengine.XXXXXX";
 	int fd = mkstemp(path);
-	struct io_range ranges[NR];
 	static char block[LEN];
-	struct probe p = { 0 };
 
 	assert_true(fd >= 0);
 	unlink(path);
@@ -106,6 +105,15 @@ static void run(bool no_uring, const char *want_engine)
 		assert_int_equal(pwrite(fd, block, LEN, (off_t)i * LEN), LEN);
 		ranges[i] = (struct io_range){ .off = (uint64_t)i * LEN, .len = LEN };
 	}
+	return fd;
+}
+
+static void run(bool no_uring, const char *want_engine)
+{
+	struct io_range ranges[NR];
+	int fd = make_file(ranges);
+	struct probe p = { 0 };
+
 	struct io_job job = {
 		.fd = fd, .ranges = ranges, .nr_ranges = NR, .depth = 4, .max_len = LEN,
 		.align = 4096, .no_uring = no_uring, .admit = admit, .done = done,
@@ -217,19 +225,10 @@ static void pieces_done(void *arg, const struct io_range *r, char *buf, int64_t 
 
 static void run_pieces(bool no_uring, const char *want_engine)
 {
-	char path[] = "/tmp/fscrub-test-ioengine.XXXXXX";
-	int fd = mkstemp(path);
 	struct io_range ranges[NR];
-	static char block[LEN];
+	int fd = make_file(ranges);
 	struct pieces p = { 0 };
 
-	assert_true(fd >= 0);
-	unlink(path);
-	for (unsigned i = 0; i < NR; i++) {
-		memset(block, (int)i, sizeof(block));
-		assert_int_equal(pwrite(fd, block, LEN, (off_t)i * LEN), LEN);
-		ranges[i] = (struct io_range){ .off = (uint64_t)i * LEN, .len = LEN };
-	}
 	struct io_job job = {
 		.fd = fd, .ranges = ranges, .nr_ranges = NR, .depth = 4, .max_len = LEN,
 		.align = 4096, .no_uring = no_uring, .admit = pieces_admit, .done = pieces_done,
