@@ -34,6 +34,10 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "slow: takes over 10 s, or (a VM boot, a variant) repeats the code paths of a "
         "faster case; the sanitizer pass of tests/run leaves it out (the plain pass runs it)")
+    config.addinivalue_line(
+        "markers", "alone: must not run beside other tests (tests/run runs the rest two at a "
+        "time, then these one by one): it drops the page cache, reads every mount or "
+        "measures I/O rates, load or timing that a neighbour would disturb")
     # fscrub records every run by root in the system's store (fscrub(8), RUN
     # HISTORY): the suite's runs go to a store of their own instead, as
     # systemd's StateDirectory= would place it, so that no test reads or
@@ -291,7 +295,5 @@ def big_fs(image_factory):
                 f.write(block)
     img.offline()
     img.attach(direct_io=True)      # reads go to the disk, not the host's cache
-    img.mount()
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("3\n")
+    img.mount()     # cold: the remount left nothing of it in memory
     return img.mnt

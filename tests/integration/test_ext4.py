@@ -129,6 +129,7 @@ def write_linked(mnt, size=900000):
     return big
 
 
+@pytest.mark.alone
 @pytest.mark.parametrize("fstype", ["ext2", "ext3"])
 def test_hard_links_with_indirect_block_maps(image_factory, fstype):
     """issue 18 item 3: ext2/ext3 map files with indirect blocks, and a

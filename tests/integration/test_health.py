@@ -85,6 +85,7 @@ def test_ext4_error_count_from_superblock(image_factory):
     assert fs["status"] == "sick" and fs["detail"]["errors_count"] == 3
 
 
+@pytest.mark.alone
 def test_ext4_live_error(image_factory):
     """A corrupted directory block read on the live filesystem: the kernel
     records the error, and health reports where it was."""
@@ -114,6 +115,7 @@ def test_ext4_live_error(image_factory):
                      p.stdout), p.stdout
 
 
+@pytest.mark.alone
 def test_btrfs_device_counters(btrfs_factory):  # noqa: F811
     fs = btrfs_factory()
     corrupt_data(fs)

@@ -171,6 +171,7 @@ def test_open_for_writing_is_skipped(fs):
     assert [f.path for f in skipped] == [files["small"]], r
 
 
+@pytest.mark.alone
 def test_record_right_after_writing_says_next_time(fs):
     """--record straight after the files were written: their ctime is in
     the second before the scan, too close to tell from a change during it,

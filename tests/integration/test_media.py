@@ -295,6 +295,7 @@ def test_tmpfs_reads_file_by_file(workdir):
         t.cleanup(remove=True)
 
 
+@pytest.mark.alone
 def test_limit_caps_the_read_rate(image_factory):
     img = image_factory("xfs", size_mb=320).mkfs()
     mnt = img.mount()
@@ -342,6 +343,7 @@ class DirectReader:
         self.proc.wait(timeout=10)
 
 
+@pytest.mark.alone
 @pytest.mark.parametrize("signal", ["psi", "requests",
                                     pytest.param("device", marks=pytest.mark.slow)])
 def test_limit_auto_backs_off_under_a_competing_load(image_factory, signal):
@@ -389,6 +391,7 @@ def test_limit_auto_backs_off_under_a_competing_load(image_factory, signal):
     assert got and int(got.group(1)) == 120 << 20 and int(got.group(2)) >= 1, r
 
 
+@pytest.mark.alone
 def test_background_defaults_to_limit_auto(image_factory):
     img = image_factory("xfs", size_mb=320).mkfs()
     mnt = img.mount()

@@ -238,6 +238,7 @@ def test_choice_from_fstab_format(tmp_path):
     assert p.cmds["/mnt/tab\\011and space"][-1] == "/mnt/tab\\011and space"   # as shown
 
 
+@pytest.mark.alone
 def test_proc_mounts_and_mountinfo_agree():
     """The kernel's two tables, one in each format, give the same choice."""
     a = plan("-m", "/proc/self/mountinfo")

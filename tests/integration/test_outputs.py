@@ -183,7 +183,10 @@ def test_progress_bar_on_a_terminal(big_fs):
     tty = b"".join(chunks).decode()
     frames = [f for f in tty.split("\r") if f.startswith("Phase 5: Verify file data")]
     assert frames, repr(tty[:500])
-    assert re.search(r"\d+\.\d%", frames[0]) and "/s" in frames[0] and "ETA" in frames[0], frames
+    assert all(re.search(r"\d+\.\d%", f) and "/s" in f for f in frames), frames
+    # an estimate from the first frame with bytes read (a busy host may draw 0 first)
+    read = [f for f in frames if " 0/" not in f]
+    assert read and "ETA" in read[0], frames
     assert tty.endswith("\r\x1b[K")           # erased at the end
     assert "\n" not in tty                    # one line, redrawn in place
     # at most a few redraws a second

@@ -42,6 +42,7 @@ def test_signal_cancels_with_partial_summary(big_fs, sig):
     assert "Phase 6" not in out
 
 
+@pytest.mark.alone
 def test_background_priority(big_fs):
     need_tools("ionice")
     p, out = start_and_freeze("-b", big_fs)

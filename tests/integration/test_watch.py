@@ -25,6 +25,10 @@ from conftest import FSCRUB, TOP, check_sanitizers, need_root, need_tools
 from fsimage import run
 from test_btrfs import btrfs_factory, corrupt_data  # noqa: F401 (a fixture)
 
+# The watcher listens to every mounted filesystem and these tests drop the
+# page cache: never beside other tests (tests/run runs them after the rest).
+pytestmark = pytest.mark.alone
+
 EVENT_TIMEOUT = 10      # seconds: the event comes within milliseconds; slack for a busy host
 
 
