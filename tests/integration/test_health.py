@@ -258,7 +258,8 @@ def test_default_lists_every_fs_once(btrfs_factory, image_factory):  # noqa: F81
     """Without arguments: every ext4, XFS and btrfs, once each, a btrfs
     mounted only by a subvolume included, tmpfs not.  Run in a private mount
     namespace from which every other such mount but / is unmounted (the
-    host's mounts are not touched), so that only these are looked at."""
+    host's mounts are not touched), so that only these are looked at.  (A
+    mount under one unmounted before it is gone already: its umount fails.)"""
     need_tools("unshare", "findmnt")
     fs = btrfs_factory()
     mnt = fs.mount()
@@ -272,7 +273,7 @@ def test_default_lists_every_fs_once(btrfs_factory, image_factory):  # noqa: F81
 mount --make-rprivate /
 findmnt -rn -t ext4,xfs,btrfs -o TARGET | while read -r t; do
   t=$(printf '%b' "$t")
-  case "$t" in /|"$1"|"$2") ;; *) umount -l "$t" ;; esac
+  case "$t" in /|"$1"|"$2") ;; *) umount -l "$t" 2>/dev/null || : ;; esac
 done
 mount --bind "$2" "$3"
 exec "$4" health --json"""
