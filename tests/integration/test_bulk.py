@@ -665,3 +665,27 @@ def test_btrfs_records_only_of_unchanged_inodes(image_factory):
     r = run_fscrub("-v", mnt)
     assert r.rc == 0 and r.errors == [] and r.warnings == [], r
     assert bulk_counts(r) == (10, 17), r
+
+
+@pytest.mark.parametrize("what", ["nbytes", "nbytes_snapshot", "missing_file_extent", "nlink",
+                                  "inode_ref_gone", "crosslink"])
+def test_btrfs_tree_faults_same_with_records(image_factory, what):
+    """test_btrfs_trees's faults in inode and file extent items (nbytes
+    that disagrees with the extents, in the top subvolume and a snapshot;
+    a deleted file extent item; a wrong link count; a name without its
+    INODE_REF; two files' extents on one disk extent), on the mounted
+    image: the walk takes what it can from the records (a map whose bytes
+    are not nbytes is not given: FIEMAP) and the run finds what
+    FSCRUB_DEBUG_NO_BULK=1 finds, with exit 4."""
+    import test_btrfs_trees as tt
+    need_tools("btrfs")
+    img = tt.populated_image(image_factory)
+    tt.inject(img, what)
+    mnt = img.mount("compress=zstd")
+    time.sleep(1.1)
+    r = run_fscrub("-v", "-n", mnt)
+    old = run_fscrub("-v", "-n", mnt, env={"FSCRUB_DEBUG_NO_BULK": "1"})
+    assert r.rc == old.rc == 4, (r, old)
+    assert bulk_counts(r)[0] > 0 and bulk_counts(old)[0] == 0, (r, old)
+    assert findings(old) == findings(r), (old, r)
+    assert walk_totals(old) == walk_totals(r), (old, r)
