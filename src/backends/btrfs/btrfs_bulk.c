@@ -147,16 +147,22 @@ struct gather {
 
 struct btrfs_bulk *btrfs_bulk_new(struct scrub_ctx *ctx, uint32_t sectorsize)
 {
-	struct btrfs_bulk *b = calloc(1, sizeof(*b));
+	unsigned nr_threads = ctx->opt.nr_threads ? ctx->opt.nr_threads : 1;
+	struct btrfs_bulk *b;
 
-	if (!b || !sectorsize)
-		return free(b), NULL;
+	if (!sectorsize || sectorsize % 512)
+		return NULL;
+	b = calloc(1, sizeof(*b));
+	if (!b)
+		return NULL;
+	b->t = calloc(nr_threads, sizeof(*b->t));
+	if (!b->t) {
+		free(b);
+		return NULL;
+	}
 	b->fd = ctx->mnt_fd;
 	b->sectorsize = sectorsize;
-	b->nr_threads = ctx->opt.nr_threads ? ctx->opt.nr_threads : 1;
-	b->t = calloc(b->nr_threads, sizeof(*b->t));
-	if (!b->t)
-		return free(b), NULL;
+	b->nr_threads = nr_threads;
 	pthread_mutex_init(&b->lock, NULL);
 	return b;
 }
@@ -227,7 +233,7 @@ static int64_t time_ns(const unsigned char *ts, bool *ok)
 	uint64_t sec = btrfs_get64(ts + offsetof(struct btrfs_timespec, sec));
 	uint32_t nsec = btrfs_get32(ts + offsetof(struct btrfs_timespec, nsec));
 
-	/* Beyond what a statx timestamp's ns fit in an int64_t. */
+	/* A time whose nanoseconds since the epoch do not fit a backend_inode's int64_t. */
 	if (nsec >= 1000000000U || (int64_t)sec > INT64_MAX / 1000000000LL - 1 ||
 	    (int64_t)sec < INT64_MIN / 1000000000LL + 1)
 		*ok = false;
@@ -341,7 +347,7 @@ static void file_extent(struct gather *g, const struct btrfs_tree_item *it)
 	if (g->map_odd)
 		return;
 	if (it->len < FE_INLINE_START || FE_FIELD(it, encryption)[0] ||
-	    btrfs_get32(FE_FIELD(it, other_encoding)) & 0xffff ||
+	    FE_FIELD(it, other_encoding)[0] || FE_FIELD(it, other_encoding)[1] ||
 	    (comp = FE_FIELD(it, compression)[0]) > MAX_COMPRESSION) {
 		g->map_odd = true;
 		return;
