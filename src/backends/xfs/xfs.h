@@ -133,8 +133,8 @@ void xfs_walkstat_add(struct scrub_ctx *ctx, const struct backend_dir *d, const 
 void xfs_walkstat_flush(struct scrub_ctx *ctx, const struct backend_dir *d);
 /* The bulk_inodes hook (backend.h): the walk's inodes by BULKSTAT. */
 struct backend_inode;
-int xfs_walkstat_bulk(struct scrub_ctx *ctx, unsigned thread, const uint64_t *inos, size_t n,
-		      struct backend_inode *out);
+int xfs_walkstat_bulk(struct scrub_ctx *ctx, const struct backend_dir *d,
+		      const uint64_t *inos, size_t n, struct backend_inode *out);
 /* "N inodes compared with BULKSTAT in M requests" (-v), after the walk. */
 void xfs_walkstat_report(struct scrub_ctx *ctx);
 
