@@ -96,6 +96,8 @@ struct xfs_state {
 	bool shut_down;			/* the kernel shut the filesystem down */
 	atomic_ullong nr_bulkstat;	/* inodes BULKSTAT returned in phase 2 */
 	atomic_ullong nr_sick, nr_checked;
+	/* Phase 2's inode chunk reads, and the batches that had reads in flight. */
+	atomic_ullong chunk_reads, chunk_batches;
 
 	pthread_mutex_t lock;		/* deferred */
 	struct xfs_deferred *deferred;
