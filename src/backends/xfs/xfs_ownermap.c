@@ -56,6 +56,7 @@
 #include "backends/backend.h"
 #include "context.h"
 #include "crc32c.h"
+#include "fsmap.h"
 #include "report.h"
 #include "strbuf.h"
 
@@ -390,14 +391,14 @@ static bool om_build(struct scrub_ctx *ctx, struct xfs_state *xs, struct xfs_own
 {
 	unsigned bs = xs->geo.blocksize;
 	uint64_t agbytes = (uint64_t)xs->geo.agblocks * bs;
-	uint32_t dev = xfs_fsmap_dev(ctx->root_stx.stx_dev_major, ctx->root_stx.stx_dev_minor);
+	uint32_t dev = fsmap_dev(ctx->root_stx.stx_dev_major, ctx->root_stx.stx_dev_minor);
 	struct om_query q = { .om = om, .bs = bs };
 	int ret = 0;
 
 	for (uint32_t ag = 0; ag < om->nags && !ret; ag++) {
 		size_t from = om->n;
 
-		ret = xfs_fsmap_query(xs->fd, dev, ag * agbytes, (ag + 1) * agbytes - 1, om_take, &q);
+		ret = fsmap_query(xs->fd, dev, ag * agbytes, (ag + 1) * agbytes - 1, om_take, &q);
 		mark_overlaps(om->v, from, om->n);
 	}
 	if (ret < 0) {
