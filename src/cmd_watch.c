@@ -25,7 +25,10 @@
  * and on each event; a targeted check of that inode
  * (watch_probe: a directory is read whole and every entry statx()ed, other
  * inodes statx()ed), whose findings are printed on stdout in the report's
- * format and check ids; then the full scrub is started: --on-error CMD, by
+ * format and check ids; an XFS media error names only sectors: they are
+ * mapped to the files and metadata that hold them (watch_media.h), each
+ * file recorded with its path and its bad bytes read again directly
+ * (watch_read_range); then the full scrub is started: --on-error CMD, by
  * default `systemctl start --no-block fscrub@<escaped mount>.service`, at
  * most once per filesystem per --min-interval seconds (3600).
  *
@@ -68,6 +71,7 @@
 #include "state.h"
 #include "strbuf.h"
 #include "subcmd.h"
+#include "watch_media.h"
 
 /* One scrub per filesystem per hour at most: a failing disk sends many events. */
 #define DEFAULT_MIN_INTERVAL 3600
@@ -481,6 +485,66 @@ static void watch_probe(struct watched *w, int fd, const char *path, uint64_t in
 		errors == 1 ? "" : "s");
 }
 
+/* Direct reads of 4 KiB: aligned for O_DIRECT on any sector size up to 4 KiB. */
+#define READ_STEP 4096U
+
+/*
+ * The bytes [off, off+len) of the file behind the O_PATH descriptor fd,
+ * read again directly (O_DIRECT: from the device, not the page cache), as
+ * a media error said they are unreadable; logs what it found.
+ */
+static void watch_read_range(struct watched *w, int fd, const char *path, uint64_t ino,
+			     uint64_t off, uint64_t len)
+{
+	uint64_t bad_lo = 0, bad_hi = 0, pos;
+	unsigned errors = 0;
+	char proc[64];
+	void *buf = NULL;
+	int rfd, bad_err = 0;
+
+	if (probed_recently(w, ino)) {
+		fprintf(stderr, "fscrub watch: %s: %s (inode %llu) was checked less than %d s "
+			"ago: not checked again\n", w->m.target, path, (unsigned long long)ino,
+			PROBE_QUIET_S);
+		return;
+	}
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	rfd = open(proc, O_RDONLY | O_DIRECT | O_NOATIME | O_CLOEXEC);
+	if (rfd < 0 && errno == EPERM)	/* O_NOATIME: not the owner, no CAP_FOWNER */
+		rfd = open(proc, O_RDONLY | O_DIRECT | O_CLOEXEC);
+	if (rfd < 0 || posix_memalign(&buf, READ_STEP, READ_STEP)) {
+		fprintf(stderr, "fscrub watch: %s: cannot read %s (inode %llu): %s\n", w->m.target,
+			path, (unsigned long long)ino, strerror(rfd < 0 ? errno : ENOMEM));
+		if (rfd >= 0)
+			close(rfd);
+		return;
+	}
+	for (pos = off - off % READ_STEP; pos < off + len; pos += READ_STEP) {
+		if (pread(rfd, buf, READ_STEP, (off_t)pos) >= 0 || !is_corruption(errno))
+			continue;
+		if (!errors++) {
+			bad_lo = pos;
+			bad_err = errno;
+		}
+		bad_hi = pos + READ_STEP - 1;
+	}
+	free(buf);
+	close(rfd);
+	if (errors) {
+		struct strbuf what = STRBUF_INIT;
+
+		strbuf_addf(&what, "bytes %llu-%llu cannot be read", (unsigned long long)bad_lo,
+			    (unsigned long long)bad_hi);
+		finding(CHECK_MEDIA_FILE, path, NULL, ino, what.buf, bad_err);
+		strbuf_release(&what);
+		fflush(stdout);
+	}
+	fprintf(stderr, "fscrub watch: %s: checked %s (inode %llu): bytes %llu-%llu read "
+		"directly, %u unreadable block%s\n", w->m.target, path, (unsigned long long)ino,
+		(unsigned long long)off, (unsigned long long)(off + len - 1), errors,
+		errors == 1 ? "" : "s");
+}
+
 /* ---- events ---- */
 
 /*
@@ -755,6 +819,102 @@ static bool hm_describe(const struct hm_ctx *c, const struct healthmon_event *ev
 	}
 }
 
+/*
+ * At most this many parts of one media error are listed, recorded and
+ * checked: a whole failed device is one event, and the scrub it starts
+ * reads everything anyway.
+ */
+#define MEDIA_PARTS_MAX 64
+
+/* One inode that owns part of a media error: resolved, recorded, checked. */
+static void hm_media_inode(struct hm_ctx *c, const struct media_owner *o, struct event_info *e)
+{
+	struct watched *w = c->w;
+	struct strbuf path = STRBUF_INIT;
+	int fd = xfs_inode_path(w, o->owner, o->gen, &path);
+
+	e->ino = o->owner;
+	e->path = fd >= 0 ? path.buf : NULL;
+	if (fd >= 0)
+		fprintf(stderr, ", path %s\n", path.buf);
+	else
+		fprintf(stderr, ", path not resolved: %s\n", strerror(-fd));
+	watch_record_event(c->wt, w, e);
+	if (fd >= 0 && media_owner_is_data(o))
+		watch_read_range(w, fd, path.buf, o->owner, o->file_off, o->len);
+	else if (fd >= 0)
+		watch_probe(w, fd, path.buf, o->owner);
+	if (fd >= 0)
+		close(fd);
+	strbuf_release(&path);
+}
+
+/* The owners of the bad sectors of a data device media error, or -errno. */
+static int hm_media_owners(const struct watched *w, const struct healthmon_event *ev,
+			   struct media_owners *o)
+{
+	/* daddr and bbcount count 512-byte sectors whatever the device's sector size */
+	uint64_t off = ev->daddr * 512, len = ev->bbcount * 512;
+	int root, ret;
+
+	if (ev->domain != HM_DOMAIN_DATADEV)
+		return -ENODEV;
+	if (ev->bbcount > UINT64_MAX / 512 || ev->daddr > (UINT64_MAX - len) / 512)
+		return -ERANGE;
+	if ((ret = root = watched_root(w)) >= 0) {
+		ret = watch_media_owners(root, w->m.devno, off, len, o);
+		close(root);
+	}
+	return ret;
+}
+
+/*
+ * A media error: what its sectors hold (GETFSMAP), a line for each part;
+ * each file among the owners recorded as an event with its path and
+ * checked (its data read again directly, an attribute fork or extent map
+ * by a statx()).  Without a file among the owners the event is recorded
+ * as the kernel gave it.  One event for the counters and the scrub.
+ */
+static void hm_media_error(struct hm_ctx *c, const struct healthmon_event *ev,
+			   struct event_info *e)
+{
+	struct media_owners o = { 0 };
+	struct watched *w = c->w;
+	size_t files = 0;
+	int ret = hm_media_owners(w, ev, &o);
+
+	if (ret)
+		fprintf(stderr, "fscrub watch: %s: XFS media error: the sectors are not mapped "
+			"to files: %s\n", w->m.target, ret == -ENODEV ?
+			"they are not on the data device" : strerror(-ret));
+	for (size_t i = 0; i < o.n && i < MEDIA_PARTS_MAX; i++) {
+		struct strbuf what = STRBUF_INIT;
+
+		media_owner_describe(&o.v[i], &what);
+		fprintf(stderr, "fscrub watch: %s: XFS media error: device bytes %llu-%llu: %s",
+			w->m.target, (unsigned long long)o.v[i].dev_off,
+			(unsigned long long)(o.v[i].dev_off + o.v[i].len - 1), what.buf);
+		strbuf_release(&what);
+		if (!media_owner_is_inode(&o.v[i])) {
+			fputc('\n', stderr);
+			continue;
+		}
+		hm_media_inode(c, &o.v[i], e);
+		files++;
+	}
+	if (o.n > MEDIA_PARTS_MAX)
+		fprintf(stderr, "fscrub watch: %s: XFS media error: %zu more parts not listed\n",
+			w->m.target, o.n - MEDIA_PARTS_MAX);
+	e->ino = 0;
+	e->path = NULL;
+	if (!files)
+		watch_record_event(c->wt, w, e);
+	w->nr_events++;
+	watch_write_metrics(c->wt);
+	trigger(c->wt, w, e);
+	media_owners_release(&o);
+}
+
 /* One event of w's monitor: logged; the others as a FAN_FS_ERROR event. */
 static void on_hm_event(const struct healthmon_event *ev, void *arg)
 {
@@ -777,7 +937,9 @@ static void on_hm_event(const struct healthmon_event *ev, void *arg)
 			fprintf(stderr, ", path not resolved: %s", strerror(-fd));
 		fputc('\n', stderr);
 	}
-	if (act) {
+	if (act && ev->type == HM_TYPE_MEDIA_ERROR) {
+		hm_media_error(c, ev, &e);
+	} else if (act) {
 		watch_count_event(c->wt, w, &e);
 		if (fd >= 0)
 			watch_probe(w, fd, path.buf, e.ino);

@@ -24,6 +24,8 @@ import pytest
 from conftest import FSCRUB, TOP, check_sanitizers, need_root, need_tools
 from fsimage import run
 from test_btrfs import btrfs_factory, corrupt_data  # noqa: F401 (a fixture)
+from test_media import bad_media  # noqa: F401 (a fixture)
+import fsimage
 
 EVENT_TIMEOUT = 10      # seconds: the event comes within milliseconds; slack for a busy host
 
@@ -474,6 +476,66 @@ def test_xfs_health_monitor_events(image_factory, watcher, workdir, fake_healthm
         ("xfs_media_error", None, None, None), ("xfs_shutdown", None, None, None),
         ("xfs_lost_events", None, None, None)], got
     assert fs["events"][-1]["error_count"] == 12
+
+
+def test_xfs_media_error_mapped_to_files(image_factory, bad_media, watcher,  # noqa: F811
+                                        workdir, fake_healthmon):
+    """A media error of the health monitor is a range of sectors: the
+    watcher maps it with GETFSMAP to what it holds -- the file whose blocks
+    it covers (path, file offsets), the superblock, free space -- records
+    the file with its path, and reads the file's bad bytes again directly.
+    The sectors are really unreadable here (eiofs under the loop device),
+    so the check reports them; a media error of the log device is said not
+    to be mapped."""
+    img = image_factory("xfs", size_mb=300)
+    img.mkfs()
+    mnt = img.mount()
+    os.mkdir(os.path.join(mnt, "d"))
+    with open(os.path.join(mnt, "d", "victim"), "wb") as fh:
+        fh.write(os.urandom(256 << 10))
+        fh.flush()
+        os.fsync(fh.fileno())
+    [ext] = fsimage.fiemap(os.path.join(mnt, "d", "victim"))
+    bad = ext["physical"] + (64 << 10)      # file bytes 65536-73727
+    m = bad_media(img, [(bad, 8192)])
+    f = os.path.join(m.mnt, "d", "victim")
+    fino = os.stat(f).st_ino
+    last = os.path.getsize(img.path) // 512 - 8      # the device's last 4 KiB: free
+    fake_healthmon([
+        hm_record(0, 0),                                            # running
+        hm_record(5, 7, (16, "Q", bad // 512), (24, "Q", 16)),      # the file's blocks
+        hm_record(5, 7, (16, "Q", 0), (24, "Q", 1)),                # the superblock
+        hm_record(5, 7, (16, "Q", last), (24, "Q", 8)),             # free space
+        hm_record(7, 7, (16, "Q", 64), (24, "Q", 8)),               # the log device
+        hm_record(0, 2),                                            # unmount
+    ])
+    w = watcher("-v", "--on-error", "true", m.mnt)
+    mm = re.escape(m.mnt)
+    w.wait_for(r"^fscrub watch: %s: the XFS health monitor ended$" % mm)
+    w.wait_for(r"^fscrub watch: %s: checked %s \(inode %d\): bytes 65536-73727 read "
+               r"directly, 2 unreadable blocks$" % (mm, re.escape(f), fino))
+    err = w.stderr()
+    for line in [
+        r"XFS media error: device bytes %d-%d: data of inode %d at bytes 65536-73727, "
+        r"path %s" % (bad, bad + 8191, fino, re.escape(f)),
+        r"XFS media error: device bytes 0-511: filesystem metadata: static filesystem "
+        r"metadata \(superblock, AG headers\)",
+        r"XFS media error: device bytes %d-%d: free space" % (last * 512, last * 512 + 4095),
+        r"XFS media error: the sectors are not mapped to files: they are not on the data "
+        r"device",
+    ]:
+        assert re.search(r"^fscrub watch: %s: %s$" % (mm, line), err, re.M), (line, err)
+    assert re.search(r"^Error: %s \(inode %d\): bytes 65536-73727 cannot be read: "
+                     r"Input/output error \[media\.file\]$" % (re.escape(f), fino),
+                     w.stdout(), re.M), w.stdout()
+    assert w.stop() == 0
+    p = subprocess.run([FSCRUB, "status", "--state-dir", os.path.join(workdir, "state"),
+                        "--json", m.mnt], capture_output=True, text=True)
+    check_sanitizers(p.stderr)
+    [fs] = json.loads(p.stdout)["filesystems"]
+    got = [(e["kind"], e["inode"], e["path"]) for e in fs["events"]]
+    assert got == [("xfs_media_error", fino, f), ("xfs_media_error", None, None),
+                   ("xfs_media_error", None, None), ("xfs_media_error", None, None)], got
 
 
 def test_xfs_health_monitor_taken(image_factory, watcher, fake_healthmon):
