@@ -39,7 +39,9 @@
  * mount root is opened for each event and each btrfs poll, and checked to
  * be the same filesystem), so the watcher never holds a filesystem busy:
  * neither the fanotify mark nor the health monitor pins the mount, and an
- * unmounted filesystem is dropped from the list.
+ * unmounted filesystem is dropped from the list.  Nothing watchable at
+ * start (systemd starts the watcher before the filesystems are mounted) is
+ * no error unless mount points were named: it says so and waits.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -1140,6 +1142,26 @@ static bool watched_devno(const struct watch *wt, dev_t devno)
 }
 
 /*
+ * Nothing watched, every mount watched: started by systemd before the
+ * filesystems are mounted (or with only some not watchable yet), the
+ * watcher waits for them rather than exit, and says so.
+ */
+static void say_waiting(void)
+{
+	fprintf(stderr, "fscrub watch: nothing to watch now: waiting for an ext4, XFS or btrfs "
+		"filesystem to be mounted\n");
+}
+
+static size_t nr_watching(const struct watch *wt)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < wt->nr; i++)
+		n += wt->w[i].how != WATCH_NONE;
+	return n;
+}
+
+/*
  * The mount table changed: drop the filesystems that are gone (the kernel
  * removed their fanotify marks when they were unmounted; a health monitor
  * is closed here), set up those that came (every watchable one, or those
@@ -1148,7 +1170,7 @@ static bool watched_devno(const struct watch *wt, dev_t devno)
 static void rescan(struct watch *wt)
 {
 	struct fsmount_list now;
-	size_t before = wt->nr;
+	size_t before = wt->nr, watching = nr_watching(wt);
 	bool changed = false;
 
 	if (fsmounts_collect("watch", NULL, 0, wt->named ? any_type : watchable, &now))
@@ -1179,6 +1201,8 @@ static void rescan(struct watch *wt)
 	fsmounts_release(&now);
 	if (changed || wt->nr != before)
 		watch_write_metrics(wt);
+	if (watching && !nr_watching(wt) && !wt->named)
+		say_waiting();
 }
 
 /* /proc/self/mountinfo: poll() says POLLPRI when the mount table changes. */
@@ -1301,8 +1325,11 @@ static void usage(FILE *f)
 	      "      --state-dir DIR     record the events in DIR/state.sqlite\n"
 	      "                          (default /var/lib/fscrub)\n"
 	      "\n"
-	      "Exit status: 0 stopped by SIGTERM or SIGINT, 8 nothing to watch or an\n"
-	      "operational error, 16 usage error.\n", f);
+	      "Without MOUNTPOINT it waits for filesystems to be mounted when none can be\n"
+	      "watched yet.\n"
+	      "\n"
+	      "Exit status: 0 stopped by SIGTERM or SIGINT, 8 none of the filesystems named\n"
+	      "can be watched or an operational error, 16 usage error.\n", f);
 }
 
 static int bad_value(const char *opt, const char *arg)
@@ -1442,15 +1469,17 @@ int cmd_watch(int argc, char **argv)
 	open_mountinfo(&wt);
 	wt.w = xcalloc(list.nr ? list.nr : 1, sizeof(*wt.w));
 	wt.nr = list.nr;
-	for (size_t i = 0; i < list.nr; i++) {
+	for (size_t i = 0; i < list.nr; i++)
 		setup_one(&wt, &wt.w[i], &list.v[i]);
-		nr_watched += wt.w[i].how != WATCH_NONE;
-	}
 	fsmounts_release(&list);
-	if (!nr_watched) {
+	nr_watched = nr_watching(&wt);
+	if (!nr_watched && (wt.named || wt.mi_fd < 0)) {
+		/* the filesystems named cannot be watched, or none can come */
 		fprintf(stderr, "fscrub watch: nothing to watch\n");
 		ret = EXIT_OPERATIONAL;
 	} else {
+		if (!nr_watched)
+			say_waiting();
 		watch_write_metrics(&wt);
 		ret = loop(&wt);
 	}

@@ -14,6 +14,7 @@ import fcntl
 import json
 import os
 import re
+import shlex
 import signal
 import struct
 import subprocess
@@ -336,6 +337,68 @@ def test_xfs_needs_linux_7(image_factory, watcher):
         r"\(XFS_IOC_HEALTH_MONITOR: Inappropriate ioctl for device; from Linux 7\.0\)$" % \
         re.escape(img.mnt)
     assert len(re.findall(no_monitor, w.stderr(), re.M)) == 1, w.stderr()
+
+
+class ChrootWatcher(Watcher):
+    """`fscrub watch ARGS` alone in a mount namespace of its own, chrooted
+    into a tmpfs that holds only the binary and its libraries, with /proc:
+    its mount table has no ext4, XFS or btrfs until the test mounts one
+    there (mount(), into the watcher's namespace, on ROOT/mnt: /mnt to it)."""
+
+    def __init__(self, workdir, *args):
+        self.err_path = os.path.join(workdir, "watch.err")
+        self.out_path = os.path.join(workdir, "watch.out")
+        self.root = os.path.join(workdir, "root")
+        os.makedirs(self.root)
+        libs = re.findall(r"(/\S+) \(0x", subprocess.run(
+            ["ldd", FSCRUB], capture_output=True, text=True, check=True).stdout)
+        r = shlex.quote(self.root)
+        script = ["set -e", "mount -t tmpfs tmpfs %s" % r,
+                  "mkdir -p %s/proc %s/mnt %s/state" % (r, r, r),
+                  "cp %s %s/fscrub" % (shlex.quote(FSCRUB), r)]
+        for lib in libs:
+            script.append("mkdir -p %s%s && cp -L %s %s%s" % (
+                r, shlex.quote(os.path.dirname(lib)), shlex.quote(lib), r, shlex.quote(lib)))
+        script += ["mount -t proc proc %s/proc" % r,
+                   "exec chroot %s /fscrub watch --state-dir /state %s" % (
+                       r, " ".join(shlex.quote(str(a)) for a in args))]
+        self.proc = subprocess.Popen(
+            ["unshare", "-m", "--propagation", "private", "sh", "-c", "\n".join(script)],
+            stdout=open(self.out_path, "w"), stderr=open(self.err_path, "w"))
+
+    def nsenter(self, *cmd):
+        return subprocess.run(["nsenter", "-t", str(self.proc.pid), "-m"] + list(cmd),
+                              capture_output=True, text=True)
+
+
+def test_nothing_mounted_yet_keeps_waiting(image_factory, workdir):
+    """Started by systemd before its filesystems are mounted, `fscrub watch`
+    (no mount point named) finds nothing to watch: it says so once and
+    waits -- not exit 8, which the unit does not restart on -- and watches
+    the ext4 mounted later; when that one is unmounted it says again that
+    it waits."""
+    need_tools("unshare", "nsenter", "chroot", "ldd")
+    img = image_factory("ext4", size_mb=64)
+    img.mkfs()
+    dev = img.attach()
+    w = ChrootWatcher(workdir, "-v")
+    try:
+        waiting = r"^fscrub watch: nothing to watch now: waiting for an ext4, XFS or " \
+                  r"btrfs filesystem to be mounted$"
+        w.wait_for(waiting)
+        time.sleep(0.5)
+        assert w.proc.poll() is None, w.stderr()
+        p = w.nsenter("mount", "-t", "ext4", dev, os.path.join(w.root, "mnt"))
+        assert p.returncode == 0, p.stderr
+        w.wait_for(r"^fscrub watch: watching /mnt \(ext4\): FAN_FS_ERROR$")
+        p = w.nsenter("umount", os.path.join(w.root, "mnt"))
+        assert p.returncode == 0, p.stderr
+        w.wait_for(r"^fscrub watch: no longer watching /mnt \(ext4\): unmounted$")
+        w.wait_for(waiting, count=2)
+        assert "nothing to watch\n" not in w.stderr()
+    finally:
+        rc = w.stop()
+    assert rc == 0, w.stderr()
 
 
 def test_xfs_without_monitor_keeps_other_sources(image_factory, ext4_dir, watcher):
