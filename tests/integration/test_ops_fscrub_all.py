@@ -281,6 +281,10 @@ def test_options_pass_through(tmp_path):
     assert p.cmds["/srv/a"] == [FSCRUB, "-b", "-x", "-j", "2", "-vT", "--json",
                                 "/var/log/srv-a-%.json", "--metrics", "/m//srv/a.prom", "-a", "3",
                                 "-n", "-m", "/etc/mtab", "/srv/a"], p
+    # every fscrub option that takes a value passes with it
+    valued = ["--limit", "16M", "--ledger", "/l", "--manifest", "/m", "--since", "2026-01-01",
+              "--portion", "25%", "--time-budget", "1h"]
+    assert plan("-m", t, *valued).cmds["/srv/a"] == [FSCRUB, "-b"] + valued + ["/srv/a"]
     # fscrub_all's own letters mixed into a cluster with fscrub's
     p = plan("-xm", t, "-vj4")
     assert p.cmds["/srv/a"] == [FSCRUB, "-b", "-x", "-v", "-j", "4", "/srv/a"], p
