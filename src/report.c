@@ -302,17 +302,11 @@ static void summary_regions(struct scrub_ctx *ctx, struct strbuf *sb)
 		    c.regions, ctx->regions->size ? plural(c.regions, "region", "regions") :
 		    plural(c.regions, "bucket of files", "buckets of files"),
 		    (unsigned long long)c.done_bytes, (unsigned long long)c.bytes);
-	if (!atomic_load(&ctx->budget_spent))
-		return;
-	strbuf_addstr(sb, " The time budget ended the data scan.");
-	/*
-	 * A region read in part is read again in full by the next run: a
-	 * budget that never lets one end leaves the rotation where it is.
-	 */
-	if (!c.done && c.regions && ctx->regions->size)
-		strbuf_addf(sb, " No region was read to its end (a region is %llu MiB): the next "
-			    "run reads the same again; a longer budget is needed to go on.",
-			    (unsigned long long)(ctx->regions->size >> 20));
+	if (atomic_load(&ctx->budget_spent))
+		strbuf_addstr(sb, " The time budget ended the data scan.");
+	if (c.partial)
+		strbuf_addf(sb, " %zu %s read in part: the next run goes on from there.", c.partial,
+			    plural(c.partial, "region", "regions"));
 }
 
 void report_summary(struct scrub_ctx *ctx)
