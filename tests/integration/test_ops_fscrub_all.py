@@ -736,35 +736,18 @@ def test_stopped_run_resumes(image_factory, tmp_path):
     saves its checkpoint) continues where it stopped when run again, as
     the timer's units do: the second run says it resumes and reads less
     than the whole; a completed run leaves no checkpoint."""
-    from test_resume import ENV, FILE, _fill, checkpoint
+    from test_resume import ENV, FILE, _fill, _stop_when, checkpoint
     img = image_factory("ext4", size_mb=256).mkfs()
     mnt = img.mount()
     _fill(mnt, n=20)
     state = str(tmp_path / "state")
     os.mkdir(state)
     t = _mounts_table(tmp_path, [mnt])
-    one, two = str(tmp_path / "one.json"), str(tmp_path / "two.json")
+    two = str(tmp_path / "two.json")
     args = ["-m", t, "-x", "--limit", "16M", "--state-dir", state]
-    env = dict(os.environ, FSCRUB=FSCRUB, **ENV)
-    proc = subprocess.Popen([PYTHON, SCRIPT] + args + ["--json", one, "--", "-n"], text=True,
-                            env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 120
-        while proc.poll() is None and time.monotonic() < deadline:
-            cp = checkpoint(state) if os.path.exists(os.path.join(state, "state.sqlite")) \
-                else None
-            if cp and cp[3]["bytes"] > 0:
-                proc.send_signal(signal.SIGTERM)
-                break
-            time.sleep(0.05)
-        out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()         # ours
-            proc.wait()
-    check_sanitizers(err)
-    assert proc.returncode == 32, out + err
+    rc, out, err, _ = _stop_when(args + ["--", "-n"], state, lambda cp: cp[3]["bytes"] > 0,
+                                 dict(ENV, FSCRUB=FSCRUB), cmd=(PYTHON, SCRIPT))
+    assert rc == 32, out + err
     run = checkpoint(state)[0]
     p = fscrub_all(*(args + ["--json", two, "--", "-n"]), env=ENV)
     assert p.returncode == 0, p.stdout + p.stderr
