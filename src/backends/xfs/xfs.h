@@ -164,12 +164,7 @@ bool xfs_ownermap_nameless(struct scrub_ctx *ctx, uint64_t ino, int64_t ctime_se
 			   uint32_t ctime_nsec);
 void xfs_ownermap_report(struct scrub_ctx *ctx);
 void xfs_ownermap_release(struct xfs_state *xs);
-/* How GETFSMAP names a device (new_encode_dev()). */
-uint32_t xfs_fsmap_dev(unsigned major, unsigned minor);
 struct fsmap;
-/* Call fn for every GETFSMAP record of device dev in [lo, hi] (bytes); -errno. */
-int xfs_fsmap_query(int fd, uint32_t dev, uint64_t lo, uint64_t hi,
-		    void (*fn)(const struct fsmap *, void *), void *arg);
 /* Does the record map a file's data fork (not metadata, attr fork or bmbt)? */
 bool xfs_is_data_rmap(const struct fsmap *m);
 

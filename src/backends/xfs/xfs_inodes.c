@@ -68,6 +68,7 @@
 #include "checks.h"
 #include "context.h"
 #include "dircache.h"
+#include "fsmap.h"
 #include "inoset.h"
 #include "report.h"
 #include "strbuf.h"
@@ -75,8 +76,6 @@
 
 /* 512 records of 192 bytes: ~100 KiB per thread, a few ioctls per AG. */
 #define BULKSTAT_BATCH 512
-/* 1024 fsmap records of 64 bytes per GETFSMAP call. */
-#define FSMAP_BATCH 1024
 /* 1024 inode chunks of 24 bytes per INUMBERS call: 64k inodes. */
 #define INUMBERS_BATCH 1024
 /* Inodes per chunk: the bits of an INUMBERS record's allocation mask. */
@@ -585,46 +584,9 @@ struct rmap_list {
 	uint64_t free_bytes;		/* FMR_OWN_FREE on the data device */
 };
 
-/* new_encode_dev(): how GETFSMAP names a device. */
-uint32_t xfs_fsmap_dev(unsigned major, unsigned minor)
-{
-	return (minor & 0xff) | (major << 8) | ((minor & ~0xffu) << 12);
-}
-
 bool xfs_is_data_rmap(const struct fsmap *m)
 {
 	return !(m->fmr_flags & (FMR_OF_SPECIAL_OWNER | FMR_OF_ATTR_FORK | FMR_OF_EXTENT_MAP));
-}
-
-int xfs_fsmap_query(int fd, uint32_t dev, uint64_t lo, uint64_t hi,
-		       void (*fn)(const struct fsmap *, void *), void *arg)
-{
-	struct fsmap_head *h = xcalloc(1, fsmap_sizeof(FSMAP_BATCH));
-	int ret = 0;
-
-	h->fmh_count = FSMAP_BATCH;
-	h->fmh_keys[0].fmr_device = dev;
-	h->fmh_keys[0].fmr_physical = lo;
-	h->fmh_keys[1].fmr_device = dev;
-	h->fmh_keys[1].fmr_physical = hi;
-	h->fmh_keys[1].fmr_owner = UINT64_MAX;
-	h->fmh_keys[1].fmr_offset = UINT64_MAX;
-	h->fmh_keys[1].fmr_flags = UINT32_MAX;
-	for (;;) {
-		if (ioctl(fd, FS_IOC_GETFSMAP, h) < 0) {
-			ret = -errno;
-			break;
-		}
-		if (!h->fmh_entries)
-			break;
-		for (uint32_t i = 0; i < h->fmh_entries; i++)
-			fn(&h->fmh_recs[i], arg);
-		if (h->fmh_recs[h->fmh_entries - 1].fmr_flags & FMR_OF_LAST)
-			break;
-		fsmap_advance(h);
-	}
-	free(h);
-	return ret;
 }
 
 static void collect_rmap(const struct fsmap *m, void *arg)
@@ -773,7 +735,7 @@ static bool fresh_free(int fd, uint32_t dev, uint64_t phys)
 {
 	struct rmap_probe p = { .phys = phys };
 
-	if (xfs_fsmap_query(fd, dev, phys, phys, probe_free, &p) < 0)
+	if (fsmap_query(fd, dev, phys, phys, probe_free, &p) < 0)
 		return false;
 	return p.found;
 }
@@ -784,7 +746,7 @@ static bool fresh_rmap_maps(int fd, uint32_t dev, uint64_t ino, uint64_t logical
 {
 	struct rmap_probe p = { .ino = ino, .logical = logical, .phys = phys };
 
-	if (xfs_fsmap_query(fd, dev, phys, phys, probe_rmap, &p) < 0)
+	if (fsmap_query(fd, dev, phys, phys, probe_rmap, &p) < 0)
 		return false;
 	return p.found;
 }
@@ -1030,8 +992,8 @@ static bool rmap_collect(struct scrub_ctx *ctx, struct xfs_state *xs, struct rma
 			       "alone: extents are not checked against GETFSMAP");
 		return false;
 	}
-	rc->dev = xfs_fsmap_dev(ctx->root_stx.stx_dev_major, ctx->root_stx.stx_dev_minor);
-	ret = xfs_fsmap_query(xs->fd, rc->dev, 0, UINT64_MAX, rmapbt ? collect_rmap : collect_free,
+	rc->dev = fsmap_dev(ctx->root_stx.stx_dev_major, ctx->root_stx.stx_dev_minor);
+	ret = fsmap_query(xs->fd, rc->dev, 0, UINT64_MAX, rmapbt ? collect_rmap : collect_free,
 			  &rc->rl);
 	if (ret < 0) {
 		report_operational(ctx, NULL, NULL, -ret, "FS_IOC_GETFSMAP");

@@ -57,6 +57,7 @@
 #include "backends/backend.h"
 #include "context.h"
 #include "crc32c.h"
+#include "fsmap.h"
 #include "report.h"
 #include "strbuf.h"
 
@@ -408,7 +409,7 @@ static void om_build_ag(void *arg, uint32_t ag, unsigned thread)
 	struct om_query q = { .part = p, .bs = bs };
 
 	(void)thread;
-	p->err = xfs_fsmap_query(br->xs->fd, br->dev, ag * agbytes, (ag + 1) * agbytes - 1,
+	p->err = fsmap_query(br->xs->fd, br->dev, ag * agbytes, (ag + 1) * agbytes - 1,
 				 om_take, &q);
 	mark_overlaps(p->v, 0, p->n);
 }
@@ -422,7 +423,7 @@ static bool om_build(struct scrub_ctx *ctx, struct xfs_state *xs, struct xfs_own
 {
 	struct om_build_run br = {
 		.xs = xs, .parts = xcalloc(om->nags ? om->nags : 1, sizeof(*br.parts)),
-		.dev = xfs_fsmap_dev(ctx->root_stx.stx_dev_major, ctx->root_stx.stx_dev_minor),
+		.dev = fsmap_dev(ctx->root_stx.stx_dev_major, ctx->root_stx.stx_dev_minor),
 	};
 	int ret = xfs_for_each_ag(ctx, om_build_ag, &br);
 
