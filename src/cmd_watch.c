@@ -25,7 +25,10 @@
  * and on each event; a targeted check of that inode
  * (watch_probe: a directory is read whole and every entry statx()ed, other
  * inodes statx()ed), whose findings are printed on stdout in the report's
- * format and check ids; then the full scrub is started: --on-error CMD, by
+ * format and check ids; an XFS media error names only sectors: they are
+ * mapped to the files and metadata that hold them (watch_media.h), each
+ * file recorded with its path and its bad bytes read again directly
+ * (watch_read_range); then the full scrub is started: --on-error CMD, by
  * default `systemctl start --no-block fscrub@<escaped mount>.service`, at
  * most once per filesystem per --min-interval seconds (3600).
  *
@@ -36,7 +39,9 @@
  * mount root is opened for each event and each btrfs poll, and checked to
  * be the same filesystem), so the watcher never holds a filesystem busy:
  * neither the fanotify mark nor the health monitor pins the mount, and an
- * unmounted filesystem is dropped from the list.
+ * unmounted filesystem is dropped from the list.  Nothing watchable at
+ * start (systemd starts the watcher before the filesystems are mounted) is
+ * no error unless mount points were named: it says so and waits.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -68,6 +73,7 @@
 #include "state.h"
 #include "strbuf.h"
 #include "subcmd.h"
+#include "watch_media.h"
 
 /* One scrub per filesystem per hour at most: a failing disk sends many events. */
 #define DEFAULT_MIN_INTERVAL 3600
@@ -481,6 +487,66 @@ static void watch_probe(struct watched *w, int fd, const char *path, uint64_t in
 		errors == 1 ? "" : "s");
 }
 
+/* Direct reads of 4 KiB: aligned for O_DIRECT on any sector size up to 4 KiB. */
+#define READ_STEP 4096U
+
+/*
+ * The bytes [off, off+len) of the file behind the O_PATH descriptor fd,
+ * read again directly (O_DIRECT: from the device, not the page cache), as
+ * a media error said they are unreadable; logs what it found.
+ */
+static void watch_read_range(struct watched *w, int fd, const char *path, uint64_t ino,
+			     uint64_t off, uint64_t len)
+{
+	uint64_t bad_lo = 0, bad_hi = 0, pos;
+	unsigned errors = 0;
+	char proc[64];
+	void *buf = NULL;
+	int rfd, bad_err = 0;
+
+	if (probed_recently(w, ino)) {
+		fprintf(stderr, "fscrub watch: %s: %s (inode %llu) was checked less than %d s "
+			"ago: not checked again\n", w->m.target, path, (unsigned long long)ino,
+			PROBE_QUIET_S);
+		return;
+	}
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	rfd = open(proc, O_RDONLY | O_DIRECT | O_NOATIME | O_CLOEXEC);
+	if (rfd < 0 && errno == EPERM)	/* O_NOATIME: not the owner, no CAP_FOWNER */
+		rfd = open(proc, O_RDONLY | O_DIRECT | O_CLOEXEC);
+	if (rfd < 0 || posix_memalign(&buf, READ_STEP, READ_STEP)) {
+		fprintf(stderr, "fscrub watch: %s: cannot read %s (inode %llu): %s\n", w->m.target,
+			path, (unsigned long long)ino, strerror(rfd < 0 ? errno : ENOMEM));
+		if (rfd >= 0)
+			close(rfd);
+		return;
+	}
+	for (pos = off - off % READ_STEP; pos < off + len; pos += READ_STEP) {
+		if (pread(rfd, buf, READ_STEP, (off_t)pos) >= 0 || !is_corruption(errno))
+			continue;
+		if (!errors++) {
+			bad_lo = pos;
+			bad_err = errno;
+		}
+		bad_hi = pos + READ_STEP - 1;
+	}
+	free(buf);
+	close(rfd);
+	if (errors) {
+		struct strbuf what = STRBUF_INIT;
+
+		strbuf_addf(&what, "bytes %llu-%llu cannot be read", (unsigned long long)bad_lo,
+			    (unsigned long long)bad_hi);
+		finding(CHECK_MEDIA_FILE, path, NULL, ino, what.buf, bad_err);
+		strbuf_release(&what);
+		fflush(stdout);
+	}
+	fprintf(stderr, "fscrub watch: %s: checked %s (inode %llu): bytes %llu-%llu read "
+		"directly, %u unreadable block%s\n", w->m.target, path, (unsigned long long)ino,
+		(unsigned long long)off, (unsigned long long)(off + len - 1), errors,
+		errors == 1 ? "" : "s");
+}
+
 /* ---- events ---- */
 
 /*
@@ -755,6 +821,102 @@ static bool hm_describe(const struct hm_ctx *c, const struct healthmon_event *ev
 	}
 }
 
+/*
+ * At most this many parts of one media error are listed, recorded and
+ * checked: a whole failed device is one event, and the scrub it starts
+ * reads everything anyway.
+ */
+#define MEDIA_PARTS_MAX 64
+
+/* One inode that owns part of a media error: resolved, recorded, checked. */
+static void hm_media_inode(struct hm_ctx *c, const struct media_owner *o, struct event_info *e)
+{
+	struct watched *w = c->w;
+	struct strbuf path = STRBUF_INIT;
+	int fd = xfs_inode_path(w, o->owner, o->gen, &path);
+
+	e->ino = o->owner;
+	e->path = fd >= 0 ? path.buf : NULL;
+	if (fd >= 0)
+		fprintf(stderr, ", path %s\n", path.buf);
+	else
+		fprintf(stderr, ", path not resolved: %s\n", strerror(-fd));
+	watch_record_event(c->wt, w, e);
+	if (fd >= 0 && media_owner_is_data(o))
+		watch_read_range(w, fd, path.buf, o->owner, o->file_off, o->len);
+	else if (fd >= 0)
+		watch_probe(w, fd, path.buf, o->owner);
+	if (fd >= 0)
+		close(fd);
+	strbuf_release(&path);
+}
+
+/* The owners of the bad sectors of a data device media error, or -errno. */
+static int hm_media_owners(const struct watched *w, const struct healthmon_event *ev,
+			   struct media_owners *o)
+{
+	/* daddr and bbcount count 512-byte sectors whatever the device's sector size */
+	uint64_t off = ev->daddr * 512, len = ev->bbcount * 512;
+	int root, ret;
+
+	if (ev->domain != HM_DOMAIN_DATADEV)
+		return -ENODEV;
+	if (ev->bbcount > UINT64_MAX / 512 || ev->daddr > (UINT64_MAX - len) / 512)
+		return -ERANGE;
+	if ((ret = root = watched_root(w)) >= 0) {
+		ret = watch_media_owners(root, w->m.devno, off, len, o);
+		close(root);
+	}
+	return ret;
+}
+
+/*
+ * A media error: what its sectors hold (GETFSMAP), a line for each part;
+ * each file among the owners recorded as an event with its path and
+ * checked (its data read again directly, an attribute fork or extent map
+ * by a statx()).  Without a file among the owners the event is recorded
+ * as the kernel gave it.  One event for the counters and the scrub.
+ */
+static void hm_media_error(struct hm_ctx *c, const struct healthmon_event *ev,
+			   struct event_info *e)
+{
+	struct media_owners o = { 0 };
+	struct watched *w = c->w;
+	size_t files = 0;
+	int ret = hm_media_owners(w, ev, &o);
+
+	if (ret)
+		fprintf(stderr, "fscrub watch: %s: XFS media error: the sectors are not mapped "
+			"to files: %s\n", w->m.target, ret == -ENODEV ?
+			"they are not on the data device" : strerror(-ret));
+	for (size_t i = 0; i < o.n && i < MEDIA_PARTS_MAX; i++) {
+		struct strbuf what = STRBUF_INIT;
+
+		media_owner_describe(&o.v[i], &what);
+		fprintf(stderr, "fscrub watch: %s: XFS media error: device bytes %llu-%llu: %s",
+			w->m.target, (unsigned long long)o.v[i].dev_off,
+			(unsigned long long)(o.v[i].dev_off + o.v[i].len - 1), what.buf);
+		strbuf_release(&what);
+		if (!media_owner_is_inode(&o.v[i])) {
+			fputc('\n', stderr);
+			continue;
+		}
+		hm_media_inode(c, &o.v[i], e);
+		files++;
+	}
+	if (o.n > MEDIA_PARTS_MAX)
+		fprintf(stderr, "fscrub watch: %s: XFS media error: %zu more parts not listed\n",
+			w->m.target, o.n - MEDIA_PARTS_MAX);
+	e->ino = 0;
+	e->path = NULL;
+	if (!files)
+		watch_record_event(c->wt, w, e);
+	w->nr_events++;
+	watch_write_metrics(c->wt);
+	trigger(c->wt, w, e);
+	media_owners_release(&o);
+}
+
 /* One event of w's monitor: logged; the others as a FAN_FS_ERROR event. */
 static void on_hm_event(const struct healthmon_event *ev, void *arg)
 {
@@ -777,7 +939,9 @@ static void on_hm_event(const struct healthmon_event *ev, void *arg)
 			fprintf(stderr, ", path not resolved: %s", strerror(-fd));
 		fputc('\n', stderr);
 	}
-	if (act) {
+	if (act && ev->type == HM_TYPE_MEDIA_ERROR) {
+		hm_media_error(c, ev, &e);
+	} else if (act) {
 		watch_count_event(c->wt, w, &e);
 		if (fd >= 0)
 			watch_probe(w, fd, path.buf, e.ino);
@@ -978,6 +1142,26 @@ static bool watched_devno(const struct watch *wt, dev_t devno)
 }
 
 /*
+ * Nothing watched, every mount watched: started by systemd before the
+ * filesystems are mounted (or with only some not watchable yet), the
+ * watcher waits for them rather than exit, and says so.
+ */
+static void say_waiting(void)
+{
+	fprintf(stderr, "fscrub watch: nothing to watch now: waiting for an ext4, XFS or btrfs "
+		"filesystem to be mounted\n");
+}
+
+static size_t nr_watching(const struct watch *wt)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < wt->nr; i++)
+		n += wt->w[i].how != WATCH_NONE;
+	return n;
+}
+
+/*
  * The mount table changed: drop the filesystems that are gone (the kernel
  * removed their fanotify marks when they were unmounted; a health monitor
  * is closed here), set up those that came (every watchable one, or those
@@ -986,7 +1170,7 @@ static bool watched_devno(const struct watch *wt, dev_t devno)
 static void rescan(struct watch *wt)
 {
 	struct fsmount_list now;
-	size_t before = wt->nr;
+	size_t before = wt->nr, watching = nr_watching(wt);
 	bool changed = false;
 
 	if (fsmounts_collect("watch", NULL, 0, wt->named ? any_type : watchable, &now))
@@ -1017,6 +1201,8 @@ static void rescan(struct watch *wt)
 	fsmounts_release(&now);
 	if (changed || wt->nr != before)
 		watch_write_metrics(wt);
+	if (watching && !nr_watching(wt) && !wt->named)
+		say_waiting();
 }
 
 /* /proc/self/mountinfo: poll() says POLLPRI when the mount table changes. */
@@ -1139,8 +1325,11 @@ static void usage(FILE *f)
 	      "      --state-dir DIR     record the events in DIR/state.sqlite\n"
 	      "                          (default /var/lib/fscrub)\n"
 	      "\n"
-	      "Exit status: 0 stopped by SIGTERM or SIGINT, 8 nothing to watch or an\n"
-	      "operational error, 16 usage error.\n", f);
+	      "Without MOUNTPOINT it waits for filesystems to be mounted when none can be\n"
+	      "watched yet.\n"
+	      "\n"
+	      "Exit status: 0 stopped by SIGTERM or SIGINT, 8 none of the filesystems named\n"
+	      "can be watched or an operational error, 16 usage error.\n", f);
 }
 
 static int bad_value(const char *opt, const char *arg)
@@ -1280,15 +1469,17 @@ int cmd_watch(int argc, char **argv)
 	open_mountinfo(&wt);
 	wt.w = xcalloc(list.nr ? list.nr : 1, sizeof(*wt.w));
 	wt.nr = list.nr;
-	for (size_t i = 0; i < list.nr; i++) {
+	for (size_t i = 0; i < list.nr; i++)
 		setup_one(&wt, &wt.w[i], &list.v[i]);
-		nr_watched += wt.w[i].how != WATCH_NONE;
-	}
 	fsmounts_release(&list);
-	if (!nr_watched) {
+	nr_watched = nr_watching(&wt);
+	if (!nr_watched && (wt.named || wt.mi_fd < 0)) {
+		/* the filesystems named cannot be watched, or none can come */
 		fprintf(stderr, "fscrub watch: nothing to watch\n");
 		ret = EXIT_OPERATIONAL;
 	} else {
+		if (!nr_watched)
+			say_waiting();
 		watch_write_metrics(&wt);
 		ret = loop(&wt);
 	}

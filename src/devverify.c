@@ -108,17 +108,23 @@ static void plan_piece(struct planner *p, uint64_t s, uint64_t e)
 
 /*
  * Add [s, e) clipped to the regions chosen (regions.h; all without a plan)
- * and, resuming, to what the checkpoint has not verified (checkpoint.h).
+ * past the part of each a run before read, and, resuming, to what the
+ * checkpoint has not verified (checkpoint.h).
  */
 static void plan_extent(struct planner *p, const struct region_plan *rp,
 			const struct checkpoint *cp, uint64_t s, uint64_t e)
 {
 	while (s < e) {
 		uint64_t end = rp ? (s / rp->size + 1) * rp->size : e, until;
+		uint64_t from = regions_read_from(rp, s);
 		bool verified = checkpoint_dev_verified(cp, s, &until);
 
 		if (end > e)
 			end = e;
+		if (s < from) {		/* read in part by a run before: from there on */
+			s = from < end ? from : end;
+			continue;
+		}
 		if (until < end)
 			end = until;
 		if (!verified && regions_chosen(rp, s))

@@ -31,10 +31,12 @@
  * whole map too, so that it is not opened at all (extents_check_bulk()):
  * XFS from GETFSMAP's owner records where they agree with the data fork
  * read from the disk in phase 2 (xfs_ownermap.c), which also tells the
- * attribute forks listxattr would find empty.  Left for later: ext4
- * records from its inode tables and maps from its extent trees (read
- * after the walk today), btrfs's from inode items, the ledger (it wants
- * the VFS size).
+ * attribute forks listxattr would find empty.  ext4 gives records and
+ * in-inode maps from its inode tables (ext4_bulk.c), btrfs from the
+ * INODE_ITEMs, XATTR_ITEMs and EXTENT_DATA items of the directory's
+ * subvolume tree (btrfs_bulk.c: bulk_inodes is handed the directory, whose
+ * subvolume says which tree the numbers are of).  Left for later: the
+ * ledger (it wants the VFS size).
  *
  * Reads: what phase 1 found.  Leaves for later phases (context.h,
  * "Products", released by phases_release()):

@@ -178,6 +178,9 @@ static struct region_plan *plan_new(struct scrub_ctx *ctx, uint64_t size, uint64
 	p->pending = xcalloc(n + 1, sizeof(*p->pending));
 	p->failed = xcalloc(n + 1, sizeof(*p->failed));
 	p->done = xcalloc(n + 1, sizeof(*p->done));
+	p->skip = xcalloc(n + 1, sizeof(*p->skip));
+	p->read_to = xcalloc(n + 1, sizeof(*p->read_to));
+	p->first = xcalloc(n + 1, sizeof(*p->first));
 	crosslink_sort(ctx);
 	count_allocated(ctx, p);
 	*total = 0;
@@ -203,7 +206,7 @@ int regions_plan(struct scrub_ctx *ctx, const char **why)
 	if (!regions_mode(&ctx->opt))
 		return 0;
 	verified = xcalloc(p->nr + 1, sizeof(*verified));
-	if (state_region_times(ctx->state, ctx->fs_uuid, size, p->nr, verified)) {
+	if (state_region_times(ctx->state, ctx->fs_uuid, size, p->nr, verified, p->skip)) {
 		free(verified);
 		*why = "--portion and --time-budget cannot read the regions from the run history";
 		return -EIO;
@@ -243,7 +246,7 @@ int regions_plan_files(struct scrub_ctx *ctx, const char **why)
 		return -ENOENT;
 	}
 	verified = xcalloc(n, sizeof(*verified));
-	if (state_region_times(ctx->state, ctx->fs_uuid, 0, n, verified)) {
+	if (state_region_times(ctx->state, ctx->fs_uuid, 0, n, verified, NULL)) {
 		free(verified);
 		*why = "--portion and --time-budget cannot read the buckets from the run history";
 		return -EIO;
@@ -291,6 +294,15 @@ bool regions_chosen(const struct region_plan *p, uint64_t off)
 	return !p || (off / p->size < p->nr && p->chosen[off / p->size]);
 }
 
+uint64_t regions_read_from(const struct region_plan *p, uint64_t off)
+{
+	size_t i;
+
+	if (!p || !p->size || (i = (size_t)(off / p->size)) >= p->nr)
+		return 0;
+	return (uint64_t)i * p->size + p->skip[i];
+}
+
 struct ranked_read {
 	size_t rank;
 	struct io_range r;
@@ -322,25 +334,80 @@ void regions_order_reads(struct region_plan *p, struct io_range *v, size_t n)
 	for (size_t i = 0; i < p->nr; i++)
 		atomic_store(&p->pending[i], p->planned[i]);
 	free(w);
+	/* each region's reads are together now, in device order: where they start */
+	for (size_t k = n; k-- > 0;)
+		p->first[v[k].off / p->size] = k;
+	p->reads = v;
+	p->nr_reads = n;
+	free(p->ok);
+	p->ok = xcalloc(n + 1, sizeof(*p->ok));
+}
+
+/* The read of region i at device offset off: its index in p->reads, or SIZE_MAX. */
+static size_t read_index(const struct region_plan *p, size_t i, uint64_t off)
+{
+	size_t lo, hi;
+
+	if (!p->reads)
+		return SIZE_MAX;
+	lo = p->first[i];
+	hi = lo + p->planned[i];
+	while (lo < hi) {		/* the last read starting at or before off */
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (p->reads[mid].off <= off)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo > p->first[i] ? lo - 1 : SIZE_MAX;
 }
 
 void regions_read_done(struct region_plan *p, uint64_t off, bool ok)
 {
-	size_t i;
+	size_t i, k;
 
 	if (!p || (i = (size_t)(off / p->size)) >= p->nr)
 		return;
+	if (ok && (k = read_index(p, i, off)) != SIZE_MAX)
+		atomic_store(&p->ok[k], true);
 	if (ok)
 		atomic_fetch_sub(&p->pending[i], 1);
 	else
 		atomic_store(&p->failed[i], true);
 }
 
+/*
+ * Region i, not read to its end: how far from its start everything was
+ * read, by this run (its reads completed in order from the first) and the
+ * runs before (skip); 0 if no further than before.
+ */
+static uint64_t read_in_part(const struct region_plan *p, size_t i)
+{
+	uint64_t start = (uint64_t)i * p->size, to;
+	size_t k, end = p->first[i] + p->planned[i];
+
+	if (!p->reads || !p->planned[i])
+		return 0;
+	for (k = p->first[i]; k < end && atomic_load(&p->ok[k]); k++)
+		;
+	if (k == p->first[i])
+		return 0;
+	/* up to the first read not completed, or the last one's end */
+	to = k < end ? p->reads[k].off - start : p->reads[k - 1].off + p->reads[k - 1].len - start;
+	return to > p->skip[i] ? to : 0;
+}
+
 void regions_finish(struct region_plan *p, bool listed_all)
 {
-	for (size_t i = 0; p && i < p->nr; i++)
+	for (size_t i = 0; p && i < p->nr; i++) {
 		p->done[i] = p->chosen[i] && !atomic_load(&p->failed[i]) &&
 			     atomic_load(&p->pending[i]) == 0 && (p->planned[i] || listed_all);
+		if (!p->done[i] && p->chosen[i] && p->read_to)
+			p->read_to[i] = read_in_part(p, i);
+	}
+	if (p)
+		p->reads = NULL;	/* the device reader's, freed after this */
 }
 
 void regions_coverage(const struct region_plan *p, struct region_coverage *c)
@@ -351,6 +418,7 @@ void regions_coverage(const struct region_plan *p, struct region_coverage *c)
 			continue;
 		c->regions++;
 		c->bytes += p->allocated[i];
+		c->partial += p->read_to && p->read_to[i];
 		if (p->done[i]) {
 			c->done++;
 			c->done_bytes += p->allocated[i];
@@ -384,13 +452,13 @@ int regions_record(struct scrub_ctx *ctx, struct strbuf *err)
 	if (!p || !ctx->state || atomic_load(&ctx->aborted))
 		return 0;
 	for (size_t i = 0; i < p->nr && !any; i++)
-		any = p->done[i];
+		any = p->done[i] || (p->read_to && p->read_to[i]);
 	if (!any)
 		return 0;
 	/* To the nanosecond: runs a second apart keep their order of age. */
 	clock_gettime(CLOCK_REALTIME, &now);
 	return state_regions_write(ctx->state, ctx->fs_uuid, p->size, p->nr, p->allocated,
-				   p->done, (double)now.tv_sec + (double)now.tv_nsec / 1e9,
+				   p->done, p->read_to, (double)now.tv_sec + (double)now.tv_nsec / 1e9,
 				   ctx->run_id, err);
 }
 
@@ -405,5 +473,9 @@ void region_plan_free(struct region_plan *p)
 	free(p->pending);
 	free(p->failed);
 	free(p->done);
+	free(p->skip);
+	free(p->read_to);
+	free(p->first);
+	free(p->ok);
 	free(p);
 }

@@ -28,7 +28,12 @@
  * reported) and none failed otherwise.  The end of the run records those
  * regions as read now (history_end()) -- also when the budget, SIGINT or
  * SIGTERM stopped it part way -- but none for a run stopped by -a (the
- * next run reads them again).
+ * next run reads them again).  A region read only in part (the budget or
+ * a stop came in it) keeps the part: how far from its start every read
+ * completed (read_to), recorded with the time of its first part; the next
+ * run reads it from there (regions_read_from()), and when it ends its last
+ * read is that first part's.  So a budget shorter than one region still
+ * goes on from run to run.
  *
  * Where phase 5 reads file by file (btrfs, FUSE, tmpfs, network
  * filesystems, not root: devverify.h), --portion and --time-budget rotate
@@ -83,11 +88,19 @@ struct region_plan {
 	atomic_uint *pending;	/* ... not yet completed */
 	atomic_bool *failed;	/* a read of it failed (not the media) or was cut short */
 	bool *done;		/* read to its end by this run (regions_finish()) */
+	uint64_t *skip;		/* bytes from its start read in part by a run before */
+	uint64_t *read_to;	/* ... and by this one, further: > skip, else 0 */
+	const struct io_range *reads;	/* the device reader's read list, in reading
+					 * order, until regions_finish(); ... */
+	size_t nr_reads;
+	size_t *first;		/* ... region i's reads from first[i], planned[i] of them */
+	atomic_bool *ok;	/* ... each read completed */
 };
 
 /* What phase 5 covered of the regions, for the summary and the JSON report. */
 struct region_coverage {
 	size_t regions, done;		/* regions with file data; of them read to their end */
+	size_t partial;			/* ... read further in part, kept for the next run */
 	uint64_t bytes, done_bytes;	/* their file data */
 };
 
@@ -119,17 +132,24 @@ size_t regions_bucket_of(const struct statx *stx);
 
 /* Is the device offset off in a chosen region?  True without a plan. */
 bool regions_chosen(const struct region_plan *p, uint64_t off);
+/*
+ * Where the reads of off's region start: past the part a run before read
+ * of it (its start if none); 0 without a plan.
+ */
+uint64_t regions_read_from(const struct region_plan *p, uint64_t off);
 
 /*
  * The read list v (no read crosses a region boundary) is final: put it in
- * reading order (by rank, then offset) and count each region's reads.
+ * reading order (by rank, then offset) and count each region's reads.  v
+ * is looked at again, to the regions read in part, until regions_finish().
  */
 void regions_order_reads(struct region_plan *p, struct io_range *v, size_t n);
 /* The read at device offset off completed (ok), or failed / was cut short. */
 void regions_read_done(struct region_plan *p, uint64_t off, bool ok);
 /*
  * The device reader is done; listed_all: it went through its whole read
- * list (regions without reads count as read only then).  Sets p->done.
+ * list (regions without reads count as read only then).  Sets p->done, and
+ * p->read_to for the regions read further in part.
  */
 void regions_finish(struct region_plan *p, bool listed_all);
 /* What the run covered: every region with file data, and those done. */

@@ -304,6 +304,9 @@ static void summary_regions(struct scrub_ctx *ctx, struct strbuf *sb)
 		    (unsigned long long)c.done_bytes, (unsigned long long)c.bytes);
 	if (atomic_load(&ctx->budget_spent))
 		strbuf_addstr(sb, " The time budget ended the data scan.");
+	if (c.partial)
+		strbuf_addf(sb, " %zu %s read in part: the next run goes on from there.", c.partial,
+			    plural(c.partial, "region", "regions"));
 }
 
 void report_summary(struct scrub_ctx *ctx)

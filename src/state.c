@@ -124,6 +124,17 @@ static const char schema_v5[] =
 	"PRIMARY KEY (uuid, fsroot));"
 	"PRAGMA user_version = 5;";
 
+/*
+ * Version 6: how far a region read in part was read (bytes from its start,
+ * every byte of file data below that read) and when that part was first
+ * read: the next run goes on from there, and the region's last read, when
+ * it ends, is that of its oldest part.
+ */
+static const char schema_v6[] =
+	"ALTER TABLE regions ADD COLUMN read_to INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE regions ADD COLUMN partial REAL;"
+	"PRAGMA user_version = 6;";
+
 static int fail(struct state *s, struct strbuf *err, const char *what)
 {
 	if (err)
@@ -162,7 +173,7 @@ static int setup_schema(struct state *s, struct strbuf *err)
 	v = user_version(s);
 	if ((v == 0 && exec(s, schema_v1)) || (v >= 0 && v < 2 && exec(s, schema_v2)) ||
 	    (v >= 0 && v < 3 && exec(s, schema_v3)) || (v >= 0 && v < 4 && exec(s, schema_v4)) ||
-	    (v >= 0 && v < 5 && exec(s, schema_v5))) {
+	    (v >= 0 && v < 5 && exec(s, schema_v5)) || (v >= 0 && v < 6 && exec(s, schema_v6))) {
 		fail(s, err, "cannot create the tables of the state database");
 		exec(s, "ROLLBACK");
 		return -EIO;
@@ -768,13 +779,15 @@ int state_region_size(struct state *s, const char *uuid, uint64_t want, bool for
 }
 
 int state_region_times(struct state *s, const char *uuid, uint64_t size, size_t n,
-		       double *verified)
+		       double *verified, uint64_t *read_to)
 {
 	sqlite3_stmt *st;
 	int rc;
 
 	memset(verified, 0, n * sizeof(*verified));
-	if (sqlite3_prepare_v2(s->db, "SELECT start, coalesce(verified, 0) FROM regions "
+	if (read_to)
+		memset(read_to, 0, n * sizeof(*read_to));
+	if (sqlite3_prepare_v2(s->db, "SELECT start, coalesce(verified, 0), read_to FROM regions "
 			       "WHERE uuid = ?1 AND length = ?2", -1, &st, NULL) != SQLITE_OK)
 		return -EIO;
 	bind_text(st, 1, uuid);
@@ -785,14 +798,17 @@ int state_region_times(struct state *s, const char *uuid, uint64_t size, size_t 
 
 		if (i < n)
 			verified[i] = sqlite3_column_double(st, 1);
+		if (i < n && read_to)
+			read_to[i] = (uint64_t)sqlite3_column_int64(st, 2);
 	}
 	sqlite3_finalize(st);
 	return rc == SQLITE_DONE ? 0 : -EIO;
 }
 
-/* One region's row: its file data now, and its last read if read now. */
+/* One region's row: its file data now, its last read if read now, how far if in part. */
 static int write_region(sqlite3_stmt *st, const char *uuid, uint64_t size, size_t i,
-			uint64_t allocated, double when, int64_t run)
+			uint64_t allocated, double when, int64_t run, uint64_t read_to,
+			double now)
 {
 	bind_text(st, 1, uuid);
 	bind_u64(st, 2, size ? (uint64_t)i * size : (uint64_t)i);
@@ -803,6 +819,11 @@ static int write_region(sqlite3_stmt *st, const char *uuid, uint64_t size, size_
 	else
 		sqlite3_bind_null(st, 5);
 	sqlite3_bind_int64(st, 6, run);
+	bind_u64(st, 7, read_to);
+	if (read_to)
+		sqlite3_bind_double(st, 8, now);
+	else
+		sqlite3_bind_null(st, 8);
 	if (sqlite3_step(st) != SQLITE_DONE)
 		return -EIO;
 	sqlite3_reset(st);
@@ -810,8 +831,8 @@ static int write_region(sqlite3_stmt *st, const char *uuid, uint64_t size, size_
 }
 
 int state_regions_write(struct state *s, const char *uuid, uint64_t size, size_t n,
-			const uint64_t *allocated, const bool *read, double when, int64_t run,
-			struct strbuf *err)
+			const uint64_t *allocated, const bool *read, const uint64_t *read_to,
+			double when, int64_t run, struct strbuf *err)
 {
 	sqlite3_stmt *st = NULL;
 	int ret = 0;
@@ -827,19 +848,39 @@ int state_regions_write(struct state *s, const char *uuid, uint64_t size, size_t
 		ret = step_done(st);
 		st = NULL;
 	}
+	/*
+	 * A region read to its end: last read when its oldest part was (partial,
+	 * of the same length), and no part any more; one read further in part:
+	 * read_to, partial kept from its first part; else both as they were.
+	 * (The right-hand sides all see the row as it was.)
+	 */
 	if (!ret && sqlite3_prepare_v2(s->db, "INSERT INTO regions (uuid, start, length, "
-				       "allocated, verified, run) VALUES (?1, ?2, ?3, ?4, ?5, ?6) "
+				       "allocated, verified, run, read_to, partial) VALUES (?1, ?2, ?3, "
+				       "?4, ?5, ?6, ?7, ?8) "
 				       "ON CONFLICT (uuid, start) DO UPDATE SET "
 				       "allocated = excluded.allocated, "
-				       "verified = coalesce(excluded.verified, CASE WHEN length = "
-				       "excluded.length THEN verified END), "
+				       "verified = CASE WHEN excluded.verified IS NOT NULL THEN "
+				       "coalesce(CASE WHEN length = excluded.length THEN partial END, "
+				       "excluded.verified) WHEN length = excluded.length THEN verified "
+				       "END, "
 				       "run = CASE WHEN excluded.verified IS NULL AND length = "
 				       "excluded.length THEN run ELSE excluded.run END, "
+				       "read_to = CASE WHEN excluded.verified IS NOT NULL THEN 0 "
+				       "WHEN excluded.read_to > 0 THEN excluded.read_to "
+				       "WHEN length = excluded.length THEN read_to ELSE 0 END, "
+				       "partial = CASE WHEN excluded.verified IS NOT NULL THEN NULL "
+				       "WHEN excluded.read_to > 0 THEN coalesce(CASE WHEN length = "
+				       "excluded.length THEN partial END, excluded.partial) "
+				       "WHEN length = excluded.length THEN partial END, "
 				       "length = excluded.length", -1, &st, NULL) != SQLITE_OK)
 		ret = -EIO;
-	for (size_t i = 0; i < n && !ret; i++)
-		if (allocated[i] || read[i])
-			ret = write_region(st, uuid, size, i, allocated[i], read[i] ? when : 0, run);
+	for (size_t i = 0; i < n && !ret; i++) {
+		uint64_t to = read_to && !read[i] ? read_to[i] : 0;
+
+		if (allocated[i] || read[i] || to)
+			ret = write_region(st, uuid, size, i, allocated[i], read[i] ? when : 0, run,
+					   to, when);
+	}
 	sqlite3_finalize(st);		/* a no-op on NULL */
 	if (ret) {
 		fail(s, err, "cannot record the regions read in the state database");

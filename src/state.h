@@ -9,7 +9,7 @@
  * subvolumes of one btrfs mounted at / and /home are two histories.
  * `fscrub status` and the metrics read it.
  *
- * Schema (PRAGMA user_version 5):
+ * Schema (PRAGMA user_version 6):
  *
  *   runs      one row per run: id, uuid, fsroot, mountpoint, source, fstype,
  *             backend, options (a JSON object), version, started and
@@ -32,11 +32,13 @@
  *             error counter rose), ino 0 and path NULL when not known
  *   region_sizes (uuid, size): the device region size of a filesystem,
  *             chosen on its first -x run with the store and kept (version 3)
- *   regions   (uuid, start, length, allocated, verified, run): each device
- *             region with file data (bytes of it at the last -x run) and
- *             when a run last read it all (NULL: never), for --portion;
- *             or, with length 0, a bucket of files numbered start, where
- *             phase 5 reads file by file (regions.h)
+ *   regions   (uuid, start, length, allocated, verified, run, read_to,
+ *             partial): each device region with file data (bytes of it at
+ *             the last -x run) and when a run last read it all (NULL:
+ *             never), for --portion; how far from its start a run read it
+ *             in part since (0: not) and when that part was first read
+ *             (version 6); or, with length 0, a bucket of files numbered
+ *             start, where phase 5 reads file by file (regions.h)
  *   checkpoints (uuid, fsroot, run, saved, options, phase, cursor): the
  *             checkpoint of a stopped run (version 5; checkpoint.h), one per
  *             filesystem and mount root: the run that saved it, when
@@ -61,7 +63,7 @@
  * upgrading an older database in setup_schema() when it is opened for
  * writing (version 2 added events to version 1, version 3 the regions,
  * version 4 the subvolume of findings and rescanned files, version 5 the
- * checkpoints); a database opened read-only is not upgraded, and reads of a
+ * checkpoints, version 6 the regions' parts read); a database opened read-only is not upgraded, and reads of a
  * table it lacks find nothing.  A database newer than this code knows is
  * refused for writing.
  *
@@ -88,7 +90,7 @@ struct subvol_ino;
  * so at most some 30 MiB however broken the filesystem.
  */
 #define STATE_MAX_FINDINGS	100000
-#define STATE_SCHEMA_VERSION	5
+#define STATE_SCHEMA_VERSION	6
 
 /* What the history is kept by: the filesystem's UUID and the mount's root in it. */
 struct state_fs {
@@ -239,19 +241,23 @@ void state_run_release(struct state_run *r);
 int state_region_size(struct state *s, const char *uuid, uint64_t want, bool force,
 		      uint64_t *size);
 /*
- * verified[i]: when region i (of size bytes) was last read, 0 never.  Size
- * 0 is for the buckets of files (regions.h): rows of length 0, start the
- * bucket's number; so in state_regions_write().
+ * verified[i]: when region i (of size bytes) was last read, 0 never;
+ * read_to[i] (read_to may be NULL): the bytes from its start a run read in
+ * part since, 0 none.  Size 0 is for the buckets of files (regions.h):
+ * rows of length 0, start the bucket's number; so in state_regions_write().
  */
 int state_region_times(struct state *s, const char *uuid, uint64_t size, size_t n,
-		       double *verified);
+		       double *verified, uint64_t *read_to);
 /*
  * Record the n regions' file data, and for those with read[i] their read
- * at when by run, in one transaction.
+ * at when by run, in one transaction.  A region read to its end takes as
+ * its last read that of the part read before, if any.  read_to (may be
+ * NULL): read_to[i] > 0 for a region not read[i] that was read from its
+ * start to there (its part, first read at when unless one was before).
  */
 int state_regions_write(struct state *s, const char *uuid, uint64_t size, size_t n,
-			const uint64_t *allocated, const bool *read, double when, int64_t run,
-			struct strbuf *err);
+			const uint64_t *allocated, const bool *read, const uint64_t *read_to,
+			double when, int64_t run, struct strbuf *err);
 
 /* A stopped run's checkpoint (checkpoint.h).  Strings may be NULL. */
 struct state_checkpoint {

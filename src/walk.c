@@ -13,6 +13,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "backend_core.h"
 #include "backends/backend.h"
 #include "checks.h"
 #include "inokey.h"
@@ -215,7 +216,9 @@ static void bulk_fetch(void *arg, const char *buf, long n)
 	for (size_t i = 0; i < k; i++)
 		if (!u || t->bulk_inos[u - 1] != t->bulk_inos[i])
 			t->bulk_inos[u++] = t->bulk_inos[i];
-	if (ctx->ops->bulk_inodes(ctx, t->index, t->bulk_inos, u, t->bulk) <= 0)
+	struct backend_dir bd = backend_dir_of(t, dv->d);
+
+	if (ctx->ops->bulk_inodes(ctx, &bd, t->bulk_inos, u, t->bulk) <= 0)
 		return;
 	t->nr_bulk = u;
 	if (dv->ws->after_bulk && !atomic_exchange(&dv->ws->after_bulk_ran, true) &&
@@ -256,12 +259,22 @@ static void ts_of_ns(struct statx_timestamp *ts, int64_t ns)
 	ts->tv_nsec = (uint32_t)nsec;
 }
 
-/* The statx the walk would have got, as far as the record tells. */
-static void stx_of_bulk(const struct scrub_ctx *ctx, const struct backend_inode *b,
-			struct statx *stx)
+/*
+ * The statx the walk would have got, as far as the record tells; its
+ * st_dev and subvolume are its directory's (d): a non-directory is in its
+ * directory's subvolume (btrfs gives each its own st_dev).
+ */
+static void stx_of_bulk(const struct scrub_ctx *ctx, const struct walk_dir *d,
+			const struct backend_inode *b, struct statx *stx)
 {
+	uint64_t subvol;
+
 	memset(stx, 0, sizeof(*stx));
 	stx->stx_mask = STATX_BASIC_STATS | (b->btime_ns ? STATX_BTIME : 0);
+	if (stx_subvol(&d->before, &subvol)) {
+		stx->stx_mask |= STATX_SUBVOL;
+		memcpy((char *)stx + STATX_SUBVOL_OFFSET, &subvol, sizeof(subvol));
+	}
 	stx->stx_blksize = ctx->root_stx.stx_blksize;
 	stx->stx_nlink = b->nlink;
 	stx->stx_uid = b->uid;
@@ -274,8 +287,8 @@ static void stx_of_bulk(const struct scrub_ctx *ctx, const struct backend_inode 
 	ts_of_ns(&stx->stx_btime, b->btime_ns);
 	ts_of_ns(&stx->stx_ctime, b->ctime_ns);
 	ts_of_ns(&stx->stx_mtime, b->mtime_ns);
-	stx->stx_dev_major = ctx->root_stx.stx_dev_major;
-	stx->stx_dev_minor = ctx->root_stx.stx_dev_minor;
+	stx->stx_dev_major = d->before.stx_dev_major;
+	stx->stx_dev_minor = d->before.stx_dev_minor;
 }
 
 static int visit_entry(void *arg, const char *name, size_t namelen,
@@ -306,7 +319,7 @@ static int visit_entry(void *arg, const char *name, size_t namelen,
 	if (namelen == 0 || memchr(name, '/', namelen)) {
 		e.stat_err = EINVAL;
 	} else if ((e.bulk = bulk_record(dv->t, d_ino, d_type)) != NULL) {
-		stx_of_bulk(ctx, e.bulk, &e.stx);
+		stx_of_bulk(ctx, d, e.bulk, &e.stx);
 		dv->t->stats.bulk++;
 	} else {
 		int ret = stx_get(d->fd, name, &e.stx);

@@ -150,7 +150,9 @@ struct scrub_ops {
 	void (*check_dir)(struct scrub_ctx *ctx, const struct backend_dir *d);
 	/*
 	 * Phase 3, walk threads, before the entries of each getdents buffer
-	 * are visited: the records of the inodes inos[0 .. n-1] (sorted,
+	 * of directory d are visited (d->thread: the calling walk thread; d
+	 * tells which subvolume the numbers are of where they repeat, btrfs):
+	 * the records of the inodes inos[0 .. n-1] (sorted,
 	 * distinct), in out[i] for inos[i], out[i].ino = 0 for a number it
 	 * has no record of (freed, unreadable, not asked).  The walk then
 	 * takes a non-directory entry's inode from its record instead of a
@@ -161,8 +163,8 @@ struct scrub_ops {
 	 * Returns the number of records, or a negative errno (then none).
 	 * NULL: the walk stats every entry (FSCRUB_DEBUG_NO_BULK=1 too).
 	 */
-	int (*bulk_inodes)(struct scrub_ctx *ctx, unsigned thread, const uint64_t *inos,
-			   size_t n, struct backend_inode *out);
+	int (*bulk_inodes)(struct scrub_ctx *ctx, const struct backend_dir *d,
+			   const uint64_t *inos, size_t n, struct backend_inode *out);
 	/*
 	 * Phase 3, walk threads: the whole data fork map of the regular file
 	 * whose bulk record is b (from the bulk_inodes call this thread made

@@ -93,6 +93,10 @@ def populate(mnt):
 
 @pytest.fixture
 def image(image_factory):
+    return populated_image(image_factory)
+
+
+def populated_image(image_factory):
     """A populated btrfs image (mkfs defaults: DUP metadata, free space tree,
     no-holes), unmounted."""
     need_fs("btrfs")

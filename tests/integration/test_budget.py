@@ -77,6 +77,34 @@ def test_budget_stops_and_successive_runs_cover_everything(image_factory, state_
     assert fs["data_coverage"] is not None, fs
 
 
+def test_budget_shorter_than_a_region_goes_on(image_factory, state_dir, workdir):
+    """A region the budget ends in keeps its part read (regions.h, read_to):
+    the next run goes on from there, so budgets shorter than a region's
+    read still cover the device run after run, reading each byte about
+    once -- where a region read in part was read again from its start,
+    a region holding more than one budget reads was never verified."""
+    img = image_factory("ext4", size_mb=256).mkfs()
+    mnt = img.mount()
+    _fill(mnt)
+    # 20 MB/s for 3 s, phases 1-4 included: under 60 MB a run, and a region
+    # (64 MiB) holds up to 67 MB of file data here
+    runs, read, said = [], 0, 0
+    for i in range(10):
+        r, j = _budget_run(state_dir, mnt, workdir, "3s", "--limit", "20M")
+        d = j["data_regions"]
+        assert r.rc == 0 and d["budget_spent"], (r, d)
+        runs.append((d["regions_verified"], j["stats"]["bytes_read"]))
+        read += j["stats"]["bytes_read"]
+        said += "1 region read in part: the next run goes on from there." in r.stdout
+        fs, share = _shares(state_dir, mnt)
+        if share["never"] == 0:
+            break
+    assert share["never"] == 0 and share["7d"] == pytest.approx(1.0), (runs, share)
+    assert said >= len(runs) - 1, runs      # each run but perhaps the last ends in a region
+    # each byte about once: one pass, and what the last run read again of its first regions
+    assert read < 1.5 * d["bytes"], (runs, d)
+
+
 def test_budget_with_portion_whichever_ends_first(image_factory, state_dir, workdir):
     img = image_factory("ext4", size_mb=256).mkfs()
     mnt = img.mount()

@@ -1,5 +1,5 @@
 """Phase 3's bulk inode records (backend.h, bulk_inodes; walk.c): on XFS
-the walk takes a single-link non-directory's inode from a BULKSTAT record
+(and ext4, btrfs: their own sections below) the walk takes a single-link non-directory's inode from a BULKSTAT record
 of its getdents buffer instead of a statx, opens only files with blocks
 to map, and lists attributes only of inodes that may have some.  These
 tests show that the bulk path is taken (-v counts the entries), that it
@@ -150,7 +150,7 @@ def syscalls(out):
 NR_DATA, NR_EMPTY = 600, 200
 
 
-@pytest.mark.parametrize("fstype", ["xfs", "ext4"])
+@pytest.mark.parametrize("fstype", ["xfs", "ext4", "btrfs"])
 def test_syscalls_per_file(image_factory, workdir, fstype):
     """What a file costs phase 3, counted with strace -c on 600 small
     files with data and 200 empty ones.  Before the bulk records a file
@@ -159,7 +159,8 @@ def test_syscalls_per_file(image_factory, workdir, fstype):
     statx on top: now neither stats a file by name nor opens an empty
     one, nor one with data: XFS (with the rmapbt) maps it from GETFSMAP's
     owner records, ext4 from the extent root in its inode, read from the
-    inode table (ext4_bulk.c, one pread per 64 inodes)."""
+    inode table (ext4_bulk.c, one pread per 64 inodes), btrfs from its
+    file extent items (btrfs_bulk.c, one tree search per 64 inodes)."""
     need_fs(fstype)
     need_tools("strace")
     img = image_factory(fstype, size_mb=300)
@@ -184,15 +185,19 @@ def test_syscalls_per_file(image_factory, workdir, fstype):
     files = NR_DATA + NR_EMPTY
     print(c)
     # No statx, open or FIEMAP per file: files with data are mapped from
-    # GETFSMAP (XFS, rmapbt) or their inode (ext4); a few dozen for the
-    # directories and phases 1-2.  Was two statx, an open and a FIEMAP
-    # per file (ext4: three statx and two FIEMAP).
+    # GETFSMAP (XFS, rmapbt), their inode (ext4) or their file extent
+    # items (btrfs); a few dozen for the directories and phases 1-2.  Was
+    # two statx, an open and a FIEMAP per file (ext4: three statx and two
+    # FIEMAP).
     assert c["statx"] < 100, c
     assert c["openat"] < 100, c
     assert c["ioctl"] < files / 8 + 100, c
     if fstype == "ext4":
         # One pread of the inode table per 64 inodes.
         assert c.get("pread64", 0) < files / 16 + 100, c
+    if fstype == "btrfs":
+        # Nor listed: no attribute items, no listxattr.
+        assert c.get("listxattr", 0) + c.get("flistxattr", 0) + c.get("llistxattr", 0) < 100, c
 
 
 @pytest.mark.parametrize("rmapbt", [0, 1])
@@ -513,4 +518,210 @@ def test_ext4_bulk_bad_ibody_xattr(image_factory):
     assert bulk_counts(r)[0] == 1, r
     old = run_fscrub("-v", "-n", mnt, env={"FSCRUB_DEBUG_NO_BULK": "1"})
     assert old.rc == 4 and bulk_counts(old)[0] == 0, old
+    assert findings(old) == findings(r), (old, r)
+
+
+# ------------------------------ btrfs: records from the subvolumes' trees
+
+BTRFS_BULK_RE = re.compile(r"Phase 3: btrfs: (\d+) bulk records for the walk from (\d+) tree "
+                           r"searches; (\d+) files' extent maps from their file extent items")
+EXTENTS_RE = re.compile(r"Phase 3: \d+ directories, \d+ files, \d+ symlinks, \d+ special "
+                        r"files, (\d+) extents, (\d+) attributes \((\d+) values read\)")
+
+
+def btrfs_bulk(r):
+    """(records, tree searches, maps) btrfs_bulk.c served the walk."""
+    m = BTRFS_BULK_RE.search(r.stdout)
+    assert m, r
+    return tuple(int(g) for g in m.groups())
+
+
+def walk_totals(r):
+    """(extents, attributes, values read) of phase 3's summary line."""
+    m = EXTENTS_RE.search(r.stdout)
+    assert m, r
+    return tuple(int(g) for g in m.groups())
+
+
+def btrfs_mounted(image_factory):
+    need_fs("btrfs")
+    need_tools("btrfs")
+    img = image_factory("btrfs", size_mb=300)
+    img.mkfs()
+    return img, img.mount()
+
+
+def write_pieces(path, pieces, size=4096):
+    """A file of `pieces` extents: every other block, each synced."""
+    with open(path, "wb") as f:
+        for i in range(pieces):
+            f.seek(2 * i * size)
+            f.write(os.urandom(size))
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def fill_subvolume(sv, order):
+    """The same names in the same order of creation, so the same inode
+    numbers, in each subvolume, but of other kinds and maps: order 0 makes
+    f00-f19 files of 1 extent, l00-l04 symlinks, then 3-extent files
+    g00-g09; order 1 makes those numbers 3-extent files, FIFOs and
+    1-extent files.  A record read from the wrong subvolume's tree would
+    disagree with its entry's type, or give another extent count."""
+    for i in range(20):
+        p = os.path.join(sv, "f%02d" % i)
+        if order == 0:
+            with open(p, "wb") as f:
+                f.write(os.urandom(8192))
+        else:
+            write_pieces(p, 3)
+    for i in range(5):
+        p = os.path.join(sv, "l%02d" % i)
+        if order == 0:
+            os.symlink("target%d" % i, p)
+        else:
+            os.mkfifo(p)
+    for i in range(10):
+        p = os.path.join(sv, "g%02d" % i)
+        if order == 0:
+            write_pieces(p, 3)
+        else:
+            with open(p, "wb") as f:
+                f.write(b"small %d" % i)       # inline
+    os.setxattr(os.path.join(sv, "f%02d" % (3 + order)), "user.x", b"1")
+
+
+def two_subvolumes(mnt):
+    """sva and svb, filled by fill_subvolume() in orders 0 and 1; their
+    files have the same inode numbers.  Returns their paths."""
+    out = []
+    for order, name in enumerate(("sva", "svb")):
+        sv = os.path.join(mnt, name)
+        fsimage.run(["btrfs", "subvolume", "create", sv])
+        fill_subvolume(sv, order)
+        out.append(sv)
+    return out
+
+
+def test_btrfs_bulk_records_two_subvolumes(image_factory):
+    """On btrfs the walk's single-link non-directories come from the
+    INODE_ITEMs, XATTR_ITEMs and EXTENT_DATA items of their directory's
+    subvolume (btrfs_bulk.c), in two subvolumes whose files have the same
+    inode numbers but other types and maps, and the fixture tree beside
+    them (fragmented, sparse, preallocated, inline files, hard links,
+    special files, attributes): every such entry from a record, files
+    with data mapped from their items (not opened), and the same findings,
+    extent count and attributes read as FSCRUB_DEBUG_NO_BULK=1, which
+    takes no record."""
+    img, mnt = btrfs_mounted(image_factory)
+    sva, svb = two_subvolumes(mnt)
+    assert fsimage.inode_of(os.path.join(sva, "l00")) == fsimage.inode_of(os.path.join(svb, "l00"))
+    fsimage.make_tree(os.path.join(mnt, "tree"), deep=False)
+    img.remount()
+    time.sleep(1.1)
+    r = run_fscrub("-v", mnt)
+    # (the fixture tree's names with control characters are warnings)
+    assert r.rc == 0 and r.errors == [], r
+    bulk, entries = bulk_counts(r)
+    assert 0 < bulk == single_link_non_dirs(mnt), (bulk, entries, r)
+    records, searches, maps = btrfs_bulk(r)
+    # Hard links' records are read too (then stat'ed by the walk).
+    assert records >= bulk and 0 < searches < bulk / 4, r
+    assert maps == bulk_maps(r) > 50, r
+    old = run_fscrub("-v", mnt, env={"FSCRUB_DEBUG_NO_BULK": "1"})
+    assert bulk_counts(old) == (0, entries) and bulk_maps(old) == 0, old
+    assert not BTRFS_BULK_RE.search(old.stdout), old
+    assert findings(old) == findings(r), (old, r)
+    assert walk_totals(old) == walk_totals(r), (old, r)
+
+
+def test_btrfs_changed_after_bulk_read(image_factory):
+    """As test_changed_after_bulk_read, on btrfs: the records of the root
+    directory's getdents buffer are read from the tree, then
+    (FSCRUB_DEBUG_AFTER_BULK) a symlink is replaced by a longer one, a
+    file removed, an empty file given data, a file an attribute, a file
+    truncated, a hard link made; the entries are visited with their stale
+    records.  Nothing may be reported from them: the symlink's size is
+    looked at again (a change, an info), and nothing, not the tree check
+    after the walk either, is an error or a warning."""
+    img, mnt = btrfs_mounted(image_factory)
+    r = run_with_stale_records(img, mnt, " && sync")
+    assert bulk_counts(r)[0] == 6 and bulk_maps(r) == 1, r
+
+
+def test_btrfs_records_only_of_unchanged_inodes(image_factory):
+    """A record is given only for an inode whose ctime and mtime are older
+    than the scan and whose item is not newer than the commit the walk's
+    first request makes: files written just before the scan (their
+    delayed inode items not yet in the tree) are stat'ed, files written
+    before that come from records."""
+    img, mnt = btrfs_mounted(image_factory)
+    for i in range(10):
+        with open(os.path.join(mnt, "old%d" % i), "wb") as f:
+            f.write(b"o" * 100)
+    img.remount()
+    time.sleep(1.1)
+    for i in range(7):
+        with open(os.path.join(mnt, "new%d" % i), "wb") as f:
+            f.write(b"n" * 100)
+    r = run_fscrub("-v", mnt)
+    assert r.rc == 0 and r.errors == [] and r.warnings == [], r
+    assert bulk_counts(r) == (10, 17), r
+
+
+@pytest.mark.parametrize("what", ["nbytes", "nbytes_snapshot", "missing_file_extent", "nlink",
+                                  "inode_ref_gone", "crosslink"])
+def test_btrfs_tree_faults_same_with_records(image_factory, what):
+    """test_btrfs_trees's faults in inode and file extent items (nbytes
+    that disagrees with the extents, in the top subvolume and a snapshot;
+    a deleted file extent item; a wrong link count; a name without its
+    INODE_REF; two files' extents on one disk extent), on the mounted
+    image: the walk takes what it can from the records (a map whose bytes
+    are not nbytes is not given: FIEMAP) and the run finds what
+    FSCRUB_DEBUG_NO_BULK=1 finds, with exit 4."""
+    import test_btrfs_trees as tt
+    need_tools("btrfs")
+    img = tt.populated_image(image_factory)
+    tt.inject(img, what)
+    mnt = img.mount("compress=zstd")
+    time.sleep(1.1)
+    r = run_fscrub("-v", "-n", mnt)
+    old = run_fscrub("-v", "-n", mnt, env={"FSCRUB_DEBUG_NO_BULK": "1"})
+    assert r.rc == old.rc == 4, (r, old)
+    assert bulk_counts(r)[0] > 0 and bulk_counts(old)[0] == 0, (r, old)
+    assert findings(old) == findings(r), (old, r)
+    assert walk_totals(old) == walk_totals(r), (old, r)
+
+
+ORPHANS_RE = re.compile(r"Phase 3: orphans: (\d+) allocated inodes not reached by the walk "
+                        r"\(INUMBERS\), BULKSTAT'ed in (\d+) requests")
+
+
+def test_xfs_orphans_from_inumbers(image_factory):
+    """After the walk, only the allocated inodes INUMBERS gives that the
+    walk did not reach are BULKSTAT'ed, not every inode: on a clean tree
+    those are a handful (the metadata inodes BULKSTAT does not return),
+    in one or two requests.  An orphan (xfs_dirent_ino, as test_xfs) is
+    still found, exit 4, as FSCRUB_DEBUG_NO_BULK=1 (every inode
+    BULKSTAT'ed) finds it."""
+    from test_xfs import scrub, errors_of
+    img = image_factory("xfs", size_mb=300)
+    img.mkfs()
+    mnt = img.mount()
+    fsimage.make_tree(mnt, deep=False)
+    img.remount()
+    time.sleep(1.1)
+    clean = run_fscrub("-v", mnt)
+    assert clean.rc == 0 and clean.errors == [], clean
+    m = ORPHANS_RE.search(clean.stdout)
+    assert m and int(m.group(1)) < 8 and int(m.group(2)) <= int(m.group(1)), clean
+    img.offline()
+    f = faults.xfs_dirent_ino(img, target="existing")
+    mnt, r = scrub(img, "-v")
+    assert r.rc == 4, r
+    assert [o.inode for o in errors_of(r, "xfs.orphan")] == [f["orphan_inode"]], r
+    m2 = ORPHANS_RE.search(r.stdout)
+    assert m2 and int(m2.group(1)) == int(m.group(1)) + 1, r
+    old = run_fscrub("-v", mnt, env={"FSCRUB_DEBUG_NO_BULK": "1"})
+    assert old.rc == 4 and not ORPHANS_RE.search(old.stdout), old
     assert findings(old) == findings(r), (old, r)

@@ -208,6 +208,37 @@ def test_directory_block_checksum(ext4img):
     assert_ext4(r, "ext4.dir_block", dino, "block %d" % blk)
 
 
+DIRBATCH_RE = re.compile(r"Phase 3: ext4: directory blocks read (\d+) at a time: (\d+) reads "
+                         r"in (\d+) batches")
+DIRBLOCKS_RE = re.compile(r"Phase 3: ext4: \d+ inodes, \d+ extent blocks and (\d+) directory "
+                          r"blocks read from the disk")
+
+
+def test_directory_blocks_read_in_batches(ext4img):
+    """The scan reads directory blocks a batch at a time, many reads in
+    flight and adjacent blocks in one read: a bad checksum in one
+    directory's block and an htree directory of several blocks, and both
+    the error (exit 4) and the clean directories come out as with
+    FSCRUB_DEBUG_NO_DIRBATCH=1 (one read per block, as before)."""
+    rel, ino, dino = victim(ext4img, "dir_csum_batch", files=3)
+    victim(ext4img, "htree_batch", files=400)
+    blk = faults._ext4_first_block(ext4img, dino)
+    bs = _ext4_sb(ext4img)["block_size"]
+    off = blk * bs + bs - 4                         # ext4_dir_entry_tail.det_checksum
+    _patch(ext4img.path, off, bytes([_pread(ext4img.path, off, 1)[0] ^ 0x01]))
+    mnt, r = scrub(ext4img)
+    assert_ext4(r, "ext4.dir_block", dino, "block %d" % blk)
+    m, n = DIRBATCH_RE.search(r.stdout), DIRBLOCKS_RE.search(r.stdout)
+    assert m and n, r
+    # Several blocks a read (the htree directory's are adjacent), and a batch at least.
+    assert 0 < int(m.group(2)) < int(n.group(1)) and int(m.group(3)) >= 1, r
+    old = run_fscrub("-v", mnt, env={"FSCRUB_DEBUG_NO_DIRBATCH": "1"})
+    assert old.rc == 4 and not DIRBATCH_RE.search(old.stdout), old
+    assert DIRBLOCKS_RE.search(old.stdout).group(1) == n.group(1), old
+    key = lambda rr: sorted((f.severity, f.check, f.path, f.inode) for f in rr.findings)
+    assert key(old) == key(r), (old, r)
+
+
 def test_extent_block_corruption(ext4img):
     f = faults.ext4_read_error(ext4img, mode="csum", pieces=16)
     assert f["extents"] >= 5

@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import threading
 import time
 
@@ -46,6 +47,13 @@ class BadMedia:
         self.proc = None
         self.dev = None
         self.mounted = False
+        try:
+            self._start(path, fstype, ranges, armed)
+        except BaseException:
+            self.cleanup()      # what came up before the failure: no one else knows it
+            raise
+
+    def _start(self, path, fstype, ranges, armed):
         os.makedirs(self.fuse, exist_ok=True)
         os.makedirs(self.mnt, exist_ok=True)
         env = dict(os.environ, EIOFS_IMAGE=path, EIOFS_ARMED=self.armed_path,
@@ -72,22 +80,53 @@ class BadMedia:
         open(self.armed_path, "w").close()
 
     def cleanup(self):
+        """Undo what is up, last first; every step is tried even when one
+        before it failed (the first failure is raised at the end)."""
+        failed = []
+        for step in (self._disarm, self._umount, self._detach, self._stop_eiofs):
+            try:
+                step()
+            except Exception as e:      # keep cleaning up
+                failed.append(e)
+        if failed:
+            raise failed[0]
+
+    def _disarm(self):
         if os.path.exists(self.armed_path):
             os.unlink(self.armed_path)
+
+    def _umount(self):
         if self.mounted:
             fsimage._umount(self.mnt)
             self.mounted = False
+
+    def _detach(self):
         if self.dev:
             fsimage._losetup_detach(self.dev)
             self.dev = None
-        if self.proc:
+
+    def _stop_eiofs(self):
+        """Unmount the FUSE filesystem, which ends eiofs.  The loop device's
+        detach is deferred while anything (udev's probe) still has it open,
+        and holds the disk file until then: fusermount3 -u fails with EBUSY
+        meanwhile, so it is retried.  A daemon that does not end is killed,
+        and its mount, left with no daemon behind it, unmounted lazily."""
+        if not self.proc:
+            return
+        for i in range(10):     # 5.5 s in all: udev's probe takes well under one
+            if not fsimage._is_mountpoint(self.fuse) or self.proc.poll() is not None:
+                break
             subprocess.run(["fusermount3", "-u", self.fuse], capture_output=True)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()        # ours: started by this test
-                self.proc.wait()
-            self.proc = None
+            if fsimage._is_mountpoint(self.fuse):
+                time.sleep(0.1 * (i + 1))
+        try:
+            self.proc.wait(timeout=0 if fsimage._is_mountpoint(self.fuse) else 10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()        # ours: started by this test
+            self.proc.wait()
+        self.proc = None
+        if fsimage._is_mountpoint(self.fuse):
+            fsimage.run(["fusermount3", "-u", "-z", self.fuse])
 
 
 @pytest.fixture
@@ -102,8 +141,102 @@ def bad_media(workdir):
         return m
 
     yield make
+    failed = []
     for m in reversed(made):
-        m.cleanup()
+        try:
+            m.cleanup()
+        except Exception as e:      # the others still cleaned up
+            failed.append(e)
+    if failed:
+        raise failed[0]
+
+
+INNER_FAILURES = r"""
+import os
+
+from test_media import bad_media  # noqa: F401 (a fixture)
+
+
+def note(workdir):
+    with open(os.environ["FSCRUB_INNER_NOTE"], "a") as f:
+        f.write(workdir + "\n")
+
+
+def test_fails_with_the_media_up(image_factory, bad_media, workdir):
+    note(workdir)
+    img = image_factory("ext4", size_mb=64).mkfs()
+    m = bad_media(img, [(1 << 20, 4096)])
+    assert os.path.ismount(m.mnt) and os.path.ismount(m.fuse)
+    assert False, "fails on purpose"
+
+
+HELD = []
+
+
+def test_fails_with_the_loop_device_held(image_factory, bad_media, workdir):
+    note(workdir)
+    img = image_factory("ext4", size_mb=64).mkfs()
+    m = bad_media(img, [])
+    # open until this pytest ends: the loop device's detach is deferred, as
+    # while udev probes it, and the disk file stays busy through the teardown
+    HELD.append(os.open(m.dev, os.O_RDONLY))
+    assert False, "fails on purpose"
+
+
+def test_fails_while_mounting(image_factory, bad_media, workdir):
+    note(workdir)
+    img = image_factory("ext4", size_mb=64).mkfs()
+    img.fstype = "xfs"      # mount -t xfs of an ext4 fails, with eiofs and the loop up
+    bad_media(img, [])
+"""
+
+
+def left_behind(workdir):
+    """Mounts under workdir, loop devices backed by a file in it, eiofs
+    processes serving it."""
+    with open("/proc/self/mountinfo") as f:
+        mounts = [line.split()[4] for line in f
+                  if line.split()[4].startswith(workdir + "/")]
+    loops = [line for line in subprocess.run(
+        ["losetup", "-l", "-n", "-O", "NAME,BACK-FILE"], capture_output=True,
+        text=True).stdout.splitlines() if workdir + "/" in line]
+    procs = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if os.path.basename(argv[0]) == b"eiofs" and any(
+                a.startswith(workdir.encode() + b"/") for a in argv):
+            procs.append(pid)
+    return mounts, loops, procs
+
+
+def test_bad_media_cleans_up_after_failures(workdir):
+    """The fixture's finaliser leaves nothing mounted, attached or running
+    when the test fails -- after the media came up, with the loop device
+    still open at the teardown, and inside the set-up itself (eiofs and the
+    loop device up, the mount failing) -- in a pytest of its own, whose
+    failures are on purpose."""
+    need_eiofs()
+    inner = os.path.join(workdir, "test_inner_failures.py")
+    with open(inner, "w") as f:
+        f.write(INNER_FAILURES)
+    note = os.path.join(workdir, "workdirs")
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, FSCRUB_INNER_NOTE=note, PYTHONPATH=here + os.pathsep +
+               os.environ.get("PYTHONPATH", ""), FSCRUB=FSCRUB, FSCRUB_EIOFS=EIOFS)
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        "-p", "conftest", "--rootdir", workdir, inner], capture_output=True,
+                       text=True, env=env, cwd=workdir, timeout=600)
+    assert p.returncode == 1 and "3 failed" in p.stdout, p.stdout + p.stderr
+    assert "fails on purpose" in p.stdout, p.stdout
+    with open(note) as f:
+        inner_dirs = f.read().split()
+    assert len(inner_dirs) == 3, inner_dirs
+    for d in inner_dirs:
+        assert left_behind(d) == ([], [], []), (d, p.stdout + p.stderr)
 
 
 def write(path, size, seed):

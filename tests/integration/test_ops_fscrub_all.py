@@ -173,8 +173,8 @@ def test_default_choice_from_mountinfo(mountinfo):
     assert p.types["/mnt/stack"] == "ext4"
     assert s["/mnt/stack"] == ["hidden under /mnt/stack (ext4, line 22)"], p
     assert s["/mnt/stack/below"] == ["hidden under /mnt/stack (ext4, line 22)"], p
-    assert p.cmds["/mnt/stack"] == [FSCRUB, "-b", "/mnt/stack"]
-    assert p.cmds["/mnt/with space"] == [FSCRUB, "-b", "/mnt/with space"]
+    assert p.cmds["/mnt/stack"] == [FSCRUB, "-b", "--resume", "/mnt/stack"]
+    assert p.cmds["/mnt/with space"] == [FSCRUB, "-b", "--resume", "/mnt/with space"]
     assert set(p.skipped) | set(p.scrubbed) == {
         line.split()[4].replace("\\040", " ") for line in MOUNTINFO.splitlines()}
 
@@ -279,14 +279,32 @@ def test_options_pass_through(tmp_path):
     t = write(tmp_path / "t", "/dev/fake-a /srv/a ext4 defaults 0 0\n")
     p = plan("-m", t, "-x", "-j", "2", "-vT", "--json", "/var/log/%i-%%.json",
              "--metrics=/m/%f.prom", "-a3", "--", "-n", "-m", "/etc/mtab")
-    assert p.cmds["/srv/a"] == [FSCRUB, "-b", "-x", "-j", "2", "-vT", "--json",
+    assert p.cmds["/srv/a"] == [FSCRUB, "-b", "--resume", "-x", "-j", "2", "-vT", "--json",
                                 "/var/log/srv-a-%.json", "--metrics", "/m//srv/a.prom", "-a", "3",
                                 "-n", "-m", "/etc/mtab", "/srv/a"], p
+    # every fscrub option that takes a value passes with it
+    valued = ["--limit", "16M", "--ledger", "/l", "--manifest", "/m", "--since", "2026-01-01",
+              "--portion", "25%", "--time-budget", "1h"]
+    assert plan("-m", t, *valued).cmds["/srv/a"] == [FSCRUB, "-b", "--resume"] + valued + \
+        ["/srv/a"]
     # fscrub_all's own letters mixed into a cluster with fscrub's
     p = plan("-xm", t, "-vj4")
-    assert p.cmds["/srv/a"] == [FSCRUB, "-b", "-x", "-v", "-j", "4", "/srv/a"], p
+    assert p.cmds["/srv/a"] == [FSCRUB, "-b", "--resume", "-x", "-v", "-j", "4", "/srv/a"], p
     p = plan("-m", t, "--systemd")
     assert p.cmds["/srv/a"] == ["systemctl", "start", "fscrub@srv-a.service"], p
+
+
+def test_resume_is_passed_unless_it_cannot_be(tmp_path):
+    """fscrub runs as fscrub@.service runs it, with --resume; not twice, not
+    with --no-state (fscrub refuses it there), not with --no-resume, which
+    --systemd does not take (the unit always resumes)."""
+    t = write(tmp_path / "t", "/dev/fake-a /srv/a ext4 defaults 0 0\n")
+    assert plan("-m", t, "-x").cmds["/srv/a"] == [FSCRUB, "-b", "--resume", "-x", "/srv/a"]
+    assert plan("-m", t, "--resume").cmds["/srv/a"] == [FSCRUB, "-b", "--resume", "/srv/a"]
+    assert plan("-m", t, "--no-state").cmds["/srv/a"] == [FSCRUB, "-b", "--no-state", "/srv/a"]
+    assert plan("-m", t, "--no-resume", "-x").cmds["/srv/a"] == [FSCRUB, "-b", "-x", "/srv/a"]
+    p = fscrub_all("-m", t, "--systemd", "--no-resume")
+    assert p.returncode == 16 and "always continues a stopped scrub" in p.stderr, p.stderr
 
 
 @pytest.mark.parametrize("path", ["/", "/home", "/a/.b", "/.x", "/a-b", "/a b", "/a\\b",
@@ -714,6 +732,32 @@ def test_real_scrubs_clean_then_faulty(image_factory, tmp_path):
     assert "Phase 1:" in p.stdout       # -v reached fscrub
 
 
+def test_stopped_run_resumes(image_factory, tmp_path):
+    """A manual fscrub_all stopped by SIGTERM (fscrub is sent SIGTERM and
+    saves its checkpoint) continues where it stopped when run again, as
+    the timer's units do: the second run says it resumes and reads less
+    than the whole; a completed run leaves no checkpoint."""
+    from test_resume import ENV, FILE, _fill, _stop_when, checkpoint
+    img = image_factory("ext4", size_mb=256).mkfs()
+    mnt = img.mount()
+    _fill(mnt, n=20)
+    state = str(tmp_path / "state")
+    os.mkdir(state)
+    t = _mounts_table(tmp_path, [mnt])
+    two = str(tmp_path / "two.json")
+    args = ["-m", t, "-x", "--limit", "16M", "--state-dir", state]
+    rc, out, err, _ = _stop_when(args + ["--", "-n"], state, lambda cp: cp[3]["bytes"] > 0,
+                                 dict(ENV, FSCRUB=FSCRUB), cmd=(PYTHON, SCRIPT))
+    assert rc == 32, out + err
+    run = checkpoint(state)[0]
+    p = fscrub_all(*(args + ["--json", two, "--", "-n"]), env=ENV)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "resuming run %d from phase 5 at " % run in p.stderr, p.stderr
+    with open(two) as f:
+        assert f and json.load(f)["stats"]["bytes_read"] < 20 * FILE
+    assert checkpoint(state) is None
+
+
 # ----------------------------------------------------------------------------
 # policies: --if-due DAYS (from fscrub status) and XFS's autofsck property
 # ----------------------------------------------------------------------------
@@ -826,11 +870,11 @@ def test_xfs_autofsck(xfs_mounted, tmp_path, value, skip, extra):
     if skip:
         assert pl.skipped[mnt] == [skip] and mnt not in pl.cmds, pl.text
         return
-    assert pl.cmds[mnt] == [FSCRUB, "-b"] + extra + [mnt], pl.text
+    assert pl.cmds[mnt] == [FSCRUB, "-b", "--resume"] + extra + [mnt], pl.text
     if extra:
         assert "    autofsck=%s: -n (check only" % value in pl.text
         # already check-only: nothing added
-        assert plan("-m", t, "-n").cmds[mnt] == [FSCRUB, "-b", "-n", mnt]
+        assert plan("-m", t, "-n").cmds[mnt] == [FSCRUB, "-b", "--resume", "-n", mnt]
         pl = plan("--systemd", "-m", t, env={"FSCRUB_OPTIONS": ""})
         assert pl.skipped[mnt][0].startswith("autofsck=%s (XFS property) asks for -n" % value)
         pl = plan("--systemd", "-m", t, env={"FSCRUB_OPTIONS": "-x -n"})

@@ -326,6 +326,8 @@ def eiofs(workdir, cleanups, **knobs):
         except subprocess.TimeoutExpired:
             proc.kill()         # ours: started by this test
             proc.wait()
+        if fsimage._is_mountpoint(mnt):     # killed: its mount has no daemon now
+            fsimage.run(["fusermount3", "-u", "-z", mnt])
     cleanups.append(stop)
     for _ in range(100):
         if os.path.exists(os.path.join(mnt, "disk")):

@@ -68,9 +68,10 @@ def _bytes_read(path):
         return json.load(f)["stats"]["bytes_read"]
 
 
-def _stop_when(args, state, ready, env, timeout=120):
-    """Start fscrub ARGS; SIGTERM it once ready(checkpoint) holds; its result."""
-    p = subprocess.Popen([FSCRUB] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+def _stop_when(args, state, ready, env, timeout=120, cmd=(FSCRUB,)):
+    """Start fscrub ARGS (or cmd ARGS); SIGTERM it once ready(checkpoint)
+    holds; its result."""
+    p = subprocess.Popen(list(cmd) + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True, env=dict(os.environ, **env))
     saves = set()
     deadline = time.monotonic() + timeout

@@ -98,7 +98,7 @@ def test_history_text_and_json(tmpfs, state_dir):
     # the phases, and the options as JSON, are in the database as documented
     db = sqlite3.connect(os.path.join(state_dir, "state.sqlite"))
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 5
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 6
     titles = [t for (t,) in db.execute("SELECT title FROM phases WHERE run = ? ORDER BY phase",
                                        (x["id"],))]
     assert titles[0] == "Find the filesystem" and "Verify file data" in titles, titles
@@ -468,7 +468,7 @@ def test_upgrade_from_version_1(tmpfs, state_dir):
 
     assert run_fscrub("--state-dir", state_dir, tmpfs.mnt).rc == 0
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone() == (5,)
+    assert db.execute("PRAGMA user_version").fetchone() == (6,)
     assert [r[0] for r in db.execute("SELECT id FROM runs ORDER BY id")] == [1, 2]
     # version 4: the subvolume of findings and rescanned files; the rows of
     # before are the mount's own subvolume (0)
@@ -479,6 +479,9 @@ def test_upgrade_from_version_1(tmpfs, state_dir):
     assert db.execute("SELECT count(*) FROM region_sizes").fetchone() == (0,)
     # and version 5's checkpoints of stopped runs (--resume): a complete run leaves none
     assert db.execute("SELECT count(*) FROM checkpoints").fetchone() == (0,)
+    # and version 6's parts of regions read
+    assert db.execute("SELECT count(*) FROM regions WHERE read_to > 0 OR partial IS NOT NULL"
+                      ).fetchone() == (0,)
     # an event after the last complete run began: open, an error for the exit status
     db.execute("INSERT INTO events (uuid, fsroot, time, kind, errno, error_count, ino, path) "
                "VALUES (?, '/', ?, 'fs_error', 117, 1, 12, ?)",

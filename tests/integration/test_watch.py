@@ -14,6 +14,7 @@ import fcntl
 import json
 import os
 import re
+import shlex
 import signal
 import struct
 import subprocess
@@ -24,6 +25,8 @@ import pytest
 from conftest import FSCRUB, TOP, check_sanitizers, need_root, need_tools
 from fsimage import run
 from test_btrfs import btrfs_factory, corrupt_data  # noqa: F401 (a fixture)
+from test_media import bad_media  # noqa: F401 (a fixture)
+import fsimage
 
 # The watcher listens to every mounted filesystem and these tests drop the
 # page cache: never beside other tests (tests/run runs them after the rest).
@@ -340,6 +343,68 @@ def test_xfs_needs_linux_7(image_factory, watcher):
     assert len(re.findall(no_monitor, w.stderr(), re.M)) == 1, w.stderr()
 
 
+class ChrootWatcher(Watcher):
+    """`fscrub watch ARGS` alone in a mount namespace of its own, chrooted
+    into a tmpfs that holds only the binary and its libraries, with /proc:
+    its mount table has no ext4, XFS or btrfs until the test mounts one
+    there (mount(), into the watcher's namespace, on ROOT/mnt: /mnt to it)."""
+
+    def __init__(self, workdir, *args):
+        self.err_path = os.path.join(workdir, "watch.err")
+        self.out_path = os.path.join(workdir, "watch.out")
+        self.root = os.path.join(workdir, "root")
+        os.makedirs(self.root)
+        libs = re.findall(r"(/\S+) \(0x", subprocess.run(
+            ["ldd", FSCRUB], capture_output=True, text=True, check=True).stdout)
+        r = shlex.quote(self.root)
+        script = ["set -e", "mount -t tmpfs tmpfs %s" % r,
+                  "mkdir -p %s/proc %s/mnt %s/state" % (r, r, r),
+                  "cp %s %s/fscrub" % (shlex.quote(FSCRUB), r)]
+        for lib in libs:
+            script.append("mkdir -p %s%s && cp -L %s %s%s" % (
+                r, shlex.quote(os.path.dirname(lib)), shlex.quote(lib), r, shlex.quote(lib)))
+        script += ["mount -t proc proc %s/proc" % r,
+                   "exec chroot %s /fscrub watch --state-dir /state %s" % (
+                       r, " ".join(shlex.quote(str(a)) for a in args))]
+        self.proc = subprocess.Popen(
+            ["unshare", "-m", "--propagation", "private", "sh", "-c", "\n".join(script)],
+            stdout=open(self.out_path, "w"), stderr=open(self.err_path, "w"))
+
+    def nsenter(self, *cmd):
+        return subprocess.run(["nsenter", "-t", str(self.proc.pid), "-m"] + list(cmd),
+                              capture_output=True, text=True)
+
+
+def test_nothing_mounted_yet_keeps_waiting(image_factory, workdir):
+    """Started by systemd before its filesystems are mounted, `fscrub watch`
+    (no mount point named) finds nothing to watch: it says so once and
+    waits -- not exit 8, which the unit does not restart on -- and watches
+    the ext4 mounted later; when that one is unmounted it says again that
+    it waits."""
+    need_tools("unshare", "nsenter", "chroot", "ldd")
+    img = image_factory("ext4", size_mb=64)
+    img.mkfs()
+    dev = img.attach()
+    w = ChrootWatcher(workdir, "-v")
+    try:
+        waiting = r"^fscrub watch: nothing to watch now: waiting for an ext4, XFS or " \
+                  r"btrfs filesystem to be mounted$"
+        w.wait_for(waiting)
+        time.sleep(0.5)
+        assert w.proc.poll() is None, w.stderr()
+        p = w.nsenter("mount", "-t", "ext4", dev, os.path.join(w.root, "mnt"))
+        assert p.returncode == 0, p.stderr
+        w.wait_for(r"^fscrub watch: watching /mnt \(ext4\): FAN_FS_ERROR$")
+        p = w.nsenter("umount", os.path.join(w.root, "mnt"))
+        assert p.returncode == 0, p.stderr
+        w.wait_for(r"^fscrub watch: no longer watching /mnt \(ext4\): unmounted$")
+        w.wait_for(waiting, count=2)
+        assert "nothing to watch\n" not in w.stderr()
+    finally:
+        rc = w.stop()
+    assert rc == 0, w.stderr()
+
+
 def test_xfs_without_monitor_keeps_other_sources(image_factory, ext4_dir, watcher):
     """An XFS without a health monitor next to an ext4: the ext4 is watched,
     the XFS's missing monitor is said once in -v, not without -v."""
@@ -478,6 +543,66 @@ def test_xfs_health_monitor_events(image_factory, watcher, workdir, fake_healthm
         ("xfs_media_error", None, None, None), ("xfs_shutdown", None, None, None),
         ("xfs_lost_events", None, None, None)], got
     assert fs["events"][-1]["error_count"] == 12
+
+
+def test_xfs_media_error_mapped_to_files(image_factory, bad_media, watcher,  # noqa: F811
+                                        workdir, fake_healthmon):
+    """A media error of the health monitor is a range of sectors: the
+    watcher maps it with GETFSMAP to what it holds -- the file whose blocks
+    it covers (path, file offsets), the superblock, free space -- records
+    the file with its path, and reads the file's bad bytes again directly.
+    The sectors are really unreadable here (eiofs under the loop device),
+    so the check reports them; a media error of the log device is said not
+    to be mapped."""
+    img = image_factory("xfs", size_mb=300)
+    img.mkfs()
+    mnt = img.mount()
+    os.mkdir(os.path.join(mnt, "d"))
+    with open(os.path.join(mnt, "d", "victim"), "wb") as fh:
+        fh.write(os.urandom(256 << 10))
+        fh.flush()
+        os.fsync(fh.fileno())
+    [ext] = fsimage.fiemap(os.path.join(mnt, "d", "victim"))
+    bad = ext["physical"] + (64 << 10)      # file bytes 65536-73727
+    m = bad_media(img, [(bad, 8192)])
+    f = os.path.join(m.mnt, "d", "victim")
+    fino = os.stat(f).st_ino
+    last = os.path.getsize(img.path) // 512 - 8      # the device's last 4 KiB: free
+    fake_healthmon([
+        hm_record(0, 0),                                            # running
+        hm_record(5, 7, (16, "Q", bad // 512), (24, "Q", 16)),      # the file's blocks
+        hm_record(5, 7, (16, "Q", 0), (24, "Q", 1)),                # the superblock
+        hm_record(5, 7, (16, "Q", last), (24, "Q", 8)),             # free space
+        hm_record(7, 7, (16, "Q", 64), (24, "Q", 8)),               # the log device
+        hm_record(0, 2),                                            # unmount
+    ])
+    w = watcher("-v", "--on-error", "true", m.mnt)
+    mm = re.escape(m.mnt)
+    w.wait_for(r"^fscrub watch: %s: the XFS health monitor ended$" % mm)
+    w.wait_for(r"^fscrub watch: %s: checked %s \(inode %d\): bytes 65536-73727 read "
+               r"directly, 2 unreadable blocks$" % (mm, re.escape(f), fino))
+    err = w.stderr()
+    for line in [
+        r"XFS media error: device bytes %d-%d: data of inode %d at bytes 65536-73727, "
+        r"path %s" % (bad, bad + 8191, fino, re.escape(f)),
+        r"XFS media error: device bytes 0-511: filesystem metadata: static filesystem "
+        r"metadata \(superblock, AG headers\)",
+        r"XFS media error: device bytes %d-%d: free space" % (last * 512, last * 512 + 4095),
+        r"XFS media error: the sectors are not mapped to files: they are not on the data "
+        r"device",
+    ]:
+        assert re.search(r"^fscrub watch: %s: %s$" % (mm, line), err, re.M), (line, err)
+    assert re.search(r"^Error: %s \(inode %d\): bytes 65536-73727 cannot be read: "
+                     r"Input/output error \[media\.file\]$" % (re.escape(f), fino),
+                     w.stdout(), re.M), w.stdout()
+    assert w.stop() == 0
+    p = subprocess.run([FSCRUB, "status", "--state-dir", os.path.join(workdir, "state"),
+                        "--json", m.mnt], capture_output=True, text=True)
+    check_sanitizers(p.stderr)
+    [fs] = json.loads(p.stdout)["filesystems"]
+    got = [(e["kind"], e["inode"], e["path"]) for e in fs["events"]]
+    assert got == [("xfs_media_error", fino, f), ("xfs_media_error", None, None),
+                   ("xfs_media_error", None, None), ("xfs_media_error", None, None)], got
 
 
 def test_xfs_health_monitor_taken(image_factory, watcher, fake_healthmon):

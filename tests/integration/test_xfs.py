@@ -410,6 +410,31 @@ def test_ondisk_inode_crc(ondisk_image):
     assert "BULKSTAT stops at damaged inode metadata" in bs.message, r
 
 
+CHUNKS_RE = re.compile(r"Phase 2: inode chunks in (\d+) reads, (\d+) batches of them in flight")
+
+
+def test_ondisk_inode_chunks_read_in_batches(ondisk_image):
+    """Phase 2 reads the inode chunks a batch at a time, many reads in
+    flight: the inode with a bad CRC (as test_ondisk_inode_crc) is found
+    with the same findings and exit 4 as FSCRUB_DEBUG_NO_CHUNKBATCH=1
+    (each chunk read by itself when it is checked)."""
+    mnt = ondisk_image.mount()
+    ino = fsimage.inode_of(os.path.join(mnt, "many", "00100"))
+    ondisk_image.offline()
+    faults.xfs_db(ondisk_image, "inode %d" % ino, "write -c v3.crc 0xdeadbeef")
+    mnt, r = scrub(ondisk_image, "-v")
+    assert r.rc == 4, r
+    assert [e.inode for e in errors_of(r, "xfs.ondisk")] == [ino], r
+    m = CHUNKS_RE.search(r.stdout)
+    # 4 AGs: a batch each at least, and every read in one.
+    assert m and int(m.group(1)) > 0 and 4 <= int(m.group(2)) <= int(m.group(1)), r
+    old = run_fscrub("-v", mnt, env={"FSCRUB_DEBUG_NO_CHUNKBATCH": "1"})
+    m2 = CHUNKS_RE.search(old.stdout)
+    assert old.rc == 4 and m2 and m2.groups() == (m.group(1), "0"), old
+    key = lambda rr: sorted((f.severity, f.check, f.path, f.inode, f.message) for f in rr.findings)
+    assert key(old) == key(r), (old, r)
+
+
 def free_inode(img):
     """A free inode in an allocated chunk, from the first finobt record."""
     for ag in range(4):

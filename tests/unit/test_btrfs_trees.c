@@ -116,6 +116,43 @@ static void test_errors(void **state)
 	btrfs_tree_close(&r);
 }
 
+/* The keys keys[i .. j] from r, then the end of its range. */
+static void expect_keys(struct btrfs_tree_reader *r, unsigned i, unsigned j)
+{
+	struct btrfs_tree_item it;
+
+	for (unsigned k = i; k <= j; k++) {
+		assert_int_equal(btrfs_tree_next(r, &it), 1);
+		assert_int_equal(btrfs_key_cmp(&it.key, &keys[k]), 0);
+	}
+	assert_int_equal(btrfs_tree_next(r, &it), 0);
+}
+
+/*
+ * A reader moved to another range in the middle of a buffer (the bulk
+ * records' windows, btrfs_bulk.c) gives that range's keys only: none of
+ * what its buffer still held, none after the new end; an inverted range
+ * gives nothing; and it can be moved again after its end.
+ */
+static void test_seek(void **state)
+{
+	struct btrfs_tree_reader r;
+	struct btrfs_tree_item it;
+
+	(void)state;
+	make_keys(5);
+	assert_int_equal(btrfs_tree_open(&r, 3, TREE, keys[0], keys[NKEYS - 1]), 0);
+	assert_int_equal(btrfs_tree_next(&r, &it), 1);
+	assert_int_equal(btrfs_tree_next(&r, &it), 1);	/* 3 more wait in the buffer */
+	btrfs_tree_seek(&r, TREE, keys[10], keys[20]);
+	expect_keys(&r, 10, 20);
+	btrfs_tree_seek(&r, TREE, keys[9], keys[8]);
+	assert_int_equal(btrfs_tree_next(&r, &it), 0);
+	btrfs_tree_seek(&r, TREE, keys[3], keys[4]);
+	expect_keys(&r, 3, 4);
+	btrfs_tree_close(&r);
+}
+
 static void test_get(void **state)
 {
 	const unsigned char b[8] = { 1, 2, 3, 4, 5, 6, 7, 0x80 };
@@ -131,6 +168,7 @@ int main(void)
 		cmocka_unit_test(test_whole_tree_in_small_batches),
 		cmocka_unit_test(test_sub_ranges),
 		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_seek),
 		cmocka_unit_test(test_get),
 	};
 

@@ -323,14 +323,14 @@ static void test_regions(void **unused)
 	assert_int_equal(size, 64 << 20);
 	assert_int_equal(state_region_size(s, "fs1", 128 << 20, false, &size), 0);
 	assert_int_equal(size, 64 << 20);		/* kept */
-	assert_int_equal(state_region_times(s, "fs1", size, 4, v), 0);
+	assert_int_equal(state_region_times(s, "fs1", size, 4, v, NULL), 0);
 	assert_true(v[0] == 0 && v[1] == 0 && v[3] == 0);
-	assert_int_equal(state_regions_write(s, "fs1", size, 4, alloc, read1, 5000, 1, NULL), 0);
-	assert_int_equal(state_regions_write(s, "fs1", size, 4, alloc, read2, now, 2, NULL), 0);
-	assert_int_equal(state_region_times(s, "fs1", size, 4, v), 0);
+	assert_int_equal(state_regions_write(s, "fs1", size, 4, alloc, read1, NULL, 5000, 1, NULL), 0);
+	assert_int_equal(state_regions_write(s, "fs1", size, 4, alloc, read2, NULL, now, 2, NULL), 0);
+	assert_int_equal(state_region_times(s, "fs1", size, 4, v, NULL), 0);
 	assert_true(v[0] == 5000 && v[1] == now && v[2] == 0 && v[3] == now);
 	/* Region 0 read again, long ago: "older", a tenth of the data; the rest < 7 days. */
-	assert_int_equal(state_regions_write(s, "fs1", size, 4, alloc, read1, 1, 3, NULL), 0);
+	assert_int_equal(state_regions_write(s, "fs1", size, 4, alloc, read1, NULL, 1, 3, NULL), 0);
 	run_in(s, NULL, "complete", false, NULL, 0);
 	assert_int_equal(state_summarise(s, &FS1, &sum), 0);
 	assert_int_equal(sum.nr_regions, 3);
@@ -343,8 +343,46 @@ static void test_regions(void **unused)
 	/* Forced: another size; the old rows' reads do not count for it. */
 	assert_int_equal(state_region_size(s, "fs1", 32 << 20, true, &size), 0);
 	assert_int_equal(size, 32 << 20);
-	assert_int_equal(state_region_times(s, "fs1", size, 4, v), 0);
+	assert_int_equal(state_region_times(s, "fs1", size, 4, v, NULL), 0);
 	assert_true(v[0] == 0 && v[1] == 0);
+	state_close(s);
+}
+
+/*
+ * A region read in part: how far is kept, from the time of its first part;
+ * further parts move it on; read to its end, its last read is the first
+ * part's and the part is gone.
+ */
+static void test_regions_read_in_part(void **unused)
+{
+	struct state *s = open_rw();
+	uint64_t size = 0, alloc[2] = { 100, 200 }, to[2] = { 0, 4096 }, got[2];
+	bool none[2] = { false, false }, second[2] = { false, true };
+	double v[2];
+
+	(void)unused;
+	assert_int_equal(state_region_size(s, "fs1", 64 << 20, false, &size), 0);
+	assert_int_equal(state_regions_write(s, "fs1", size, 2, alloc, none, to, 1000, 1, NULL), 0);
+	assert_int_equal(state_region_times(s, "fs1", size, 2, v, got), 0);
+	assert_true(v[1] == 0 && got[0] == 0 && got[1] == 4096);
+	to[1] = 0;				/* a run that read nothing more of it */
+	assert_int_equal(state_regions_write(s, "fs1", size, 2, alloc, none, to, 1500, 2, NULL), 0);
+	assert_int_equal(state_region_times(s, "fs1", size, 2, v, got), 0);
+	assert_true(got[1] == 4096);
+	to[1] = 8192;				/* further */
+	assert_int_equal(state_regions_write(s, "fs1", size, 2, alloc, none, to, 2000, 3, NULL), 0);
+	assert_int_equal(state_region_times(s, "fs1", size, 2, v, got), 0);
+	assert_true(v[1] == 0 && got[1] == 8192);
+	/* to its end: read when its first part was, at 1000 */
+	assert_int_equal(state_regions_write(s, "fs1", size, 2, alloc, second, NULL, 3000, 4,
+					     NULL), 0);
+	assert_int_equal(state_region_times(s, "fs1", size, 2, v, got), 0);
+	assert_true(v[1] == 1000 && got[1] == 0);
+	/* read whole again: now */
+	assert_int_equal(state_regions_write(s, "fs1", size, 2, alloc, second, NULL, 4000, 5,
+					     NULL), 0);
+	assert_int_equal(state_region_times(s, "fs1", size, 2, v, got), 0);
+	assert_true(v[1] == 4000 && got[1] == 0);
 	state_close(s);
 }
 
@@ -358,6 +396,7 @@ int main(void)
 						dir_teardown),
 		cmocka_unit_test_setup_teardown(test_rescan_by_subvolume, dir_setup, dir_teardown),
 		cmocka_unit_test_setup_teardown(test_read_only_and_versions, dir_setup, dir_teardown),
+		cmocka_unit_test_setup_teardown(test_regions_read_in_part, dir_setup, dir_teardown),
 		cmocka_unit_test_setup_teardown(test_findings_bounded, dir_setup, dir_teardown),
 		cmocka_unit_test_setup_teardown(test_regions, dir_setup, dir_teardown),
 	};

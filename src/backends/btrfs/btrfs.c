@@ -27,7 +27,9 @@
  * and are the authority for the exit code.  Without /dev/kmsg fscrub says
  * so: -x (the generic reader, EIO on a checksum failure) names the files.
  *
- * Phase 3 tells the checksum ledger which files btrfs keeps no data
+ * Phase 3 gives the walk its inodes and extent maps in bulk from the
+ * subvolumes' trees (btrfs_bulk.h) instead of a statx, open and FIEMAP per
+ * file; tells the checksum ledger which files btrfs keeps no data
  * checksums for (btrfs_datasum.h): only those are the ledger's; and lists
  * the attributes of inodes with more names than listxattr() can return
  * from their XATTR_ITEMs (btrfs_xattrs.h).
@@ -36,6 +38,7 @@
  * are a warning: the device failed before, perhaps outside this scrub).
  */
 #include "backends/backend.h"
+#include "backends/btrfs/btrfs_bulk.h"
 #include "backends/btrfs/btrfs_check.h"
 #include "backends/btrfs/btrfs_datasum.h"
 #include "backends/btrfs/btrfs_xattrs.h"
@@ -106,6 +109,7 @@ struct btrfs_state {
 	unsigned nr_devs;
 	bool readonly;
 	uint64_t mnt_root;		/* the tree id of the mounted subvolume */
+	struct btrfs_bulk *bulk;	/* the walk's bulk records (NULL: none) */
 
 	int kmsg_fd;
 	pthread_t kmsg_thread;
@@ -175,6 +179,7 @@ static int btrfs_scan_fs(struct scrub_ctx *ctx)
 			return -errno;
 	}
 	st->readonly = ctx->opt.check_only || (ctx->svfs.f_flag & ST_RDONLY);
+	st->bulk = btrfs_bulk_new(ctx, st->fs.sectorsize);
 	report_verbose(ctx, "Phase 1: btrfs with %u %s, node size %u, sector size %u",
 		       st->nr_devs, st->nr_devs == 1 ? "device" : "devices",
 		       st->fs.nodesize, st->fs.sectorsize);
@@ -854,12 +859,27 @@ static int btrfs_summary(struct scrub_ctx *ctx)
 	return 0;
 }
 
+struct btrfs_bulk *btrfs_bulk_of(struct scrub_ctx *ctx)
+{
+	struct btrfs_state *st = ctx->backend;
+
+	return st ? st->bulk : NULL;
+}
+
+/* Phase 3, after the walk: what the bulk records served, then the tree check. */
+static int btrfs_scan_inodes(struct scrub_ctx *ctx)
+{
+	btrfs_bulk_report(ctx, btrfs_bulk_of(ctx));
+	return btrfs_check_trees(ctx);
+}
+
 static void btrfs_cleanup(struct scrub_ctx *ctx)
 {
 	struct btrfs_state *st = ctx->backend;
 
 	if (!st)
 		return;
+	btrfs_bulk_free(st->bulk);
 	kmsg_stop(st);
 	if (st->kmsg_fd >= 0)
 		close(st->kmsg_fd);
@@ -877,7 +897,9 @@ const struct scrub_ops btrfs_ops = {
 	.match = btrfs_match,
 	.scan_fs = btrfs_scan_fs,
 	.scan_metadata = btrfs_scan_metadata,
-	.scan_inodes = btrfs_check_trees,
+	.bulk_inodes = btrfs_bulk_inodes,
+	.bulk_extents = btrfs_bulk_extents,
+	.scan_inodes = btrfs_scan_inodes,
 	.data_checksummed = btrfs_data_checksummed,
 	.list_xattrs = btrfs_list_xattrs,
 	.summary = btrfs_summary,

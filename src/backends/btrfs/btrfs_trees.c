@@ -127,6 +127,17 @@ int btrfs_tree_next(struct btrfs_tree_reader *r, struct btrfs_tree_item *it)
 	return 1;
 }
 
+void btrfs_tree_seek(struct btrfs_tree_reader *r, uint64_t tree, struct btrfs_tkey min,
+		     struct btrfs_tkey max)
+{
+	r->tree = tree;
+	r->next = min;
+	r->max = max;
+	r->pos = 0;
+	r->left = 0;
+	r->end = btrfs_key_cmp(&min, &max) > 0;
+}
+
 void btrfs_tree_close(struct btrfs_tree_reader *r)
 {
 	free(r->args);

@@ -65,6 +65,13 @@ int btrfs_tree_open(struct btrfs_tree_reader *r, int fd, uint64_t tree,
  * errno from the ioctl (-ENOENT: no such tree; -EPERM: not root).
  */
 int btrfs_tree_next(struct btrfs_tree_reader *r, struct btrfs_tree_item *it);
+/*
+ * Read tree from key min to key max with r, an open reader, from its next
+ * refill on (what its buffer holds is dropped): a new range without a new
+ * buffer.  The counters go on.
+ */
+void btrfs_tree_seek(struct btrfs_tree_reader *r, uint64_t tree, struct btrfs_tkey min,
+		     struct btrfs_tkey max);
 /* Free the buffer; the counters stay readable. */
 void btrfs_tree_close(struct btrfs_tree_reader *r);
 

@@ -204,8 +204,8 @@ void ext4_bulk_report(struct scrub_ctx *ctx);
 /* The bulk_inodes and bulk_extents hooks (backend.h). */
 struct backend_inode;
 struct fiemap_extent;
-int ext4_bulk_inodes(struct scrub_ctx *ctx, unsigned thread, const uint64_t *inos, size_t n,
-		     struct backend_inode *out);
+int ext4_bulk_inodes(struct scrub_ctx *ctx, const struct backend_dir *d,
+		     const uint64_t *inos, size_t n, struct backend_inode *out);
 int ext4_bulk_extents(struct scrub_ctx *ctx, unsigned thread, const struct backend_inode *r,
 		      struct fiemap_extent *out, size_t max);
 

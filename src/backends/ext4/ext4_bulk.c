@@ -512,16 +512,16 @@ static size_t bulk_window(struct scrub_ctx *ctx, struct ext4_state *st, struct e
 	return found;
 }
 
-int ext4_bulk_inodes(struct scrub_ctx *ctx, unsigned thread, const uint64_t *inos, size_t n,
-		     struct backend_inode *out)
+int ext4_bulk_inodes(struct scrub_ctx *ctx, const struct backend_dir *d,
+		     const uint64_t *inos, size_t n, struct backend_inode *out)
 {
 	struct ext4_state *st = ext4_state(ctx);
 	struct ext4_bulk *b;
 	size_t found = 0;
 
-	if (!st || !st->bulk || thread >= st->nr_bulk)
+	if (!st || !st->bulk || d->thread >= st->nr_bulk)
 		return -EOPNOTSUPP;
-	b = &st->bulk[thread];
+	b = &st->bulk[d->thread];
 	if (n > b->alloc) {
 		b->alloc = n;
 		b->inos = xrealloc(b->inos, n * sizeof(*b->inos));

@@ -29,6 +29,7 @@
 
 #include "checks.h"
 #include "context.h"
+#include "fsmap.h"
 #include "inoset.h"
 #include "report.h"
 #include "strbuf.h"
@@ -299,21 +300,6 @@ static bool xfs_data_elsewhere(struct scrub_ctx *ctx, int fd)
 	       (fsx.fsx_xflags & FS_XFLAG_REALTIME);
 }
 
-/* GETFSMAP's special owners of XFS (<xfs/xfs_fs.h>, XFS_FMR_OWN_*). */
-static const char *xfs_fsmap_owner_name(uint64_t owner)
-{
-	static const char *const names[] = {
-		NULL, "static filesystem metadata (superblock, AG headers)", "the journal",
-		"per-AG metadata (free space and reverse mapping btrees, free list)",
-		"an inode btree", "an inode cluster", "a reference count btree",
-		"copy-on-write staging", "blocks marked defective",
-	};
-	uint32_t code = FMR_OWNER_CODE(owner);
-
-	return FMR_OWNER_TYPE(owner) == 'X' && code < sizeof(names) / sizeof(*names) ?
-	       names[code] : NULL;
-}
-
 static int xfs_scan_inodes(struct scrub_ctx *ctx)
 {
 	xfs_walkstat_report(ctx);
@@ -374,7 +360,7 @@ const struct scrub_ops xfs_ops = {
 	.check_inode = xfs_check_inode,
 	.data_elsewhere = xfs_data_elsewhere,
 	.list_xattrs = xfs_list_xattrs,
-	.fsmap_owner_name = xfs_fsmap_owner_name,
+	.fsmap_owner_name = fsmap_xfs_owner_name,
 	.summary = xfs_summary,
 	.cleanup = xfs_cleanup,
 };

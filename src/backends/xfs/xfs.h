@@ -96,6 +96,8 @@ struct xfs_state {
 	bool shut_down;			/* the kernel shut the filesystem down */
 	atomic_ullong nr_bulkstat;	/* inodes BULKSTAT returned in phase 2 */
 	atomic_ullong nr_sick, nr_checked;
+	/* Phase 2's inode chunk reads, and the batches that had reads in flight. */
+	atomic_ullong chunk_reads, chunk_batches;
 
 	pthread_mutex_t lock;		/* deferred */
 	struct xfs_deferred *deferred;
@@ -133,8 +135,8 @@ void xfs_walkstat_add(struct scrub_ctx *ctx, const struct backend_dir *d, const 
 void xfs_walkstat_flush(struct scrub_ctx *ctx, const struct backend_dir *d);
 /* The bulk_inodes hook (backend.h): the walk's inodes by BULKSTAT. */
 struct backend_inode;
-int xfs_walkstat_bulk(struct scrub_ctx *ctx, unsigned thread, const uint64_t *inos, size_t n,
-		      struct backend_inode *out);
+int xfs_walkstat_bulk(struct scrub_ctx *ctx, const struct backend_dir *d,
+		      const uint64_t *inos, size_t n, struct backend_inode *out);
 /* "N inodes compared with BULKSTAT in M requests" (-v), after the walk. */
 void xfs_walkstat_report(struct scrub_ctx *ctx);
 
@@ -162,12 +164,7 @@ bool xfs_ownermap_nameless(struct scrub_ctx *ctx, uint64_t ino, int64_t ctime_se
 			   uint32_t ctime_nsec);
 void xfs_ownermap_report(struct scrub_ctx *ctx);
 void xfs_ownermap_release(struct xfs_state *xs);
-/* How GETFSMAP names a device (new_encode_dev()). */
-uint32_t xfs_fsmap_dev(unsigned major, unsigned minor);
 struct fsmap;
-/* Call fn for every GETFSMAP record of device dev in [lo, hi] (bytes); -errno. */
-int xfs_fsmap_query(int fd, uint32_t dev, uint64_t lo, uint64_t hi,
-		    void (*fn)(const struct fsmap *, void *), void *arg);
 /* Does the record map a file's data fork (not metadata, attr fork or bmbt)? */
 bool xfs_is_data_rmap(const struct fsmap *m);
 

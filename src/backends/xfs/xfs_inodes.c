@@ -68,6 +68,7 @@
 #include "checks.h"
 #include "context.h"
 #include "dircache.h"
+#include "fsmap.h"
 #include "inoset.h"
 #include "report.h"
 #include "strbuf.h"
@@ -75,8 +76,10 @@
 
 /* 512 records of 192 bytes: ~100 KiB per thread, a few ioctls per AG. */
 #define BULKSTAT_BATCH 512
-/* 1024 fsmap records of 64 bytes per GETFSMAP call. */
-#define FSMAP_BATCH 1024
+/* 1024 inode chunks of 24 bytes per INUMBERS call: 64k inodes. */
+#define INUMBERS_BATCH 1024
+/* Inodes per chunk: the bits of an INUMBERS record's allocation mask. */
+#define CHUNK_INODES 64
 /* Past these many suspects something is badly wrong: the first are enough. */
 #define MAX_ORPHANS 10000
 #define MAX_RMAP_SUSPECTS 1000
@@ -402,11 +405,15 @@ struct orphan {
 };
 
 struct orphan_run {
+	struct scrub_ctx *ctx;
 	pthread_mutex_t lock;
 	struct orphan *v;
 	size_t n, alloc;
 	bool overflow;
 	uint64_t dev;
+	atomic_int err;			/* first errno of INUMBERS, positive */
+	atomic_ullong unreached;	/* allocated inodes INUMBERS gave, not reached */
+	atomic_ullong requests;		/* BULKSTAT requests for them */
 };
 
 bool xfs_bs_changed_during_scan(const struct scrub_ctx *ctx, const struct xfs_bulkstat *bs)
@@ -435,6 +442,104 @@ static void orphan_fn(struct scrub_ctx *ctx, const struct xfs_bulkstat *bs, void
 	pthread_mutex_unlock(&or->lock);
 }
 
+/*
+ * The allocated inodes of one INUMBERS record (an inode chunk) that the
+ * walk did not reach, BULKSTAT'ed in one request over the window from the
+ * first to the last of them, each then orphan_fn's.  A window BULKSTAT
+ * fails on (a damaged inode: phase 2 said so) is asked inode by inode.
+ */
+static void chunk_unreached(struct orphan_run *or, struct xfs_bulkstat_req *req,
+			    const struct xfs_inumbers *g)
+{
+	struct scrub_ctx *ctx = or->ctx;
+	uint64_t mask = 0;
+	unsigned first, last;
+
+	for (unsigned k = 0; k < CHUNK_INODES; k++)
+		if (((g->xi_allocmask >> k) & 1) &&
+		    !backend_reached(ctx, or->dev, g->xi_startino + k))
+			mask |= 1ULL << k;
+	if (!mask)
+		return;
+	first = (unsigned)__builtin_ctzll(mask);
+	last = 63 - (unsigned)__builtin_clzll(mask);
+	atomic_fetch_add(&or->unreached, (unsigned long long)__builtin_popcountll(mask));
+	atomic_fetch_add(&or->requests, 1);
+	memset(&req->hdr, 0, sizeof(req->hdr));
+	req->hdr.ino = g->xi_startino + first;
+	req->hdr.icount = last - first + 1;
+	if (ioctl(xfs_state(ctx)->fd, XFS_IOC_BULKSTAT, req) < 0) {
+		for (unsigned k = first; k <= last; k++) {
+			struct xfs_bulkstat one;
+
+			if (((mask >> k) & 1) &&
+			    xfs_bulkstat_one(xfs_state(ctx)->fd, g->xi_startino + k, &one) == 1)
+				orphan_fn(ctx, &one, or);
+		}
+		return;
+	}
+	for (uint32_t i = 0; i < req->hdr.ocount; i++) {
+		uint64_t k = req->bulkstat[i].bs_ino - g->xi_startino;
+
+		if (k < CHUNK_INODES && ((mask >> k) & 1))
+			orphan_fn(ctx, &req->bulkstat[i], or);
+	}
+}
+
+static void inumbers_ag_fn(void *arg, uint32_t agno, unsigned thread)
+{
+	struct orphan_run *or = arg;
+	struct xfs_inumbers_req *in = xcalloc(1, XFS_INUMBERS_REQ_SIZE(INUMBERS_BATCH));
+	struct xfs_bulkstat_req *req = xcalloc(1, XFS_BULKSTAT_REQ_SIZE(CHUNK_INODES));
+
+	(void)thread;
+	in->hdr.flags = XFS_BULK_IREQ_AGNO;
+	in->hdr.agno = agno;
+	in->hdr.ino = 0;	/* the AG's first inode */
+	while (!scrub_should_stop(or->ctx)) {
+		in->hdr.icount = INUMBERS_BATCH;
+		if (ioctl(xfs_state(or->ctx)->fd, XFS_IOC_INUMBERS, in) < 0) {
+			int zero = 0;
+
+			/* Damage stops it, as it stops BULKSTAT: phase 2 said so. */
+			if (!errno_is_corruption(errno))
+				atomic_compare_exchange_strong(&or->err, &zero, errno);
+			break;
+		}
+		if (!in->hdr.ocount)
+			break;
+		for (uint32_t i = 0; i < in->hdr.ocount; i++)
+			chunk_unreached(or, req, &in->inumbers[i]);
+	}
+	free(req);
+	free(in);
+}
+
+/*
+ * The orphan candidates: INUMBERS gives each AG's inode chunks and which
+ * of their inodes are allocated, from the inode btree alone, so only the
+ * allocated inodes the walk did not reach are BULKSTAT'ed, not all of
+ * them (a BULKSTAT instantiates every inode it returns in the kernel:
+ * most of its cost).  FSCRUB_DEBUG_NO_BULK=1 BULKSTATs them all, as
+ * before.
+ */
+static int orphans_collect(struct scrub_ctx *ctx, struct orphan_run *or, const char **what)
+{
+	int ret;
+
+	*what = "XFS_IOC_BULKSTAT";
+	if (getenv("FSCRUB_DEBUG_NO_BULK"))
+		return xfs_bulkstat_each(ctx, orphan_fn, or);
+	*what = "XFS_IOC_INUMBERS";
+	ret = xfs_for_each_ag(ctx, inumbers_ag_fn, or);
+	if (ret < 0)
+		return ret;
+	report_verbose(ctx, "Phase 3: orphans: %llu allocated inodes not reached by the walk "
+		       "(INUMBERS), BULKSTAT'ed in %llu requests",
+		       (unsigned long long)atomic_load(&or->unreached),
+		       (unsigned long long)atomic_load(&or->requests));
+	return -atomic_load(&or->err);
+}
 
 static void report_orphan(struct scrub_ctx *ctx, struct xfs_state *xs,
 			  struct xfs_names *second, const struct orphan *o, bool quiet)
@@ -479,46 +584,9 @@ struct rmap_list {
 	uint64_t free_bytes;		/* FMR_OWN_FREE on the data device */
 };
 
-/* new_encode_dev(): how GETFSMAP names a device. */
-uint32_t xfs_fsmap_dev(unsigned major, unsigned minor)
-{
-	return (minor & 0xff) | (major << 8) | ((minor & ~0xffu) << 12);
-}
-
 bool xfs_is_data_rmap(const struct fsmap *m)
 {
 	return !(m->fmr_flags & (FMR_OF_SPECIAL_OWNER | FMR_OF_ATTR_FORK | FMR_OF_EXTENT_MAP));
-}
-
-int xfs_fsmap_query(int fd, uint32_t dev, uint64_t lo, uint64_t hi,
-		       void (*fn)(const struct fsmap *, void *), void *arg)
-{
-	struct fsmap_head *h = xcalloc(1, fsmap_sizeof(FSMAP_BATCH));
-	int ret = 0;
-
-	h->fmh_count = FSMAP_BATCH;
-	h->fmh_keys[0].fmr_device = dev;
-	h->fmh_keys[0].fmr_physical = lo;
-	h->fmh_keys[1].fmr_device = dev;
-	h->fmh_keys[1].fmr_physical = hi;
-	h->fmh_keys[1].fmr_owner = UINT64_MAX;
-	h->fmh_keys[1].fmr_offset = UINT64_MAX;
-	h->fmh_keys[1].fmr_flags = UINT32_MAX;
-	for (;;) {
-		if (ioctl(fd, FS_IOC_GETFSMAP, h) < 0) {
-			ret = -errno;
-			break;
-		}
-		if (!h->fmh_entries)
-			break;
-		for (uint32_t i = 0; i < h->fmh_entries; i++)
-			fn(&h->fmh_recs[i], arg);
-		if (h->fmh_recs[h->fmh_entries - 1].fmr_flags & FMR_OF_LAST)
-			break;
-		fsmap_advance(h);
-	}
-	free(h);
-	return ret;
 }
 
 static void collect_rmap(const struct fsmap *m, void *arg)
@@ -667,7 +735,7 @@ static bool fresh_free(int fd, uint32_t dev, uint64_t phys)
 {
 	struct rmap_probe p = { .phys = phys };
 
-	if (xfs_fsmap_query(fd, dev, phys, phys, probe_free, &p) < 0)
+	if (fsmap_query(fd, dev, phys, phys, probe_free, &p) < 0)
 		return false;
 	return p.found;
 }
@@ -678,7 +746,7 @@ static bool fresh_rmap_maps(int fd, uint32_t dev, uint64_t ino, uint64_t logical
 {
 	struct rmap_probe p = { .ino = ino, .logical = logical, .phys = phys };
 
-	if (xfs_fsmap_query(fd, dev, phys, phys, probe_rmap, &p) < 0)
+	if (fsmap_query(fd, dev, phys, phys, probe_rmap, &p) < 0)
 		return false;
 	return p.found;
 }
@@ -924,8 +992,8 @@ static bool rmap_collect(struct scrub_ctx *ctx, struct xfs_state *xs, struct rma
 			       "alone: extents are not checked against GETFSMAP");
 		return false;
 	}
-	rc->dev = xfs_fsmap_dev(ctx->root_stx.stx_dev_major, ctx->root_stx.stx_dev_minor);
-	ret = xfs_fsmap_query(xs->fd, rc->dev, 0, UINT64_MAX, rmapbt ? collect_rmap : collect_free,
+	rc->dev = fsmap_dev(ctx->root_stx.stx_dev_major, ctx->root_stx.stx_dev_minor);
+	ret = fsmap_query(xs->fd, rc->dev, 0, UINT64_MAX, rmapbt ? collect_rmap : collect_free,
 			  &rc->rl);
 	if (ret < 0) {
 		report_operational(ctx, NULL, NULL, -ret, "FS_IOC_GETFSMAP");
@@ -1040,7 +1108,7 @@ static int second_walks(struct scrub_ctx *ctx, struct xfs_names *second, bool *q
 void xfs_inodes_after_walk(struct scrub_ctx *ctx)
 {
 	struct xfs_state *xs = xfs_state(ctx);
-	struct orphan_run or = { .dev = stx_devno(&ctx->root_stx) };
+	struct orphan_run or = { .ctx = ctx, .dev = stx_devno(&ctx->root_stx) };
 	struct rmap_check rc = { 0 };
 	struct refc_check *refc;
 	struct xfs_names second;
@@ -1055,11 +1123,12 @@ void xfs_inodes_after_walk(struct scrub_ctx *ctx)
 		orphans = false;
 		report_verbose(ctx, "Phase 3: not every name was seen: no orphaned inode check");
 	} else {
-		int ret = xfs_bulkstat_each(ctx, orphan_fn, &or);
+		const char *what;
+		int ret = orphans_collect(ctx, &or, &what);
 
 		if (ret < 0) {
 			orphans = false;
-			report_operational(ctx, NULL, NULL, -ret, "XFS_IOC_BULKSTAT");
+			report_operational(ctx, NULL, NULL, -ret, "%s", what);
 		}
 	}
 	rmap = rmap_collect(ctx, xs, &rc);

@@ -614,5 +614,8 @@ void xfs_ondisk_check(struct scrub_ctx *ctx)
 	ags = check_all_ags(&od);
 	report_verbose(ctx, "Phase 2: %llu AGs' headers, %llu btree blocks and %llu inodes "
 		       "read from %s", ags, od.blocks, od.inodes, ctx->source);
+	report_verbose(ctx, "Phase 2: inode chunks in %llu reads, %llu batches of them in flight",
+		       (unsigned long long)atomic_load(&xs->chunk_reads),
+		       (unsigned long long)atomic_load(&xs->chunk_batches));
 	od_close(&od);
 }

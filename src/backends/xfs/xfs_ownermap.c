@@ -4,9 +4,10 @@
  * per file; the bulk_extents hook (backend.h).
  *
  * With the rmapbt, GETFSMAP lists every data fork mapping by owner inode
- * and file offset.  One pass over each AG's device range keeps the data
- * fork records in a compact array (24 bytes a record) sorted by (inode,
- * file offset); the walk then looks a file up by number.  The pass is
+ * and file offset.  One pass over each AG's device range (the AGs in
+ * parallel, -j threads) keeps the data fork records in a compact array
+ * (24 bytes a record) sorted by (inode, file offset); the walk then looks
+ * a file up by number.  The pass is
  * made at the walk's first bulk_inodes call, before its BULKSTAT: every
  * bulk record is younger than the map, so a file changed since the pass
  * has a ctime after the scan's start in its record and is mapped with
@@ -56,6 +57,7 @@
 #include "backends/backend.h"
 #include "context.h"
 #include "crc32c.h"
+#include "fsmap.h"
 #include "report.h"
 #include "strbuf.h"
 
@@ -315,7 +317,14 @@ void xfs_ownermap_note(struct od *od, const struct xfs_dinode *d, uint64_t ino)
 
 /* --------------------------------------------- phase 3: the GETFSMAP pass */
 
-static void om_add(struct xfs_ownermap *om, const struct fsmap *m, unsigned bs)
+/* One AG's records of the pass, in device order. */
+struct om_part {
+	struct om_rec *v;
+	size_t n, alloc;
+	int err;			/* the AG's GETFSMAP: 0 or a negative errno */
+};
+
+static void om_add(struct om_part *p, const struct fsmap *m, unsigned bs)
 {
 	uint64_t off = m->fmr_offset / bs, len = m->fmr_length / bs;
 	struct om_rec r = {
@@ -328,11 +337,11 @@ static void om_add(struct xfs_ownermap *om, const struct fsmap *m, unsigned bs)
 		r.len |= OM_UNUSABLE;
 	if (m->fmr_flags & FMR_OF_PREALLOC)
 		r.len |= OM_UNWRITTEN;
-	if (om->n == om->alloc) {
-		om->alloc = om->alloc ? 2 * om->alloc : 4096;
-		om->v = xrealloc(om->v, om->alloc * sizeof(*om->v));
+	if (p->n == p->alloc) {
+		p->alloc = p->alloc ? 2 * p->alloc : 4096;
+		p->v = xrealloc(p->v, p->alloc * sizeof(*p->v));
 	}
-	om->v[om->n++] = r;
+	p->v[p->n++] = r;
 }
 
 /*
@@ -356,7 +365,7 @@ static void mark_overlaps(struct om_rec *v, size_t from, size_t to)
 }
 
 struct om_query {
-	struct xfs_ownermap *om;
+	struct om_part *part;
 	unsigned bs;
 };
 
@@ -366,7 +375,7 @@ static void om_take(const struct fsmap *m, void *arg)
 	struct om_query *q = arg;
 
 	if (xfs_is_data_rmap(m))
-		om_add(q->om, m, q->bs);
+		om_add(q->part, m, q->bs);
 }
 
 static int rec_cmp(const void *a, const void *b)
@@ -385,21 +394,55 @@ static int digest_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* One GETFSMAP pass per AG; false if the map cannot serve (said under -v). */
+struct om_build_run {
+	struct xfs_state *xs;
+	struct om_part *parts;		/* one per AG */
+	uint32_t dev;
+};
+
+static void om_build_ag(void *arg, uint32_t ag, unsigned thread)
+{
+	struct om_build_run *br = arg;
+	unsigned bs = br->xs->geo.blocksize;
+	uint64_t agbytes = (uint64_t)br->xs->geo.agblocks * bs;
+	struct om_part *p = &br->parts[ag];
+	struct om_query q = { .part = p, .bs = bs };
+
+	(void)thread;
+	p->err = fsmap_query(br->xs->fd, br->dev, ag * agbytes, (ag + 1) * agbytes - 1,
+				 om_take, &q);
+	mark_overlaps(p->v, 0, p->n);
+}
+
+/*
+ * One GETFSMAP pass per AG, the AGs in parallel (xfs_for_each_ag(): -j
+ * threads; the walk waits for the map), their records then put end to
+ * end; false if the map cannot serve (said under -v).
+ */
 static bool om_build(struct scrub_ctx *ctx, struct xfs_state *xs, struct xfs_ownermap *om)
 {
-	unsigned bs = xs->geo.blocksize;
-	uint64_t agbytes = (uint64_t)xs->geo.agblocks * bs;
-	uint32_t dev = xfs_fsmap_dev(ctx->root_stx.stx_dev_major, ctx->root_stx.stx_dev_minor);
-	struct om_query q = { .om = om, .bs = bs };
-	int ret = 0;
+	struct om_build_run br = {
+		.xs = xs, .parts = xcalloc(om->nags ? om->nags : 1, sizeof(*br.parts)),
+		.dev = fsmap_dev(ctx->root_stx.stx_dev_major, ctx->root_stx.stx_dev_minor),
+	};
+	int ret = xfs_for_each_ag(ctx, om_build_ag, &br);
 
-	for (uint32_t ag = 0; ag < om->nags && !ret; ag++) {
-		size_t from = om->n;
+	for (uint32_t ag = 0; ag < om->nags; ag++) {
+		struct om_part *p = &br.parts[ag];
 
-		ret = xfs_fsmap_query(xs->fd, dev, ag * agbytes, (ag + 1) * agbytes - 1, om_take, &q);
-		mark_overlaps(om->v, from, om->n);
+		if (!ret)
+			ret = p->err;
+		if (!ret && p->n) {
+			if (om->n + p->n > om->alloc) {
+				om->alloc = om->n + p->n;
+				om->v = xrealloc(om->v, om->alloc * sizeof(*om->v));
+			}
+			memcpy(om->v + om->n, p->v, p->n * sizeof(*p->v));
+			om->n += p->n;
+		}
+		free(p->v);
 	}
+	free(br.parts);
 	if (ret < 0) {
 		report_verbose(ctx, "Phase 3: GETFSMAP: %s: files are mapped with FIEMAP",
 			       strerror(-ret));

@@ -274,12 +274,12 @@ static size_t bulk_window(struct scrub_ctx *ctx, struct xfs_state *xs,
 	return found;
 }
 
-int xfs_walkstat_bulk(struct scrub_ctx *ctx, unsigned thread, const uint64_t *inos, size_t n,
-		      struct backend_inode *out)
+int xfs_walkstat_bulk(struct scrub_ctx *ctx, const struct backend_dir *d,
+		      const uint64_t *inos, size_t n, struct backend_inode *out)
 {
 	struct xfs_state *xs = xfs_state(ctx);
 	/* Phase 3 has the thread's request to itself until the entries are visited. */
-	struct xfs_bulkstat_req *req = xs->walkstat[thread].req;
+	struct xfs_bulkstat_req *req = xs->walkstat[d->thread].req;
 	size_t found = 0;
 
 	xfs_ownermap_prepare(ctx);
