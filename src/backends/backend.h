@@ -217,7 +217,7 @@ struct scrub_ops {
 			   const struct backend_entry *e, struct strbuf *names);
 	/*
 	 * Phase 3, after the walk: inode-table level checks against what the
-	 * walk reached (backend_reached(), backend_extents_by_owner()).
+	 * walk reached (backend_reached(), backend_extents_by_phys()).
 	 */
 	int (*scan_inodes)(struct scrub_ctx *ctx);
 	/*
@@ -267,16 +267,18 @@ bool backend_reached(const struct scrub_ctx *ctx, uint64_t dev, uint64_t ino);
 /* A data extent of a file, as phase 3 mapped it with FIEMAP. */
 struct backend_extent {
 	uint64_t ino, logical, phys, len;	/* bytes; phys on the mount's device */
+	bool recent;				/* the inode changed during the scan */
 };
 
 /*
- * Phase 3's data extents with a place on the mount's own device, of
- * inodes that did not change during the scan, copied into a new array
- * sorted by (inode, file offset); *n gets the count.  The caller frees
- * it.  NULL with *n = 0 when phase 3 kept none.  The core's own list is
- * not touched: phase 5 reads the device in its order.
+ * Phase 3's data extents with a place on the mount's own device, sorted
+ * by (device offset, inode) in place, for a sweep in device order with no
+ * copy (the list is 24 bytes an extent; phases 4 and 5 want this order
+ * too).  Returns their number: backend_extent_at(ctx, i) for i below it
+ * gives each.  0 when phase 3 kept none, or more than it may keep.
  */
-struct backend_extent *backend_extents_by_owner(const struct scrub_ctx *ctx, size_t *n);
+size_t backend_extents_by_phys(struct scrub_ctx *ctx);
+struct backend_extent backend_extent_at(const struct scrub_ctx *ctx, size_t i);
 
 /* What backend_walk_tree() calls; either may be NULL. */
 struct backend_walk {

@@ -17,8 +17,7 @@
 static struct xlink_extent ext(uint64_t ino, uint64_t logical, uint64_t phys, uint64_t len,
 			       bool shared)
 {
-	return (struct xlink_extent){ .ino = ino, .logical = logical, .phys = phys, .len = len,
-				      .shared = shared };
+	return xlink_extent_make(ino, logical, phys, len, shared, false, false);
 }
 
 /* What the sweep handed fn: pairs of indexes into the list. */
@@ -209,8 +208,8 @@ static void test_collect(void **state)
 				       .fe_flags = FIEMAP_EXTENT_UNWRITTEN | FIEMAP_EXTENT_LAST };
 	assert_false(crosslink_collect(&l, (struct ino_key){ 42, 7 }, true, x, 4));
 	assert_int_equal(l.n, 2);
-	assert_true(l.v[0].ino == 7 && l.v[0].phys == 4096 && l.v[0].shared && l.v[0].recent);
-	assert_true(l.v[1].logical == 12288 && l.v[1].unwritten && !l.v[1].shared);
+	assert_true(l.v[0].ino == 7 && xlink_phys(&l.v[0]) == 4096 && l.v[0].shared && l.v[0].recent);
+	assert_true(xlink_logical(&l.v[1]) == 12288 && l.v[1].unwritten && !l.v[1].shared);
 	assert_true(crosslink_collect(&l, (struct ino_key){ 42, 8 }, false, x, 1));
 	assert_false(crosslink_collect(&l, (struct ino_key){ 43, 9 }, false, x, 1));
 	assert_int_equal(l.n, 3);
