@@ -663,10 +663,13 @@ struct rmap_check {
 static void add_suspect(struct rmap_check *rc, enum rmap_kind kind, uint64_t ino,
 			uint64_t logical, uint64_t phys, uint64_t len)
 {
-	/* One per inode and kind is enough to name the damage. */
+	/* One per inode and kind is enough to name the damage: the first in the file. */
 	for (size_t i = 0; i < rc->nr_sus; i++)
-		if (rc->sus[i].ino == ino && rc->sus[i].kind == kind)
+		if (rc->sus[i].ino == ino && rc->sus[i].kind == kind) {
+			if (logical < rc->sus[i].logical)
+				rc->sus[i] = (struct rmap_suspect){ kind, ino, logical, phys, len };
 			return;
+		}
 	if (rc->nr_sus == MAX_RMAP_SUSPECTS) {
 		rc->overflow = true;
 		return;
@@ -926,6 +929,17 @@ static void report_rmap(struct scrub_ctx *ctx, struct xfs_state *xs, struct rmap
 			 MAX_RMAP_SUSPECTS);
 }
 
+static int suspect_cmp(const void *a, const void *b)
+{
+	const struct rmap_suspect *x = a, *y = b;
+
+	if (x->kind != y->kind)
+		return x->kind < y->kind ? -1 : 1;
+	if (x->ino != y->ino)
+		return x->ino < y->ino ? -1 : 1;
+	return x->logical < y->logical ? -1 : x->logical > y->logical;
+}
+
 /* Read GETFSMAP and compare; false if it does not apply here. */
 static bool rmap_collect(struct scrub_ctx *ctx, struct xfs_state *xs, struct rmap_check *rc)
 {
@@ -949,6 +963,9 @@ static bool rmap_collect(struct scrub_ctx *ctx, struct xfs_state *xs, struct rma
 	}
 	free(sw.v);
 	free(sw.head);
+	/* Reported by kind, then inode and file offset, whatever the device order. */
+	if (rc->nr_sus)
+		qsort(rc->sus, rc->nr_sus, sizeof(*rc->sus), suspect_cmp);
 	if (ret < 0) {
 		report_operational(ctx, NULL, NULL, -ret, "FS_IOC_GETFSMAP");
 		return false;
