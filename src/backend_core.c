@@ -39,6 +39,15 @@ size_t backend_extents_by_phys(struct scrub_ctx *ctx)
 	return ctx->xlinks->n;
 }
 
+void backend_collect_extents(struct scrub_ctx *ctx, uint64_t ino,
+			     const struct fiemap_extent *x, size_t n)
+{
+	struct ino_key id = { ctx->xlinks->dev, ino };
+
+	if (!crosslink_collect(ctx->xlinks, id, false, x, n))
+		crosslink_unmapped(ctx->xlinks, id);
+}
+
 struct backend_extent backend_extent_at(const struct scrub_ctx *ctx, size_t i)
 {
 	const struct xlink_extent *x = &ctx->xlinks->v[i];

@@ -181,6 +181,15 @@ struct scrub_ops {
 	 */
 	int (*bulk_extents)(struct scrub_ctx *ctx, unsigned thread, const struct backend_inode *b,
 			    struct fiemap_extent *out, size_t max);
+	/*
+	 * Phase 3, walk threads: the walk took the map bulk_extents gave for
+	 * b (it checked out as a FIEMAP map would) and does not copy it into
+	 * the extent list: the backend keeps it and adds it with
+	 * backend_collect_extents() at the start of scan_inodes (a copy of
+	 * each would be held at once).  Called only for a file on the mount's
+	 * own device.  NULL: the walk copies every map into the list.
+	 */
+	void (*bulk_extents_keep)(struct scrub_ctx *ctx, const struct backend_inode *b);
 	/* ... and of each entry whose inode could be stat'ed. */
 	void (*check_inode)(struct scrub_ctx *ctx, const struct backend_dir *d,
 			    const struct backend_entry *e);
@@ -278,6 +287,13 @@ struct backend_extent {
  * gives each.  0 when phase 3 kept none, or more than it may keep.
  */
 size_t backend_extents_by_phys(struct scrub_ctx *ctx);
+/*
+ * scan_inodes of a backend with bulk_extents_keep, before anything else:
+ * add n extents of inode ino (of the mount's own device), which the walk
+ * took from bulk_extents, to phase 3's extent list.
+ */
+void backend_collect_extents(struct scrub_ctx *ctx, uint64_t ino,
+			     const struct fiemap_extent *x, size_t n);
 struct backend_extent backend_extent_at(const struct scrub_ctx *ctx, size_t i);
 
 /* What backend_walk_tree() calls; either may be NULL. */
