@@ -38,8 +38,14 @@
  * stale map only makes suspects, which the VFS re-check clears (the
  * file's ctime moved).
  *
- * Memory: 24 bytes per data extent for the walk, 8 per on-disk digest
- * from phase 2 to the end of the walk; both freed after the walk.
+ * Memory: 24 bytes per data extent for the walk; 8 per on-disk digest
+ * from phase 2 until the map is built (each inode's records are judged
+ * against it then, the verdict kept in the flags of its first record);
+ * 12 per nameless attribute fork to the end of the walk.  The walk does
+ * not copy a map it takes into phase 3's extent list: the records are
+ * marked (xfs_ownermap_keep()) and handed over after the walk, a slice at
+ * a time from the end of the array, which shrinks as the list grows
+ * (xfs_ownermap_handover()), so the two are never held whole at once.
  */
 #include "backends/xfs/xfs_ondisk.h"
 
