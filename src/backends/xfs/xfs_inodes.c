@@ -961,6 +961,9 @@ static bool rmap_collect(struct scrub_ctx *ctx, struct xfs_state *xs, struct rma
 		sweep_extents_before(&sw, UINT64_MAX);
 		sweep_retire(&sw, UINT64_MAX);
 	}
+	/* Without the rmapbt, those past the last free extent are counted too. */
+	for (; ret >= 0 && !rmapbt && sw.next < sw.nr; sw.next++)
+		rc->nr_extents += !backend_extent_at(ctx, sw.next).recent;
 	free(sw.v);
 	free(sw.head);
 	/* Reported by kind, then inode and file offset, whatever the device order. */
