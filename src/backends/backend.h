@@ -27,7 +27,7 @@
  * Threading: hooks that take only the context run on the main thread,
  * one at a time, and may change the backend's state (ctx->backend) as
  * they like.  bulk_inodes, check_dir, check_inode, data_elsewhere,
- * bulk_extents, data_checksummed and list_xattrs run in the walk threads, many at once: they may touch
+ * bulk_extents, bulk_extents_keep, data_checksummed and list_xattrs run in the walk threads, many at once: they may touch
  * only per-thread state (indexed by backend_dir.thread) or state they
  * lock or update atomically, and must not block for long (the walk
  * waits).
