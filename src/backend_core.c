@@ -8,6 +8,7 @@
 
 #include <stdlib.h>
 
+#include "context.h"
 #include "crosslink.h"
 #include "inoset.h"
 #include "strbuf.h"
@@ -30,35 +31,29 @@ bool backend_reached(const struct scrub_ctx *ctx, uint64_t dev, uint64_t ino)
 	return ctx->reached && inoset_test(ctx->reached, dev, ino);
 }
 
-static int by_owner(const void *a, const void *b)
+size_t backend_extents_by_phys(struct scrub_ctx *ctx)
 {
-	const struct backend_extent *x = a, *y = b;
-
-	if (x->ino != y->ino)
-		return x->ino < y->ino ? -1 : 1;
-	return x->logical < y->logical ? -1 : x->logical > y->logical;
+	if (!ctx->xlinks || ctx->xlinks->overflow)
+		return 0;
+	crosslink_sort(ctx);
+	return ctx->xlinks->n;
 }
 
-struct backend_extent *backend_extents_by_owner(const struct scrub_ctx *ctx, size_t *n)
+void backend_collect_extents(struct scrub_ctx *ctx, uint64_t ino,
+			     const struct fiemap_extent *x, size_t n)
 {
-	const struct xlink_list *l = ctx->xlinks;
-	struct backend_extent *v;
-	size_t w = 0;
+	struct ino_key id = { ctx->xlinks->dev, ino };
 
-	*n = 0;
-	if (!l || !l->n)
-		return NULL;
-	v = xmalloc(l->n * sizeof(*v));
-	for (size_t i = 0; i < l->n; i++) {
-		const struct xlink_extent *x = &l->v[i];
+	if (!crosslink_collect(ctx->xlinks, id, false, x, n))
+		crosslink_unmapped(ctx->xlinks, id);
+}
 
-		if (!x->recent)
-			v[w++] = (struct backend_extent){ x->ino, x->logical, x->phys, x->len };
-	}
-	if (w)
-		qsort(v, w, sizeof(*v), by_owner);
-	*n = w;
-	return v;
+struct backend_extent backend_extent_at(const struct scrub_ctx *ctx, size_t i)
+{
+	const struct xlink_extent *x = &ctx->xlinks->v[i];
+
+	return (struct backend_extent){ x->ino, xlink_logical(x), xlink_phys(x), xlink_len(x),
+					x->recent };
 }
 
 /* A second walk's visitor: the backend's functions in its own types. */

@@ -61,6 +61,24 @@ static void push(struct xlink_list *l, const struct xlink_extent *x)
 	l->v[l->n++] = *x;
 }
 
+/* Push one located extent, cut into pieces of at most XLINK_MAX_PIECE sectors. */
+static void push_pieces(struct xlink_list *l, uint64_t ino, bool recent,
+			const struct fiemap_extent *x)
+{
+	uint64_t max = XLINK_MAX_PIECE * XLINK_SECTOR;
+
+	for (uint64_t done = 0; done < x->fe_length;) {
+		uint64_t len = x->fe_length - done < max ? x->fe_length - done : max;
+		struct xlink_extent e = xlink_extent_make(
+			ino, x->fe_logical + done, x->fe_physical + done, len,
+			x->fe_flags & FIEMAP_EXTENT_SHARED, x->fe_flags & FIEMAP_EXTENT_UNWRITTEN,
+			recent);
+
+		push(l, &e);
+		done += len;
+	}
+}
+
 bool crosslink_collect(struct xlink_list *l, struct ino_key id, bool recent,
 		       const struct fiemap_extent *x, size_t n)
 {
@@ -75,16 +93,36 @@ bool crosslink_collect(struct xlink_list *l, struct ino_key id, bool recent,
 		}
 		if (!x[i].fe_length)
 			continue;
-		struct xlink_extent e = {
-			.phys = x[i].fe_physical, .len = x[i].fe_length,
-			.logical = x[i].fe_logical, .ino = id.ino,
-			.shared = !!(x[i].fe_flags & FIEMAP_EXTENT_SHARED),
-			.unwritten = !!(x[i].fe_flags & FIEMAP_EXTENT_UNWRITTEN),
-			.recent = recent,
-		};
-		push(l, &e);
+		/* An extent the list cannot keep (see crosslink.h) has no location either. */
+		if (!xlink_fits(x[i].fe_logical, x[i].fe_physical, x[i].fe_length)) {
+			all_located = false;
+			continue;
+		}
+		push_pieces(l, id.ino, recent, &x[i]);
 	}
 	return all_located;
+}
+
+/*
+ * The entries of l, appended to all a slice at a time from the end; each
+ * slice is given back as soon as it is copied (realloc shrinks a mapping
+ * in place), so the two lists never hold much more than their extents.
+ */
+#define MERGE_SLICE 65536	/* 1.5 MiB of extents */
+
+static void move_entries(struct xlink_list *all, struct xlink_list *l)
+{
+	while (l->n && !all->overflow) {
+		size_t k = l->n > MERGE_SLICE ? MERGE_SLICE : l->n;
+
+		for (size_t i = l->n - k; i < l->n; i++)
+			push(all, &l->v[i]);
+		l->n -= k;
+		if (l->n) {
+			l->v = xrealloc(l->v, l->n * sizeof(*l->v));
+			l->alloc = l->n;
+		}
+	}
 }
 
 void crosslink_merge(struct scrub_ctx *ctx, struct xlink_list *l)
@@ -107,19 +145,106 @@ void crosslink_merge(struct scrub_ctx *ctx, struct xlink_list *l)
 		all->alloc = l->alloc;
 		l->v = NULL;
 	} else {
-		for (size_t i = 0; i < l->n; i++)
-			push(all, &l->v[i]);
+		move_entries(all, l);
 	}
 	xlink_list_release(l);
 }
 
-static int by_phys(const void *a, const void *b)
+/* The sort order of the list: physical offset, then inode. */
+static bool before(const struct xlink_extent *x, const struct xlink_extent *y)
 {
-	const struct xlink_extent *x = a, *y = b;
+	if (x->phys_sec != y->phys_sec)
+		return x->phys_sec < y->phys_sec;
+	return x->ino < y->ino;
+}
 
-	if (x->phys != y->phys)
-		return x->phys < y->phys ? -1 : 1;
-	return x->ino < y->ino ? -1 : x->ino > y->ino;
+static void swap_ext(struct xlink_extent *a, struct xlink_extent *b)
+{
+	struct xlink_extent t = *a;
+
+	*a = *b;
+	*b = t;
+}
+
+static void sift_down(struct xlink_extent *v, size_t root, size_t n)
+{
+	for (size_t child; (child = 2 * root + 1) < n; root = child) {
+		if (child + 1 < n && before(&v[child], &v[child + 1]))
+			child++;
+		if (!before(&v[root], &v[child]))
+			return;
+		swap_ext(&v[root], &v[child]);
+	}
+}
+
+static void heap_sort(struct xlink_extent *v, size_t n)
+{
+	for (size_t i = n / 2; i-- > 0;)
+		sift_down(v, i, n);
+	for (size_t i = n; i-- > 1;) {
+		swap_ext(&v[0], &v[i]);
+		sift_down(v, 0, i);
+	}
+}
+
+/* Below this many extents, insertion sort (quicksort's usual cut-off). */
+#define SMALL_SORT 16
+
+/*
+ * Introsort in place: glibc's qsort() (2.36) sorts a copy made with
+ * malloc() -- 24 more bytes per extent at the peak -- so the list sorts
+ * itself: quicksort with a median of three, heap sort past 2 log2(n)
+ * levels, insertion sort of the short runs.
+ */
+static void intro_sort(struct xlink_extent *v, size_t n, unsigned depth)
+{
+	while (n > SMALL_SORT) {
+		size_t mid = n / 2, i = 0, j = n - 1;
+
+		if (!depth--) {
+			heap_sort(v, n);
+			return;
+		}
+		if (before(&v[mid], &v[0]))
+			swap_ext(&v[mid], &v[0]);
+		if (before(&v[n - 1], &v[0]))
+			swap_ext(&v[n - 1], &v[0]);
+		if (before(&v[n - 1], &v[mid]))
+			swap_ext(&v[n - 1], &v[mid]);
+		struct xlink_extent pivot = v[mid];
+
+		/* Hoare's partition: v[0..j] <= pivot <= v[j+1..n-1]. */
+		for (;;) {
+			while (before(&v[i], &pivot))
+				i++;
+			while (before(&pivot, &v[j]))
+				j--;
+			if (i >= j)
+				break;
+			swap_ext(&v[i++], &v[j--]);
+		}
+		/* Recurse into the smaller side, loop on the larger: log2(n) stack. */
+		if (j + 1 < n - j - 1) {
+			intro_sort(v, j + 1, depth);
+			v += j + 1;
+			n -= j + 1;
+		} else {
+			intro_sort(v + j + 1, n - j - 1, depth);
+			n = j + 1;
+		}
+	}
+	for (size_t i = 1; i < n; i++)
+		for (size_t k = i; k > 0 && before(&v[k], &v[k - 1]); k--)
+			swap_ext(&v[k], &v[k - 1]);
+}
+
+void crosslink_sort_extents(struct xlink_extent *v, size_t n)
+{
+	unsigned depth = 0;
+
+	for (size_t m = n; m > 1; m >>= 1)
+		depth += 2;
+	intro_sort(v, n, depth);
 }
 
 /* Two extents that claim the same device bytes. */
@@ -140,13 +265,14 @@ void crosslink_sort(struct scrub_ctx *ctx)
 {
 	/* qsort(NULL, 0, ...) is undefined: an empty list has no array. */
 	if (!ctx->xlinks->sorted && ctx->xlinks->n)
-		qsort(ctx->xlinks->v, ctx->xlinks->n, sizeof(*ctx->xlinks->v), by_phys);
+		crosslink_sort_extents(ctx->xlinks->v, ctx->xlinks->n);
 	ctx->xlinks->sorted = true;
 }
 
 static bool extents_overlap(const struct xlink_extent *a, const struct xlink_extent *b)
 {
-	return a->phys < b->phys + b->len && b->phys < a->phys + a->len;
+	return a->phys_sec < b->phys_sec + (xlink_len(b) / XLINK_SECTOR) &&
+	       b->phys_sec < a->phys_sec + (xlink_len(a) / XLINK_SECTOR);
 }
 
 /*
@@ -157,7 +283,7 @@ static bool extents_overlap(const struct xlink_extent *a, const struct xlink_ext
  */
 static bool same_mapping(const struct xlink_extent *x, const struct xlink_extent *r)
 {
-	return x->ino == r->ino && x->phys - x->logical == r->phys - r->logical;
+	return x->ino == r->ino && xlink_phys(x) - xlink_logical(x) == xlink_phys(r) - xlink_logical(r);
 }
 
 void crosslink_sweep(const struct xlink_extent *v, size_t n, xlink_overlap_fn fn, void *arg)
@@ -170,7 +296,7 @@ void crosslink_sweep(const struct xlink_extent *v, size_t n, xlink_overlap_fn fn
 		if (extents_overlap(x, r) && !(x->shared && r->shared) && !same_mapping(x, r) &&
 		    fn(arg, r, x))
 			return;
-		if (x->phys + x->len > r->phys + r->len)
+		if (xlink_end(x) > xlink_end(r))
 			reach = i;
 	}
 }
@@ -189,15 +315,14 @@ static bool note_pair(void *arg, const struct xlink_extent *r, const struct xlin
 	if (x->recent || r->recent) {
 		str_changed(fs->ctx, CHECK_EXTENT_CROSSLINKED, NULL, NULL, x->ino,
 			    "device bytes %llu-%llu of inodes %llu and %llu",
-			    (unsigned long long)x->phys,
-			    (unsigned long long)(x->phys + x->len - 1),
+			    (unsigned long long)xlink_phys(x),
+			    (unsigned long long)(xlink_end(x) - 1),
 			    (unsigned long long)x->ino, (unsigned long long)r->ino);
 		return false;
 	}
 	fs->pairs = xrealloc(fs->pairs, (fs->n + 1) * sizeof(*fs->pairs));
-	fs->pairs[fs->n] = (struct pair){ .a = *r, .b = *x, .start = x->phys };
-	fs->pairs[fs->n].end = x->phys + x->len < r->phys + r->len ?
-			       x->phys + x->len : r->phys + r->len;
+	fs->pairs[fs->n] = (struct pair){ .a = *r, .b = *x, .start = xlink_phys(x) };
+	fs->pairs[fs->n].end = xlink_end(x) < xlink_end(r) ? xlink_end(x) : xlink_end(r);
 	return ++fs->n >= MAX_PAIRS;
 }
 
@@ -228,10 +353,10 @@ static void relook_pairs(struct relook *rl, struct relook_file *f, int fd,
 		uint64_t len = p->end - p->start;
 
 		if (ino_key_eq(xlink_key(l, &p->a), f->id) &&
-		    relook_still_mapped(fd, p->a.logical + (p->start - p->a.phys), p->start, len))
+		    relook_still_mapped(fd, xlink_logical(&p->a) + (p->start - xlink_phys(&p->a)), p->start, len))
 			p->seen_a = true;
 		if (ino_key_eq(xlink_key(l, &p->b), f->id) &&
-		    relook_still_mapped(fd, p->b.logical + (p->start - p->b.phys), p->start, len))
+		    relook_still_mapped(fd, xlink_logical(&p->b) + (p->start - xlink_phys(&p->b)), p->start, len))
 			p->seen_b = true;
 	}
 }
@@ -242,8 +367,8 @@ static void report_pair(struct xlink_state *st, const struct pair *p)
 	struct relook_file *fa = relook_find(&st->rl, xlink_key(ctx->xlinks, &p->a));
 	struct relook_file *fb = relook_find(&st->rl, xlink_key(ctx->xlinks, &p->b));
 	struct strbuf other = STRBUF_INIT;
-	uint64_t off_a = p->a.logical + (p->start - p->a.phys);
-	uint64_t off_b = p->b.logical + (p->start - p->b.phys);
+	uint64_t off_a = xlink_logical(&p->a) + (p->start - xlink_phys(&p->a));
+	uint64_t off_b = xlink_logical(&p->b) + (p->start - xlink_phys(&p->b));
 
 	/* Not found again, no longer mapped so, or changed: a race. */
 	if (!fa->dir || !fb->dir || !p->seen_a || !p->seen_b || fa->changed || fb->changed) {

@@ -31,8 +31,17 @@
  * subvolume's), which is then read file by file.  xlink_key() gives an
  * extent's whole key (inokey.h).
  *
- * Memory: 40 bytes per extent (40 MB per million extents), sorted once.
- * The list is bounded at XLINK_MAX_EXTENTS (640 MiB); past that the
+ * Memory: 24 bytes per extent (24 MB per million extents): byte values
+ * are kept in 512-byte sectors (XLINK_SECTOR), a device or file offset of
+ * at most 2^48 sectors (128 PiB) and a length below 2^29 sectors (256 GiB)
+ * a piece; crosslink_collect() cuts a longer extent into pieces (which
+ * touch, never overlap) and treats an extent it cannot keep so (not a
+ * whole number of sectors, or past 128 PiB) as one without a location: the
+ * file is read file by file and its extents are not swept.  XFS and ext4
+ * give every located extent in whole blocks.  The lists of the walk
+ * threads are moved into one array a slice at a time, each slice given
+ * back as it is moved, and sorted in place: the list's bytes, no copy.
+ * The list is bounded at XLINK_MAX_EXTENTS (384 MiB); past that the
  * cross-link check is not done, said so, and -x reads file by file.
  */
 #ifndef FSCRUB_CROSSLINK_H
@@ -56,14 +65,76 @@ struct scrub_ctx;
 			   FIEMAP_EXTENT_DATA_INLINE | FIEMAP_EXTENT_NOT_ALIGNED | \
 			   FIEMAP_EXTENT_ENCODED)
 
+/* 384 MiB of extents (a bound on the memory a user-controlled tree can take). */
 #define XLINK_MAX_EXTENTS (16ULL << 20)
 
+/* Byte values of an extent are kept in units of this (see Memory above). */
+#define XLINK_SECTOR 512ULL
+#define XLINK_MAX_SECTORS (1ULL << 48)	/* offsets: 128 PiB */
+#define XLINK_MAX_PIECE ((1ULL << 29) - 1)	/* a length, in sectors */
+
+/* 24 bytes; read it through the accessors below (bytes). */
 struct xlink_extent {
-	uint64_t phys, len, logical, ino;
-	uint16_t shared;	/* FIEMAP_EXTENT_SHARED */
-	uint16_t unwritten;	/* FIEMAP_EXTENT_UNWRITTEN: no data to read */
-	uint32_t recent;	/* the inode changed during the scan */
+	uint64_t ino;
+	uint64_t phys_sec : 48;		/* device offset */
+	uint64_t len_lo : 16;		/* length: len_hi << 16 | len_lo */
+	uint64_t logical_sec : 48;	/* file offset */
+	uint64_t len_hi : 13;
+	uint64_t shared : 1;		/* FIEMAP_EXTENT_SHARED */
+	uint64_t unwritten : 1;		/* FIEMAP_EXTENT_UNWRITTEN: no data to read */
+	uint64_t recent : 1;		/* the inode changed during the scan */
 };
+
+static inline uint64_t xlink_phys(const struct xlink_extent *x)
+{
+	return x->phys_sec * XLINK_SECTOR;
+}
+
+static inline uint64_t xlink_logical(const struct xlink_extent *x)
+{
+	return x->logical_sec * XLINK_SECTOR;
+}
+
+static inline uint64_t xlink_len(const struct xlink_extent *x)
+{
+	return ((uint64_t)x->len_hi << 16 | x->len_lo) * XLINK_SECTOR;
+}
+
+static inline uint64_t xlink_end(const struct xlink_extent *x)
+{
+	return xlink_phys(x) + xlink_len(x);
+}
+
+/*
+ * Can an extent of these byte values be kept, in pieces of at most
+ * XLINK_MAX_PIECE sectors (whole sectors, ending below 128 PiB)?
+ */
+static inline bool xlink_fits(uint64_t logical, uint64_t phys, uint64_t len)
+{
+	uint64_t p = phys / XLINK_SECTOR, o = logical / XLINK_SECTOR, n = len / XLINK_SECTOR;
+
+	return !((logical | phys | len) % XLINK_SECTOR) && p <= XLINK_MAX_SECTORS &&
+	       n <= XLINK_MAX_SECTORS - p && o <= XLINK_MAX_SECTORS && n <= XLINK_MAX_SECTORS - o;
+}
+
+/* A constant initialiser of the same (for tables): ino, bytes; no flags. */
+#define XLINK_EXTENT_INIT(i, lg, ph, ln)                                              \
+	.ino = (i), .phys_sec = (ph) / XLINK_SECTOR, .logical_sec = (lg) / XLINK_SECTOR,   \
+	.len_lo = ((ln) / XLINK_SECTOR) & 0xffff, .len_hi = ((ln) / XLINK_SECTOR) >> 16
+
+/* An extent of these byte values: xlink_fits(), len at most XLINK_MAX_PIECE sectors. */
+static inline struct xlink_extent xlink_extent_make(uint64_t ino, uint64_t logical,
+						    uint64_t phys, uint64_t len, bool shared,
+						    bool unwritten, bool recent)
+{
+	uint64_t sec = len / XLINK_SECTOR;
+
+	return (struct xlink_extent){
+		.ino = ino, .phys_sec = phys / XLINK_SECTOR, .logical_sec = logical / XLINK_SECTOR,
+		.len_lo = sec & 0xffff, .len_hi = sec >> 16, .shared = shared,
+		.unwritten = unwritten, .recent = recent,
+	};
+}
 
 /* A growable list of extents: one per walk thread, merged after phase 3. */
 struct xlink_list {
@@ -100,6 +171,8 @@ void crosslink_unmapped(struct xlink_list *l, struct ino_key id);
 void crosslink_merge(struct scrub_ctx *ctx, struct xlink_list *l);
 /* Sort ctx's list by physical offset (once). */
 void crosslink_sort(struct scrub_ctx *ctx);
+/* Sort v by physical offset, then inode, in place (no memory). */
+void crosslink_sort_extents(struct xlink_extent *v, size_t n);
 /*
  * The sweep of phase 4, over extents sorted by physical offset
  * (crosslink_sort): fn(arg, a, b) for each extent b that overlaps a, the

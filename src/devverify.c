@@ -149,8 +149,8 @@ static struct io_range *plan_reads(const struct scrub_ctx *ctx, size_t *nr, uint
 
 	for (size_t i = 0; i < l->n; i++) {
 		const struct xlink_extent *x = &l->v[i];
-		uint64_t s = round_down(x->phys, BAD_STEP);
-		uint64_t e = round_up(x->phys + x->len, BAD_STEP);
+		uint64_t s = round_down(xlink_phys(x), BAD_STEP);
+		uint64_t e = round_up(xlink_end(x), BAD_STEP);
 
 		if (x->unwritten || s >= ctx->dev_size)
 			continue;

@@ -324,8 +324,14 @@ bool extents_check_bulk(struct walk_thread *t, struct extent_buf *eb,
 	eb->fm->fm_mapped_extents = (uint32_t)n;
 	eb->collected = false;
 	eb->unlocated = false;
-	if (eb->collect && !crosslink_collect(eb->collect, ino_key_of(&e->stx), false,
-					      eb->fm->fm_extents, (size_t)n))
+	/* A backend that keeps its maps adds them to the list after the walk. */
+	if (eb->collect && ctx->ops->bulk_extents_keep &&
+	    ino_key_of(&e->stx).dev == eb->collect->dev) {
+		ctx->ops->bulk_extents_keep(ctx, e->bulk);
+		eb->collected = true;
+	}
+	else if (eb->collect && !crosslink_collect(eb->collect, ino_key_of(&e->stx), false,
+						   eb->fm->fm_extents, (size_t)n))
 		crosslink_unmapped(eb->collect, ino_key_of(&e->stx));
 	else
 		eb->collected = eb->collect != NULL;

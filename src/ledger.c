@@ -285,9 +285,9 @@ static bool repeats_previous(const struct xlink_list *l, size_t i)
 {
 	const struct xlink_extent *x = &l->v[i];
 
-	for (size_t j = i; j-- > 0 && l->v[j].phys == x->phys;)
-		if (l->v[j].ino == x->ino && l->v[j].logical == x->logical &&
-		    l->v[j].len == x->len)
+	for (size_t j = i; j-- > 0 && l->v[j].phys_sec == x->phys_sec;)
+		if (l->v[j].ino == x->ino && l->v[j].logical_sec == x->logical_sec &&
+		    xlink_len(&l->v[j]) == xlink_len(x))
 			return true;
 	return false;
 }
@@ -309,13 +309,13 @@ void ledger_device_begin(struct ledger *lg, const struct xlink_list *l)
 		const struct xlink_extent *x = &l->v[i];
 		struct ledger_file *f;
 
-		if (x->phys + x->len > m)
-			m = x->phys + x->len;
+		if (xlink_end(x) > m)
+			m = xlink_end(x);
 		lg->end_max[i] = m;
 		/* What of this extent holds file data the reader will hash. */
 		f = x->unwritten || repeats_previous(l, i) ? NULL : find_file(lg, xlink_key(l, x));
-		if (f && x->logical < f->size)
-			f->expect += x->logical + x->len > f->size ? f->size - x->logical : x->len;
+		if (f && xlink_logical(x) < f->size)
+			f->expect += xlink_logical(x) + xlink_len(x) > f->size ? f->size - xlink_logical(x) : xlink_len(x);
 	}
 }
 
@@ -358,9 +358,9 @@ static struct ledger_file *hash_piece(struct ledger *lg, const struct xlink_exte
 				      uint64_t off, uint64_t len, const char *buf, char *scratch,
 				      struct sum_buf *b)
 {
-	uint64_t s = x->phys > off ? x->phys : off;
-	uint64_t e = x->phys + x->len < off + len ? x->phys + x->len : off + len;
-	uint64_t logical = x->logical + (s - x->phys);
+	uint64_t s = xlink_phys(x) > off ? xlink_phys(x) : off;
+	uint64_t e = xlink_end(x) < off + len ? xlink_end(x) : off + len;
+	uint64_t logical = xlink_logical(x) + (s - xlink_phys(x));
 	struct ledger_file *f = find_file(lg, xlink_key(lg->xl, x));
 	size_t before = b->n;
 
@@ -387,9 +387,9 @@ void ledger_hash_read(struct ledger *lg, uint64_t off, uint64_t len, const char 
 		uint64_t bytes = b.bytes;
 		struct ledger_file *f;
 
-		if (x->phys >= off + len)
+		if (xlink_phys(x) >= off + len)
 			break;
-		if (x->unwritten || x->phys + x->len <= off || repeats_previous(lg->xl, i))
+		if (x->unwritten || xlink_end(x) <= off || repeats_previous(lg->xl, i))
 			continue;
 		f = hash_piece(lg, x, off, len, buf, scratch, &b);
 		if (f && b.bytes != bytes) {

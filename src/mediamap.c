@@ -39,8 +39,8 @@ void media_index_init(struct media_index *ix, const struct xlink_list *l)
 	ix->l = l;
 	ix->end_max = l->n ? xmalloc(l->n * sizeof(*ix->end_max)) : NULL;
 	for (size_t i = 0; i < l->n; i++) {
-		if (l->v[i].phys + l->v[i].len > m)
-			m = l->v[i].phys + l->v[i].len;
+		if (xlink_end(&l->v[i]) > m)
+			m = xlink_end(&l->v[i]);
 		ix->end_max[i] = m;
 	}
 }
@@ -73,10 +73,10 @@ void mediamap_split(const struct media_index *ix, const struct bad_range *b,
 	const struct xlink_list *l = ix->l;
 	uint64_t pos = b->off, end = b->off + b->len;
 
-	for (size_t i = first_candidate(ix, b->off); i < l->n && l->v[i].phys < end; i++) {
+	for (size_t i = first_candidate(ix, b->off); i < l->n && xlink_phys(&l->v[i]) < end; i++) {
 		const struct xlink_extent *x = &l->v[i];
-		uint64_t s = x->phys > b->off ? x->phys : b->off;
-		uint64_t e = x->phys + x->len < end ? x->phys + x->len : end;
+		uint64_t s = xlink_phys(x) > b->off ? xlink_phys(x) : b->off;
+		uint64_t e = xlink_end(x) < end ? xlink_end(x) : end;
 
 		if (e <= s || x->unwritten)
 			continue;
@@ -84,7 +84,7 @@ void mediamap_split(const struct media_index *ix, const struct bad_range *b,
 			add_piece(out, &(struct media_piece){ .dev_off = pos, .len = s - pos,
 							      .err = b->err });
 		add_piece(out, &(struct media_piece){ .dev_off = s, .len = e - s, .ino = x->ino,
-						      .file_off = x->logical + (s - x->phys),
+						      .file_off = xlink_logical(x) + (s - xlink_phys(x)),
 						      .err = b->err });
 		if (e > pos)
 			pos = e;

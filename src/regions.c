@@ -57,8 +57,8 @@ static void count_allocated(struct scrub_ctx *ctx, struct region_plan *p)
 
 	for (size_t i = 0; i < l->n; i++) {
 		const struct xlink_extent *x = &l->v[i];
-		uint64_t s = x->phys > covered ? x->phys : covered;
-		uint64_t e = x->phys + x->len;
+		uint64_t s = xlink_phys(x) > covered ? xlink_phys(x) : covered;
+		uint64_t e = xlink_end(x);
 
 		if (x->unwritten)
 			continue;

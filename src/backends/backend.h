@@ -27,7 +27,7 @@
  * Threading: hooks that take only the context run on the main thread,
  * one at a time, and may change the backend's state (ctx->backend) as
  * they like.  bulk_inodes, check_dir, check_inode, data_elsewhere,
- * bulk_extents, data_checksummed and list_xattrs run in the walk threads, many at once: they may touch
+ * bulk_extents, bulk_extents_keep, data_checksummed and list_xattrs run in the walk threads, many at once: they may touch
  * only per-thread state (indexed by backend_dir.thread) or state they
  * lock or update atomically, and must not block for long (the walk
  * waits).
@@ -183,6 +183,15 @@ struct scrub_ops {
 	 */
 	int (*bulk_extents)(struct scrub_ctx *ctx, unsigned thread, const struct backend_inode *b,
 			    struct fiemap_extent *out, size_t max);
+	/*
+	 * Phase 3, walk threads: the walk took the map bulk_extents gave for
+	 * b (it checked out as a FIEMAP map would) and does not copy it into
+	 * the extent list: the backend keeps it and adds it with
+	 * backend_collect_extents() at the start of scan_inodes (a copy of
+	 * each would be held at once).  Called only for a file on the mount's
+	 * own device.  NULL: the walk copies every map into the list.
+	 */
+	void (*bulk_extents_keep)(struct scrub_ctx *ctx, const struct backend_inode *b);
 	/* ... and of each entry whose inode could be stat'ed. */
 	void (*check_inode)(struct scrub_ctx *ctx, const struct backend_dir *d,
 			    const struct backend_entry *e);
@@ -219,7 +228,7 @@ struct scrub_ops {
 			   const struct backend_entry *e, struct strbuf *names);
 	/*
 	 * Phase 3, after the walk: inode-table level checks against what the
-	 * walk reached (backend_reached(), backend_extents_by_owner()).
+	 * walk reached (backend_reached(), backend_extents_by_phys()).
 	 */
 	int (*scan_inodes)(struct scrub_ctx *ctx);
 	/*
@@ -269,16 +278,25 @@ bool backend_reached(const struct scrub_ctx *ctx, uint64_t dev, uint64_t ino);
 /* A data extent of a file, as phase 3 mapped it with FIEMAP. */
 struct backend_extent {
 	uint64_t ino, logical, phys, len;	/* bytes; phys on the mount's device */
+	bool recent;				/* the inode changed during the scan */
 };
 
 /*
- * Phase 3's data extents with a place on the mount's own device, of
- * inodes that did not change during the scan, copied into a new array
- * sorted by (inode, file offset); *n gets the count.  The caller frees
- * it.  NULL with *n = 0 when phase 3 kept none.  The core's own list is
- * not touched: phase 5 reads the device in its order.
+ * Phase 3's data extents with a place on the mount's own device, sorted
+ * by (device offset, inode) in place, for a sweep in device order with no
+ * copy (the list is 24 bytes an extent; phases 4 and 5 want this order
+ * too).  Returns their number: backend_extent_at(ctx, i) for i below it
+ * gives each.  0 when phase 3 kept none, or more than it may keep.
  */
-struct backend_extent *backend_extents_by_owner(const struct scrub_ctx *ctx, size_t *n);
+size_t backend_extents_by_phys(struct scrub_ctx *ctx);
+/*
+ * scan_inodes of a backend with bulk_extents_keep, before anything else:
+ * add n extents of inode ino (of the mount's own device), which the walk
+ * took from bulk_extents, to phase 3's extent list.
+ */
+void backend_collect_extents(struct scrub_ctx *ctx, uint64_t ino,
+			     const struct fiemap_extent *x, size_t n);
+struct backend_extent backend_extent_at(const struct scrub_ctx *ctx, size_t i);
 
 /* What backend_walk_tree() calls; either may be NULL. */
 struct backend_walk {

@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -17,8 +18,7 @@
 static struct xlink_extent ext(uint64_t ino, uint64_t logical, uint64_t phys, uint64_t len,
 			       bool shared)
 {
-	return (struct xlink_extent){ .ino = ino, .logical = logical, .phys = phys, .len = len,
-				      .shared = shared };
+	return xlink_extent_make(ino, logical, phys, len, shared, false, false);
 }
 
 /* What the sweep handed fn: pairs of indexes into the list. */
@@ -209,14 +209,95 @@ static void test_collect(void **state)
 				       .fe_flags = FIEMAP_EXTENT_UNWRITTEN | FIEMAP_EXTENT_LAST };
 	assert_false(crosslink_collect(&l, (struct ino_key){ 42, 7 }, true, x, 4));
 	assert_int_equal(l.n, 2);
-	assert_true(l.v[0].ino == 7 && l.v[0].phys == 4096 && l.v[0].shared && l.v[0].recent);
-	assert_true(l.v[1].logical == 12288 && l.v[1].unwritten && !l.v[1].shared);
+	assert_true(l.v[0].ino == 7 && xlink_phys(&l.v[0]) == 4096 && l.v[0].shared && l.v[0].recent);
+	assert_true(xlink_logical(&l.v[1]) == 12288 && l.v[1].unwritten && !l.v[1].shared);
 	assert_true(crosslink_collect(&l, (struct ino_key){ 42, 8 }, false, x, 1));
 	assert_false(crosslink_collect(&l, (struct ino_key){ 43, 9 }, false, x, 1));
 	assert_int_equal(l.n, 3);
 	xlink_list_release(&l);
 	assert_int_equal(l.dev, 42);
 	assert_int_equal(l.n, 0);
+}
+
+/* An extent is 24 bytes: the list's memory per extent (crosslink.h). */
+static void test_size(void **state)
+{
+	(void)state;
+	assert_int_equal(sizeof(struct xlink_extent), 24);
+}
+
+/*
+ * crosslink_collect(): an extent longer than a piece is kept as pieces
+ * that touch and cover it exactly; one that is not in whole sectors, or
+ * ends past 128 PiB, is not kept, and the file counts as not all located.
+ */
+static void test_collect_pieces_and_unfit(void **state)
+{
+	struct xlink_list l = { .dev = 42 };
+	uint64_t piece = XLINK_MAX_PIECE * XLINK_SECTOR;
+	struct fiemap_extent big = { .fe_logical = 1ULL << 40, .fe_physical = 1ULL << 41,
+				     .fe_length = 2 * piece + 4096 };
+	struct fiemap_extent odd = { .fe_logical = 0, .fe_physical = 4096, .fe_length = 1000 };
+	struct fiemap_extent far = { .fe_logical = XLINK_MAX_SECTORS * XLINK_SECTOR,
+				     .fe_physical = 4096, .fe_length = 4096 };
+
+	(void)state;
+	assert_true(crosslink_collect(&l, (struct ino_key){ 42, 5 }, false, &big, 1));
+	assert_int_equal(l.n, 3);
+	for (size_t i = 0; i < 3; i++) {
+		assert_int_equal(l.v[i].ino, 5);
+		assert_int_equal(xlink_phys(&l.v[i]) - xlink_logical(&l.v[i]), 1ULL << 40);
+	}
+	assert_int_equal(xlink_phys(&l.v[0]), 1ULL << 41);
+	assert_int_equal(xlink_len(&l.v[0]), piece);
+	assert_int_equal(xlink_phys(&l.v[1]), xlink_end(&l.v[0]));
+	assert_int_equal(xlink_end(&l.v[2]), (1ULL << 41) + 2 * piece + 4096);
+	assert_int_equal(crosslink_collect(&l, (struct ino_key){ 42, 6 }, false, &odd, 1), false);
+	assert_int_equal(crosslink_collect(&l, (struct ino_key){ 42, 7 }, false, &far, 1), false);
+	assert_int_equal(l.n, 3);
+	xlink_list_release(&l);
+}
+
+/* A deterministic generator for the sort test. */
+static uint64_t next_rand(uint64_t *s)
+{
+	*s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
+	return *s >> 33;
+}
+
+/*
+ * crosslink_sort_extents(): in place, by (device offset, inode), whatever
+ * the order it is given (random with many equal offsets, sorted, reversed,
+ * all equal); no extent lost or duplicated (the sum of the inodes stays).
+ */
+static void test_sort(void **state)
+{
+	enum { N = 5000 };
+	struct xlink_extent *v = malloc(N * sizeof(*v));
+	uint64_t seed = 1;
+
+	(void)state;
+	for (int order = 0; order < 4; order++) {
+		uint64_t sum = 0, after = 0;
+
+		for (size_t i = 0; i < N; i++) {
+			uint64_t phys = order == 0 ? next_rand(&seed) % 700 :
+					order == 1 ? i : order == 2 ? N - i : 7;
+			v[i] = xlink_extent_make(next_rand(&seed) % 50, 0, phys * 4096, 4096,
+						 false, false, false);
+			sum += v[i].ino;
+		}
+		crosslink_sort_extents(v, N);
+		for (size_t i = 0; i < N; i++) {
+			after += v[i].ino;
+			if (i)
+				assert_true(v[i - 1].phys_sec < v[i].phys_sec ||
+					    (v[i - 1].phys_sec == v[i].phys_sec &&
+					     v[i - 1].ino <= v[i].ino));
+		}
+		assert_int_equal(sum, after);
+	}
+	free(v);
 }
 
 int main(void)
@@ -231,6 +312,9 @@ int main(void)
 		cmocka_unit_test(test_furthest_reaching),
 		cmocka_unit_test(test_stop),
 		cmocka_unit_test(test_collect),
+		cmocka_unit_test(test_size),
+		cmocka_unit_test(test_collect_pieces_and_unfit),
+		cmocka_unit_test(test_sort),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

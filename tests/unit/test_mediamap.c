@@ -24,10 +24,10 @@
  * [300K, 310K).
  */
 static struct xlink_extent extents[] = {
-	{ .phys = 100 * KiB, .len = 20 * KiB, .logical = 0, .ino = 10 },
-	{ .phys = 120 * KiB, .len = 10 * KiB, .logical = 40 * KiB, .ino = 11 },
-	{ .phys = 200 * KiB, .len = 10 * KiB, .logical = 0, .ino = 12 },
-	{ .phys = 300 * KiB, .len = 10 * KiB, .logical = 0, .ino = 13, .unwritten = 1 },
+	{ XLINK_EXTENT_INIT(10, 0, 100 * KiB, 20 * KiB) },
+	{ XLINK_EXTENT_INIT(11, 40 * KiB, 120 * KiB, 10 * KiB) },
+	{ XLINK_EXTENT_INIT(12, 0, 200 * KiB, 10 * KiB) },
+	{ XLINK_EXTENT_INIT(13, 0, 300 * KiB, 10 * KiB), .unwritten = 1 },
 };
 
 static struct media_pieces split(uint64_t off, uint64_t len)
@@ -191,9 +191,9 @@ static void test_empty_list(void **state)
 static void test_contained_extent(void **state)
 {
 	struct xlink_extent v[] = {
-		{ .phys = 0, .len = 100 * KiB, .logical = 0, .ino = 1 },
-		{ .phys = 8 * KiB, .len = 4 * KiB, .logical = 0, .ino = 2 },
-		{ .phys = 96 * KiB, .len = 8 * KiB, .logical = 0, .ino = 3 },
+		{ XLINK_EXTENT_INIT(1, 0, 0, 100 * KiB) },
+		{ XLINK_EXTENT_INIT(2, 0, 8 * KiB, 4 * KiB) },
+		{ XLINK_EXTENT_INIT(3, 0, 96 * KiB, 8 * KiB) },
 	};
 	struct xlink_list l = { .dev = 7, .v = v, .n = 3, .sorted = true };
 	struct bad_range past = { .off = 50 * KiB, .len = 4 * KiB, .err = EIO };

@@ -304,6 +304,7 @@ static int xfs_scan_inodes(struct scrub_ctx *ctx)
 {
 	xfs_walkstat_report(ctx);
 	xfs_ownermap_report(ctx);
+	xfs_ownermap_handover(ctx);
 	xfs_ownermap_release(xfs_state(ctx));
 	xfs_inodes_after_walk(ctx);
 	xfs_quota_check(ctx);
@@ -357,6 +358,7 @@ const struct scrub_ops xfs_ops = {
 	.check_dir = xfs_check_dir,
 	.bulk_inodes = xfs_walkstat_bulk,
 	.bulk_extents = xfs_ownermap_extents,
+	.bulk_extents_keep = xfs_ownermap_keep,
 	.check_inode = xfs_check_inode,
 	.data_elsewhere = xfs_data_elsewhere,
 	.list_xattrs = xfs_list_xattrs,

@@ -162,6 +162,10 @@ int xfs_ownermap_extents(struct scrub_ctx *ctx, unsigned thread,
  */
 bool xfs_ownermap_nameless(struct scrub_ctx *ctx, uint64_t ino, int64_t ctime_sec,
 			   uint32_t ctime_nsec);
+/* The bulk_extents_keep hook (backend.h): the walk took b's map. */
+void xfs_ownermap_keep(struct scrub_ctx *ctx, const struct backend_inode *b);
+/* After the walk: the maps the walk took into phase 3's extent list, the records freed. */
+void xfs_ownermap_handover(struct scrub_ctx *ctx);
 void xfs_ownermap_report(struct scrub_ctx *ctx);
 void xfs_ownermap_release(struct xfs_state *xs);
 struct fsmap;

@@ -574,101 +574,15 @@ static void report_orphan(struct scrub_ctx *ctx, struct xfs_state *xs,
 
 /* ------------------------------------------------------- reverse mappings */
 
-struct rmap_rec {
-	uint64_t ino, off, phys, len;
-};
-
+/* What GETFSMAP gave: counts only (the records are compared as they come). */
 struct rmap_list {
-	struct rmap_rec *v;
-	size_t n, alloc;
+	size_t n;			/* data fork records, or free extents */
 	uint64_t free_bytes;		/* FMR_OWN_FREE on the data device */
 };
 
 bool xfs_is_data_rmap(const struct fsmap *m)
 {
 	return !(m->fmr_flags & (FMR_OF_SPECIAL_OWNER | FMR_OF_ATTR_FORK | FMR_OF_EXTENT_MAP));
-}
-
-static void collect_rmap(const struct fsmap *m, void *arg)
-{
-	struct rmap_list *l = arg;
-
-	if ((m->fmr_flags & FMR_OF_SPECIAL_OWNER) && m->fmr_owner == FMR_OWN_FREE)
-		l->free_bytes += m->fmr_length;
-	if (!xfs_is_data_rmap(m))
-		return;
-	if (l->n == l->alloc) {
-		l->alloc = l->alloc ? 2 * l->alloc : 1024;
-		l->v = xrealloc(l->v, l->alloc * sizeof(*l->v));
-	}
-	l->v[l->n++] = (struct rmap_rec){
-		.ino = m->fmr_owner, .off = m->fmr_offset, .phys = m->fmr_physical,
-		.len = m->fmr_length,
-	};
-}
-
-static int rmap_cmp(const void *a, const void *b)
-{
-	const struct rmap_rec *x = a, *y = b;
-
-	if (x->ino != y->ino)
-		return x->ino < y->ino ? -1 : 1;
-	return x->off < y->off ? -1 : x->off > y->off;
-}
-
-/*
- * A mapping (logical -> phys, len) is covered by the sorted list of
- * mappings v[] of the same inode if they map every byte of it to the same
- * device bytes.  Returns the first byte offset (from logical) that is not
- * covered, or len.  get(i) gives v[i] as (ino, off, phys, len).
- */
-struct span {
-	uint64_t ino, off, phys, len;
-};
-
-typedef struct span (*span_at)(const void *v, size_t i);
-
-static struct span rmap_span(const void *v, size_t i)
-{
-	const struct rmap_rec *r = &((const struct rmap_rec *)v)[i];
-
-	return (struct span){ r->ino, r->off, r->phys, r->len };
-}
-
-static struct span extent_span(const void *v, size_t i)
-{
-	const struct backend_extent *x = &((const struct backend_extent *)v)[i];
-
-	return (struct span){ x->ino, x->logical, x->phys, x->len };
-}
-
-static uint64_t covered(const void *v, size_t n, span_at get, const struct span *want)
-{
-	size_t lo = 0, hi = n;
-	uint64_t pos = want->off, end = want->off + want->len;
-
-	/* The first mapping of the inode that ends after want's start. */
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		struct span s = get(v, mid);
-
-		if (s.ino < want->ino || (s.ino == want->ino && s.off + s.len <= want->off))
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	for (size_t j = lo; j < n && pos < end; j++) {
-		struct span s = get(v, j);
-
-		if (s.ino != want->ino || s.off > pos)
-			break;
-		if (s.off + s.len <= pos)
-			continue;
-		if (s.phys + (pos - s.off) != want->phys + (pos - want->off))
-			break;
-		pos = s.off + s.len < end ? s.off + s.len : end;
-	}
-	return pos - want->off;
 }
 
 /* RMAP_FREE: without the rmapbt, a file's block that GETFSMAP calls free. */
@@ -817,10 +731,13 @@ struct rmap_check {
 static void add_suspect(struct rmap_check *rc, enum rmap_kind kind, uint64_t ino,
 			uint64_t logical, uint64_t phys, uint64_t len)
 {
-	/* One per inode and kind is enough to name the damage. */
-	for (size_t i = rc->nr_sus; i-- > 0 && rc->sus[i].ino == ino;)
-		if (rc->sus[i].kind == kind)
+	/* One per inode and kind is enough to name the damage: the first in the file. */
+	for (size_t i = 0; i < rc->nr_sus; i++)
+		if (rc->sus[i].ino == ino && rc->sus[i].kind == kind) {
+			if (logical < rc->sus[i].logical)
+				rc->sus[i] = (struct rmap_suspect){ kind, ino, logical, phys, len };
 			return;
+		}
 	if (rc->nr_sus == MAX_RMAP_SUSPECTS) {
 		rc->overflow = true;
 		return;
@@ -829,40 +746,190 @@ static void add_suspect(struct rmap_check *rc, enum rmap_kind kind, uint64_t ino
 	rc->sus[rc->nr_sus++] = (struct rmap_suspect){ kind, ino, logical, phys, len };
 }
 
-/* Both directions of the comparison; suspects go to rc->sus. */
-static void rmap_compare(struct scrub_ctx *ctx, struct xfs_state *xs, struct rmap_check *rc)
+/*
+ * The comparison, in device order: the walk's extents (sorted by device
+ * offset, backend_extents_by_phys()) against GETFSMAP's records as they
+ * come, which are in device order too, so that neither side is copied or
+ * sorted again (a copy of each by owner took 64 bytes per extent, a third
+ * of them for qsort()'s own copy).  A mapping is covered when every byte
+ * of it is mapped by the other side to the same device byte for the same
+ * inode: by the items of the other side with its inode and its distance
+ * between device and file offset that overlap it.  Each side's items that
+ * may still overlap what comes ("active") are kept with how far from
+ * their start they are covered; an item that comes from the other side
+ * past that point, or the sweep passing its end, leaves a gap there: a
+ * suspect (RMAP_MISSING for an extent of the walk, RMAP_EXTRA for a
+ * record), if its inode is a file the check is for (xs->files).  The
+ * others, and nothing of an inode changed during the scan, only cover.
+ */
+struct sweep_item {
+	uint64_t ino, off, phys, len;	/* bytes: file offset, device offset */
+	uint64_t pos;			/* [phys, pos) is covered */
+	uint32_t next;			/* the hash chain, SWEEP_NONE at its end */
+	bool rec;			/* a reverse mapping, else the walk's extent */
+	bool check;			/* a gap is a suspect */
+};
+
+#define SWEEP_NONE UINT32_MAX
+/* Active items kept before the passed ones are dropped, at least. */
+#define SWEEP_MIN 1024
+
+struct rmap_sweep {
+	struct rmap_check *rc;
+	struct inoset *files;
+	struct scrub_ctx *ctx;
+	size_t next, nr;		/* the walk's extents: the next to enter, all */
+	struct sweep_item *v;		/* active items */
+	size_t n, limit;		/* limit: drop the passed ones at this many */
+	uint32_t *head;			/* v hashed by inode, chained through next */
+	size_t nhead;			/* a power of two */
+};
+
+static size_t sweep_hash(const struct rmap_sweep *sw, uint64_t ino)
 {
-	const struct rmap_list *rl = &rc->rl;
-	size_t n;
-	struct backend_extent *xv = backend_extents_by_owner(ctx, &n);
+	return (size_t)((ino * 0x9E3779B97F4A7C15ULL) >> 32) & (sw->nhead - 1);
+}
 
-	rc->nr_extents = n;
-	if (rc->rl.n)
-		qsort(rc->rl.v, rc->rl.n, sizeof(*rc->rl.v), rmap_cmp);
-	for (size_t i = 0; i < n; i++) {
-		const struct backend_extent *x = &xv[i];
-		struct span want = { x->ino, x->logical, x->phys, x->len };
-		uint64_t ok;
+static void sweep_gap(struct rmap_sweep *sw, struct sweep_item *it)
+{
+	uint64_t end = it->phys + it->len;
 
-		if (!inoset_test(xs->files, 0, x->ino))
-			continue;
-		ok = covered(rl->v, rl->n, rmap_span, &want);
-		if (ok < x->len)
-			add_suspect(rc, RMAP_MISSING, x->ino, x->logical + ok, x->phys + ok,
-				    x->len - ok);
+	if (it->check && it->pos < end)
+		add_suspect(sw->rc, it->rec ? RMAP_EXTRA : RMAP_MISSING, it->ino,
+			    it->off + (it->pos - it->phys), it->pos, end - it->pos);
+	it->pos = end;
+}
+
+/*
+ * Drop the items that end at or before pos (nothing that comes can
+ * overlap them), saying their gaps; room for twice as many as are left.
+ * Amortised: each item is looked at a constant number of times.
+ */
+static void sweep_retire(struct rmap_sweep *sw, uint64_t pos)
+{
+	size_t w = 0;
+
+	for (size_t i = 0; i < sw->n; i++) {
+		if (sw->v[i].phys + sw->v[i].len <= pos)
+			sweep_gap(sw, &sw->v[i]);
+		else
+			sw->v[w++] = sw->v[i];
 	}
-	for (size_t i = 0; i < rl->n; i++) {
-		const struct rmap_rec *r = &rl->v[i];
-		struct span want = { r->ino, r->off, r->phys, r->len };
-		uint64_t ok;
-
-		if (!inoset_test(xs->files, 0, r->ino))
-			continue;
-		ok = covered(xv, n, extent_span, &want);
-		if (ok < r->len)
-			add_suspect(rc, RMAP_EXTRA, r->ino, r->off + ok, r->phys + ok, r->len - ok);
+	sw->n = w;
+	if (2 * w > sw->limit || !sw->v) {
+		sw->limit = 2 * w > SWEEP_MIN ? 2 * w : SWEEP_MIN;
+		sw->v = xrealloc(sw->v, sw->limit * sizeof(*sw->v));
+		sw->nhead = 1;
+		while (sw->nhead < 2 * sw->limit)
+			sw->nhead <<= 1;
+		free(sw->head);
+		sw->head = xmalloc(sw->nhead * sizeof(*sw->head));
 	}
-	free(xv);
+	for (size_t h = 0; h < sw->nhead; h++)
+		sw->head[h] = SWEEP_NONE;
+	for (size_t i = 0; i < sw->n; i++) {
+		size_t h = sweep_hash(sw, sw->v[i].ino);
+
+		sw->v[i].next = sw->head[h];
+		sw->head[h] = (uint32_t)i;
+	}
+}
+
+/* y enters at its device offset: it and the other side's items cover each other. */
+static void sweep_enter(struct rmap_sweep *sw, struct sweep_item y)
+{
+	uint64_t y_end = y.phys + y.len;
+	size_t h;
+
+	if (!y.len)
+		return;
+	if (sw->n == sw->limit)
+		sweep_retire(sw, y.phys);
+	y.pos = y.phys;
+	h = sweep_hash(sw, y.ino);
+	for (uint32_t i = sw->head[h]; i != SWEEP_NONE; i = sw->v[i].next) {
+		struct sweep_item *z = &sw->v[i];
+		uint64_t z_end = z->phys + z->len;
+
+		if (z->ino != y.ino || z->rec == y.rec || z->phys - z->off != y.phys - y.off)
+			continue;
+		/* z started at or before y: it covers y from y's start to its end. */
+		if (z_end > y.pos)
+			y.pos = z_end < y_end ? z_end : y_end;
+		/* y covers z from y's start, if z is covered up to there. */
+		if (y.phys > z->pos)
+			sweep_gap(sw, z);
+		else if (z->pos < z_end && y_end > z->pos)
+			z->pos = y_end < z_end ? y_end : z_end;
+	}
+	y.next = sw->head[h];
+	sw->head[h] = (uint32_t)sw->n;
+	sw->v[sw->n++] = y;
+}
+
+/* The walk's extents that start before pos enter. */
+static void sweep_extents_before(struct rmap_sweep *sw, uint64_t pos)
+{
+	for (; sw->next < sw->nr; sw->next++) {
+		struct backend_extent x = backend_extent_at(sw->ctx, sw->next);
+
+		if (x.phys >= pos)
+			break;
+		if (x.recent)
+			continue;
+		sw->rc->nr_extents++;
+		sweep_enter(sw, (struct sweep_item){
+			.ino = x.ino, .off = x.logical, .phys = x.phys, .len = x.len,
+			.check = inoset_test(sw->files, 0, x.ino) });
+	}
+}
+
+static void sweep_rmap(const struct fsmap *m, void *arg)
+{
+	struct rmap_sweep *sw = arg;
+
+	if ((m->fmr_flags & FMR_OF_SPECIAL_OWNER) && m->fmr_owner == FMR_OWN_FREE)
+		sw->rc->rl.free_bytes += m->fmr_length;
+	if (!xfs_is_data_rmap(m))
+		return;
+	sw->rc->rl.n++;
+	sweep_extents_before(sw, m->fmr_physical);
+	sweep_enter(sw, (struct sweep_item){
+		.ino = m->fmr_owner, .off = m->fmr_offset, .phys = m->fmr_physical,
+		.len = m->fmr_length, .rec = true,
+		.check = inoset_test(sw->files, 0, m->fmr_owner) });
+}
+
+/*
+ * Without the rmapbt: each extent of the walk against the free extent
+ * that is the first to end after its start (GETFSMAP's free extents come
+ * in device order, disjoint, as do the walk's extents); overlaps go to
+ * rc->sus.
+ */
+static void sweep_free(const struct fsmap *m, void *arg)
+{
+	struct rmap_sweep *sw = arg;
+	uint64_t f = m->fmr_physical, f_end = m->fmr_physical + m->fmr_length;
+
+	if (!(m->fmr_flags & FMR_OF_SPECIAL_OWNER) || m->fmr_owner != FMR_OWN_FREE)
+		return;
+	sw->rc->rl.free_bytes += m->fmr_length;
+	sw->rc->rl.n++;
+	for (; sw->next < sw->nr; sw->next++) {
+		struct backend_extent x = backend_extent_at(sw->ctx, sw->next);
+		uint64_t s, e;
+
+		if (x.phys >= f_end)
+			break;
+		if (x.recent)
+			continue;
+		sw->rc->nr_extents++;
+		if (!inoset_test(sw->files, 0, x.ino) || x.phys + x.len <= f)
+			continue;
+		s = f > x.phys ? f : x.phys;
+		e = f_end < x.phys + x.len ? f_end : x.phys + x.len;
+		add_suspect(sw->rc, RMAP_FREE, x.ino, x.logical + (s - x.phys), s, e - s);
+	}
 }
 
 /* A file's blocks that the bnobt calls free, by AG and block too. */
@@ -930,61 +997,22 @@ static void report_rmap(struct scrub_ctx *ctx, struct xfs_state *xs, struct rmap
 			 MAX_RMAP_SUSPECTS);
 }
 
-static void collect_free(const struct fsmap *m, void *arg)
+static int suspect_cmp(const void *a, const void *b)
 {
-	struct rmap_list *l = arg;
+	const struct rmap_suspect *x = a, *y = b;
 
-	if (!(m->fmr_flags & FMR_OF_SPECIAL_OWNER) || m->fmr_owner != FMR_OWN_FREE)
-		return;
-	l->free_bytes += m->fmr_length;
-	if (l->n == l->alloc) {
-		l->alloc = l->alloc ? 2 * l->alloc : 1024;
-		l->v = xrealloc(l->v, l->alloc * sizeof(*l->v));
-	}
-	l->v[l->n++] = (struct rmap_rec){ .phys = m->fmr_physical, .len = m->fmr_length };
-}
-
-/*
- * Without the rmapbt: each extent of the walk against the free extents
- * (rl: GETFSMAP's, in device order, disjoint); overlaps go to rc->sus.
- */
-static void free_compare(struct scrub_ctx *ctx, struct xfs_state *xs, struct rmap_check *rc)
-{
-	const struct rmap_list *rl = &rc->rl;
-	size_t n;
-	struct backend_extent *xv = backend_extents_by_owner(ctx, &n);
-
-	rc->nr_extents = n;
-	for (size_t i = 0; i < n; i++) {
-		const struct backend_extent *x = &xv[i];
-		size_t lo = 0, hi = rl->n;
-		uint64_t s, e;
-
-		if (!inoset_test(xs->files, 0, x->ino))
-			continue;
-		/* The first free extent that ends after the extent's start. */
-		while (lo < hi) {
-			size_t mid = lo + (hi - lo) / 2;
-
-			if (rl->v[mid].phys + rl->v[mid].len <= x->phys)
-				lo = mid + 1;
-			else
-				hi = mid;
-		}
-		if (lo == rl->n || rl->v[lo].phys >= x->phys + x->len)
-			continue;
-		s = rl->v[lo].phys > x->phys ? rl->v[lo].phys : x->phys;
-		e = rl->v[lo].phys + rl->v[lo].len < x->phys + x->len ?
-		    rl->v[lo].phys + rl->v[lo].len : x->phys + x->len;
-		add_suspect(rc, RMAP_FREE, x->ino, x->logical + (s - x->phys), s, e - s);
-	}
-	free(xv);
+	if (x->kind != y->kind)
+		return x->kind < y->kind ? -1 : 1;
+	if (x->ino != y->ino)
+		return x->ino < y->ino ? -1 : 1;
+	return x->logical < y->logical ? -1 : x->logical > y->logical;
 }
 
 /* Read GETFSMAP and compare; false if it does not apply here. */
 static bool rmap_collect(struct scrub_ctx *ctx, struct xfs_state *xs, struct rmap_check *rc)
 {
 	bool rmapbt = xs->geo.flags & XFS_FSOP_GEOM_FLAGS_RMAPBT;
+	struct rmap_sweep sw = { .rc = rc, .files = xs->files, .ctx = ctx };
 	int ret;
 
 	if (!ctx->dev_size || xs->geo.rtblocks) {
@@ -993,20 +1021,32 @@ static bool rmap_collect(struct scrub_ctx *ctx, struct xfs_state *xs, struct rma
 		return false;
 	}
 	rc->dev = fsmap_dev(ctx->root_stx.stx_dev_major, ctx->root_stx.stx_dev_minor);
-	ret = fsmap_query(xs->fd, rc->dev, 0, UINT64_MAX, rmapbt ? collect_rmap : collect_free,
-			  &rc->rl);
+	sw.nr = backend_extents_by_phys(ctx);
+	sweep_retire(&sw, 0);
+	ret = fsmap_query(xs->fd, rc->dev, 0, UINT64_MAX, rmapbt ? sweep_rmap : sweep_free,
+			      &sw);
+	if (ret >= 0 && rmapbt) {
+		sweep_extents_before(&sw, UINT64_MAX);
+		sweep_retire(&sw, UINT64_MAX);
+	}
+	/* Without the rmapbt, those past the last free extent are counted too. */
+	for (; ret >= 0 && !rmapbt && sw.next < sw.nr; sw.next++)
+		rc->nr_extents += !backend_extent_at(ctx, sw.next).recent;
+	free(sw.v);
+	free(sw.head);
+	/* Reported by kind, then inode and file offset, whatever the device order. */
+	if (rc->nr_sus)
+		qsort(rc->sus, rc->nr_sus, sizeof(*rc->sus), suspect_cmp);
 	if (ret < 0) {
 		report_operational(ctx, NULL, NULL, -ret, "FS_IOC_GETFSMAP");
 		return false;
 	}
 	if (!rmapbt) {
-		free_compare(ctx, xs, rc);
 		report_verbose(ctx, "Phase 3: no reverse mapping btree: %zu data extents against "
 			       "%zu free extents: %zu to look at again", rc->nr_extents, rc->rl.n,
 			       rc->nr_sus);
 		return true;
 	}
-	rmap_compare(ctx, xs, rc);
 	report_verbose(ctx, "Phase 3: %zu data extents against %zu reverse mappings: %zu to "
 		       "look at again", rc->nr_extents, rc->rl.n, rc->nr_sus);
 	return true;
@@ -1160,7 +1200,6 @@ void xfs_inodes_after_walk(struct scrub_ctx *ctx)
 	}
 	xfs_refcount_report(refc, &second);
 	xfs_names_release(ctx, &second);
-	free(rc.rl.v);
 	free(rc.sus);
 	free(or.v);
 	pthread_mutex_destroy(&or.lock);

@@ -39,8 +39,14 @@
  * stale map only makes suspects, which the VFS re-check clears (the
  * file's ctime moved).
  *
- * Memory: 24 bytes per data extent for the walk, 8 per on-disk digest
- * from phase 2 to the end of the walk; both freed after the walk.
+ * Memory: 24 bytes per data extent for the walk; 8 per on-disk digest
+ * from phase 2 until the map is built (each inode's records are judged
+ * against it then, the verdict kept in the flags of its first record);
+ * 12 per nameless attribute fork to the end of the walk.  The walk does
+ * not copy a map it takes into phase 3's extent list: the records are
+ * marked (xfs_ownermap_keep()) and handed over after the walk, a slice at
+ * a time from the end of the array, which shrinks as the list grows
+ * (xfs_ownermap_handover()), so the two are never held whole at once.
  */
 #include "backends/xfs/xfs_ondisk.h"
 
@@ -61,10 +67,14 @@
 #include "report.h"
 #include "strbuf.h"
 
-/* Record flags, in the top bits of len (a length of 2^30 blocks is left to FIEMAP). */
+/* Record flags, in the top bits of len (a length of 2^27 blocks is left to FIEMAP). */
 #define OM_UNWRITTEN (1u << 31)
 #define OM_UNUSABLE (1u << 30)	/* overlaps another owner's, or does not fit */
-#define OM_LEN_MASK (OM_UNUSABLE - 1)
+#define OM_TAKEN (1u << 29)	/* the walk took the inode's map: for the extent list */
+/* On an inode's first record: phase 2 read no data fork of it, or a different one. */
+#define OM_NO_DIGEST (1u << 28)
+#define OM_DIFFERS (1u << 27)
+#define OM_LEN_MASK (OM_DIFFERS - 1)
 
 struct om_rec {
 	uint64_t ino, phys;		/* phys: device block */
@@ -107,6 +117,7 @@ struct xfs_ownermap {
 	size_t n, alloc;
 	atomic_ullong used, unsure, no_digest, differ;
 	atomic_ullong attrs_unlisted;	/* HASATTR inodes the disk shows without names */
+	size_t nr_records;		/* GETFSMAP's data fork records (n before the handover) */
 };
 
 void xfs_ownermap_init(struct xfs_state *xs)
@@ -378,13 +389,41 @@ static void om_take(const struct fsmap *m, void *arg)
 		om_add(q->part, m, q->bs);
 }
 
-static int rec_cmp(const void *a, const void *b)
+static bool rec_before(const struct om_rec *x, const struct om_rec *y)
 {
-	const struct om_rec *x = a, *y = b;
+	return x->ino != y->ino ? x->ino < y->ino : x->off < y->off;
+}
 
-	if (x->ino != y->ino)
-		return x->ino < y->ino ? -1 : 1;
-	return x->off < y->off ? -1 : x->off > y->off;
+static void rec_sift(struct om_rec *v, size_t root, size_t n)
+{
+	for (size_t child; (child = 2 * root + 1) < n; root = child) {
+		struct om_rec t;
+
+		if (child + 1 < n && rec_before(&v[child], &v[child + 1]))
+			child++;
+		if (!rec_before(&v[root], &v[child]))
+			return;
+		t = v[root];
+		v[root] = v[child];
+		v[child] = t;
+	}
+}
+
+/*
+ * By (inode, file offset), in place: glibc's qsort() sorts a malloc()ed
+ * copy, 24 more bytes per record beside the digests at the walk's start.
+ */
+static void rec_sort(struct om_rec *v, size_t n)
+{
+	for (size_t i = n / 2; i-- > 0;)
+		rec_sift(v, i, n);
+	for (size_t i = n; i-- > 1;) {
+		struct om_rec t = v[0];
+
+		v[0] = v[i];
+		v[i] = t;
+		rec_sift(v, 0, i);
+	}
 }
 
 static int digest_cmp(const void *a, const void *b)
@@ -448,10 +487,12 @@ static bool om_build(struct scrub_ctx *ctx, struct xfs_state *xs, struct xfs_own
 			       strerror(-ret));
 		return false;
 	}
-	if (om->n)
-		qsort(om->v, om->n, sizeof(*om->v), rec_cmp);
+	rec_sort(om->v, om->n);
+	om->nr_records = om->n;
 	return true;
 }
+
+static void om_judge(struct xfs_ownermap *om);
 
 /*
  * Built once, by the first walk thread that asks for bulk records (before
@@ -475,6 +516,7 @@ static bool om_ready(struct scrub_ctx *ctx, struct xfs_state *xs, struct xfs_own
 		/* Offsets on the data device alone, as the cross-check wants them. */
 		om->ok = (xs->geo.flags & XFS_FSOP_GEOM_FLAGS_RMAPBT) && ctx->dev_size &&
 			 !xs->geo.rtblocks && om_build(ctx, xs, om);
+		om_judge(om);
 		atomic_store(&om->built, true);
 	}
 	pthread_mutex_unlock(&om->lock);
@@ -535,6 +577,37 @@ static const struct om_noattr *ondisk_noattr(const struct xfs_ownermap *om, uint
 	return om_find(om, ino, true, &ag, &i) ? &om->ags[ag].na[i] : NULL;
 }
 
+/*
+ * Each inode's records against its on-disk data fork, now that both are
+ * known; the verdict goes on its first record and the digests are freed
+ * (8 bytes per file that would be held to the end of the walk).
+ */
+static void om_judge(struct xfs_ownermap *om)
+{
+	for (size_t i = 0, j; om->ok && i < om->n; i = j) {
+		struct om_dig dig = { 0 };
+		bool usable = true;
+		uint32_t want;
+
+		for (j = i; j < om->n && om->v[j].ino == om->v[i].ino; j++) {
+			usable &= !(om->v[j].len & OM_UNUSABLE);
+			dig_add(&dig, om->v[j].off, om->v[j].phys, om->v[j].len & OM_LEN_MASK,
+				om->v[j].len & OM_UNWRITTEN);
+		}
+		if (!usable)
+			continue;
+		if (!ondisk_digest(om, om->v[i].ino, &want))
+			om->v[i].len |= OM_NO_DIGEST;
+		else if (dig_end(&dig) != want)
+			om->v[i].len |= OM_DIFFERS;
+	}
+	for (uint32_t ag = 0; ag < om->nags; ag++) {
+		free(om->ags[ag].v);
+		om->ags[ag].v = NULL;
+		om->ags[ag].n = om->ags[ag].alloc = 0;
+	}
+}
+
 bool xfs_ownermap_nameless(struct scrub_ctx *ctx, uint64_t ino, int64_t ctime_sec,
 			   uint32_t ctime_nsec)
 {
@@ -583,7 +656,6 @@ int xfs_ownermap_extents(struct scrub_ctx *ctx, unsigned thread,
 	struct xfs_ownermap *om = xs->ownermap;
 	unsigned bs = xs->geo.blocksize;
 	struct om_dig dig = { 0 };
-	uint32_t want;
 	size_t n = 0;
 
 	(void)thread;	/* the owner map is shared */
@@ -609,17 +681,59 @@ int xfs_ownermap_extents(struct scrub_ctx *ctx, unsigned thread,
 		atomic_fetch_add(&om->unsure, 1);
 		return -ENODATA;
 	}
-	if (!ondisk_digest(om, b->ino, &want)) {
+	/* om_judge()'s verdict, on the first record. */
+	if (om->v[first_of(om, b->ino)].len & OM_NO_DIGEST) {
 		atomic_fetch_add(&om->no_digest, 1);
 		return -ENODATA;
 	}
-	if (dig_end(&dig) != want) {
+	if (om->v[first_of(om, b->ino)].len & OM_DIFFERS) {
 		atomic_fetch_add(&om->differ, 1);
 		return -ENODATA;
 	}
 	out[n - 1].fe_flags |= FIEMAP_EXTENT_LAST;
 	atomic_fetch_add(&om->used, 1);
 	return (int)n;
+}
+
+void xfs_ownermap_keep(struct scrub_ctx *ctx, const struct backend_inode *b)
+{
+	struct xfs_ownermap *om = xfs_state(ctx)->ownermap;
+
+	/* Only this thread maps this inode (once, at its first name): no race on its records. */
+	for (size_t i = first_of(om, b->ino); i < om->n && om->v[i].ino == b->ino; i++)
+		__atomic_fetch_or(&om->v[i].len, OM_TAKEN, __ATOMIC_RELAXED);
+}
+
+/* Records handed over per shrink of the array: 1.5 MiB. */
+#define HANDOVER_SLICE 65536
+
+void xfs_ownermap_handover(struct scrub_ctx *ctx)
+{
+	struct xfs_state *xs = xfs_state(ctx);
+	struct xfs_ownermap *om = xs->ownermap;
+	unsigned bs = xs->geo.blocksize;
+
+	if (!om)
+		return;
+	/* From the end, a slice at a time, each given back as it is added. */
+	while (om->n) {
+		size_t from = om->n > HANDOVER_SLICE ? om->n - HANDOVER_SLICE : 0;
+
+		for (size_t i = from; i < om->n; i++) {
+			const struct om_rec *r = &om->v[i];
+			struct fiemap_extent fe = {
+				.fe_logical = (uint64_t)r->off * bs, .fe_physical = r->phys * bs,
+				.fe_length = (uint64_t)(r->len & OM_LEN_MASK) * bs,
+				.fe_flags = r->len & OM_UNWRITTEN ? FIEMAP_EXTENT_UNWRITTEN : 0,
+			};
+
+			if (r->len & OM_TAKEN)
+				backend_collect_extents(ctx, r->ino, &fe, 1);
+		}
+		om->n = from;
+		om->v = from ? xrealloc(om->v, from * sizeof(*om->v)) : (free(om->v), NULL);
+		om->alloc = from;
+	}
 }
 
 void xfs_ownermap_report(struct scrub_ctx *ctx)
@@ -636,7 +750,7 @@ void xfs_ownermap_report(struct scrub_ctx *ctx)
 	report_verbose(ctx, "Phase 3: %llu files' extent maps from %zu GETFSMAP owner records; "
 		       "mapped with FIEMAP instead: %llu not covered by their records alone, "
 		       "%llu without an on-disk data fork read, %llu whose on-disk data fork "
-		       "differs", (unsigned long long)atomic_load(&om->used), om->n,
+		       "differs", (unsigned long long)atomic_load(&om->used), om->nr_records,
 		       (unsigned long long)atomic_load(&om->unsure),
 		       (unsigned long long)atomic_load(&om->no_digest),
 		       (unsigned long long)atomic_load(&om->differ));

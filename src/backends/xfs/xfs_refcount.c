@@ -196,7 +196,7 @@ static void sweep_ag(struct refc_check *rc, struct od *od, uint32_t ag)
 		const struct xlink_extent *x = &l->v[i];
 		bool known = !x->recent && known_whole(rc, x->ino);
 
-		ag_part(rc->xs, x->ino, x->phys, x->len, x->logical, ag, 0, UINT32_MAX,
+		ag_part(rc->xs, x->ino, xlink_phys(x), xlink_len(x), xlink_logical(x), ag, 0, UINT32_MAX,
 			known ? &refs : &unknown);
 	}
 	if (refs.n + unknown.n > rc->max_ag_extents)
