@@ -67,6 +67,14 @@ enum fs_quirks {
 	 * not evidence of damage on the disk; statfs.counters is an info.
 	 */
 	QUIRK_STATFS_ANY	= (1 << 4),
+	/*
+	 * A directory's inode number may change while the scan runs, with
+	 * nothing moved: overlayfs with its layers on different filesystems
+	 * and xino off numbers directories itself, anew each time an evicted
+	 * inode is looked up again.  The walk identifies directories by their
+	 * file handle too (dir_node.fid).
+	 */
+	QUIRK_DIR_INO_UNSTABLE	= (1 << 5),
 };
 
 struct scrub_options {

@@ -4,6 +4,7 @@
 #include "dircache.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,11 @@
 #include "strbuf.h"
 
 #define DIR_OPEN_FLAGS (O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME)
+
+#ifndef AT_HANDLE_FID
+/* linux/fcntl.h since 6.5: a handle to identify the inode, not to open it. */
+#define AT_HANDLE_FID AT_REMOVEDIR
+#endif
 
 static struct dir_node *node_alloc(const char *name, size_t namelen);
 
@@ -129,7 +135,41 @@ static void evict_locked(struct dircache *dc)
 	}
 }
 
-static int open_child(int parent_fd, const struct dir_node *node)
+uint64_t dir_fid(int dirfd, const char *name)
+{
+	union {
+		struct file_handle fh;
+		unsigned char buf[sizeof(struct file_handle) + MAX_HANDLE_SZ];
+	} h = { .fh.handle_bytes = MAX_HANDLE_SZ };
+	int mnt_id;
+	/* FNV-1a (64-bit offset basis and prime) over the type and the bytes. */
+	uint64_t hash = 14695981039346656037ULL;
+
+	if (name_to_handle_at(dirfd, name, &h.fh, &mnt_id,
+			      AT_HANDLE_FID | (*name ? 0 : AT_EMPTY_PATH)) < 0)
+		return 0;
+	size_t end = offsetof(struct file_handle, f_handle) + h.fh.handle_bytes;
+
+	for (size_t i = offsetof(struct file_handle, handle_type); i < end; i++)
+		hash = (hash ^ h.buf[i]) * 1099511628211ULL;
+	return hash ? hash : 1;
+}
+
+/*
+ * Is the directory open at fd (st) the one node recorded?  Its number, or,
+ * where node has a handle hash and the number changed, its handle.
+ */
+static bool same_dir(int fd, const struct stat *st, const struct dir_node *node)
+{
+	if ((uint64_t)st->st_dev != node->dev)
+		return false;
+	if ((uint64_t)st->st_ino == node->ino)
+		return true;
+	return node->fid && dir_fid(fd, "") == node->fid;
+}
+
+/* Returns the fd of node's name in parent_fd, its number in *ino. */
+static int open_child(int parent_fd, const struct dir_node *node, uint64_t *ino)
 {
 	int fd = openat(parent_fd, node->name, DIR_OPEN_FLAGS);
 	struct stat st;
@@ -149,10 +189,11 @@ static int open_child(int parent_fd, const struct dir_node *node)
 		close(fd);
 		return err;
 	}
-	if ((uint64_t)st.st_dev != node->dev || (uint64_t)st.st_ino != node->ino) {
+	if (!same_dir(fd, &st, node)) {
 		close(fd);
 		return -ESTALE;
 	}
+	*ino = (uint64_t)st.st_ino;
 	return fd;
 }
 
@@ -190,7 +231,8 @@ int dircache_pin(struct dircache *dc, struct dir_node *node, int *fdp)
 	fd = anc->fd;
 	for (size_t i = 0; i <= nchain; i++) {
 		struct dir_node *next = i < nchain ? chain[i] : node;
-		int nfd = open_child(fd, next);
+		uint64_t ino = 0;
+		int nfd = open_child(fd, next, &ino);
 
 		if (fd != anc->fd)
 			close(fd);
@@ -199,6 +241,9 @@ int dircache_pin(struct dircache *dc, struct dir_node *node, int *fdp)
 			fd = -1;
 			break;
 		}
+		/* The same directory under a new number (see same_dir()). */
+		if (ino != next->ino)
+			next->ino = ino;
 		fd = nfd;
 	}
 	free(chain);

@@ -333,6 +333,8 @@ static int visit_entry(void *arg, const char *name, size_t namelen,
 						      stx_devno(&e.stx), e.stx.stx_ino);
 
 		child->has_subvol = stx_subvol(&e.stx, &child->subvol);
+		if (ctx->quirks & QUIRK_DIR_INO_UNSTABLE)
+			child->fid = dir_fid(d->fd, name);
 		workqueue_add(&dv->ws->wq, &child->work);
 	}
 	return 0;
@@ -388,6 +390,8 @@ static void walk_one_dir(struct workqueue *wq, struct wq_item *item,
 	(void)wq;
 	if (scrub_should_stop(ctx))
 		goto out;
+	uint64_t found_ino = node->ino;
+
 	ret = dircache_pin(&ctx->dcache, node, &d.fd);
 	if (ret < 0 && errno_is_corruption(-ret))
 		ret = dircache_pin(&ctx->dcache, node, &d.fd);	/* look again */
@@ -395,6 +399,9 @@ static void walk_one_dir(struct workqueue *wq, struct wq_item *item,
 		walk_dir_fail(ctx, node, -ret);
 		goto out;
 	}
+	/* Renumbered since its entry was read (QUIRK_DIR_INO_UNSTABLE): reached too. */
+	if (node->ino != found_ino)
+		inoset_test_and_set(ws->seen, node->dev, node->ino);
 	ret = stx_get(d.fd, NULL, &d.before);
 	if (ret < 0) {
 		walk_dir_fail(ctx, node, -ret);

@@ -9,7 +9,8 @@
  * a live filesystem, reserved blocks and metadata make them differ).
  *
  * Phase 1 also says what a filesystem does not promise (enum fs_quirks):
- * overlayfs without index=on breaks hard links on copy-up; FUSE inode
+ * overlayfs without index=on breaks hard links on copy-up, and may give a
+ * directory a new inode number after its inode was evicted; FUSE inode
  * numbers, link counts and statfs counters are a daemon's word.
  */
 #include "backends/backend.h"
@@ -112,6 +113,12 @@ static int generic_scan_fs(struct scrub_ctx *ctx)
 			       "seen to be shared by hard links; statfs.counters is an info", t);
 	}
 
+	if (!strcmp(t, "overlay")) {
+		ctx->quirks |= QUIRK_DIR_INO_UNSTABLE;
+		report_verbose(ctx, "Phase 1: overlay may renumber a directory whose inode was "
+			       "evicted: a directory found again under another number is the same "
+			       "if its file handle is");
+	}
 	if (!strcmp(t, "overlay") || is_fuse(t) || is_remote(t)) {
 		ctx->quirks |= QUIRK_DINO_UNRELATED;
 		report_verbose(ctx, "Phase 1: %s does not keep directory entry inode numbers "
