@@ -75,6 +75,14 @@ enum fs_quirks {
 	 * file handle too (dir_node.fid).
 	 */
 	QUIRK_DIR_INO_UNSTABLE	= (1 << 5),
+	/*
+	 * Any inode number may change while the scan runs, with nothing
+	 * moved, and the file handle with it: a FUSE daemon without use_ino
+	 * (squashfuse) numbers inodes as they are looked up and forgets them
+	 * when the kernel evicts them.  A directory met again under another
+	 * number is the same if its type, owner and times are (dir_node.fid).
+	 */
+	QUIRK_INO_UNSTABLE	= (1 << 6),
 };
 
 struct scrub_options {

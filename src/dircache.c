@@ -135,24 +135,51 @@ static void evict_locked(struct dircache *dc)
 	}
 }
 
-uint64_t dir_fid(int dirfd, const char *name)
+/* FNV-1a (64-bit offset basis and prime) over n bytes; never 0 (= none). */
+static uint64_t fnv1a(const unsigned char *p, size_t n)
+{
+	uint64_t hash = 14695981039346656037ULL;
+
+	for (size_t i = 0; i < n; i++)
+		hash = (hash ^ p[i]) * 1099511628211ULL;
+	return hash ? hash : 1;
+}
+
+static uint64_t handle_hash(int dirfd, const char *name)
 {
 	union {
 		struct file_handle fh;
 		unsigned char buf[sizeof(struct file_handle) + MAX_HANDLE_SZ];
 	} h = { .fh.handle_bytes = MAX_HANDLE_SZ };
 	int mnt_id;
-	/* FNV-1a (64-bit offset basis and prime) over the type and the bytes. */
-	uint64_t hash = 14695981039346656037ULL;
 
 	if (name_to_handle_at(dirfd, name, &h.fh, &mnt_id,
 			      AT_HANDLE_FID | (*name ? 0 : AT_EMPTY_PATH)) < 0)
 		return 0;
-	size_t end = offsetof(struct file_handle, f_handle) + h.fh.handle_bytes;
+	size_t start = offsetof(struct file_handle, handle_type);	/* the type too */
 
-	for (size_t i = offsetof(struct file_handle, handle_type); i < end; i++)
-		hash = (hash ^ h.buf[i]) * 1099511628211ULL;
-	return hash ? hash : 1;
+	return fnv1a(h.buf + start,
+		     offsetof(struct file_handle, f_handle) + h.fh.handle_bytes - start);
+}
+
+static uint64_t attrs_hash(int dirfd, const char *name)
+{
+	struct stat st;
+
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW | (*name ? 0 : AT_EMPTY_PATH)) < 0)
+		return 0;
+	uint64_t v[] = {
+		st.st_mode, st.st_uid, st.st_gid,
+		(uint64_t)st.st_mtim.tv_sec, (uint64_t)st.st_mtim.tv_nsec,
+		(uint64_t)st.st_ctim.tv_sec, (uint64_t)st.st_ctim.tv_nsec,
+	};
+
+	return fnv1a((const unsigned char *)v, sizeof(v));
+}
+
+uint64_t dir_fid(int dirfd, const char *name, enum dir_id how)
+{
+	return how == DIR_ID_HANDLE ? handle_hash(dirfd, name) : attrs_hash(dirfd, name);
 }
 
 /*
@@ -165,7 +192,7 @@ static bool same_dir(int fd, const struct stat *st, const struct dir_node *node)
 		return false;
 	if ((uint64_t)st->st_ino == node->ino)
 		return true;
-	return node->fid && dir_fid(fd, "") == node->fid;
+	return node->fid && dir_fid(fd, "", node->fid_how) == node->fid;
 }
 
 /* Returns the fd of node's name in parent_fd, its number in *ino. */

@@ -333,8 +333,11 @@ static int visit_entry(void *arg, const char *name, size_t namelen,
 						      stx_devno(&e.stx), e.stx.stx_ino);
 
 		child->has_subvol = stx_subvol(&e.stx, &child->subvol);
-		if (ctx->quirks & QUIRK_DIR_INO_UNSTABLE)
-			child->fid = dir_fid(d->fd, name);
+		if (ctx->quirks & (QUIRK_DIR_INO_UNSTABLE | QUIRK_INO_UNSTABLE)) {
+			child->fid_how = ctx->quirks & QUIRK_DIR_INO_UNSTABLE ?
+					 DIR_ID_HANDLE : DIR_ID_ATTRS;
+			child->fid = dir_fid(d->fd, name, child->fid_how);
+		}
 		workqueue_add(&dv->ws->wq, &child->work);
 	}
 	return 0;
