@@ -9,7 +9,6 @@ import re
 import resource
 import shutil
 import subprocess
-import threading
 import time
 
 import pytest
@@ -431,7 +430,7 @@ def test_attribute_fork_mapped_only_when_it_owns_blocks(image_factory, fstype):
     assert " 4 files, " in r.stdout and " 5 extents, " in r.stdout, r
 
 
-def test_overlay_directories_renumbered_by_cache_drops(workdir, cleanups):
+def test_overlay_directories_renumbered_by_cache_drops(workdir, cleanups, dropping_caches):
     """overlay with its layers on two filesystems and xino off numbers
     directories itself, anew each time an evicted inode is looked up
     again.  With caches dropped every 50 ms while fscrub runs, a directory
@@ -444,15 +443,6 @@ def test_overlay_directories_renumbered_by_cache_drops(workdir, cleanups):
     cleanups.append(ov.cleanup)
     want = expected_name_warnings(ov.mnt, ov.tree, "tree/")
     assert len(want) == 4, want
-    stop = threading.Event()
-
-    def drop_caches():
-        while not stop.wait(0.05):    # often enough to land inside most runs
-            with open("/proc/sys/vm/drop_caches", "w") as f:
-                f.write("3\n")
-    dropper = threading.Thread(target=drop_caches)
-    dropper.start()
-    cleanups.append(lambda: (stop.set(), dropper.join()))
 
     def limit():
         resource.setrlimit(resource.RLIMIT_NOFILE, (32, 32))
