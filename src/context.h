@@ -80,7 +80,9 @@ enum fs_quirks {
 	 * moved, and the file handle with it: a FUSE daemon without use_ino
 	 * (squashfuse) numbers inodes as they are looked up and forgets them
 	 * when the kernel evicts them.  A directory met again under another
-	 * number is the same if its type, owner and times are (dir_node.fid).
+	 * number is the same if its type, owner and times are (dir_node.fid),
+	 * a file opened under another number if its type, size, link count
+	 * and times are (walk_open_file()).
 	 */
 	QUIRK_INO_UNSTABLE	= (1 << 6),
 };

@@ -36,6 +36,24 @@
 
 #define FILE_OPEN_FLAGS (O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC)
 
+/*
+ * Is the file opened (now) the one the walk stat'ed (then)?  Its number;
+ * where numbers change with nothing moved (QUIRK_INO_UNSTABLE), a number
+ * that changed with nothing else is the same file.
+ */
+static bool same_file(const struct scrub_ctx *ctx, const struct statx *now,
+		      const struct statx *then)
+{
+	if (now->stx_ino == then->stx_ino)
+		return true;
+	if (!(ctx->quirks & QUIRK_INO_UNSTABLE))
+		return false;
+	struct statx renumbered = *now;
+
+	renumbered.stx_ino = then->stx_ino;
+	return stx_unchanged(&renumbered, then);
+}
+
 int walk_open_file(struct walk_thread *t, const struct walk_dir *d,
 		   const struct walk_entry *e, int extra_flags)
 {
@@ -76,7 +94,7 @@ int walk_open_file_stx(struct walk_thread *t, const struct walk_dir *d,
 			report_operational(ctx, d->node, e->name, err, "cannot open");
 		return -1;
 	}
-	if (stx_get(fd, NULL, &now) < 0 || now.stx_ino != e->stx.stx_ino) {
+	if (stx_get(fd, NULL, &now) < 0 || !same_file(ctx, &now, &e->stx)) {
 		close(fd);
 		return -1;	/* replaced since the walk's statx */
 	}

@@ -112,8 +112,8 @@ static int generic_scan_fs(struct scrub_ctx *ctx)
 		report_verbose(ctx, "Phase 1: %s inode numbers and statfs counters come from "
 			       "a daemon: link counts are checked only if inode numbers are "
 			       "seen to be shared by hard links; statfs.counters is an info; a "
-			       "directory met again under another number is the same if its type, "
-			       "owner and times are", t);
+			       "directory or file met again under another number is the same if "
+			       "its type and times are", t);
 	}
 
 	if (!strcmp(t, "overlay")) {
