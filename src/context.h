@@ -67,6 +67,24 @@ enum fs_quirks {
 	 * not evidence of damage on the disk; statfs.counters is an info.
 	 */
 	QUIRK_STATFS_ANY	= (1 << 4),
+	/*
+	 * A directory's inode number may change while the scan runs, with
+	 * nothing moved: overlayfs with its layers on different filesystems
+	 * and xino off numbers directories itself, anew each time an evicted
+	 * inode is looked up again.  The walk identifies directories by their
+	 * file handle too (dir_node.fid).
+	 */
+	QUIRK_DIR_INO_UNSTABLE	= (1 << 5),
+	/*
+	 * Any inode number may change while the scan runs, with nothing
+	 * moved, and the file handle with it: a FUSE daemon without use_ino
+	 * (squashfuse) numbers inodes as they are looked up and forgets them
+	 * when the kernel evicts them.  A directory met again under another
+	 * number is the same if its type, owner and times are (dir_node.fid),
+	 * a file opened under another number if its type, size, link count
+	 * and times are (walk_open_file()).
+	 */
+	QUIRK_INO_UNSTABLE	= (1 << 6),
 };
 
 struct scrub_options {

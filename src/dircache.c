@@ -4,6 +4,7 @@
 #include "dircache.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,11 @@
 #include "strbuf.h"
 
 #define DIR_OPEN_FLAGS (O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME)
+
+#ifndef AT_HANDLE_FID
+/* linux/fcntl.h since 6.5: a handle to identify the inode, not to open it. */
+#define AT_HANDLE_FID AT_REMOVEDIR
+#endif
 
 static struct dir_node *node_alloc(const char *name, size_t namelen);
 
@@ -129,7 +135,68 @@ static void evict_locked(struct dircache *dc)
 	}
 }
 
-static int open_child(int parent_fd, const struct dir_node *node)
+/* FNV-1a (64-bit offset basis and prime) over n bytes; never 0 (= none). */
+static uint64_t fnv1a(const unsigned char *p, size_t n)
+{
+	uint64_t hash = 14695981039346656037ULL;
+
+	for (size_t i = 0; i < n; i++)
+		hash = (hash ^ p[i]) * 1099511628211ULL;
+	return hash ? hash : 1;
+}
+
+static uint64_t handle_hash(int dirfd, const char *name)
+{
+	union {
+		struct file_handle fh;
+		unsigned char buf[sizeof(struct file_handle) + MAX_HANDLE_SZ];
+	} h = { .fh.handle_bytes = MAX_HANDLE_SZ };
+	int mnt_id;
+
+	if (name_to_handle_at(dirfd, name, &h.fh, &mnt_id,
+			      AT_HANDLE_FID | (*name ? 0 : AT_EMPTY_PATH)) < 0)
+		return 0;
+	size_t start = offsetof(struct file_handle, handle_type);	/* the type too */
+
+	return fnv1a(h.buf + start,
+		     offsetof(struct file_handle, f_handle) + h.fh.handle_bytes - start);
+}
+
+static uint64_t attrs_hash(int dirfd, const char *name)
+{
+	struct stat st;
+
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW | (*name ? 0 : AT_EMPTY_PATH)) < 0)
+		return 0;
+	uint64_t v[] = {
+		st.st_mode, st.st_uid, st.st_gid,
+		(uint64_t)st.st_mtim.tv_sec, (uint64_t)st.st_mtim.tv_nsec,
+		(uint64_t)st.st_ctim.tv_sec, (uint64_t)st.st_ctim.tv_nsec,
+	};
+
+	return fnv1a((const unsigned char *)v, sizeof(v));
+}
+
+uint64_t dir_fid(int dirfd, const char *name, enum dir_id how)
+{
+	return how == DIR_ID_HANDLE ? handle_hash(dirfd, name) : attrs_hash(dirfd, name);
+}
+
+/*
+ * Is the directory open at fd (st) the one node recorded?  Its number, or,
+ * where node has a handle hash and the number changed, its handle.
+ */
+static bool same_dir(int fd, const struct stat *st, const struct dir_node *node)
+{
+	if ((uint64_t)st->st_dev != node->dev)
+		return false;
+	if ((uint64_t)st->st_ino == node->ino)
+		return true;
+	return node->fid && dir_fid(fd, "", node->fid_how) == node->fid;
+}
+
+/* Returns the fd of node's name in parent_fd, its number in *ino. */
+static int open_child(int parent_fd, const struct dir_node *node, uint64_t *ino)
 {
 	int fd = openat(parent_fd, node->name, DIR_OPEN_FLAGS);
 	struct stat st;
@@ -149,10 +216,11 @@ static int open_child(int parent_fd, const struct dir_node *node)
 		close(fd);
 		return err;
 	}
-	if ((uint64_t)st.st_dev != node->dev || (uint64_t)st.st_ino != node->ino) {
+	if (!same_dir(fd, &st, node)) {
 		close(fd);
 		return -ESTALE;
 	}
+	*ino = (uint64_t)st.st_ino;
 	return fd;
 }
 
@@ -190,7 +258,8 @@ int dircache_pin(struct dircache *dc, struct dir_node *node, int *fdp)
 	fd = anc->fd;
 	for (size_t i = 0; i <= nchain; i++) {
 		struct dir_node *next = i < nchain ? chain[i] : node;
-		int nfd = open_child(fd, next);
+		uint64_t ino = 0;
+		int nfd = open_child(fd, next, &ino);
 
 		if (fd != anc->fd)
 			close(fd);
@@ -199,6 +268,9 @@ int dircache_pin(struct dircache *dc, struct dir_node *node, int *fdp)
 			fd = -1;
 			break;
 		}
+		/* The same directory under a new number (see same_dir()). */
+		if (ino != next->ino)
+			next->ino = ino;
 		fd = nfd;
 	}
 	free(chain);

@@ -14,6 +14,16 @@
  * that was renamed or replaced in the meantime is noticed (-ESTALE), never
  * silently scanned in its new place.
  *
+ * Where directory inode numbers are not stable (overlayfs with its layers
+ * on different filesystems and xino off gives a directory a new number
+ * each time the kernel evicts its inode and looks it up again: after
+ * drop_caches or under memory pressure; a FUSE daemon without use_ino
+ * does so for every inode), a number that differs is not proof of a move:
+ * the node also holds a hash of the directory's file handle (dir_fid()),
+ * which stays the same, or where the handle is the number (FUSE) of its
+ * type, owner and times, and a reopened directory whose identity hashes
+ * the same is the one recorded; the node then takes its new number.
+ *
  * A node is reference counted: the walk queue holds one reference until the
  * directory has been read, each child holds one on its parent, and the link
  * table holds one for every directory it needs to find a name in again.  So
@@ -28,11 +38,35 @@
 
 #include "workqueue.h"
 
+/* What identifies a directory whose inode number changed (dir_fid()). */
+enum dir_id {
+	DIR_ID_HANDLE,		/* its file handle (overlayfs) */
+	/*
+	 * Its type, owner, mtime and ctime: where the handle is made of the
+	 * number (FUSE).  A directory changed in between is taken for another.
+	 */
+	DIR_ID_ATTRS,
+};
+
 struct dir_node {
 	struct wq_item work;		/* link in the walk queue */
 	struct dir_node *parent;	/* NULL for the root */
 	atomic_uint refs;
-	uint64_t dev, ino;		/* identity to verify on open */
+	uint64_t dev;			/* identity to verify on open ... */
+	/*
+	 * ... with ino, the number the directory had when last opened (or
+	 * found): atomic, since dircache_pin() may renumber it (see fid)
+	 * while another thread reads it.
+	 */
+	_Atomic uint64_t ino;
+	/*
+	 * dir_fid() of the directory when it was found, where its number may
+	 * change (QUIRK_DIR_INO_UNSTABLE, QUIRK_INO_UNSTABLE), made the way
+	 * fid_how says; fid 0: the number alone identifies it.  Set by the
+	 * walk after dir_node_new().
+	 */
+	uint64_t fid;
+	enum dir_id fid_how;
 	/*
 	 * The subvolume id the kernel gave with the directory's statx
 	 * (STATX_SUBVOL; inokey.h), if has_subvol: that of every file in it.
@@ -69,10 +103,23 @@ void dir_node_get(struct dir_node *node);
 void dir_node_put(struct dircache *dc, struct dir_node *node);
 
 /*
+ * A hash of the identity (how) of name in dirfd (of dirfd itself if name
+ * is ""), never 0: one that survives the inode being evicted and looked
+ * up again.  The handle is asked for with AT_HANDLE_FID (Linux 6.5), which
+ * overlayfs gives even without nfs_export: it names the inode of the layer
+ * below (the lower origin once copied up).  Returns 0 if the filesystem
+ * gives no handle, or name cannot be stat'ed.
+ */
+uint64_t dir_fid(int dirfd, const char *name, enum dir_id how);
+
+/*
  * Return in *fd an open O_RDONLY|O_DIRECTORY descriptor of node, pinned
  * until dircache_unpin().  Returns 0, or a negative errno: -ESTALE when the
- * directory found at that name is not the one recorded, other values from
- * openat().  *fd is untouched on failure.
+ * directory found at that name is not the one recorded (another st_dev, or
+ * another inode number and, where node->fid is set, another handle), other
+ * values from openat().  *fd is untouched on failure.  A directory that is
+ * the recorded one under a new number (node->fid matched) gives node that
+ * number.
  */
 int dircache_pin(struct dircache *dc, struct dir_node *node, int *fd);
 void dircache_unpin(struct dircache *dc, struct dir_node *node);

@@ -37,6 +37,24 @@
 
 #define FILE_OPEN_FLAGS (O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC)
 
+/*
+ * Is the file opened (now) the one the walk stat'ed (then)?  Its number;
+ * where numbers change with nothing moved (QUIRK_INO_UNSTABLE), a number
+ * that changed with nothing else is the same file.
+ */
+static bool same_file(const struct scrub_ctx *ctx, const struct statx *now,
+		      const struct statx *then)
+{
+	if (now->stx_ino == then->stx_ino)
+		return true;
+	if (!(ctx->quirks & QUIRK_INO_UNSTABLE))
+		return false;
+	struct statx renumbered = *now;
+
+	renumbered.stx_ino = then->stx_ino;
+	return stx_unchanged(&renumbered, then);
+}
+
 int walk_open_file(struct walk_thread *t, const struct walk_dir *d,
 		   const struct walk_entry *e, int extra_flags)
 {
@@ -77,7 +95,7 @@ int walk_open_file_stx(struct walk_thread *t, const struct walk_dir *d,
 			report_operational(ctx, d->node, e->name, err, "cannot open");
 		return -1;
 	}
-	if (stx_get(fd, NULL, &now) < 0 || now.stx_ino != e->stx.stx_ino) {
+	if (stx_get(fd, NULL, &now) < 0 || !same_file(ctx, &now, &e->stx)) {
 		close(fd);
 		return -1;	/* replaced since the walk's statx */
 	}
@@ -346,6 +364,11 @@ static int visit_entry(void *arg, const char *name, size_t namelen,
 						      stx_devno(&e.stx), e.stx.stx_ino);
 
 		child->has_subvol = stx_subvol(&e.stx, &child->subvol);
+		if (ctx->quirks & (QUIRK_DIR_INO_UNSTABLE | QUIRK_INO_UNSTABLE)) {
+			child->fid_how = ctx->quirks & QUIRK_DIR_INO_UNSTABLE ?
+					 DIR_ID_HANDLE : DIR_ID_ATTRS;
+			child->fid = dir_fid(d->fd, name, child->fid_how);
+		}
 		workqueue_add(&dv->ws->wq, &child->work);
 	}
 	return 0;
@@ -401,6 +424,8 @@ static void walk_one_dir(struct workqueue *wq, struct wq_item *item,
 	(void)wq;
 	if (scrub_should_stop(ctx))
 		goto out;
+	uint64_t found_ino = node->ino;
+
 	ret = dircache_pin(&ctx->dcache, node, &d.fd);
 	if (ret < 0 && errno_is_corruption(-ret))
 		ret = dircache_pin(&ctx->dcache, node, &d.fd);	/* look again */
@@ -408,6 +433,9 @@ static void walk_one_dir(struct workqueue *wq, struct wq_item *item,
 		walk_dir_fail(ctx, node, -ret);
 		goto out;
 	}
+	/* Renumbered since its entry was read (QUIRK_DIR_INO_UNSTABLE): reached too. */
+	if (node->ino != found_ino)
+		inoset_test_and_set(ws->seen, node->dev, node->ino);
 	ret = stx_get(d.fd, NULL, &d.before);
 	if (ret < 0) {
 		walk_dir_fail(ctx, node, -ret);

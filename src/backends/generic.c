@@ -9,8 +9,10 @@
  * a live filesystem, reserved blocks and metadata make them differ).
  *
  * Phase 1 also says what a filesystem does not promise (enum fs_quirks):
- * overlayfs without index=on breaks hard links on copy-up; FUSE inode
- * numbers, link counts and statfs counters are a daemon's word.
+ * overlayfs without index=on breaks hard links on copy-up, and may give a
+ * directory a new inode number after its inode was evicted; FUSE inode
+ * numbers (which may change the same way), link counts and statfs counters
+ * are a daemon's word.
  */
 #include "backends/backend.h"
 
@@ -106,12 +108,20 @@ static int generic_scan_fs(struct scrub_ctx *ctx)
 			       "info (nlink.count)");
 	}
 	if (is_fuse(t)) {
-		ctx->quirks |= QUIRK_INO_MAYBE_PER_NAME | QUIRK_STATFS_ANY;
+		ctx->quirks |= QUIRK_INO_MAYBE_PER_NAME | QUIRK_STATFS_ANY | QUIRK_INO_UNSTABLE;
 		report_verbose(ctx, "Phase 1: %s inode numbers and statfs counters come from "
 			       "a daemon: link counts are checked only if inode numbers are "
-			       "seen to be shared by hard links; statfs.counters is an info", t);
+			       "seen to be shared by hard links; statfs.counters is an info; a "
+			       "directory or file met again under another number is the same if "
+			       "its type and times are", t);
 	}
 
+	if (!strcmp(t, "overlay")) {
+		ctx->quirks |= QUIRK_DIR_INO_UNSTABLE;
+		report_verbose(ctx, "Phase 1: overlay may renumber a directory whose inode was "
+			       "evicted: a directory found again under another number is the same "
+			       "if its file handle is");
+	}
 	if (!strcmp(t, "overlay") || is_fuse(t) || is_remote(t)) {
 		ctx->quirks |= QUIRK_DINO_UNRELATED;
 		report_verbose(ctx, "Phase 1: %s does not keep directory entry inode numbers "

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 
 import pytest
 
@@ -267,6 +268,25 @@ def image_factory(workdir):
     yield make
     for img in reversed(made):
         img.cleanup(remove=True)
+
+
+@pytest.fixture
+def dropping_caches():
+    """Drop the kernel's caches (dentries and inodes too) every 50 ms until
+    the test ends: inodes are evicted and looked up again under a running
+    scan, as under memory pressure or another test's drop_caches."""
+    need_root()
+    stop = threading.Event()
+
+    def drop():
+        while not stop.wait(0.05):    # often enough to land inside every run
+            with open("/proc/sys/vm/drop_caches", "w") as f:
+                f.write("3\n")
+    dropper = threading.Thread(target=drop)
+    dropper.start()
+    yield
+    stop.set()
+    dropper.join()
 
 
 @pytest.fixture

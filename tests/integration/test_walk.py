@@ -13,9 +13,10 @@ import time
 
 import pytest
 
-from conftest import FSCRUB, escaped, need_tools, run_fscrub
+from conftest import FSCRUB, escaped, need_fs, need_tools, run_fscrub
 import faults
 import fsimage
+from test_clean import expected_name_warnings
 
 
 def mount(cleanups, *args):
@@ -427,3 +428,26 @@ def test_attribute_fork_mapped_only_when_it_owns_blocks(image_factory, fstype):
     assert r.rc == 0 and r.errors == [], r
     # four one-extent data forks, and the one attribute block
     assert " 4 files, " in r.stdout and " 5 extents, " in r.stdout, r
+
+
+def test_overlay_directories_renumbered_by_cache_drops(workdir, cleanups, dropping_caches):
+    """overlay with its layers on two filesystems and xino off numbers
+    directories itself, anew each time an evicted inode is looked up
+    again.  With caches dropped every 50 ms while fscrub runs, a directory
+    met again under another number is still the one found (same file
+    handle): every run sees the whole tree, its 4 awkward names included,
+    and reports no walk.moved.  Every other run has 32 descriptors, so
+    evicted parents are reopened by name too."""
+    need_fs("overlay")
+    ov = fsimage.make_overlay(workdir)
+    cleanups.append(ov.cleanup)
+    want = expected_name_warnings(ov.mnt, ov.tree, "tree/")
+    assert len(want) == 4, want
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (32, 32))
+    for i in range(6):
+        r = run_fscrub("-x", "-v", ov.mnt, preexec_fn=limit if i % 2 else None)
+        assert r.rc == 0 and r.errors == [], r
+        assert not r.of(check="walk.moved"), (i, r)
+        assert {(w.check, w.path) for w in r.warnings} == want, (i, r)
