@@ -37,8 +37,10 @@ def pytest_configure(config):
         "faster case; the sanitizer pass of tests/run leaves it out (the plain pass runs it)")
     config.addinivalue_line(
         "markers", "alone: must not run beside other tests (tests/run runs the rest two at a "
-        "time, then these one by one): it drops the page cache, reads every mount or "
-        "measures I/O rates, load or timing that a neighbour would disturb")
+        "time, then these one by one): it drops the page cache, reads every mount, holds "
+        "copies of every mount in a private mount namespace (a neighbour's XFS, unmounted "
+        "meanwhile, cannot be mounted again: duplicate UUID) or measures I/O rates, load "
+        "or timing that a neighbour would disturb")
     # fscrub records every run by root in the system's store (fscrub(8), RUN
     # HISTORY): the suite's runs go to a store of their own instead, as
     # systemd's StateDirectory= would place it, so that no test reads or

@@ -254,6 +254,7 @@ def test_xfs_unprivileged(image_factory, workdir):
     assert "inodes not looked at: BULKSTAT needs CAP_SYS_ADMIN" in p.stdout, p.stdout
 
 
+@pytest.mark.alone
 def test_default_lists_every_fs_once(btrfs_factory, image_factory):  # noqa: F811
     """Without arguments: every ext4, XFS and btrfs, once each, a btrfs
     mounted only by a subvolume included, tmpfs not.  Run in a private mount

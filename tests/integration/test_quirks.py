@@ -368,6 +368,7 @@ def test_fuse_dangling_entry_without_inode_number(workdir, cleanups):
     assert all("4294967295" not in h.message for h in hits), r
 
 
+@pytest.mark.alone
 def test_squashfuse_renumbered_inodes_by_cache_drops(workdir, cleanups, dropping_caches):
     """squashfuse numbers inodes as they are looked up and forgets them
     when the kernel evicts them (its file handles are those numbers): with

@@ -430,6 +430,7 @@ def test_attribute_fork_mapped_only_when_it_owns_blocks(image_factory, fstype):
     assert " 4 files, " in r.stdout and " 5 extents, " in r.stdout, r
 
 
+@pytest.mark.alone
 def test_overlay_directories_renumbered_by_cache_drops(workdir, cleanups, dropping_caches):
     """overlay with its layers on two filesystems and xino off numbers
     directories itself, anew each time an evicted inode is looked up
