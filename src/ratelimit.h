@@ -63,6 +63,13 @@ bool ratelimit_take(struct ratelimit *rl, uint64_t bytes, bool (*stop)(void *), 
 /* A read admitted by ratelimit_take() is done: bytes read, its latency. */
 void ratelimit_note(struct ratelimit *rl, uint64_t bytes, uint64_t lat_ns);
 /*
+ * The same for a read outside the scan's own pattern (the 4 KiB re-reads
+ * that look for a media error's blocks): its requests are ours (not
+ * another load's) but its latency and bytes are not the scan's -- small
+ * reads take longer per byte, and would look like a slower device.
+ */
+void ratelimit_note_aside(struct ratelimit *rl, uint64_t bytes);
+/*
  * --limit auto: watch the block device major:minor (the one the reads go
  * to; its stat file counts what is issued to it, a partition's or a
  * loop or dm device's own): its completed requests less ours are another
