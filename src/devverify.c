@@ -279,6 +279,26 @@ static void note_op_error(struct devread *dr, int err)
 }
 
 /*
+ * One block of a bisection, read through the rate limiter: --limit's
+ * bandwidth covers it, and --limit auto counts its request as ours (not
+ * another load's) without taking its latency for the device's.
+ * -ECANCELED if a stop came while it waited.
+ */
+static ssize_t bisect_read(struct devread *dr, char *buf, uint64_t pos)
+{
+	ssize_t n;
+
+	if (!ratelimit_take(&dr->limit, BAD_STEP, stop_requested, dr->ctx))
+		return -ECANCELED;
+	n = pread(dr->fd, buf, BAD_STEP, (off_t)pos);
+	int err = errno;
+
+	ratelimit_note_aside(&dr->limit, n > 0 ? (uint64_t)n : 0);
+	errno = err;		/* (the caller looks at it) */
+	return n;
+}
+
+/*
  * A read of r failed: read it again block by block to find the bad ones.
  * False if it stopped before the end (cancelled, or not a media error).
  */
@@ -295,7 +315,11 @@ static bool bisect(struct devread *dr, const struct io_range *r, char *buf)
 			whole = false;
 			break;
 		}
-		n = pread(dr->fd, buf, BAD_STEP, (off_t)pos);
+		n = bisect_read(dr, buf, pos);
+		if (n == -ECANCELED) {
+			whole = false;
+			break;
+		}
 		if (n < 0 && !errno_is_corruption(errno)) {
 			note_op_error(dr, errno);
 			whole = false;
