@@ -481,6 +481,20 @@ bool adaptive_wants_probe(const struct adaptive *a)
 	       a->last_blind && a->rate > adaptive_floor(a);
 }
 
+void adaptive_fit_queue(unsigned long long nr_requests, uint64_t req, unsigned *depth,
+			uint64_t *size)
+{
+	uint64_t want = 2 * nr_requests * req;
+
+	if (!nr_requests || !req || want >= (uint64_t)*depth * *size)
+		return;
+	if (*depth > 2)
+		*depth = 2;
+	*size = want / *depth / req * req;
+	if (*size < req)
+		*size = req;
+}
+
 int adaptive_parse_psi(const char *text, uint64_t *total)
 {
 	for (const char *line = text; line && *line; line = strchr(line, '\n')) {

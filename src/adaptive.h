@@ -235,6 +235,22 @@ double adaptive_floor(const struct adaptive *a);
 double adaptive_load_floor(const struct adaptive *a);
 
 /*
+ * The reads at full speed on a device that holds few requests at a time:
+ * no more of ours in flight than keep it busy.  Requests beyond what it
+ * holds (nr_requests: its tags, or its scheduler's) add no bandwidth, and
+ * a foreground job that arrives waits behind them until the scan has seen
+ * it and they have drained -- on a device of one tag, four reads of 16
+ * requests each ahead of its reads for a quarter of a second.  So at most
+ * 2 x nr_requests requests of req bytes (one set served while the other
+ * is refilled), in at most two reads (one ends while the other is
+ * served): *depth and *size (bytes per read, a multiple of req, at least
+ * req) lowered to that; unchanged where *depth x *size is less already,
+ * or nr_requests is 0 (not known).  Most disks hold 32 or more.
+ */
+void adaptive_fit_queue(unsigned long long nr_requests, uint64_t req, unsigned *depth,
+			uint64_t *size);
+
+/*
  * The "some" line's total= of /proc/pressure/io's text (NUL-terminated).
  * 0 and *total, or -EINVAL if there is none.
  */

@@ -15,6 +15,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "adaptive.h"
 #include "checkpoint.h"
 #include "checks.h"
 #include "context.h"
@@ -453,12 +454,15 @@ int devverify_run(struct scrub_ctx *ctx, unsigned long long *bytes, const char *
 	dr.reads = reads;
 	checkpoint_dev_plan(ctx->checkpoint, reads, nr_reads);
 	unsigned depth = ctx->opt.background ? 1 : DEVREAD_DEPTH;
+	unsigned maj = ctx->root_stx.stx_dev_major, min = ctx->root_stx.stx_dev_minor;
+	uint64_t req = smallest_read(maj, min), auto_max = AUTO_MAX;
 
+	if (ctx->opt.limit_auto)	/* (a tag or two: fewer and smaller reads) */
+		adaptive_fit_queue(queue_limit(maj, min, "nr_requests"), req, &depth, &auto_max);
 	ratelimit_init(&dr.limit, ctx->opt.limit_rate, ctx->opt.limit_auto, depth, report_limit,
 		       ctx);
-	ratelimit_watch_device(&dr.limit, ctx->root_stx.stx_dev_major, ctx->root_stx.stx_dev_minor);
-	ratelimit_split_reads(&dr.limit, smallest_read(ctx->root_stx.stx_dev_major,
-						       ctx->root_stx.stx_dev_minor), AUTO_MAX);
+	ratelimit_watch_device(&dr.limit, maj, min);
+	ratelimit_split_reads(&dr.limit, req, auto_max);
 
 	struct io_job job = {
 		.fd = dr.fd, .ranges = reads, .nr_ranges = nr_reads, .depth = depth,

@@ -827,6 +827,34 @@ static void test_load_floor_follows_the_load(void **state)
 	assert_true(load_floor_after(20000) < FULL / 100 * 1.01);
 }
 
+/* The reads at full speed on a device of few tags: just enough in flight. */
+static void test_fit_queue(void **state)
+{
+	unsigned depth;
+	uint64_t size;
+
+	(void)state;
+	depth = 4, size = 1 << 20;		/* one tag (the test VM's null_blk) */
+	adaptive_fit_queue(1, 64 << 10, &depth, &size);
+	assert_int_equal(depth, 2);
+	assert_true(size == 64 << 10);
+	depth = 4, size = 1 << 20;		/* 8 tags: 1 MiB in two reads */
+	adaptive_fit_queue(8, 64 << 10, &depth, &size);
+	assert_int_equal(depth, 2);
+	assert_true(size == 512 << 10);
+	depth = 1, size = 1 << 20;		/* -b: one read, of two requests */
+	adaptive_fit_queue(1, 64 << 10, &depth, &size);
+	assert_int_equal(depth, 1);
+	assert_true(size == 128 << 10);
+	depth = 4, size = 1 << 20;		/* 128 tags (loop, most disks): as it was */
+	adaptive_fit_queue(128, 64 << 10, &depth, &size);
+	assert_int_equal(depth, 4);
+	assert_true(size == 1 << 20);
+	adaptive_fit_queue(0, 64 << 10, &depth, &size);	/* not known */
+	assert_int_equal(depth, 4);
+	assert_true(size == 1 << 20);
+}
+
 static void test_parse_diskstat_reqs(void **state)
 {
 	uint64_t ios = 0, sect = 0;
@@ -890,6 +918,7 @@ int main(void)
 		cmocka_unit_test(test_our_short_requests_are_ours),
 		cmocka_unit_test(test_load_floor_follows_the_load),
 		cmocka_unit_test(test_parse_diskstat_reqs),
+		cmocka_unit_test(test_fit_queue),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
