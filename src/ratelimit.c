@@ -198,10 +198,11 @@ static void report_change(struct rl_auto *au, enum adaptive_change c, double old
 	char line[256];
 
 	snprintf(line, sizeof(line), "--limit auto: %s %s -> %s%s; %u read%s in flight%s, "
-		 "of up to %llu KiB (%llu changes not shown)",
+		 "of up to %llu KiB (%llu changes not shown; %.1f s into the scan)",
 		 c == ADAPTIVE_DOWN ? "back-off" : "ramp-up", from, to, why, a->depth,
 		 a->depth == 1 ? "" : "s", a->starting ? " (slow start)" : "",
-		 (unsigned long long)a->size >> 10, au->unreported);
+		 (unsigned long long)a->size >> 10, au->unreported,
+		 (double)(now - au->start_ns) / 1e9);
 	au->report(au->report_arg, line);
 	au->reported_ns = now;
 	au->unreported = 0;
