@@ -35,9 +35,12 @@
 #          more seconds without it, then fscrub is stopped: the job's p99,
 #          and the idle scan bandwidth over those last seconds
 #   auto   the same with --limit auto: p99, the scan's average rate while
-#          fio ran, and its bandwidth in the PAUSE_SECS after fio stopped
-#          (the ramp-up included)
-#   fixed  fscrub --limit R, R = that round's auto average while fio ran
+#          fio read (from fio's own times: under TCG it takes seconds to
+#          start and to end), and its bandwidth in the PAUSE_SECS after
+#          fio stopped (the ramp-up included)
+#   fixed  fscrub --limit R, R = that round's auto average while fio read
+# and the job's reads slower than 1.2x its p99 alone: at most 1 % keep
+# its p99 within 1.2x.
 # The scan's rates come from its -C progress lines, time-stamped here.
 # Medians of REPS (3) rounds; the machine may be shared: see the load in
 # the header, and every round's figures are printed.
@@ -156,10 +159,12 @@ if [ "$THROTTLE" != 0 ]; then
 	RUN=(sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$CGROUP")
 fi
 
-# fio for $1 seconds: prints "P99_US IOPS READS SLOW", SLOW the reads
-# that took longer than $2 us (default: 1.2 x this run's p99), from fio's
-# log of every read's completion latency: the p99 is within 1.2x of a
-# p99 of P as long as at most 1 % of the reads are slower than 1.2 P.
+# fio for $1 seconds: prints "P99_US IOPS READS SLOW FROM TO", SLOW the
+# reads that took longer than $2 us (default: 1.2 x this run's p99), from
+# fio's log of every read's completion latency: the p99 is within 1.2x of
+# a p99 of P as long as at most 1 % of the reads are slower than 1.2 P.
+# FROM and TO: when its reads began and ended (seconds since the epoch;
+# under TCG fio takes seconds to start and end around them).
 fio_job() {
 	rm -f "$BENCH_DIR"/fiolat_*.log
 	"${RUN[@]}" fio --name=fg --filename="$DEV" --readonly --rw=randread --bs=4k \
@@ -167,11 +172,14 @@ fio_job() {
 		--randseed=$RANDOM --write_lat_log="$BENCH_DIR/fiolat" --log_avg_msec=0 \
 		--output-format=json 2>/dev/null |
 	python3 -c 'import json, sys
-r = json.load(sys.stdin)["jobs"][0]["read"]
+j = json.load(sys.stdin)
+r = j["jobs"][0]["read"]
+end = j["timestamp_ms"] / 1e3
 p99 = r["clat_ns"]["percentile"]["99.000000"] / 1e3
 limit = float(sys.argv[2]) if sys.argv[2] else 1.2 * p99
 lat = [int(l.split(",")[1]) / 1e3 for l in open(sys.argv[1])]
-print("%.0f %.0f %d %d" % (p99, r["iops"], len(lat), sum(x > limit for x in lat)))' \
+print("%.0f %.0f %d %d %.2f %.2f" % (p99, r["iops"], len(lat), sum(x > limit for x in lat),
+                                    end - j["jobs"][0]["job_runtime"] / 1e3, end))' \
 		"$BENCH_DIR/fiolat_clat.1.log" "${2:-}"
 }
 
@@ -188,28 +196,31 @@ bytes_at() {
 # -v output in $LOG.
 LOG=$BENCH_DIR/fscrub.log
 scan_with_job() {
-	local prog=$BENCH_DIR/progress t0 t1 t2 pid res b0 b1 b2 slow=$1
+	local prog=$BENCH_DIR/progress t1 t2 pid res b0 b1 bp b2 io0 io1 slow=$1
 	shift
 	: >"$prog"
 	"${RUN[@]}" "$FSCRUB" -n -x -v -C 3 "$@" "$MNT" >"$LOG" 2>&1 \
 		3> >(while read -r l; do echo "$EPOCHREALTIME $l"; done >"$prog") &
 	pid=$!
 	sleep 1
-	t0=$EPOCHREALTIME
 	res=$(fio_job "$FIO_SECS" "$slow")
 	t1=$EPOCHREALTIME
+	read -r _ _ _ _ io0 io1 <<<"$res"
+	res=$(cut -d' ' -f1-4 <<<"$res")
 	sleep "$PAUSE_SECS"
 	t2=$EPOCHREALTIME
 	kill -TERM "$pid" 2>/dev/null || true	# ours: started above
 	wait "$pid" || true
 	sleep 0.5
-	b0=$(bytes_at "$prog" "$t0"); b1=$(bytes_at "$prog" "$t1"); b2=$(bytes_at "$prog" "$t2")
+	# while the job read (from fio's own times), and after it had ended
+	b0=$(bytes_at "$prog" "$io0"); b1=$(bytes_at "$prog" "$io1")
+	bp=$(bytes_at "$prog" "$t1"); b2=$(bytes_at "$prog" "$t2")
 	# where the job ran, in the time of the -v lines ("s into the scan")
-	awk -v a="$t0" -v b="$t1" '$2 == 5 { printf "bench: the job ran from %.1f s to %.1f s into the scan (phase 5'"'"'s first progress line)\n", a - $1, b - $1; exit }' "$prog" >>"$LOG"
+	awk -v a="$io0" -v b="$io1" '$2 == 5 { printf "bench: the job read from %.1f s to %.1f s into the scan (from phase 5'"'"'s first progress line)\n", a - $1, b - $1; exit }' "$prog" >>"$LOG"
 	# (a slow fixed --limit may not have ended a read in the window)
 	[ -s "$prog" ] || die "no progress lines from fscrub (see $LOG)"
 	[ "$b2" -lt $((DATA_FILES << 30)) ] || die "the scan ended before the window did: more DATA_FILES"
-	echo "$res $(mbps $((b1 - b0)) "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')") $(mbps $((b2 - b1)) "$PAUSE_SECS") $(awk -v b=$((b1 - b0)) -v a="$t0" -v c="$t1" 'BEGIN { printf "%.0f", b / (c - a) }')"
+	echo "$res $(mbps $((b1 - b0)) "$(awk -v a="$io0" -v b="$io1" 'BEGIN { print b - a }')") $(mbps $((b2 - bp)) "$PAUSE_SECS") $(awk -v b=$((b1 - b0)) -v a="$io0" -v c="$io1" 'BEGIN { printf "%.0f", b / (c - a) }')"
 }
 
 machine_line
@@ -223,7 +234,7 @@ echo "job: fio randread 4k O_DIRECT iodepth 1 psync, ${FIO_SECS} s; scan window:
 printf '%-5s %10s %10s %10s %10s %12s %12s\n' round alone_p99 full_p99 auto_p99 fixed_p99 auto_MBps fixed_rate
 A=(); F=(); U=(); X=(); UR=(); UP=(); FP=(); AI=(); FI=(); UI=(); XI=()
 for ((r = 1; r <= REPS; r++)); do
-	read -r a_p99 a_iops a_n a_slow < <(fio_job "$FIO_SECS")
+	read -r a_p99 a_iops a_n a_slow _ < <(fio_job "$FIO_SECS")
 	thr=$(awk -v p="$a_p99" 'BEGIN { printf "%.0f", 1.2 * p }')
 	read -r f_p99 f_iops f_n f_slow _ f_after _ < <(scan_with_job "$thr" --limit none)
 	read -r u_p99 u_iops u_n u_slow u_during u_after u_bps < <(scan_with_job "$thr" --limit auto)
