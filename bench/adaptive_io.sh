@@ -164,7 +164,8 @@ fi
 # fio's log of every read's completion latency: the p99 is within 1.2x of
 # a p99 of P as long as at most 1 % of the reads are slower than 1.2 P.
 # FROM and TO: when its reads began and ended (seconds since the epoch;
-# under TCG fio takes seconds to start and end around them).
+# under TCG fio takes seconds to start and end around them); then the
+# bytes it read.
 fio_job() {
 	rm -f "$BENCH_DIR"/fiolat_*.log
 	"${RUN[@]}" fio --name=fg --filename="$DEV" --readonly --rw=randread --bs=4k \
@@ -178,8 +179,8 @@ end = j["timestamp_ms"] / 1e3
 p99 = r["clat_ns"]["percentile"]["99.000000"] / 1e3
 limit = float(sys.argv[2]) if sys.argv[2] else 1.2 * p99
 lat = [int(l.split(",")[1]) / 1e3 for l in open(sys.argv[1])]
-print("%.0f %.0f %d %d %.2f %.2f" % (p99, r["iops"], len(lat), sum(x > limit for x in lat),
-                                    end - j["jobs"][0]["job_runtime"] / 1e3, end))' \
+print("%.0f %.0f %d %d %.2f %.2f %d" % (p99, r["iops"], len(lat), sum(x > limit for x in lat),
+                                    end - j["jobs"][0]["job_runtime"] / 1e3, end, r["io_bytes"]))' \
 		"$BENCH_DIR/fiolat_clat.1.log" "${2:-}"
 }
 
@@ -192,20 +193,23 @@ bytes_at() {
 # scan_with_job SLOW_US ARGS...: fscrub -n -x ARGS, fio from 1 s on for
 # FIO_SECS, fscrub stopped PAUSE_SECS after fio.  Prints "P99 IOPS READS
 # SLOW RATE_DURING RATE_AFTER BPS_DURING" (SLOW: the job's reads over
-# SLOW_US; rates in MB/s from the progress lines, BPS_DURING in bytes/s);
+# SLOW_US; rates in MB/s from the progress lines, BPS_DURING in bytes/s
+# from the device's bytes read less the job's);
 # -v output in $LOG.
 LOG=$BENCH_DIR/fscrub.log
+dev_bytes() { awk '{ printf "%.0f\n", $3 * 512 }' "/sys/block/${DEV#/dev/}/stat"; }	# read so far
 scan_with_job() {
-	local prog=$BENCH_DIR/progress t1 t2 pid res b0 b1 bp b2 io0 io1 slow=$1
+	local prog=$BENCH_DIR/progress t1 t2 pid res b0 b1 bp b2 io0 io1 d0 d1 s0 fio_bytes slow=$1
 	shift
 	: >"$prog"
 	"${RUN[@]}" "$FSCRUB" -n -x -v -C 3 "$@" "$MNT" >"$LOG" 2>&1 \
 		3> >(while read -r l; do echo "$EPOCHREALTIME $l"; done >"$prog") &
 	pid=$!
 	sleep 1
+	d0=$(dev_bytes); s0=$EPOCHREALTIME
 	res=$(fio_job "$FIO_SECS" "$slow")
-	t1=$EPOCHREALTIME
-	read -r _ _ _ _ io0 io1 <<<"$res"
+	t1=$EPOCHREALTIME; d1=$(dev_bytes)
+	read -r _ _ _ _ io0 io1 fio_bytes <<<"$res"
 	res=$(cut -d' ' -f1-4 <<<"$res")
 	sleep "$PAUSE_SECS"
 	t2=$EPOCHREALTIME
@@ -220,7 +224,10 @@ scan_with_job() {
 	# (a slow fixed --limit may not have ended a read in the window)
 	[ -s "$prog" ] || die "no progress lines from fscrub (see $LOG)"
 	[ "$b2" -lt $((DATA_FILES << 30)) ] || die "the scan ended before the window did: more DATA_FILES"
-	echo "$res $(mbps $((b1 - b0)) "$(awk -v a="$io0" -v b="$io1" 'BEGIN { print b - a }')") $(mbps $((b2 - bp)) "$PAUSE_SECS") $(awk -v b=$((b1 - b0)) -v a="$io0" -v c="$io1" 'BEGIN { printf "%.0f", b / (c - a) }')"
+	# the scan's average while fio ran: the device's bytes read less fio's
+	# (the progress lines move a whole 8 MiB read at a time: at auto's
+	# floor, not once in the job's seconds)
+	echo "$res $(mbps $((b1 - b0)) "$(awk -v a="$io0" -v b="$io1" 'BEGIN { print b - a }')") $(mbps $((b2 - bp)) "$PAUSE_SECS") $(awk -v b=$((d1 - d0 - fio_bytes)) -v a="$s0" -v c="$t1" 'BEGIN { if (b < 0) b = 0; printf "%.0f", b / (c - a) }')"
 }
 
 machine_line
@@ -251,12 +258,12 @@ for ((r = 1; r <= REPS; r++)); do
 	echo "      reads over 1.2x alone's p99 (${thr} us): alone $a_slow of $a_n," \
 		"full $f_slow of $f_n, auto $u_slow of $u_n, fixed $x_slow of $x_n"
 	A+=("$a_p99"); F+=("$f_p99"); U+=("$u_p99"); X+=("$x_p99")
-	UR+=("$u_during"); UP+=("$u_after"); FP+=("$f_after")
+	UR+=("$(awk -v b="$u_bps" 'BEGIN { printf "%.2f", b / 1e6 }')"); UP+=("$u_after"); FP+=("$f_after")
 	AI+=("$a_iops"); FI+=("$f_iops"); UI+=("$u_iops"); XI+=("$x_iops")
 done
 ma=$(echo "${A[*]}" | median 0); mf=$(echo "${F[*]}" | median 0)
 mu=$(echo "${U[*]}" | median 0); mx=$(echo "${X[*]}" | median 0)
-mur=$(echo "${UR[*]}" | median 0); mup=$(echo "${UP[*]}" | median 0)
+mur=$(echo "${UR[*]}" | median 2); mup=$(echo "${UP[*]}" | median 0)
 mfp=$(echo "${FP[*]}" | median 0)
 echo
 echo "medians of $REPS rounds:"
