@@ -197,18 +197,36 @@ bytes_at() {
 # from the device's bytes read less the job's);
 # -v output in $LOG.
 LOG=$BENCH_DIR/fscrub.log
-dev_bytes() { awk '{ printf "%.0f\n", $3 * 512 }' "/sys/block/${DEV#/dev/}/stat"; }	# read so far
+# "T BYTES" every 0.1 s: the bytes the device has read (no fork: under
+# TCG one costs the job milliseconds); bytes_at_dev T: BYTES at T.
+dev_sampler() {
+	local _r _m s _rest
+	while :; do
+		read -r _r _m s _rest <"/sys/block/${DEV#/dev/}/stat"
+		echo "$EPOCHREALTIME $((s * 512))"
+		sleep 0.1
+	done
+}
+# dev_span T0 T1: "SECONDS BYTES" from the last sample before T0 to the
+# first after T1 (all of fio's reads inside, whatever the clocks' skew).
+dev_span() {
+	awk -v a="$1" -v b="$2" '$1 <= a { t0 = $1; d0 = $2 } $1 >= b && !t1 { t1 = $1; d1 = $2 }
+		END { printf "%.3f %.0f\n", t1 - t0, d1 - d0 }' "$BENCH_DIR/devbytes"
+}
 scan_with_job() {
-	local prog=$BENCH_DIR/progress t1 t2 pid res b0 b1 bp b2 io0 io1 d0 d1 s0 fio_bytes slow=$1
+	local prog=$BENCH_DIR/progress t1 t2 pid spid res b0 b1 bp b2 io0 io1 ds db fio_bytes slow=$1
 	shift
 	: >"$prog"
 	"${RUN[@]}" "$FSCRUB" -n -x -v -C 3 "$@" "$MNT" >"$LOG" 2>&1 \
 		3> >(while read -r l; do echo "$EPOCHREALTIME $l"; done >"$prog") &
 	pid=$!
 	sleep 1
-	d0=$(dev_bytes); s0=$EPOCHREALTIME
+	dev_sampler >"$BENCH_DIR/devbytes" &
+	spid=$!
 	res=$(fio_job "$FIO_SECS" "$slow")
-	t1=$EPOCHREALTIME; d1=$(dev_bytes)
+	t1=$EPOCHREALTIME
+	sleep 0.3	# a sample after fio's end
+	kill "$spid"; wait "$spid" 2>/dev/null || true	# ours: started above
 	read -r _ _ _ _ io0 io1 fio_bytes <<<"$res"
 	res=$(cut -d' ' -f1-4 <<<"$res")
 	sleep "$PAUSE_SECS"
@@ -224,10 +242,11 @@ scan_with_job() {
 	# (a slow fixed --limit may not have ended a read in the window)
 	[ -s "$prog" ] || die "no progress lines from fscrub (see $LOG)"
 	[ "$b2" -lt $((DATA_FILES << 30)) ] || die "the scan ended before the window did: more DATA_FILES"
-	# the scan's average while fio ran: the device's bytes read less fio's
+	# the scan's average while fio read: the device's bytes read less fio's
 	# (the progress lines move a whole 8 MiB read at a time: at auto's
 	# floor, not once in the job's seconds)
-	echo "$res $(mbps $((b1 - b0)) "$(awk -v a="$io0" -v b="$io1" 'BEGIN { print b - a }')") $(mbps $((b2 - bp)) "$PAUSE_SECS") $(awk -v b=$((d1 - d0 - fio_bytes)) -v a="$s0" -v c="$t1" 'BEGIN { if (b < 0) b = 0; printf "%.0f", b / (c - a) }')"
+	read -r ds db < <(dev_span "$io0" "$io1")
+	echo "$res $(mbps $((b1 - b0)) "$(awk -v a="$io0" -v b="$io1" 'BEGIN { print b - a }')") $(mbps $((b2 - bp)) "$PAUSE_SECS") $(awk -v b=$((db - fio_bytes)) -v s="$ds" 'BEGIN { if (b < 0 || s <= 0) b = 0; printf "%.0f", (s > 0 ? b / s : 0) }')"
 }
 
 machine_line
