@@ -35,9 +35,12 @@
 #          more seconds without it, then fscrub is stopped: the job's p99,
 #          and the idle scan bandwidth over those last seconds
 #   auto   the same with --limit auto: p99, the scan's average rate while
-#          fio ran, and its bandwidth in the PAUSE_SECS after fio stopped
-#          (the ramp-up included)
-#   fixed  fscrub --limit R, R = that round's auto average while fio ran
+#          fio read (from fio's own times: under TCG it takes seconds to
+#          start and to end), and its bandwidth in the PAUSE_SECS after
+#          fio stopped (the ramp-up included)
+#   fixed  fscrub --limit R, R = that round's auto average while fio read
+# and the job's reads slower than 1.2x its p99 alone: at most 1 % keep
+# its p99 within 1.2x.
 # The scan's rates come from its -C progress lines, time-stamped here.
 # Medians of REPS (3) rounds; the machine may be shared: see the load in
 # the header, and every round's figures are printed.
@@ -156,14 +159,29 @@ if [ "$THROTTLE" != 0 ]; then
 	RUN=(sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$CGROUP")
 fi
 
-# fio for $1 seconds: prints "P99_US IOPS".
+# fio for $1 seconds: prints "P99_US IOPS READS SLOW FROM TO", SLOW the
+# reads that took longer than $2 us (default: 1.2 x this run's p99), from
+# fio's log of every read's completion latency: the p99 is within 1.2x of
+# a p99 of P as long as at most 1 % of the reads are slower than 1.2 P.
+# FROM and TO: when its reads began and ended (seconds since the epoch;
+# under TCG fio takes seconds to start and end around them); then the
+# bytes it read.
 fio_job() {
+	rm -f "$BENCH_DIR"/fiolat_*.log
 	"${RUN[@]}" fio --name=fg --filename="$DEV" --readonly --rw=randread --bs=4k \
 		--direct=1 --iodepth=1 --ioengine=psync --runtime="$1" --time_based \
-		--randseed=$RANDOM --output-format=json 2>/dev/null |
+		--randseed=$RANDOM --write_lat_log="$BENCH_DIR/fiolat" --log_avg_msec=0 \
+		--output-format=json 2>/dev/null |
 	python3 -c 'import json, sys
-r = json.load(sys.stdin)["jobs"][0]["read"]
-print("%.0f %.0f" % (r["clat_ns"]["percentile"]["99.000000"] / 1e3, r["iops"]))'
+j = json.load(sys.stdin)
+r = j["jobs"][0]["read"]
+end = j["timestamp_ms"] / 1e3
+p99 = r["clat_ns"]["percentile"]["99.000000"] / 1e3
+limit = float(sys.argv[2]) if sys.argv[2] else 1.2 * p99
+lat = [int(l.split(",")[1]) / 1e3 for l in open(sys.argv[1])]
+print("%.0f %.0f %d %d %.2f %.2f %d" % (p99, r["iops"], len(lat), sum(x > limit for x in lat),
+                                    end - j["jobs"][0]["job_runtime"] / 1e3, end, r["io_bytes"]))' \
+		"$BENCH_DIR/fiolat_clat.1.log" "${2:-}"
 }
 
 # Progress lines "T PHASE DONE TOTAL MNT" (T: seconds since the epoch).
@@ -172,34 +190,68 @@ bytes_at() {
 	awk -v t="$2" '$1 <= t && $2 == 5 { d = $3 } END { printf "%.0f\n", d }' "$1"
 }
 
-# scan_with_job ARGS...: fscrub -n -x ARGS, fio from 1 s on for FIO_SECS,
-# fscrub stopped PAUSE_SECS after fio.  Prints "P99 IOPS RATE_DURING
-# RATE_AFTER" (rates in MB/s from the progress lines); -v output in $LOG.
+# scan_with_job SLOW_US ARGS...: fscrub -n -x ARGS, fio from 1 s on for
+# FIO_SECS, fscrub stopped PAUSE_SECS after fio.  Prints "P99 IOPS READS
+# SLOW RATE_DURING RATE_AFTER BPS_DURING" (SLOW: the job's reads over
+# SLOW_US; rates in MB/s from the progress lines, BPS_DURING in bytes/s
+# from the device's bytes read less the job's);
+# -v output in $LOG.
 LOG=$BENCH_DIR/fscrub.log
+# "T BYTES" every 0.1 s: the bytes the device has read (no fork: under
+# TCG one costs the job milliseconds); bytes_at_dev T: BYTES at T.
+dev_sampler() {
+	local _r _m s _rest
+	while :; do
+		read -r _r _m s _rest <"/sys/block/${DEV#/dev/}/stat"
+		echo "$EPOCHREALTIME $((s * 512))"
+		sleep 0.1
+	done
+}
+# dev_span T0 T1: "SECONDS BYTES" from the last sample before T0 to the
+# first after T1 (all of fio's reads inside, whatever the clocks' skew).
+dev_span() {
+	awk -v a="$1" -v b="$2" '$1 <= a { t0 = $1; d0 = $2 } $1 >= b && !t1 { t1 = $1; d1 = $2 }
+		END { printf "%.3f %.0f\n", t1 - t0, d1 - d0 }' "$BENCH_DIR/devbytes"
+}
 scan_with_job() {
-	local prog=$BENCH_DIR/progress t0 t1 t2 pid res b0 b1 b2
+	local prog=$BENCH_DIR/progress t1 t2 pid spid res b0 b1 bp b2 io0 io1 ds db fio_bytes slow=$1
+	shift
 	: >"$prog"
 	"${RUN[@]}" "$FSCRUB" -n -x -v -C 3 "$@" "$MNT" >"$LOG" 2>&1 \
 		3> >(while read -r l; do echo "$EPOCHREALTIME $l"; done >"$prog") &
 	pid=$!
 	sleep 1
-	t0=$EPOCHREALTIME
-	res=$(fio_job "$FIO_SECS")
+	dev_sampler >"$BENCH_DIR/devbytes" &
+	spid=$!
+	res=$(fio_job "$FIO_SECS" "$slow")
 	t1=$EPOCHREALTIME
+	sleep 0.3	# a sample after fio's end
+	kill "$spid"; wait "$spid" 2>/dev/null || true	# ours: started above
+	read -r _ _ _ _ io0 io1 fio_bytes <<<"$res"
+	res=$(cut -d' ' -f1-4 <<<"$res")
 	sleep "$PAUSE_SECS"
 	t2=$EPOCHREALTIME
 	kill -TERM "$pid" 2>/dev/null || true	# ours: started above
 	wait "$pid" || true
 	sleep 0.5
-	b0=$(bytes_at "$prog" "$t0"); b1=$(bytes_at "$prog" "$t1"); b2=$(bytes_at "$prog" "$t2")
-	[ "$b2" -gt 0 ] || die "no progress lines from fscrub (see $LOG)"
+	# while the job read (from fio's own times), and after it had ended
+	b0=$(bytes_at "$prog" "$io0"); b1=$(bytes_at "$prog" "$io1")
+	bp=$(bytes_at "$prog" "$t1"); b2=$(bytes_at "$prog" "$t2")
+	# where the job ran, in the time of the -v lines ("s into the scan")
+	awk -v a="$io0" -v b="$io1" '$2 == 5 { printf "bench: the job read from %.1f s to %.1f s into the scan (from phase 5'"'"'s first progress line)\n", a - $1, b - $1; exit }' "$prog" >>"$LOG"
+	# (a slow fixed --limit may not have ended a read in the window)
+	[ -s "$prog" ] || die "no progress lines from fscrub (see $LOG)"
 	[ "$b2" -lt $((DATA_FILES << 30)) ] || die "the scan ended before the window did: more DATA_FILES"
-	echo "$res $(mbps $((b1 - b0)) "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')") $(mbps $((b2 - b1)) "$PAUSE_SECS")"
+	# the scan's average while fio read: the device's bytes read less fio's
+	# (the progress lines move a whole 8 MiB read at a time: at auto's
+	# floor, not once in the job's seconds)
+	read -r ds db < <(dev_span "$io0" "$io1")
+	echo "$res $(mbps $((b1 - b0)) "$(awk -v a="$io0" -v b="$io1" 'BEGIN { print b - a }')") $(mbps $((b2 - bp)) "$PAUSE_SECS") $(awk -v b=$((db - fio_bytes)) -v s="$ds" 'BEGIN { if (b < 0 || s <= 0) b = 0; printf "%.0f", (s > 0 ? b / s : 0) }')"
 }
 
 machine_line
 if [ "$DEVICE" = nullblk ]; then
-	echo "device: $DEV (null_blk, memory-backed, $(cat "$NULLB/size") MiB XFS, $DATA_FILES GiB of files; each request ${NULLB_LAT_US} us, ${NULLB_QD} at a time, at most ${NULLB_MAX_KB} KiB; scheduler $(sed 's/.*\[\(.*\)\].*/\1/' "/sys/block/${DEV#/dev/}/queue/scheduler"))"
+	echo "device: $DEV (null_blk, memory-backed, $(cat "$NULLB/size") MiB XFS, $DATA_FILES GiB of files; each request ${NULLB_LAT_US} us, ${NULLB_QD} at a time, at most ${NULLB_MAX_KB} KiB; scheduler $(sed 's/.*\[\(.*\)\].*/\1/' "/sys/block/${DEV#/dev/}/queue/scheduler"), nr_requests $(cat "/sys/block/${DEV#/dev/}/queue/nr_requests"))"
 	echo "PSI: $([ -r /proc/pressure/io ] && echo yes || echo "no (--limit auto watches the device's busy time)")"
 else
 	echo "device: $DEV ($IMG_SIZE XFS image, $DATA_FILES GiB of files, loop --direct-io=on), throttle ${THROTTLE} B/s (blkio v1 read_bps_device; 0 = none)"
@@ -208,24 +260,29 @@ echo "job: fio randread 4k O_DIRECT iodepth 1 psync, ${FIO_SECS} s; scan window:
 printf '%-5s %10s %10s %10s %10s %12s %12s\n' round alone_p99 full_p99 auto_p99 fixed_p99 auto_MBps fixed_rate
 A=(); F=(); U=(); X=(); UR=(); UP=(); FP=(); AI=(); FI=(); UI=(); XI=()
 for ((r = 1; r <= REPS; r++)); do
-	read -r a_p99 a_iops < <(fio_job "$FIO_SECS")
-	read -r f_p99 f_iops _ f_after < <(scan_with_job --limit none)
-	read -r u_p99 u_iops u_during u_after < <(scan_with_job --limit auto)
+	read -r a_p99 a_iops a_n a_slow _ < <(fio_job "$FIO_SECS")
+	thr=$(awk -v p="$a_p99" 'BEGIN { printf "%.0f", 1.2 * p }')
+	read -r f_p99 f_iops f_n f_slow _ f_after _ < <(scan_with_job "$thr" --limit none)
+	read -r u_p99 u_iops u_n u_slow u_during u_after u_bps < <(scan_with_job "$thr" --limit auto)
 	nb=$(sed -n 's/.*--limit auto: .* \([0-9]*\) back-offs.*/\1/p' "$LOG")
 	cp "$LOG" "$BENCH_DIR/auto-$r.log"
-	rate=$(awk -v m="$u_during" 'BEGIN { r = int(m * 1e6); print (r > 1048576 ? r : 1048576) }')
-	read -r x_p99 x_iops _ _ < <(scan_with_job --limit "$rate")
+	# the same average as auto's while the job ran, to the byte (--limit
+	# takes bytes/s; it reads whole 8 MiB reads, paid for before each)
+	rate=$((u_bps > 0 ? u_bps : 1))
+	read -r x_p99 x_iops x_n x_slow _ _ _ < <(scan_with_job "$thr" --limit "$rate")
 	printf '%-5s %8sus %8sus %8sus %8sus %5s/%-6s %10s\n' "$r" "$a_p99" "$f_p99" "$u_p99" "$x_p99" \
-		"$u_during" "$u_after" "$((rate / 1000000))M"
+		"$(awk -v b="$u_bps" 'BEGIN { printf "%.2f", b / 1e6 }')" "$u_after" "${rate}B/s"
 	echo "      fio IOPS alone $a_iops, full $f_iops, auto $u_iops, fixed $x_iops;" \
 		"full scan idle ${f_after} MB/s after the job; auto: ${nb:-?} back-offs"
+	echo "      reads over 1.2x alone's p99 (${thr} us): alone $a_slow of $a_n," \
+		"full $f_slow of $f_n, auto $u_slow of $u_n, fixed $x_slow of $x_n"
 	A+=("$a_p99"); F+=("$f_p99"); U+=("$u_p99"); X+=("$x_p99")
-	UR+=("$u_during"); UP+=("$u_after"); FP+=("$f_after")
+	UR+=("$(awk -v b="$u_bps" 'BEGIN { printf "%.2f", b / 1e6 }')"); UP+=("$u_after"); FP+=("$f_after")
 	AI+=("$a_iops"); FI+=("$f_iops"); UI+=("$u_iops"); XI+=("$x_iops")
 done
 ma=$(echo "${A[*]}" | median 0); mf=$(echo "${F[*]}" | median 0)
 mu=$(echo "${U[*]}" | median 0); mx=$(echo "${X[*]}" | median 0)
-mur=$(echo "${UR[*]}" | median 0); mup=$(echo "${UP[*]}" | median 0)
+mur=$(echo "${UR[*]}" | median 2); mup=$(echo "${UP[*]}" | median 0)
 mfp=$(echo "${FP[*]}" | median 0)
 echo
 echo "medians of $REPS rounds:"

@@ -86,9 +86,28 @@
  * own journal and metadata writes count as foreign too: p.foreign_ios is
  * above them.
  *
+ * The same counts tell another load's small requests without waiting:
+ * where the caller also gives the sectors the device completed, each of
+ * our requests but the last of a read fills p.min_size (the device's
+ * largest request), so the requests beyond what those sectors could fill
+ * -- less one for each read of ours that may have ended in a short one
+ * (its length not a multiple of p.min_size, or in flight) -- are surely
+ * another load's.  A job's 4 KiB reads
+ * show so in the interval they complete, at full speed too, where the
+ * residual above needs our requests in flight outnumbered first (six
+ * intervals beside 64 of ours).  A load of large requests shows in the
+ * residual only.
+ *
  * The floor is relative: p.floor_share of the best bandwidth measured
  * (any window, slow start included), never under p.floor: on a 20 MB/s
- * disk 1 MiB/s is 5 % of its time, on a 2 GB/s one 0.05 %.
+ * disk 1 MiB/s is 5 % of its time, on a 2 GB/s one 0.05 %.  Under
+ * another load's requests it is lower still (adaptive_load_floor): one
+ * read of p.min_size, one request, for every 1 / p.load_share of the
+ * other load's requests (a lower bound of their rate over the last
+ * intervals), never under p.floor nor above the floor above.  A job that
+ * waits for each read before the next (iodepth 1) then finds one of ours
+ * ahead of at most that share of its reads; its p99 is its slowest 1 %,
+ * and each read that waits behind ours can join them.
  */
 #ifndef FSCRUB_ADAPTIVE_H
 #define FSCRUB_ADAPTIVE_H
@@ -120,6 +139,8 @@ struct adaptive_params {
 	bool slow_start;	/* begin at one read of min_size (see above) */
 	double foreign_ios;	/* another load's requests per interval above
 				 * which the scan drops to the floor */
+	double load_share;	/* under another load, our requests at most this
+				 * share of its (see above); 0: no such floor */
 };
 
 /* The defaults: see adaptive.c for why each value. */
@@ -143,6 +164,12 @@ struct adaptive_sample {
 				 * (reads and writes, anyone's) */
 	uint64_t our_ios;	/* requests of our reads that completed in it */
 	uint64_t our_ios_inflight;	/* requests of our reads in flight at its end */
+	bool have_sectors;	/* the two below are valid (with have_dev) */
+	uint64_t dev_sectors;	/* 512-byte sectors the device completed in it */
+	uint64_t our_short;	/* requests of ours in it that may be short of
+				 * p.min_size: reads that ended in it with a length
+				 * not a multiple of it (or failed), and reads in
+				 * flight at its end */
 };
 
 enum adaptive_change {
@@ -184,7 +211,12 @@ struct adaptive {
 	unsigned nr_hist;
 	double last_dev_foreign;	/* another load's requests per interval, at
 					 * least (the last interval's evidence) */
+	uint64_t dev_ns;		/* intervals with device counts, summed */
+	uint64_t ns_hist[ADAPTIVE_DEV_WINDOW];	/* dev_ns beside each resid_hist */
+	double load_rate;		/* another load's requests per second, at
+					 * least (for adaptive_load_floor) */
 	unsigned long long downs, ups;
+	unsigned long long dev_downs;	/* downs for another load's requests */
 };
 
 void adaptive_init(struct adaptive *a, const struct adaptive_params *p);
@@ -198,6 +230,25 @@ bool adaptive_wants_probe(const struct adaptive *a);
 /* The rate never gone below now: p.floor_share of best_bw, at least p.floor
  * (at most p.max when there is one). */
 double adaptive_floor(const struct adaptive *a);
+/* The rate under another load's requests: p.load_share of a->load_rate
+ * requests of p.min_size a second, between p.floor and adaptive_floor(). */
+double adaptive_load_floor(const struct adaptive *a);
+
+/*
+ * The reads at full speed on a device that holds few requests at a time:
+ * no more of ours in flight than keep it busy.  Requests beyond what it
+ * holds (nr_requests: its tags, or its scheduler's) add no bandwidth, and
+ * a foreground job that arrives waits behind them until the scan has seen
+ * it and they have drained -- on a device of one tag, four reads of 16
+ * requests each ahead of its reads for a quarter of a second.  So at most
+ * 2 x nr_requests requests of req bytes (one set served while the other
+ * is refilled), in at most two reads (one ends while the other is
+ * served): *depth and *size (bytes per read, a multiple of req, at least
+ * req) lowered to that; unchanged where *depth x *size is less already,
+ * or nr_requests is 0 (not known).  Most disks hold 32 or more.
+ */
+void adaptive_fit_queue(unsigned long long nr_requests, uint64_t req, unsigned *depth,
+			uint64_t *size);
 
 /*
  * The "some" line's total= of /proc/pressure/io's text (NUL-terminated).
@@ -209,6 +260,11 @@ int adaptive_parse_psi(const char *text, uint64_t *total);
  * 5th fields of its /sys/dev/block/M:m/stat text).  0 and *ios, or -EINVAL.
  */
 int adaptive_parse_diskstat_ios(const char *text, uint64_t *ios);
+/*
+ * The same, and the sectors they moved (3rd and 7th fields).  0, *ios and
+ * *sectors, or -EINVAL.
+ */
+int adaptive_parse_diskstat_reqs(const char *text, uint64_t *ios, uint64_t *sectors);
 /*
  * The milliseconds a block device had requests in flight (io_ticks, the
  * 10th field) of its /sys/dev/block/M:m/stat text.  0 and *ms, or -EINVAL.

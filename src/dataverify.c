@@ -111,6 +111,26 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+/*
+ * One block of a bisection, through the rate limiter: --limit's bandwidth
+ * covers it, and --limit auto counts it as ours without taking its
+ * latency for the device's (ratelimit_note_aside).  -ECANCELED if a stop
+ * came while it waited.
+ */
+static ssize_t bisect_read(struct verify_file *vf, char *buf, uint64_t pos)
+{
+	ssize_t n;
+	int err;
+
+	if (!ratelimit_take(vf->args->limit, BAD_RANGE_STEP, should_stop, vf->t->ctx))
+		return -ECANCELED;
+	n = verify_pread(vf, buf, BAD_RANGE_STEP, pos);
+	err = errno;
+	ratelimit_note_aside(vf->args->limit, n > 0 ? (uint64_t)n : 0);
+	errno = err;		/* (the caller looks at it) */
+	return n;
+}
+
 /* A read of [off, off+len) failed: find and report the bad ranges in it. */
 static void bisect_failure(struct verify_file *vf, char *buf, uint64_t off, uint64_t len)
 {
@@ -119,8 +139,10 @@ static void bisect_failure(struct verify_file *vf, char *buf, uint64_t off, uint
 
 	for (uint64_t pos = off; pos < off + len && !scrub_should_stop(vf->t->ctx);
 	     pos += BAD_RANGE_STEP) {
-		ssize_t n = verify_pread(vf, buf, BAD_RANGE_STEP, pos);
+		ssize_t n = bisect_read(vf, buf, pos);
 
+		if (n == -ECANCELED)
+			break;
 		if (n >= 0 || !errno_is_corruption(errno)) {
 			if (bad_len)
 				report_bad_range(vf, bad_start, bad_len, bad_err);

@@ -15,6 +15,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "adaptive.h"
 #include "checkpoint.h"
 #include "checks.h"
 #include "context.h"
@@ -285,6 +286,26 @@ static void note_op_error(struct devread *dr, int err)
 }
 
 /*
+ * One block of a bisection, read through the rate limiter: --limit's
+ * bandwidth covers it, and --limit auto counts its request as ours (not
+ * another load's) without taking its latency for the device's.
+ * -ECANCELED if a stop came while it waited.
+ */
+static ssize_t bisect_read(struct devread *dr, char *buf, uint64_t pos)
+{
+	ssize_t n;
+
+	if (!ratelimit_take(&dr->limit, BAD_STEP, stop_requested, dr->ctx))
+		return -ECANCELED;
+	n = pread(dr->fd, buf, BAD_STEP, (off_t)pos);
+	int err = errno;
+
+	ratelimit_note_aside(&dr->limit, n > 0 ? (uint64_t)n : 0);
+	errno = err;		/* (the caller looks at it) */
+	return n;
+}
+
+/*
  * A read of r failed: read it again block by block to find the bad ones.
  * False if it stopped before the end (cancelled, or not a media error).
  */
@@ -301,7 +322,11 @@ static bool bisect(struct devread *dr, const struct io_range *r, char *buf)
 			whole = false;
 			break;
 		}
-		n = pread(dr->fd, buf, BAD_STEP, (off_t)pos);
+		n = bisect_read(dr, buf, pos);
+		if (n == -ECANCELED) {
+			whole = false;
+			break;
+		}
 		if (n < 0 && !errno_is_corruption(errno)) {
 			note_op_error(dr, errno);
 			whole = false;
@@ -435,12 +460,15 @@ int devverify_run(struct scrub_ctx *ctx, unsigned long long *bytes, const char *
 	dr.reads = reads;
 	checkpoint_dev_plan(ctx->checkpoint, reads, nr_reads);
 	unsigned depth = ctx->opt.background ? 1 : DEVREAD_DEPTH;
+	unsigned maj = ctx->root_stx.stx_dev_major, min = ctx->root_stx.stx_dev_minor;
+	uint64_t req = smallest_read(maj, min), auto_max = AUTO_MAX;
 
+	if (ctx->opt.limit_auto)	/* (a tag or two: fewer and smaller reads) */
+		adaptive_fit_queue(queue_limit(maj, min, "nr_requests"), req, &depth, &auto_max);
 	ratelimit_init(&dr.limit, ctx->opt.limit_rate, ctx->opt.limit_auto, depth, report_limit,
 		       ctx);
-	ratelimit_watch_device(&dr.limit, ctx->root_stx.stx_dev_major, ctx->root_stx.stx_dev_minor);
-	ratelimit_split_reads(&dr.limit, smallest_read(ctx->root_stx.stx_dev_major,
-						       ctx->root_stx.stx_dev_minor), AUTO_MAX);
+	ratelimit_watch_device(&dr.limit, maj, min);
+	ratelimit_split_reads(&dr.limit, req, auto_max);
 
 	struct io_job job = {
 		.fd = dr.fd, .ranges = reads, .nr_ranges = nr_reads, .depth = depth,

@@ -61,8 +61,11 @@ struct rl_auto {
 	char stat_path[64];		/* /sys/dev/block/M:m/stat (watch_device) */
 	bool have_dev;			/* its request counts are read (dev_at) */
 	uint64_t dev_at;		/* its completed requests at since_ns */
+	uint64_t sect_at;		/* ... and their sectors */
 	uint64_t req_bytes;		/* the device's largest request (split_reads) */
 	uint64_t our_ios;		/* requests of our reads completed this interval */
+	uint64_t short_reads;		/* reads ended this interval that may have been
+					 * short of req_bytes (see adaptive.h) */
 	uint64_t inflight_ios;		/* requests of our reads admitted, not done */
 	bool told_source;		/* -v said what is watched */
 	uint64_t psi_at;		/* the stall or busy total (us) at since_ns */
@@ -127,13 +130,14 @@ static bool read_stall(const struct rl_auto *au, uint64_t *us)
 	return false;
 }
 
-/* The device's completed requests (reads and writes); false if unreadable. */
-static bool read_dev_ios(const struct rl_auto *au, uint64_t *ios)
+/* The device's completed requests (reads and writes) and their sectors;
+ * false if unreadable. */
+static bool read_dev_ios(const struct rl_auto *au, uint64_t *ios, uint64_t *sectors)
 {
 	char buf[512];
 
 	return au->stat_path[0] && read_small(au->stat_path, buf, sizeof(buf)) &&
-	       adaptive_parse_diskstat_ios(buf, ios) == 0;
+	       adaptive_parse_diskstat_reqs(buf, ios, sectors) == 0;
 }
 
 /* The requests a read of bytes becomes on the device: pieces of its
@@ -194,10 +198,11 @@ static void report_change(struct rl_auto *au, enum adaptive_change c, double old
 	char line[256];
 
 	snprintf(line, sizeof(line), "--limit auto: %s %s -> %s%s; %u read%s in flight%s, "
-		 "of up to %llu KiB (%llu changes not shown)",
+		 "of up to %llu KiB (%llu changes not shown; %.1f s into the scan)",
 		 c == ADAPTIVE_DOWN ? "back-off" : "ramp-up", from, to, why, a->depth,
 		 a->depth == 1 ? "" : "s", a->starting ? " (slow start)" : "",
-		 (unsigned long long)a->size >> 10, au->unreported);
+		 (unsigned long long)a->size >> 10, au->unreported,
+		 (double)(now - au->start_ns) / 1e9);
 	au->report(au->report_arg, line);
 	au->reported_ns = now;
 	au->unreported = 0;
@@ -236,19 +241,23 @@ static void feed(struct ratelimit *rl, bool probe, uint64_t now)
 				     .bytes = au->bytes,
 				     .lat_ns = au->lat_ns, .probe = probe };
 	double old = au->ctl.rate;
-	uint64_t psi, ios;
+	uint64_t psi, ios, sect;
 
 	if (au->have_psi && read_stall(au, &psi) && psi >= au->psi_at) {
 		s.have_psi = true;
 		s.psi_stall_us = psi - au->psi_at;
 		au->psi_at = psi;
 	}
-	if (au->have_dev && read_dev_ios(au, &ios) && ios >= au->dev_at) {
-		s.have_dev = true;
+	if (au->have_dev && read_dev_ios(au, &ios, &sect) && ios >= au->dev_at &&
+	    sect >= au->sect_at) {
+		s.have_dev = s.have_sectors = true;
 		s.dev_ios = ios - au->dev_at;
+		s.dev_sectors = sect - au->sect_at;
 		s.our_ios = au->our_ios;
 		s.our_ios_inflight = au->inflight_ios;
+		s.our_short = au->short_reads + au->inflight;
 		au->dev_at = ios;
+		au->sect_at = sect;
 	}
 	if (!s.interval_ns)
 		s.interval_ns = 1;
@@ -261,7 +270,7 @@ static void feed(struct ratelimit *rl, bool probe, uint64_t now)
 
 	set_rate(rl, au->ctl.rate);
 	report_change(au, c, old, now);
-	au->bytes = au->lat_ns = au->reads = au->our_ios = 0;
+	au->bytes = au->lat_ns = au->reads = au->our_ios = au->short_reads = 0;
 	au->since_ns = now;
 }
 
@@ -336,7 +345,8 @@ void ratelimit_watch_device(struct ratelimit *rl, unsigned major, unsigned minor
 	snprintf(au->stat_path, sizeof(au->stat_path), "/sys/dev/block/%u:%u/stat", major, minor);
 	/* FSCRUB_DEBUG_NO_DEVREQS: without the request counts (for the tests
 	 * of the other signals, which a competing load would not reach). */
-	au->have_dev = !getenv("FSCRUB_DEBUG_NO_DEVREQS") && read_dev_ios(au, &au->dev_at);
+	au->have_dev = !getenv("FSCRUB_DEBUG_NO_DEVREQS") &&
+		       read_dev_ios(au, &au->dev_at, &au->sect_at);
 	if (au->src == RL_SRC_PSI)
 		return;
 	au->src = RL_SRC_DEVICE;
@@ -381,10 +391,11 @@ void ratelimit_destroy(struct ratelimit *rl)
 		char line[256];
 
 		snprintf(line, sizeof(line), "--limit auto: %llu bytes in %.1f s, average "
-			 "%.1f MiB/s; %llu back-offs, %llu ramp-ups, full speed %.1f MiB/s, "
-			 "floor %.2f MiB/s", (unsigned long long)au->total_bytes, secs,
+			 "%.1f MiB/s; %llu back-offs (%llu for another load's requests), "
+			 "%llu ramp-ups, full speed %.1f MiB/s, floor %.2f MiB/s",
+			 (unsigned long long)au->total_bytes, secs,
 			 secs > 0 ? (double)au->total_bytes / secs / (1 << 20) : 0,
-			 au->ctl.downs, au->ctl.ups, au->ctl.ceiling / (1 << 20),
+			 au->ctl.downs, au->ctl.dev_downs, au->ctl.ups, au->ctl.ceiling / (1 << 20),
 			 adaptive_floor(&au->ctl) / (1 << 20));
 		au->report(au->report_arg, line);
 	}
@@ -449,6 +460,31 @@ bool ratelimit_take(struct ratelimit *rl, uint64_t bytes, bool (*stop)(void *), 
 	return true;
 }
 
+/* A read admitted by ratelimit_take() ended: no longer in flight, its
+ * requests ours, one of them maybe short; under rl->lock. */
+static void read_ended(struct rl_auto *au, uint64_t bytes)
+{
+	if (!bytes || !au->req_bytes || bytes % au->req_bytes)
+		au->short_reads++;
+	count_inflight(au, now_ns());
+	if (au->inflight)
+		au->inflight--;
+	au->inflight_ios -= requests(au, bytes) < au->inflight_ios ? requests(au, bytes)
+								       : au->inflight_ios;
+	au->our_ios += requests(au, bytes);
+}
+
+void ratelimit_note_aside(struct ratelimit *rl, uint64_t bytes)
+{
+	struct rl_auto *au = rl ? rl->autorate : NULL;
+
+	if (!au)
+		return;
+	pthread_mutex_lock(&rl->lock);
+	read_ended(au, bytes);
+	pthread_mutex_unlock(&rl->lock);
+}
+
 void ratelimit_note(struct ratelimit *rl, uint64_t bytes, uint64_t lat_ns)
 {
 	struct rl_auto *au = rl ? rl->autorate : NULL;
@@ -456,12 +492,7 @@ void ratelimit_note(struct ratelimit *rl, uint64_t bytes, uint64_t lat_ns)
 	if (!au)
 		return;
 	pthread_mutex_lock(&rl->lock);
-	count_inflight(au, now_ns());
-	if (au->inflight)
-		au->inflight--;
-	au->inflight_ios -= requests(au, bytes) < au->inflight_ios ? requests(au, bytes)
-								       : au->inflight_ios;
-	au->our_ios += requests(au, bytes);
+	read_ended(au, bytes);
 	au->reads++;
 	au->bytes += bytes;
 	au->lat_ns += lat_ns;

@@ -16,8 +16,9 @@
  * read is admitted, and once every read admitted has been noted done the
  * pressure measured over RL_PROBE_NS is other tasks'
  * alone (without PSI, the device's busy time: ratelimit_watch_device).
- * Each interval also counts the device's completed requests against the
- * requests of our reads: another load's show without a probe.
+ * Each interval also counts the device's completed requests and their
+ * sectors against the requests of our reads: another load's show without
+ * a probe (adaptive.h).
  * The controller also sets how many reads may be in flight
  * (ratelimit_depth): one after a back-off, up to the reader's depth again
  * as it ramps up; and, for a user that can split its reads
@@ -63,11 +64,19 @@ bool ratelimit_take(struct ratelimit *rl, uint64_t bytes, bool (*stop)(void *), 
 /* A read admitted by ratelimit_take() is done: bytes read, its latency. */
 void ratelimit_note(struct ratelimit *rl, uint64_t bytes, uint64_t lat_ns);
 /*
+ * The same for a read outside the scan's own pattern (the 4 KiB re-reads
+ * that look for a media error's blocks): its requests are ours (not
+ * another load's) but its latency and bytes are not the scan's -- small
+ * reads take longer per byte, and would look like a slower device.
+ */
+void ratelimit_note_aside(struct ratelimit *rl, uint64_t bytes);
+/*
  * --limit auto: watch the block device major:minor (the one the reads go
  * to; its stat file counts what is issued to it, a partition's or a
  * loop or dm device's own): its completed requests less ours are another
  * load's (adaptive.h), with ratelimit_split_reads()'s min_len as the size
- * of our requests.  Without PSI its busy time also stands in for PSI --
+ * of our requests (and of the device's largest: requests the sectors it
+ * moved could not fill are another load's small ones).  Without PSI its busy time also stands in for PSI --
  * the share of each interval in which it had requests in flight, ours
  * told apart as PSI's stalls are.  No effect without --limit auto; call
  * before the first ratelimit_take().

@@ -461,6 +461,25 @@ def test_limit_auto_finds_the_same_media_error(image_factory, bad_media, reader)
                      auto.stdout), auto
 
 
+@pytest.mark.parametrize("reader", ["io_uring", "pread"])
+def test_limit_auto_rereads_are_not_another_load(image_factory, bad_media, reader):
+    """The 4 KiB re-reads that look for a media error's blocks are the
+    scan's own requests: they go through the rate limiter and --limit auto
+    counts them as ours.  Before, they bypassed it, and the device's
+    request counts took them for another load's: the scan dropped to its
+    floor on its own re-reads."""
+    img, layout = populated(image_factory, "xfs")
+    ext = layout["d/victim"][0]
+    m = bad_media(img, [(ext["physical"] + (256 << 10), 2 * BLOCK)])
+    env = {"io_uring": {}, "pread": {"FSCRUB_DEBUG_NO_URING": "1"}}[reader]
+    r = run_fscrub("-n", "-x", "-v", "--limit", "auto", m.mnt, env=env)
+    assert r.rc == 4 and len(r.errors) == 1, r
+    assert not re.search(r"--limit auto: back-off .*: another load's requests", r.stdout), r
+    got = re.search(r"--limit auto: \d+ bytes in [\d.]+ s, average [\d.]+ MiB/s; "
+                    r"\d+ back-offs \((\d+) for another load's requests\)", r.stdout)
+    assert got and got.group(1) == "0", r
+
+
 class DirectReader:
     """A competing load: dd reading *dev* 4 KiB at a time with O_DIRECT,
     over and over, in a process group of its own (stopped by stop())."""

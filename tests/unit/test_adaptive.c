@@ -615,18 +615,20 @@ static void test_parse_diskstat(void **state)
  * its last one has ended.  job: another load's requests in the interval.
  */
 #define DEV_REQ (64 << 10)
-static uint64_t dev_done, dev_reads_done;	/* our requests ended; reads */
+static uint64_t dev_pending;	/* our requests ended, of reads not ended yet */
+/* Give the sectors too (the size signal); the job's requests are JOB_REQ bytes. */
+static bool dev_sectors;
+static uint64_t job_req = 4096;
 
 static enum adaptive_change dev_step(struct adaptive *a, double lat_mult, uint64_t job)
 {
 	double rate = a->rate && a->rate < FULL / lat_mult ? a->rate : FULL / lat_mult;
 	uint64_t bytes = (uint64_t)(rate * TICK / 1e9), per_read = a->size / DEV_REQ;
-	uint64_t reqs = bytes / DEV_REQ + (bytes % DEV_REQ != 0), reads, ours;
+	uint64_t reqs = bytes / DEV_REQ + (bytes % DEV_REQ != 0), ours;
 
-	dev_done += reqs;
-	reads = dev_done / per_read;
-	ours = (reads - dev_reads_done) * per_read;
-	dev_reads_done = reads;
+	dev_pending += reqs;
+	ours = dev_pending / per_read * per_read;	/* (reads of the size now) */
+	dev_pending -= ours;
 
 	struct adaptive_sample s = {
 		.interval_ns = TICK, .bytes = ours * DEV_REQ, .reads = ours / per_read,
@@ -634,6 +636,9 @@ static enum adaptive_change dev_step(struct adaptive *a, double lat_mult, uint64
 		.have_psi = true, .psi_stall_us = TICK / 1000,	/* busy all along: blind */
 		.have_dev = true, .dev_ios = reqs + job, .our_ios = ours,
 		.our_ios_inflight = a->depth * per_read,
+		/* our reads are whole requests: only those in flight may be short */
+		.have_sectors = dev_sectors, .our_short = a->depth,
+		.dev_sectors = (reqs * DEV_REQ + job * job_req) / 512,
 	};
 	return adaptive_tick(a, &s);
 }
@@ -644,7 +649,9 @@ static void dev_params(struct adaptive_params *p)
 	p->max_depth = 4;
 	p->max_size = 1 << 20;
 	p->min_size = DEV_REQ;
-	dev_done = dev_reads_done = 0;
+	dev_pending = 0;
+	dev_sectors = false;
+	job_req = 4096;
 }
 
 /*
@@ -668,13 +675,15 @@ static void test_device_requests_at_full_speed(void **state)
 	assert_true(a.rate == 0);
 	for (i = 0; i < 6 && a.rate == 0; i++)
 		dev_step(&a, 1.4, 30);
-	assert_true(a.rate > 0 && a.rate == adaptive_floor(&a));
+	/* 120 requests a second of the job's: 0.3 of ours, under p.floor */
+	assert_true(a.rate > 0 && a.rate == adaptive_load_floor(&a));
+	assert_true(a.rate == adaptive_defaults.floor);
 	assert_int_equal(a.cause, ADAPTIVE_CAUSE_DEVICE);
 	assert_int_equal(a.depth, 1);
 	assert_true(a.size == DEV_REQ);
 	for (i = 0; i < 40; i++)	/* the job runs on: no ramp-up */
 		assert_int_not_equal(dev_step(&a, 1.4, 30), ADAPTIVE_UP);
-	assert_true(a.rate == adaptive_floor(&a));
+	assert_true(a.rate == adaptive_load_floor(&a));
 	for (i = 0; i < 12 && a.rate != 0; i++)	/* it stops */
 		dev_step(&a, 1, 0);
 	assert_true(a.rate == 0);
@@ -710,6 +719,153 @@ static void test_device_requests_absent(void **state)
 	for (int i = 0; i < 20; i++)
 		assert_int_equal(adaptive_tick(&a, &s), ADAPTIVE_HOLD);
 	assert_true(a.rate == 0);
+}
+
+/*
+ * With the sectors, a job of small requests that arrives at full speed is
+ * seen in the interval its requests complete: by the requests the sectors
+ * cannot fill.  Without them, the residual needs our 64 requests in flight
+ * outnumbered first.
+ */
+static void test_device_small_requests_at_once(void **state)
+{
+	struct adaptive_params p;
+	struct adaptive a;
+	int i;
+
+	(void)state;
+	for (int sectors = 0; sectors <= 1; sectors++) {
+		dev_params(&p);
+		dev_sectors = sectors;
+		adaptive_init(&a, &p);
+		for (i = 0; i < 40; i++)
+			assert_int_equal(dev_step(&a, 1, 0), ADAPTIVE_HOLD);
+		assert_int_equal(dev_step(&a, 1.4, 20), sectors ? ADAPTIVE_DOWN : ADAPTIVE_HOLD);
+		if (sectors) {
+			assert_int_equal(a.cause, ADAPTIVE_CAUSE_DEVICE);
+			assert_int_equal(a.depth, 1);
+			/* 20 x 15/16 of a request beyond the sectors, less 4 of ours */
+			assert_true(a.last_dev_foreign > 14.7 && a.last_dev_foreign < 14.8);
+		}
+	}
+	/* a load of whole requests is not seen by its size (the residual sees it) */
+	dev_params(&p);
+	dev_sectors = true;
+	job_req = DEV_REQ;
+	adaptive_init(&a, &p);
+	for (i = 0; i < 40; i++)
+		dev_step(&a, 1, 0);
+	assert_int_equal(dev_step(&a, 1.4, 20), ADAPTIVE_HOLD);
+}
+
+/*
+ * Our own short requests are no other load: reads whose last request is
+ * short (an extent's end) and the bisecting 4 KiB re-reads after a media
+ * error, counted as ours -- 200 of them in an interval, full speed or at
+ * the floor.
+ */
+static void test_our_short_requests_are_ours(void **state)
+{
+	struct adaptive_params p;
+	struct adaptive a;
+
+	(void)state;
+	dev_params(&p);
+	adaptive_init(&a, &p);
+	for (int i = 0; i < 60; i++) {
+		uint64_t rereads = i % 10 == 5 ? 200 : 0;
+		/* 8 reads of 1 MiB less 4 KiB: 16 requests each, the last short */
+		uint64_t reqs = 8 * 16 + rereads;
+		struct adaptive_sample s = {
+			.interval_ns = TICK, .reads = 8, .bytes = 8 * ((1 << 20) - 4096),
+			.lat_ns = 8 * ((1 << 20) - 4096) * 2,
+			.have_dev = true, .dev_ios = reqs, .our_ios = reqs,
+			.our_ios_inflight = a.depth * 16,
+			.have_sectors = true, .our_short = 8 + rereads + a.depth,
+			.dev_sectors = (8 * ((1 << 20) - 4096) + rereads * 4096) / 512,
+		};
+
+		assert_int_not_equal(adaptive_tick(&a, &s), ADAPTIVE_DOWN);
+	}
+	assert_int_equal(a.downs, 0);
+	assert_true(a.rate == 0);
+}
+
+/*
+ * Under another load the floor follows its request rate: one request of
+ * ours (64 KiB) for each 400 of its (load_share 0.25 %), never under
+ * p.floor nor above the relative floor (1 % of 400 MiB/s here).
+ */
+static double load_floor_after(uint64_t job)
+{
+	struct adaptive_params p;
+	struct adaptive a;
+
+	dev_params(&p);
+	dev_sectors = true;
+	adaptive_init(&a, &p);
+	for (int i = 0; i < 40; i++)
+		dev_step(&a, 1, 0);
+	for (int i = 0; i < 20; i++)
+		dev_step(&a, 1.4, job);
+	assert_int_equal(a.cause, ADAPTIVE_CAUSE_DEVICE);
+	assert_true(a.rate == adaptive_load_floor(&a));
+	assert_true(a.rate <= adaptive_floor(&a));
+	return a.rate;
+}
+
+static void test_load_floor_follows_the_load(void **state)
+{
+	/* its requests per second, times the share, times our request */
+	double per_s = 2000 / (TICK / 1e9), want = per_s * 0.0025 * DEV_REQ;
+
+	(void)state;
+	assert_true(load_floor_after(2000) > want * 0.99);	/* 1.25 MiB/s */
+	assert_true(load_floor_after(2000) < want * 1.01);
+	assert_true(load_floor_after(100) == adaptive_defaults.floor);	/* 64 KiB/s */
+	assert_true(load_floor_after(20000) > FULL / 100 * 0.99);	/* the cap */
+	assert_true(load_floor_after(20000) < FULL / 100 * 1.01);
+}
+
+/* The reads at full speed on a device of few tags: just enough in flight. */
+static void test_fit_queue(void **state)
+{
+	unsigned depth;
+	uint64_t size;
+
+	(void)state;
+	depth = 4, size = 1 << 20;		/* one tag (the test VM's null_blk) */
+	adaptive_fit_queue(1, 64 << 10, &depth, &size);
+	assert_int_equal(depth, 2);
+	assert_true(size == 64 << 10);
+	depth = 4, size = 1 << 20;		/* 8 tags: 1 MiB in two reads */
+	adaptive_fit_queue(8, 64 << 10, &depth, &size);
+	assert_int_equal(depth, 2);
+	assert_true(size == 512 << 10);
+	depth = 1, size = 1 << 20;		/* -b: one read, of two requests */
+	adaptive_fit_queue(1, 64 << 10, &depth, &size);
+	assert_int_equal(depth, 1);
+	assert_true(size == 128 << 10);
+	depth = 4, size = 1 << 20;		/* 128 tags (loop, most disks): as it was */
+	adaptive_fit_queue(128, 64 << 10, &depth, &size);
+	assert_int_equal(depth, 4);
+	assert_true(size == 1 << 20);
+	adaptive_fit_queue(0, 64 << 10, &depth, &size);	/* not known */
+	assert_int_equal(depth, 4);
+	assert_true(size == 1 << 20);
+}
+
+static void test_parse_diskstat_reqs(void **state)
+{
+	uint64_t ios = 0, sect = 0;
+
+	(void)state;
+	assert_int_equal(adaptive_parse_diskstat_reqs("    1620        0   138394      486       40"
+						      "        0      320        0        0      812\n",
+						      &ios, &sect), 0);
+	assert_true(ios == 1660 && sect == 138714);
+	assert_int_equal(adaptive_parse_diskstat_reqs("1 2 3 4 5 6\n", &ios, &sect), -22);
+	assert_true(ios == 1660 && sect == 138714);	/* not clobbered on failure */
 }
 
 static void test_parse_diskstat_ios(void **state)
@@ -758,6 +914,11 @@ int main(void)
 		cmocka_unit_test(test_device_requests_noise),
 		cmocka_unit_test(test_device_requests_absent),
 		cmocka_unit_test(test_parse_diskstat_ios),
+		cmocka_unit_test(test_device_small_requests_at_once),
+		cmocka_unit_test(test_our_short_requests_are_ours),
+		cmocka_unit_test(test_load_floor_follows_the_load),
+		cmocka_unit_test(test_parse_diskstat_reqs),
+		cmocka_unit_test(test_fit_queue),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
