@@ -461,6 +461,7 @@ def test_limit_auto_finds_the_same_media_error(image_factory, bad_media, reader)
                      auto.stdout), auto
 
 
+@pytest.mark.alone
 @pytest.mark.parametrize("reader", ["io_uring", "pread"])
 def test_limit_auto_rereads_are_not_another_load(image_factory, bad_media, reader):
     """The 4 KiB re-reads that look for a media error's blocks are the
