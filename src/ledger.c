@@ -292,6 +292,11 @@ static bool repeats_previous(const struct xlink_list *l, size_t i)
 	return false;
 }
 
+bool ledger_notes_all(const struct ledger *lg)
+{
+	return lg && lg->all_files;
+}
+
 bool ledger_hashes_files(const struct ledger *lg)
 {
 	return lg && lg->nr_files;

@@ -81,6 +81,8 @@ struct ledger_notes {
 int ledger_new(struct scrub_ctx *ctx, struct ledger **out);
 void ledger_free(struct ledger *lg);
 
+/* Phase 3: does ledger_note() keep every regular file (--record, --ledger)? */
+bool ledger_notes_all(const struct ledger *lg);
 /*
  * Phase 3: would ledger_note() keep this regular file (has_record: it has
  * a ledger xattr)?  Asked before a question that costs (is it checksummed
