@@ -20,6 +20,7 @@
 #include "crosslink.h"
 #include "relook.h"
 #include "report.h"
+#include "spacemap.h"
 #include "strbuf.h"
 #include "walk.h"
 
@@ -124,14 +125,6 @@ static void relook_pieces(struct relook *rl, struct relook_file *f, int fd,
 	}
 }
 
-/* The kernel's encoding of a dev_t in GETFSMAP records (new_encode_dev). */
-static uint32_t fsmap_devno(dev_t dev)
-{
-	unsigned maj = major(dev), min = minor(dev);
-
-	return (min & 0xff) | (maj << 8) | ((min & ~0xffU) << 12);
-}
-
 /* What GETFSMAP says owns the first byte of [off, off+len), into out. */
 static bool fsmap_owner(struct scrub_ctx *ctx, uint64_t off, uint64_t len, struct strbuf *out,
 			bool *is_metadata)
@@ -143,9 +136,9 @@ static bool fsmap_owner(struct scrub_ctx *ctx, uint64_t off, uint64_t len, struc
 	if (stat(ctx->source, &st) < 0)
 		goto out;
 	h->fmh_count = 1;
-	h->fmh_keys[0].fmr_device = fsmap_devno(st.st_rdev);
+	h->fmh_keys[0].fmr_device = spacemap_devno(st.st_rdev);
 	h->fmh_keys[0].fmr_physical = off;
-	h->fmh_keys[1].fmr_device = fsmap_devno(st.st_rdev);
+	h->fmh_keys[1].fmr_device = spacemap_devno(st.st_rdev);
 	h->fmh_keys[1].fmr_physical = off + len - 1;
 	h->fmh_keys[1].fmr_owner = ~0ULL;
 	h->fmh_keys[1].fmr_offset = ~0ULL;
