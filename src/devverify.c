@@ -729,9 +729,16 @@ static void early_end(struct devread *dr)
 static void early_live(struct scrub_ctx *ctx, struct devread *dr)
 {
 	pthread_mutex_lock(&dr->lock);
+	if (!dr->live)
+		atomic_fetch_add(&ctx->progress_base, atomic_load(&dr->bytes));
 	dr->live = true;
-	atomic_fetch_add(&ctx->progress_base, atomic_load(&dr->bytes));
 	pthread_mutex_unlock(&dr->lock);
+}
+
+void devverify_progress(struct scrub_ctx *ctx)
+{
+	if (ctx->devread)
+		early_live(ctx, ctx->devread);
 }
 
 void devverify_walk_done(struct scrub_ctx *ctx)

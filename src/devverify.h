@@ -72,6 +72,12 @@ int devverify_run(struct scrub_ctx *ctx, unsigned long long *bytes, const char *
 int devverify_start(struct scrub_ctx *ctx);
 /* The walk ended: the reads alongside it may take their full depth. */
 void devverify_walk_done(struct scrub_ctx *ctx);
+/*
+ * Phase 5 begins (phases.c, before its first progress line): what the
+ * reads alongside the walk did counts as done, as a resumed run's head
+ * start does (progress.h), and their reads count from now on.
+ */
+void devverify_progress(struct scrub_ctx *ctx);
 /* Wait for the reads alongside the walk to end (FSCRUB_DEBUG_OVERLAP_WAIT). */
 void devverify_wait(struct scrub_ctx *ctx);
 /* Stop the reads alongside the walk and free them; safe without (phases_release()). */

@@ -125,3 +125,18 @@ def test_ext4_group_tails_are_read_alongside(image_factory, bad_media):
     got = READ.search(r.stdout)
     assert got, r.stdout
     assert int(got.group(2)) == 0 and int(got.group(5)) >= int(got.group(3)), r.stdout
+
+
+def test_phase5_progress_counts_the_reads_done_alongside(image_factory, bad_media):
+    """-C: phase 5's first line counts what was read during phases 3 and 4
+    as done (progress.h, as a resumed run's head start), and its last says
+    DONE == TOTAL."""
+    img, _ = populated(image_factory, "xfs")
+    m = bad_media(img, [])
+    r = run_fscrub("-n", "-x", "-v", "-C", "1", m.mnt, env=WAIT)
+    assert r.rc == 0, r
+    early = int(READ.search(r.stdout).group(5))
+    five = [[int(x) for x in l.split()[1:3]] for l in r.stdout.splitlines()
+            if l.startswith("5 ")]
+    assert five and five[0][0] >= early > 0, (early, five)
+    assert five[-1][0] == five[-1][1], five
