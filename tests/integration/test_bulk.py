@@ -526,6 +526,7 @@ def test_data_scan_walk_takes_bulk_records(image_factory, fstype):
     fsimage.make_tree(mnt, deep=False)
     with open(os.path.join(mnt, "recorded"), "wb") as f:
         f.write(b"r" * 20000)
+    time.sleep(1.1)     # older than a second, or --record leaves the files for later
     r = run_fscrub("-x", "--record", mnt)
     assert r.rc == 0, r
     img.remount()
