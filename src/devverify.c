@@ -683,6 +683,9 @@ static const char *no_overlap(const struct scrub_ctx *ctx)
 		return "the checksum ledger hashes every file's bytes as they are read";
 	if (o->limit_auto)
 		return "--limit auto would take the walk's reads for another job's";
+	/* A scan told to go easy on the device does not add its reads to the walk's. */
+	if (o->limit_rate)
+		return "--limit keeps the data reads out of the walk's way";
 	return NULL;
 }
 
@@ -733,12 +736,6 @@ static void early_live(struct scrub_ctx *ctx, struct devread *dr)
 		atomic_fetch_add(&ctx->progress_base, atomic_load(&dr->bytes));
 	dr->live = true;
 	pthread_mutex_unlock(&dr->lock);
-}
-
-void devverify_progress(struct scrub_ctx *ctx)
-{
-	if (ctx->devread)
-		early_live(ctx, ctx->devread);
 }
 
 void devverify_walk_done(struct scrub_ctx *ctx)

@@ -33,7 +33,8 @@
  * --portion or --time-budget (the regions are chosen by the files' data),
  * --record, --ledger or --manifest (every file is hashed as it is read),
  * --rescan-errors and --since (some files only), --limit auto (its
- * controller would take the walk's reads for a foreground job's), where
+ * controller would take the walk's reads for a foreground job's) and
+ * --limit RATE (a scan told to go easy adds no reads to the walk's), where
  * the space map does not tell file data from metadata (XFS without the
  * rmapbt) and where the device reader is not used at all (below).  A file
  * with a checksum record that the walk meets stops the early pass: phase 5
@@ -72,12 +73,6 @@ int devverify_run(struct scrub_ctx *ctx, unsigned long long *bytes, const char *
 int devverify_start(struct scrub_ctx *ctx);
 /* The walk ended: the reads alongside it may take their full depth. */
 void devverify_walk_done(struct scrub_ctx *ctx);
-/*
- * Phase 5 begins (phases.c, before its first progress line): what the
- * reads alongside the walk did counts as done, as a resumed run's head
- * start does (progress.h), and their reads count from now on.
- */
-void devverify_progress(struct scrub_ctx *ctx);
 /* Wait for the reads alongside the walk to end (FSCRUB_DEBUG_OVERLAP_WAIT). */
 void devverify_wait(struct scrub_ctx *ctx);
 /* Stop the reads alongside the walk and free them; safe without (phases_release()). */

@@ -151,8 +151,6 @@ static int run_phases(struct scrub_ctx *ctx)
 		clock_now(&start);
 		report_verbose(ctx, "Phase %zu: %s.", i + 1, p->title);
 		checkpoint_phase(ctx, (int)i + 1);
-		if (i == 4)
-			devverify_progress(ctx);
 		if (i > 0)
 			progress_phase(ctx, (int)i + 1, p->title, phase_total(ctx, i),
 				       p->progress_unit);
