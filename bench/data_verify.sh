@@ -10,6 +10,9 @@
 #      of the same size, so each has ~FRAG_SIZE/4 KiB extents)
 #   b  the Debian kernel source tree (~80k files, ~1.2 GiB)
 #   c  NR_TINY (1 000 000) files of 100-2000 bytes in TINY_DIRS directories
+#   d  (a) and (c) on one filesystem, smaller: D_BIG_FILES x BIG_SIZE files
+#      and D_NR_TINY tiny files in D_TINY_DIRS directories (issue 22's
+#      whole-run target: -x overlaps its reads with the metadata scan)
 #
 # For each filesystem and data set: an image under $BENCH_DIR, attached with
 # `losetup --direct-io=on`, mkfs, mount, fill, sync, umount + mount.  Then
@@ -21,6 +24,8 @@
 #           RAW_THREADS (4) in flight, exactly the listed ranges
 #           (RAW_THREADS=u4: 4 in flight through io_uring)
 #   fscrub  fscrub -n -x -v -T MNT
+#   meta    fscrub -n -v -T MNT (META=1): the metadata scan alone; the
+#           whole-run target is run <= TARGET_RUN x max(meta, raw)
 #   tar     tar -C MNT -cf - . | cat >/dev/null
 #   find    find MNT -xdev -printf '%i %n\n' >/dev/null (FIND=1): the cold
 #           walk that stats every inode, which fscrub's whole run cannot
@@ -57,17 +62,23 @@ FSCRUB_ARGS=${FSCRUB_ARGS:-}
 TARGET_a=${TARGET_a:-0.9}
 TARGET_b=${TARGET_b:-0.7}
 TARGET_c=${TARGET_c:-0.7}
+TARGET_d=${TARGET_d:-0.7}
+TARGET_RUN=${TARGET_RUN:-1.25}
+META=${META:-1}
+D_BIG_FILES=${D_BIG_FILES:-2}
+D_NR_TINY=${D_NR_TINY:-200000}
+D_TINY_DIRS=${D_TINY_DIRS:-200}
 
 me=data_verify.sh
 BIN_NAME=dv-bin
 # shellcheck source=bench/lib.sh
 . "$top/bench/lib.sh"
 bench_setup
-for k in REPS NR_TINY TINY_DIRS BIG_FILES; do posint "$k"; done
-for k in KEEP TAR FIND; do flag01 "$k"; done
+for k in REPS NR_TINY TINY_DIRS BIG_FILES D_BIG_FILES D_NR_TINY D_TINY_DIRS; do posint "$k"; done
+for k in KEEP TAR FIND META; do flag01 "$k"; done
 [[ $RAW_THREADS =~ ^u?[1-9][0-9]*$ ]] || die "RAW_THREADS must be N (threads) or uN (io_uring depth), not '$RAW_THREADS'"
 for ds in $DATASETS; do
-	case $ds in a|b|c) ;; *) die "DATASETS: unknown data set '$ds' (a, b, c)";; esac
+	case $ds in a|b|c|d) ;; *) die "DATASETS: unknown data set '$ds' (a, b, c, d)";; esac
 	k=REPS_$ds
 	if [ -n "${!k:-}" ]; then posint "$k"; fi
 done
@@ -111,6 +122,7 @@ image_size() {	# DS: image size in MiB
 	b) echo 4096;;
 	# one 4 KiB block per file, inodes (512 B on XFS, 256 B on ext4), directories
 	c) echo $(( NR_TINY * 6144 / 1048576 + 1024 ));;
+	d) echo $(( D_BIG_FILES * BIG_BYTES * 5 / 4 / 1048576 + D_NR_TINY * 6144 / 1048576 + 1024 ));;
 	esac
 }
 mkfs_cmd() {	# FS DS DEV
@@ -118,8 +130,10 @@ mkfs_cmd() {	# FS DS DEV
 	xfs) echo "mkfs.xfs -f -q -m rmapbt=1 $3";;
 	# lazy_itable_init=0: inode tables zeroed by mkfs, not by ext4lazyinit
 	# during the timed runs; (c) needs more inodes than the default ratio
-	ext4) if [ "$2" = c ]; then
-		echo "mkfs.ext4 -F -q -E lazy_itable_init=0 -N $((NR_TINY + 65536)) $3"
+	ext4) if [ "$2" = c ] || [ "$2" = d ]; then
+		local n=$NR_TINY
+		[ "$2" = c ] || n=$D_NR_TINY
+		echo "mkfs.ext4 -F -q -E lazy_itable_init=0 -N $((n + 65536)) $3"
 	      else
 		echo "mkfs.ext4 -F -q -E lazy_itable_init=0 $3"
 	      fi;;
@@ -130,6 +144,7 @@ ds_desc() {
 	a) echo "$BIG_FILES x $BIG_SIZE + fragmented $FRAG_SIZE (+ its $FRAG_SIZE twin)";;
 	b) echo "kernel tree $(basename "${TARBALL:-?}")";;
 	c) echo "$NR_TINY tiny files (100-2000 B) in $TINY_DIRS dirs";;
+	d) echo "$D_BIG_FILES x $BIG_SIZE + $D_NR_TINY tiny files in $D_TINY_DIRS dirs";;
 	esac
 }
 populate() {	# DS MNT
@@ -144,6 +159,11 @@ populate() {	# DS MNT
 	b) tar -xJf "$TARBALL" -C "$2";;
 	c) mkdir "$2/tiny"
 	   "$BIN/mkdata" tiny "$2/tiny" "$NR_TINY" "$TINY_DIRS";;
+	d) mkdir "$2/tiny"
+	   "$BIN/mkdata" tiny "$2/tiny" "$D_NR_TINY" "$D_TINY_DIRS"
+	   for ((i = 0; i < D_BIG_FILES; i++)); do
+		"$BIN/mkdata" big "$2/big$i" "$BIG_BYTES"
+	   done;;
 	esac
 }
 
@@ -216,7 +236,7 @@ bench_one() {	# FS DS
 
 	k=REPS_$ds
 	reps=${!k:-$REPS}
-	local raw_t="" p5_t="" all_t="" tar_t="" find_t="" rss=0 ext=0 fdata="" engine="" rawb
+	local raw_t="" p5_t="" all_t="" tar_t="" find_t="" meta_t="" rss=0 ext=0 fdata="" engine="" rawb
 	local raw_r="" fs_r="" tar_r="" p5 line
 	readmib() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.0f", (b - a) / 2048 }'; }
 	sectors() { awk '{ print $3 }' "/sys/block/$blk/stat"; }
@@ -260,6 +280,18 @@ bench_one() {	# FS DS
 		p5_t+=" $p5"; all_t+=" $t1"; fs_r+=" $(readmib "$s0" "$s1")"
 		say "$fs/$ds: rep $r/$reps  fscrub  $(printf '%8.3f' "$t1") s  (phase 5 $p5 s, $(mbps "$data" "$p5") MB/s; whole run $(mbps "$data" "$t1") MB/s)  $(readmib "$s0" "$s1") MiB read, RSS $k KiB"
 
+		# the metadata scan alone: the whole run's other bound
+		if [ "$META" = 1 ]; then
+			drop_caches
+			rc=0
+			t0=$EPOCHREALTIME
+			"$FSCRUB" -n -v -T $FSCRUB_ARGS "$mnt" >"$LOGS/$fs-$ds.meta.$r.log" 2>&1 || rc=$?
+			t1=$(secs_since "$t0" 6)
+			[ "$rc" -eq 0 ] || { cat "$LOGS/$fs-$ds.meta.$r.log" >&2; die "$fs/$ds: fscrub -n exited $rc"; }
+			meta_t+=" $t1"
+			say "$fs/$ds: rep $r/$reps  meta    $(printf '%8.3f' "$t1") s"
+		fi
+
 		# tar
 		if [ "$TAR" = 1 ]; then
 			drop_caches
@@ -293,17 +325,27 @@ bench_one() {	# FS DS
 	v5=$(awk -v r="$r5" -v t="$target" 'BEGIN { print (r >= t) ? "met" : "NOT met" }')
 	vall=$(awk -v r="$rall" -v t="$target" 'BEGIN { print (r >= t) ? "met" : "NOT met" }')
 	[ "$v5" = met ] && [ "$vall" = met ] || FAILED_TARGET=1
+	local mmeta=- bound=- rbound=- vbound=""
+	if [ "$META" = 1 ]; then
+		mmeta=$(echo "$meta_t" | median 3)
+		bound=$(awk -v a="$mmeta" -v b="$mraw" 'BEGIN { printf "%.3f", (a > b ? a : b) }')
+		rbound=$(awk -v r="$mall" -v b="$bound" 'BEGIN { printf "%.2f", r / b }')
+		vbound=$(awk -v r="$rbound" -v t="$TARGET_RUN" 'BEGIN { print (r <= t) ? "met" : "NOT met" }')
+		[ "$vbound" = met ] || FAILED_TARGET=1
+		vbound="; whole run / max(meta $mmeta s, raw $(printf '%.3f' "$mraw") s) = $rbound, target <= $TARGET_RUN: $vbound"
+	fi
 	printf '%-5s %-3s %8s %14s %9s %9s %9s %7s %7s %9s %7s %8s %8s %9s %9s %10s\n' "$fs" "$ds" "$nfiles" "$data" \
 		"$(mbps "$data" "$mraw")" "$(mbps "$data" "$mp5")" "$(mbps "$data" "$mall")" "$r5" "$rall" \
 		"$([ "$TAR" = 1 ] && mbps "$data" "$mtar" || echo -)" "$rtar" "$mfind" "$rfind" \
 		"$((rss / 1024))" "$ext" "$perm" >>"$TABLE"
-	VERDICTS+=("$fs/$ds: fscrub/raw $r5 (phase 5), $rall (whole run); target >= $target: phase 5 $v5, whole run $vall$([ "$FIND" = 1 ] && echo "; a cold find alone takes $mfind s (raw/find $rfind)" || true)")
+	VERDICTS+=("$fs/$ds: fscrub/raw $r5 (phase 5), $rall (whole run); target >= $target: phase 5 $v5, whole run $vall$([ "$FIND" = 1 ] && echo "; a cold find alone takes $mfind s (raw/find $rfind)" || true)$vbound")
 	{
 		echo "== $fs/$ds: $(ds_desc "$ds"), $nfiles files, $data bytes of file data, $reps cold runs each =="
 		echo "raw (s):$raw_t    MiB read:$raw_r"
 		echo "fscrub (s):$all_t    phase 5 (s):$p5_t    MiB read:$fs_r    engine: $engine"
 		[ "$TAR" = 1 ] && echo "tar (s):$tar_t    MiB read:$tar_r"
 		[ "$FIND" = 1 ] && echo "find (s):$find_t"
+		[ "$META" = 1 ] && echo "meta, fscrub -n (s):$meta_t"
 		echo "-- fscrub -v -T, rep $reps --"
 		grep -E '^Phase [35]:' "$LOGS/$fs-$ds.fscrub.$reps.log" | sed "s|$BENCH_DIR|\$BENCH_DIR|g"
 		echo

@@ -70,6 +70,9 @@ struct checkpoint {
 	const struct io_range *reads;
 	size_t nr_reads, next;
 	bool *done;
+	bool partial;			/* the list is not the whole scan: no watermark */
+	uint64_t bound;			/* ... or one up to here (checkpoint_dev_bound()) */
+	unsigned long long unbound_bytes;	/* read by a partial list before its bound */
 	/* the per-file reader */
 	struct ino_key *old_files;	/* sorted */
 	size_t nr_old_files;
@@ -260,16 +263,19 @@ static void current_cursor(struct checkpoint *cp, uint64_t *w, struct cp_range *
 	*w = cp->watermark;
 	*ex = NULL;
 	*nex = 0;
-	if (cp->reads) {
+	if (cp->reads && !cp->partial) {
 		while (cp->next < cp->nr_reads && cp->done[cp->next])
 			cp->next++;
-		if (cp->next == cp->nr_reads)
-			*w = UINT64_MAX;
-		else if (cp->reads[cp->next].off > *w)
-			*w = cp->reads[cp->next].off;
+		uint64_t to = cp->next == cp->nr_reads ? UINT64_MAX : cp->reads[cp->next].off;
+
+		if (to > cp->bound)
+			to = cp->bound;
+		if (to > *w)
+			*w = to;
 	}
 	/* Merge the old extras and this run's later reads, both in device order. */
-	for (k = cp->reads ? cp->next + 1 : 0; i < cp->nr_extra || (cp->reads && k < cp->nr_reads);) {
+	k = cp->reads && !cp->partial ? cp->next + 1 : 0;
+	while (i < cp->nr_extra || (cp->reads && k < cp->nr_reads)) {
 		bool take_old = i < cp->nr_extra &&
 				(!cp->reads || k >= cp->nr_reads || cp->extra[i].off <= cp->reads[k].off);
 
@@ -325,19 +331,36 @@ void checkpoint_dev_begin(struct checkpoint *cp, bool ledger_judges)
 	cp->watermark = 0;
 	cp->nr_extra = 0;
 	cp->nr_bad = cp->nr_old_bad = 0;
-	cp->bytes = cp->bytes_before = 0;
+	cp->bytes = cp->bytes_before = cp->unbound_bytes = 0;
 	pthread_mutex_unlock(&cp->lock);
 }
 
-void checkpoint_dev_plan(struct checkpoint *cp, const struct io_range *reads, size_t n)
+void checkpoint_dev_plan(struct checkpoint *cp, const struct io_range *reads, size_t n,
+			 bool partial)
 {
 	if (!cp)
 		return;
 	pthread_mutex_lock(&cp->lock);
+	cp->partial = partial;
+	cp->bound = UINT64_MAX;
 	cp->reads = reads;
 	cp->nr_reads = n;
 	cp->next = 0;
 	cp->done = xcalloc(n + 1, sizeof(*cp->done));
+	pthread_mutex_unlock(&cp->lock);
+}
+
+void checkpoint_dev_bound(struct checkpoint *cp, uint64_t bound)
+{
+	if (!cp)
+		return;
+	pthread_mutex_lock(&cp->lock);
+	if (cp->reads && cp->partial) {
+		cp->partial = false;
+		cp->bound = bound;
+		cp->bytes += cp->unbound_bytes;
+	}
+	cp->unbound_bytes = 0;
 	pthread_mutex_unlock(&cp->lock);
 }
 
@@ -348,7 +371,10 @@ void checkpoint_dev_done(struct checkpoint *cp, size_t i)
 	pthread_mutex_lock(&cp->lock);
 	if (cp->reads && i < cp->nr_reads && !cp->done[i]) {
 		cp->done[i] = true;
-		cp->bytes += cp->reads[i].len;
+		if (cp->partial)
+			cp->unbound_bytes += cp->reads[i].len;
+		else
+			cp->bytes += cp->reads[i].len;
 	}
 	pthread_mutex_unlock(&cp->lock);
 }

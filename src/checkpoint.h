@@ -102,8 +102,23 @@ void checkpoint_dev_begin(struct checkpoint *cp, bool ledger_judges);
  * the verified stretch, or the start of the next one; UINT64_MAX: never).
  */
 bool checkpoint_dev_verified(const struct checkpoint *cp, uint64_t off, uint64_t *until);
-/* This run's read list (kept, not copied: valid until checkpoint_dev_end()). */
-void checkpoint_dev_plan(struct checkpoint *cp, const struct io_range *reads, size_t n);
+/*
+ * This run's read list (kept, not copied: valid until checkpoint_dev_end()).
+ * partial: the list is not all the scan reads (the pass that overlaps the
+ * walk reads the space map's ranges, and phase 5 what the walk mapped
+ * besides): its reads are kept as verified ranges, the watermark stays,
+ * and their bytes count as data verified only from checkpoint_dev_bound()
+ * on (before phase 5 they are not known to be file data: a run stopped
+ * in phase 3 or 4 resumes "at 0 %", and reads none of them again).
+ */
+void checkpoint_dev_plan(struct checkpoint *cp, const struct io_range *reads, size_t n,
+			 bool partial);
+/*
+ * The partial list being read is known now to hold everything the scan
+ * reads below bound (phase 5 has the walk's extents): from now on the
+ * watermark moves with it, up to bound.
+ */
+void checkpoint_dev_bound(struct checkpoint *cp, uint64_t bound);
 /* Read i of the list completed (media errors in it noted first). */
 void checkpoint_dev_done(struct checkpoint *cp, size_t i);
 /* A media error found (to be reported at the scan's end). */

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
+#include <time.h>
 
 #include "dircache.h"
 
@@ -31,6 +32,7 @@ struct state;
 struct ino_key;
 struct subvol_ino;
 struct checkpoint;
+struct devread;
 
 /* What a filesystem does not promise, so the checks that rely on it are off. */
 enum fs_quirks {
@@ -199,6 +201,9 @@ struct scrub_ctx {
 	struct inoset *reached;		/* phase 3: every inode the walk reached (walk.h) */
 	struct xlink_list *xlinks;	/* phase 3 -> 4 -> 5: data extents (crosslink.h) */
 	struct ledger *ledger;		/* phase 3 -> 5, -x: the checksum ledger (ledger.h) */
+	struct devread *devread;	/* phase 3 -> 5, -x: reads alongside the walk (devverify.h) */
+	struct timespec data_began;	/* ... their start, CLOCK_MONOTONIC; 0: none */
+	const char *no_overlap;		/* ... or why there are none (static) */
 
 	/* Totals, summed from the threads after each phase. */
 	struct scrub_stats stats;

@@ -394,6 +394,31 @@ static void check_xattrs(struct walk_thread *t, struct check_thread *ct,
 	xattrs_check_entry(t, &ct->xattrs, d, e, fd);
 }
 
+/*
+ * -x: a file whose bulk record shows attributes may carry a checksum
+ * record, which the ledger notes with the file's size and times as the
+ * VFS has them (a bulk record's size is the disk's): it is opened.
+ */
+static bool ledger_needs_open(const struct scrub_ctx *ctx, const struct walk_entry *e)
+{
+	return ctx->ledger && e->bulk && !bulk_no_xattrs(e);
+}
+
+/* Note a regular file for the ledger, as the VFS has it (vfs: its statx after the open). */
+static void note_for_ledger(struct scrub_ctx *ctx, struct check_thread *ct,
+			    const struct walk_entry *e, const struct statx *vfs)
+{
+	struct walk_entry now;
+
+	if (!e->bulk) {
+		ledger_note(ctx->ledger, &ct->ledger, e, ct->xattrs.ledger_named);
+		return;
+	}
+	now = *e;
+	now.stx = *vfs;
+	ledger_note(ctx->ledger, &ct->ledger, &now, ct->xattrs.ledger_named);
+}
+
 static void check_regular(struct walk_thread *t, struct check_thread *ct,
 			  struct walk_dir *d, const struct walk_entry *e, bool first)
 {
@@ -403,13 +428,13 @@ static void check_regular(struct walk_thread *t, struct check_thread *ct,
 	 * Its bulk record leaves no map to read: not opened, its attributes
 	 * (if it may have any) listed by path, as a symlink's are.
 	 */
-	if (bulk_no_blocks(e)) {
+	if (bulk_no_blocks(e) && !ledger_needs_open(ctx, e)) {
 		check_xattrs(t, ct, d, e, -1);
 		backend_check_inode(t, d, e, -1, NULL, false);
 		return;
 	}
 	/* Or its map from the backend's bulk records: not opened either. */
-	if (first && extents_check_bulk(t, &ct->extents, e)) {
+	if (first && !ledger_needs_open(ctx, e) && extents_check_bulk(t, &ct->extents, e)) {
 		check_xattrs(t, ct, d, e, -1);
 		backend_check_inode(t, d, e, -1, NULL, true);
 		return;
@@ -432,7 +457,7 @@ static void check_regular(struct walk_thread *t, struct check_thread *ct,
 		if (ctx->ops->data_checksummed && ctx->ops->data_checksummed(ctx, fd))
 			ledger_leave_to_fs(ctx->ledger);
 		else
-			ledger_note(ctx->ledger, &ct->ledger, e, ct->xattrs.ledger_named);
+			note_for_ledger(ctx, ct, e, &vfs);
 	}
 	backend_check_inode(t, d, e, fd, &vfs, false);
 	close(fd);

@@ -127,7 +127,7 @@ void json_report_finding(struct scrub_ctx *ctx, const struct finding *f)
 	json_object_put(o);
 }
 
-void json_report_phase(struct scrub_ctx *ctx, int number, const char *title,
+void json_report_phase(struct scrub_ctx *ctx, int number, const char *title, double began,
 		       double wall, double user, double sys, unsigned long long items,
 		       const char *unit)
 {
@@ -138,6 +138,7 @@ void json_report_phase(struct scrub_ctx *ctx, int number, const char *title,
 	o = json_object_new_object();
 	json_object_object_add(o, "number", json_object_new_int(number));
 	json_object_object_add(o, "title", json_object_new_string(title));
+	json_object_object_add(o, "began_seconds", json_object_new_double(began));
 	json_object_object_add(o, "wall_seconds", json_object_new_double(wall));
 	json_object_object_add(o, "user_seconds", json_object_new_double(user));
 	json_object_object_add(o, "system_seconds", json_object_new_double(sys));

@@ -23,8 +23,12 @@ struct finding;
 int json_report_open(struct scrub_ctx *ctx);
 /* Add a finding (called with the report lock held). */
 void json_report_finding(struct scrub_ctx *ctx, const struct finding *f);
-/* Record a finished phase. */
-void json_report_phase(struct scrub_ctx *ctx, int number, const char *title,
+/*
+ * Record a finished phase: began, seconds from the start of phase 1 to
+ * the start of its wall time (phase 5's reads may begin during phase 3:
+ * devverify.h), and its wall, user and system seconds.
+ */
+void json_report_phase(struct scrub_ctx *ctx, int number, const char *title, double began,
 		       double wall, double user, double sys, unsigned long long items,
 		       const char *unit);
 /* Write the rest and close.  Returns 0 or a positive errno (exit bit 8). */

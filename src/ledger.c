@@ -34,6 +34,7 @@
 struct ledger {
 	struct scrub_ctx *ctx;
 	bool all_files;			/* --record or --ledger: note every file */
+	atomic_bool noted;		/* ledger_note() kept a file */
 	pthread_mutex_t lock;		/* files[].hashed, sums */
 	struct ledger_file *files;	/* sorted by inode after ledger_prepare */
 	size_t nr_files, alloc_files;
@@ -177,6 +178,8 @@ void ledger_note(struct ledger *lg, struct ledger_notes *nt, const struct walk_e
 {
 	if (!lg || !(lg->all_files || has_record))
 		return;
+	if (!atomic_load_explicit(&lg->noted, memory_order_relaxed))
+		atomic_store(&lg->noted, true);
 	if (nt->n == nt->alloc) {
 		nt->alloc = nt->alloc ? nt->alloc * 2 : 256;
 		nt->v = xrealloc(nt->v, nt->alloc * sizeof(*nt->v));
@@ -290,6 +293,16 @@ static bool repeats_previous(const struct xlink_list *l, size_t i)
 		    xlink_len(&l->v[j]) == xlink_len(x))
 			return true;
 	return false;
+}
+
+bool ledger_notes_all(const struct ledger *lg)
+{
+	return lg && lg->all_files;
+}
+
+bool ledger_noted(struct ledger *lg)
+{
+	return lg && atomic_load_explicit(&lg->noted, memory_order_relaxed);
 }
 
 bool ledger_hashes_files(const struct ledger *lg)

@@ -81,6 +81,8 @@ struct ledger_notes {
 int ledger_new(struct scrub_ctx *ctx, struct ledger **out);
 void ledger_free(struct ledger *lg);
 
+/* Phase 3: does ledger_note() keep every regular file (--record, --ledger)? */
+bool ledger_notes_all(const struct ledger *lg);
 /*
  * Phase 3: would ledger_note() keep this regular file (has_record: it has
  * a ledger xattr)?  Asked before a question that costs (is it checksummed
@@ -96,6 +98,12 @@ void ledger_leave_to_fs(struct ledger *lg);
 void ledger_note(struct ledger *lg, struct ledger_notes *nt, const struct walk_entry *e,
 		 bool has_record);
 void ledger_merge(struct ledger *lg, struct ledger_notes *nt);
+/*
+ * Phase 3, any thread: has ledger_note() kept a file yet (phase 5 will
+ * hash)?  The device reads that overlap the walk hash nothing, so they
+ * stop at the first (devverify.h).
+ */
+bool ledger_noted(struct ledger *lg);
 
 /*
  * Phase 5, before reading: sort the notes, open the store.  Returns false

@@ -21,6 +21,7 @@
 #include "fsmap.h"
 #include "relook.h"
 #include "report.h"
+#include "spacemap.h"
 #include "strbuf.h"
 #include "walk.h"
 

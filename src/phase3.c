@@ -35,8 +35,11 @@
  * in-inode maps from its inode tables (ext4_bulk.c), btrfs from the
  * INODE_ITEMs, XATTR_ITEMs and EXTENT_DATA items of the directory's
  * subvolume tree (btrfs_bulk.c: bulk_inodes is handed the directory, whose
- * subvolume says which tree the numbers are of).  Left for later: the
- * ledger (it wants the VFS size).
+ * subvolume says which tree the numbers are of).  With -x the bulk
+ * records stay in use (they did not before issue 22's overlap: the ledger
+ * wants the VFS size), except with --record or --ledger, which note every
+ * file; a file whose record shows attributes, which may hold a checksum
+ * record, is opened and noted with its VFS statx.
  *
  * Reads: what phase 1 found.  Leaves for later phases (context.h,
  * "Products", released by phases_release()):
@@ -49,6 +52,9 @@
  *   - ctx->reached: every inode a name reached (the backends' orphan
  *     checks, in this phase's scan_inodes hook);
  *   - ctx->ledger: the files the checksum ledger will hash (phase 5);
+ *   - ctx->devread: with -x, the device reads started before the walk,
+ *     still running alongside it and phase 4 (devverify.h; phase 5 joins
+ *     them);
  *   - ctx->stats and ctx->changed_since_ns: the totals, and the time
  *     after which an inode counts as changed during the scan.
  */
@@ -62,6 +68,7 @@
 #include "checks.h"
 #include "context.h"
 #include "crosslink.h"
+#include "devverify.h"
 #include "inode_check.h"
 #include "ledger.h"
 #include "linktable.h"
@@ -92,8 +99,15 @@ int phase3_inodes(struct scrub_ctx *ctx, unsigned long long *items)
 	/* The walk notes the files the checksum ledger will hash in phase 5. */
 	if (!ctx->ops->scan_data && ledger_new(ctx, &ctx->ledger) < 0)
 		return EXIT_USAGE;
+	/* -x: the device reads begin now, alongside this phase and the next (devverify.h). */
+	if (ctx->opt.verify_data)
+		devverify_start(ctx);
 	name_check_setup(ctx);
 	ret = walk_tree(ctx, &inode_check_visitor, NULL, &stats, items);
+	devverify_walk_done(ctx);
+	/* Test knob: the reads end inside phase 3, whatever the machine's speed. */
+	if (getenv("FSCRUB_DEBUG_OVERLAP_WAIT"))
+		devverify_wait(ctx);
 
 	ctx->stats = stats;
 	name_check_label(ctx, ctx->mnt_fd);

@@ -14,6 +14,7 @@
 #include "checkpoint.h"
 #include "context.h"
 #include "crosslink.h"
+#include "devverify.h"
 #include "dircache.h"
 #include "history.h"
 #include "inoset.h"
@@ -71,27 +72,38 @@ static double tv_sec(const struct timeval *a, const struct timeval *b)
 	return (double)(b->tv_sec - a->tv_sec) + (double)(b->tv_usec - a->tv_usec) / 1e6;
 }
 
-/* -T and the JSON report's "phases". */
+static double ts_sec(const struct timespec *a, const struct timespec *b)
+{
+	return (double)(b->tv_sec - a->tv_sec) + (double)(b->tv_nsec - a->tv_nsec) / 1e9;
+}
+
+/*
+ * -T and the JSON report's "phases".  run: when phase 1 began; began: when
+ * this phase's wall time begins -- its start, or for phase 5 the start of
+ * its reads alongside phases 3 and 4 (devverify.h), whose CPU time is in
+ * theirs: a's CPU figures are from the phase's own start.
+ */
 static void account_phase(struct scrub_ctx *ctx, int n, const struct phase *p,
+			  const struct timespec *run, const struct timespec *began,
 			  const struct phase_clock *a, const struct phase_clock *b,
 			  unsigned long long items)
 {
-	double wall = (double)(b->wall.tv_sec - a->wall.tv_sec) +
-		      (double)(b->wall.tv_nsec - a->wall.tv_nsec) / 1e9;
+	double wall = ts_sec(began, &b->wall);
 	double user = tv_sec(&a->ru.ru_utime, &b->ru.ru_utime);
 	double sys = tv_sec(&a->ru.ru_stime, &b->ru.ru_stime);
+	const char *early = began != &a->wall ? " (from its first reads, during phase 3)" : "";
 
-	json_report_phase(ctx, n, p->title, wall, user, sys, items, p->unit);
+	json_report_phase(ctx, n, p->title, ts_sec(run, began), wall, user, sys, items, p->unit);
 	history_phase(ctx, n, p->title, wall, user, sys, items);
 	if (!ctx->opt.timing)
 		return;
 	if (p->unit[0])
-		report_text(ctx, "Phase %d: wall %.3fs, user %.3fs, system %.3fs, peak RSS "
-			    "%.1f MiB, %llu %s", n, wall, user, sys,
+		report_text(ctx, "Phase %d: wall %.3fs%s, user %.3fs, system %.3fs, peak RSS "
+			    "%.1f MiB, %llu %s", n, wall, early, user, sys,
 			    (double)b->ru.ru_maxrss / 1024.0, items, p->unit);
 	else
-		report_text(ctx, "Phase %d: wall %.3fs, user %.3fs, system %.3fs, peak RSS "
-			    "%.1f MiB", n, wall, user, sys, (double)b->ru.ru_maxrss / 1024.0);
+		report_text(ctx, "Phase %d: wall %.3fs%s, user %.3fs, system %.3fs, peak RSS "
+			    "%.1f MiB", n, wall, early, user, sys, (double)b->ru.ru_maxrss / 1024.0);
 }
 
 /* What a phase will count to, from statfs now: inodes or bytes in use. */
@@ -123,6 +135,9 @@ static bool unmounted_meanwhile(struct scrub_ctx *ctx)
 
 static int run_phases(struct scrub_ctx *ctx)
 {
+	struct timespec run;
+
+	clock_gettime(CLOCK_MONOTONIC, &run);
 	for (size_t i = 0; i < sizeof(phases) / sizeof(phases[0]); i++) {
 		const struct phase *p = &phases[i];
 		struct phase_clock start, end;
@@ -150,7 +165,9 @@ static int run_phases(struct scrub_ctx *ctx)
 		if (i == 0)
 			history_begin(ctx);
 		clock_now(&end);
-		account_phase(ctx, (int)i + 1, p, &start, &end, items);
+		account_phase(ctx, (int)i + 1, p, &run,
+			      i == 4 && ctx->data_began.tv_sec ? &ctx->data_began : &start.wall,
+			      &start, &end, items);
 	}
 	return 0;
 }
@@ -188,6 +205,7 @@ void phases_release(struct scrub_ctx *ctx)
 		free(ctx->xlinks);
 		ctx->xlinks = NULL;
 	}
+	devverify_release(ctx);
 	ledger_free(ctx->ledger);
 	ctx->ledger = NULL;
 	/* ctx->ops stays: the reports name the backend and its repair tool. */

@@ -20,6 +20,7 @@
 #include "report.h"
 #include "strbuf.h"
 #include "inoset.h"
+#include "ledger.h"
 #include "progress.h"
 #include "workqueue.h"
 
@@ -486,10 +487,13 @@ int walk_tree(struct scrub_ctx *ctx, const struct walk_visitor *v, void *arg,
 	}
 	inoset_test_and_set(ws.seen, stx_devno(&ctx->root_stx), ctx->root_stx.stx_ino);
 	/*
-	 * Not with the checksum ledger: it notes each file's size and mtime
-	 * as the VFS has them (a bulk record's size is the one on disk).
+	 * Not when the checksum ledger notes every file (--record, --ledger):
+	 * it notes each file's size and mtime as the VFS has them (a bulk
+	 * record's size is the one on disk).  Otherwise it notes only files
+	 * with a record, in an attribute: inode_check.c opens every file
+	 * whose bulk record shows attributes.
 	 */
-	ws.use_bulk = v->bulk && ctx->ops->bulk_inodes && !ctx->ledger &&
+	ws.use_bulk = v->bulk && ctx->ops->bulk_inodes && !ledger_notes_all(ctx->ledger) &&
 		      !getenv("FSCRUB_DEBUG_NO_BULK");
 	ws.after_bulk = getenv("FSCRUB_DEBUG_AFTER_BULK");
 	ws.threads = xcalloc(n, sizeof(*ws.threads));

@@ -238,6 +238,15 @@ struct scrub_ops {
 	 * backend_native(), even under -t generic.
 	 */
 	const char *(*fsmap_owner_name)(uint64_t owner);
+	/*
+	 * Phase 3, main thread, before the walk (-x): call fn(arg, off, len)
+	 * for each device range, in bytes, that GETFSMAP calls in use by no
+	 * known owner but that holds no file data, so that the device reads
+	 * alongside the walk leave it out (devverify.h, spacemap.h): ext4's
+	 * internal journal.  NULL: none.
+	 */
+	void (*space_not_data)(struct scrub_ctx *ctx,
+			       void (*fn)(void *arg, uint64_t off, uint64_t len), void *arg);
 	/* Phase 5: verify file data; NULL uses the core's readers. */
 	int (*scan_data)(struct scrub_ctx *ctx);
 	/* Phase 6: summary counters. */

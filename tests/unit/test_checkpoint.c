@@ -152,7 +152,7 @@ static void stopped_run(void)
 	ctx_open(&ctx, false);
 	checkpoint_phase(&ctx, 5);
 	checkpoint_dev_begin(ctx.checkpoint, false);
-	checkpoint_dev_plan(ctx.checkpoint, reads, 5);
+	checkpoint_dev_plan(ctx.checkpoint, reads, 5, false);
 	checkpoint_dev_bad(ctx.checkpoint, 9 * MIB, 4096, 5);		/* in read 1 */
 	checkpoint_dev_bad(ctx.checkpoint, 33 * MIB, 4096, 5);	/* in read 2 */
 	checkpoint_dev_done(ctx.checkpoint, 0);

@@ -720,6 +720,18 @@ static const char *ext4_fsmap_owner_name(uint64_t owner)
 	       code == 2 ? "the journal" : code == 5 ? "an inode table" : NULL;
 }
 
+/* GETFSMAP calls the internal journal's blocks "unknown": they are no file's data. */
+static void ext4_space_not_data(struct scrub_ctx *ctx,
+				void (*fn)(void *arg, uint64_t off, uint64_t len), void *arg)
+{
+	struct ext4_state *st = ext4_state(ctx);
+	uint64_t bs = st->fs->blocksize;
+
+	ext4_journal_map(ctx, false);
+	for (size_t i = 0; i < st->nr_jruns; i++)
+		fn(arg, st->jruns[i].start * bs, st->jruns[i].len * bs);
+}
+
 const struct scrub_ops ext4_ops = {
 	.name = "ext4",
 	.repair_tool = "fsck",
@@ -733,6 +745,7 @@ const struct scrub_ops ext4_ops = {
 	.bulk_extents = ext4_bulk_extents,
 	.check_inode = ext4_check_inode,
 	.fsmap_owner_name = ext4_fsmap_owner_name,
+	.space_not_data = ext4_space_not_data,
 	.summary = ext4_summary,
 	.cleanup = ext4_cleanup,
 };
