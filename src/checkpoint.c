@@ -409,10 +409,10 @@ void checkpoint_dev_end(struct checkpoint *cp)
 		cp->watermark = w;
 		cp->extra = ex;
 		cp->nr_extra = nex;
-		free(cp->done);
-		cp->done = NULL;
 		cp->reads = NULL;
 	}
+	free(cp->done);		/* (allocated for an empty plan too) */
+	cp->done = NULL;
 	pthread_mutex_unlock(&cp->lock);
 }
 

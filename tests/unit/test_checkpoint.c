@@ -214,6 +214,26 @@ static void test_cursor_dropped_for_the_ledger(void **unused)
 	scrub_ctx_release(&ctx);
 }
 
+/*
+ * An early read list with nothing in it (only unwritten extents, say):
+ * the plan's per-read flags were not freed at its end (a leak that the
+ * sanitizer pass of test_limits' 100 000-extent file found).
+ */
+static void test_empty_plan(void **unused)
+{
+	struct scrub_ctx ctx;
+
+	(void)unused;
+	ctx_open(&ctx, false);
+	checkpoint_phase(&ctx, 5);
+	checkpoint_dev_plan(ctx.checkpoint, NULL, 0, true);
+	checkpoint_dev_end(ctx.checkpoint);
+	checkpoint_dev_plan(ctx.checkpoint, reads, 5, false);
+	checkpoint_dev_done(ctx.checkpoint, 0);
+	checkpoint_dev_end(ctx.checkpoint);
+	scrub_ctx_release(&ctx);
+}
+
 static void test_stale(void **unused)
 {
 	struct scrub_ctx ctx;
@@ -266,6 +286,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_cursor_dropped_for_the_ledger, dir_setup,
 						dir_teardown),
 		cmocka_unit_test_setup_teardown(test_stale, dir_setup, dir_teardown),
+		cmocka_unit_test_setup_teardown(test_empty_plan, dir_setup, dir_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
