@@ -119,12 +119,17 @@ def btrfs_factory(workdir):
 
 def write_one_extent(path, size=MiB):
     """Write size random (incompressible) bytes to path, which must then
-    have one plain extent; returns its btrfs logical address."""
-    with open(path, "r+b" if os.path.exists(path) else "wb") as f:
-        f.write(os.urandom(size))
-        f.flush()
-        os.fsync(f.fileno())
-    ext = fsimage.fiemap(path)
+    have one plain extent; returns its btrfs logical address.  A sync by
+    someone else (a test beside this one) while the bytes are written
+    splits them in several extents: then the file is written again."""
+    for _ in range(5):
+        with open(path, "r+b" if os.path.exists(path) else "wb") as f:
+            f.write(os.urandom(size))
+            f.flush()
+            os.fsync(f.fileno())
+        ext = fsimage.fiemap(path)
+        if len(ext) == 1:
+            break
     assert len(ext) == 1 and ext[0]["length"] >= size, ext
     return ext[0]["physical"]
 
