@@ -87,6 +87,13 @@ enum fs_quirks {
 	 * and times are (walk_open_file()).
 	 */
 	QUIRK_INO_UNSTABLE	= (1 << 6),
+	/*
+	 * Attribute names and values come from a daemon (FUSE): squashfuse
+	 * 0.1.105 lists an attribute whose value is empty, then getxattr
+	 * gives ENODATA.  Not evidence of damage on the disk: xattr.missing
+	 * is a warning.
+	 */
+	QUIRK_XATTR_ANY		= (1 << 7),
 };
 
 struct scrub_options {

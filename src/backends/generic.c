@@ -108,12 +108,14 @@ static int generic_scan_fs(struct scrub_ctx *ctx)
 			       "info (nlink.count)");
 	}
 	if (is_fuse(t)) {
-		ctx->quirks |= QUIRK_INO_MAYBE_PER_NAME | QUIRK_STATFS_ANY | QUIRK_INO_UNSTABLE;
+		ctx->quirks |= QUIRK_INO_MAYBE_PER_NAME | QUIRK_STATFS_ANY | QUIRK_INO_UNSTABLE |
+			       QUIRK_XATTR_ANY;
 		report_verbose(ctx, "Phase 1: %s inode numbers and statfs counters come from "
 			       "a daemon: link counts are checked only if inode numbers are "
 			       "seen to be shared by hard links; statfs.counters is an info; a "
 			       "directory or file met again under another number is the same if "
-			       "its type and times are", t);
+			       "its type and times are; an attribute listed but not found is a "
+			       "warning", t);
 	}
 
 	if (!strcmp(t, "overlay")) {
