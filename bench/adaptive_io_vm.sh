@@ -7,12 +7,12 @@
 # The guest chroots into the host's root (read-only, under a RAM overlay),
 # so fio, mkfs.xfs and python3 are the host's, and fscrub is this tree's
 # build/fscrub.  Its report goes to stdout and, with the -v logs of the
-# --limit auto runs (auto-N.log) and of the last scan (last-fscrub.log,
+# --limit auto and fixed runs (auto-N.log, fixed-N.log) and of the last scan (last-fscrub.log,
 # the one that failed if one did), to OUT_DIR
 # (/var/tmp/fscrub-bench-adaptive-vm).
 #
 # Under TCG (no KVM) the guest's CPU is slow and the guest costs a host
-# core or two for the whole run (REPS 3: about 4 minutes): run it when
+# core or two for the whole run (REPS 3: about 8 minutes): run it when
 # the controller changed, not on every build.
 #
 #   VMRUN     the harness (default: ../shared/vm/vmrun beside the checkout,
@@ -57,7 +57,9 @@ echo "host: $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); g
 	--env "OUT_DIR=$OUT_DIR" -- bash -c '
 	[ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd	# bash: <(...) (a bare devtmpfs)
 	bench/adaptive_io.sh; rc=$?
-	cp /var/tmp/fscrub-bench-adaptive/auto-*.log "$OUT_DIR/" 2>/dev/null
+	cp /var/tmp/fscrub-bench-adaptive/auto-*.log /var/tmp/fscrub-bench-adaptive/fixed-*.log "$OUT_DIR/" 2>/dev/null
 	cp /var/tmp/fscrub-bench-adaptive/fscrub.log "$OUT_DIR/last-fscrub.log" 2>/dev/null
 	exit $rc' | tee "$OUT_DIR/report.txt"
-exit "${PIPESTATUS[0]}"
+rc=${PIPESTATUS[0]}
+echo "host load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT_DIR/report.txt"
+exit "$rc"

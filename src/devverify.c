@@ -59,6 +59,7 @@ struct devread {
 	atomic_ullong bytes;
 	const struct io_range *reads;	/* the read list, for the checkpoint */
 	unsigned depth;			/* reads in flight, at most */
+	uint64_t fixed_read;		/* FSCRUB_DEBUG_FIXED_READ: a fixed --limit's reads, or 0 */
 	const char *engine;		/* the engine of the last ioengine_run() */
 	/* The overlap (devverify_start()): the pass alongside phases 3 and 4. */
 	bool early;			/* this pass reads the space map's ranges */
@@ -245,6 +246,8 @@ static uint64_t size_now(void *arg)
 	struct devread *dr = arg;
 	uint64_t size = ratelimit_size(&dr->limit);
 
+	if (!size)
+		size = dr->fixed_read;
 	if (dr->early && !atomic_load_explicit(&dr->walking_done, memory_order_relaxed) &&
 	    (!size || size > WALK_READ))
 		return WALK_READ;
@@ -517,6 +520,28 @@ static int open_device(const struct scrub_ctx *ctx, const char **why)
 	return fd;
 }
 
+/*
+ * FSCRUB_DEBUG_FIXED_READ=BYTES: a fixed --limit reads at most BYTES at a
+ * time (a multiple of BAD_STEP, at least one).  The token bucket takes a
+ * whole read's bytes before it starts, so at 0.1 MB/s a DEVREAD_MAX read
+ * waits 80 s: bench/adaptive_io.sh's fixed rate at --limit auto's average
+ * reads 64 KiB at a time to read at all in its seconds.  0 if unset.
+ */
+static uint64_t fixed_read_size(const struct scrub_ctx *ctx)
+{
+	const char *knob = getenv("FSCRUB_DEBUG_FIXED_READ");
+	unsigned long long v;
+	char *end;
+
+	if (!knob || !*knob || ctx->opt.limit_auto || !ctx->opt.limit_rate)
+		return 0;
+	errno = 0;
+	v = strtoull(knob, &end, 10);
+	if (errno || *end || v < BAD_STEP)
+		return BAD_STEP;
+	return v > DEVREAD_MAX ? DEVREAD_MAX : round_down(v, BAD_STEP);
+}
+
 /* Set dr up to read the device open on fd: the lock, the rate limit. */
 static void devread_init(struct scrub_ctx *ctx, struct devread *dr, int fd)
 {
@@ -533,6 +558,7 @@ static void devread_init(struct scrub_ctx *ctx, struct devread *dr, int fd)
 		       report_limit, ctx);
 	ratelimit_watch_device(&dr->limit, maj, min);
 	ratelimit_split_reads(&dr->limit, req, auto_max);
+	dr->fixed_read = fixed_read_size(ctx);
 }
 
 static void devread_release(struct devread *dr)

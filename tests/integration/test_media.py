@@ -11,6 +11,7 @@ only reads that fail are those of the ranges a test names.
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -18,7 +19,7 @@ import time
 
 import pytest
 
-from conftest import FSCRUB, run_fscrub, need_root
+from conftest import FSCRUB, check_sanitizers, run_fscrub, need_root
 import fsimage
 
 EIOFS = os.environ.get("FSCRUB_EIOFS", os.path.join(os.path.dirname(FSCRUB), "eiofs"))
@@ -440,6 +441,50 @@ def test_limit_caps_the_read_rate(image_factory):
     assert r.rc == 0, r
     # 48 MiB at 16 MiB/s, less the bucket's 0.1 s burst: at least 2.5 s.
     assert took >= 2.5, (took, r)
+
+
+def _sectors_read(dev):
+    with open("/sys/block/%s/stat" % os.path.basename(dev)) as f:
+        return int(f.read().split()[2])
+
+
+@pytest.mark.parametrize("knob", [None, "65536"])
+def test_debug_fixed_read_size(image_factory, knob):
+    """FSCRUB_DEBUG_FIXED_READ (bench/adaptive_io.sh's fixed --limit at
+    --limit auto's average): a fixed --limit reads that many bytes at a
+    time.  The token bucket takes a read's bytes before it starts: at
+    128 KiB/s the 8 MiB file's one read waits a minute, so the device
+    reads nothing in phase 5's first 3 s without the knob; in 64 KiB
+    reads, one every 0.5 s.  (The -v and -C counts move at a read's end:
+    the device's own count of sectors read is what shows.)"""
+    img = image_factory("xfs", size_mb=320).mkfs()
+    mnt = img.mount()
+    write(os.path.join(mnt, "f"), 8 << 20, 5)
+    time.sleep(1.1)
+    env = dict(os.environ)
+    if knob:
+        env["FSCRUB_DEBUG_FIXED_READ"] = knob
+    rfd, wfd = os.pipe()
+    p = subprocess.Popen([FSCRUB, "-n", "-x", "--limit", "128K", "-C", str(wfd), mnt],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         pass_fds=(wfd,), env=env)
+    os.close(wfd)
+    read = None
+    with os.fdopen(rfd) as progress:
+        for line in progress:
+            if line.split()[0] == "5":     # phase 5 began: its reads from here
+                s0 = _sectors_read(img.dev)
+                time.sleep(3)
+                read = (_sectors_read(img.dev) - s0) * 512
+                p.send_signal(signal.SIGTERM)
+                break
+        out, err = p.communicate(timeout=60)
+    check_sanitizers(err)
+    assert read is not None, (p.returncode, out, err)
+    if knob:
+        assert 128 << 10 <= read <= 1 << 20, (read, out)
+    else:
+        assert read < 64 << 10, (read, out)
 
 
 # --- --limit auto (issue 24): the scan yields to other I/O -----------------
