@@ -465,17 +465,21 @@ static bool om_build(struct scrub_ctx *ctx, struct xfs_state *xs, struct xfs_own
 		.dev = fsmap_dev(ctx->root_stx.stx_dev_major, ctx->root_stx.stx_dev_minor),
 	};
 	int ret = xfs_for_each_ag(ctx, om_build_ag, &br);
+	size_t total = om->n;
 
+	for (uint32_t ag = 0; ag < om->nags && !ret; ag++) {
+		ret = br.parts[ag].err;
+		total += br.parts[ag].n;
+	}
+	/* One allocation for all AGs, not a grown copy per AG. */
+	if (!ret && total > om->alloc) {
+		om->alloc = total;
+		om->v = xrealloc(om->v, om->alloc * sizeof(*om->v));
+	}
 	for (uint32_t ag = 0; ag < om->nags; ag++) {
 		struct om_part *p = &br.parts[ag];
 
-		if (!ret)
-			ret = p->err;
 		if (!ret && p->n) {
-			if (om->n + p->n > om->alloc) {
-				om->alloc = om->n + p->n;
-				om->v = xrealloc(om->v, om->alloc * sizeof(*om->v));
-			}
 			memcpy(om->v + om->n, p->v, p->n * sizeof(*p->v));
 			om->n += p->n;
 		}
