@@ -272,6 +272,8 @@ static enum adaptive_change back_off(struct adaptive *a, double bw, enum adaptiv
 	a->depth = depth;
 	a->size = size;
 	a->downs++;
+	if (why == ADAPTIVE_CAUSE_LATENCY)
+		a->lat_downs++;
 	return ADAPTIVE_DOWN;
 }
 

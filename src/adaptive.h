@@ -217,6 +217,8 @@ struct adaptive {
 					 * least (for adaptive_load_floor) */
 	unsigned long long downs, ups;
 	unsigned long long dev_downs;	/* downs for another load's requests */
+	unsigned long long lat_downs;	/* downs for our read latency (the rest:
+					 * for PSI or the device's busy time) */
 };
 
 void adaptive_init(struct adaptive *a, const struct adaptive_params *p);

@@ -387,16 +387,22 @@ void ratelimit_destroy(struct ratelimit *rl)
 	struct rl_auto *au = rl->autorate;
 
 	if (au && au->report) {
+		const struct adaptive *a = &au->ctl;
 		double secs = (double)(now_ns() - au->start_ns) / 1e9;
-		char line[256];
+		char line[320];
 
+		/* Back-offs by cause, in the words of the back-off lines (which
+		 * -v shows at most one a second). */
 		snprintf(line, sizeof(line), "--limit auto: %llu bytes in %.1f s, average "
-			 "%.1f MiB/s; %llu back-offs (%llu for another load's requests), "
-			 "%llu ramp-ups, full speed %.1f MiB/s, floor %.2f MiB/s",
+			 "%.1f MiB/s; %llu back-offs (%llu for another load's requests, %llu for "
+			 "%s, %llu for read latency), %llu ramp-ups, full speed %.1f MiB/s, "
+			 "floor %.2f MiB/s",
 			 (unsigned long long)au->total_bytes, secs,
 			 secs > 0 ? (double)au->total_bytes / secs / (1 << 20) : 0,
-			 au->ctl.downs, au->ctl.dev_downs, au->ctl.ups, au->ctl.ceiling / (1 << 20),
-			 adaptive_floor(&au->ctl) / (1 << 20));
+			 a->downs, a->dev_downs, a->downs - a->dev_downs - a->lat_downs,
+			 au->src == RL_SRC_DEVICE ? "the device busy with other I/O"
+						  : "other tasks stalled on I/O",
+			 a->lat_downs, a->ups, a->ceiling / (1 << 20), adaptive_floor(a) / (1 << 20));
 		au->report(au->report_arg, line);
 	}
 	free(au);
