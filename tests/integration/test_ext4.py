@@ -12,6 +12,7 @@ the offline checker's."""
 import os
 import re
 import struct
+import sys
 import time
 
 import pytest
@@ -219,7 +220,8 @@ def test_directory_blocks_read_in_batches(ext4img):
     flight and adjacent blocks in one read: a bad checksum in one
     directory's block and an htree directory of several blocks, and both
     the error (exit 4) and the clean directories come out as with
-    FSCRUB_DEBUG_NO_DIRBATCH=1 (one read per block, as before)."""
+    FSCRUB_DEBUG_NO_DIRBATCH=1 (one read per block, as before) and as
+    without the prefetch ahead of the walk (FSCRUB_DEBUG_NO_DIRRA=1)."""
     rel, ino, dino = victim(ext4img, "dir_csum_batch", files=3)
     victim(ext4img, "htree_batch", files=400)
     blk = faults._ext4_first_block(ext4img, dino)
@@ -237,6 +239,62 @@ def test_directory_blocks_read_in_batches(ext4img):
     assert DIRBLOCKS_RE.search(old.stdout).group(1) == n.group(1), old
     key = lambda rr: sorted((f.severity, f.check, f.path, f.inode) for f in rr.findings)
     assert key(old) == key(r), (old, r)
+    # The first run prefetched the directories (the damaged one too): the same without.
+    assert DIRRA_RE.search(r.stdout), r
+    nora = run_fscrub("-v", mnt, env={"FSCRUB_DEBUG_NO_DIRRA": "1"})
+    assert nora.rc == 4 and not DIRRA_RE.search(nora.stdout) and key(nora) == key(r), (nora, r)
+
+
+DIRRA_RE = re.compile(r"Phase 3: ext4: (\d+) directory blocks of (\d+) directories prefetched "
+                      r"for the walk: (\d+) reads in (\d+) batches")
+
+
+def test_directory_blocks_prefetched_ahead_of_the_walk(image_factory, workdir):
+    """issue 22: the walk's getdents read each cold directory's blocks
+    synchronously, one directory after the other.  Phase 3 now asks for
+    every directory's blocks, in disk order, before the walk gets to them:
+    while the walk is held in its first directory (the root, by the
+    FSCRUB_DEBUG_AFTER_BULK hook), every block of the other directories
+    comes into the block device's page cache (mincore).  With
+    FSCRUB_DEBUG_NO_DIRRA=1 they do not, and the findings are the same."""
+    img = image_factory("ext4", size_mb=300)
+    img.mkfs()
+    mnt = img.mount()
+    with open(os.path.join(mnt, "top"), "wb") as f:   # bulk records in the root
+        f.write(b"t")
+    dirs = ["d%02d" % i for i in range(60)] + ["htree"]
+    for d in dirs:
+        os.mkdir(os.path.join(mnt, d))
+        for i in range(400 if d == "htree" else 3):
+            with open(os.path.join(mnt, d, "file-with-a-longish-name-%03d" % i), "wb") as f:
+                f.write(b"x")
+    os.sync()
+    img.offline()
+    blocks = [int(b) for d in dirs for b in debugfs(img, "blocks /%s" % d).split()]
+    assert len(blocks) > len(dirs), blocks               # the htree one has several
+    bs = _ext4_sb(img)["block_size"]
+    probe = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pagecache.py")
+    runs = {}
+    for name, env, timeout in (("on", {}, 60), ("off", {"FSCRUB_DEBUG_NO_DIRRA": "1"}, 2)):
+        time.sleep(1.1)
+        mnt = img.remount()                                  # a cold page cache
+        out = os.path.join(workdir, "cached-%s" % name)
+        hook = " ".join([sys.executable, probe, img.dev, str(bs), str(timeout), out] +
+                        [str(b) for b in blocks])
+        r = run_fscrub("-v", "-n", mnt, env=dict(env, FSCRUB_DEBUG_AFTER_BULK=hook))
+        with open(out) as f:
+            n, total = map(int, f.read().split())
+        runs[name] = (r, n, total)
+    r, n, total = runs["on"]
+    assert r.rc == 0 and r.errors == [], r
+    m = DIRRA_RE.search(r.stdout)
+    assert m and int(m.group(1)) >= len(blocks) and int(m.group(2)) >= len(dirs), r
+    assert n == total == len(blocks), (n, total, r.stdout)
+    old, n_off, _ = runs["off"]
+    assert n_off < total, "cached without the prefetch too: the test shows nothing"
+    assert not DIRRA_RE.search(old.stdout) and "FSCRUB_DEBUG_NO_DIRRA is set" in old.stdout, old
+    key = lambda rr: sorted((f.severity, f.check, f.path, f.inode) for f in rr.findings)
+    assert old.rc == r.rc and key(old) == key(r), (old, r)
 
 
 def test_extent_block_corruption(ext4img):
