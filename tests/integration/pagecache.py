@@ -6,8 +6,14 @@ As a program, for a test's FSCRUB_DEBUG_AFTER_BULK hook::
     python3 pagecache.py DEV BLOCK_SIZE TIMEOUT OUT BLOCK...
 
 waits until every BLOCK is cached or TIMEOUT seconds passed, then writes
-"<cached> <total>" to OUT.  It must be root (mincore shows another owner's
-file's cache only to a caller that may write it)."""
+"<cached> <total>" to OUT;
+
+    python3 pagecache.py --bytes DEV AT_LEAST TIMEOUT SETTLE OUT
+
+waits until at least AT_LEAST bytes of DEV are cached or TIMEOUT seconds
+passed, then SETTLE seconds more, and writes how many bytes are cached to
+OUT.  It must be root (mincore shows another owner's file's cache only to
+a caller that may write it)."""
 
 import ctypes
 import os
@@ -46,7 +52,31 @@ def cached(dev, blocks, block_size):
         os.close(fd)
 
 
+def cached_bytes(dev):
+    """How many bytes of block device *dev* are in its page cache."""
+    fd = os.open(dev, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        size = os.lseek(fd, 0, os.SEEK_END)
+    finally:
+        os.close(fd)
+    return cached(dev, range(size // PAGE), PAGE) * PAGE
+
+
+def main_bytes(argv):
+    dev, at_least, timeout, settle, out = argv[2], int(argv[3]), float(argv[4]), \
+        float(argv[5]), argv[6]
+    end = time.monotonic() + timeout
+    while cached_bytes(dev) < at_least and time.monotonic() < end:
+        time.sleep(0.05)
+    time.sleep(settle)
+    with open(out, "w") as f:
+        f.write("%d\n" % cached_bytes(dev))
+    return 0
+
+
 def main(argv):
+    if argv[1] == "--bytes":
+        return main_bytes(argv)
     dev, bs, timeout, out = argv[1], int(argv[2]), float(argv[3]), argv[4]
     blocks = [int(b) for b in argv[5:]]
     end = time.monotonic() + timeout

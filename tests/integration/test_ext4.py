@@ -297,6 +297,45 @@ def test_directory_blocks_prefetched_ahead_of_the_walk(image_factory, workdir):
     assert old.rc == r.rc and key(old) == key(r), (old, r)
 
 
+DIRRA_WINDOW = 32 << 20         # ext4_dirra.c's DIRRA_WINDOW
+DIRRA_WAITS_RE = re.compile(r"Phase 3: ext4: .* prefetched for the walk: .*; (\d+) waits for "
+                            r"the walk")
+
+
+def test_directory_prefetch_stays_a_window_ahead(image_factory, workdir):
+    """The prefetch reads the inode tables to find the directories, and
+    stays about 32 MiB ahead of the walk: with 64 MiB of inode tables to
+    read (1 KiB inodes, no uninit_bg: every table is read whole) and the
+    walk held in the root, the block device's page cache stops growing
+    near 32 MiB, and the thread says it waited for the walk."""
+    img = image_factory("ext4", size_mb=512, mkfs_args=(
+        "-O", "^metadata_csum,^uninit_bg", "-I", "1024", "-N", "65536"))
+    img.mkfs()
+    mnt = img.mount()
+    with open(os.path.join(mnt, "top"), "wb") as f:   # bulk records in the root
+        f.write(b"t")
+    for i in range(8):
+        os.mkdir(os.path.join(mnt, "d%d" % i))
+    os.sync()
+    img.offline()
+    time.sleep(1.1)
+    mnt = img.mount()
+    out = os.path.join(workdir, "cached")
+    probe = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pagecache.py")
+    # Until the thread has read 24 MiB, then 2 s more for it to go on if it would.
+    hook = " ".join([sys.executable, probe, "--bytes", img.dev, str(24 << 20), "60", "2", out])
+    r = run_fscrub("-v", "-n", mnt, env={"FSCRUB_DEBUG_AFTER_BULK": hook})
+    assert r.rc == 0 and r.errors == [], r
+    with open(out) as f:
+        held = int(f.read())
+    print("cached while the walk was held: %.1f MiB; %s" % (
+        held / 2**20, [l for l in r.stdout.splitlines() if "prefetched" in l]))
+    m = DIRRA_WAITS_RE.search(r.stdout)
+    assert m and int(m.group(1)) >= 1, r
+    # The window, the 1 MiB read that crossed it, and the walk's own few reads.
+    assert 24 << 20 <= held <= DIRRA_WINDOW + (4 << 20), held
+
+
 def test_extent_block_corruption(ext4img):
     f = faults.ext4_read_error(ext4img, mode="csum", pieces=16)
     assert f["extents"] >= 5
