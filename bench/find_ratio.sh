@@ -12,7 +12,8 @@
 # alternating:
 #     sync; echo 3 > /proc/sys/vm/drop_caches; time find MNT -xdev -printf '%i %n\n'
 #     sync; echo 3 > /proc/sys/vm/drop_caches; time fscrub MNT
-# (plus `fscrub -j N MNT` for each N in $JOBS, in the same rotation).
+# (plus `fscrub -j N MNT` for each N in $JOBS, and `env $ALT_ENV fscrub MNT`
+# if ALT_ENV is set, in the same rotation).
 # Then one warm run of each, for scale, and one cold `fscrub -v -T MNT`
 # whose output (phase timings) is printed.
 #
@@ -34,6 +35,7 @@ VERBOSE_RUN=${VERBOSE_RUN:-1}
 WARM=${WARM:-1}
 TARGET=${TARGET:-2.0}
 TARBALL=${TARBALL:-}
+ALT_ENV=${ALT_ENV:-}
 
 me=find_ratio.sh
 BIN_NAME=bin
@@ -44,6 +46,8 @@ posint REPS
 for k in KEEP REMOUNT VERBOSE_RUN WARM; do flag01 "$k"; done
 read -ra JOBS_A <<<"$JOBS"
 for j in "${JOBS_A[@]}"; do [[ $j =~ ^[1-9][0-9]*$ ]] || die "JOBS must list positive integers, not '$j'"; done
+read -ra ALT_ENV_A <<<"$ALT_ENV"
+for a in "${ALT_ENV_A[@]}"; do [[ $a =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] || die "ALT_ENV must list VAR=VALUE words, not '$a'"; done
 for fs in $FSTYPES; do
 	case $fs in xfs|ext4) ;; *) die "FSTYPES: unknown filesystem '$fs' (xfs, ext4)";; esac
 done
@@ -112,6 +116,7 @@ echo "reps: $REPS, cold cache (sync; drop_caches=3$([ "$REMOUNT" = 1 ] && echo "
 if [ ${#JOBS_A[@]} -gt 0 ]; then
 	echo "extra fscrub variants: $(for j in "${JOBS_A[@]}"; do printf -- '-j %s  ' "$j"; done)"
 fi
+[ -n "$ALT_ENV" ] && echo "extra fscrub variant: env $ALT_ENV fscrub"
 echo
 
 VERDICTS=()
@@ -161,12 +166,13 @@ bench_fs() {	# FS
 	fi
 	say "$fs: $files entries (find $mnt -xdev | wc -l), $(df -h --output=used "$mnt" | tail -n 1 | tr -d ' ') used, on $dev"
 
-	# variants: 0 = find, 1 = fscrub, 2.. = fscrub -j N
+	# variants: 0 = find, 1 = fscrub, 2.. = fscrub -j N, then env $ALT_ENV fscrub
 	local -a label times rss reads cpus
 	label=("find -printf '%i %n\\n'" "fscrub")
 	for j in "${JOBS_A[@]}"; do
 		label+=("fscrub -j $j")
 	done
+	[ -n "$ALT_ENV" ] && label+=("$ALT_ENV fscrub")
 	local nvar=${#label[@]}
 	for ((v = 0; v < nvar; v++)); do times[v]=""; rss[v]=0; reads[v]=""; cpus[v]=""; done
 
@@ -189,9 +195,14 @@ bench_fs() {	# FS
 		   [ "$rc" -eq 0 ] || die "find exited $rc on $mnt";;
 		1) timed "$log" "$FSCRUB" "$mnt" || rc=$?
 		   fscrub_ok "$log" "$rc" "fscrub $mnt";;
-		*) j=${JOBS_A[v - 2]}
-		   timed "$log" "$FSCRUB" -j "$j" "$mnt" || rc=$?
-		   fscrub_ok "$log" "$rc" "fscrub -j $j $mnt";;
+		*) if [ "$v" -ge $((2 + ${#JOBS_A[@]})) ]; then
+			timed "$log" env "${ALT_ENV_A[@]}" "$FSCRUB" "$mnt" || rc=$?
+			fscrub_ok "$log" "$rc" "env $ALT_ENV fscrub $mnt"
+		   else
+			j=${JOBS_A[v - 2]}
+			timed "$log" "$FSCRUB" -j "$j" "$mnt" || rc=$?
+			fscrub_ok "$log" "$rc" "fscrub -j $j $mnt"
+		   fi;;
 		esac
 		s1=$(awk '{ print $3 }' "/sys/block/$blk/stat")
 		READ_MIB=$(awk -v a="$s0" -v b="$s1" 'BEGIN { printf "%.1f", (b - a) / 2048 }')

@@ -12,6 +12,7 @@ the offline checker's."""
 import os
 import re
 import struct
+import sys
 import time
 
 import pytest
@@ -219,7 +220,8 @@ def test_directory_blocks_read_in_batches(ext4img):
     flight and adjacent blocks in one read: a bad checksum in one
     directory's block and an htree directory of several blocks, and both
     the error (exit 4) and the clean directories come out as with
-    FSCRUB_DEBUG_NO_DIRBATCH=1 (one read per block, as before)."""
+    FSCRUB_DEBUG_NO_DIRBATCH=1 (one read per block, as before) and as
+    without the prefetch ahead of the walk (FSCRUB_DEBUG_NO_DIRRA=1)."""
     rel, ino, dino = victim(ext4img, "dir_csum_batch", files=3)
     victim(ext4img, "htree_batch", files=400)
     blk = faults._ext4_first_block(ext4img, dino)
@@ -237,6 +239,101 @@ def test_directory_blocks_read_in_batches(ext4img):
     assert DIRBLOCKS_RE.search(old.stdout).group(1) == n.group(1), old
     key = lambda rr: sorted((f.severity, f.check, f.path, f.inode) for f in rr.findings)
     assert key(old) == key(r), (old, r)
+    # The first run prefetched the directories (the damaged one too): the same without.
+    assert DIRRA_RE.search(r.stdout), r
+    nora = run_fscrub("-v", mnt, env={"FSCRUB_DEBUG_NO_DIRRA": "1"})
+    assert nora.rc == 4 and not DIRRA_RE.search(nora.stdout) and key(nora) == key(r), (nora, r)
+
+
+DIRRA_RE = re.compile(r"Phase 3: ext4: (\d+) directory blocks of (\d+) directories prefetched "
+                      r"for the walk: (\d+) reads in (\d+) batches")
+
+
+def test_directory_blocks_prefetched_ahead_of_the_walk(image_factory, workdir):
+    """issue 22: the walk's getdents read each cold directory's blocks
+    synchronously, one directory after the other.  Phase 3 now asks for
+    every directory's blocks, in disk order, before the walk gets to them:
+    while the walk is held in its first directory (the root, by the
+    FSCRUB_DEBUG_AFTER_BULK hook), every block of the other directories
+    comes into the block device's page cache (mincore).  With
+    FSCRUB_DEBUG_NO_DIRRA=1 they do not, and the findings are the same."""
+    img = image_factory("ext4", size_mb=300)
+    img.mkfs()
+    mnt = img.mount()
+    with open(os.path.join(mnt, "top"), "wb") as f:   # bulk records in the root
+        f.write(b"t")
+    dirs = ["d%02d" % i for i in range(60)] + ["htree"]
+    for d in dirs:
+        os.mkdir(os.path.join(mnt, d))
+        for i in range(400 if d == "htree" else 3):
+            with open(os.path.join(mnt, d, "file-with-a-longish-name-%03d" % i), "wb") as f:
+                f.write(b"x")
+    os.sync()
+    img.offline()
+    blocks = [int(b) for d in dirs for b in debugfs(img, "blocks /%s" % d).split()]
+    assert len(blocks) > len(dirs), blocks               # the htree one has several
+    bs = _ext4_sb(img)["block_size"]
+    probe = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pagecache.py")
+    runs = {}
+    for name, env, timeout in (("on", {}, 60), ("off", {"FSCRUB_DEBUG_NO_DIRRA": "1"}, 2)):
+        time.sleep(1.1)
+        mnt = img.remount()                                  # a cold page cache
+        out = os.path.join(workdir, "cached-%s" % name)
+        hook = " ".join([sys.executable, probe, img.dev, str(bs), str(timeout), out] +
+                        [str(b) for b in blocks])
+        r = run_fscrub("-v", "-n", mnt, env=dict(env, FSCRUB_DEBUG_AFTER_BULK=hook))
+        with open(out) as f:
+            n, total = map(int, f.read().split())
+        runs[name] = (r, n, total)
+    r, n, total = runs["on"]
+    assert r.rc == 0 and r.errors == [], r
+    m = DIRRA_RE.search(r.stdout)
+    assert m and int(m.group(1)) >= len(blocks) and int(m.group(2)) >= len(dirs), r
+    assert n == total == len(blocks), (n, total, r.stdout)
+    old, n_off, _ = runs["off"]
+    assert n_off < total, "cached without the prefetch too: the test shows nothing"
+    assert not DIRRA_RE.search(old.stdout) and "FSCRUB_DEBUG_NO_DIRRA is set" in old.stdout, old
+    key = lambda rr: sorted((f.severity, f.check, f.path, f.inode) for f in rr.findings)
+    assert old.rc == r.rc and key(old) == key(r), (old, r)
+
+
+DIRRA_WINDOW = 32 << 20         # ext4_dirra.c's DIRRA_WINDOW
+DIRRA_WAITS_RE = re.compile(r"Phase 3: ext4: .* prefetched for the walk: .*; (\d+) waits for "
+                            r"the walk")
+
+
+def test_directory_prefetch_stays_a_window_ahead(image_factory, workdir):
+    """The prefetch reads the inode tables to find the directories, and
+    stays about 32 MiB ahead of the walk: with 64 MiB of inode tables to
+    read (1 KiB inodes, no uninit_bg: every table is read whole) and the
+    walk held in the root, the block device's page cache stops growing
+    near 32 MiB, and the thread says it waited for the walk."""
+    img = image_factory("ext4", size_mb=512, mkfs_args=(
+        "-O", "^metadata_csum,^uninit_bg", "-I", "1024", "-N", "65536"))
+    img.mkfs()
+    mnt = img.mount()
+    with open(os.path.join(mnt, "top"), "wb") as f:   # bulk records in the root
+        f.write(b"t")
+    for i in range(8):
+        os.mkdir(os.path.join(mnt, "d%d" % i))
+    os.sync()
+    img.offline()
+    time.sleep(1.1)
+    mnt = img.mount()
+    out = os.path.join(workdir, "cached")
+    probe = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pagecache.py")
+    # Until the thread has read 24 MiB, then 2 s more for it to go on if it would.
+    hook = " ".join([sys.executable, probe, "--bytes", img.dev, str(24 << 20), "60", "2", out])
+    r = run_fscrub("-v", "-n", mnt, env={"FSCRUB_DEBUG_AFTER_BULK": hook})
+    assert r.rc == 0 and r.errors == [], r
+    with open(out) as f:
+        held = int(f.read())
+    print("cached while the walk was held: %.1f MiB; %s" % (
+        held / 2**20, [l for l in r.stdout.splitlines() if "prefetched" in l]))
+    m = DIRRA_WAITS_RE.search(r.stdout)
+    assert m and int(m.group(1)) >= 1, r
+    # The window, the 1 MiB read that crossed it, and the walk's own few reads.
+    assert 24 << 20 <= held <= DIRRA_WINDOW + (4 << 20), held
 
 
 def test_extent_block_corruption(ext4img):

@@ -20,7 +20,8 @@
  * allocation and changes not yet on the disk).
  *
  * Phase 3 gives the walk its files' inodes and small extent maps from the
- * inode tables (ext4_bulk.c), and reads the inode tables again after the
+ * inode tables (ext4_bulk.c) and its directories' blocks ahead of it in
+ * the page cache (ext4_dirra.c), and reads the inode tables again after the
  * walk (ext4_inodes.c).
  * Every suspect is confirmed by ext4_confirm.c before it is reported.
  */
@@ -209,6 +210,7 @@ static void ext4_cleanup(struct scrub_ctx *ctx)
 
 	if (!st)
 		return;
+	ext4_dirra_stop(ctx, false);	/* a scan stopped during the walk */
 	for (size_t i = 0; i < st->nr_suspects; i++)
 		free(st->suspects[i].msg);
 	free(st->suspects);
@@ -673,6 +675,7 @@ static int ext4_scan_metadata(struct scrub_ctx *ctx)
 	report_verbose(ctx, "Phase 2: ext4: superblock, %u group descriptors and their "
 		       "bitmaps checked", st->fs->group_desc_count);
 	ext4_bulk_init(ctx);
+	ext4_dirra_start(ctx);
 	return 0;
 }
 
@@ -695,6 +698,7 @@ static int ext4_scan_inodes_hook(struct scrub_ctx *ctx)
 
 	if (!st || !st->fs)
 		return 0;
+	ext4_dirra_stop(ctx, true);
 	ext4_bulk_report(ctx);
 	return ext4_scan_inodes(ctx);
 }

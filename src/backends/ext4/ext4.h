@@ -15,6 +15,10 @@
  *                   tables through the block device's page cache (see
  *                   there why that, not O_DIRECT), instead of a statx,
  *                   an open and a FIEMAP per file.
+ *   ext4_dirra.c    phase 3's directory prefetch: a thread reads the inode
+ *                   tables and asks the kernel for every directory's
+ *                   blocks in disk order, a window ahead of the walk, so
+ *                   that its getdents finds them in the page cache.
  *   ext4_xref.c     the inode-core checks of e2fsck's pass 1.
  *   ext4_journal.c  the journal: its superblock, the internal journal's
  *                   blocks (which other inodes must not claim), an
@@ -34,7 +38,8 @@
  *
  * Everything here is single-threaded (phases 1-3 outside the walk) except
  * the walk hooks (ext4_check_inode(), ext4_check_dir(), ext4_bulk_inodes(),
- * ext4_bulk_extents()), which the walk threads call.
+ * ext4_bulk_extents()), which the walk threads call, and ext4_dirra.c's
+ * thread, which runs alongside the walk and reads only st->fs's geometry.
  */
 #ifndef FSCRUB_BACKEND_EXT4_H
 #define FSCRUB_BACKEND_EXT4_H
@@ -106,6 +111,7 @@ struct ext4_run {
 };
 
 struct ext4_bulk;
+struct ext4_dirra;
 
 struct ext4_state {
 	ext2_filsys fs;
@@ -119,6 +125,10 @@ struct ext4_state {
 	struct ext4_run *zones;
 	size_t nr_zones, alloc_zones;
 	_Atomic unsigned long long bulk_reads, bulk_records, bulk_maps;
+	/* ext4_dirra.c's prefetch while it runs, else NULL. */
+	struct ext4_dirra *dirra;
+	/* Directories the walk has done (ext4_check_dir()): the prefetch's pace. */
+	_Atomic unsigned long long walk_dirs;
 	bool jmapped;			/* ext4_journal_map() has run ... */
 	errcode_t jmap_err;		/* ... with this result */
 	bool journal_known;		/* an internal journal we can read */
@@ -208,6 +218,20 @@ int ext4_bulk_inodes(struct scrub_ctx *ctx, const struct backend_dir *d,
 		     const uint64_t *inos, size_t n, struct backend_inode *out);
 int ext4_bulk_extents(struct scrub_ctx *ctx, unsigned thread, const struct backend_inode *r,
 		      struct fiemap_extent *out, size_t max);
+
+/* ---- ext4_dirra.c ---- */
+
+/*
+ * End of phase 2 (main thread, after ext4_bulk_init()): start the
+ * directory prefetch thread, unless it is off (-v says why).
+ */
+void ext4_dirra_start(struct scrub_ctx *ctx);
+/*
+ * After the walk, before anything changes st->fs (main thread): stop and
+ * join the thread, free it; say: tell under -v what it prefetched.  Does
+ * nothing if none runs.
+ */
+void ext4_dirra_stop(struct scrub_ctx *ctx, bool say);
 
 /* ---- ext4_xref.c ---- */
 

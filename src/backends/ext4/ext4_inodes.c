@@ -268,6 +268,10 @@ void ext4_check_inode(struct scrub_ctx *ctx, const struct backend_dir *d,
 
 void ext4_check_dir(struct scrub_ctx *ctx, const struct backend_dir *d)
 {
+	struct ext4_state *st = ext4_state(ctx);
+
+	if (st)
+		atomic_fetch_add_explicit(&st->walk_dirs, 1, memory_order_relaxed);
 	note_seen(ctx, d->stx, EXT4_SEEN_DIR);
 }
 
