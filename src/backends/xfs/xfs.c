@@ -232,7 +232,7 @@ static int xfs_scan_fs(struct scrub_ctx *ctx)
 	 * geometry does not): without it, say so once and leave the
 	 * filesystem to the generic checks rather than fail each of them.
 	 */
-	ret = xfs_bulkstat_one(xs->fd, ctx->root_stx.stx_ino, &root);
+	ret = xfs_bulkstat_one(xs, ctx->root_stx.stx_ino, &root);
 	if (ret == -EPERM || ret == -EACCES)
 		return ret;
 	report_features(ctx);
@@ -302,12 +302,17 @@ static bool xfs_data_elsewhere(struct scrub_ctx *ctx, int fd)
 
 static int xfs_scan_inodes(struct scrub_ctx *ctx)
 {
+	struct xfs_state *xs = xfs_state(ctx);
+
 	xfs_walkstat_report(ctx);
 	xfs_ownermap_report(ctx);
 	xfs_ownermap_handover(ctx);
 	xfs_ownermap_release(xfs_state(ctx));
 	xfs_inodes_after_walk(ctx);
 	xfs_quota_check(ctx);
+	report_verbose(ctx, "Phase 3: %llu BULKSTAT requests since the scan began, %llu inodes "
+		       "returned", (unsigned long long)atomic_load(&xs->bs_requests),
+		       (unsigned long long)atomic_load(&xs->bs_inodes));
 	return 0;
 }
 

@@ -96,6 +96,8 @@ struct xfs_state {
 	bool shut_down;			/* the kernel shut the filesystem down */
 	atomic_ullong nr_bulkstat;	/* inodes BULKSTAT returned in phase 2 */
 	atomic_ullong nr_sick, nr_checked;
+	/* Every BULKSTAT request of the scan (xfs_bulkstat_req()), and the inodes returned. */
+	atomic_ullong bs_requests, bs_inodes;
 	/* Phase 2's inode chunk reads, and the batches that had reads in flight. */
 	atomic_ullong chunk_reads, chunk_batches;
 
@@ -200,8 +202,10 @@ typedef void (*xfs_inode_fn)(struct scrub_ctx *ctx, const struct xfs_bulkstat *b
  * Returns 0 or a negative errno.
  */
 int xfs_bulkstat_each(struct scrub_ctx *ctx, xfs_inode_fn fn, void *arg);
+/* XFS_IOC_BULKSTAT, counted in xs->bs_requests and bs_inodes: 0 or -errno. */
+int xfs_bulkstat_req(struct xfs_state *xs, struct xfs_bulkstat_req *req);
 /* One inode by number, fresh: 1 found (allocated), 0 not, or -errno. */
-int xfs_bulkstat_one(int fd, uint64_t ino, struct xfs_bulkstat *bs);
+int xfs_bulkstat_one(struct xfs_state *xs, uint64_t ino, struct xfs_bulkstat *bs);
 /* Phase 2: BULKSTAT health of one inode; of every inode (no kernel scrub). */
 void xfs_inode_health(struct scrub_ctx *ctx, const struct xfs_bulkstat *bs);
 void xfs_inodes_phase2(struct scrub_ctx *ctx);

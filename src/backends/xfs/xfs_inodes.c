@@ -213,7 +213,7 @@ static void report_named(struct scrub_ctx *ctx, struct xfs_state *xs,
 			 const struct xfs_deferred *d, const struct xfs_named *n)
 {
 	struct xfs_bulkstat bs;
-	int ret = d->sev == SEV_ERROR ? xfs_bulkstat_one(xs->fd, d->ino, &bs) : 0;
+	int ret = d->sev == SEV_ERROR ? xfs_bulkstat_one(xs, d->ino, &bs) : 0;
 	bool still = ret == 1 && !bs.bs_nlink &&
 		     (uint64_t)bs.bs_ctime * 1000000000ULL + bs.bs_ctime_nsec <
 		     ctx->changed_since_ns;
@@ -271,18 +271,29 @@ void xfs_inodes_release(struct scrub_ctx *ctx)
 
 /* --------------------------------------------------------------- bulkstat */
 
-int xfs_bulkstat_one(int fd, uint64_t ino, struct xfs_bulkstat *bs)
+int xfs_bulkstat_req(struct xfs_state *xs, struct xfs_bulkstat_req *req)
+{
+	atomic_fetch_add(&xs->bs_requests, 1);
+	if (ioctl(xs->fd, XFS_IOC_BULKSTAT, req) < 0)
+		return -errno;
+	atomic_fetch_add(&xs->bs_inodes, req->hdr.ocount);
+	return 0;
+}
+
+int xfs_bulkstat_one(struct xfs_state *xs, uint64_t ino, struct xfs_bulkstat *bs)
 {
 	struct {
 		struct xfs_bulkstat_req req;
 		struct xfs_bulkstat one;
 	} r;
+	int ret;
 
 	memset(&r, 0, sizeof(r));
 	r.req.hdr.ino = ino;
 	r.req.hdr.icount = 1;
-	if (ioctl(fd, XFS_IOC_BULKSTAT, &r.req) < 0)
-		return -errno;
+	ret = xfs_bulkstat_req(xs, &r.req);
+	if (ret < 0)
+		return ret;
 	if (r.req.hdr.ocount != 1 || r.one.bs_ino != ino)
 		return 0;
 	*bs = r.one;
@@ -307,9 +318,12 @@ static void bs_ag_fn(void *arg, uint32_t agno, unsigned thread)
 	req->hdr.agno = agno;
 	req->hdr.ino = 0;	/* the AG's first inode */
 	while (!scrub_should_stop(br->ctx)) {
+		int ret;
+
 		req->hdr.icount = BULKSTAT_BATCH;
-		if (ioctl(xs->fd, XFS_IOC_BULKSTAT, req) < 0) {
-			int zero = 0, err = errno;
+		ret = xfs_bulkstat_req(xs, req);
+		if (ret < 0) {
+			int zero = 0, err = -ret;
 
 			/*
 			 * The kernel found a damaged inode (or inode btree) and
@@ -468,12 +482,12 @@ static void chunk_unreached(struct orphan_run *or, struct xfs_bulkstat_req *req,
 	memset(&req->hdr, 0, sizeof(req->hdr));
 	req->hdr.ino = g->xi_startino + first;
 	req->hdr.icount = last - first + 1;
-	if (ioctl(xfs_state(ctx)->fd, XFS_IOC_BULKSTAT, req) < 0) {
+	if (xfs_bulkstat_req(xfs_state(ctx), req) < 0) {
 		for (unsigned k = first; k <= last; k++) {
 			struct xfs_bulkstat one;
 
 			if (((mask >> k) & 1) &&
-			    xfs_bulkstat_one(xfs_state(ctx)->fd, g->xi_startino + k, &one) == 1)
+			    xfs_bulkstat_one(xfs_state(ctx), g->xi_startino + k, &one) == 1)
 				orphan_fn(ctx, &one, or);
 		}
 		return;
@@ -552,7 +566,7 @@ static void report_orphan(struct scrub_ctx *ctx, struct xfs_state *xs,
 			    "not reached by the walk, but by a second one: moved during the scan");
 		return;
 	}
-	if (xfs_bulkstat_one(xs->fd, o->ino, &now) != 1 || now.bs_gen != o->bs.bs_gen ||
+	if (xfs_bulkstat_one(xs, o->ino, &now) != 1 || now.bs_gen != o->bs.bs_gen ||
 	    !now.bs_nlink || ts_ns(now.bs_ctime, now.bs_ctime_nsec) !=
 	    ts_ns(o->bs.bs_ctime, o->bs.bs_ctime_nsec)) {
 		str_changed(ctx, CHECK_XFS_ORPHAN, NULL, NULL, o->ino,
@@ -699,7 +713,7 @@ static int rmap_recheck(struct scrub_ctx *ctx, struct xfs_state *xs, uint32_t de
 	struct xfs_bulkstat bs, after;
 	int fd, still;
 
-	if (xfs_bulkstat_one(xs->fd, s->ino, &bs) != 1 || xfs_bs_changed_during_scan(ctx, &bs))
+	if (xfs_bulkstat_one(xs, s->ino, &bs) != 1 || xfs_bs_changed_during_scan(ctx, &bs))
 		return -1;
 	fd = xfs_open_by_ino(xs, s->ino, bs.bs_gen);
 	if (fd < 0)
@@ -713,7 +727,7 @@ static int rmap_recheck(struct scrub_ctx *ctx, struct xfs_state *xs, uint32_t de
 		return -2;
 	/* For RMAP_FREE, rmap: GETFSMAP calls the byte free. */
 	still = s->kind == RMAP_EXTRA ? rmap && !ext : ext && (s->kind == RMAP_FREE) == rmap;
-	if (xfs_bulkstat_one(xs->fd, s->ino, &after) != 1 ||
+	if (xfs_bulkstat_one(xs, s->ino, &after) != 1 ||
 	    ts_ns(after.bs_ctime, after.bs_ctime_nsec) != ts_ns(bs.bs_ctime, bs.bs_ctime_nsec))
 		return -1;
 	return still;

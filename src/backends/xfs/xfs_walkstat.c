@@ -107,7 +107,7 @@ static void look_again(struct scrub_ctx *ctx, struct xfs_state *xs,
 	struct xfs_bulkstat bs;
 	struct statx again;
 
-	if (xfs_bulkstat_one(xs->fd, stx->stx_ino, &bs) != 1 || bs_agrees(&bs, stx))
+	if (xfs_bulkstat_one(xs, stx->stx_ino, &bs) != 1 || bs_agrees(&bs, stx))
 		return;		/* freed meanwhile, or the batch's view was older */
 	if (stx_get(d->fd, name, &again) < 0 || !stx_unchanged(&again, stx) ||
 	    stx_changed_during_scan(ctx, stx)) {
@@ -115,7 +115,7 @@ static void look_again(struct scrub_ctx *ctx, struct xfs_state *xs,
 			    "bulkstat vs stat");
 		return;
 	}
-	if (xfs_bulkstat_one(xs->fd, stx->stx_ino, &bs) != 1 || bs_agrees(&bs, &again))
+	if (xfs_bulkstat_one(xs, stx->stx_ino, &bs) != 1 || bs_agrees(&bs, &again))
 		return;
 	str_error(ctx, CHECK_XFS_BULKSTAT, d->node, name, stx->stx_ino,
 		  "BULKSTAT says link count %u, mode %o, size %llu; stat says %u, %o, %llu",
@@ -148,7 +148,7 @@ static void check_window(struct scrub_ctx *ctx, struct xfs_state *xs, struct xfs
 	req->hdr.icount = (uint32_t)(w->v[j].stx.stx_ino - first + 1);
 	atomic_fetch_add(&xs->walkstat_requests, 1);
 	atomic_fetch_add(&xs->walkstat_inodes, j - i + 1);
-	if (ioctl(xs->fd, XFS_IOC_BULKSTAT, req) < 0)
+	if (xfs_bulkstat_req(xs, req) < 0)
 		req->hdr.ocount = 0;	/* each is looked at by itself */
 	uint32_t r = 0;
 
@@ -255,7 +255,7 @@ static size_t bulk_window(struct scrub_ctx *ctx, struct xfs_state *xs,
 	req->hdr.ino = inos[i];
 	req->hdr.icount = (uint32_t)(inos[j] - inos[i] + 1);
 	atomic_fetch_add(&xs->bulk_requests, 1);
-	if (ioctl(xs->fd, XFS_IOC_BULKSTAT, req) < 0)
+	if (xfs_bulkstat_req(xs, req) < 0)
 		req->hdr.ocount = 0;
 	for (size_t k = i; k <= j; k++) {
 		while (r < req->hdr.ocount && req->bulkstat[r].bs_ino < inos[k])
