@@ -27,6 +27,12 @@
  * means "list the attributes" unless xfs_ownermap.c read the attribute
  * fork from the disk without a name (an empty fork, parent pointers) at
  * the ctime the record has.
+ *
+ * Health (without the kernel scrub, xfs_inodes.c): a compared entry's
+ * flags come from its request; an entry taken from a bulk record gets its
+ * record's in check_inode, where its name is known.  A record's flags are
+ * nearly always clear, so only the records with a flag set are held, per
+ * thread, until the next getdents buffer's records replace them.
  */
 #include "backends/xfs/xfs.h"
 
@@ -54,12 +60,20 @@ struct walkstat_entry {
 
 #define NO_NAME ((size_t)-1)
 
+/* The health flags of a bulk record that has one set. */
+struct walkstat_flags {
+	uint64_t ino;
+	uint32_t sick, checked;
+};
+
 struct xfs_walkstat {
 	const struct dir_node *dir;	/* whose entries these are */
 	struct walkstat_entry *v;
 	size_t n;
 	struct strbuf names;
 	struct xfs_bulkstat_req *req;
+	struct walkstat_flags *flags;	/* of the last bulk_inodes call's records */
+	size_t nflags, aflags;
 };
 
 struct xfs_walkstat *xfs_walkstat_new(unsigned nr_threads)
@@ -82,6 +96,7 @@ void xfs_walkstat_free(struct xfs_walkstat *w, unsigned nr_threads)
 		free(w[i].v);
 		strbuf_release(&w[i].names);
 		free(w[i].req);
+		free(w[i].flags);
 	}
 	free(w);
 }
@@ -157,9 +172,15 @@ static void check_window(struct scrub_ctx *ctx, struct xfs_state *xs, struct xfs
 
 		while (r < req->hdr.ocount && req->bulkstat[r].bs_ino < e->stx.stx_ino)
 			r++;
-		if (r < req->hdr.ocount && req->bulkstat[r].bs_ino == e->stx.stx_ino &&
-		    bs_agrees(&req->bulkstat[r], &e->stx))
-			continue;
+		if (r < req->hdr.ocount && req->bulkstat[r].bs_ino == e->stx.stx_ino) {
+			const struct xfs_bulkstat *bs = &req->bulkstat[r];
+
+			if (xs->walk_health)
+				xfs_health_take(ctx, bs->bs_ino, bs->bs_sick, bs->bs_checked,
+						d->node, entry_name(w, e));
+			if (bs_agrees(bs, &e->stx))
+				continue;
+		}
 		/* Disagrees, not returned, or the request failed: one by one. */
 		look_again(ctx, xs, d, entry_name(w, e), &e->stx);
 	}
@@ -243,11 +264,37 @@ static void record_of(const struct xfs_bulkstat *bs, struct backend_inode *r)
 	};
 }
 
+/* Hold a record's health flags for check_inode (xfs_walkstat_health()). */
+static void hold_flags(struct xfs_walkstat *w, const struct xfs_bulkstat *bs)
+{
+	if (w->nflags == w->aflags) {
+		w->aflags = w->aflags ? 2 * w->aflags : 8;
+		w->flags = xrealloc(w->flags, w->aflags * sizeof(*w->flags));
+	}
+	w->flags[w->nflags++] = (struct walkstat_flags){
+		.ino = bs->bs_ino, .sick = bs->bs_sick, .checked = bs->bs_checked,
+	};
+}
+
+void xfs_walkstat_health(struct scrub_ctx *ctx, const struct backend_dir *d, const char *name,
+			 uint64_t ino)
+{
+	const struct xfs_walkstat *w = &xfs_state(ctx)->walkstat[d->thread];
+	uint32_t sick = 0, checked = 0;
+
+	for (size_t i = 0; i < w->nflags; i++)
+		if (w->flags[i].ino == ino) {
+			sick = w->flags[i].sick;
+			checked = w->flags[i].checked;
+		}
+	xfs_health_take(ctx, ino, sick, checked, d->node, name);
+}
+
 /* inos[i .. j] (one window) from one request into out[i .. j]. */
-static size_t bulk_window(struct scrub_ctx *ctx, struct xfs_state *xs,
-			  struct xfs_bulkstat_req *req,
+static size_t bulk_window(struct scrub_ctx *ctx, struct xfs_state *xs, struct xfs_walkstat *w,
 			  const uint64_t *inos, size_t i, size_t j, struct backend_inode *out)
 {
+	struct xfs_bulkstat_req *req = w->req;
 	size_t found = 0;
 	uint32_t r = 0;
 
@@ -265,6 +312,8 @@ static size_t bulk_window(struct scrub_ctx *ctx, struct xfs_state *xs,
 			const struct xfs_bulkstat *bs = &req->bulkstat[r];
 
 			record_of(bs, &out[k]);
+			if (xs->walk_health && (bs->bs_sick || bs->bs_checked))
+				hold_flags(w, bs);
 			if ((out[k].flags & BACKEND_INODE_XATTRS) &&
 			    xfs_ownermap_nameless(ctx, bs->bs_ino, bs->bs_ctime, bs->bs_ctime_nsec))
 				out[k].flags &= ~BACKEND_INODE_XATTRS;
@@ -279,14 +328,15 @@ int xfs_walkstat_bulk(struct scrub_ctx *ctx, const struct backend_dir *d,
 {
 	struct xfs_state *xs = xfs_state(ctx);
 	/* Phase 3 has the thread's request to itself until the entries are visited. */
-	struct xfs_bulkstat_req *req = xs->walkstat[d->thread].req;
+	struct xfs_walkstat *w = &xs->walkstat[d->thread];
 	size_t found = 0;
 
 	xfs_ownermap_prepare(ctx);
+	w->nflags = 0;
 	for (size_t i = 0, j; i < n; i = j + 1) {
 		for (j = i; j + 1 < n && inos[j + 1] - inos[i] < XFS_WALKSTAT_WINDOW;)
 			j++;
-		found += bulk_window(ctx, xs, req, inos, i, j, out);
+		found += bulk_window(ctx, xs, w, inos, i, j, out);
 	}
 	atomic_fetch_add(&xs->bulk_records, found);
 	return (int)found;
