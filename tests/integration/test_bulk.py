@@ -762,6 +762,35 @@ def test_xfs_health_from_the_walks_records(xfs_tree):
     assert findings(old) == findings(r), (old, r)
 
 
+def test_xfs_directory_record_from_its_entries_request(image_factory):
+    """Each directory is compared with a BULKSTAT of itself at its end.
+    XFS allocates a directory's files next to its inode, so the request
+    for its files' bulk records brings the directory's record too: 20
+    directories of 5 files each cost no request of their own (only the
+    root, whose entries are all directories, asks for itself), where each
+    asked for itself before.  Same findings as FSCRUB_DEBUG_NO_BULK=1."""
+    need_fs("xfs")
+    img = image_factory("xfs", size_mb=300)
+    img.mkfs()
+    mnt = img.mount()
+    for d in range(20):
+        os.mkdir(os.path.join(mnt, "d%02d" % d))
+        for f in range(5):
+            with open(os.path.join(mnt, "d%02d" % d, "f%d" % f), "wb") as fh:
+                fh.write(b"x" * (100 * (f + 1)))
+    mnt = img.remount()
+    time.sleep(1.1)
+    r = run_fscrub("-v", mnt)
+    assert r.rc == 0 and r.errors == [], r
+    c = re.search(r"Phase 3: (\d+) inodes compared with BULKSTAT in (\d+) requests", r.stdout)
+    assert c and int(c.group(1)) == 21 and int(c.group(2)) < 5, r
+    old = run_fscrub("-v", mnt, env={"FSCRUB_DEBUG_NO_BULK": "1"})
+    c2 = re.search(r"Phase 3: (\d+) inodes compared with BULKSTAT in (\d+) requests",
+                   old.stdout)
+    assert c2 and int(c2.group(1)) == 121 and int(c2.group(2)) >= 20, old
+    assert findings(old) == findings(r), (old, r)
+
+
 @pytest.mark.parametrize("fstype", ["xfs", "ext4"])
 def test_data_scan_walk_takes_bulk_records(image_factory, fstype):
     """-x (issue 22's whole run): the walk takes the bulk records as -n does,

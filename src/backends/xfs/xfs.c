@@ -294,7 +294,8 @@ static void xfs_check_dir(struct scrub_ctx *ctx, const struct backend_dir *d)
 {
 	struct xfs_state *xs = xfs_state(ctx);
 
-	xfs_walkstat_add(ctx, d, NULL, d->stx);
+	if (!xfs_walkstat_dir(ctx, d))
+		xfs_walkstat_add(ctx, d, NULL, d->stx);
 	xfs_walkstat_flush(ctx, d);
 	xfs_names_note(&xs->named, d->node, NULL, 0, d->stx->stx_ino);
 }

@@ -151,6 +151,12 @@ void xfs_walkstat_free(struct xfs_walkstat *w, unsigned nr_threads);
 void xfs_walkstat_add(struct scrub_ctx *ctx, const struct backend_dir *d, const char *name,
 		      const struct statx *stx);
 void xfs_walkstat_flush(struct scrub_ctx *ctx, const struct backend_dir *d);
+/*
+ * In check_dir: d against the record of itself its bulk requests brought
+ * (see xfs_walkstat.c).  False: no such record, or it disagrees: add()
+ * d for a request of its own.
+ */
+bool xfs_walkstat_dir(struct scrub_ctx *ctx, const struct backend_dir *d);
 /* The bulk_inodes hook (backend.h): the walk's inodes by BULKSTAT. */
 struct backend_inode;
 int xfs_walkstat_bulk(struct scrub_ctx *ctx, const struct backend_dir *d,

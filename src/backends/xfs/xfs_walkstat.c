@@ -28,6 +28,15 @@
  * fork from the disk without a name (an empty fork, parent pointers) at
  * the ctime the record has.
  *
+ * A directory is compared with a BULKSTAT of itself at its end.  XFS
+ * puts a directory's files near its inode, so that BULKSTAT usually comes
+ * with one of the directory's own bulk requests: the window of its
+ * entries that its number fits in is asked from the lower of the two
+ * numbers, and the directory's record is held for its end (on a kernel
+ * tree, 93% of the directories; a request of its own costs 5 us of
+ * system time).  A record that disagrees is asked for again, as a batch
+ * is.
+ *
  * Health (without the kernel scrub, xfs_inodes.c): a compared entry's
  * flags come from its request; an entry taken from a bulk record gets its
  * record's in check_inode, where its name is known.  A record's flags are
@@ -74,6 +83,9 @@ struct xfs_walkstat {
 	struct xfs_bulkstat_req *req;
 	struct walkstat_flags *flags;	/* of the last bulk_inodes call's records */
 	size_t nflags, aflags;
+	/* The directory's own record from its bulk requests, for its end. */
+	struct xfs_bulkstat dir_rec;
+	const struct dir_node *dir_rec_node;	/* whose record (NULL: none held) */
 };
 
 struct xfs_walkstat *xfs_walkstat_new(unsigned nr_threads)
@@ -204,6 +216,21 @@ void xfs_walkstat_flush(struct scrub_ctx *ctx, const struct backend_dir *d)
 	strbuf_reset(&w->names);
 }
 
+bool xfs_walkstat_dir(struct scrub_ctx *ctx, const struct backend_dir *d)
+{
+	struct xfs_state *xs = xfs_state(ctx);
+	struct xfs_walkstat *w = &xs->walkstat[d->thread];
+	const struct xfs_bulkstat *bs = &w->dir_rec;
+
+	if (w->dir_rec_node != d->node || bs->bs_ino != d->stx->stx_ino)
+		return false;
+	w->dir_rec_node = NULL;
+	atomic_fetch_add(&xs->walkstat_inodes, 1);
+	if (xs->walk_health)
+		xfs_health_take(ctx, bs->bs_ino, bs->bs_sick, bs->bs_checked, d->node, NULL);
+	return bs_agrees(bs, d->stx);
+}
+
 void xfs_walkstat_report(struct scrub_ctx *ctx)
 {
 	struct xfs_state *xs = xfs_state(ctx);
@@ -290,20 +317,32 @@ void xfs_walkstat_health(struct scrub_ctx *ctx, const struct backend_dir *d, con
 	xfs_health_take(ctx, ino, sick, checked, d->node, name);
 }
 
-/* inos[i .. j] (one window) from one request into out[i .. j]. */
+/*
+ * inos[i .. j] (one window) from one request into out[i .. j]; dir (0:
+ * none) is the directory's own number, to be asked for in the same
+ * request (it fits in the window) and its record held.
+ */
 static size_t bulk_window(struct scrub_ctx *ctx, struct xfs_state *xs, struct xfs_walkstat *w,
-			  const uint64_t *inos, size_t i, size_t j, struct backend_inode *out)
+			  const struct backend_dir *d, uint64_t dir, const uint64_t *inos, size_t i,
+			  size_t j, struct backend_inode *out)
 {
 	struct xfs_bulkstat_req *req = w->req;
+	uint64_t lo = dir && dir < inos[i] ? dir : inos[i];
+	uint64_t hi = dir > inos[j] ? dir : inos[j];
 	size_t found = 0;
 	uint32_t r = 0;
 
 	memset(&req->hdr, 0, sizeof(req->hdr));
-	req->hdr.ino = inos[i];
-	req->hdr.icount = (uint32_t)(inos[j] - inos[i] + 1);
+	req->hdr.ino = lo;
+	req->hdr.icount = (uint32_t)(hi - lo + 1);
 	atomic_fetch_add(&xs->bulk_requests, 1);
 	if (xfs_bulkstat_req(xs, req) < 0)
 		req->hdr.ocount = 0;
+	for (uint32_t k = 0; dir && k < req->hdr.ocount; k++)
+		if (req->bulkstat[k].bs_ino == dir) {
+			w->dir_rec = req->bulkstat[k];
+			w->dir_rec_node = d->node;
+		}
 	for (size_t k = i; k <= j; k++) {
 		while (r < req->hdr.ocount && req->bulkstat[r].bs_ino < inos[k])
 			r++;
@@ -331,12 +370,22 @@ int xfs_walkstat_bulk(struct scrub_ctx *ctx, const struct backend_dir *d,
 	struct xfs_walkstat *w = &xs->walkstat[d->thread];
 	size_t found = 0;
 
+	/* The directory's own number, until a request has brought its record. */
+	uint64_t dir = w->dir_rec_node == d->node ? 0 : d->stx->stx_ino;
+
 	xfs_ownermap_prepare(ctx);
 	w->nflags = 0;
 	for (size_t i = 0, j; i < n; i = j + 1) {
+		uint64_t with = 0;
+
 		for (j = i; j + 1 < n && inos[j + 1] - inos[i] < XFS_WALKSTAT_WINDOW;)
 			j++;
-		found += bulk_window(ctx, xs, w, inos, i, j, out);
+		if (dir && (dir > inos[j] ? dir : inos[j]) - (dir < inos[i] ? dir : inos[i]) <
+		    XFS_WALKSTAT_WINDOW) {
+			with = dir;
+			dir = 0;
+		}
+		found += bulk_window(ctx, xs, w, d, with, inos, i, j, out);
 	}
 	atomic_fetch_add(&xs->bulk_records, found);
 	return (int)found;
