@@ -138,6 +138,25 @@ def test_sick_inode_health_flag(xfs_image):
     assert r.rc == 4, r
 
 
+def test_bmbt_crc_said_once(xfs_image):
+    """A file's bmbt block fails its CRC: the walk's FIEMAP cannot map the
+    file (extent.unreadable), and the kernel marks the inode's data fork
+    mapping sick as it trips on the block.  That flag is the walk's own
+    finding again, not one the kernel held before the scan: its health
+    flags come from the directory's bulk record, read before the walk
+    opened the file, so no xfs.health as well (as when phase 2 read every
+    inode's flags before the walk)."""
+    mnt = xfs_image.mount()
+    ino = fsimage.inode_of(os.path.join(mnt, "data", "frag_a"))
+    xfs_image.offline()
+    assert "(btree)" in faults.xfs_db(xfs_image, "inode %d" % ino, "print core.format",
+                                      write=False)
+    faults.xfs_db(xfs_image, "inode %d" % ino, "addr u3.bmbt.ptrs[1]", "write -c crc 0xdeadbeef")
+    mnt, r = scrub(xfs_image, "-v")
+    assert r.rc == 4, r
+    assert [(e.check, e.inode) for e in r.errors] == [("extent.unreadable", ino)], r
+
+
 def test_orphan_while_directories_change(xfs_image):
     """The same orphan while a thread keeps changing a directory: every walk
     that looks again reads a changed directory, so none of them proves the

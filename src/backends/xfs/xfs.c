@@ -278,11 +278,12 @@ static void xfs_check_inode(struct scrub_ctx *ctx, const struct backend_dir *d,
 {
 	struct xfs_state *xs = xfs_state(ctx);
 
+	/* Its health flags as its bulk record had them, before the walk read it. */
+	if (xs->walk_health)
+		xfs_walkstat_health(ctx, d, e->name, e->stx->stx_ino);
 	/* An inode from a bulk record is that BULKSTAT: nothing to compare. */
 	if (!e->bulk)
 		xfs_walkstat_add(ctx, d, e->name, e->stx);
-	else if (xs->walk_health)
-		xfs_walkstat_health(ctx, d, e->name, e->stx->stx_ino);
 	/* Its map is collected: opened, none by its bulk record, or GETFSMAP's. */
 	if ((e->fd >= 0 || e->no_extents || e->bulk_map) && S_ISREG(e->stx->stx_mode) &&
 	    !stx_changed_during_scan(ctx, e->stx))

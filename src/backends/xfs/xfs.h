@@ -162,11 +162,11 @@ struct backend_inode;
 int xfs_walkstat_bulk(struct scrub_ctx *ctx, const struct backend_dir *d,
 		      const uint64_t *inos, size_t n, struct backend_inode *out);
 /*
- * In check_inode, for an entry from a bulk record (walk_health): the
- * health flags of its record, held from the thread's last bulk_inodes
- * call, taken as xfs_health_take() does.
+ * In check_inode (walk_health): the health flags of the entry's record
+ * from the thread's last bulk_inodes call, taken as xfs_health_take()
+ * does; false if that call had no record of it.
  */
-void xfs_walkstat_health(struct scrub_ctx *ctx, const struct backend_dir *d, const char *name,
+bool xfs_walkstat_health(struct scrub_ctx *ctx, const struct backend_dir *d, const char *name,
 			 uint64_t ino);
 /* "N inodes compared with BULKSTAT in M requests" (-v), after the walk. */
 void xfs_walkstat_report(struct scrub_ctx *ctx);

@@ -37,11 +37,16 @@
  * system time).  A record that disagrees is asked for again, as a batch
  * is.
  *
- * Health (without the kernel scrub, xfs_inodes.c): a compared entry's
- * flags come from its request; an entry taken from a bulk record gets its
- * record's in check_inode, where its name is known.  A record's flags are
- * nearly always clear, so only the records with a flag set are held, per
- * thread, until the next getdents buffer's records replace them.
+ * Health (without the kernel scrub, xfs_inodes.c): an entry its getdents
+ * buffer's bulk request had a record of (whether the walk took the inode
+ * from it or stat'ed it) gets that record's flags in check_inode, where
+ * its name is known: read before the walk opened or read the inode, so
+ * not a flag the kernel set for what the walk's own reads found (a bmbt
+ * FIEMAP trips on), which the walk reports itself, as when phase 2 read
+ * every inode's flags before the walk.  Other entries and the directories
+ * get their compare request's.  A record's flags are nearly always clear,
+ * so only the numbers of the records and the flags that are set are held,
+ * per thread, until the next getdents buffer's records replace them.
  */
 #include "backends/xfs/xfs.h"
 
@@ -83,6 +88,8 @@ struct xfs_walkstat {
 	struct xfs_bulkstat_req *req;
 	struct walkstat_flags *flags;	/* of the last bulk_inodes call's records */
 	size_t nflags, aflags;
+	uint64_t *recs;			/* the numbers of those records, sorted */
+	size_t nrecs, arecs;
 	/* The directory's own record from its bulk requests, for its end. */
 	struct xfs_bulkstat dir_rec;
 	const struct dir_node *dir_rec_node;	/* whose record (NULL: none held) */
@@ -109,6 +116,7 @@ void xfs_walkstat_free(struct xfs_walkstat *w, unsigned nr_threads)
 		strbuf_release(&w[i].names);
 		free(w[i].req);
 		free(w[i].flags);
+		free(w[i].recs);
 	}
 	free(w);
 }
@@ -303,18 +311,21 @@ static void hold_flags(struct xfs_walkstat *w, const struct xfs_bulkstat *bs)
 	};
 }
 
-void xfs_walkstat_health(struct scrub_ctx *ctx, const struct backend_dir *d, const char *name,
+bool xfs_walkstat_health(struct scrub_ctx *ctx, const struct backend_dir *d, const char *name,
 			 uint64_t ino)
 {
 	const struct xfs_walkstat *w = &xfs_state(ctx)->walkstat[d->thread];
 	uint32_t sick = 0, checked = 0;
 
+	if (bulk_index_of(w->recs, w->nrecs, ino) == w->nrecs)
+		return false;
 	for (size_t i = 0; i < w->nflags; i++)
 		if (w->flags[i].ino == ino) {
 			sick = w->flags[i].sick;
 			checked = w->flags[i].checked;
 		}
 	xfs_health_take(ctx, ino, sick, checked, d->node, name);
+	return true;
 }
 
 /*
@@ -387,6 +398,14 @@ int xfs_walkstat_bulk(struct scrub_ctx *ctx, const struct backend_dir *d,
 		}
 		found += bulk_window(ctx, xs, w, d, with, inos, i, j, out);
 	}
+	if (n > w->arecs) {
+		w->arecs = n;
+		w->recs = xrealloc(w->recs, n * sizeof(*w->recs));
+	}
+	w->nrecs = 0;
+	for (size_t k = 0; k < n; k++)
+		if (out[k].ino)
+			w->recs[w->nrecs++] = inos[k];
 	atomic_fetch_add(&xs->bulk_records, found);
 	return (int)found;
 }
