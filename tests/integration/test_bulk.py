@@ -727,6 +727,70 @@ def test_xfs_orphans_from_inumbers(image_factory):
     assert findings(old) == findings(r), (old, r)
 
 
+HEALTH_RE = re.compile(r"Phase 3: BULKSTAT health flags of (\d+) inodes \((\d+) of them "
+                       r"BULKSTAT'ed after the walk\): (\d+) checked by the kernel since "
+                       r"mount, (\d+) marked sick")
+BS_TOTAL_RE = re.compile(r"Phase 3: (\d+) BULKSTAT requests since the scan began, (\d+) inodes "
+                         r"returned")
+
+
+def test_xfs_health_from_the_walks_records(xfs_tree):
+    """Without the kernel scrub, phase 2 no longer BULKSTATs every inode
+    for its health flags (bs_sick) before the walk: the walk's own
+    BULKSTAT records give them, each inode's once, and on a quiet tree no
+    inode is BULKSTAT'ed after the walk for them.  So the scan BULKSTATs
+    each inode about once, not twice (a pass over every inode, then the
+    walk's), and finds what FSCRUB_DEBUG_NO_BULK=1 (every entry stat'ed
+    and compared with a BULKSTAT of it) finds."""
+    img, mnt = xfs_tree
+    time.sleep(1.1)
+    r = run_fscrub("-v", mnt)
+    assert r.rc == 0 and r.errors == [], r
+    if "kernel online scrub" in r.stdout:
+        pytest.skip("the kernel scrub BULKSTATs every inode in phase 2 to scrub it")
+    found = int(re.search(r"(\d+) inodes found by name, (\d+) by BULKSTAT", r.stdout).group(1))
+    h = HEALTH_RE.search(r.stdout)
+    assert h and int(h.group(1)) == found and int(h.group(2)) == 0, r
+    assert int(h.group(4)) == 0 and "Phase 2: BULKSTAT" not in r.stdout, r
+    t = BS_TOTAL_RE.search(r.stdout)
+    # The walk's records (a directory's inode in its parent's and its own
+    # request too) and the orphan candidates: well under two per inode.
+    assert t and found <= int(t.group(2)) < 1.5 * found, (found, r)
+    old = run_fscrub("-v", mnt, env={"FSCRUB_DEBUG_NO_BULK": "1"})
+    h2 = HEALTH_RE.search(old.stdout)
+    assert h2 and h2.group(1) == h.group(1) and h2.group(2) == "0", old
+    assert findings(old) == findings(r), (old, r)
+
+
+def test_xfs_directory_record_from_its_entries_request(image_factory):
+    """Each directory is compared with a BULKSTAT of itself at its end.
+    XFS allocates a directory's files next to its inode, so the request
+    for its files' bulk records brings the directory's record too: 20
+    directories of 5 files each cost no request of their own (only the
+    root, whose entries are all directories, asks for itself), where each
+    asked for itself before.  Same findings as FSCRUB_DEBUG_NO_BULK=1."""
+    need_fs("xfs")
+    img = image_factory("xfs", size_mb=300)
+    img.mkfs()
+    mnt = img.mount()
+    for d in range(20):
+        os.mkdir(os.path.join(mnt, "d%02d" % d))
+        for f in range(5):
+            with open(os.path.join(mnt, "d%02d" % d, "f%d" % f), "wb") as fh:
+                fh.write(b"x" * (100 * (f + 1)))
+    mnt = img.remount()
+    time.sleep(1.1)
+    r = run_fscrub("-v", mnt)
+    assert r.rc == 0 and r.errors == [], r
+    c = re.search(r"Phase 3: (\d+) inodes compared with BULKSTAT in (\d+) requests", r.stdout)
+    assert c and int(c.group(1)) == 21 and int(c.group(2)) < 5, r
+    old = run_fscrub("-v", mnt, env={"FSCRUB_DEBUG_NO_BULK": "1"})
+    c2 = re.search(r"Phase 3: (\d+) inodes compared with BULKSTAT in (\d+) requests",
+                   old.stdout)
+    assert c2 and int(c2.group(1)) == 121 and int(c2.group(2)) >= 20, old
+    assert findings(old) == findings(r), (old, r)
+
+
 @pytest.mark.parametrize("fstype", ["xfs", "ext4"])
 def test_data_scan_walk_takes_bulk_records(image_factory, fstype):
     """-x (issue 22's whole run): the walk takes the bulk records as -n does,

@@ -110,6 +110,53 @@ def test_orphaned_inode(xfs_image):
         [e.inode for e in nl] == [f["inode"]], r
 
 
+def test_sick_inode_health_flag(xfs_image):
+    """The kernel marks a directory sick when a read finds its block
+    corrupt (bad CRC), in memory, until the inode leaves its cache.  A scan
+    of the filesystem still mounted reports that health flag once, as an
+    error without the kernel scrub (xfs.health, the directory named),
+    wherever fscrub reads it: a BULKSTAT of every inode before the walk,
+    or the walk's own BULKSTAT records (xfs_inodes.c)."""
+    mnt = xfs_image.mount()
+    many = os.path.join(mnt, "many")
+    ino = fsimage.inode_of(many)
+    xfs_image.offline()
+    # A block-format directory's first block is a "bhdr", a bigger one's a "dhdr".
+    hdr = re.search(r"^([bd]hdr)\.hdr\.crc", faults.xfs_db(
+        xfs_image, "inode %d" % ino, "dblock 0", "print", write=False), re.M).group(1)
+    faults.xfs_db(xfs_image, "inode %d" % ino, "dblock 0", "write -c %s.hdr.crc 0xdeadbeef" % hdr)
+    time.sleep(1.1)
+    mnt = xfs_image.mount()
+    with pytest.raises(OSError):
+        os.listdir(os.path.join(mnt, "many"))
+    r = run_fscrub("-v", mnt)
+    if not no_online_scrub(r):
+        pytest.skip("with the kernel scrub a sick flag is an info: the scrub judges it")
+    health = errors_of(r, "xfs.health")
+    assert [e.inode for e in health] == [ino], r
+    assert "corrupt while using it: directory" in health[0].message, r
+    assert r.rc == 4, r
+
+
+def test_bmbt_crc_said_once(xfs_image):
+    """A file's bmbt block fails its CRC: the walk's FIEMAP cannot map the
+    file (extent.unreadable), and the kernel marks the inode's data fork
+    mapping sick as it trips on the block.  That flag is the walk's own
+    finding again, not one the kernel held before the scan: its health
+    flags come from the directory's bulk record, read before the walk
+    opened the file, so no xfs.health as well (as when phase 2 read every
+    inode's flags before the walk)."""
+    mnt = xfs_image.mount()
+    ino = fsimage.inode_of(os.path.join(mnt, "data", "frag_a"))
+    xfs_image.offline()
+    assert "(btree)" in faults.xfs_db(xfs_image, "inode %d" % ino, "print core.format",
+                                      write=False)
+    faults.xfs_db(xfs_image, "inode %d" % ino, "addr u3.bmbt.ptrs[1]", "write -c crc 0xdeadbeef")
+    mnt, r = scrub(xfs_image, "-v")
+    assert r.rc == 4, r
+    assert [(e.check, e.inode) for e in r.errors] == [("extent.unreadable", ino)], r
+
+
 def test_orphan_while_directories_change(xfs_image):
     """The same orphan while a thread keeps changing a directory: every walk
     that looks again reads a changed directory, so none of them proves the

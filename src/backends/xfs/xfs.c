@@ -8,13 +8,15 @@
  * those objects anyway and its verdict is the finding; without it a sick
  * mask is an error.
  *
- * Phase 2 is the kernel's online scrub of every object (xfs_kscrub.c) and
- * the BULKSTAT of every inode (xfs_inodes.c).  Phase 3 runs the generic walk
- * with two hooks here: every inode the walk reaches is compared with a
- * BULKSTAT of it (link count, mode, size; xfs_walkstat.c), regular files are
- * remembered for the reverse-mapping check, and the names of the inodes
- * phase 2 had something to say about are recorded.  After the walk
- * xfs_inodes.c looks for orphans and cross-checks GETFSMAP.
+ * Phase 2 is the kernel's online scrub of every object (xfs_kscrub.c, with
+ * a BULKSTAT of every inode) and the reads from the device (xfs_ondisk.c).
+ * Phase 3 runs the generic walk with two hooks here: every inode the walk
+ * reaches is compared with a BULKSTAT of it (link count, mode, size;
+ * xfs_walkstat.c) or taken from one, whose health flags are taken too
+ * without the kernel scrub (xfs_inodes.c), regular files are remembered
+ * for the reverse-mapping check, and the names of the inodes phase 2 had
+ * something to say about are recorded.  After the walk xfs_inodes.c looks
+ * for orphans and cross-checks GETFSMAP.
  */
 #include "backends/backend.h"
 #include "backends/xfs/xfs.h"
@@ -219,6 +221,7 @@ static int xfs_scan_fs(struct scrub_ctx *ctx)
 	xs->fd = ctx->mnt_fd;
 	pthread_mutex_init(&xs->lock, NULL);
 	xs->files = inoset_new();
+	xs->health_seen = inoset_new();
 	xs->nr_walkstat = ctx->opt.nr_threads ? ctx->opt.nr_threads : 1;
 	xs->walkstat = xfs_walkstat_new(xs->nr_walkstat);
 	xfs_names_init(&xs->named);
@@ -232,7 +235,7 @@ static int xfs_scan_fs(struct scrub_ctx *ctx)
 	 * geometry does not): without it, say so once and leave the
 	 * filesystem to the generic checks rather than fail each of them.
 	 */
-	ret = xfs_bulkstat_one(xs->fd, ctx->root_stx.stx_ino, &root);
+	ret = xfs_bulkstat_one(xs, ctx->root_stx.stx_ino, &root);
 	if (ret == -EPERM || ret == -EACCES)
 		return ret;
 	report_features(ctx);
@@ -252,16 +255,19 @@ static int xfs_scan_metadata(struct scrub_ctx *ctx)
 	if (why && fstatvfs(ctx->mnt_fd, &again) == 0 && (why = statvfs_insane(&again)))
 		str_error(ctx, CHECK_STATFS_COUNTERS, NULL, NULL, 0,
 			  "statfs counters are inconsistent: %s", why);
+	/* Without the kernel scrub, phase 3's BULKSTATs give the inodes' health. */
 	if (xs->kscrub)
 		xfs_kscrub_all(ctx);
 	else
-		xfs_inodes_phase2(ctx);
+		xs->walk_health = true;
 	xfs_ondisk_check(ctx);
 	xfs_counters_check(ctx);
-	report_verbose(ctx, "Phase 2: BULKSTAT: %llu inodes, %llu checked by the kernel since "
-		       "mount, %llu marked sick", (unsigned long long)atomic_load(&xs->nr_bulkstat),
-		       (unsigned long long)atomic_load(&xs->nr_checked),
-		       (unsigned long long)atomic_load(&xs->nr_sick));
+	if (xs->kscrub)
+		report_verbose(ctx, "Phase 2: BULKSTAT: %llu inodes, %llu checked by the kernel "
+			       "since mount, %llu marked sick",
+			       (unsigned long long)atomic_load(&xs->nr_bulkstat),
+			       (unsigned long long)atomic_load(&xs->nr_checked),
+			       (unsigned long long)atomic_load(&xs->nr_sick));
 	/* Phase 3's walk names the inodes phase 2 had something to say about. */
 	xfs_names_finish(&xs->named);
 	return 0;
@@ -272,6 +278,9 @@ static void xfs_check_inode(struct scrub_ctx *ctx, const struct backend_dir *d,
 {
 	struct xfs_state *xs = xfs_state(ctx);
 
+	/* Its health flags as its bulk record had them, before the walk read it. */
+	if (xs->walk_health)
+		xfs_walkstat_health(ctx, d, e->name, e->stx->stx_ino);
 	/* An inode from a bulk record is that BULKSTAT: nothing to compare. */
 	if (!e->bulk)
 		xfs_walkstat_add(ctx, d, e->name, e->stx);
@@ -286,7 +295,8 @@ static void xfs_check_dir(struct scrub_ctx *ctx, const struct backend_dir *d)
 {
 	struct xfs_state *xs = xfs_state(ctx);
 
-	xfs_walkstat_add(ctx, d, NULL, d->stx);
+	if (!xfs_walkstat_dir(ctx, d))
+		xfs_walkstat_add(ctx, d, NULL, d->stx);
 	xfs_walkstat_flush(ctx, d);
 	xfs_names_note(&xs->named, d->node, NULL, 0, d->stx->stx_ino);
 }
@@ -302,12 +312,17 @@ static bool xfs_data_elsewhere(struct scrub_ctx *ctx, int fd)
 
 static int xfs_scan_inodes(struct scrub_ctx *ctx)
 {
+	struct xfs_state *xs = xfs_state(ctx);
+
 	xfs_walkstat_report(ctx);
 	xfs_ownermap_report(ctx);
 	xfs_ownermap_handover(ctx);
 	xfs_ownermap_release(xfs_state(ctx));
 	xfs_inodes_after_walk(ctx);
 	xfs_quota_check(ctx);
+	report_verbose(ctx, "Phase 3: %llu BULKSTAT requests since the scan began, %llu inodes "
+		       "returned", (unsigned long long)atomic_load(&xs->bs_requests),
+		       (unsigned long long)atomic_load(&xs->bs_inodes));
 	return 0;
 }
 
@@ -339,6 +354,7 @@ static void xfs_cleanup(struct scrub_ctx *ctx)
 	xfs_inodes_release(ctx);
 	xfs_ownermap_release(xs);
 	inoset_free(xs->files);
+	inoset_free(xs->health_seen);
 	xfs_walkstat_free(xs->walkstat, xs->nr_walkstat);
 	pthread_mutex_destroy(&xs->lock);
 	free(xs->ags);

@@ -14,14 +14,16 @@
  *                 block counts, secondary superblocks.
  *   xfs_counters.c phase 2, after them: the kernel's inode counters against
  *                 the sums of its per-AG ones.
- *   xfs_inodes.c  phase 2: BULKSTAT of every inode; phase 3, after the walk:
- *                 orphaned inodes, bulkstat health, the reverse-mapping
- *                 cross-check with GETFSMAP; per-inode findings reported
- *                 with the names the walk found.
+ *   xfs_inodes.c  inode health (bs_sick) from the BULKSTAT records phase 3
+ *                 reads anyway; phase 3, after the walk: orphaned inodes
+ *                 and the health of the inodes the walk did not BULKSTAT,
+ *                 the reverse-mapping cross-check with GETFSMAP;
+ *                 per-inode findings reported with the names the walk
+ *                 found.
  *   xfs_walkstat.c phase 3, in the walk: the walk's bulk records (each
  *                 getdents buffer's inodes by BULKSTAT), and each inode
  *                 stat'ed or opened against its BULKSTAT, a directory's
- *                 entries in a few requests.
+ *                 entries in a few requests; the health flags of both.
  *   xfs_ownermap.c phase 3, in the walk: regular files' extent maps from
  *                 GETFSMAP owner records (rmapbt), where they agree with
  *                 the data fork phase 2 read from the disk; no FIEMAP.
@@ -55,7 +57,10 @@ struct inoset;
 #define XFS_FSOP_GEOM_FLAGS_PARENT	(1 << 25)	/* Linux 6.10 */
 #endif
 
-/* A per-inode finding kept until the walk has named the inode. */
+/*
+ * A per-inode finding kept until the walk has named the inode (or one the
+ * walk made, with the name it had then: dir set).
+ */
 struct xfs_deferred {
 	uint64_t ino;
 	enum severity sev;
@@ -64,6 +69,8 @@ struct xfs_deferred {
 	const char *file;
 	int line;
 	bool if_named;		/* said only if the walk reaches the inode by a name */
+	struct dir_node *dir;	/* reference, or NULL: named through xfs_state.named */
+	char *name;		/* with dir: NULL means the inode is the directory dir */
 };
 
 /* An inode whose name a walk is asked to record. */
@@ -94,8 +101,19 @@ struct xfs_state {
 	bool kscrub;			/* the kernel has online scrub */
 	bool krepair;			/* ... and repairs (never probed under -n) */
 	bool shut_down;			/* the kernel shut the filesystem down */
-	atomic_ullong nr_bulkstat;	/* inodes BULKSTAT returned in phase 2 */
+	/*
+	 * No kernel scrub, so no BULKSTAT pass in phase 2: the health flags
+	 * come from phase 3's records (xfs_health_take()), each inode's once
+	 * (health_seen), and after the walk from a BULKSTAT of the allocated
+	 * inodes it did not see (health_after of them).
+	 */
+	bool walk_health;
+	struct inoset *health_seen;
+	atomic_ullong health_after;
+	atomic_ullong nr_bulkstat;	/* inodes whose health was read */
 	atomic_ullong nr_sick, nr_checked;
+	/* Every BULKSTAT request of the scan (xfs_bulkstat_req()), and the inodes returned. */
+	atomic_ullong bs_requests, bs_inodes;
 	/* Phase 2's inode chunk reads, and the batches that had reads in flight. */
 	atomic_ullong chunk_reads, chunk_batches;
 
@@ -133,10 +151,23 @@ void xfs_walkstat_free(struct xfs_walkstat *w, unsigned nr_threads);
 void xfs_walkstat_add(struct scrub_ctx *ctx, const struct backend_dir *d, const char *name,
 		      const struct statx *stx);
 void xfs_walkstat_flush(struct scrub_ctx *ctx, const struct backend_dir *d);
+/*
+ * In check_dir: d against the record of itself its bulk requests brought
+ * (see xfs_walkstat.c).  False: no such record, or it disagrees: add()
+ * d for a request of its own.
+ */
+bool xfs_walkstat_dir(struct scrub_ctx *ctx, const struct backend_dir *d);
 /* The bulk_inodes hook (backend.h): the walk's inodes by BULKSTAT. */
 struct backend_inode;
 int xfs_walkstat_bulk(struct scrub_ctx *ctx, const struct backend_dir *d,
 		      const uint64_t *inos, size_t n, struct backend_inode *out);
+/*
+ * In check_inode (walk_health): the health flags of the entry's record
+ * from the thread's last bulk_inodes call, taken as xfs_health_take()
+ * does; false if that call had no record of it.
+ */
+bool xfs_walkstat_health(struct scrub_ctx *ctx, const struct backend_dir *d, const char *name,
+			 uint64_t ino);
 /* "N inodes compared with BULKSTAT in M requests" (-v), after the walk. */
 void xfs_walkstat_report(struct scrub_ctx *ctx);
 
@@ -200,11 +231,21 @@ typedef void (*xfs_inode_fn)(struct scrub_ctx *ctx, const struct xfs_bulkstat *b
  * Returns 0 or a negative errno.
  */
 int xfs_bulkstat_each(struct scrub_ctx *ctx, xfs_inode_fn fn, void *arg);
+/* XFS_IOC_BULKSTAT, counted in xs->bs_requests and bs_inodes: 0 or -errno. */
+int xfs_bulkstat_req(struct xfs_state *xs, struct xfs_bulkstat_req *req);
 /* One inode by number, fresh: 1 found (allocated), 0 not, or -errno. */
-int xfs_bulkstat_one(int fd, uint64_t ino, struct xfs_bulkstat *bs);
-/* Phase 2: BULKSTAT health of one inode; of every inode (no kernel scrub). */
+int xfs_bulkstat_one(struct xfs_state *xs, uint64_t ino, struct xfs_bulkstat *bs);
+/* Phase 2 (kernel scrub): BULKSTAT health of one inode, named by phase 3's walk. */
 void xfs_inode_health(struct scrub_ctx *ctx, const struct xfs_bulkstat *bs);
-void xfs_inodes_phase2(struct scrub_ctx *ctx);
+/*
+ * Without the kernel scrub (xs->walk_health): the health flags of inode
+ * ino as a BULKSTAT record gives them, the first time the inode is seen
+ * (thread-safe); dir and name (NULL: ino is the directory dir) name it,
+ * dir NULL: no name (after the walk).
+ */
+void xfs_health_take(struct scrub_ctx *ctx, uint64_t ino, uint32_t sick, uint32_t checked,
+		     struct dir_node *dir, const char *name);
+
 /* Phase 3, after the walk. */
 void xfs_inodes_after_walk(struct scrub_ctx *ctx);
 /* Open an inode by its handle (fsid of the mount, number, generation): fd or -errno. */

@@ -2,9 +2,17 @@
  * xfs_inodes: what BULKSTAT and GETFSMAP tell about the inodes, checked
  * against the walk -- on any kernel, online scrub or not.
  *
- * Phase 2 runs BULKSTAT (v5) over every AG in parallel: each inode's health
- * (bs_sick, the metadata the kernel found bad while using it) is reported,
- * and the kernel scrub (xfs_kscrub.c) checks each inode in the same pass.
+ * Health.  Each inode's health flags (bs_sick, the metadata the kernel
+ * found bad while using it, and bs_checked) are in every BULKSTAT record
+ * of it.  With the kernel scrub (xfs_kscrub.c), phase 2 BULKSTATs every
+ * inode to scrub it and takes them then.  Without it, a BULKSTAT of every
+ * inode before the walk cost a pass over the inode table that phase 3's
+ * own BULKSTATs repeat (the walk's bulk records, the comparisons of
+ * xfs_walkstat.c): the flags are taken from those (xfs_health_take(),
+ * once per inode, with the name the walk has for it then), and after the
+ * walk from a BULKSTAT of the allocated inodes it did not see, with the
+ * orphan candidates.  Those are only flags the kernel keeps for inodes it
+ * has in memory, which a BULKSTAT before the walk saw no more of.
  * Findings about an inode are held back (xfs_defer) until phase 3's walk
  * has found a name for it, so they are reported with a path.
  *
@@ -164,12 +172,20 @@ void xfs_names_release(struct scrub_ctx *ctx, struct xfs_names *nl)
 
 /* ------------------------------------------------------- deferred reports */
 
+/*
+ * Hold a finding.  to_name: the walk is to name the inode (before it
+ * only: xfs_names_add() unsorts the list the walk looks names up in);
+ * else dir and name are the name it has (dir NULL: none).
+ */
 static void defer_v(struct xfs_state *xs, uint64_t ino, enum severity sev, const char *check,
-		    bool if_named, const char *file, int line, const char *fmt, va_list ap)
+		    bool if_named, bool to_name, struct dir_node *dir, const char *name,
+		    const char *file, int line, const char *fmt, va_list ap)
 {
 	struct strbuf sb = STRBUF_INIT;
 
 	strbuf_vaddf(&sb, fmt, ap);
+	if (dir)
+		dir_node_get(dir);
 	pthread_mutex_lock(&xs->lock);
 	if (xs->nr_deferred == xs->alloc_deferred) {
 		xs->alloc_deferred = xs->alloc_deferred ? 2 * xs->alloc_deferred : 16;
@@ -177,10 +193,12 @@ static void defer_v(struct xfs_state *xs, uint64_t ino, enum severity sev, const
 	}
 	xs->deferred[xs->nr_deferred++] = (struct xfs_deferred){
 		.ino = ino, .sev = sev, .check = check, .msg = strbuf_detach(&sb),
-		.file = file, .line = line, .if_named = if_named,
+		.file = file, .line = line, .if_named = if_named, .dir = dir,
+		.name = dir && name ? xstrdup(name) : NULL,
 	};
 	pthread_mutex_unlock(&xs->lock);
-	xfs_names_add(&xs->named, ino);
+	if (to_name)
+		xfs_names_add(&xs->named, ino);
 }
 
 void xfs_defer_at(struct xfs_state *xs, uint64_t ino, enum severity sev, const char *check,
@@ -189,7 +207,7 @@ void xfs_defer_at(struct xfs_state *xs, uint64_t ino, enum severity sev, const c
 	va_list ap;
 
 	va_start(ap, fmt);
-	defer_v(xs, ino, sev, check, false, file, line, fmt, ap);
+	defer_v(xs, ino, sev, check, false, true, NULL, NULL, file, line, fmt, ap);
 	va_end(ap);
 }
 
@@ -199,7 +217,7 @@ void xfs_defer_if_named_at(struct xfs_state *xs, uint64_t ino, enum severity sev
 	va_list ap;
 
 	va_start(ap, fmt);
-	defer_v(xs, ino, sev, check, true, file, line, fmt, ap);
+	defer_v(xs, ino, sev, check, true, true, NULL, NULL, file, line, fmt, ap);
 	va_end(ap);
 }
 
@@ -213,7 +231,7 @@ static void report_named(struct scrub_ctx *ctx, struct xfs_state *xs,
 			 const struct xfs_deferred *d, const struct xfs_named *n)
 {
 	struct xfs_bulkstat bs;
-	int ret = d->sev == SEV_ERROR ? xfs_bulkstat_one(xs->fd, d->ino, &bs) : 0;
+	int ret = d->sev == SEV_ERROR ? xfs_bulkstat_one(xs, d->ino, &bs) : 0;
 	bool still = ret == 1 && !bs.bs_nlink &&
 		     (uint64_t)bs.bs_ctime * 1000000000ULL + bs.bs_ctime_nsec <
 		     ctx->changed_since_ns;
@@ -233,7 +251,7 @@ static int deferred_cmp(const void *a, const void *b)
 	return x->ino < y->ino ? -1 : x->ino > y->ino;
 }
 
-/* Report what phase 2 held back, with the names the walk found. */
+/* Report what phases 2 and 3 held back, with the names the walk found. */
 static void report_deferred(struct scrub_ctx *ctx, struct xfs_state *xs)
 {
 	/* By inode: the findings about one file come together. */
@@ -243,6 +261,11 @@ static void report_deferred(struct scrub_ctx *ctx, struct xfs_state *xs)
 		const struct xfs_deferred *d = &xs->deferred[i];
 		const struct xfs_named *n = xfs_names_find(&xs->named, d->ino);
 
+		if (d->dir) {
+			report_at(ctx, d->sev, d->check, d->dir, d->name, d->ino, d->file, d->line,
+				  "%s", d->msg);
+			continue;
+		}
 		if (d->if_named) {
 			if (n && n->found)
 				report_named(ctx, xs, d, n);
@@ -261,8 +284,12 @@ void xfs_inodes_release(struct scrub_ctx *ctx)
 {
 	struct xfs_state *xs = xfs_state(ctx);
 
-	for (size_t i = 0; i < xs->nr_deferred; i++)
+	for (size_t i = 0; i < xs->nr_deferred; i++) {
 		free(xs->deferred[i].msg);
+		free(xs->deferred[i].name);
+		if (xs->deferred[i].dir)
+			dir_node_put(&ctx->dcache, xs->deferred[i].dir);
+	}
 	free(xs->deferred);
 	xs->deferred = NULL;
 	xs->nr_deferred = 0;
@@ -271,18 +298,29 @@ void xfs_inodes_release(struct scrub_ctx *ctx)
 
 /* --------------------------------------------------------------- bulkstat */
 
-int xfs_bulkstat_one(int fd, uint64_t ino, struct xfs_bulkstat *bs)
+int xfs_bulkstat_req(struct xfs_state *xs, struct xfs_bulkstat_req *req)
+{
+	atomic_fetch_add(&xs->bs_requests, 1);
+	if (ioctl(xs->fd, XFS_IOC_BULKSTAT, req) < 0)
+		return -errno;
+	atomic_fetch_add(&xs->bs_inodes, req->hdr.ocount);
+	return 0;
+}
+
+int xfs_bulkstat_one(struct xfs_state *xs, uint64_t ino, struct xfs_bulkstat *bs)
 {
 	struct {
 		struct xfs_bulkstat_req req;
 		struct xfs_bulkstat one;
 	} r;
+	int ret;
 
 	memset(&r, 0, sizeof(r));
 	r.req.hdr.ino = ino;
 	r.req.hdr.icount = 1;
-	if (ioctl(fd, XFS_IOC_BULKSTAT, &r.req) < 0)
-		return -errno;
+	ret = xfs_bulkstat_req(xs, &r.req);
+	if (ret < 0)
+		return ret;
 	if (r.req.hdr.ocount != 1 || r.one.bs_ino != ino)
 		return 0;
 	*bs = r.one;
@@ -296,6 +334,31 @@ struct bs_run {
 	atomic_int err;			/* first errno, positive */
 };
 
+/*
+ * The kernel found a damaged inode (or inode btree) and cannot go past
+ * it: that is a finding about the filesystem, not a failure of the scan
+ * (said once per AG).  whole: a pass over the AG, whose later inodes are
+ * then not looked at; else a BULKSTAT of the one inode ino.
+ */
+static void bulkstat_corrupt(struct scrub_ctx *ctx, uint32_t agno, uint64_t ino, int err,
+			     bool whole)
+{
+	struct xfs_state *xs = xfs_state(ctx);
+
+	if (atomic_exchange(&xs->bulkstat_corrupt_said[agno], true))
+		return;
+	if (whole)
+		str_error(ctx, CHECK_XFS_BULKSTAT, NULL, NULL, 0,
+			  "AG %u: BULKSTAT stops at damaged inode metadata after inode %llu "
+			  "(%s): the AG's later inodes are not cross-checked", agno,
+			  (unsigned long long)ino, strerror(err));
+	else
+		str_error(ctx, CHECK_XFS_BULKSTAT, NULL, NULL, 0,
+			  "AG %u: BULKSTAT stops at damaged inode metadata at inode %llu (%s): "
+			  "its health flags are not known", agno, (unsigned long long)ino,
+			  strerror(err));
+}
+
 static void bs_ag_fn(void *arg, uint32_t agno, unsigned thread)
 {
 	struct bs_run *br = arg;
@@ -307,22 +370,15 @@ static void bs_ag_fn(void *arg, uint32_t agno, unsigned thread)
 	req->hdr.agno = agno;
 	req->hdr.ino = 0;	/* the AG's first inode */
 	while (!scrub_should_stop(br->ctx)) {
-		req->hdr.icount = BULKSTAT_BATCH;
-		if (ioctl(xs->fd, XFS_IOC_BULKSTAT, req) < 0) {
-			int zero = 0, err = errno;
+		int ret;
 
-			/*
-			 * The kernel found a damaged inode (or inode btree) and
-			 * cannot go past it: that is a finding about the
-			 * filesystem, not a failure of the scan (said once per AG).
-			 */
+		req->hdr.icount = BULKSTAT_BATCH;
+		ret = xfs_bulkstat_req(xs, req);
+		if (ret < 0) {
+			int zero = 0, err = -ret;
+
 			if (errno_is_corruption(err)) {
-				if (!atomic_exchange(&xs->bulkstat_corrupt_said[agno], true))
-					str_error(br->ctx, CHECK_XFS_BULKSTAT, NULL, NULL, 0,
-						  "AG %u: BULKSTAT stops at damaged inode metadata "
-						  "after inode %llu (%s): the AG's later inodes are "
-						  "not cross-checked", agno,
-						  (unsigned long long)req->hdr.ino, strerror(err));
+				bulkstat_corrupt(br->ctx, agno, req->hdr.ino, err, true);
 				break;
 			}
 			atomic_compare_exchange_strong(&br->err, &zero, err);
@@ -344,52 +400,74 @@ int xfs_bulkstat_each(struct scrub_ctx *ctx, xfs_inode_fn fn, void *arg)
 	return ret < 0 ? ret : -atomic_load(&br.err);
 }
 
+/*
+ * Count one inode's health flags; true if it is sick, its sick parts
+ * then described in sb.
+ */
+static bool health_count(struct xfs_state *xs, uint32_t sick, uint32_t checked,
+			 struct strbuf *sb)
+{
+	atomic_fetch_add(&xs->nr_bulkstat, 1);
+	if (checked)
+		atomic_fetch_add(&xs->nr_checked, 1);
+	if (!sick)
+		return false;
+	atomic_fetch_add(&xs->nr_sick, 1);
+	for (unsigned bit = 0; bit < 16; bit++) {
+		const char *name;
+
+		if (!(sick & (1u << bit)))
+			continue;
+		name = xfs_inode_sick_name(bit);
+		if (sb->len)
+			strbuf_addstr(sb, ", ");
+		if (name)
+			strbuf_addstr(sb, name);
+		else
+			strbuf_addf(sb, "health bit %u", bit);
+	}
+	return true;
+}
+
 void xfs_inode_health(struct scrub_ctx *ctx, const struct xfs_bulkstat *bs)
 {
 	struct xfs_state *xs = xfs_state(ctx);
 	struct strbuf sb = STRBUF_INIT;
 
-	atomic_fetch_add(&xs->nr_bulkstat, 1);
-	if (bs->bs_checked)
-		atomic_fetch_add(&xs->nr_checked, 1);
-	if (!bs->bs_sick)
-		return;
-	atomic_fetch_add(&xs->nr_sick, 1);
-	for (unsigned bit = 0; bit < 16; bit++) {
-		const char *name;
-
-		if (!(bs->bs_sick & (1u << bit)))
-			continue;
-		name = xfs_inode_sick_name(bit);
-		if (sb.len)
-			strbuf_addstr(&sb, ", ");
-		if (name)
-			strbuf_addstr(&sb, name);
-		else
-			strbuf_addf(&sb, "health bit %u", bit);
-	}
-	if (xs->kscrub)
+	if (health_count(xs, bs->bs_sick, bs->bs_checked, &sb))
 		xfs_defer(xs, bs->bs_ino, SEV_INFO, CHECK_XFS_HEALTH,
 			  "the kernel has marked as sick: %s (the kernel scrub checks it)", sb.buf);
-	else
-		xfs_defer(xs, bs->bs_ino, SEV_ERROR, CHECK_XFS_HEALTH,
-			  "the kernel found this inode's metadata corrupt while using it: %s",
-			  sb.buf);
 	strbuf_release(&sb);
 }
 
-static void health_fn(struct scrub_ctx *ctx, const struct xfs_bulkstat *bs, void *arg)
+/* Hold a finding with the name the walk has for the inode now (dir NULL: none). */
+static void defer_named(struct xfs_state *xs, uint64_t ino, struct dir_node *dir,
+			const char *name, enum severity sev, const char *check, const char *file,
+			int line, const char *fmt, ...)
+	__attribute__((format(printf, 9, 10)));
+
+static void defer_named(struct xfs_state *xs, uint64_t ino, struct dir_node *dir,
+			const char *name, enum severity sev, const char *check, const char *file,
+			int line, const char *fmt, ...)
 {
-	(void)arg;
-	xfs_inode_health(ctx, bs);
+	va_list ap;
+
+	va_start(ap, fmt);
+	defer_v(xs, ino, sev, check, false, false, dir, name, file, line, fmt, ap);
+	va_end(ap);
 }
 
-void xfs_inodes_phase2(struct scrub_ctx *ctx)
+void xfs_health_take(struct scrub_ctx *ctx, uint64_t ino, uint32_t sick, uint32_t checked,
+		     struct dir_node *dir, const char *name)
 {
-	int ret = xfs_bulkstat_each(ctx, health_fn, NULL);
+	struct xfs_state *xs = xfs_state(ctx);
+	struct strbuf sb = STRBUF_INIT;
 
-	if (ret < 0)
-		report_operational(ctx, NULL, NULL, -ret, "XFS_IOC_BULKSTAT");
+	if (!inoset_test_and_set(xs->health_seen, 0, ino) && health_count(xs, sick, checked, &sb))
+		defer_named(xs, ino, dir, name, SEV_ERROR, CHECK_XFS_HEALTH, __FILE__, __LINE__,
+			    "the kernel found this inode's metadata corrupt while using it: %s",
+			    sb.buf);
+	strbuf_release(&sb);
 }
 
 static uint64_t ts_ns(int64_t sec, uint32_t nsec)
@@ -410,6 +488,7 @@ struct orphan_run {
 	struct orphan *v;
 	size_t n, alloc;
 	bool overflow;
+	bool orphans;			/* every name was seen: look for orphans */
 	uint64_t dev;
 	atomic_int err;			/* first errno of INUMBERS, positive */
 	atomic_ullong unreached;	/* allocated inodes INUMBERS gave, not reached */
@@ -442,53 +521,107 @@ static void orphan_fn(struct scrub_ctx *ctx, const struct xfs_bulkstat *bs, void
 	pthread_mutex_unlock(&or->lock);
 }
 
+/* Has the walk taken ino's health flags (or is that phase 2's, kernel scrub)? */
+static bool health_known(struct xfs_state *xs, uint64_t ino)
+{
+	return !xs->walk_health || inoset_test(xs->health_seen, 0, ino);
+}
+
+/*
+ * An inode BULKSTAT'ed after the walk: its health flags if the walk did
+ * not take them, an orphan candidate if it was not reached.
+ */
+static void after_fn(struct scrub_ctx *ctx, const struct xfs_bulkstat *bs, void *arg)
+{
+	struct orphan_run *or = arg;
+	struct xfs_state *xs = xfs_state(ctx);
+
+	if (!health_known(xs, bs->bs_ino)) {
+		atomic_fetch_add(&xs->health_after, 1);
+		xfs_health_take(ctx, bs->bs_ino, bs->bs_sick, bs->bs_checked, NULL, NULL);
+	}
+	if (or->orphans)
+		orphan_fn(ctx, bs, or);
+}
+
+/*
+ * The inodes of mask (bits of the chunk at start) one by one; a damaged
+ * one is said (xfs.bulkstat) where phase 2 did not BULKSTAT every inode.
+ */
+static void after_one_by_one(struct orphan_run *or, uint32_t agno, uint64_t start,
+			     uint64_t mask)
+{
+	struct xfs_state *xs = xfs_state(or->ctx);
+
+	for (unsigned k = 0; k < CHUNK_INODES; k++) {
+		struct xfs_bulkstat one;
+		int ret;
+
+		if (!((mask >> k) & 1))
+			continue;
+		ret = xfs_bulkstat_one(xs, start + k, &one);
+		if (ret == 1)
+			after_fn(or->ctx, &one, or);
+		else if (ret < 0 && xs->walk_health && errno_is_corruption(-ret))
+			bulkstat_corrupt(or->ctx, agno, start + k, -ret, false);
+	}
+}
+
 /*
  * The allocated inodes of one INUMBERS record (an inode chunk) that the
- * walk did not reach, BULKSTAT'ed in one request over the window from the
- * first to the last of them, each then orphan_fn's.  A window BULKSTAT
- * fails on (a damaged inode: phase 2 said so) is asked inode by inode.
+ * walk did not reach, or whose health flags it did not take, BULKSTAT'ed
+ * in one request over the window from the first to the last of them,
+ * each then after_fn's.  A window BULKSTAT fails on, or that stops short
+ * (a damaged inode stops it), is asked inode by inode for the rest.
  */
-static void chunk_unreached(struct orphan_run *or, struct xfs_bulkstat_req *req,
+static void chunk_unreached(struct orphan_run *or, uint32_t agno, struct xfs_bulkstat_req *req,
 			    const struct xfs_inumbers *g)
 {
 	struct scrub_ctx *ctx = or->ctx;
-	uint64_t mask = 0;
+	struct xfs_state *xs = xfs_state(ctx);
+	uint64_t mask = 0, unreached = 0, got = 0;
 	unsigned first, last;
 
-	for (unsigned k = 0; k < CHUNK_INODES; k++)
-		if (((g->xi_allocmask >> k) & 1) &&
-		    !backend_reached(ctx, or->dev, g->xi_startino + k))
+	for (unsigned k = 0; k < CHUNK_INODES; k++) {
+		uint64_t ino = g->xi_startino + k;
+
+		if (!((g->xi_allocmask >> k) & 1))
+			continue;
+		if (or->orphans && !backend_reached(ctx, or->dev, ino))
+			unreached |= 1ULL << k;
+		if (((unreached >> k) & 1) || !health_known(xs, ino))
 			mask |= 1ULL << k;
+	}
 	if (!mask)
 		return;
 	first = (unsigned)__builtin_ctzll(mask);
 	last = 63 - (unsigned)__builtin_clzll(mask);
-	atomic_fetch_add(&or->unreached, (unsigned long long)__builtin_popcountll(mask));
+	atomic_fetch_add(&or->unreached, (unsigned long long)__builtin_popcountll(unreached));
 	atomic_fetch_add(&or->requests, 1);
 	memset(&req->hdr, 0, sizeof(req->hdr));
 	req->hdr.ino = g->xi_startino + first;
 	req->hdr.icount = last - first + 1;
-	if (ioctl(xfs_state(ctx)->fd, XFS_IOC_BULKSTAT, req) < 0) {
-		for (unsigned k = first; k <= last; k++) {
-			struct xfs_bulkstat one;
-
-			if (((mask >> k) & 1) &&
-			    xfs_bulkstat_one(xfs_state(ctx)->fd, g->xi_startino + k, &one) == 1)
-				orphan_fn(ctx, &one, or);
-		}
+	if (xfs_bulkstat_req(xs, req) < 0) {
+		after_one_by_one(or, agno, g->xi_startino, mask);
 		return;
 	}
 	for (uint32_t i = 0; i < req->hdr.ocount; i++) {
 		uint64_t k = req->bulkstat[i].bs_ino - g->xi_startino;
 
-		if (k < CHUNK_INODES && ((mask >> k) & 1))
-			orphan_fn(ctx, &req->bulkstat[i], or);
+		if (k < CHUNK_INODES && ((mask >> k) & 1)) {
+			got |= 1ULL << k;
+			after_fn(ctx, &req->bulkstat[i], or);
+		}
 	}
+	/* Fewer than asked for: the end of the filesystem, or damage. */
+	if (req->hdr.ocount < last - first + 1 && (mask & ~got))
+		after_one_by_one(or, agno, g->xi_startino, mask & ~got);
 }
 
 static void inumbers_ag_fn(void *arg, uint32_t agno, unsigned thread)
 {
 	struct orphan_run *or = arg;
+	struct xfs_state *xs = xfs_state(or->ctx);
 	struct xfs_inumbers_req *in = xcalloc(1, XFS_INUMBERS_REQ_SIZE(INUMBERS_BATCH));
 	struct xfs_bulkstat_req *req = xcalloc(1, XFS_BULKSTAT_REQ_SIZE(CHUNK_INODES));
 
@@ -498,46 +631,52 @@ static void inumbers_ag_fn(void *arg, uint32_t agno, unsigned thread)
 	in->hdr.ino = 0;	/* the AG's first inode */
 	while (!scrub_should_stop(or->ctx)) {
 		in->hdr.icount = INUMBERS_BATCH;
-		if (ioctl(xfs_state(or->ctx)->fd, XFS_IOC_INUMBERS, in) < 0) {
-			int zero = 0;
+		if (ioctl(xs->fd, XFS_IOC_INUMBERS, in) < 0) {
+			int zero = 0, err = errno;
 
-			/* Damage stops it, as it stops BULKSTAT: phase 2 said so. */
-			if (!errno_is_corruption(errno))
-				atomic_compare_exchange_strong(&or->err, &zero, errno);
+			/*
+			 * Damage stops it, as it stops BULKSTAT: phase 2 said so
+			 * if it BULKSTAT'ed every inode (kernel scrub), else here.
+			 */
+			if (!errno_is_corruption(err))
+				atomic_compare_exchange_strong(&or->err, &zero, err);
+			else if (xs->walk_health)
+				bulkstat_corrupt(or->ctx, agno, in->hdr.ino, err, true);
 			break;
 		}
 		if (!in->hdr.ocount)
 			break;
 		for (uint32_t i = 0; i < in->hdr.ocount; i++)
-			chunk_unreached(or, req, &in->inumbers[i]);
+			chunk_unreached(or, agno, req, &in->inumbers[i]);
 	}
 	free(req);
 	free(in);
 }
 
 /*
- * The orphan candidates: INUMBERS gives each AG's inode chunks and which
- * of their inodes are allocated, from the inode btree alone, so only the
- * allocated inodes the walk did not reach are BULKSTAT'ed, not all of
- * them (a BULKSTAT instantiates every inode it returns in the kernel:
- * most of its cost).  FSCRUB_DEBUG_NO_BULK=1 BULKSTATs them all, as
- * before.
+ * The orphan candidates, and the health flags of the inodes the walk did
+ * not BULKSTAT: INUMBERS gives each AG's inode chunks and which of their
+ * inodes are allocated, from the inode btree alone, so only those
+ * allocated inodes are BULKSTAT'ed, not all of them (a BULKSTAT
+ * instantiates every inode it returns in the kernel: most of its cost).
+ * FSCRUB_DEBUG_NO_BULK=1 BULKSTATs them all, as before.
  */
-static int orphans_collect(struct scrub_ctx *ctx, struct orphan_run *or, const char **what)
+static int after_walk_collect(struct scrub_ctx *ctx, struct orphan_run *or, const char **what)
 {
 	int ret;
 
 	*what = "XFS_IOC_BULKSTAT";
 	if (getenv("FSCRUB_DEBUG_NO_BULK"))
-		return xfs_bulkstat_each(ctx, orphan_fn, or);
+		return xfs_bulkstat_each(ctx, after_fn, or);
 	*what = "XFS_IOC_INUMBERS";
 	ret = xfs_for_each_ag(ctx, inumbers_ag_fn, or);
 	if (ret < 0)
 		return ret;
-	report_verbose(ctx, "Phase 3: orphans: %llu allocated inodes not reached by the walk "
-		       "(INUMBERS), BULKSTAT'ed in %llu requests",
-		       (unsigned long long)atomic_load(&or->unreached),
-		       (unsigned long long)atomic_load(&or->requests));
+	if (or->orphans)
+		report_verbose(ctx, "Phase 3: orphans: %llu allocated inodes not reached by the "
+			       "walk (INUMBERS), BULKSTAT'ed in %llu requests",
+			       (unsigned long long)atomic_load(&or->unreached),
+			       (unsigned long long)atomic_load(&or->requests));
 	return -atomic_load(&or->err);
 }
 
@@ -552,7 +691,7 @@ static void report_orphan(struct scrub_ctx *ctx, struct xfs_state *xs,
 			    "not reached by the walk, but by a second one: moved during the scan");
 		return;
 	}
-	if (xfs_bulkstat_one(xs->fd, o->ino, &now) != 1 || now.bs_gen != o->bs.bs_gen ||
+	if (xfs_bulkstat_one(xs, o->ino, &now) != 1 || now.bs_gen != o->bs.bs_gen ||
 	    !now.bs_nlink || ts_ns(now.bs_ctime, now.bs_ctime_nsec) !=
 	    ts_ns(o->bs.bs_ctime, o->bs.bs_ctime_nsec)) {
 		str_changed(ctx, CHECK_XFS_ORPHAN, NULL, NULL, o->ino,
@@ -699,7 +838,7 @@ static int rmap_recheck(struct scrub_ctx *ctx, struct xfs_state *xs, uint32_t de
 	struct xfs_bulkstat bs, after;
 	int fd, still;
 
-	if (xfs_bulkstat_one(xs->fd, s->ino, &bs) != 1 || xfs_bs_changed_during_scan(ctx, &bs))
+	if (xfs_bulkstat_one(xs, s->ino, &bs) != 1 || xfs_bs_changed_during_scan(ctx, &bs))
 		return -1;
 	fd = xfs_open_by_ino(xs, s->ino, bs.bs_gen);
 	if (fd < 0)
@@ -713,7 +852,7 @@ static int rmap_recheck(struct scrub_ctx *ctx, struct xfs_state *xs, uint32_t de
 		return -2;
 	/* For RMAP_FREE, rmap: GETFSMAP calls the byte free. */
 	still = s->kind == RMAP_EXTRA ? rmap && !ext : ext && (s->kind == RMAP_FREE) == rmap;
-	if (xfs_bulkstat_one(xs->fd, s->ino, &after) != 1 ||
+	if (xfs_bulkstat_one(xs, s->ino, &after) != 1 ||
 	    ts_ns(after.bs_ctime, after.bs_ctime_nsec) != ts_ns(bs.bs_ctime, bs.bs_ctime_nsec))
 		return -1;
 	return still;
@@ -1152,24 +1291,36 @@ void xfs_inodes_after_walk(struct scrub_ctx *ctx)
 	struct rmap_check rc = { 0 };
 	struct refc_check *refc;
 	struct xfs_names second;
-	bool orphans = true, rmap, quiet = true;
+	bool orphans, rmap, quiet = true;
 
-	report_deferred(ctx, xs);
-	if (scrub_should_stop(ctx))
-		return;
 	pthread_mutex_init(&or.lock, NULL);
 	xfs_names_init(&second);
-	if (!ctx->reached || atomic_load(&ctx->names_hidden)) {
-		orphans = false;
+	orphans = or.orphans = ctx->reached && !atomic_load(&ctx->names_hidden);
+	if (!orphans)
 		report_verbose(ctx, "Phase 3: not every name was seen: no orphaned inode check");
-	} else {
+	/* Before the findings held back: the health flags of what the walk did not see. */
+	if ((orphans || xs->walk_health) && !scrub_should_stop(ctx)) {
 		const char *what;
-		int ret = orphans_collect(ctx, &or, &what);
+		int ret = after_walk_collect(ctx, &or, &what);
 
 		if (ret < 0) {
 			orphans = false;
 			report_operational(ctx, NULL, NULL, -ret, "%s", what);
 		}
+	}
+	if (xs->walk_health)
+		report_verbose(ctx, "Phase 3: BULKSTAT health flags of %llu inodes (%llu of them "
+			       "BULKSTAT'ed after the walk): %llu checked by the kernel since mount, "
+			       "%llu marked sick", (unsigned long long)atomic_load(&xs->nr_bulkstat),
+			       (unsigned long long)atomic_load(&xs->health_after),
+			       (unsigned long long)atomic_load(&xs->nr_checked),
+			       (unsigned long long)atomic_load(&xs->nr_sick));
+	report_deferred(ctx, xs);
+	if (scrub_should_stop(ctx)) {
+		xfs_names_release(ctx, &second);
+		free(or.v);
+		pthread_mutex_destroy(&or.lock);
+		return;
 	}
 	rmap = rmap_collect(ctx, xs, &rc);
 	refc = xfs_refcount_collect(ctx, &second);

@@ -231,7 +231,7 @@ static int remap(struct refc_check *rc, uint64_t ino, uint32_t ag, uint32_t lo, 
 	uint64_t start = 0;
 	int fd, ret = 1;
 
-	if (xfs_bulkstat_one(xs->fd, ino, &bs) != 1 || xfs_bs_changed_during_scan(rc->ctx, &bs) ||
+	if (xfs_bulkstat_one(xs, ino, &bs) != 1 || xfs_bs_changed_during_scan(rc->ctx, &bs) ||
 	    (fd = xfs_open_by_ino(xs, ino, bs.bs_gen)) < 0) {
 		free(fm);
 		return -1;
@@ -269,7 +269,7 @@ static int remap(struct refc_check *rc, uint64_t ino, uint32_t ag, uint32_t lo, 
 	}
 	close(fd);
 	free(fm);
-	if (xfs_bulkstat_one(xs->fd, ino, &after) != 1 || after.bs_gen != bs.bs_gen ||
+	if (xfs_bulkstat_one(xs, ino, &after) != 1 || after.bs_gen != bs.bs_gen ||
 	    after.bs_ctime != bs.bs_ctime || after.bs_ctime_nsec != bs.bs_ctime_nsec)
 		return -1;
 	return ret;

@@ -27,6 +27,26 @@
  * means "list the attributes" unless xfs_ownermap.c read the attribute
  * fork from the disk without a name (an empty fork, parent pointers) at
  * the ctime the record has.
+ *
+ * A directory is compared with a BULKSTAT of itself at its end.  XFS
+ * puts a directory's files near its inode, so that BULKSTAT usually comes
+ * with one of the directory's own bulk requests: the window of its
+ * entries that its number fits in is asked from the lower of the two
+ * numbers, and the directory's record is held for its end (on a kernel
+ * tree, 93% of the directories; a request of its own costs 5 us of
+ * system time).  A record that disagrees is asked for again, as a batch
+ * is.
+ *
+ * Health (without the kernel scrub, xfs_inodes.c): an entry its getdents
+ * buffer's bulk request had a record of (whether the walk took the inode
+ * from it or stat'ed it) gets that record's flags in check_inode, where
+ * its name is known: read before the walk opened or read the inode, so
+ * not a flag the kernel set for what the walk's own reads found (a bmbt
+ * FIEMAP trips on), which the walk reports itself, as when phase 2 read
+ * every inode's flags before the walk.  Other entries and the directories
+ * get their compare request's.  A record's flags are nearly always clear,
+ * so only the numbers of the records and the flags that are set are held,
+ * per thread, until the next getdents buffer's records replace them.
  */
 #include "backends/xfs/xfs.h"
 
@@ -54,12 +74,25 @@ struct walkstat_entry {
 
 #define NO_NAME ((size_t)-1)
 
+/* The health flags of a bulk record that has one set. */
+struct walkstat_flags {
+	uint64_t ino;
+	uint32_t sick, checked;
+};
+
 struct xfs_walkstat {
 	const struct dir_node *dir;	/* whose entries these are */
 	struct walkstat_entry *v;
 	size_t n;
 	struct strbuf names;
 	struct xfs_bulkstat_req *req;
+	struct walkstat_flags *flags;	/* of the last bulk_inodes call's records */
+	size_t nflags, aflags;
+	uint64_t *recs;			/* the numbers of those records, sorted */
+	size_t nrecs, arecs;
+	/* The directory's own record from its bulk requests, for its end. */
+	struct xfs_bulkstat dir_rec;
+	const struct dir_node *dir_rec_node;	/* whose record (NULL: none held) */
 };
 
 struct xfs_walkstat *xfs_walkstat_new(unsigned nr_threads)
@@ -82,6 +115,8 @@ void xfs_walkstat_free(struct xfs_walkstat *w, unsigned nr_threads)
 		free(w[i].v);
 		strbuf_release(&w[i].names);
 		free(w[i].req);
+		free(w[i].flags);
+		free(w[i].recs);
 	}
 	free(w);
 }
@@ -107,7 +142,7 @@ static void look_again(struct scrub_ctx *ctx, struct xfs_state *xs,
 	struct xfs_bulkstat bs;
 	struct statx again;
 
-	if (xfs_bulkstat_one(xs->fd, stx->stx_ino, &bs) != 1 || bs_agrees(&bs, stx))
+	if (xfs_bulkstat_one(xs, stx->stx_ino, &bs) != 1 || bs_agrees(&bs, stx))
 		return;		/* freed meanwhile, or the batch's view was older */
 	if (stx_get(d->fd, name, &again) < 0 || !stx_unchanged(&again, stx) ||
 	    stx_changed_during_scan(ctx, stx)) {
@@ -115,7 +150,7 @@ static void look_again(struct scrub_ctx *ctx, struct xfs_state *xs,
 			    "bulkstat vs stat");
 		return;
 	}
-	if (xfs_bulkstat_one(xs->fd, stx->stx_ino, &bs) != 1 || bs_agrees(&bs, &again))
+	if (xfs_bulkstat_one(xs, stx->stx_ino, &bs) != 1 || bs_agrees(&bs, &again))
 		return;
 	str_error(ctx, CHECK_XFS_BULKSTAT, d->node, name, stx->stx_ino,
 		  "BULKSTAT says link count %u, mode %o, size %llu; stat says %u, %o, %llu",
@@ -148,7 +183,7 @@ static void check_window(struct scrub_ctx *ctx, struct xfs_state *xs, struct xfs
 	req->hdr.icount = (uint32_t)(w->v[j].stx.stx_ino - first + 1);
 	atomic_fetch_add(&xs->walkstat_requests, 1);
 	atomic_fetch_add(&xs->walkstat_inodes, j - i + 1);
-	if (ioctl(xs->fd, XFS_IOC_BULKSTAT, req) < 0)
+	if (xfs_bulkstat_req(xs, req) < 0)
 		req->hdr.ocount = 0;	/* each is looked at by itself */
 	uint32_t r = 0;
 
@@ -157,9 +192,15 @@ static void check_window(struct scrub_ctx *ctx, struct xfs_state *xs, struct xfs
 
 		while (r < req->hdr.ocount && req->bulkstat[r].bs_ino < e->stx.stx_ino)
 			r++;
-		if (r < req->hdr.ocount && req->bulkstat[r].bs_ino == e->stx.stx_ino &&
-		    bs_agrees(&req->bulkstat[r], &e->stx))
-			continue;
+		if (r < req->hdr.ocount && req->bulkstat[r].bs_ino == e->stx.stx_ino) {
+			const struct xfs_bulkstat *bs = &req->bulkstat[r];
+
+			if (xs->walk_health)
+				xfs_health_take(ctx, bs->bs_ino, bs->bs_sick, bs->bs_checked,
+						d->node, entry_name(w, e));
+			if (bs_agrees(bs, &e->stx))
+				continue;
+		}
 		/* Disagrees, not returned, or the request failed: one by one. */
 		look_again(ctx, xs, d, entry_name(w, e), &e->stx);
 	}
@@ -181,6 +222,21 @@ void xfs_walkstat_flush(struct scrub_ctx *ctx, const struct backend_dir *d)
 	}
 	w->n = 0;
 	strbuf_reset(&w->names);
+}
+
+bool xfs_walkstat_dir(struct scrub_ctx *ctx, const struct backend_dir *d)
+{
+	struct xfs_state *xs = xfs_state(ctx);
+	struct xfs_walkstat *w = &xs->walkstat[d->thread];
+	const struct xfs_bulkstat *bs = &w->dir_rec;
+
+	if (w->dir_rec_node != d->node || bs->bs_ino != d->stx->stx_ino)
+		return false;
+	w->dir_rec_node = NULL;
+	atomic_fetch_add(&xs->walkstat_inodes, 1);
+	if (xs->walk_health)
+		xfs_health_take(ctx, bs->bs_ino, bs->bs_sick, bs->bs_checked, d->node, NULL);
+	return bs_agrees(bs, d->stx);
 }
 
 void xfs_walkstat_report(struct scrub_ctx *ctx)
@@ -243,20 +299,61 @@ static void record_of(const struct xfs_bulkstat *bs, struct backend_inode *r)
 	};
 }
 
-/* inos[i .. j] (one window) from one request into out[i .. j]. */
-static size_t bulk_window(struct scrub_ctx *ctx, struct xfs_state *xs,
-			  struct xfs_bulkstat_req *req,
-			  const uint64_t *inos, size_t i, size_t j, struct backend_inode *out)
+/* Hold a record's health flags for check_inode (xfs_walkstat_health()). */
+static void hold_flags(struct xfs_walkstat *w, const struct xfs_bulkstat *bs)
 {
+	if (w->nflags == w->aflags) {
+		w->aflags = w->aflags ? 2 * w->aflags : 8;
+		w->flags = xrealloc(w->flags, w->aflags * sizeof(*w->flags));
+	}
+	w->flags[w->nflags++] = (struct walkstat_flags){
+		.ino = bs->bs_ino, .sick = bs->bs_sick, .checked = bs->bs_checked,
+	};
+}
+
+bool xfs_walkstat_health(struct scrub_ctx *ctx, const struct backend_dir *d, const char *name,
+			 uint64_t ino)
+{
+	const struct xfs_walkstat *w = &xfs_state(ctx)->walkstat[d->thread];
+	uint32_t sick = 0, checked = 0;
+
+	if (bulk_index_of(w->recs, w->nrecs, ino) == w->nrecs)
+		return false;
+	for (size_t i = 0; i < w->nflags; i++)
+		if (w->flags[i].ino == ino) {
+			sick = w->flags[i].sick;
+			checked = w->flags[i].checked;
+		}
+	xfs_health_take(ctx, ino, sick, checked, d->node, name);
+	return true;
+}
+
+/*
+ * inos[i .. j] (one window) from one request into out[i .. j]; dir (0:
+ * none) is the directory's own number, to be asked for in the same
+ * request (it fits in the window) and its record held.
+ */
+static size_t bulk_window(struct scrub_ctx *ctx, struct xfs_state *xs, struct xfs_walkstat *w,
+			  const struct backend_dir *d, uint64_t dir, const uint64_t *inos, size_t i,
+			  size_t j, struct backend_inode *out)
+{
+	struct xfs_bulkstat_req *req = w->req;
+	uint64_t lo = dir && dir < inos[i] ? dir : inos[i];
+	uint64_t hi = dir > inos[j] ? dir : inos[j];
 	size_t found = 0;
 	uint32_t r = 0;
 
 	memset(&req->hdr, 0, sizeof(req->hdr));
-	req->hdr.ino = inos[i];
-	req->hdr.icount = (uint32_t)(inos[j] - inos[i] + 1);
+	req->hdr.ino = lo;
+	req->hdr.icount = (uint32_t)(hi - lo + 1);
 	atomic_fetch_add(&xs->bulk_requests, 1);
-	if (ioctl(xs->fd, XFS_IOC_BULKSTAT, req) < 0)
+	if (xfs_bulkstat_req(xs, req) < 0)
 		req->hdr.ocount = 0;
+	for (uint32_t k = 0; dir && k < req->hdr.ocount; k++)
+		if (req->bulkstat[k].bs_ino == dir) {
+			w->dir_rec = req->bulkstat[k];
+			w->dir_rec_node = d->node;
+		}
 	for (size_t k = i; k <= j; k++) {
 		while (r < req->hdr.ocount && req->bulkstat[r].bs_ino < inos[k])
 			r++;
@@ -265,6 +362,8 @@ static size_t bulk_window(struct scrub_ctx *ctx, struct xfs_state *xs,
 			const struct xfs_bulkstat *bs = &req->bulkstat[r];
 
 			record_of(bs, &out[k]);
+			if (xs->walk_health && (bs->bs_sick || bs->bs_checked))
+				hold_flags(w, bs);
 			if ((out[k].flags & BACKEND_INODE_XATTRS) &&
 			    xfs_ownermap_nameless(ctx, bs->bs_ino, bs->bs_ctime, bs->bs_ctime_nsec))
 				out[k].flags &= ~BACKEND_INODE_XATTRS;
@@ -279,15 +378,34 @@ int xfs_walkstat_bulk(struct scrub_ctx *ctx, const struct backend_dir *d,
 {
 	struct xfs_state *xs = xfs_state(ctx);
 	/* Phase 3 has the thread's request to itself until the entries are visited. */
-	struct xfs_bulkstat_req *req = xs->walkstat[d->thread].req;
+	struct xfs_walkstat *w = &xs->walkstat[d->thread];
 	size_t found = 0;
 
+	/* The directory's own number, until a request has brought its record. */
+	uint64_t dir = w->dir_rec_node == d->node ? 0 : d->stx->stx_ino;
+
 	xfs_ownermap_prepare(ctx);
+	w->nflags = 0;
 	for (size_t i = 0, j; i < n; i = j + 1) {
+		uint64_t with = 0;
+
 		for (j = i; j + 1 < n && inos[j + 1] - inos[i] < XFS_WALKSTAT_WINDOW;)
 			j++;
-		found += bulk_window(ctx, xs, req, inos, i, j, out);
+		if (dir && (dir > inos[j] ? dir : inos[j]) - (dir < inos[i] ? dir : inos[i]) <
+		    XFS_WALKSTAT_WINDOW) {
+			with = dir;
+			dir = 0;
+		}
+		found += bulk_window(ctx, xs, w, d, with, inos, i, j, out);
 	}
+	if (n > w->arecs) {
+		w->arecs = n;
+		w->recs = xrealloc(w->recs, n * sizeof(*w->recs));
+	}
+	w->nrecs = 0;
+	for (size_t k = 0; k < n; k++)
+		if (out[k].ino)
+			w->recs[w->nrecs++] = inos[k];
 	atomic_fetch_add(&xs->bulk_records, found);
 	return (int)found;
 }
