@@ -73,6 +73,18 @@ bool ext4_blocks_in_fs(ext2_filsys fs, blk64_t b, blk64_t n)
 	       n <= ext2fs_blocks_count(fs->super) - b;
 }
 
+uint32_t ext4_itable_in_use(ext2_filsys fs, dgrp_t g)
+{
+	uint32_t ipg = fs->super->s_inodes_per_group, unused;
+
+	if (!ext2fs_has_group_desc_csum(fs))
+		return ipg;
+	if (ext2fs_bg_flags_test(fs, g, EXT2_BG_INODE_UNINIT))
+		return 0;
+	unused = ext2fs_bg_itable_unused(fs, g);
+	return unused <= ipg ? ipg - unused : ipg;	/* a tail past the group proves nothing */
+}
+
 blk64_t ext4_gd_block(ext2_filsys fs, dgrp_t g)
 {
 	return ext2fs_descriptor_block_loc2(fs, fs->super->s_first_data_block,

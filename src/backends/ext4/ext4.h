@@ -276,6 +276,15 @@ const char *ext4_metadata_owner(ext2_filsys fs, blk64_t b, char *buf, size_t len
 bool ext4_blocks_in_fs(ext2_filsys fs, blk64_t b, blk64_t n);
 /* The block and the byte offset in it of inode ino in the inode table. */
 bool ext4_inode_location(ext2_filsys fs, ext2_ino_t ino, blk64_t *blk, unsigned *off);
+/*
+ * How many of group g's inode-table slots may be in use: all without
+ * group descriptor checksums, none while its inodes are uninitialised,
+ * else all but its unused tail (bg_itable_unused; one longer than the
+ * group counts for nothing: phase 2 says so).  From the descriptors read
+ * at phase 1: the tail only shrinks since, so an inode allocated past it
+ * meanwhile counts as not in use (ext4_bulk.c leaves it to a statx).
+ */
+uint32_t ext4_itable_in_use(ext2_filsys fs, dgrp_t g);
 /* The block that holds group g's descriptor. */
 blk64_t ext4_gd_block(ext2_filsys fs, dgrp_t g);
 /* Fresh bytes of group g's descriptor, out of its descriptor block. */

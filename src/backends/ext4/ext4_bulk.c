@@ -70,8 +70,6 @@
 #define BULK_WINDOW 64
 /* Extents a root node inside the inode holds: (60 - 12) / 12. */
 #define ROOT_EXTENTS 4
-/* ee_len above this is an unwritten extent of ee_len - EXT_INIT_MAX_LEN blocks. */
-#define INIT_MAX_LEN 32768U
 /* EXT4_MAX_EXTENT_DEPTH in the kernel. */
 #define MAX_DEPTH 5
 /* The in-inode attribute area's magic (EXT4_XATTR_MAGIC). */
@@ -338,7 +336,8 @@ static bool root_valid(const struct ext4_state *st, const uint32_t *i_block)
 	for (uint16_t i = 0; i < n; i++) {
 		if (depth == 0) {
 			const struct ext3_extent *x = (const struct ext3_extent *)(h + 1) + i;
-			uint32_t len = x->ee_len > INIT_MAX_LEN ? x->ee_len - INIT_MAX_LEN : x->ee_len;
+			uint32_t len = x->ee_len > EXT_INIT_MAX_LEN ? x->ee_len - EXT_INIT_MAX_LEN
+							    : x->ee_len;
 			uint64_t p = ((uint64_t)x->ee_start_hi << 32) | x->ee_start;
 
 			if (len == 0 || x->ee_block < next || !blocks_valid(st, p, len))
@@ -469,11 +468,7 @@ static bool same_window(ext2_filsys fs, uint64_t first, uint64_t ino)
 /* Could an inode of group g at index idx be in use (not in its uninitialised tail)? */
 static bool maybe_initialised(ext2_filsys fs, dgrp_t g, uint32_t idx)
 {
-	if (!ext2fs_has_group_desc_csum(fs))
-		return true;
-	/* Read at phase 1: the tail only shrinks since, so this errs towards a statx. */
-	return !ext2fs_bg_flags_test(fs, g, EXT2_BG_INODE_UNINIT) &&
-	       idx < fs->super->s_inodes_per_group - ext2fs_bg_itable_unused(fs, g);
+	return idx < ext4_itable_in_use(fs, g);
 }
 
 /* inos[i .. j] (one window) from one read into out[i .. j]. */
@@ -569,8 +564,8 @@ int ext4_bulk_extents(struct scrub_ctx *ctx, unsigned thread, const struct backe
 	if (h->eh_depth != 0 || h->eh_entries == 0 || h->eh_entries > max)
 		return -ENODATA;
 	for (uint16_t i = 0; i < h->eh_entries; i++) {
-		bool unwritten = x[i].ee_len > INIT_MAX_LEN;
-		uint32_t len = unwritten ? x[i].ee_len - INIT_MAX_LEN : x[i].ee_len;
+		bool unwritten = x[i].ee_len > EXT_INIT_MAX_LEN;
+		uint32_t len = unwritten ? x[i].ee_len - EXT_INIT_MAX_LEN : x[i].ee_len;
 		uint64_t p = ((uint64_t)x[i].ee_start_hi << 32) | x[i].ee_start;
 
 		out[i] = (struct fiemap_extent){

@@ -75,8 +75,6 @@
 #define DIRRA_POLL_NS 2000000L
 /* Entries of an extent root in the inode: (60 - 12) / 12. */
 #define ROOT_ENTRIES 4
-/* ee_len above this is an unwritten extent of ee_len - EXT_INIT_MAX_LEN blocks. */
-#define INIT_MAX_LEN 32768U
 
 struct ext4_dirra {
 	struct scrub_ctx *ctx;
@@ -157,7 +155,7 @@ static void dirra_leaf(struct ext4_dirra *ra, const struct ext3_extent *x, unsig
 	for (unsigned i = 0; i < n; i++, x++) {
 		uint64_t p = (uint64_t)x->ee_start_hi << 32 | x->ee_start, len = x->ee_len;
 
-		if (len > INIT_MAX_LEN || x->ee_block >= nblocks)
+		if (len > EXT_INIT_MAX_LEN || x->ee_block >= nblocks)
 			continue;	/* unwritten (holds no entries) or past the end */
 		if (len > nblocks - x->ee_block)
 			len = nblocks - x->ee_block;
@@ -251,16 +249,11 @@ static bool dirra_wait(struct ext4_dirra *ra)
 static bool dirra_group(struct ext4_dirra *ra, dgrp_t g)
 {
 	ext2_filsys fs = ra->st->fs;
-	uint32_t ipg = fs->super->s_inodes_per_group, used = ipg;
+	uint32_t ipg = fs->super->s_inodes_per_group, used = ext4_itable_in_use(fs, g);
 	unsigned isize = EXT2_INODE_SIZE(fs->super), bs = fs->blocksize;
 	blk64_t itable = ext2fs_inode_table_loc(fs, g);
 	uint64_t nblocks;
 
-	if (ext2fs_has_group_desc_csum(fs)) {
-		if (ext2fs_bg_flags_test(fs, g, EXT2_BG_INODE_UNINIT))
-			return true;
-		used = ext2fs_bg_itable_unused(fs, g) < ipg ? ipg - ext2fs_bg_itable_unused(fs, g) : 0;
-	}
 	nblocks = ((uint64_t)used * isize + bs - 1) / bs;
 	if (!used || !itable || !ext4_blocks_in_fs(fs, itable, nblocks))
 		return true;
