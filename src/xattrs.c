@@ -190,17 +190,15 @@ static void value_failed(const struct xattr_target *tg, const char *xname,
 		return;
 	}
 	switch (r) {
-	case VALUE_GONE:
-		if (ctx->quirks & QUIRK_XATTR_ANY)	/* a daemon's answers (context.h) */
-			str_warn(ctx, CHECK_XATTR_MISSING, tg->dir, tg->name, tg->ino,
-				 "attribute '%s' is listed but cannot be read: %s (the "
-				 "filesystem's daemon says so, not the disk)", name,
-				 strerror(err));
-		else
-			str_error(ctx, CHECK_XATTR_MISSING, tg->dir, tg->name, tg->ino,
-				  "attribute '%s' is listed but cannot be read: %s", name,
-				  strerror(err));
+	case VALUE_GONE: {
+		bool daemon = ctx->quirks & QUIRK_XATTR_ANY;	/* its answers (context.h) */
+
+		report_at(ctx, daemon ? SEV_WARNING : SEV_ERROR, CHECK_XATTR_MISSING, tg->dir,
+			  tg->name, tg->ino, __FILE__, __LINE__,
+			  "attribute '%s' is listed but cannot be read: %s%s", name, strerror(err),
+			  daemon ? " (the filesystem's daemon says so, not the disk)" : "");
 		break;
+	}
 	case VALUE_SIZE:
 		str_error(ctx, CHECK_XATTR_SIZE, tg->dir, tg->name, tg->ino,
 			  "attribute '%s' is %zd bytes by its size but %zd bytes were read",
