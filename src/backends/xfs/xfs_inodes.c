@@ -1284,17 +1284,59 @@ static int second_walks(struct scrub_ctx *ctx, struct xfs_names *second, bool *q
 	return walks;
 }
 
+/*
+ * After the findings held back: the orphan candidates looked at (when
+ * orphans), the reverse mappings and reference counts cross-checked, the
+ * inodes they name looked for in a second walk.
+ */
+static void after_walk_checks(struct scrub_ctx *ctx, struct xfs_state *xs,
+			      const struct orphan_run *or, bool orphans)
+{
+	struct rmap_check rc = { 0 };
+	struct refc_check *refc;
+	struct xfs_names second;
+	bool rmap, quiet = true;
+
+	xfs_names_init(&second);
+	rmap = rmap_collect(ctx, xs, &rc);
+	refc = xfs_refcount_collect(ctx, &second);
+	for (size_t i = 0; i < or->n; i++)
+		xfs_names_add(&second, or->v[i].ino);
+	for (size_t i = 0; i < rc.nr_sus; i++)
+		xfs_names_add(&second, rc.sus[i].ino);
+	if (second.n) {
+		xfs_names_finish(&second);
+		int walks = second_walks(ctx, &second, &quiet);
+
+		report_verbose(ctx, "Phase 3: %zu inodes looked for again in %d more walk%s: "
+			       "%zu not found", second.n, walks, walks == 1 ? "" : "s",
+			       names_not_found(&second));
+		if (!walks) {
+			report_operational(ctx, NULL, NULL, 0, "cannot start the second walk");
+			orphans = rmap = false;
+		}
+	}
+	for (size_t i = 0; orphans && i < or->n && !scrub_should_stop(ctx); i++)
+		report_orphan(ctx, xs, &second, &or->v[i], quiet);
+	if (or->overflow)
+		str_info(ctx, CHECK_XFS_ORPHAN, NULL, NULL, 0,
+			 "more than %d unreached inodes: only the first are examined", MAX_ORPHANS);
+	if (rmap) {
+		report_rmap(ctx, xs, &rc, &second);
+		fsmap_free_space(ctx, xs, &rc);
+	}
+	xfs_refcount_report(refc, &second);
+	xfs_names_release(ctx, &second);
+	free(rc.sus);
+}
+
 void xfs_inodes_after_walk(struct scrub_ctx *ctx)
 {
 	struct xfs_state *xs = xfs_state(ctx);
 	struct orphan_run or = { .ctx = ctx, .dev = stx_devno(&ctx->root_stx) };
-	struct rmap_check rc = { 0 };
-	struct refc_check *refc;
-	struct xfs_names second;
-	bool orphans, rmap, quiet = true;
+	bool orphans;
 
 	pthread_mutex_init(&or.lock, NULL);
-	xfs_names_init(&second);
 	orphans = or.orphans = ctx->reached && !atomic_load(&ctx->names_hidden);
 	if (!orphans)
 		report_verbose(ctx, "Phase 3: not every name was seen: no orphaned inode check");
@@ -1316,42 +1358,8 @@ void xfs_inodes_after_walk(struct scrub_ctx *ctx)
 			       (unsigned long long)atomic_load(&xs->nr_checked),
 			       (unsigned long long)atomic_load(&xs->nr_sick));
 	report_deferred(ctx, xs);
-	if (scrub_should_stop(ctx)) {
-		xfs_names_release(ctx, &second);
-		free(or.v);
-		pthread_mutex_destroy(&or.lock);
-		return;
-	}
-	rmap = rmap_collect(ctx, xs, &rc);
-	refc = xfs_refcount_collect(ctx, &second);
-	for (size_t i = 0; i < or.n; i++)
-		xfs_names_add(&second, or.v[i].ino);
-	for (size_t i = 0; i < rc.nr_sus; i++)
-		xfs_names_add(&second, rc.sus[i].ino);
-	if (second.n) {
-		xfs_names_finish(&second);
-		int walks = second_walks(ctx, &second, &quiet);
-
-		report_verbose(ctx, "Phase 3: %zu inodes looked for again in %d more walk%s: "
-			       "%zu not found", second.n, walks, walks == 1 ? "" : "s",
-			       names_not_found(&second));
-		if (!walks) {
-			report_operational(ctx, NULL, NULL, 0, "cannot start the second walk");
-			orphans = rmap = false;
-		}
-	}
-	for (size_t i = 0; orphans && i < or.n && !scrub_should_stop(ctx); i++)
-		report_orphan(ctx, xs, &second, &or.v[i], quiet);
-	if (or.overflow)
-		str_info(ctx, CHECK_XFS_ORPHAN, NULL, NULL, 0,
-			 "more than %d unreached inodes: only the first are examined", MAX_ORPHANS);
-	if (rmap) {
-		report_rmap(ctx, xs, &rc, &second);
-		fsmap_free_space(ctx, xs, &rc);
-	}
-	xfs_refcount_report(refc, &second);
-	xfs_names_release(ctx, &second);
-	free(rc.sus);
+	if (!scrub_should_stop(ctx))
+		after_walk_checks(ctx, xs, &or, orphans);
 	free(or.v);
 	pthread_mutex_destroy(&or.lock);
 }

@@ -328,6 +328,15 @@ bool xfs_walkstat_health(struct scrub_ctx *ctx, const struct backend_dir *d, con
 	return true;
 }
 
+/* Widen [*lo, *hi] to take in inode dir (0: none). */
+static void span_with(uint64_t dir, uint64_t *lo, uint64_t *hi)
+{
+	if (dir && dir < *lo)
+		*lo = dir;
+	if (dir > *hi)
+		*hi = dir;
+}
+
 /*
  * inos[i .. j] (one window) from one request into out[i .. j]; dir (0:
  * none) is the directory's own number, to be asked for in the same
@@ -338,11 +347,11 @@ static size_t bulk_window(struct scrub_ctx *ctx, struct xfs_state *xs, struct xf
 			  size_t j, struct backend_inode *out)
 {
 	struct xfs_bulkstat_req *req = w->req;
-	uint64_t lo = dir && dir < inos[i] ? dir : inos[i];
-	uint64_t hi = dir > inos[j] ? dir : inos[j];
+	uint64_t lo = inos[i], hi = inos[j];
 	size_t found = 0;
 	uint32_t r = 0;
 
+	span_with(dir, &lo, &hi);
 	memset(&req->hdr, 0, sizeof(req->hdr));
 	req->hdr.ino = lo;
 	req->hdr.icount = (uint32_t)(hi - lo + 1);
@@ -387,12 +396,14 @@ int xfs_walkstat_bulk(struct scrub_ctx *ctx, const struct backend_dir *d,
 	xfs_ownermap_prepare(ctx);
 	w->nflags = 0;
 	for (size_t i = 0, j; i < n; i = j + 1) {
-		uint64_t with = 0;
+		uint64_t with = 0, lo, hi;
 
 		for (j = i; j + 1 < n && inos[j + 1] - inos[i] < XFS_WALKSTAT_WINDOW;)
 			j++;
-		if (dir && (dir > inos[j] ? dir : inos[j]) - (dir < inos[i] ? dir : inos[i]) <
-		    XFS_WALKSTAT_WINDOW) {
+		lo = inos[i];
+		hi = inos[j];
+		span_with(dir, &lo, &hi);
+		if (dir && hi - lo < XFS_WALKSTAT_WINDOW) {
 			with = dir;
 			dir = 0;
 		}
