@@ -131,6 +131,22 @@ def run(cmd, check=True, input=None, capture=True, env=None, timeout=300):
     return cp
 
 
+def mount(fstype, dev, mnt, opts=()):
+    """mount -t FSTYPE [-o OPTS] DEV MNT.  A failure names the kernel's
+    reason: mount(8) says only "wrong fs type, bad option, bad superblock",
+    the kernel log says which (the run's last lines about DEV go into the
+    error)."""
+    cmd = ["mount", "-t", fstype] + (["-o", ",".join(opts)] if opts else []) + [dev, mnt]
+    try:
+        run(cmd)
+    except RuntimeError as e:
+        name = os.path.basename(dev)
+        log_lines = subprocess.run(["dmesg"], capture_output=True, text=True).stdout
+        said = [l for l in log_lines.splitlines() if "(%s)" % name in l or name + ":" in l]
+        raise RuntimeError("%s\nthe kernel's last lines about %s:\n%s"
+                           % (e, name, "\n".join(said[-8:]) or "(none)")) from None
+
+
 def _is_mountpoint(path):
     path = os.path.realpath(path)
     with open("/proc/self/mountinfo") as f:
@@ -272,11 +288,7 @@ class Image:
         opts = [o for o in options.split(",") if o]
         if self.fstype == "ext4" and not any(o.startswith("errors=") for o in opts):
             opts.append("errors=continue")
-        cmd = ["mount", "-t", self.fstype]
-        if opts:
-            cmd += ["-o", ",".join(opts)]
-        cmd += [self.dev, self.mnt]
-        run(cmd)
+        mount(self.fstype, self.dev, self.mnt, opts)
         self.mounted = True
         self.mount_options = ",".join(opts)
         return self.mnt
@@ -377,7 +389,7 @@ def _mount_ro_image(fstype, image, mnt, tree=None):
     os.makedirs(mnt, exist_ok=True)
     dev = _loop_attach(image, read_only=True)
     try:
-        run(["mount", "-t", fstype, "-o", "ro", dev, mnt])
+        mount(fstype, dev, mnt, ["ro"])
     except Exception:
         _losetup_detach(dev)
         raise

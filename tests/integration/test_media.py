@@ -73,8 +73,12 @@ class BadMedia:
         else:
             raise RuntimeError("eiofs did not come up")
         self.dev = fsimage.run(["losetup", "-f", "--show", disk]).stdout.strip()
-        opts = ["-o", "errors=continue"] if fstype == "ext4" else []
-        fsimage.run(["mount", "-t", fstype] + opts + [self.dev, self.mnt])
+        # nouuid: the image was mounted directly just before; should a
+        # neighbour test's private mount namespace still hold that mount (it
+        # copied every mount when it was made), XFS would refuse this one as
+        # a duplicate UUID
+        opts = {"ext4": ["errors=continue"], "xfs": ["nouuid"]}.get(fstype, [])
+        fsimage.mount(fstype, self.dev, self.mnt, opts)
         self.mounted = True
 
     def arm(self):
