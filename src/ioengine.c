@@ -66,11 +66,21 @@ static int64_t range_result(int64_t res, uint64_t pos)
 	return res < 0 ? res : (int64_t)pos + res;
 }
 
-static char *alloc_buffer(const struct io_job *job)
+/* The engine's own buffer for a slot; NULL if the caller gives each range's. */
+static char *alloc_buffer(const struct io_job *job, bool *failed)
 {
 	void *p;
 
-	return posix_memalign(&p, job->align, job->max_len) ? NULL : p;
+	if (job->buffer)
+		return NULL;
+	*failed = posix_memalign(&p, job->align, job->max_len) != 0;
+	return *failed ? NULL : p;
+}
+
+/* Where range i is read: the caller's buffer for it, or the slot's own. */
+static char *range_buffer(const struct io_job *job, size_t i, char *own)
+{
+	return job->buffer ? job->buffer(job->arg, i) : own;
 }
 
 /* ---- io_uring ----------------------------------------------------------- */
@@ -81,7 +91,7 @@ static int run_uring(struct io_job *job, bool *started)
 	struct io_uring ring;
 	unsigned depth = job->depth, inflight = 0;
 	size_t next = 0;
-	char **bufs;
+	char **bufs, **slot_buf;	/* the slots' own buffers; the one in use */
 	size_t *slot_range;
 	uint64_t *slot_start, *slot_pos, *slot_len;	/* the piece in flight */
 	unsigned *free_slots, nr_free = 0;
@@ -92,6 +102,7 @@ static int run_uring(struct io_job *job, bool *started)
 	if (ret < 0)
 		return ret;
 	bufs = xcalloc(depth, sizeof(*bufs));
+	slot_buf = xcalloc(depth, sizeof(*slot_buf));
 	slot_range = xcalloc(depth, sizeof(*slot_range));
 	slot_start = xcalloc(depth, sizeof(*slot_start));
 	slot_pos = xcalloc(depth, sizeof(*slot_pos));
@@ -99,8 +110,10 @@ static int run_uring(struct io_job *job, bool *started)
 	free_slots = xcalloc(depth, sizeof(*free_slots));
 	parked = xcalloc(depth, sizeof(*parked));
 	for (unsigned i = 0; i < depth; i++) {
-		bufs[i] = alloc_buffer(job);
-		if (!bufs[i]) {
+		bool failed = false;
+
+		bufs[i] = alloc_buffer(job, &failed);
+		if (failed) {
 			ret = -ENOMEM;
 			goto out;
 		}
@@ -129,6 +142,7 @@ static int run_uring(struct io_job *job, bool *started)
 				break;
 			if (fresh) {
 				nr_free--;
+				slot_buf[slot] = range_buffer(job, next, bufs[slot]);
 				slot_range[slot] = next++;
 				slot_pos[slot] = 0;
 			} else {
@@ -136,7 +150,8 @@ static int run_uring(struct io_job *job, bool *started)
 			}
 			slot_len[slot] = len;
 			slot_start[slot] = now_ns();
-			io_uring_prep_read(sqe, job->fd, bufs[slot] + pos, (unsigned)len, r->off + pos);
+			io_uring_prep_read(sqe, job->fd, slot_buf[slot] + pos, (unsigned)len,
+					   r->off + pos);
 			io_uring_sqe_set_data64(sqe, slot);
 			inflight++;
 		}
@@ -161,7 +176,7 @@ static int run_uring(struct io_job *job, bool *started)
 
 			io_uring_cqe_seen(&ring, cqe);
 			if (res == -EINTR || res == -EAGAIN)
-				res = pread(job->fd, bufs[slot] + pos, len, (off_t)(r->off + pos)) < 0 ?
+				res = pread(job->fd, slot_buf[slot] + pos, len, (off_t)(r->off + pos)) < 0 ?
 				      -errno : (int64_t)len;
 			tell_time(job, res, slot_start[slot]);
 			inflight--;
@@ -170,7 +185,7 @@ static int run_uring(struct io_job *job, bool *started)
 				parked[nr_parked++] = slot;
 				continue;
 			}
-			job->done(job->arg, r, bufs[slot], range_result(res, pos));
+			job->done(job->arg, r, slot_buf[slot], range_result(res, pos));
 			free_slots[nr_free++] = slot;
 		}
 	}
@@ -180,6 +195,7 @@ out:
 	for (unsigned i = 0; i < depth; i++)
 		free(bufs[i]);
 	free(bufs);
+	free(slot_buf);
 	free(slot_range);
 	free(slot_start);
 	free(slot_pos);
@@ -275,9 +291,10 @@ static void *pool_thread(void *p)
 {
 	struct pool *pool = p;
 	struct io_job *job = pool->job;
-	char *buf = alloc_buffer(job);
+	bool failed = false;
+	char *own = alloc_buffer(job, &failed);
 
-	if (!buf) {
+	if (failed) {
 		atomic_store(&pool->stop, true);
 		return NULL;
 	}
@@ -299,6 +316,7 @@ static void *pool_thread(void *p)
 			free_slot(pool);
 			break;
 		}
+		char *buf = range_buffer(job, i, own);
 		int64_t res = read_pieces(pool, r, buf, &pos, len);
 
 		if (res == -ECANCELED)
@@ -306,7 +324,7 @@ static void *pool_thread(void *p)
 		job->done(job->arg, r, buf, range_result(res, pos));
 		free_slot(pool);
 	}
-	free(buf);
+	free(own);
 	return NULL;
 }
 

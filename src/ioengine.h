@@ -24,6 +24,13 @@
  * flight by itself, and done() is called once, for the whole range (the
  * bytes read, or the first piece's error).  A range whose pieces are cut
  * short by a stop is dropped: done() is not called for it.
+ *
+ * buffer(), if set, gives the buffer range i is read into (room for the
+ * range, suitably aligned for the descriptor, the caller's until done()
+ * has been called for it; done() gets it and may use the range's length
+ * only): a caller that keeps what it reads saves the copy out of the
+ * engine's buffer.  Unset, the engine reads into buffers of its own (of
+ * max_len bytes, aligned to align), one per read in flight.
  */
 #ifndef FSCRUB_IOENGINE_H
 #define FSCRUB_IOENGINE_H
@@ -50,6 +57,7 @@ struct io_job {
 	void (*timed)(void *arg, uint64_t len, uint64_t lat_ns);
 	unsigned (*depth_now)(void *arg);
 	uint64_t (*size_now)(void *arg);
+	char *(*buffer)(void *arg, size_t i);
 	void *arg;
 	const char *engine;	/* out: "io_uring" or "pread" */
 };

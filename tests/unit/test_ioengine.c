@@ -6,7 +6,8 @@
  * A read counts as in flight from admit() to the end of done(); done()
  * sleeps a little so that the pool's threads overlap.  After the 16th
  * read depth_now() says 0 a few times (a probe): nothing may start then,
- * and what was in flight is reaped.
+ * and what was in flight is reaped.  With buffer(), ranges go straight
+ * into the caller's buffers.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -262,6 +263,75 @@ static void test_pieces_pool(void **state)
 	run_pieces(true, NULL);
 }
 
+/*
+ * buffer(): each range read straight into the caller's buffer for it (in
+ * 16 KiB pieces, to cover the pieces' offsets too), done() handed that
+ * buffer, and the ranges' buffers untouched by the others' reads.
+ */
+struct caller_bufs {
+	char *buf[NR];
+	unsigned seen[NR];
+	bool wrong_buf;
+};
+
+static char *caller_buffer(void *arg, size_t i)
+{
+	return ((struct caller_bufs *)arg)->buf[i];
+}
+
+static void caller_done(void *arg, const struct io_range *r, char *buf, int64_t res)
+{
+	struct caller_bufs *c = arg;
+	unsigned i = (unsigned)(r->off / LEN);
+
+	if (res != LEN || buf != c->buf[i])
+		c->wrong_buf = true;
+	c->seen[i]++;
+}
+
+static void run_caller_buffers(bool no_uring, const char *want_engine)
+{
+	struct io_range ranges[NR];
+	int fd = make_file(ranges);
+	struct caller_bufs c = { 0 };
+
+	for (unsigned i = 0; i < NR; i++) {
+		assert_int_equal(posix_memalign((void **)&c.buf[i], 4096, LEN), 0);
+		memset(c.buf[i], 0xff, LEN);
+	}
+	struct io_job job = {
+		.fd = fd, .ranges = ranges, .nr_ranges = NR, .depth = 4, .max_len = LEN,
+		.align = 4096, .no_uring = no_uring, .done = caller_done,
+		.size_now = pieces_size, .buffer = caller_buffer, .arg = &c,
+	};
+
+	assert_int_equal(ioengine_run(&job), 0);
+	close(fd);
+	for (unsigned i = 0; i < NR; i++) {
+		for (unsigned k = 0; k < LEN; k++)
+			if ((unsigned char)c.buf[i][k] != i)
+				fail_msg("range %u byte %u: %u", i, k, (unsigned char)c.buf[i][k]);
+		free(c.buf[i]);
+	}
+	if (want_engine && strcmp(job.engine, want_engine))
+		skip();
+	for (unsigned i = 0; i < NR; i++)
+		assert_int_equal(c.seen[i], 1);
+	assert_false(c.wrong_buf);
+}
+
+static void test_caller_buffers_uring(void **state)
+{
+	(void)state;
+	run_caller_buffers(false, "io_uring");
+}
+
+static void test_caller_buffers_pool(void **state)
+{
+	(void)state;
+	run_caller_buffers(true, NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -269,6 +339,8 @@ int main(void)
 		cmocka_unit_test(test_depth_now_pool),
 		cmocka_unit_test(test_pieces_uring),
 		cmocka_unit_test(test_pieces_pool),
+		cmocka_unit_test(test_caller_buffers_uring),
+		cmocka_unit_test(test_caller_buffers_pool),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

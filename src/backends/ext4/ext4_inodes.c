@@ -1122,22 +1122,32 @@ static void dir_batch_init(struct scrub_ctx *ctx, struct dir_batch *b)
 		abort();
 }
 
-/* A read of blocks first[ri]..: copied to their places, each with the result. */
+/* A read of blocks first[ri].. (into their places: batch_slot()): each one's result. */
 static void batch_read_done(void *arg, const struct io_range *r, char *buf, int64_t res)
 {
 	struct dir_batch *b = arg;
 	size_t ri = (size_t)(r - b->ranges);
 
+	(void)buf;
 	for (size_t i = b->first[ri], k = 0; k * b->bs < r->len; i++, k++) {
 		if (res < 0)
 			b->res[i] = (int)res;
 		else if ((uint64_t)res < (k + 1) * b->bs)
 			b->res[i] = -EIO;	/* short: past the end of the device */
-		else {
-			memcpy(b->data + i * b->bs, buf + k * b->bs, b->bs);
+		else
 			b->res[i] = 0;
-		}
 	}
+}
+
+/*
+ * A read's blocks are adjacent in data too (dir_batch_read() merges only
+ * those): it goes straight there, from its first block's place on.
+ */
+static char *batch_slot(void *arg, size_t ri)
+{
+	struct dir_batch *b = arg;
+
+	return (char *)b->data + b->first[ri] * b->bs;
 }
 
 /* Read every block of the batch: adjacent ones in one read, many in flight. */
@@ -1165,7 +1175,7 @@ static void dir_batch_read(struct ext4_state *st, struct dir_batch *b)
 		.fd = st->direct_fd, .ranges = b->ranges, .nr_ranges = nr, .depth = b->depth,
 		.max_len = longest * b->bs, .align = DIRECT_ALIGN,
 		.no_uring = getenv("FSCRUB_DEBUG_NO_URING") != NULL,
-		.done = batch_read_done, .arg = b,
+		.done = batch_read_done, .buffer = batch_slot, .arg = b,
 	};
 	int ret = nr ? ioengine_run(&job) : 0;
 

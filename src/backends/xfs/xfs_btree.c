@@ -794,9 +794,16 @@ static void chunk_read_done(void *arg, const struct io_range *r, char *buf, int6
 	struct chunk_batch *b = arg;
 	size_t i = (size_t)(r - b->range);
 
+	(void)buf;		/* the batch's slot i (chunk_slot()) */
 	b->res[i] = res < 0 ? (int)res : (uint64_t)res == r->len ? 0 : -EIO;
-	if (!b->res[i])
-		memcpy(b->data + i * b->slot, buf, r->len);
+}
+
+/* Run i is read straight into its slot of the batch, checked after the batch. */
+static char *chunk_slot(void *arg, size_t i)
+{
+	struct chunk_batch *b = arg;
+
+	return (char *)b->data + i * b->slot;
 }
 
 /* Read the batch's runs (many in flight), check them in order, empty it. */
@@ -807,7 +814,7 @@ static void chunk_batch_flush(struct od *od, uint32_t agno, struct chunk_batch *
 		.fd = od->fd, .ranges = b->range, .nr_ranges = b->n,
 		.depth = od->ctx->opt.background ? 1 : CHUNK_DEPTH, .max_len = b->slot,
 		.align = CHUNK_ALIGN, .no_uring = getenv("FSCRUB_DEBUG_NO_URING") != NULL,
-		.done = chunk_read_done, .arg = b,
+		.done = chunk_read_done, .buffer = chunk_slot, .arg = b,
 	};
 
 	for (size_t i = 0; i < b->n; i++) {
