@@ -230,9 +230,10 @@ def test_opened_files_still_compared_with_bulkstat(image_factory, rmapbt):
 # ------------------------------------- extent maps from GETFSMAP (XFS rmapbt)
 
 MAP_FALLBACK_RE = re.compile(
-    r"Phase 3: (\d+) files' extent maps from (\d+) GETFSMAP owner records; mapped with "
-    r"FIEMAP instead: (\d+) not covered by their records alone, (\d+) without an on-disk "
-    r"data fork read, (\d+) whose on-disk data fork differs")
+    r"Phase 3: (\d+) files' extent maps from (\d+) GETFSMAP owner records \(read ([a-z0-9 ]+)\); "
+    r"mapped with FIEMAP instead: (\d+) not covered by their records alone, (\d+) without an "
+    r"on-disk data fork read, (\d+) whose on-disk data fork differs, (\d+) changed since the "
+    r"records were read")
 
 
 def test_maps_from_getfsmap_fault_still_found(image_factory):
@@ -258,7 +259,7 @@ def test_maps_from_getfsmap_fault_still_found(image_factory):
     assert r.rc == 4, r
     m = MAP_FALLBACK_RE.search(r.stdout)
     # f00-f19 and b from their records; a's differs (its rmap is the old block).
-    assert m and int(m.group(1)) == 21 and int(m.group(5)) == 1, r
+    assert m and int(m.group(1)) == 21 and int(m.group(6)) == 1, r
     assert bulk_maps(r) == 21, r
     a = os.path.join(mnt, f["a"])
     assert [(e.check, e.path, e.inode) for e in r.errors if e.check.startswith("xfs.rmap")] \
@@ -302,6 +303,40 @@ def test_extents_changed_after_getfsmap(image_factory):
     assert bulk_maps(r) >= 10, r
     rechecked = {e.path for e in r.of("Info", "xfs.rmap_missing")}
     assert rechecked and rechecked <= {os.path.join(mnt, "r%d" % i) for i in range(10)}, r
+
+
+def test_files_changed_after_early_getfsmap_are_mapped_with_fiemap(image_factory):
+    """The GETFSMAP pass runs alongside phase 2, before phase 3 takes the
+    time the scan's changes are counted from.  Files rewritten after the
+    pass and more than 1 s before phase 3 (FSCRUB_DEBUG_AFTER_FSMAP, which
+    phase 2's end waits for) look older than the scan to phase 3, and
+    their on-disk data forks, read by phase 2 before the rewrite, may still
+    match the pass's records: their ctime, after the pass began, is what
+    sends them to FIEMAP.  Nothing else is mapped with FIEMAP, and the
+    scan is clean."""
+    img = image_factory("xfs", size_mb=300)
+    img.mkfs()
+    mnt = img.mount()
+    for i in range(30):
+        with open(os.path.join(mnt, "f%02d" % i), "wb") as f:
+            f.write(os.urandom(65536))
+    img.remount()
+    time.sleep(1.1)
+    cmd = ("cd %s && for i in 00 01 02 03 04; do head -c 65536 /dev/urandom > f$i; done; "
+           "sync; sleep 1.2" % mnt)
+    r = run_fscrub("-v", mnt, env={"FSCRUB_DEBUG_AFTER_FSMAP": cmd})
+    assert r.rc == 0 and r.errors == [] and r.warnings == [], r
+    m = MAP_FALLBACK_RE.search(r.stdout)
+    assert m and m.group(3) == "alongside phase 2", r
+    # the five rewritten files, and only they: changed since the records were read
+    assert int(m.group(7)) == 5 and int(m.group(1)) == 25, r
+    assert sum(int(m.group(k)) for k in (4, 5, 6)) == 0, r
+    assert bulk_maps(r) == 25, r
+    # made when the walk asks, after phase 3 began: nothing counts as changed since
+    late = run_fscrub("-v", mnt, env={"FSCRUB_DEBUG_LATE_FSMAP": "1"})
+    m = MAP_FALLBACK_RE.search(late.stdout)
+    assert late.rc == 0 and m and m.group(3) == "at the start of the walk", late
+    assert int(m.group(7)) == 0 and int(m.group(1)) == 30, late
 
 
 # ------------------------- attribute forks without a name (XFS, on the disk)

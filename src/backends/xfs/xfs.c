@@ -255,6 +255,8 @@ static int xfs_scan_metadata(struct scrub_ctx *ctx)
 	if (why && fstatvfs(ctx->mnt_fd, &again) == 0 && (why = statvfs_insane(&again)))
 		str_error(ctx, CHECK_STATFS_COUNTERS, NULL, NULL, 0,
 			  "statfs counters are inconsistent: %s", why);
+	/* Phase 3's map, read while the rest of this phase reads too. */
+	xfs_ownermap_start(ctx);
 	/* Without the kernel scrub, phase 3's BULKSTATs give the inodes' health. */
 	if (xs->kscrub)
 		xfs_kscrub_all(ctx);
@@ -262,6 +264,7 @@ static int xfs_scan_metadata(struct scrub_ctx *ctx)
 		xs->walk_health = true;
 	xfs_ondisk_check(ctx);
 	xfs_counters_check(ctx);
+	xfs_ownermap_wait(ctx);
 	if (xs->kscrub)
 		report_verbose(ctx, "Phase 2: BULKSTAT: %llu inodes, %llu checked by the kernel "
 			       "since mount, %llu marked sick",

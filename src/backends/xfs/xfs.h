@@ -180,7 +180,15 @@ void xfs_walkstat_report(struct scrub_ctx *ctx);
 struct xfs_ownermap;
 struct fiemap_extent;
 void xfs_ownermap_init(struct xfs_state *xs);
-/* The GETFSMAP pass, once, in a walk thread: before the walk's first BULKSTAT. */
+/*
+ * Phase 2, before its reads: the GETFSMAP pass begins, on threads of its
+ * own, where the walk will want the map (else the pass is made when the
+ * walk first asks).
+ */
+void xfs_ownermap_start(struct scrub_ctx *ctx);
+/* Phase 2's end: the pass waited for, under FSCRUB_DEBUG_AFTER_FSMAP only. */
+void xfs_ownermap_wait(struct scrub_ctx *ctx);
+/* The map, once, in a walk thread: before the walk's first BULKSTAT. */
 void xfs_ownermap_prepare(struct scrub_ctx *ctx);
 int xfs_ownermap_extents(struct scrub_ctx *ctx, unsigned thread,
 			 const struct backend_inode *b, struct fiemap_extent *out, size_t max);

@@ -7,11 +7,13 @@
  * and file offset.  One pass over each AG's device range (the AGs in
  * parallel, -j threads) keeps the data fork records in a compact array
  * (24 bytes a record) sorted by (inode, file offset); the walk then looks
- * a file up by number.  The pass is
- * made at the walk's first bulk_inodes call, before its BULKSTAT: every
- * bulk record is younger than the map, so a file changed since the pass
- * has a ctime after the scan's start in its record and is mapped with
- * FIEMAP.
+ * a file up by number.  The pass is made alongside phase 2 (started by
+ * xfs_ownermap_start(), its threads beside phase 2's: both mostly wait for
+ * the disk, the pass for the rmapbt's blocks, ~1 s on a million files),
+ * or else at the walk's first bulk_inodes call.  Either way every bulk
+ * record is younger than the map, and a file changed since the pass began
+ * has a ctime in its record no older than 1 s before that (the coarse
+ * clock's margin, as phase 3's): such a file is mapped with FIEMAP.
  *
  * The rmapbt is not the data fork: a map read from it would hide exactly
  * what the reverse-mapping cross-check (xfs_inodes.c, xfs.rmap_missing
@@ -54,11 +56,13 @@
 #include <errno.h>
 #include <linux/fiemap.h>
 #include <linux/fsmap.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "backends/backend.h"
 #include "context.h"
@@ -115,10 +119,22 @@ struct xfs_ownermap {
 	bool ok;			/* built and usable */
 	struct om_rec *v;
 	size_t n, alloc;
-	atomic_ullong used, unsure, no_digest, differ;
+	/*
+	 * The pass started alongside phase 2 (early_started), its result
+	 * (early_err) for om_ready(), which joins it; a record's inode whose
+	 * ctime is since_ns or later (0: the pass was made in phase 3) may
+	 * have changed after the pass.
+	 */
+	pthread_t early;
+	bool early_started, early_done;
+	int early_err;
+	int64_t since_ns;
+	atomic_ullong used, unsure, no_digest, differ, changed;
 	atomic_ullong attrs_unlisted;	/* HASATTR inodes the disk shows without names */
 	size_t nr_records;		/* GETFSMAP's data fork records (n before the handover) */
 };
+
+static void om_join(struct xfs_ownermap *om);
 
 void xfs_ownermap_init(struct xfs_state *xs)
 {
@@ -136,6 +152,7 @@ void xfs_ownermap_release(struct xfs_state *xs)
 
 	if (!om)
 		return;
+	om_join(om);	/* phase 3 did not ask for the map */
 	for (uint32_t ag = 0; ag < om->nags; ag++) {
 		free(om->ags[ag].v);
 		free(om->ags[ag].na);
@@ -434,6 +451,7 @@ static int digest_cmp(const void *a, const void *b)
 }
 
 struct om_build_run {
+	struct scrub_ctx *ctx;
 	struct xfs_state *xs;
 	struct om_part *parts;		/* one per AG */
 	uint32_t dev;
@@ -448,6 +466,10 @@ static void om_build_ag(void *arg, uint32_t ag, unsigned thread)
 	struct om_query q = { .part = p, .bs = bs };
 
 	(void)thread;
+	if (scrub_should_stop(br->ctx)) {
+		p->err = -ECANCELED;
+		return;
+	}
 	p->err = fsmap_query(br->xs->fd, br->dev, ag * agbytes, (ag + 1) * agbytes - 1,
 				 om_take, &q);
 	mark_overlaps(p->v, 0, p->n);
@@ -455,13 +477,13 @@ static void om_build_ag(void *arg, uint32_t ag, unsigned thread)
 
 /*
  * One GETFSMAP pass per AG, the AGs in parallel (xfs_for_each_ag(): -j
- * threads; the walk waits for the map), their records then put end to
- * end; false if the map cannot serve (said under -v).
+ * threads), their records then put end to end and sorted: 0, or a
+ * negative errno if the map cannot serve.
  */
-static bool om_build(struct scrub_ctx *ctx, struct xfs_state *xs, struct xfs_ownermap *om)
+static int om_build(struct scrub_ctx *ctx, struct xfs_state *xs, struct xfs_ownermap *om)
 {
 	struct om_build_run br = {
-		.xs = xs, .parts = xcalloc(om->nags ? om->nags : 1, sizeof(*br.parts)),
+		.ctx = ctx, .xs = xs, .parts = xcalloc(om->nags ? om->nags : 1, sizeof(*br.parts)),
 		.dev = fsmap_dev(ctx->root_stx.stx_dev_major, ctx->root_stx.stx_dev_minor),
 	};
 	int ret = xfs_for_each_ag(ctx, om_build_ag, &br);
@@ -471,7 +493,17 @@ static bool om_build(struct scrub_ctx *ctx, struct xfs_state *xs, struct xfs_own
 		ret = br.parts[ag].err;
 		total += br.parts[ag].n;
 	}
-	/* One allocation for all AGs, not a grown copy per AG. */
+	/*
+	 * One allocation for all AGs, not a grown copy per AG: the first
+	 * AG's part grown (a mapping of its own: mremap, no copy) to hold them
+	 * all, the others' copied in and freed one by one.
+	 */
+	if (!ret && !om->v && om->nags) {
+		om->v = br.parts[0].v;
+		om->n = br.parts[0].n;
+		om->alloc = br.parts[0].alloc;
+		br.parts[0] = (struct om_part){ 0 };
+	}
 	if (!ret && total > om->alloc) {
 		om->alloc = total;
 		om->v = xrealloc(om->v, om->alloc * sizeof(*om->v));
@@ -486,14 +518,92 @@ static bool om_build(struct scrub_ctx *ctx, struct xfs_state *xs, struct xfs_own
 		free(p->v);
 	}
 	free(br.parts);
-	if (ret < 0) {
-		report_verbose(ctx, "Phase 3: GETFSMAP: %s: files are mapped with FIEMAP",
-			       strerror(-ret));
-		return false;
-	}
+	if (ret < 0)
+		return ret;
 	rec_sort(om->v, om->n);
 	om->nr_records = om->n;
-	return true;
+	return 0;
+}
+
+/* Can the map serve here (the walk's maps are offsets on the data device alone)? */
+static bool om_applies(const struct scrub_ctx *ctx, const struct xfs_state *xs)
+{
+	return (xs->geo.flags & XFS_FSOP_GEOM_FLAGS_RMAPBT) && ctx->dev_size && !xs->geo.rtblocks;
+}
+
+/* 1 s: the coarse clock's lag and whole-second timestamps (phase3.c). */
+#define OM_CTIME_MARGIN_NS 1000000000LL
+
+static void *om_build_early(void *arg)
+{
+	struct scrub_ctx *ctx = arg;
+	struct xfs_state *xs = xfs_state(ctx);
+	/*
+	 * FSCRUB_DEBUG_AFTER_FSMAP: a shell command run once the records are
+	 * read, before phase 2 ends (xfs_ownermap_wait()), for the test of a
+	 * file changed in between.
+	 */
+	const char *after = getenv("FSCRUB_DEBUG_AFTER_FSMAP");
+
+	xs->ownermap->early_err = om_build(ctx, xs, xs->ownermap);
+	if (after && system(after) != 0)
+		xs->ownermap->early_err = -ECHILD;
+	return NULL;
+}
+
+static void om_join(struct xfs_ownermap *om)
+{
+	if (!om->early_started)
+		return;
+	pthread_join(om->early, NULL);
+	om->early_started = false;
+	om->early_done = true;
+}
+
+void xfs_ownermap_wait(struct scrub_ctx *ctx)
+{
+	struct xfs_ownermap *om = xfs_state(ctx)->ownermap;
+
+	if (om && getenv("FSCRUB_DEBUG_AFTER_FSMAP"))
+		om_join(om);
+}
+
+void xfs_ownermap_start(struct scrub_ctx *ctx)
+{
+	struct xfs_state *xs = xfs_state(ctx);
+	struct xfs_ownermap *om = xs->ownermap;
+	const struct scrub_options *o = &ctx->opt;
+	struct timespec now;
+
+	/*
+	 * Not where the walk will not ask (the ledger notes every file, or no
+	 * bulk records), and not under -b: one read at a time there.
+	 */
+	if (!om || !om_applies(ctx, xs) || o->background ||
+	    (o->verify_data && (o->record || o->ledger_dir)) || getenv("FSCRUB_DEBUG_NO_BULK") ||
+	    getenv("FSCRUB_DEBUG_LATE_FSMAP"))
+		return;
+	clock_gettime(CLOCK_REALTIME, &now);
+	om->since_ns = (int64_t)now.tv_sec * 1000000000LL + now.tv_nsec - OM_CTIME_MARGIN_NS;
+	om->early_started = pthread_create(&om->early, NULL, om_build_early, ctx) == 0;
+	if (!om->early_started)
+		om->since_ns = 0;
+}
+
+/* The map, from the pass alongside phase 2 or made now; false (said under -v): none. */
+static bool om_get(struct scrub_ctx *ctx, struct xfs_state *xs, struct xfs_ownermap *om)
+{
+	int ret;
+
+	om_join(om);
+	if (om->early_done)
+		ret = om->early_err;
+	else
+		ret = om_applies(ctx, xs) ? om_build(ctx, xs, om) : -EOPNOTSUPP;
+	if (ret < 0 && ret != -EOPNOTSUPP)
+		report_verbose(ctx, "Phase 3: GETFSMAP: %s: files are mapped with FIEMAP",
+			       strerror(-ret));
+	return ret == 0;
 }
 
 static void om_judge(struct xfs_ownermap *om);
@@ -517,9 +627,7 @@ static bool om_ready(struct scrub_ctx *ctx, struct xfs_state *xs, struct xfs_own
 			if (a->nna)
 				qsort(a->na, a->nna, sizeof(*a->na), digest_cmp);
 		}
-		/* Offsets on the data device alone, as the cross-check wants them. */
-		om->ok = (xs->geo.flags & XFS_FSOP_GEOM_FLAGS_RMAPBT) && ctx->dev_size &&
-			 !xs->geo.rtblocks && om_build(ctx, xs, om);
+		om->ok = om_get(ctx, xs, om);
 		om_judge(om);
 		atomic_store(&om->built, true);
 	}
@@ -665,6 +773,11 @@ int xfs_ownermap_extents(struct scrub_ctx *ctx, unsigned thread,
 	(void)thread;	/* the owner map is shared */
 	if (!om || !om_ready(ctx, xs, om))
 		return -EOPNOTSUPP;
+	/* Changed since the pass alongside phase 2 began: its records may be older. */
+	if (om->since_ns && b->ctime_ns >= om->since_ns) {
+		atomic_fetch_add(&om->changed, 1);
+		return -ENODATA;
+	}
 	for (size_t i = first_of(om, b->ino); i < om->n && om->v[i].ino == b->ino; i++) {
 		const struct om_rec *r = &om->v[i];
 		uint64_t len = r->len & OM_LEN_MASK;
@@ -751,11 +864,14 @@ void xfs_ownermap_report(struct scrub_ctx *ctx)
 		       (unsigned long long)atomic_load(&om->attrs_unlisted));
 	if (!om->ok)
 		return;
-	report_verbose(ctx, "Phase 3: %llu files' extent maps from %zu GETFSMAP owner records; "
-		       "mapped with FIEMAP instead: %llu not covered by their records alone, "
-		       "%llu without an on-disk data fork read, %llu whose on-disk data fork "
-		       "differs", (unsigned long long)atomic_load(&om->used), om->nr_records,
+	report_verbose(ctx, "Phase 3: %llu files' extent maps from %zu GETFSMAP owner records "
+		       "(read %s); mapped with FIEMAP instead: %llu not covered by their records "
+		       "alone, %llu without an on-disk data fork read, %llu whose on-disk data "
+		       "fork differs, %llu changed since the records were read",
+		       (unsigned long long)atomic_load(&om->used), om->nr_records,
+		       om->since_ns ? "alongside phase 2" : "at the start of the walk",
 		       (unsigned long long)atomic_load(&om->unsure),
 		       (unsigned long long)atomic_load(&om->no_digest),
-		       (unsigned long long)atomic_load(&om->differ));
+		       (unsigned long long)atomic_load(&om->differ),
+		       (unsigned long long)atomic_load(&om->changed));
 }
