@@ -298,6 +298,23 @@ int dircache_pin(struct dircache *dc, struct dir_node *node, int *fdp)
 	return 0;
 }
 
+void dircache_open_ahead(struct dircache *dc, struct dir_node *node)
+{
+	bool room;
+	int fd;
+
+	pthread_mutex_lock(&dc->lock);
+	room = node->fd < 0 && node->parent && node->parent->fd >= 0 &&
+	       dc->nr_open < dc->budget / 2;
+	pthread_mutex_unlock(&dc->lock);
+	if (!room || dircache_pin(dc, node, &fd) < 0)
+		return;
+	pthread_mutex_lock(&dc->lock);
+	dc->opened_ahead++;
+	pthread_mutex_unlock(&dc->lock);
+	dircache_unpin(dc, node);
+}
+
 void dircache_unpin(struct dircache *dc, struct dir_node *node)
 {
 	pthread_mutex_lock(&dc->lock);

@@ -89,6 +89,7 @@ struct dircache {
 	unsigned nr_open;		/* descriptors held in the cache */
 	unsigned budget;		/* most descriptors the cache keeps */
 	unsigned peak_open;
+	unsigned long long opened_ahead;	/* by dircache_open_ahead() */
 };
 
 void dircache_init(struct dircache *dc, unsigned budget);
@@ -123,5 +124,14 @@ uint64_t dir_fid(int dirfd, const char *name, enum dir_id how);
  */
 int dircache_pin(struct dircache *dc, struct dir_node *node, int *fd);
 void dircache_unpin(struct dircache *dc, struct dir_node *node);
+
+/*
+ * Open node (its parent open), unpinned, while at most half the budget is
+ * in use, so that the filesystem may start reading the directory before
+ * the walk comes to it: XFS reads ahead a directory's first block when it
+ * is opened (xfs_dir_open()), and the walk's own open came right before
+ * its read.  A failure is not kept: dircache_pin() tries again and says.
+ */
+void dircache_open_ahead(struct dircache *dc, struct dir_node *node);
 
 #endif

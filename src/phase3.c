@@ -121,6 +121,9 @@ int phase3_inodes(struct scrub_ctx *ctx, unsigned long long *items)
 		       "%llu names checked for look-alikes", stats.dirs, stats.files,
 		       stats.symlinks, stats.specials, stats.extents, stats.xattrs,
 		       stats.xattr_values, ctx->stats.names);
+	report_verbose(ctx, "Phase 3: %llu directories opened as they were found, ahead of "
+		       "their reading; %u descriptors open at most", ctx->dcache.opened_ahead,
+		       ctx->dcache.peak_open);
 	if (ctx->ops->bulk_inodes)
 		report_verbose(ctx, "Phase 3: %llu of %llu entries' inodes from bulk records, "
 			       "the others stat'ed", stats.bulk, stats.entries);

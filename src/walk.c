@@ -167,6 +167,7 @@ struct walk_state {
 	 */
 	const char *after_bulk;
 	atomic_bool after_bulk_ran;
+	bool open_ahead;		/* dircache_open_ahead() each directory found */
 	struct inoset *seen;		/* every inode reached */
 	struct workqueue wq;
 	struct walk_thread *threads;
@@ -370,6 +371,8 @@ static int visit_entry(void *arg, const char *name, size_t namelen,
 					 DIR_ID_HANDLE : DIR_ID_ATTRS;
 			child->fid = dir_fid(d->fd, name, child->fid_how);
 		}
+		if (dv->ws->open_ahead)
+			dircache_open_ahead(&ctx->dcache, child);
 		workqueue_add(&dv->ws->wq, &child->work);
 	}
 	return 0;
@@ -496,6 +499,7 @@ int walk_tree(struct scrub_ctx *ctx, const struct walk_visitor *v, void *arg,
 	ws.use_bulk = v->bulk && ctx->ops->bulk_inodes && !ledger_notes_all(ctx->ledger) &&
 		      !getenv("FSCRUB_DEBUG_NO_BULK");
 	ws.after_bulk = getenv("FSCRUB_DEBUG_AFTER_BULK");
+	ws.open_ahead = !getenv("FSCRUB_DEBUG_NO_OPEN_AHEAD");
 	ws.threads = xcalloc(n, sizeof(*ws.threads));
 	for (unsigned i = 0; i < n; i++) {
 		ws.threads[i].ctx = ctx;

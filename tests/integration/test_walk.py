@@ -452,3 +452,44 @@ def test_overlay_directories_renumbered_by_cache_drops(workdir, cleanups, droppi
         assert r.rc == 0 and r.errors == [], r
         assert not r.of(check="walk.moved"), (i, r)
         assert {(w.check, w.path) for w in r.warnings} == want, (i, r)
+
+
+OPEN_AHEAD_RE = re.compile(r"Phase 3: (\d+) directories opened as they were found, ahead of "
+                           r"their reading; (\d+) descriptors open at most")
+
+
+@pytest.mark.parametrize("fstype", ["xfs", "ext4"])
+def test_directories_opened_as_found(image_factory, fstype):
+    """Each directory is opened when its entry is found (XFS then reads its
+    first block ahead, while the walk reads others), not right before it
+    is read; the descriptor waits in the cache.  Every one but the root is
+    so opened on a small tree, none with FSCRUB_DEBUG_NO_OPEN_AHEAD, and
+    both runs find the same.  With RLIMIT_NOFILE 32 (a budget of a few
+    descriptors) at most half the budget is opened ahead, and the walk of
+    a wide directory is still whole and clean."""
+    img = image_factory(fstype, size_mb=300)
+    img.mkfs()
+    mnt = img.mount()
+    for i in range(40):
+        os.makedirs(os.path.join(mnt, "wide", "d%02d" % i, "sub"))
+        with open(os.path.join(mnt, "wide", "d%02d" % i, "sub", "f"), "w") as f:
+            f.write("x")
+    img.remount()
+    time.sleep(1.1)
+    r = run_fscrub("-v", mnt)
+    assert r.rc == 0 and not r.errors and not r.warnings, r
+    m = OPEN_AHEAD_RE.search(r.stdout)
+    walked = int(re.search(r"Phase 3: (\d+) directories,", r.stdout).group(1))
+    assert m and int(m.group(1)) == walked - 1 and walked >= 81, r
+    off = run_fscrub("-v", mnt, env={"FSCRUB_DEBUG_NO_OPEN_AHEAD": "1"})
+    m = OPEN_AHEAD_RE.search(off.stdout)
+    assert off.rc == 0 and m and int(m.group(1)) == 0, off
+    assert [(f.check, f.path) for f in off.findings] == [(f.check, f.path) for f in r.findings]
+
+    def low_nofile():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (32, 32))
+    few = run_fscrub("-v", mnt, preexec_fn=low_nofile)
+    m = OPEN_AHEAD_RE.search(few.stdout)
+    assert few.rc == 0 and not few.errors and not few.warnings, few
+    assert m and 0 < int(m.group(1)) < walked - 1 and int(m.group(2)) < 32, few
+    assert re.search(r"Phase 3: %d directories," % walked, few.stdout), few
