@@ -1147,23 +1147,17 @@ static int suspect_cmp(const void *a, const void *b)
 	return x->logical < y->logical ? -1 : x->logical > y->logical;
 }
 
-/* Read GETFSMAP and compare; false if it does not apply here. */
-static bool rmap_collect(struct scrub_ctx *ctx, struct xfs_state *xs, struct rmap_check *rc)
+/* The walk's extents [first, last) (by device offset) against GETFSMAP's [lo, hi]. */
+static int sweep_range(struct scrub_ctx *ctx, struct xfs_state *xs, bool rmapbt,
+		       struct rmap_check *rc, size_t first, size_t last, uint64_t lo, uint64_t hi)
 {
-	bool rmapbt = xs->geo.flags & XFS_FSOP_GEOM_FLAGS_RMAPBT;
-	struct rmap_sweep sw = { .rc = rc, .files = xs->files, .ctx = ctx };
+	struct rmap_sweep sw = {
+		.rc = rc, .files = xs->files, .ctx = ctx, .next = first, .nr = last,
+	};
 	int ret;
 
-	if (!ctx->dev_size || xs->geo.rtblocks) {
-		report_verbose(ctx, "Phase 3: FIEMAP offsets are not offsets on the data device "
-			       "alone: extents are not checked against GETFSMAP");
-		return false;
-	}
-	rc->dev = fsmap_dev(ctx->root_stx.stx_dev_major, ctx->root_stx.stx_dev_minor);
-	sw.nr = backend_extents_by_phys(ctx);
 	sweep_retire(&sw, 0);
-	ret = fsmap_query(xs->fd, rc->dev, 0, UINT64_MAX, rmapbt ? sweep_rmap : sweep_free,
-			      &sw);
+	ret = fsmap_query(xs->fd, rc->dev, lo, hi, rmapbt ? sweep_rmap : sweep_free, &sw);
 	if (ret >= 0 && rmapbt) {
 		sweep_extents_before(&sw, UINT64_MAX);
 		sweep_retire(&sw, UINT64_MAX);
@@ -1173,6 +1167,118 @@ static bool rmap_collect(struct scrub_ctx *ctx, struct xfs_state *xs, struct rma
 		rc->nr_extents += !backend_extent_at(ctx, sw.next).recent;
 	free(sw.v);
 	free(sw.head);
+	return ret;
+}
+
+/*
+ * The sweep AG by AG, the AGs in parallel (xfs_for_each_ag(): -j
+ * threads): GETFSMAP's records and free extents never leave their AG, and
+ * where none of the walk's extents does either, each AG's records meet
+ * only its own extents.  A part per AG, merged in AG (device) order.
+ */
+struct rmap_ags {
+	struct scrub_ctx *ctx;
+	struct xfs_state *xs;
+	bool rmapbt;
+	uint64_t agbytes;
+	size_t *first;			/* agcount + 1: each AG's first extent, then all */
+	struct rmap_check *part;
+	int *err;
+};
+
+static void rmap_ag(void *arg, uint32_t ag, unsigned thread)
+{
+	struct rmap_ags *ra = arg;
+	bool last = ag + 1 == ra->xs->geo.agcount;
+
+	(void)thread;
+	/* The last AG's part takes in whatever lies past the filesystem's end. */
+	ra->err[ag] = sweep_range(ra->ctx, ra->xs, ra->rmapbt, &ra->part[ag], ra->first[ag],
+				  ra->first[ag + 1], ag * ra->agbytes,
+				  last ? UINT64_MAX : (ag + 1) * ra->agbytes - 1);
+}
+
+/* Does every one of the walk's n extents lie within one AG? */
+static bool extents_within_ags(const struct scrub_ctx *ctx, size_t n, uint64_t agbytes)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct backend_extent x = backend_extent_at(ctx, i);
+
+		if (x.len && x.phys / agbytes != (x.phys + x.len - 1) / agbytes)
+			return false;
+	}
+	return true;
+}
+
+/* Each AG's first extent in the walk's n (sorted by device offset). */
+static void ag_firsts(const struct scrub_ctx *ctx, size_t n, uint64_t agbytes, uint32_t nags,
+		      size_t *first)
+{
+	size_t i = 0;
+
+	for (uint32_t ag = 0; ag < nags; ag++) {
+		while (i < n && backend_extent_at(ctx, i).phys < ag * agbytes)
+			i++;
+		first[ag] = i;
+	}
+	first[nags] = n;
+}
+
+static int sweep_by_ag(struct scrub_ctx *ctx, struct xfs_state *xs, bool rmapbt,
+		       struct rmap_check *rc, size_t n)
+{
+	uint32_t nags = xs->geo.agcount;
+	struct rmap_ags ra = {
+		.ctx = ctx, .xs = xs, .rmapbt = rmapbt,
+		.agbytes = (uint64_t)xs->geo.agblocks * xs->geo.blocksize,
+		.first = xcalloc(nags + 1, sizeof(*ra.first)),
+		.part = xcalloc(nags, sizeof(*ra.part)), .err = xcalloc(nags, sizeof(*ra.err)),
+	};
+	int ret;
+
+	ag_firsts(ctx, n, ra.agbytes, nags, ra.first);
+	for (uint32_t ag = 0; ag < nags; ag++)
+		ra.part[ag].dev = rc->dev;
+	ret = xfs_for_each_ag(ctx, rmap_ag, &ra);
+	for (uint32_t ag = 0; ag < nags; ag++) {
+		const struct rmap_check *p = &ra.part[ag];
+
+		if (!ret)
+			ret = ra.err[ag];
+		rc->rl.n += p->rl.n;
+		rc->rl.free_bytes += p->rl.free_bytes;
+		rc->nr_extents += p->nr_extents;
+		rc->overflow |= p->overflow;
+		for (size_t i = 0; i < p->nr_sus; i++)
+			add_suspect(rc, p->sus[i].kind, p->sus[i].ino, p->sus[i].logical,
+				    p->sus[i].phys, p->sus[i].len);
+		free(p->sus);
+	}
+	free(ra.first);
+	free(ra.part);
+	free(ra.err);
+	return ret;
+}
+
+/* Read GETFSMAP and compare; false if it does not apply here. */
+static bool rmap_collect(struct scrub_ctx *ctx, struct xfs_state *xs, struct rmap_check *rc)
+{
+	bool rmapbt = xs->geo.flags & XFS_FSOP_GEOM_FLAGS_RMAPBT;
+	uint64_t agbytes = (uint64_t)xs->geo.agblocks * xs->geo.blocksize;
+	size_t n;
+	int ret;
+
+	if (!ctx->dev_size || xs->geo.rtblocks) {
+		report_verbose(ctx, "Phase 3: FIEMAP offsets are not offsets on the data device "
+			       "alone: extents are not checked against GETFSMAP");
+		return false;
+	}
+	rc->dev = fsmap_dev(ctx->root_stx.stx_dev_major, ctx->root_stx.stx_dev_minor);
+	n = backend_extents_by_phys(ctx);
+	if (agbytes && xs->geo.agcount > 1 && extents_within_ags(ctx, n, agbytes))
+		ret = sweep_by_ag(ctx, xs, rmapbt, rc, n);
+	else
+		ret = sweep_range(ctx, xs, rmapbt, rc, 0, n, 0, UINT64_MAX);
 	/* Reported by kind, then inode and file offset, whatever the device order. */
 	if (rc->nr_sus)
 		qsort(rc->sus, rc->nr_sus, sizeof(*rc->sus), suspect_cmp);
