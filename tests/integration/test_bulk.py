@@ -294,6 +294,22 @@ def test_maps_from_getfsmap_fault_still_found(image_factory):
     assert findings(old) == findings(r), (old, r)
 
 
+def xfs_with_random_files(image_factory, names, dirs=()):
+    """An XFS with directories dirs and 64 KiB files of random data names,
+    remounted (cold) and older than the scan; its mount point."""
+    img = image_factory("xfs", size_mb=300)
+    img.mkfs()
+    mnt = img.mount()
+    for d in dirs:
+        os.mkdir(os.path.join(mnt, d))
+    for name in names:
+        with open(os.path.join(mnt, name), "wb") as f:
+            f.write(os.urandom(65536))
+    img.remount()
+    time.sleep(1.1)     # ctime more than 1 s before the scan: not "changed"
+    return img.mnt
+
+
 def test_extents_changed_after_getfsmap(image_factory):
     """Files rewritten (new blocks, same inode) after the GETFSMAP pass
     and their BULKSTAT records, before the walk visits them
@@ -301,15 +317,7 @@ def test_extents_changed_after_getfsmap(image_factory):
     that may take their old blocks: their maps are stale, yet nothing is
     an error or a warning -- every suspect (a cross-link, a reverse
     mapping the map lacks) is looked at again through the VFS."""
-    img = image_factory("xfs", size_mb=300)
-    img.mkfs()
-    mnt = img.mount()
-    os.mkdir(os.path.join(mnt, "sub"))
-    for i in range(10):
-        with open(os.path.join(mnt, "r%d" % i), "wb") as f:
-            f.write(os.urandom(65536))
-    img.remount()
-    time.sleep(1.1)
+    mnt = xfs_with_random_files(image_factory, ["r%d" % i for i in range(10)], dirs=["sub"])
     cmd = ("cd %s && for i in 0 1 2 3 4 5 6 7 8 9; do "
            "head -c 65536 /dev/urandom > n$i && mv n$i sub/n$i; "
            "head -c 65536 /dev/urandom > r$i; sync; "
@@ -338,14 +346,7 @@ def test_files_changed_after_early_getfsmap_are_mapped_with_fiemap(image_factory
     match the pass's records: their ctime, after the pass began, is what
     sends them to FIEMAP.  Nothing else is mapped with FIEMAP, and the
     scan is clean."""
-    img = image_factory("xfs", size_mb=300)
-    img.mkfs()
-    mnt = img.mount()
-    for i in range(30):
-        with open(os.path.join(mnt, "f%02d" % i), "wb") as f:
-            f.write(os.urandom(65536))
-    img.remount()
-    time.sleep(1.1)
+    mnt = xfs_with_random_files(image_factory, ["f%02d" % i for i in range(30)])
     cmd = ("cd %s && for i in 00 01 02 03 04; do head -c 65536 /dev/urandom > f$i; done; "
            "sync; sleep 1.2" % mnt)
     r = run_fscrub("-v", mnt, env={"FSCRUB_DEBUG_AFTER_FSMAP": cmd})
