@@ -881,7 +881,39 @@ static uint64_t force_commit(struct scrub_ctx *ctx, struct pass *probe)
 	return probe->sb_ok ? probe->sb_generation : 0;
 }
 
-/* The second pass decides: errors found twice in committed items, else infos. */
+/*
+ * Is the file extent item of a finding about one (it points at f->logical)
+ * still there, as a search of that one key shows now?  A pass reads a
+ * subvolume's tree and the extent tree one after the other: a file
+ * deleted in between, its deletion committed before the extent tree was
+ * read, leaves an item read before the commit (in a leaf no newer than
+ * it) pointing at an extent item that is gone -- twice, if it was also
+ * being made during the first pass.  True for the other kinds, and where
+ * the search cannot be made (the two passes stand).
+ */
+static bool file_extent_still(struct scrub_ctx *ctx, const struct tfinding *f)
+{
+	struct btrfs_tkey k = { f->ino, BTRFS_EXTENT_DATA_KEY, f->file_off };
+	struct btrfs_tree_reader r;
+	struct btrfs_tree_item it;
+	bool still;
+	int ret;
+
+	if (f->kind != F_NO_EXTENT && f->kind != F_NO_BACKREF && f->kind != F_CROSSLINK)
+		return true;
+	if (btrfs_tree_open(&r, ctx->mnt_fd, f->root, k, k) < 0)
+		return true;
+	ret = btrfs_tree_next(&r, &it);
+	still = ret < 0 || (ret == 1 && it.len >= FE_DISK_BYTENR + 8 &&
+			    btrfs_get64(it.data + FE_DISK_BYTENR) == f->logical);
+	btrfs_tree_close(&r);
+	return still;
+}
+
+/*
+ * The second pass decides: errors found twice in committed items whose
+ * file extent item (where one is involved) is still there, else infos.
+ */
 static void judge(struct scrub_ctx *ctx, const struct pass *p1, const struct pass *p2,
 		  uint64_t committed)
 {
@@ -892,11 +924,16 @@ static void judge(struct scrub_ctx *ctx, const struct pass *p1, const struct pas
 			continue;
 		bool twice = found_in(p1, f) || p1->dropped;
 
-		if (twice && committed && f->transid <= committed)
-			btrfs_report_finding(ctx, f, SEV_ERROR, NULL);
+		if (!twice)
+			btrfs_report_finding(ctx, f, SEV_INFO, "not found before a forced commit");
+		else if (!committed || f->transid > committed)
+			btrfs_report_finding(ctx, f, SEV_INFO, "its items are newer than the commit "
+					     "forced to check it");
+		else if (!file_extent_still(ctx, f))
+			btrfs_report_finding(ctx, f, SEV_INFO, "its file extent item is gone or "
+					     "changed since");
 		else
-			btrfs_report_finding(ctx, f, SEV_INFO, twice ? "its items are newer than the "
-				   "commit forced to check it" : "not found before a forced commit");
+			btrfs_report_finding(ctx, f, SEV_ERROR, NULL);
 	}
 	for (size_t i = 0; i < p1->nr_f; i++)
 		if (!p1->f[i].dup && !found_in(p2, &p1->f[i]))
