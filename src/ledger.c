@@ -121,7 +121,7 @@ int ledger_new(struct scrub_ctx *ctx, struct ledger **out)
 		return 0;
 	lg = xcalloc(1, sizeof(*lg));
 	lg->ctx = ctx;
-	lg->all_files = o->record || o->ledger_dir;
+	lg->all_files = ledger_will_note_all(o);
 	/* Fault-injection knob for the tests of store_subvol()'s fallback. */
 	lg->no_statx_subvol = getenv("FSCRUB_DEBUG_NO_STATX_SUBVOL") != NULL;
 	pthread_mutex_init(&lg->lock, NULL);
@@ -298,6 +298,11 @@ static bool repeats_previous(const struct xlink_list *l, size_t i)
 bool ledger_notes_all(const struct ledger *lg)
 {
 	return lg && lg->all_files;
+}
+
+bool ledger_will_note_all(const struct scrub_options *o)
+{
+	return o->verify_data && (o->record || o->ledger_dir);
 }
 
 bool ledger_noted(struct ledger *lg)

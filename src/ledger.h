@@ -83,6 +83,9 @@ void ledger_free(struct ledger *lg);
 
 /* Phase 3: does ledger_note() keep every regular file (--record, --ledger)? */
 bool ledger_notes_all(const struct ledger *lg);
+/* Will the ledger phase 3 makes with these options note every file (as above)? */
+struct scrub_options;
+bool ledger_will_note_all(const struct scrub_options *o);
 /*
  * Phase 3: would ledger_note() keep this regular file (has_record: it has
  * a ledger xattr)?  Asked before a question that costs (is it checksummed

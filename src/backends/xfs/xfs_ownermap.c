@@ -68,6 +68,7 @@
 #include "context.h"
 #include "crc32c.h"
 #include "fsmap.h"
+#include "ledger.h"
 #include "report.h"
 #include "strbuf.h"
 
@@ -579,9 +580,8 @@ void xfs_ownermap_start(struct scrub_ctx *ctx)
 	 * Not where the walk will not ask (the ledger notes every file, or no
 	 * bulk records), and not under -b: one read at a time there.
 	 */
-	if (!om || !om_applies(ctx, xs) || o->background ||
-	    (o->verify_data && (o->record || o->ledger_dir)) || getenv("FSCRUB_DEBUG_NO_BULK") ||
-	    getenv("FSCRUB_DEBUG_LATE_FSMAP"))
+	if (!om || !om_applies(ctx, xs) || o->background || ledger_will_note_all(o) ||
+	    getenv("FSCRUB_DEBUG_NO_BULK") || getenv("FSCRUB_DEBUG_LATE_FSMAP"))
 		return;
 	clock_gettime(CLOCK_REALTIME, &now);
 	om->since_ns = (int64_t)now.tv_sec * 1000000000LL + now.tv_nsec - OM_CTIME_MARGIN_NS;
