@@ -422,6 +422,19 @@ static size_t request_end(const uint64_t *inos, size_t i, size_t n)
 	return j;
 }
 
+/*
+ * Does the request for [first, last] also ask for the directory's own
+ * number dir (0: none)?  Where it lies inside the request, or the two
+ * still fit in a window.
+ */
+static bool request_takes_dir(uint64_t first, uint64_t last, uint64_t dir)
+{
+	uint64_t lo = first, hi = last;
+
+	span_with(dir, &lo, &hi);
+	return dir && (hi - lo < XFS_WALKSTAT_WINDOW || (dir >= first && dir <= last));
+}
+
 int xfs_walkstat_bulk(struct scrub_ctx *ctx, const struct backend_dir *d,
 		      const uint64_t *inos, size_t n, struct backend_inode *out)
 {
@@ -436,14 +449,10 @@ int xfs_walkstat_bulk(struct scrub_ctx *ctx, const struct backend_dir *d,
 	xfs_ownermap_prepare(ctx);
 	w->nflags = 0;
 	for (size_t i = 0, j; i < n; i = j + 1) {
-		uint64_t with = 0, lo, hi;
+		uint64_t with = 0;
 
 		j = request_end(inos, i, n);
-		lo = inos[i];
-		hi = inos[j];
-		span_with(dir, &lo, &hi);
-		if (dir && hi - lo < (uint64_t)(inos[j] - inos[i] < XFS_WALKSTAT_WINDOW ?
-						XFS_WALKSTAT_WINDOW : inos[j] - inos[i] + 1)) {
+		if (request_takes_dir(inos[i], inos[j], dir)) {
 			with = dir;
 			dir = 0;
 		}
