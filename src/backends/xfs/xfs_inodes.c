@@ -1198,32 +1198,30 @@ static void rmap_ag(void *arg, uint32_t ag, unsigned thread)
 				  last ? UINT64_MAX : (ag + 1) * ra->agbytes - 1);
 }
 
-/* Does every one of the walk's n extents lie within one AG? */
-static bool extents_within_ags(const struct scrub_ctx *ctx, size_t n, uint64_t agbytes)
+/*
+ * Each AG's first extent in the walk's n (sorted by device offset) into
+ * first[0 .. nags]; false if an extent runs past the end of its AG.
+ */
+static bool ag_slices(const struct scrub_ctx *ctx, size_t n, uint64_t agbytes, uint32_t nags,
+		      size_t *first)
 {
+	uint32_t ag = 0;
+
+	first[0] = 0;
 	for (size_t i = 0; i < n; i++) {
 		struct backend_extent x = backend_extent_at(ctx, i);
 
 		if (x.len && x.phys / agbytes != (x.phys + x.len - 1) / agbytes)
 			return false;
+		while (ag + 1 < nags && x.phys >= (uint64_t)(ag + 1) * agbytes)
+			first[++ag] = i;
 	}
+	while (ag < nags)
+		first[++ag] = n;
 	return true;
 }
 
-/* Each AG's first extent in the walk's n (sorted by device offset). */
-static void ag_firsts(const struct scrub_ctx *ctx, size_t n, uint64_t agbytes, uint32_t nags,
-		      size_t *first)
-{
-	size_t i = 0;
-
-	for (uint32_t ag = 0; ag < nags; ag++) {
-		while (i < n && backend_extent_at(ctx, i).phys < ag * agbytes)
-			i++;
-		first[ag] = i;
-	}
-	first[nags] = n;
-}
-
+/* The sweep by AG (rmap_ag()); -EXDEV, nothing swept, if an extent leaves its AG. */
 static int sweep_by_ag(struct scrub_ctx *ctx, struct xfs_state *xs, bool rmapbt,
 		       struct rmap_check *rc, size_t n)
 {
@@ -1232,11 +1230,15 @@ static int sweep_by_ag(struct scrub_ctx *ctx, struct xfs_state *xs, bool rmapbt,
 		.ctx = ctx, .xs = xs, .rmapbt = rmapbt,
 		.agbytes = (uint64_t)xs->geo.agblocks * xs->geo.blocksize,
 		.first = xcalloc(nags + 1, sizeof(*ra.first)),
-		.part = xcalloc(nags, sizeof(*ra.part)), .err = xcalloc(nags, sizeof(*ra.err)),
 	};
 	int ret;
 
-	ag_firsts(ctx, n, ra.agbytes, nags, ra.first);
+	if (!ag_slices(ctx, n, ra.agbytes, nags, ra.first)) {
+		free(ra.first);
+		return -EXDEV;
+	}
+	ra.part = xcalloc(nags, sizeof(*ra.part));
+	ra.err = xcalloc(nags, sizeof(*ra.err));
 	for (uint32_t ag = 0; ag < nags; ag++)
 		ra.part[ag].dev = rc->dev;
 	ret = xfs_for_each_ag(ctx, rmap_ag, &ra);
@@ -1264,9 +1266,8 @@ static int sweep_by_ag(struct scrub_ctx *ctx, struct xfs_state *xs, bool rmapbt,
 static bool rmap_collect(struct scrub_ctx *ctx, struct xfs_state *xs, struct rmap_check *rc)
 {
 	bool rmapbt = xs->geo.flags & XFS_FSOP_GEOM_FLAGS_RMAPBT;
-	uint64_t agbytes = (uint64_t)xs->geo.agblocks * xs->geo.blocksize;
 	size_t n;
-	int ret;
+	int ret = -EXDEV;
 
 	if (!ctx->dev_size || xs->geo.rtblocks) {
 		report_verbose(ctx, "Phase 3: FIEMAP offsets are not offsets on the data device "
@@ -1275,9 +1276,9 @@ static bool rmap_collect(struct scrub_ctx *ctx, struct xfs_state *xs, struct rma
 	}
 	rc->dev = fsmap_dev(ctx->root_stx.stx_dev_major, ctx->root_stx.stx_dev_minor);
 	n = backend_extents_by_phys(ctx);
-	if (agbytes && xs->geo.agcount > 1 && extents_within_ags(ctx, n, agbytes))
+	if (xs->geo.agblocks && xs->geo.agcount > 1)
 		ret = sweep_by_ag(ctx, xs, rmapbt, rc, n);
-	else
+	if (ret == -EXDEV)
 		ret = sweep_range(ctx, xs, rmapbt, rc, 0, n, 0, UINT64_MAX);
 	/* Reported by kind, then inode and file offset, whatever the device order. */
 	if (rc->nr_sus)
