@@ -209,6 +209,23 @@ def test_directory_block_checksum(ext4img):
     assert_ext4(r, "ext4.dir_block", dino, "block %d" % blk)
 
 
+def test_htree_block_checksum(ext4img):
+    """An htree root's dx_tail checksum with one bit flipped: the root's
+    checksum covers the index entries in use and the tail, not a leaf's
+    12-byte tail (the root's last bytes can look like one), and fscrub
+    computes it from the directory's generation itself."""
+    rel, ino, dino = victim(ext4img, "htree_csum", files=400)
+    bs = _ext4_sb(ext4img)["block_size"]
+    blk = faults._ext4_first_block(ext4img, dino)
+    limit, count = struct.unpack_from("<HH", _pread(ext4img.path, blk * bs + 32, 4))
+    off = blk * bs + 32 + 8 * limit + 4             # dx_tail.dt_checksum
+    _patch(ext4img.path, off, bytes([_pread(ext4img.path, off, 1)[0] ^ 0x01]))
+    e2fsck(ext4img)
+    mnt, r = scrub(ext4img)
+    assert_ext4(r, "ext4.dir_block", dino,
+                "directory block 0 (block %d): directory block checksum does not match" % blk)
+
+
 DIRBATCH_RE = re.compile(r"Phase 3: ext4: directory blocks read (\d+) at a time: (\d+) reads "
                          r"in (\d+) batches")
 DIRBLOCKS_RE = re.compile(r"Phase 3: ext4: \d+ inodes, \d+ extent blocks and (\d+) directory "

@@ -813,6 +813,13 @@ static void collect_dir_run(struct xwalk *w, uint32_t lblk, blk64_t pblk, uint32
 	m->r[m->n++] = (struct dir_run){ lblk, pblk, len, node };
 }
 
+/* A directory entry's record length: 65 536 is written as 0 or 65 535. */
+static unsigned rec_len_of(ext2_filsys fs, const struct ext2_dir_entry_2 *de)
+{
+	return fs->blocksize >= 65536 && (de->rec_len == 0 || de->rec_len == 65535) ?
+	       fs->blocksize : de->rec_len;
+}
+
 /* The dirents of a leaf block: record lengths chain the block exactly. */
 static const char *dirents_bad(ext2_filsys fs, const unsigned char *b)
 {
@@ -822,12 +829,16 @@ static const char *dirents_bad(ext2_filsys fs, const unsigned char *b)
 
 	while (off < bs) {
 		const struct ext2_dir_entry_2 *de = (const void *)(b + off);
-		unsigned rec = de->rec_len;
+		unsigned rec;
 
-		if (bs >= 65536 && (rec == 65535 || rec == 0))
-			rec = bs;	/* EXT4_MAX_REC_LEN */
-		if (off + 8 > bs || rec < 8 || rec % 4 || off + rec > bs ||
-		    (unsigned)de->name_len + 8 > rec) {
+		/* off is a multiple of 4, not of 8: an entry's header may not fit. */
+		if (off + 8 > bs) {
+			snprintf(why, sizeof(why), "directory entry at byte %u runs past the "
+				 "end of the block", off);
+			return why;
+		}
+		rec = rec_len_of(fs, de);
+		if (rec < 8 || rec % 4 || off + rec > bs || (unsigned)de->name_len + 8 > rec) {
 			snprintf(why, sizeof(why), "directory entry at byte %u has record "
 				 "length %u (name length %u)", off, rec, de->name_len);
 			return why;
@@ -844,8 +855,7 @@ static bool is_dx_node(ext2_filsys fs, const unsigned char *b)
 {
 	const struct ext2_dir_entry_2 *de = (const void *)b;
 
-	return de->inode == 0 && (de->rec_len == fs->blocksize ||
-				  (fs->blocksize >= 65536 && de->rec_len == 0));
+	return de->inode == 0 && rec_len_of(fs, de) == fs->blocksize;
 }
 
 /*
@@ -906,17 +916,83 @@ static const char *dx_bad(ext2_filsys fs, const unsigned char *b, bool root, uin
 	return NULL;
 }
 
+/* crc32c of the directory's seed (filesystem seed, inode number, generation) and of len bytes at b. */
+static uint32_t dir_crc(ext2_filsys fs, ext2_ino_t ino, uint32_t gen, const void *b, size_t len)
+{
+	uint32_t le_ino = ext2fs_cpu_to_le32(ino), le_gen = ext2fs_cpu_to_le32(gen), crc;
+
+	crc = ext2fs_crc32c_le(fs->csum_seed, (const unsigned char *)&le_ino, sizeof(le_ino));
+	crc = ext2fs_crc32c_le(crc, (const unsigned char *)&le_gen, sizeof(le_gen));
+	return ext2fs_crc32c_le(crc, b, len);
+}
+
+/*
+ * Where an htree block's count and limit are: after the root's "." and ".."
+ * and its root information, or after an interior node's fake entry; 0 if
+ * the block is neither.
+ */
+static unsigned dx_countlimit_at(ext2_filsys fs, const unsigned char *b)
+{
+	const struct ext2_dir_entry_2 *de = (const void *)b;
+	const struct ext2_dir_entry_2 *dotdot = (const void *)(b + 12);
+	const struct ext2_dx_root_info *ri = (const void *)(b + 24);
+	unsigned bs = fs->blocksize;
+
+	if (rec_len_of(fs, de) == bs && de->name_len == 0)
+		return 8;
+	if (de->rec_len == 12 && rec_len_of(fs, dotdot) == bs - 12 && ri->info_length == 8)
+		return 24 + 8;
+	return 0;
+}
+
+/*
+ * A directory block's checksum (metadata_csum): a leaf's is in a 12-byte
+ * tail entry over the bytes before it, an htree block's after its index
+ * entries (up to its limit), over the entries in use and the tail's first
+ * word.  Computed here from the directory's generation, which the caller
+ * has: ext2fs_dir_block_csum_verify() reads the directory's inode again
+ * for it, one synchronous read per block (2 765 reads, about 0.3 s of the
+ * scan's 0.55 s on a kernel tree).
+ */
+static bool dir_block_csum_ok(ext2_filsys fs, ext2_ino_t ino, uint32_t gen,
+			      const unsigned char *b)
+{
+	unsigned bs = fs->blocksize, at;
+	const struct ext2_dir_entry_tail *t = (const void *)(b + bs - sizeof(*t));
+
+	if (!ext2fs_has_feature_metadata_csum(fs->super))
+		return true;
+	/* An htree block's first entries span the block: its last bytes may look like a tail. */
+	if (!(at = dx_countlimit_at(fs, b)))
+		return t->det_reserved_zero1 == 0 && t->det_rec_len == sizeof(*t) &&
+		       t->det_reserved_name_len == EXT2_DIR_NAME_LEN_CSUM &&
+		       dir_crc(fs, ino, gen, b, bs - sizeof(*t)) == t->det_checksum;
+
+	const struct ext2_dx_countlimit *cl = (const void *)(b + at);
+	size_t tail = at + (size_t)cl->limit * sizeof(struct ext2_dx_entry);
+	const struct ext2_dx_tail *dt = (const void *)(b + tail);
+	uint32_t zero = 0, crc;
+
+	if (cl->count > cl->limit || tail + sizeof(*dt) > bs)
+		return false;
+	crc = dir_crc(fs, ino, gen, b, at + (size_t)cl->count * sizeof(struct ext2_dx_entry));
+	crc = ext2fs_crc32c_le(crc, (const unsigned char *)&dt->dt_reserved, sizeof(dt->dt_reserved));
+	/* ... and the checksum word as zero. */
+	crc = ext2fs_crc32c_le(crc, (const unsigned char *)&zero, sizeof(zero));
+	return crc == dt->dt_checksum;
+}
+
 /*
  * Directory-block suspects: blocks [inode, dir block, mapping node];
  * arg[2] the logical block, arg[3] 1 if it is an htree interior node (its
  * only entry is a fake empty one, the index follows).
  */
-static const char *dir_block_bad(ext2_filsys fs, ext2_ino_t ino, const unsigned char *b,
-				 bool dx_node)
+static const char *dir_block_bad(ext2_filsys fs, ext2_ino_t ino, uint32_t gen,
+				 const unsigned char *b, bool dx_node)
 {
 	const char *why;
 
-	if (!ext2fs_dir_block_csum_verify(fs, ino, (struct ext2_dir_entry *)b))
+	if (!dir_block_csum_ok(fs, ino, gen, b))
 		return "directory block checksum does not match";
 	if (!dx_node && (why = dirents_bad(fs, b)))
 		return why;
@@ -962,7 +1038,7 @@ static bool dir_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 
 		return dx_bad(fs, bufs[1], lblk == 0, nblocks, &levels) != NULL;
 	}
-	return dir_block_bad(fs, (ext2_ino_t)s->ino, bufs[1], s->arg[3]) != NULL;
+	return dir_block_bad(fs, (ext2_ino_t)s->ino, in.i_generation, bufs[1], s->arg[3]) != NULL;
 }
 
 static void dir_suspect(struct scrub_ctx *ctx, const char *check, ext2_ino_t ino,
@@ -1076,7 +1152,7 @@ static void check_directory(struct scrub_ctx *ctx, ext2_ino_t ino,
 			 */
 			bool dx_node = htree && lblk > 0 && levels > 0 && is_dx_node(fs, buf);
 
-			why = dir_block_bad(fs, ino, buf, dx_node);
+			why = dir_block_bad(fs, ino, in->i_generation, buf, dx_node);
 			if (why) {
 				dir_suspect(ctx, CHECK_EXT4_DIR_BLOCK, ino, in, lblk, pblk,
 					    m->r[i].node, dx_node, why);
