@@ -41,6 +41,7 @@
 #include "backends/backend.h"
 #include "checks.h"
 #include "context.h"
+#include "crc32c.h"
 #include "report.h"
 #include "strbuf.h"
 #include "stx.h"
@@ -765,3 +766,56 @@ const struct scrub_ops ext4_ops = {
 	.summary = ext4_summary,
 	.cleanup = ext4_cleanup,
 };
+
+uint32_t ext4_csum(ext2_filsys fs, ext2_ino_t ino, uint32_t gen, const void *b, size_t len)
+{
+	uint32_t le_ino = ext2fs_cpu_to_le32(ino), le_gen = ext2fs_cpu_to_le32(gen), crc;
+
+	crc = crc32c(fs->csum_seed, &le_ino, sizeof(le_ino));
+	crc = crc32c(crc, &le_gen, sizeof(le_gen));
+	return crc32c(crc, b, len);
+}
+
+/* Offsets in the on-disk inode (struct ext2_inode_large). */
+#define I_CSUM_LO offsetof(struct ext2_inode_large, osd2.linux2.l_i_checksum_lo)
+#define I_CSUM_HI offsetof(struct ext2_inode_large, i_checksum_hi)
+
+/*
+ * The checksum covers the whole inode with its two checksum halves as
+ * zero; the high half exists only if the extra part of the inode reaches
+ * it.  An inode of all zeroes (never used) passes, as with libext2fs.
+ */
+bool ext4_inode_csum_ok(ext2_filsys fs, ext2_ino_t ino, const void *raw)
+{
+	const struct ext2_inode_large *in = raw;
+	const unsigned char *b = raw;
+	size_t isize = EXT2_INODE_SIZE(fs->super);
+	bool has_hi = isize > EXT2_GOOD_OLD_INODE_SIZE &&
+		      (size_t)EXT2_GOOD_OLD_INODE_SIZE + in->i_extra_isize >= I_CSUM_HI + 2;
+	uint16_t zero = 0;
+	uint32_t crc, stored = in->osd2.linux2.l_i_checksum_lo;
+
+	if (!ext2fs_has_feature_metadata_csum(fs->super))
+		return true;
+	crc = ext4_csum(fs, ino, in->i_generation, b, I_CSUM_LO);
+	crc = crc32c(crc, &zero, sizeof(zero));
+	crc = crc32c(crc, b + I_CSUM_LO + 2, EXT2_GOOD_OLD_INODE_SIZE - I_CSUM_LO - 2);
+	if (isize > EXT2_GOOD_OLD_INODE_SIZE) {
+		size_t off = has_hi ? I_CSUM_HI + 2 : I_CSUM_HI;
+
+		crc = crc32c(crc, b + EXT2_GOOD_OLD_INODE_SIZE, I_CSUM_HI - EXT2_GOOD_OLD_INODE_SIZE);
+		if (has_hi)
+			crc = crc32c(crc, &zero, sizeof(zero));
+		crc = crc32c(crc, b + off, isize - off);
+	}
+	if (has_hi)
+		stored |= (uint32_t)in->i_checksum_hi << 16;
+	else
+		crc &= 0xffff;
+	if (crc == stored)
+		return true;
+	for (size_t i = 0; i < sizeof(struct ext2_inode); i++)
+		if (b[i])
+			return false;
+	return true;
+}

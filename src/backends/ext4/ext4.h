@@ -291,6 +291,16 @@ blk64_t ext4_gd_block(ext2_filsys fs, dgrp_t g);
 const void *ext4_gd_in_block(ext2_filsys fs, dgrp_t g, const unsigned char *blockbuf);
 /* A libext2fs error code as text. */
 const char *ext4_strerror(errcode_t err);
+/*
+ * crc32c of len bytes at b, continued from an inode's checksum seed (the
+ * filesystem's seed, the inode's number, its generation): where inode,
+ * extent-block and directory-block checksums start (metadata_csum).
+ * Through crc32c.h (the CPU's crc32 instruction): libext2fs's own is a
+ * table, and every inode is checked two or three times.
+ */
+uint32_t ext4_csum(ext2_filsys fs, ext2_ino_t ino, uint32_t gen, const void *b, size_t len);
+/* ext2fs_inode_csum_verify()'s verdict on the inode at raw (its whole on-disk size). */
+bool ext4_inode_csum_ok(ext2_filsys fs, ext2_ino_t ino, const void *raw);
 
 #include "context.h"
 

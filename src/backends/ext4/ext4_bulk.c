@@ -420,7 +420,7 @@ static bool record_of(struct scrub_ctx *ctx, const struct ext4_state *st, ext2_i
 	    (big && (covered > isize || (in.i_extra_isize & 3))) ||
 	    (acl && !blocks_valid(st, acl, 1)) || ibody == IBODY_BAD ||
 	    !type_valid(st, &in, size) ||
-	    !ext2fs_inode_csum_verify(fs, ino, (struct ext2_inode_large *)raw))
+	    !ext4_inode_csum_ok(fs, ino, raw))
 		return false;
 	if (ext2fs_has_feature_huge_file(fs->super))
 		blocks |= (uint64_t)in.osd2.linux2.l_i_blocks_hi << 32;

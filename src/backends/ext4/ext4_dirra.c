@@ -199,7 +199,7 @@ static void dirra_inode(struct ext4_dirra *ra, ext2_ino_t ino, unsigned char *ra
 	memcpy(&in, raw, isize < sizeof(in) ? isize : sizeof(in));
 	if (!LINUX_S_ISDIR(in.i_mode) || in.i_links_count == 0 || in.i_dtime ||
 	    (in.i_flags & EXT4_INLINE_DATA_FL) ||
-	    !ext2fs_inode_csum_verify(fs, ino, (struct ext2_inode_large *)raw))
+	    !ext4_inode_csum_ok(fs, ino, raw))
 		return;
 	ra->dirs++;
 	nblocks = EXT2_I_SIZE(&in) / fs->blocksize;

@@ -49,6 +49,7 @@
 
 #include "backends/backend.h"
 #include "checks.h"
+#include "crc32c.h"
 #include "ioengine.h"
 #include "report.h"
 #include "strbuf.h"
@@ -380,17 +381,14 @@ static bool extent_block_csum_ok(struct xwalk *w, const unsigned char *b)
 {
 	const struct ext3_extent_header *eh = (const void *)b;
 	size_t tail = sizeof(*eh) + (size_t)eh->eh_max * sizeof(struct ext3_extent);
-	uint32_t le_ino = w->ino, le_gen = w->gen, crc, stored;
+	uint32_t stored;
 
 	if (!ext2fs_has_feature_metadata_csum(w->fs->super))
 		return true;
 	if (tail + sizeof(uint32_t) > w->fs->blocksize)
 		return false;
-	crc = ext2fs_crc32c_le(w->fs->csum_seed, (const unsigned char *)&le_ino, sizeof(le_ino));
-	crc = ext2fs_crc32c_le(crc, (const unsigned char *)&le_gen, sizeof(le_gen));
-	crc = ext2fs_crc32c_le(crc, b, tail);
 	memcpy(&stored, b + tail, sizeof(stored));
-	return crc == stored;
+	return ext4_csum(w->fs, w->ino, w->gen, b, tail) == stored;
 }
 
 /* Check one node (the inode's root if node == 0) and below; false: stop. */
@@ -589,7 +587,7 @@ static bool inode_csum_still_bad(struct scrub_ctx *ctx, const struct ext4_suspec
 	bool bad;
 
 	memcpy(copy, bufs[0] + s->arg[0], isize);
-	bad = !ext2fs_inode_csum_verify(fs, (ext2_ino_t)s->ino, (void *)copy);
+	bad = !ext4_inode_csum_ok(fs, (ext2_ino_t)s->ino, copy);
 	free(copy);
 	/* Still in use: the inode bitmap block is blocks[1], the bit arg[2]. */
 	return bad && ((bufs[1][s->arg[2] / 8] >> (s->arg[2] % 8)) & 1);
@@ -916,16 +914,6 @@ static const char *dx_bad(ext2_filsys fs, const unsigned char *b, bool root, uin
 	return NULL;
 }
 
-/* crc32c of the directory's seed (filesystem seed, inode number, generation) and of len bytes at b. */
-static uint32_t dir_crc(ext2_filsys fs, ext2_ino_t ino, uint32_t gen, const void *b, size_t len)
-{
-	uint32_t le_ino = ext2fs_cpu_to_le32(ino), le_gen = ext2fs_cpu_to_le32(gen), crc;
-
-	crc = ext2fs_crc32c_le(fs->csum_seed, (const unsigned char *)&le_ino, sizeof(le_ino));
-	crc = ext2fs_crc32c_le(crc, (const unsigned char *)&le_gen, sizeof(le_gen));
-	return ext2fs_crc32c_le(crc, b, len);
-}
-
 /*
  * Where an htree block's count and limit are: after the root's "." and ".."
  * and its root information, or after an interior node's fake entry; 0 if
@@ -966,7 +954,7 @@ static bool dir_block_csum_ok(ext2_filsys fs, ext2_ino_t ino, uint32_t gen,
 	if (!(at = dx_countlimit_at(fs, b)))
 		return t->det_reserved_zero1 == 0 && t->det_rec_len == sizeof(*t) &&
 		       t->det_reserved_name_len == EXT2_DIR_NAME_LEN_CSUM &&
-		       dir_crc(fs, ino, gen, b, bs - sizeof(*t)) == t->det_checksum;
+		       ext4_csum(fs, ino, gen, b, bs - sizeof(*t)) == t->det_checksum;
 
 	const struct ext2_dx_countlimit *cl = (const void *)(b + at);
 	size_t tail = at + (size_t)cl->limit * sizeof(struct ext2_dx_entry);
@@ -975,10 +963,10 @@ static bool dir_block_csum_ok(ext2_filsys fs, ext2_ino_t ino, uint32_t gen,
 
 	if (cl->count > cl->limit || tail + sizeof(*dt) > bs)
 		return false;
-	crc = dir_crc(fs, ino, gen, b, at + (size_t)cl->count * sizeof(struct ext2_dx_entry));
-	crc = ext2fs_crc32c_le(crc, (const unsigned char *)&dt->dt_reserved, sizeof(dt->dt_reserved));
+	crc = ext4_csum(fs, ino, gen, b, at + (size_t)cl->count * sizeof(struct ext2_dx_entry));
+	crc = crc32c(crc, &dt->dt_reserved, sizeof(dt->dt_reserved));
 	/* ... and the checksum word as zero. */
-	crc = ext2fs_crc32c_le(crc, (const unsigned char *)&zero, sizeof(zero));
+	crc = crc32c(crc, &zero, sizeof(zero));
 	return crc == dt->dt_checksum;
 }
 
@@ -1731,7 +1719,7 @@ static void check_one_inode(struct scrub_ctx *ctx, ext2_ino_t ino, struct ext2_i
 	c.is_journal = st->journal_known && ino == fs->super->s_journal_inum;
 
 	st->inodes_scanned++;
-	if (!ext2fs_inode_csum_verify(fs, ino, in)) {
+	if (!ext4_inode_csum_ok(fs, ino, in)) {
 		struct ext4_suspect *s = inode_suspect(ctx, CHECK_EXT4_INODE_CSUM, ino, in,
 			inode_csum_still_bad, "inode checksum does not match (%s, link count %u)",
 			inode_mode_name(in->i_mode), in->i_links_count);
