@@ -39,23 +39,41 @@ struct relook_file *relook_find(struct relook *rl, struct ino_key id)
 	return rl->nr_files ? bsearch(&key, rl->files, rl->nr_files, sizeof(key), by_key) : NULL;
 }
 
+/* The first name the walk finds is the one reported (under rl->lock). */
+static void name_first(struct relook_file *f, struct walk_dir *d, const struct walk_entry *e)
+{
+	if (f->dir)
+		return;
+	dir_node_get(d->node);
+	f->dir = d->node;
+	f->name = xstrndup(e->name, e->namelen);
+}
+
 static void relook_entry(struct walk_thread *t, struct walk_dir *d, const struct walk_entry *e)
 {
 	struct relook *rl = t->varg;
 	struct relook_file *f;
 	int fd;
 
+	if (rl->names_only) {
+		/* An inode that cannot be stat'ed (the errors are often why) by its entry's number. */
+		struct ino_key id = e->stat_err ? (struct ino_key){ d->node->dev, e->d_ino } :
+					      ino_key_of(&e->stx);
+
+		if ((f = relook_find(rl, id)) != NULL) {
+			pthread_mutex_lock(&rl->lock);
+			name_first(f, d, e);
+			pthread_mutex_unlock(&rl->lock);
+		}
+		return;
+	}
 	if (e->stat_err || !S_ISREG(e->stx.stx_mode) || !(f = relook_find(rl, ino_key_of(&e->stx))))
 		return;
 	fd = walk_open_file(t, d, e, 0);
 	if (fd < 0)
 		return;
 	pthread_mutex_lock(&rl->lock);
-	if (!f->dir) {
-		dir_node_get(d->node);
-		f->dir = d->node;
-		f->name = xstrndup(e->name, e->namelen);
-	}
+	name_first(f, d, e);
 	if (stx_changed_during_scan(t->ctx, &e->stx))
 		f->changed = true;
 	if (rl->visit)

@@ -40,6 +40,12 @@ struct relook {
 	/* Called for each name of each file on the list, with an open fd. */
 	void (*visit)(struct relook *rl, struct relook_file *f, int fd,
 		      const struct walk_entry *e);
+	/*
+	 * Only the first name of each inode on the list, of any type, and
+	 * nothing opened (visit is not called): to name findings about
+	 * inodes that were found by number, not by name.
+	 */
+	bool names_only;
 	void *arg;
 	pthread_mutex_t lock;
 };

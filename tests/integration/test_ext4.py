@@ -85,7 +85,8 @@ def scrub(img, *args):
     return mnt, r
 
 
-def assert_ext4(r, check, inode=None, text=None):
+def assert_ext4(r, check, inode=None, text=None, path=None):
+    """An error of check (about inode, saying text, at the full path)."""
     assert r.rc == 4, r
     hits = [f for f in r.errors if f.check == check]
     assert hits, "no %s error in\n%r" % (check, r)
@@ -93,6 +94,8 @@ def assert_ext4(r, check, inode=None, text=None):
         assert any(f.inode == inode for f in hits), r
     if text is not None:
         assert any(text in f.message for f in hits), r
+    if path is not None:
+        assert any(f.path == path for f in hits), r
     return hits
 
 
@@ -195,7 +198,10 @@ def test_inode_checksum(ext4img):
     _patch(ext4img.path, off, bytes([_pread(ext4img.path, off, 1)[0] ^ 0x5A]))
     e2fsck(ext4img)
     mnt, r = scrub(ext4img)
-    assert_ext4(r, "ext4.inode_csum", ino, "inode checksum does not match")
+    # Found by number in the inode tables; named by the walk that looks for its errors.
+    assert_ext4(r, "ext4.inode_csum", ino, "inode checksum does not match",
+                path=os.path.join(mnt, rel))
+    assert "ext4: 1 of 1 inodes with errors named by a second walk" in r.stdout, r
 
 
 def test_directory_block_checksum(ext4img):
@@ -206,7 +212,8 @@ def test_directory_block_checksum(ext4img):
     _patch(ext4img.path, off, bytes([_pread(ext4img.path, off, 1)[0] ^ 0x01]))
     e2fsck(ext4img)
     mnt, r = scrub(ext4img)
-    assert_ext4(r, "ext4.dir_block", dino, "block %d" % blk)
+    assert_ext4(r, "ext4.dir_block", dino, "block %d" % blk,
+                path=os.path.join(mnt, os.path.dirname(rel)))
 
 
 def test_htree_block_checksum(ext4img):
@@ -223,7 +230,8 @@ def test_htree_block_checksum(ext4img):
     e2fsck(ext4img)
     mnt, r = scrub(ext4img)
     assert_ext4(r, "ext4.dir_block", dino,
-                "directory block 0 (block %d): directory block checksum does not match" % blk)
+                "directory block 0 (block %d): directory block checksum does not match" % blk,
+                path=os.path.join(mnt, os.path.dirname(rel)))
 
 
 DIRBATCH_RE = re.compile(r"Phase 3: ext4: directory blocks read (\d+) at a time: (\d+) reads "
@@ -359,7 +367,8 @@ def test_extent_block_corruption(ext4img):
     e2fsck(ext4img)
     mnt, r = scrub(ext4img)
     assert_ext4(r, "ext4.extent_tree", f["inode"],
-                "extent tree block %d: extent block checksum does not match" % f["leaf_block"])
+                "extent tree block %d: extent block checksum does not match" % f["leaf_block"],
+                path=os.path.join(mnt, f["path"]))
 
 
 def test_extent_block_zeroed(ext4img):

@@ -683,7 +683,7 @@ static int ext4_scan_metadata(struct scrub_ctx *ctx)
 	}
 	check_superblocks(ctx);
 	check_groups(ctx);
-	ext4_confirm_run(ctx);
+	ext4_confirm_run(ctx, false);
 	compare_statfs(ctx);
 	report_verbose(ctx, "Phase 2: ext4: superblock, %u group descriptors and their "
 		       "bitmaps checked", st->fs->group_desc_count);

@@ -169,9 +169,11 @@ void ext4_suspect_block(struct ext4_suspect *s, blk64_t blk);
 /*
  * Confirm or clear every queued suspect and report it: an error if still
  * bad in two fresh O_DIRECT reads after syncfs, with the same bytes, in
- * blocks no recent journal transaction logged; else an info.
+ * blocks no recent journal transaction logged; else an info.  With
+ * name_inodes (after the walk), errors about inodes are reported by the
+ * names a second walk finds for them.
  */
-void ext4_confirm_run(struct scrub_ctx *ctx);
+void ext4_confirm_run(struct scrub_ctx *ctx, bool name_inodes);
 /*
  * Read one block from the disk, bypassing every cache, into buf (aligned,
  * fs->blocksize bytes).  Returns 0 or a negative errno.

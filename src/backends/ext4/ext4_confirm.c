@@ -39,8 +39,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "relook.h"
 #include "report.h"
 #include "strbuf.h"
+#include "stx.h"
 
 /*
  * The wait between the two confirming reads: longer than a disk write
@@ -401,13 +403,10 @@ static void confirm_batch(struct scrub_ctx *ctx, struct ext4_suspect *batch, siz
 				s->cleared = "a recent journal transaction logged one of its blocks";
 		if (!s->cleared && s->kernel_view)
 			s->cleared = s->kernel_view(ctx, s);
-		if (s->cleared) {
+		if (s->cleared)
 			st->cleared++;
-			str_changed(ctx, s->check, NULL, NULL, s->ino, "%s (%s)", s->msg, s->cleared);
-		} else {
+		else
 			st->confirmed++;
-			str_error(ctx, s->check, NULL, NULL, s->ino, "%s", s->msg);
-		}
 	}
 	for (size_t i = 0; i < 2 * n; i++) {
 		for (unsigned k = 0; k < EXT4_SUSPECT_BLOCKS; k++)
@@ -419,17 +418,61 @@ static void confirm_batch(struct scrub_ctx *ctx, struct ext4_suspect *batch, siz
 	free(j1.b);
 }
 
-void ext4_confirm_run(struct scrub_ctx *ctx)
+/*
+ * Names for the confirmed errors about inodes: the scan found them by
+ * number, so a second walk looks for their names (only when there are
+ * any, and only after phase 3's walk).  An inode it does not find (no
+ * name, or under a directory the walk cannot read) is reported by number.
+ */
+static void name_errors(struct scrub_ctx *ctx, const struct ext4_suspect *v, size_t n,
+			struct relook *rl)
+{
+	size_t named = 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (!v[i].cleared && v[i].ino)
+			relook_add(rl, (struct ino_key){ stx_devno(&ctx->root_stx), v[i].ino });
+	if (!rl->nr_files || relook_walk(rl) < 0)
+		return;
+	for (size_t i = 0; i < rl->nr_files; i++)
+		named += rl->files[i].dir != NULL;
+	report_verbose(ctx, "ext4: %zu of %zu inodes with errors named by a second walk",
+		       named, rl->nr_files);
+}
+
+static void report_suspect(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+			   struct relook *rl)
+{
+	struct relook_file *f = s->cleared || !s->ino ? NULL :
+		relook_find(rl, (struct ino_key){ stx_devno(&ctx->root_stx), s->ino });
+	const struct dir_node *dir = f ? f->dir : NULL;
+	const char *name = f && f->dir ? f->name : NULL;
+
+	if (s->cleared)
+		str_changed(ctx, s->check, NULL, NULL, s->ino, "%s (%s)", s->msg, s->cleared);
+	else
+		str_error(ctx, s->check, dir, name, s->ino, "%s", s->msg);
+}
+
+void ext4_confirm_run(struct scrub_ctx *ctx, bool name_inodes)
 {
 	struct ext4_state *st = ext4_state(ctx);
 	size_t n = st->nr_suspects > MAX_SUSPECTS ? MAX_SUSPECTS : st->nr_suspects;
+	struct relook rl = { .ctx = ctx, .name = "walk that names the errors",
+			     .names_only = true };
 
 	if (n)
 		report_verbose(ctx, "ext4: %zu %s to confirm from the disk", n,
 			       n == 1 ? "suspect" : "suspects");
 	for (size_t i = 0; i < n && !scrub_should_stop(ctx); i += CONFIRM_BATCH)
 		confirm_batch(ctx, st->suspects + i, n - i < CONFIRM_BATCH ? n - i : CONFIRM_BATCH);
-	for (size_t i = 0; i < n; i++)
+	if (name_inodes && !scrub_should_stop(ctx))
+		name_errors(ctx, st->suspects, n, &rl);
+	for (size_t i = 0; i < n; i++) {
+		if (!scrub_should_stop(ctx))
+			report_suspect(ctx, &st->suspects[i], &rl);
 		free(st->suspects[i].msg);
+	}
+	relook_release(&rl);
 	st->nr_suspects = 0;
 }

@@ -1978,7 +1978,7 @@ int ext4_scan_inodes(struct scrub_ctx *ctx)
 	check_reached_marked_free(ctx, buf);
 	report_unreached(ctx);
 	ext4_journal_check(ctx);
-	ext4_confirm_run(ctx);
+	ext4_confirm_run(ctx, true);
 	if (!scrub_should_stop(ctx))
 		report_unclaimed(ctx);
 	report_verbose(ctx, "Phase 3: ext4: %llu inodes, %llu extent blocks and %llu directory "
