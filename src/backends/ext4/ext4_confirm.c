@@ -39,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "checks.h"
 #include "relook.h"
 #include "report.h"
 #include "strbuf.h"
@@ -424,13 +425,19 @@ static void confirm_batch(struct scrub_ctx *ctx, struct ext4_suspect *batch, siz
  * any, and only after phase 3's walk).  An inode it does not find (no
  * name, or under a directory the walk cannot read) is reported by number.
  */
+/* An error about an inode that may have a name: an orphan has none the walk reached. */
+static bool wants_name(const struct ext4_suspect *s)
+{
+	return !s->cleared && s->ino && strcmp(s->check, CHECK_EXT4_ORPHAN) != 0;
+}
+
 static void name_errors(struct scrub_ctx *ctx, const struct ext4_suspect *v, size_t n,
 			struct relook *rl)
 {
 	size_t named = 0;
 
 	for (size_t i = 0; i < n; i++)
-		if (!v[i].cleared && v[i].ino)
+		if (wants_name(&v[i]))
 			relook_add(rl, (struct ino_key){ stx_devno(&ctx->root_stx), v[i].ino });
 	if (!rl->nr_files || relook_walk(rl) < 0)
 		return;
@@ -443,7 +450,7 @@ static void name_errors(struct scrub_ctx *ctx, const struct ext4_suspect *v, siz
 static void report_suspect(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 			   struct relook *rl)
 {
-	struct relook_file *f = s->cleared || !s->ino ? NULL :
+	struct relook_file *f = !wants_name(s) ? NULL :
 		relook_find(rl, (struct ino_key){ stx_devno(&ctx->root_stx), s->ino });
 	const struct dir_node *dir = f ? f->dir : NULL;
 	const char *name = f && f->dir ? f->name : NULL;
