@@ -482,6 +482,31 @@ def test_ondisk_inode_chunks_read_in_batches(ondisk_image):
     assert key(old) == key(r), (old, r)
 
 
+BTAHEAD_RE = re.compile(r"Phase 2: btree blocks read ahead a level at a time: (\d+) in (\d+) batches")
+
+
+def test_ondisk_btree_level_read_ahead(ondisk_image):
+    """Phase 2 reads a btree level's blocks together, many reads in flight:
+    the second leaf of the deepest bnobt with a bad CRC is found as with
+    FSCRUB_DEBUG_NO_CHUNKBATCH=1 (each block read by itself), with the same
+    findings and exit 4, and the leaves around it are still checked."""
+    ag, levels = deepest_ag(ondisk_image, "agf", "bnolevel")
+    assert levels >= 2, levels
+    path = ["agf %d" % ag, "addr bnoroot"] + ["addr ptrs[1]"] * (levels - 2) + ["addr ptrs[2]"]
+    faults.xfs_db(ondisk_image, *path, "write -c crc 0xdeadbeef")
+    mnt, r = scrub(ondisk_image, "-v")
+    assert r.rc == 4, r
+    got = ondisk_errors(r)
+    assert len(got) == 1 and got[0].startswith("AG %d on disk: bnobt block " % ag) and \
+        got[0].endswith("fails its CRC"), r
+    m = BTAHEAD_RE.search(r.stdout)
+    assert m and int(m.group(1)) >= 2 and int(m.group(2)) >= 1, r
+    old = run_fscrub("-v", mnt, env={"FSCRUB_DEBUG_NO_CHUNKBATCH": "1"})
+    assert old.rc == 4 and BTAHEAD_RE.search(old.stdout).groups() == ("0", "0"), old
+    key = lambda rr: sorted((f.severity, f.check, f.path, f.inode, f.message) for f in rr.findings)
+    assert key(old) == key(r), (old, r)
+
+
 def free_inode(img):
     """A free inode in an allocated chunk, from the first finobt record."""
     for ag in range(4):

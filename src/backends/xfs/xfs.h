@@ -116,6 +116,8 @@ struct xfs_state {
 	atomic_ullong bs_requests, bs_inodes;
 	/* Phase 2's inode chunk reads, and the batches that had reads in flight. */
 	atomic_ullong chunk_reads, chunk_batches;
+	/* Phase 2's btree blocks read ahead a level at a time, and those batches. */
+	atomic_ullong bt_ahead_blocks, bt_ahead_batches;
 
 	pthread_mutex_t lock;		/* deferred */
 	struct xfs_deferred *deferred;

@@ -109,6 +109,31 @@ struct bt_walk {
 	uint64_t prev_end;		/* the end of the last record (bnobt, refcountbt) */
 	uint32_t *seen;
 	size_t nseen, aseen;
+	const uint8_t *blk;		/* the block bt_header() read */
+	struct bt_ahead *ahead;		/* a level's blocks read together, or NULL */
+};
+
+/*
+ * A level's blocks are read BT_AHEAD at a time with many reads in flight
+ * (ioengine.h), not one synchronous read each: the rmapbt's leaves are
+ * most of phase 2's btree reads (343 on a kernel tree).  A level of one
+ * block is read by itself, as every block is with
+ * FSCRUB_DEBUG_NO_CHUNKBATCH=1.
+ */
+#define BT_AHEAD 64
+#define BT_AHEAD_MIN 2
+/* Reads in flight per AG (btree blocks and inode chunks): the device's queue covers its latency, another load still gets in. */
+#define CHUNK_DEPTH 16
+/* Buffer alignment for O_DIRECT: the largest logical sector size. */
+#define CHUNK_ALIGN 4096
+
+struct bt_ahead {
+	uint8_t *data;			/* BT_AHEAD blocks */
+	struct io_range range[BT_AHEAD];
+	int res[BT_AHEAD];
+	size_t slot;			/* bytes per block */
+	size_t n;			/* blocks read, 0: none (read each) */
+	size_t at;			/* the next block's slot */
 };
 
 static uint32_t get32(const uint8_t *p)
@@ -371,12 +396,20 @@ static bool bt_header(struct bt_walk *w, uint32_t agbno, const char *root, unsig
 		      unsigned maxrecs)
 {
 	struct od *od = w->od;
-	const struct xfs_btree_block *b = (const void *)od->buf;
+	struct bt_ahead *a = w->ahead;
 	uint64_t off = w->base + (uint64_t)agbno * od->bsize;
+	const struct xfs_btree_block *b;
 	unsigned numrecs;
 	int ret;
 
-	ret = od_pread(od, od->buf, off, od->bsize);
+	if (a && a->at < a->n) {
+		w->blk = a->data + a->at * od->bsize;
+		ret = a->res[a->at++];
+	} else {
+		w->blk = od->buf;
+		ret = od_pread(od, od->buf, off, od->bsize);
+	}
+	b = (const void *)w->blk;
 	od->blocks++;
 	if (ret < 0) {
 		bt_problem(w, false, "%sblock %u cannot be read: %s", root, agbno, strerror(-ret));
@@ -388,7 +421,7 @@ static bool bt_header(struct bt_walk *w, uint32_t agbno, const char *root, unsig
 		 * freed and reused, for data even: between blocks. */
 		bt_problem(w, true, "%sblock %u has magic 0x%08x", root, agbno,
 			   be32toh(b->bb_magic));
-	else if (!od_crc_ok(od->buf, od->bsize, XFS_BTREE_SBLOCK_CRC_OFF))
+	else if (!od_crc_ok(w->blk, od->bsize, XFS_BTREE_SBLOCK_CRC_OFF))
 		bt_problem(w, false, "%sblock %u fails its CRC", root, agbno);
 	else if (be64toh(b->bb_u.s.bb_blkno) != off / 512)
 		bt_problem(w, false, "%sblock %u says it is at disk address %llu", root, agbno,
@@ -411,7 +444,7 @@ static bool bt_header(struct bt_walk *w, uint32_t agbno, const char *root, unsig
 
 static void bt_siblings(struct bt_walk *w, uint32_t agbno, uint32_t left, uint32_t right)
 {
-	const struct xfs_btree_block *b = (const void *)w->od->buf;
+	const struct xfs_btree_block *b = (const void *)w->blk;
 	uint32_t l = be32toh(b->bb_u.s.bb_leftsib), r = be32toh(b->bb_u.s.bb_rightsib);
 
 	if (l != left || r != right)
@@ -466,7 +499,7 @@ static void bt_block(struct bt_walk *w, const struct bt_ptr *p, uint32_t left, u
 	const struct bt_ops *ops = w->ops;
 	size_t kstride = ops->key_len * (ops->overlapping ? 2 : 1);
 	unsigned maxrecs = (od->bsize - BT_HDR) / (level ? kstride + 4 : ops->rec_len);
-	const uint8_t *data = od->buf + BT_HDR;
+	const uint8_t *data;
 	unsigned n;
 
 	if (w->nseen == w->aseen) {
@@ -480,7 +513,8 @@ static void bt_block(struct bt_walk *w, const struct bt_ptr *p, uint32_t left, u
 	if (!bt_header(w, p->agbno, root ? "root " : "", level, maxrecs))
 		return;
 	bt_siblings(w, p->agbno, left, right);
-	n = be16toh(((const struct xfs_btree_block *)od->buf)->bb_numrecs);
+	data = w->blk + BT_HDR;
+	n = be16toh(((const struct xfs_btree_block *)w->blk)->bb_numrecs);
 	if (!level) {
 		uint8_t *keys = xmalloc((size_t)n * 2 * BT_KEY_MAX + 1);
 
@@ -526,6 +560,61 @@ static int cmp_agbno(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+static void bt_ahead_done(void *arg, const struct io_range *r, char *buf, int64_t res)
+{
+	struct bt_ahead *a = arg;
+
+	(void)buf;		/* slot i (bt_ahead_slot()) */
+	a->res[r - a->range] = res < 0 ? (int)res : (uint64_t)res == r->len ? 0 : -EIO;
+}
+
+static char *bt_ahead_slot(void *arg, size_t i)
+{
+	struct bt_ahead *a = arg;
+
+	return (char *)a->data + i * a->slot;
+}
+
+/* Read the next n blocks of the level (at most BT_AHEAD) for bt_header() to take in order. */
+static void bt_read_ahead(struct bt_walk *w, const struct bt_ptr *p, size_t n)
+{
+	struct od *od = w->od;
+	struct bt_ahead *a = w->ahead;
+
+	if (!a) {
+		if (getenv("FSCRUB_DEBUG_NO_CHUNKBATCH"))
+			return;
+		a = w->ahead = xcalloc(1, sizeof(*a));
+		a->slot = od->bsize;
+		if (posix_memalign((void **)&a->data, CHUNK_ALIGN, BT_AHEAD * a->slot))
+			a->data = NULL;
+	}
+	a->n = a->at = 0;
+	if (!a->data)
+		return;
+	/* Every pointer on a level is inside the AG: bt_block() and bt_walk() keep the others out. */
+	for (size_t i = 0; i < n; i++) {
+		a->range[i] = (struct io_range){ w->base + (uint64_t)p[i].agbno * od->bsize,
+						 od->bsize };
+		a->res[i] = -ECANCELED;
+	}
+
+	struct io_job job = {
+		.fd = od->fd, .ranges = a->range, .nr_ranges = n,
+		.depth = od->ctx->opt.background ? 1 : CHUNK_DEPTH, .max_len = od->bsize,
+		.align = CHUNK_ALIGN, .no_uring = getenv("FSCRUB_DEBUG_NO_URING") != NULL,
+		.done = bt_ahead_done, .buffer = bt_ahead_slot, .arg = a,
+	};
+
+	atomic_fetch_add(&od->xs->bt_ahead_blocks, n);
+	atomic_fetch_add(&od->xs->bt_ahead_batches, 1);
+	if (ioengine_run(&job) < 0)
+		for (size_t i = 0; i < n; i++)	/* no engine: one after the other */
+			a->res[i] = od_pread(od, a->data + i * od->bsize, a->range[i].off,
+					     od->bsize);
+	a->n = n;
+}
+
 /* Walk btree type from root (levels deep): every block, level by level. */
 static void bt_walk(struct od *od, struct ag_sums *sums, int type, uint32_t agno,
 		    uint64_t base, uint32_t length, uint32_t root, uint32_t levels)
@@ -547,10 +636,13 @@ static void bt_walk(struct od *od, struct ag_sums *sums, int type, uint32_t agno
 
 		w.have_prev = false;
 		w.prev_end = 0;
-		for (size_t i = 0; i < n && w.nseen < length; i++)
+		for (size_t i = 0; i < n && w.nseen < length; i++) {
+			if (i % BT_AHEAD == 0 && n >= BT_AHEAD_MIN)
+				bt_read_ahead(&w, cur + i, n - i < BT_AHEAD ? n - i : BT_AHEAD);
 			bt_block(&w, &cur[i], i ? cur[i - 1].agbno : NULLAGBLOCK,
 				 i + 1 < n ? cur[i + 1].agbno : NULLAGBLOCK, level,
 				 level + 1 == levels, &next, &nn, &an);
+		}
 		free(cur);
 		cur = next;
 		n = nn;
@@ -560,6 +652,9 @@ static void bt_walk(struct od *od, struct ag_sums *sums, int type, uint32_t agno
 		}
 	}
 	free(cur);
+	if (w.ahead)
+		free(w.ahead->data);
+	free(w.ahead);
 	qsort(w.seen, w.nseen, sizeof(*w.seen), cmp_agbno);
 	for (size_t i = 1; i < w.nseen; i++)
 		if (w.seen[i] == w.seen[i - 1] && (i < 2 || w.seen[i - 2] != w.seen[i]))
@@ -732,10 +827,6 @@ static bool check_inode(struct od *od, const uint8_t *p, uint64_t ino)
  */
 /* Runs per batch: 32 chunks of 64 inodes of 512 bytes, 1 MiB. */
 #define CHUNK_BATCH 32
-/* Reads in flight per AG: the device's queue covers its latency, another load still gets in. */
-#define CHUNK_DEPTH 16
-/* Buffer alignment for O_DIRECT: the largest logical sector size. */
-#define CHUNK_ALIGN 4096
 
 /* One read: inodes [i, j) of a chunk between holes. */
 struct chunk_run {

@@ -617,5 +617,8 @@ void xfs_ondisk_check(struct scrub_ctx *ctx)
 	report_verbose(ctx, "Phase 2: inode chunks in %llu reads, %llu batches of them in flight",
 		       (unsigned long long)atomic_load(&xs->chunk_reads),
 		       (unsigned long long)atomic_load(&xs->chunk_batches));
+	report_verbose(ctx, "Phase 2: btree blocks read ahead a level at a time: %llu in %llu "
+		       "batches", (unsigned long long)atomic_load(&xs->bt_ahead_blocks),
+		       (unsigned long long)atomic_load(&xs->bt_ahead_batches));
 	od_close(&od);
 }
