@@ -419,18 +419,18 @@ static void confirm_batch(struct scrub_ctx *ctx, struct ext4_suspect *batch, siz
 	free(j1.b);
 }
 
-/*
- * Names for the confirmed errors about inodes: the scan found them by
- * number, so a second walk looks for their names (only when there are
- * any, and only after phase 3's walk).  An inode it does not find (no
- * name, or under a directory the walk cannot read) is reported by number.
- */
 /* An error about an inode that may have a name: an orphan has none the walk reached. */
 static bool wants_name(const struct ext4_suspect *s)
 {
 	return !s->cleared && s->ino && strcmp(s->check, CHECK_EXT4_ORPHAN) != 0;
 }
 
+/*
+ * Names for the confirmed errors about inodes: the scan found them by
+ * number, so a second walk looks for their names (only when there are
+ * any, and only after phase 3's walk).  An inode it does not find (no
+ * name, or under a directory the walk cannot read) is reported by number.
+ */
 static void name_errors(struct scrub_ctx *ctx, const struct ext4_suspect *v, size_t n,
 			struct relook *rl)
 {

@@ -122,7 +122,10 @@ struct bt_walk {
  */
 #define BT_AHEAD 64
 #define BT_AHEAD_MIN 2
-/* Reads in flight per AG (btree blocks and inode chunks): the device's queue covers its latency, another load still gets in. */
+/*
+ * Reads in flight per AG (btree blocks, inode chunks): the device's queue
+ * covers its latency, another load still gets in.
+ */
 #define CHUNK_DEPTH 16
 /* Buffer alignment for O_DIRECT: the largest logical sector size. */
 #define CHUNK_ALIGN 4096
