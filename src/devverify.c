@@ -31,6 +31,7 @@
 #include "spacemap.h"
 #include "strbuf.h"
 #include "walk.h"
+#include "thread.h"
 
 /*
  * While the walk runs beside them, the reads that overlap it keep one read
@@ -765,7 +766,7 @@ int devverify_start(struct scrub_ctx *ctx)
 			qsort(dr->skip, dr->nr_skip, sizeof(*dr->skip), range_cmp);
 		resume_cursor(ctx);
 		clock_gettime(CLOCK_MONOTONIC, &ctx->data_began);
-		if (!pthread_create(&dr->thread, NULL, early_main, dr)) {
+		if (!thread_start(&dr->thread, early_main, dr)) {
 			ctx->devread = dr;
 			return 0;
 		}

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "strbuf.h"
+#include "thread.h"
 
 static uint64_t now_ns(void)
 {
@@ -339,7 +340,7 @@ static int run_pool(struct io_job *job)
 	pthread_cond_init(&pool.slot_freed, NULL);
 	job->engine = "pread";
 	for (unsigned i = 0; i < job->depth; i++) {
-		if (pthread_create(&tids[i], NULL, pool_thread, &pool))
+		if (thread_start(&tids[i], pool_thread, &pool))
 			break;
 		started++;
 	}

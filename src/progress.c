@@ -15,6 +15,7 @@
 #include "context.h"
 #include "report.h"
 #include "strbuf.h"
+#include "thread.h"
 
 /* fsck frontends expect about two lines a second. */
 #define LINE_INTERVAL_MS 500
@@ -209,7 +210,6 @@ int progress_start(struct scrub_ctx *ctx)
 {
 	struct progress *p;
 	const char *knob = getenv("FSCRUB_DEBUG_STATUS_MS");
-	sigset_t all, old;
 	int err;
 
 	if (ctx->opt.progress_fd < 0 && !ctx->opt.verbose)
@@ -222,10 +222,7 @@ int progress_start(struct scrub_ctx *ctx)
 	p->status_ms = knob && atoi(knob) > 0 ? (unsigned)atoi(knob) : STATUS_INTERVAL_MS;
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->wake, NULL);
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
-	err = pthread_create(&p->thread, NULL, progress_main, p);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	err = thread_start(&p->thread, progress_main, p);
 	if (err) {
 		free(p);
 		return -err;

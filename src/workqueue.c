@@ -4,10 +4,10 @@
 #include "workqueue.h"
 
 #include <errno.h>
-#include <signal.h>
 #include <stdlib.h>
 
 #include "strbuf.h"
+#include "thread.h"
 
 struct worker_start {
 	struct workqueue *wq;
@@ -48,7 +48,6 @@ static void *worker_main(void *p)
 
 int workqueue_init(struct workqueue *wq, unsigned nr_threads, wq_fn fn, void *arg)
 {
-	sigset_t all, old;
 	int ret = 0;
 
 	pthread_mutex_init(&wq->lock, NULL);
@@ -64,15 +63,12 @@ int workqueue_init(struct workqueue *wq, unsigned nr_threads, wq_fn fn, void *ar
 	wq->threads = xcalloc(nr_threads, sizeof(*wq->threads));
 	wq->nr_threads = 0;
 
-	/* Workers inherit this mask: SIGINT and SIGTERM reach the main thread. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
 	for (unsigned i = 0; i < nr_threads; i++) {
 		struct worker_start *start = xmalloc(sizeof(*start));
 
 		start->wq = wq;
 		start->index = i;
-		int err = pthread_create(&wq->threads[i], NULL, worker_main, start);
+		int err = thread_start(&wq->threads[i], worker_main, start);
 		if (err) {
 			free(start);
 			ret = -err;
@@ -80,7 +76,6 @@ int workqueue_init(struct workqueue *wq, unsigned nr_threads, wq_fn fn, void *ar
 		}
 		wq->nr_threads++;
 	}
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (ret && wq->nr_threads == 0) {
 		free(wq->threads);
 		wq->threads = NULL;

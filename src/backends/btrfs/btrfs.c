@@ -51,7 +51,6 @@
 #include <linux/magic.h>
 #include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +63,7 @@
 #include "context.h"
 #include "report.h"
 #include "strbuf.h"
+#include "thread.h"
 
 /* How often the waiting main thread looks at signals and progress. */
 #define POLL_MS 200
@@ -348,7 +348,7 @@ static void kmsg_start(struct scrub_ctx *ctx, struct btrfs_state *st)
 		return;
 	}
 	lseek(st->kmsg_fd, 0, SEEK_END);	/* only what this scrub says */
-	if (pthread_create(&st->kmsg_thread, NULL, kmsg_main, st) == 0)
+	if (thread_start(&st->kmsg_thread, kmsg_main, st) == 0)
 		st->kmsg_started = true;
 }
 
@@ -367,11 +367,8 @@ static void *scrub_main(void *arg)
 {
 	struct btrfs_dev *d = arg;
 	struct btrfs_state *st = d->ctx->backend;
-	sigset_t all;
 
-	/* Signals go to the main thread, which cancels the scrub. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	/* Signals go to the main thread (thread_start()), which cancels the scrub. */
 	d->scrub.devid = d->info.devid;
 	d->scrub.start = 0;
 	d->scrub.end = (uint64_t)-1;
@@ -788,7 +785,7 @@ static int btrfs_scan_metadata(struct scrub_ctx *ctx)
 	for (unsigned i = 0; i < st->nr_devs; i++) {
 		struct btrfs_dev *d = &st->devs[i];
 
-		if (pthread_create(&d->thread, NULL, scrub_main, d) == 0)
+		if (thread_start(&d->thread, scrub_main, d) == 0)
 			d->started = true;
 		else
 			report_operational(ctx, NULL, NULL, EAGAIN, "cannot start a scrub thread");

@@ -58,6 +58,7 @@
 #include "context.h"
 #include "report.h"
 #include "strbuf.h"
+#include "thread.h"
 
 /* Inode-table blocks per read: 1 MiB of 4 KiB blocks, one request, 4096 inodes of 256 bytes. */
 #define DIRRA_CHUNK_BLOCKS 256
@@ -326,7 +327,7 @@ void ext4_dirra_start(struct scrub_ctx *ctx)
 		ra->chunk = xmalloc((size_t)DIRRA_CHUNK_BLOCKS * st->fs->blocksize);
 		ra->node = xmalloc(st->fs->blocksize);
 		atomic_init(&ra->stop, false);
-		if (pthread_create(&ra->thread, NULL, dirra_main, ra) == 0) {
+		if (thread_start(&ra->thread, dirra_main, ra) == 0) {
 			st->dirra = ra;
 			return;
 		}

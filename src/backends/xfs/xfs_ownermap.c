@@ -71,6 +71,7 @@
 #include "ledger.h"
 #include "report.h"
 #include "strbuf.h"
+#include "thread.h"
 
 /* Record flags, in the top bits of len (a length of 2^27 blocks is left to FIEMAP). */
 #define OM_UNWRITTEN (1u << 31)
@@ -585,7 +586,7 @@ void xfs_ownermap_start(struct scrub_ctx *ctx)
 		return;
 	clock_gettime(CLOCK_REALTIME, &now);
 	om->since_ns = (int64_t)now.tv_sec * 1000000000LL + now.tv_nsec - OM_CTIME_MARGIN_NS;
-	om->early_started = pthread_create(&om->early, NULL, om_build_early, ctx) == 0;
+	om->early_started = thread_start(&om->early, om_build_early, ctx) == 0;
 	if (!om->early_started)
 		om->since_ns = 0;
 }
