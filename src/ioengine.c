@@ -228,14 +228,8 @@ static void take_slot(struct pool *pool)
 {
 	pthread_mutex_lock(&pool->slot_lock);
 	while (pool->active >= depth_now(pool->job) && !atomic_load(&pool->cancel)) {
-		struct timespec until;
+		struct timespec until = deadline_in(PAUSE_NS);
 
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_nsec += PAUSE_NS;
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
 		pthread_cond_timedwait(&pool->slot_freed, &pool->slot_lock, &until);
 	}
 	pool->active++;
@@ -337,7 +331,7 @@ static int run_pool(struct io_job *job)
 
 	pthread_mutex_init(&pool.admit_lock, NULL);
 	pthread_mutex_init(&pool.slot_lock, NULL);
-	pthread_cond_init(&pool.slot_freed, NULL);
+	cond_init_monotonic(&pool.slot_freed);
 	job->engine = "pread";
 	for (unsigned i = 0; i < job->depth; i++) {
 		if (thread_start(&tids[i], pool_thread, &pool))

@@ -182,12 +182,8 @@ static void *progress_main(void *arg)
 
 	pthread_mutex_lock(&p->lock);
 	while (!p->stop) {
-		struct timespec until;
+		struct timespec until = deadline_in((long long)interval * 1000000LL);
 
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_nsec += (long)(interval % 1000) * 1000000L;
-		until.tv_sec += interval / 1000 + until.tv_nsec / 1000000000L;
-		until.tv_nsec %= 1000000000L;
 		pthread_cond_timedwait(&p->wake, &p->lock, &until);
 		if (p->stop || !p->phase)
 			continue;
@@ -221,7 +217,7 @@ int progress_start(struct scrub_ctx *ctx)
 	/* Test knob: a shorter -v status interval, so tests need no long scans. */
 	p->status_ms = knob && atoi(knob) > 0 ? (unsigned)atoi(knob) : STATUS_INTERVAL_MS;
 	pthread_mutex_init(&p->lock, NULL);
-	pthread_cond_init(&p->wake, NULL);
+	cond_init_monotonic(&p->wake);
 	err = thread_start(&p->thread, progress_main, p);
 	if (err) {
 		free(p);

@@ -165,8 +165,10 @@ def test_progress_lines(faulty_ext4):
 # Phase 5's bar and status line need a phase 5 that takes a while: its reads
 # wait for it here (they may all be done during phase 3 otherwise, devverify.h;
 # test_overlap.py checks phase 5's progress after an overlap), and are capped
-# at SLOW (768 MiB in about 2 s: a fast host read them in 0.27 s, and the CI
-# run of 7dfd51b drew no frame at all in the bar's first 250 ms).
+# at SLOW (768 MiB in about 2 s: a fast host reads them in 0.27 s, about one
+# tick of the bar).  Two CI runs once drew no frame at all: the wall clock
+# was set back during the run, and the progress thread's waits were on
+# CLOCK_REALTIME (now on the monotonic clock: thread.h).
 SEQUENTIAL = {"FSCRUB_DEBUG_NO_OVERLAP": "1"}
 SLOW = ["--limit", "400M"]
 

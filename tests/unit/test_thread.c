@@ -1,4 +1,7 @@
-/* Unit tests for thread.c: helper threads start with every signal blocked. */
+/*
+ * Unit tests for thread.c: helper threads start with every signal blocked;
+ * timed waits are measured on the monotonic clock.
+ */
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -7,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <errno.h>
+#include <time.h>
 
 #include "thread.h"
 
@@ -38,10 +43,56 @@ static void test_signals_blocked_in_the_thread(void **state)
 	assert_false(sigismember(&after, SIGTERM));
 }
 
+static long long mono_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static void test_deadline_in_is_normalised(void **state)
+{
+	long long before = mono_ns();
+	struct timespec t = deadline_in(1999999999LL);
+
+	(void)state;
+	assert_true(t.tv_nsec >= 0 && t.tv_nsec < 1000000000L);
+	assert_true((long long)t.tv_sec * 1000000000LL + t.tv_nsec >= before + 1999999999LL);
+}
+
+/*
+ * The monotonic clock counts from boot: as a CLOCK_REALTIME deadline, 100 ms
+ * after its now is decades past, and a wait on a condition variable that
+ * used the wall clock would end at once.  One that uses the monotonic
+ * clock waits (at least) the 100 ms.
+ */
+static void test_waits_follow_the_monotonic_clock(void **state)
+{
+	pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	pthread_cond_t cond;
+	long long began = mono_ns();
+	struct timespec until = deadline_in(100000000LL);
+	int err;
+
+	(void)state;
+	cond_init_monotonic(&cond);
+	pthread_mutex_lock(&lock);
+	do
+		err = pthread_cond_timedwait(&cond, &lock, &until);
+	while (err == 0);	/* a spurious wake-up */
+	pthread_mutex_unlock(&lock);
+	pthread_cond_destroy(&cond);
+	assert_int_equal(err, ETIMEDOUT);
+	assert_true(mono_ns() - began >= 100000000LL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_signals_blocked_in_the_thread),
+		cmocka_unit_test(test_deadline_in_is_normalised),
+		cmocka_unit_test(test_waits_follow_the_monotonic_clock),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
