@@ -365,10 +365,17 @@ def test_media_error_in_metadata_is_an_error(image_factory, bad_media, owner, sa
     m = bad_media(img, [(bad, BLOCK)], armed=False)
     # The kernel caches what it reads: a's inode and extent map are read
     # now, before the sector goes bad, as a disk fails under a mounted fs.
-    fsimage.fiemap(os.path.join(m.mnt, "a"))
-    m.arm()
-    # -t generic: the XFS backend reads inode clusters itself (xfs.ondisk)
-    r = run_fscrub("-n", "-x", "-v", "-t", "generic", m.mnt)
+    # Held open, so that they stay: another test's drop_caches would
+    # otherwise evict them, and the walk's look at a would read the bad
+    # cluster again (an inode.unreadable error besides the expected one).
+    held = os.open(os.path.join(m.mnt, "a"), os.O_RDONLY)
+    try:
+        fsimage.fiemap(os.path.join(m.mnt, "a"))
+        m.arm()
+        # -t generic: the XFS backend reads inode clusters itself (xfs.ondisk)
+        r = run_fscrub("-n", "-x", "-v", "-t", "generic", m.mnt)
+    finally:
+        os.close(held)
     assert r.rc == 4, r
     errs = r.errors
     assert [e.check for e in errs] == ["media.metadata"], r
