@@ -614,8 +614,8 @@ def test_sigterm_cancels(tmp_path, fake_fscrub):
                              _table(tmp_path, ["one", "two", "three"])],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e)
     try:
-        deadline = time.time() + 20
-        while not intervals()[0] and time.time() < deadline:
+        deadline = time.monotonic() + 20
+        while not intervals()[0] and time.monotonic() < deadline:
             time.sleep(0.05)
         time.sleep(0.2)           # let the stand-in set its trap
         proc.send_signal(signal.SIGTERM)
