@@ -34,15 +34,16 @@
 
 /* Bit names as xfs_fs.h defines them; newer bits print as "bitN". */
 static const char *const fs_names[] = {
-	"counters", "uquota", "gquota", "pquota", "rtbitmap", "rtsummary",
+	"counters", "uquota", "gquota", "pquota", "rtbitmap", "rtsummary", "quotacheck",
+	"nlinks", "metadir", "metapath",
 };
 static const char *const ag_names[] = {
 	"sb", "agf", "agfl", "agi", "bnobt", "cntbt", "inobt", "finobt",
-	"rmapbt", "refcountbt",
+	"rmapbt", "refcountbt", "inodes",
 };
 static const char *const ino_names[] = {
 	"core", "bmapbtd", "bmapbta", "bmapbtc", "directory", "xattr", "symlink",
-	"parent",
+	"parent", "dirtree",
 };
 static const char *const rtgroup_names[] = {
 	"super", "bitmap", "summary", "rmapbt", "refcountbt",

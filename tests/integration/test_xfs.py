@@ -7,8 +7,10 @@ and directory entry types -- while a clean image, reflinked files and an
 unlinked-but-open file give nothing.  The kernel scrub and repair paths run
 in a VM: test_xfs_vm.py."""
 
+import json
 import os
 import re
+import subprocess
 import shutil
 import tempfile
 import threading
@@ -16,7 +18,7 @@ import time
 
 import pytest
 
-from conftest import escaped, need_fs, run_fscrub
+from conftest import FSCRUB, escaped, need_fs, run_fscrub
 import faults
 import fsimage
 
@@ -136,6 +138,40 @@ def test_sick_inode_health_flag(xfs_image):
     assert [e.inode for e in health] == [ino], r
     assert "corrupt while using it: directory" in health[0].message, r
     assert r.rc == 4, r
+
+
+def test_sick_inode_let_go_is_a_warning(xfs_image):
+    """A symlink whose remote target block fails its CRC: readlink marks it
+    sick; deleted, it leaves memory through inactivation, and the kernel
+    keeps only a mark on its AG (XFS_AG_GEOM_SICK_INODES, until unmount).
+    The damage left with the file: the scan warns, naming the bit, and
+    exits 0 (it was an error saying "health bit 10"); fscrub health lists
+    the AG's "inodes"."""
+    mnt = xfs_image.mount()
+    link = os.path.join(mnt, "long-link")
+    os.symlink("t" * 600, link)         # past the inode's literal area: a remote block
+    ino = fsimage.inode_of(link)
+    xfs_image.offline()
+    faults.xfs_db(xfs_image, "inode %d" % ino, "dblock 0", "type symlink",
+                  "write -c crc 0xdeadbeef")
+    mnt = xfs_image.mount()
+    link = os.path.join(mnt, "long-link")
+    with pytest.raises(OSError):
+        os.readlink(link)
+    os.unlink(link)
+    r = run_fscrub("-v", mnt)
+    if not no_online_scrub(r):
+        pytest.skip("with the kernel scrub a sick flag is an info: the scrub judges it")
+    assert r.rc == 0 and r.errors == [], r
+    let_go = [w for w in r.warnings if w.check == "xfs.health"]
+    assert len(let_go) == 1, r
+    assert re.search(r"AG \d+: the kernel found inodes here sick and has since let them go",
+                     let_go[0].message), r
+    h = subprocess.run([FSCRUB, "health", "--json", mnt], capture_output=True, text=True)
+    doc = json.loads(h.stdout)
+    ags = [a["sick"] for fs in doc["filesystems"] for a in fs["detail"]["sick_ags"]]
+    assert ags == [["inodes"]], h.stdout
+    assert h.returncode == 4, h
 
 
 def test_bmbt_crc_said_once(xfs_image):

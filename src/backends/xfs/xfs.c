@@ -52,6 +52,29 @@ struct mask_name {
 	const char *name;
 };
 
+/*
+ * Health bits of Linux 6.10 to 6.13 that Debian 12's xfslibs-dev does not
+ * define; the kernel sets them whatever the headers fscrub was built with.
+ */
+#ifndef XFS_FSOP_GEOM_SICK_QUOTACHECK
+#define XFS_FSOP_GEOM_SICK_QUOTACHECK (1 << 6)
+#endif
+#ifndef XFS_FSOP_GEOM_SICK_NLINKS
+#define XFS_FSOP_GEOM_SICK_NLINKS (1 << 7)
+#endif
+#ifndef XFS_FSOP_GEOM_SICK_METADIR
+#define XFS_FSOP_GEOM_SICK_METADIR (1 << 8)
+#endif
+#ifndef XFS_FSOP_GEOM_SICK_METAPATH
+#define XFS_FSOP_GEOM_SICK_METAPATH (1 << 9)
+#endif
+#ifndef XFS_AG_GEOM_SICK_INODES
+#define XFS_AG_GEOM_SICK_INODES (1 << 10)
+#endif
+#ifndef XFS_BS_SICK_DIRTREE
+#define XFS_BS_SICK_DIRTREE (1 << 8)
+#endif
+
 static const struct mask_name fs_sick_names[] = {
 	{ XFS_FSOP_GEOM_SICK_COUNTERS, "summary counters" },
 	{ XFS_FSOP_GEOM_SICK_UQUOTA, "user quota" },
@@ -59,6 +82,10 @@ static const struct mask_name fs_sick_names[] = {
 	{ XFS_FSOP_GEOM_SICK_PQUOTA, "project quota" },
 	{ XFS_FSOP_GEOM_SICK_RT_BITMAP, "realtime bitmap" },
 	{ XFS_FSOP_GEOM_SICK_RT_SUMMARY, "realtime summary" },
+	{ XFS_FSOP_GEOM_SICK_QUOTACHECK, "quota counts" },
+	{ XFS_FSOP_GEOM_SICK_NLINKS, "inode link counts" },
+	{ XFS_FSOP_GEOM_SICK_METADIR, "metadata directory" },
+	{ XFS_FSOP_GEOM_SICK_METAPATH, "metadata directory paths" },
 	{ 0, NULL },
 };
 
@@ -85,6 +112,7 @@ static const struct mask_name inode_sick_names[] = {
 	{ XFS_BS_SICK_XATTR, "extended attributes" },
 	{ XFS_BS_SICK_SYMLINK, "symlink target" },
 	{ XFS_BS_SICK_PARENT, "parent pointers" },
+	{ XFS_BS_SICK_DIRTREE, "directory tree" },
 	{ 0, NULL },
 };
 
@@ -134,6 +162,29 @@ static void report_sick(struct scrub_ctx *ctx, const char *where, uint32_t sick,
 			  "%s: the kernel found this metadata corrupt while using it: %s",
 			  where, sb.buf);
 	strbuf_release(&sb);
+}
+
+/*
+ * XFS_AG_GEOM_SICK_INODES: an inode of the AG left memory sick (the kernel
+ * inactivates an inode it deleted, or one it still had blocks to trim).
+ * Which one, and whether its damage went with it (a deleted file's did),
+ * the kernel no longer says, and the flag stays until unmount.  Damage
+ * still there is this scan's to find: every inode of the AG is read
+ * again, its core, forks, directory, symlink and attributes checked.  So
+ * a warning, not an error that nothing could confirm.
+ */
+static void report_inodes_let_go(struct scrub_ctx *ctx, const char *where)
+{
+	if (xfs_state(ctx)->kscrub)
+		str_info(ctx, CHECK_XFS_HEALTH, NULL, NULL, 0,
+			 "%s: the kernel has marked as sick: inodes it has since let go "
+			 "(the kernel scrub checks the AG's inodes)", where);
+	else
+		str_warn(ctx, CHECK_XFS_HEALTH, NULL, NULL, 0,
+			 "%s: the kernel found inodes here sick and has since let them go from "
+			 "memory (a deleted file, or one it evicted): which ones it no longer "
+			 "says, and the flag stays until unmount; this scan reads every inode of "
+			 "the AG again and reports any damage still there", where);
 }
 
 static void report_features(struct scrub_ctx *ctx)
@@ -205,10 +256,12 @@ static void xfs_report_health(struct scrub_ctx *ctx)
 		report_verbose(ctx, "Phase 1: AG %u: %u blocks, %u free, %u inodes, %u free "
 			       "inodes%s", ag, a->ag_length, a->ag_freeblks, a->ag_icount,
 			       a->ag_ifree, a->ag_checked ? ", checked since mount" : "");
-		if (a->ag_sick) {
-			snprintf(where, sizeof(where), "AG %u", ag);
-			report_sick(ctx, where, a->ag_sick, ag_sick_names);
-		}
+		snprintf(where, sizeof(where), "AG %u", ag);
+		if (a->ag_sick & ~XFS_AG_GEOM_SICK_INODES)
+			report_sick(ctx, where, a->ag_sick & ~XFS_AG_GEOM_SICK_INODES,
+				    ag_sick_names);
+		if (a->ag_sick & XFS_AG_GEOM_SICK_INODES)
+			report_inodes_let_go(ctx, where);
 	}
 }
 
