@@ -260,6 +260,25 @@ def _ext4_first_block(img, ino):
     return int(blocks[0])
 
 
+def ext4_xattr_refcount(img, blk, count):
+    """Set h_refcount of the attribute block *blk* to *count*, its
+    checksum (metadata_csum: crc32c of the fs seed, the le64 block number
+    and the block with h_checksum zero) recomputed; returns the old count."""
+    sb = _ext4_sb(img)
+    bs = sb["block_size"]
+    block = bytearray(_pread(img.path, blk * bs, bs))
+    magic, old = struct.unpack("<II", block[:8])
+    if magic != 0xEA020000:
+        raise RuntimeError("block %d is not an attribute block (magic %#x)" % (blk, magic))
+    block[4:8] = struct.pack("<I", count)
+    if sb["metadata_csum"]:
+        block[16:20] = bytes(4)
+        csum = crc32c(crc32c(_ext4_fs_csum_seed(sb), struct.pack("<Q", blk)), bytes(block))
+        block[16:20] = struct.pack("<I", csum)
+    _patch(img.path, blk * bs, bytes(block))
+    return old
+
+
 # ----------------------------------------------------------------------------
 # 1. XFS: wrong link count
 # ----------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """ext4 inode cores that e2fsck -fn's pass 1 rejects but every block-level
 check passes (src/backends/ext4_xref.c): a linked inode with a deletion
 time, flags the type or the features forbid, a directory size that is not
-its blocks, i_blocks against the extent tree.  Each fault is set with
+its blocks, i_blocks against the extent tree; and an attribute block's
+reference count against the inodes that share it (ext4_xattr_refs.c).  Each fault is set with
 debugfs -w (which recomputes the inode checksum) on the unmounted image,
 shown to be there by e2fsck -fn, and must be an error of the mounted
 filesystem naming the inode; the fixture tree (symlinks, devices, fifos,
@@ -12,6 +13,7 @@ import re
 
 import pytest
 
+from conftest import escaped
 import faults
 from faults import debugfs
 import fsimage
@@ -145,3 +147,50 @@ def test_deleted_inode_marked_in_use(ext4img):
         r"regular file deleted \(dtime \d+, no links\) is still marked in use in the inode "
         r"bitmap of group \d+", hits[0][2]), r
     assert {f.check for f in r.errors} <= {"ext4.inode_bitmap", "ext4.group_counts"}, r
+
+
+def shared_xattr_block(img, names=("a", "b", "c")):
+    """Files with the same attribute, too big for the inode: the kernel
+    keeps it in one block they share (reference count 3)."""
+    mnt = img.mount()
+    d = os.path.join(mnt, "xattr_shared")
+    os.mkdir(d)
+    for n in names:
+        p = os.path.join(d, n)
+        with open(p, "w") as fh:
+            fh.write(n)
+        os.setxattr(p, "user.big", b"v" * 400)
+    inos = [fsimage.inode_of(os.path.join(d, n)) for n in names]
+    img.offline()
+    blks = {int(re.search(r"File ACL: (\d+)", debugfs(img, "stat <%d>" % i)).group(1))
+            for i in inos}
+    assert len(blks) == 1 and 0 not in blks, blks
+    return inos, blks.pop()
+
+
+@pytest.mark.parametrize("count", [1, 5], ids=["too_low", "too_high"])
+def test_xattr_block_refcount(ext4img, count):
+    """Three files share an attribute block; its count set to 1, deleting
+    one of them would free the block the other two still use; set to 5,
+    it is never freed.  e2fsck -fn's pass 1: "has reference count N, should
+    be 3".  Too low is an error, named by a file that uses the block; too
+    high only an info, as a file given the same attributes during a scan
+    may not be counted."""
+    inos, blk = shared_xattr_block(ext4img)
+    assert faults.ext4_xattr_refcount(ext4img, blk, count) == 3
+    p = e2fsck(ext4img)
+    assert "Extended attribute block %d has reference count %d, should be 3" % (blk, count) \
+        in p.stdout, p.stdout
+    mnt, r = scrub(ext4img, "-n")
+    hits = r.of(check="ext4.xattr_refcount")
+    says = "attribute block %d counts %d reference%s, but 3 inodes in use refer to it " \
+        "(inodes %d, %d, %d)" % ((blk, count, "" if count == 1 else "s") + tuple(inos))
+    if count == 1:
+        assert r.rc == 4 and [f.check for f in r.errors] == ["ext4.xattr_refcount"], r
+        assert [(f.severity, f.inode, f.path) for f in hits] == \
+            [("Error", inos[0], escaped(os.path.join(mnt, "xattr_shared", "a")))], r
+        assert hits[0].message.startswith(says + ": deleting 1 of them would free it"), r
+    else:
+        assert r.rc == 0 and r.errors == [], r
+        assert [f.severity for f in hits] == ["Info"] and says in hits[0].message, r
+    assert re.search(r"Phase 3: ext4: \d+ attribute blocks' reference counts checked", r.stdout), r

@@ -237,6 +237,7 @@ static void ext4_cleanup(struct scrub_ctx *ctx)
 	if (st->metadata)
 		ext2fs_free_block_bitmap(st->metadata);
 	ext4_bulk_free(st);
+	ext4_xattr_refs_release(st);
 	free(st->jruns);
 	if (st->jdev_fd >= 0)
 		close(st->jdev_fd);

@@ -112,6 +112,7 @@ struct ext4_run {
 
 struct ext4_bulk;
 struct ext4_dirra;
+struct ext4_xattr_ref;
 
 struct ext4_state {
 	ext2_filsys fs;
@@ -152,6 +153,10 @@ struct ext4_state {
 	ext2fs_block_bitmap claimed;
 	/* The group metadata alone: superblocks, descriptors, bitmaps, inode tables. */
 	ext2fs_block_bitmap metadata;
+	/* Inodes in use and the attribute block each names (ext4_xattr_refs.c). */
+	struct ext4_xattr_ref *xattr_refs;
+	size_t nr_xattr_refs, alloc_xattr_refs;
+	unsigned long long xattr_blocks_judged, xattr_blocks_unjudged;
 };
 
 static inline struct ext4_state *ext4_state(struct scrub_ctx *ctx);
@@ -271,6 +276,17 @@ void ext4_journal_check(struct scrub_ctx *ctx);
  * NULL if it is none.
  */
 const char *ext4_metadata_owner(ext2_filsys fs, blk64_t b, char *buf, size_t len);
+
+/* ---- ext4_xattr_refs.c ---- */
+
+/* The inode scan: inode ino, in use, keeps its attributes in block blk. */
+void ext4_xattr_refs_note(struct ext4_state *st, ext2_ino_t ino, blk64_t blk);
+/*
+ * After the scan: each noted block's reference count against the inodes
+ * that name it (suspects and infos); frees the notes.
+ */
+void ext4_xattr_refs_check(struct scrub_ctx *ctx);
+void ext4_xattr_refs_release(struct ext4_state *st);
 
 /* ---- ext4.c ---- */
 

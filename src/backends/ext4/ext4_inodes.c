@@ -1777,8 +1777,10 @@ static void check_one_inode(struct scrub_ctx *ctx, ext2_ino_t ino, struct ext2_i
 				       ext4_strerror(err));
 	}
 	blk64_t acl = ext2fs_file_acl_block(fs, (struct ext2_inode *)in);
-	if (acl && acl >= fs->super->s_first_data_block && acl < ext2fs_blocks_count(fs->super))
+	if (acl && acl >= fs->super->s_first_data_block && acl < ext2fs_blocks_count(fs->super)) {
 		claim_range(&c, acl, 1);
+		ext4_xattr_refs_note(st, ino, acl);
+	}
 
 	if (c.bad && tree_ok && !inode_recent(ctx, in, EXT2_INODE_SIZE(fs->super))) {
 		dgrp_t g = ext2fs_group_of_blk2(fs, c.first_bad);
@@ -1975,6 +1977,8 @@ int ext4_scan_inodes(struct scrub_ctx *ctx)
 	}
 	dir_batch_flush(ctx, &db);	/* before the suspects are confirmed */
 	check_orphan_list(ctx);
+	if (!scrub_should_stop(ctx))
+		ext4_xattr_refs_check(ctx);
 	check_reached_marked_free(ctx, buf);
 	report_unreached(ctx);
 	ext4_journal_check(ctx);
