@@ -1,7 +1,8 @@
 """A bounded, concurrent workload for scanning a filesystem while it
 changes: worker processes create, write, truncate, rename (files and whole
 directories across their part of the tree), hard-link, unlink and replace
-symlinks -- and, with reflink=True, clone whole files and ranges of
+symlinks, give files one of a few attributes too big for the inode (ext4
+shares such blocks between files with the same attributes) -- and, with reflink=True, clone whole files and ranges of
 files into others or into themselves (FICLONE, FICLONERANGE) -- as fast
 as they can, until told to stop or until a cap on the number of
 operations.  Each worker owns a top-level area (so workers do
@@ -31,6 +32,9 @@ FICLONE = 0x40049409
 FICLONERANGE = 0x4020940d
 # Clone ranges in units of this (a multiple of any XFS block size here).
 CLONE_UNIT = 4096
+# Attribute values files are given: few and big, so that ext4 keeps them in
+# blocks that files with the same value share, and moves files between them.
+XATTR_VALUES = [bytes([0x61 + i]) * 400 for i in range(3)]
 
 
 def _clone(rnd, src, dst, whole):
@@ -98,7 +102,7 @@ def _worker(area, seed, counter, stop, max_ops, reflink=False):
     done = 0
     ignorable = (errno.ENOENT, errno.EEXIST, errno.ENOTEMPTY, errno.EINVAL,
                  errno.ENOTDIR, errno.EISDIR, errno.EXDEV, errno.EMLINK, errno.ENOSPC,
-                 errno.ENAMETOOLONG)
+                 errno.ENAMETOOLONG, errno.EOPNOTSUPP, errno.ENODATA)
 
     def fresh(parent):
         nonlocal serial
@@ -114,12 +118,19 @@ def _worker(area, seed, counter, stop, max_ops, reflink=False):
                 with open(p, "wb") as f:
                     f.write(b"c" * rnd.choice((0, 100, 4096, 20000)))
                 files.append(p)
+                if rnd.random() < 0.3:
+                    os.setxattr(p, "user.churn", rnd.choice(XATTR_VALUES))
             elif op == 1:                               # write into an existing file
                 with open(files[fi], "r+b") as f:
                     f.seek(rnd.randrange(16384))
                     f.write(b"w" * rnd.randrange(1, 8192))
             elif op == 2:                               # truncate
                 os.truncate(files[fi], rnd.randrange(10000))
+                if rnd.random() < 0.3:                  # another attribute, or none
+                    if rnd.random() < 0.3:
+                        os.removexattr(files[fi], "user.churn")
+                    else:
+                        os.setxattr(files[fi], "user.churn", rnd.choice(XATTR_VALUES))
             elif op == 3:                               # rename a file elsewhere
                 dst = fresh(rnd.choice(dirs))
                 os.rename(files[fi], dst)
