@@ -1,7 +1,8 @@
 """ext4 inode cores that e2fsck -fn's pass 1 rejects but every block-level
 check passes (src/backends/ext4_xref.c): a linked inode with a deletion
 time, flags the type or the features forbid, a directory size that is not
-its blocks, i_blocks against the extent tree; and an attribute block's
+its blocks, a file's size before blocks it has written, i_blocks against
+the extent tree; and an attribute block's
 reference count against the inodes that share it (ext4_xattr_refs.c).  Each fault is set with
 debugfs -w (which recomputes the inode checksum) on the unmounted image,
 shown to be there by e2fsck -fn, and must be an error of the mounted
@@ -30,9 +31,13 @@ def ino_of(img, rel):
 def make_victims(img):
     mnt = img.mount()
     os.makedirs(os.path.join(mnt, "xref", "dir"))
-    for name, size in (("small", 100), ("two_leaves", 0)):
+    for name, size in (("small", 100), ("two_leaves", 0), ("three_blocks", 3 * 4096),
+                       ("prealloc", 100)):
         with open(os.path.join(mnt, "xref", name), "wb") as fh:
             fh.write(b"s" * size)
+    # Unwritten blocks past the end (fallocate -n): preallocation, no fault.
+    fsimage.run(["fallocate", "-n", "-o", "4096", "-l", "65536",
+                 os.path.join(mnt, "xref", "prealloc")])
     # 600 one-block extents, every other block a hole: a tree of depth 1.
     with open(os.path.join(mnt, "xref", "two_leaves"), "wb") as fh:
         for i in range(600):
@@ -62,13 +67,16 @@ def test_ext4_xref_clean(ext4img):
     ("xref/dir", "size", "8192", "ext4.inode_size",
      "directory i_size 8192 is more than the blocks it has (4096 bytes in 4096-byte blocks)",
      "i_size is 8192, should be 4096"),
+    ("xref/three_blocks", "size", "100", "ext4.inode_size",
+     "i_size is 100, but the extent tree maps written blocks up to file block 2 (12288 bytes)",
+     "i_size is 100, should be 12288"),
     ("xref/small", "blocks", "24", "ext4.inode_blocks",
      "i_blocks is 24, the extent tree maps 8", "i_blocks is 24, should be 8"),
     # 600 data blocks and 2 leaves: 602 blocks, 4816 sectors.
     ("xref/two_leaves", "blocks", "4800", "ext4.inode_blocks",
      "i_blocks is 4800, the extent tree maps 4816", "i_blocks is 4800, should be 4816"),
 ], ids=["dtime", "index_fl_on_file", "dir_size_partial", "dir_size_past_blocks",
-        "i_blocks_depth0", "i_blocks_depth1"])
+        "file_size_before_written_blocks", "i_blocks_depth0", "i_blocks_depth1"])
 def test_ext4_inode_core(ext4img, rel, field, value, check, says, e2says):
     make_victims(ext4img)
     ino = ino_of(ext4img, rel)

@@ -16,7 +16,10 @@
  *                      ea_inode flags without their features, casefold on a
  *                      non-directory.
  *   ext4.inode_size    a directory whose i_size is not a whole number of
- *                      blocks or is more than the blocks it has.
+ *                      blocks or is more than the blocks it has; a regular
+ *                      file whose extent tree (depth 0 or 1) maps written
+ *                      blocks past its end (e2fsck: "i_size is X, should
+ *                      be Y"; unwritten extents past it are preallocation).
  *   ext4.inode_blocks  i_blocks against what the extent tree maps plus its
  *                      own blocks and the extended attribute block
  *                      (extent trees of depth 0 and 1; not on bigalloc).
@@ -93,23 +96,42 @@ static const char *bad_flag(ext2_filsys fs, const struct ext2_inode *in)
  * blocks: from the inode's root and leaves[i] (leaf i's bytes).  Returns
  * false if the tree is deeper or does not parse (its own checks say why).
  */
+/* A leaf extent: its blocks into *count, the end of a written one into *end. */
+static void add_extent(const struct ext3_extent *x, uint64_t *count, uint64_t *end)
+{
+	unsigned len = le16toh(x->ee_len);
+
+	if (len > EXT_INIT_MAX_LEN) {		/* unwritten */
+		*count += len - EXT_INIT_MAX_LEN;
+		return;
+	}
+	*count += len;
+	if (len && le32toh(x->ee_block) + (uint64_t)len > *end)
+		*end = le32toh(x->ee_block) + (uint64_t)len;
+}
+
+/*
+ * The blocks an extent tree of depth 0 or 1 maps and uses (*count), the
+ * file block after its last written extent (*written_end, 0: none), and
+ * its leaves' numbers; with leaves (nleaves of them, in index order), the
+ * leaves' extents too.  False if the tree is not one of those.
+ */
 static bool tree_blocks(ext2_filsys fs, const struct ext2_inode *in,
 			unsigned char *const *leaves, unsigned nleaves, uint64_t *count,
-			blk64_t *leaf_no, unsigned *nleaf_no)
+			uint64_t *written_end, blk64_t *leaf_no, unsigned *nleaf_no)
 {
 	const struct ext3_extent_header *h = (const void *)in->i_block;
 	unsigned n = le16toh(h->eh_entries);
 
 	*count = 0;
+	*written_end = 0;
 	*nleaf_no = 0;
 	if (le16toh(h->eh_magic) != EXT3_EXT_MAGIC || n > 4 || le16toh(h->eh_depth) > 1)
 		return false;
 	for (unsigned i = 0; i < n; i++) {
 		if (!le16toh(h->eh_depth)) {
-			const struct ext3_extent *x = (const void *)(h + 1) + i * sizeof(*x);
-			unsigned len = le16toh(x->ee_len);
-
-			*count += len > EXT_INIT_MAX_LEN ? len - EXT_INIT_MAX_LEN : len;
+			add_extent((const void *)(h + 1) + i * sizeof(struct ext3_extent), count,
+				   written_end);
 			continue;
 		}
 		const struct ext3_extent_idx *ix = (const void *)(h + 1) + i * sizeof(*ix);
@@ -127,12 +149,9 @@ static bool tree_blocks(ext2_filsys fs, const struct ext2_inode *in,
 		if (le16toh(lh->eh_magic) != EXT3_EXT_MAGIC || le16toh(lh->eh_depth) ||
 		    ln > (fs->blocksize - sizeof(*lh)) / sizeof(struct ext3_extent))
 			return false;
-		for (unsigned k = 0; k < ln; k++) {
-			const struct ext3_extent *x = (const void *)(lh + 1) + k * sizeof(*x);
-			unsigned len = le16toh(x->ee_len);
-
-			*count += len > EXT_INIT_MAX_LEN ? len - EXT_INIT_MAX_LEN : len;
-		}
+		for (unsigned k = 0; k < ln; k++)
+			add_extent((const void *)(lh + 1) + k * sizeof(struct ext3_extent), count,
+				   written_end);
 	}
 	return true;
 }
@@ -196,23 +215,55 @@ static uint64_t want_sectors(ext2_filsys fs, const struct ext2_inode *in, uint64
 	return count * (fs->blocksize / 512);
 }
 
+/*
+ * A regular file's written blocks past its end: e2fsck's rule, an error
+ * if i_size is below the start of the last written block (so a block that
+ * begins exactly at i_size is allowed).  Verity keeps its tree past the
+ * end; inline data has no extents.
+ */
+static bool written_past_end(ext2_filsys fs, const struct ext2_inode *in,
+			     uint64_t written_end)
+{
+	return LINUX_S_ISREG(in->i_mode) && written_end &&
+	       !(in->i_flags & (EXT4_VERITY_FL | EXT4_INLINE_DATA_FL)) &&
+	       EXT2_I_SIZE(in) < (written_end - 1) * fs->blocksize;
+}
+
+/* The fresh inode's tree, from its fresh leaves (still the same blocks). */
+static bool fresh_tree(ext2_filsys fs, const struct ext4_suspect *s, unsigned char *const *bufs,
+		       struct ext2_inode *in, uint64_t *count, uint64_t *written_end)
+{
+	blk64_t leaf_no[4];
+	unsigned nleaf;
+
+	if (!fresh(fs, s, bufs, in) ||
+	    !tree_blocks(fs, in, bufs + 1, s->nr_blocks - 1, count, written_end, leaf_no, &nleaf))
+		return false;
+	for (unsigned i = 0; i < nleaf; i++)
+		if (i + 1 >= s->nr_blocks || leaf_no[i] != s->blocks[i + 1])
+			return false;
+	return true;
+}
+
 static bool blocks_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 			     unsigned char *const *bufs)
 {
 	ext2_filsys fs = ext4_state(ctx)->fs;
-	blk64_t leaf_no[4];
-	unsigned nleaf;
 	struct ext2_inode in;
-	uint64_t count;
+	uint64_t count, end;
 
-	if (!fresh(fs, s, bufs, &in) ||
-	    !tree_blocks(fs, &in, bufs + 1, s->nr_blocks - 1, &count, leaf_no, &nleaf))
-		return false;
-	/* The leaves read are still the tree's. */
-	for (unsigned i = 0; i < nleaf; i++)
-		if (i + 1 >= s->nr_blocks || leaf_no[i] != s->blocks[i + 1])
-			return false;
-	return inode_sectors(fs, &in) != want_sectors(fs, &in, count);
+	return fresh_tree(fs, s, bufs, &in, &count, &end) &&
+	       inode_sectors(fs, &in) != want_sectors(fs, &in, count);
+}
+
+static bool past_end_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+			       unsigned char *const *bufs)
+{
+	ext2_filsys fs = ext4_state(ctx)->fs;
+	struct ext2_inode in;
+	uint64_t count, end;
+
+	return fresh_tree(fs, s, bufs, &in, &count, &end) && written_past_end(fs, &in, end);
 }
 
 static struct ext4_suspect *suspect(struct scrub_ctx *ctx, const char *check, ext2_ino_t ino,
@@ -234,7 +285,21 @@ static struct ext4_suspect *suspect(struct scrub_ctx *ctx, const char *check, ex
 	return s;
 }
 
-/* i_blocks of an extent-mapped inode: the leaves are read from the disk. */
+/* A suspect about the tree: the inode's block, then its leaves. */
+static void tree_suspect(struct scrub_ctx *ctx, const char *check, ext2_ino_t ino,
+			 const struct ext2_inode *in, ext4_still_bad_fn fn, const char *what,
+			 const blk64_t *leaf_no, unsigned nleaf)
+{
+	struct ext4_suspect *s = suspect(ctx, check, ino, in, fn, what);
+
+	for (unsigned i = 0; i < nleaf; i++)
+		ext4_suspect_block(s, leaf_no[i]);
+}
+
+/*
+ * i_blocks of an extent-mapped inode (not on bigalloc), and a regular
+ * file's written blocks past its end: the leaves are read from the disk.
+ */
 static void check_blocks(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext2_inode *in)
 {
 	ext2_filsys fs = ext4_state(ctx)->fs;
@@ -242,12 +307,11 @@ static void check_blocks(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext
 	unsigned char *leaves[4] = { 0 };
 	blk64_t leaf_no[4];
 	unsigned nleaf;
-	uint64_t count;
-	bool ok;
+	uint64_t count, end;
+	struct strbuf sb = STRBUF_INIT;
 
 	if (!(in->i_flags & EXT4_EXTENTS_FL) || (in->i_flags & EXT4_INLINE_DATA_FL) ||
-	    ext2fs_has_feature_bigalloc(fs->super) ||
-	    !tree_blocks(fs, in, NULL, 0, &count, leaf_no, &nleaf))
+	    !tree_blocks(fs, in, NULL, 0, &count, &end, leaf_no, &nleaf))
 		return;
 	for (unsigned i = 0; i < nleaf; i++) {
 		leaves[i] = ext4_block_buf(st);
@@ -255,21 +319,27 @@ static void check_blocks(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext
 		    ext4_read_direct(st, leaf_no[i], leaves[i]) < 0)
 			goto out;
 	}
-	ok = tree_blocks(fs, in, leaves, nleaf, &count, leaf_no, &nleaf);
-	if (ok && inode_sectors(fs, in) != want_sectors(fs, in, count)) {
-		struct strbuf sb = STRBUF_INIT;
-		struct ext4_suspect *s;
-
+	if (!tree_blocks(fs, in, leaves, nleaf, &count, &end, leaf_no, &nleaf))
+		goto out;
+	if (!ext2fs_has_feature_bigalloc(fs->super) &&
+	    inode_sectors(fs, in) != want_sectors(fs, in, count)) {
 		strbuf_addf(&sb, "i_blocks is %llu, the extent tree%s maps %llu",
 			    (unsigned long long)inode_sectors(fs, in),
 			    ext2fs_file_acl_block(fs, in) ? " and the attribute block" : "",
 			    (unsigned long long)want_sectors(fs, in, count));
-		s = suspect(ctx, CHECK_EXT4_INODE_BLOCKS, ino, in, blocks_still_bad, sb.buf);
-		strbuf_release(&sb);
-		for (unsigned i = 0; i < nleaf; i++)
-			ext4_suspect_block(s, leaf_no[i]);
+		tree_suspect(ctx, CHECK_EXT4_INODE_BLOCKS, ino, in, blocks_still_bad, sb.buf,
+			     leaf_no, nleaf);
+		strbuf_reset(&sb);
+	}
+	if (written_past_end(fs, in, end)) {
+		strbuf_addf(&sb, "i_size is %llu, but the extent tree maps written blocks up to "
+			    "file block %llu (%llu bytes)", (unsigned long long)EXT2_I_SIZE(in),
+			    (unsigned long long)end - 1, (unsigned long long)end * fs->blocksize);
+		tree_suspect(ctx, CHECK_EXT4_INODE_SIZE, ino, in, past_end_still_bad, sb.buf,
+			     leaf_no, nleaf);
 	}
 out:
+	strbuf_release(&sb);
 	for (unsigned i = 0; i < nleaf; i++)
 		free(leaves[i]);
 }
