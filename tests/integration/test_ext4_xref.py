@@ -139,6 +139,30 @@ def test_inode_in_use_marked_free(ext4img):
     assert {f.check for f in r.errors} <= {"ext4.inode_bitmap", "ext4.group_counts"}, r
 
 
+def test_unreached_inode_marked_free(ext4img):
+    """An inode in use (a link, no deletion time) whose name is gone
+    (debugfs unlink, which leaves the inode) and whose bitmap bit is
+    cleared: e2fsck's pass 4 "Unattached inode" and pass 5 "Inode bitmap
+    differences: +N".  The inode scan looks at the slots the bitmap calls
+    free too (in the part of the table in use): an error by number."""
+    rel, ino, _ = victim(ext4img, "unreached")
+    debugfs(ext4img, "unlink %s" % rel, write=True)
+    debugfs(ext4img, "freei <%d>" % ino, write=True)
+    p = e2fsck(ext4img)
+    assert "Unattached inode %d" % ino in p.stdout and \
+        "Inode bitmap differences:  +%d" % ino in p.stdout, p.stdout
+    mnt, r = scrub(ext4img, "-n")
+    assert r.rc == 4, r
+    hits = [(f.check, f.inode, f.path, f.message) for f in r.errors
+            if f.check == "ext4.inode_bitmap"]
+    assert len(hits) == 1 and hits[0][:3] == ("ext4.inode_bitmap", ino, escaped(mnt)), r
+    assert re.fullmatch(r"regular file of \d+ bytes, link count 1, no deletion time, is "
+                        r"marked free in the inode bitmap of group \d+, and no name was "
+                        r"found for it", hits[0][3]), r
+    # debugfs freei leaves the free count as it was: e2fsck says so too.
+    assert {f.check for f in r.errors} <= {"ext4.inode_bitmap", "ext4.group_counts"}, r
+
+
 def test_deleted_inode_marked_in_use(ext4img):
     """A deleted inode (debugfs rm: no links, a deletion time) whose bit is
     set again (debugfs seti): e2fsck's pass 5 "Inode bitmap differences:

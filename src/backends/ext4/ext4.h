@@ -87,6 +87,8 @@ struct ext4_suspect {
 	 * journal itself (an external device that is missing or wrong).
 	 */
 	bool journal_free;
+	/* About an inode no name reached: the naming walk is not asked for it. */
+	bool no_name;
 	/* Filled by ext4_confirm_run(): why it is not an error, or NULL. */
 	const char *cleared;
 };

@@ -419,10 +419,10 @@ static void confirm_batch(struct scrub_ctx *ctx, struct ext4_suspect *batch, siz
 	free(j1.b);
 }
 
-/* An error about an inode that may have a name: an orphan has none the walk reached. */
+/* An error about an inode that may have a name (not one the walk did not reach). */
 static bool wants_name(const struct ext4_suspect *s)
 {
-	return !s->cleared && s->ino && strcmp(s->check, CHECK_EXT4_ORPHAN) != 0;
+	return !s->cleared && s->ino && !s->no_name;
 }
 
 /*

@@ -1505,6 +1505,40 @@ static const char *marked_free_kernel_view(struct scrub_ctx *ctx, const struct e
 }
 
 /*
+ * An inode the bitmap calls free that looks in use (links, no deletion
+ * time, a mode) and that no name reached: e2fsck's pass 1 takes it for in
+ * use by its link count, pass 4 finds it unattached and pass 5 the bitmap
+ * difference.  (One a name reached is check_reached_marked_free()'s.)
+ * Only in the part of its group's table that has been in use -- past it,
+ * lazy_itable_init may not have zeroed the slots yet -- with a good
+ * checksum, not changed during the scan; the kernel's view is an orphan's.
+ */
+static void check_unreached_marked_free(struct scrub_ctx *ctx, ext2_ino_t ino,
+					const struct ext2_inode_large *in)
+{
+	ext2_filsys fs = ext4_state(ctx)->fs;
+	uint32_t ipg = fs->super->s_inodes_per_group;
+	dgrp_t g = (ino - 1) / ipg;
+
+	if (!inode_in_use_on_disk(in) || special_inode(fs, ino, in) ||
+	    (ino - 1) % ipg >= ext4_itable_in_use(fs, g) || atomic_load(&ctx->names_hidden) ||
+	    backend_reached(ctx, stx_devno(&ctx->root_stx), ino) ||
+	    !ext4_inode_csum_ok(fs, ino, in) || inode_recent(ctx, in, EXT2_INODE_SIZE(fs->super)))
+		return;
+	struct ext4_suspect *s = inode_suspect(ctx, CHECK_EXT4_INODE_BITMAP, ino, in,
+		marked_free_still_bad, "%s of %llu bytes, link count %u, no deletion time, is marked "
+		"free in the inode bitmap of group %u, and no name was found for it",
+		inode_mode_name(in->i_mode), (unsigned long long)EXT2_I_SIZE(in),
+		in->i_links_count, g);
+
+	ext4_suspect_block(s, ext2fs_inode_bitmap_loc(fs, g));
+	ext4_suspect_block(s, ext4_gd_block(fs, g));
+	s->arg[2] = (ino - 1) % ipg;
+	s->kernel_view = orphan_kernel_view;
+	s->no_name = true;
+}
+
+/*
  * Blocks and arg[2] as fresh_inode_bit().  Still deleted (no links, a
  * deletion time, not an orphan link), still marked in use in the bitmap
  * the fresh descriptor names.
@@ -1669,6 +1703,7 @@ static void check_against_walk(struct scrub_ctx *ctx, ext2_ino_t ino,
 		ext4_suspect_block(s, ext2fs_inode_bitmap_loc(fs, (ino - 1) / ipg));
 		s->arg[2] = (ino - 1) % ipg;
 		s->kernel_view = orphan_kernel_view;
+		s->no_name = true;
 		return;
 	}
 	if (!nl || (flags & EXT4_SEEN_CHANGED))
@@ -1971,8 +2006,10 @@ int ext4_scan_inodes(struct scrub_ctx *ctx)
 		}
 		if (!ino)
 			break;
-		if (!ext2fs_fast_test_inode_bitmap2(fs->inode_map, ino))
+		if (!ext2fs_fast_test_inode_bitmap2(fs->inode_map, ino)) {
+			check_unreached_marked_free(ctx, ino, in);
 			continue;
+		}
 		check_one_inode(ctx, ino, in, &df, &db, buf);
 	}
 	dir_batch_flush(ctx, &db);	/* before the suspects are confirmed */
