@@ -91,11 +91,6 @@ static const char *bad_flag(ext2_filsys fs, const struct ext2_inode *in)
 	return NULL;
 }
 
-/*
- * What an extent tree of depth 0 or 1 maps, in fs blocks, with its leaf
- * blocks: from the inode's root and leaves[i] (leaf i's bytes).  Returns
- * false if the tree is deeper or does not parse (its own checks say why).
- */
 /* A leaf extent: its blocks into *count, the end of a written one into *end. */
 static void add_extent(const struct ext3_extent *x, uint64_t *count, uint64_t *end)
 {
@@ -111,10 +106,11 @@ static void add_extent(const struct ext3_extent *x, uint64_t *count, uint64_t *e
 }
 
 /*
- * The blocks an extent tree of depth 0 or 1 maps and uses (*count), the
- * file block after its last written extent (*written_end, 0: none), and
- * its leaves' numbers; with leaves (nleaves of them, in index order), the
- * leaves' extents too.  False if the tree is not one of those.
+ * What an extent tree of depth 0 or 1 maps, in fs blocks, with its leaf
+ * blocks (*count), and the file block after its last written extent
+ * (*written_end, 0: none): from the inode's root and leaves[i] (leaf i's
+ * bytes), and the leaves' numbers.  Returns false if the tree is deeper or
+ * does not parse (its own checks say why).
  */
 static bool tree_blocks(ext2_filsys fs, const struct ext2_inode *in,
 			unsigned char *const *leaves, unsigned nleaves, uint64_t *count,
