@@ -27,6 +27,8 @@
  * of a run with STATE_MAX_FINDINGS findings, well under a second.
  */
 #define STATE_BUSY_MS 30000
+/* The pause between tries of a switch to WAL that found the database locked. */
+#define WAL_RETRY_MS 10
 
 struct kept_finding {
 	enum severity severity;
@@ -147,6 +149,26 @@ static int exec(struct state *s, const char *sql)
 	return sqlite3_exec(s->db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : -EIO;
 }
 
+/*
+ * PRAGMA journal_mode = WAL.  Turning a database into WAL takes an
+ * exclusive lock without SQLite's busy handler, so two runs that create
+ * the database at once (the timer units of two filesystems started
+ * together) got "database is locked" at once, and one went unrecorded.
+ * Tried again for as long as the busy timeout.
+ */
+static int set_wal(struct state *s)
+{
+	const struct timespec pause = { 0, WAL_RETRY_MS * 1000000L };
+
+	for (unsigned waited = 0;; waited += WAL_RETRY_MS) {
+		int rc = sqlite3_exec(s->db, "PRAGMA journal_mode = WAL", NULL, NULL, NULL);
+
+		if ((rc != SQLITE_BUSY && rc != SQLITE_LOCKED) || waited >= STATE_BUSY_MS)
+			return rc == SQLITE_OK ? 0 : -EIO;
+		nanosleep(&pause, NULL);
+	}
+}
+
 static int user_version(struct state *s)
 {
 	sqlite3_stmt *st;
@@ -247,7 +269,7 @@ int state_open(struct state **out, const char *dir, bool write, struct strbuf *e
 		ret = fail(s, err, "cannot open the state database");
 	} else {
 		sqlite3_busy_timeout(s->db, STATE_BUSY_MS);
-		if (write && exec(s, "PRAGMA journal_mode = WAL"))
+		if (write && set_wal(s))
 			ret = fail(s, err, "cannot use the state database");
 		else if (write)
 			ret = setup_schema(s, err);
