@@ -35,6 +35,7 @@ import faults
 from faults import debugfs, _ext4_sb, _patch, _pread
 import fsimage
 from test_ext4 import inode_offset, victim
+from test_ext4_xref import shared_xattr_block
 from vs_offline import fscrub_checks, fscrub_says, run_cases, short, table
 
 work = sys.argv[1]
@@ -194,6 +195,22 @@ def orphan_head_free(img):
     debugfs(img, "ssv last_orphan %d" % ino, write=True)
 
 
+def xattr_refcount_low(img):
+    inos, blk = shared_xattr_block(img)
+    faults.ext4_xattr_refcount(img, blk, 1)
+
+
+def size_before_written(img):
+    rel, ino, _ = victim(img, "size", data=b"v" * 3 * 4096)
+    sif(img, ino, "size", 100)
+
+
+def unattached_marked_free(img):
+    rel, ino, _ = victim(img, "unattached")
+    debugfs(img, "unlink %s" % rel, write=True)
+    debugfs(img, "freei <%d>" % ino, write=True)
+
+
 def journal_sb_csum(img):
     off = journal_start(img) * _ext4_sb(img)["block_size"] + 0xFC
     _patch(img.path, off, bytes([_pread(img.path, off, 1)[0] ^ 0xFF]))
@@ -221,12 +238,15 @@ CASES = [
     ("INDEX_FL on a regular file", lambda img: inode_core(img, False, "flags", "0x81000"), ""),
     ("directory i_size 5000", lambda img: inode_core(img, True, "size", 5000), ""),
     ("i_blocks 24 (8 mapped)", lambda img: inode_core(img, False, "blocks", 24), ""),
+    ("regular file i_size 100, 3 blocks written", size_before_written, ""),
+    ("shared attribute block counts 1 of its 3 users", xattr_refcount_low, ""),
     ("5 journal blocks marked free (freeb)", journal_freeb, ""),
     ("file extent over a journal block", lambda img: extent_over(img, "journal"), ""),
     ("file extent over group 1's inode table", lambda img: extent_over(img, "itable"), ""),
     ("two files share a block", shared_block, ""),
     ("inode in use marked free (freei)", inode_marked_free, ""),
     ("deleted inode marked in use (seti)", deleted_marked_used, ""),
+    ("unattached inode marked free (unlink, freei)", unattached_marked_free, ""),
     ("free block marked in use (setb)", block_marked_used,
      "cannot be judged while mounted: mballoc marks its preallocations in use on the disk "
      "before any inode maps them; ext4.block_bitmap info counts such blocks"),
