@@ -173,6 +173,8 @@ struct ext4_suspect *ext4_suspect_add(struct scrub_ctx *ctx, const char *check, 
 				      ext4_still_bad_fn still_bad, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
 void ext4_suspect_block(struct ext4_suspect *s, blk64_t blk);
+/* Is blk already among the suspect's blocks? */
+bool ext4_suspect_has_block(const struct ext4_suspect *s, blk64_t blk);
 /*
  * Confirm or clear every queued suspect and report it: an error if still
  * bad in two fresh O_DIRECT reads after syncfs, with the same bytes, in

@@ -327,11 +327,18 @@ struct ext4_suspect *ext4_suspect_add(struct scrub_ctx *ctx, const char *check, 
 	return s;
 }
 
-void ext4_suspect_block(struct ext4_suspect *s, blk64_t blk)
+bool ext4_suspect_has_block(const struct ext4_suspect *s, blk64_t blk)
 {
 	for (unsigned i = 0; i < s->nr_blocks; i++)
 		if (s->blocks[i] == blk)
-			return;
+			return true;
+	return false;
+}
+
+void ext4_suspect_block(struct ext4_suspect *s, blk64_t blk)
+{
+	if (ext4_suspect_has_block(s, blk))
+		return;
 	if (s->nr_blocks < EXT4_SUSPECT_BLOCKS)
 		s->blocks[s->nr_blocks++] = blk;
 	else

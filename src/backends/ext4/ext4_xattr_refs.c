@@ -31,17 +31,16 @@
  */
 #include "backends/ext4/ext4.h"
 
+#include <endian.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <ext2fs/ext2_ext_attr.h>
 
 #include "checks.h"
 #include "report.h"
 #include "strbuf.h"
 
-/* struct ext4_xattr_header: h_magic, h_refcount, h_blocks (little-endian). */
-#define XATTR_MAGIC 0xEA020000u
-#define XATTR_REFCOUNT_OFF 4
-#define XATTR_BLOCKS_OFF 8
 /* Inodes named in a message: the first few say enough. */
 #define NAMED_USERS 3
 
@@ -49,11 +48,6 @@ struct ext4_xattr_ref {
 	blk64_t blk;
 	ext2_ino_t ino;
 };
-
-static uint32_t le32_at(const unsigned char *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
 
 void ext4_xattr_refs_note(struct ext4_state *st, ext2_ino_t ino, blk64_t blk)
 {
@@ -84,8 +78,11 @@ static int ref_cmp(const void *a, const void *b)
 /* An attribute block's header: true, and its count, if it is one. */
 static bool xattr_header(const unsigned char *b, uint32_t *refcount)
 {
-	*refcount = le32_at(b + XATTR_REFCOUNT_OFF);
-	return le32_at(b) == XATTR_MAGIC && le32_at(b + XATTR_BLOCKS_OFF) == 1;
+	struct ext2_ext_attr_header h;
+
+	memcpy(&h, b, sizeof(h));
+	*refcount = le32toh(h.h_refcount);
+	return le32toh(h.h_magic) == EXT2_EXT_ATTR_MAGIC && le32toh(h.h_blocks) == 1;
 }
 
 /* Inodes with links in one inode-table block whose attribute block is blk. */
@@ -147,16 +144,9 @@ static void low_count(struct scrub_ctx *ctx, const struct ext4_xattr_ref *refs, 
 		blk64_t table;
 		unsigned off;
 
-		if (!ext4_inode_location(fs, refs[i].ino, &table, &off))
+		if (!ext4_inode_location(fs, refs[i].ino, &table, &off) ||
+		    (s->nr_blocks == EXT4_SUSPECT_BLOCKS && !ext4_suspect_has_block(s, table)))
 			continue;
-		if (s->nr_blocks == EXT4_SUSPECT_BLOCKS) {
-			bool have = false;
-
-			for (unsigned k = 1; k < s->nr_blocks; k++)
-				have |= s->blocks[k] == table;
-			if (!have)
-				continue;
-		}
 		ext4_suspect_block(s, table);
 		shown++;
 	}
