@@ -28,21 +28,29 @@ def ino_of(img, rel):
     return ino
 
 
+def sparse_file(path, extents):
+    """extents one-block extents, a hole after each."""
+    with open(path, "wb") as fh:
+        for i in range(extents):
+            fh.seek(2 * i * 4096)
+            fh.write(b"x" * 4096)
+
+
 def make_victims(img):
     mnt = img.mount()
     os.makedirs(os.path.join(mnt, "xref", "dir"))
-    for name, size in (("small", 100), ("two_leaves", 0), ("three_blocks", 3 * 4096),
-                       ("prealloc", 100)):
+    for name, size in (("small", 100), ("three_blocks", 3 * 4096), ("prealloc", 100)):
         with open(os.path.join(mnt, "xref", name), "wb") as fh:
             fh.write(b"s" * size)
     # Unwritten blocks past the end (fallocate -n): preallocation, no fault.
     fsimage.run(["fallocate", "-n", "-o", "4096", "-l", "65536",
                  os.path.join(mnt, "xref", "prealloc")])
-    # 600 one-block extents, every other block a hole: a tree of depth 1.
-    with open(os.path.join(mnt, "xref", "two_leaves"), "wb") as fh:
-        for i in range(600):
-            fh.seek(2 * i * 4096)
-            fh.write(b"x" * 4096)
+    # One-block extents, every other block a hole: 600 make a tree of
+    # depth 1 (two leaves); 1500, more than the inode's 4 leaves of 340,
+    # one of depth 2 (an index block over 5 leaves); 11 000, one of depth 2
+    # with 33 leaves, more tree blocks than a suspect holds.
+    for name, extents in (("two_leaves", 600), ("deep", 1500), ("huge_tree", 11000)):
+        sparse_file(os.path.join(mnt, "xref", name), extents)
     os.sync()
     img.offline()
 
@@ -70,13 +78,18 @@ def test_ext4_xref_clean(ext4img):
     ("xref/three_blocks", "size", "100", "ext4.inode_size",
      "i_size is 100, but the extent tree maps written blocks up to file block 2 (12288 bytes)",
      "i_size is 100, should be 12288"),
+    # 1500 blocks at every other file block: the last written is 2998.
+    ("xref/deep", "size", "100", "ext4.inode_size",
+     "i_size is 100, but the extent tree maps written blocks up to file block 2998 "
+     "(12283904 bytes)", "i_size is 100, should be 12283904"),
     ("xref/small", "blocks", "24", "ext4.inode_blocks",
      "i_blocks is 24, the extent tree maps 8", "i_blocks is 24, should be 8"),
     # 600 data blocks and 2 leaves: 602 blocks, 4816 sectors.
     ("xref/two_leaves", "blocks", "4800", "ext4.inode_blocks",
      "i_blocks is 4800, the extent tree maps 4816", "i_blocks is 4800, should be 4816"),
 ], ids=["dtime", "index_fl_on_file", "dir_size_partial", "dir_size_past_blocks",
-        "file_size_before_written_blocks", "i_blocks_depth0", "i_blocks_depth1"])
+        "file_size_before_written_blocks", "file_size_depth2", "i_blocks_depth0",
+        "i_blocks_depth1"])
 def test_ext4_inode_core(ext4img, rel, field, value, check, says, e2says):
     make_victims(ext4img)
     ino = ino_of(ext4img, rel)
@@ -86,6 +99,33 @@ def test_ext4_inode_core(ext4img, rel, field, value, check, says, e2says):
     mnt, r = scrub(ext4img, "-n")
     assert r.rc == 4, r
     assert [(f.check, f.inode, f.message) for f in r.errors] == [(check, ino, says)], r
+
+
+@pytest.mark.parametrize("rel,extents,tree_blocks", [
+    ("xref/deep", 1500, 6),
+    # 34 tree blocks: the suspect holds 31 of them, the rest are read afresh.
+    ("xref/huge_tree", 11000, 34),
+], ids=["depth2", "more_tree_blocks_than_a_suspect_holds"])
+def test_i_blocks_of_deep_trees(ext4img, rel, extents, tree_blocks):
+    """i_blocks of a tree of depth 2 (an index block under the inode's
+    root), one cut by a block offline: e2fsck's "i_blocks is X, should be
+    Y"; fscrub's scan walks the tree whole, at any depth."""
+    make_victims(ext4img)
+    mnt = ext4img.mount()
+    st = os.stat(os.path.join(mnt, rel))
+    ext4img.offline()
+    assert "Level Entries" in debugfs(ext4img, "ex /" + rel)
+    assert " 2/ 2 " in debugfs(ext4img, "ex /" + rel), "not a tree of depth 2"
+    assert st.st_blocks == (extents + tree_blocks) * 8, st.st_blocks
+    cut = st.st_blocks - 8
+    debugfs(ext4img, "sif /%s blocks %d" % (rel, cut), write=True)
+    p = e2fsck(ext4img)
+    assert "i_blocks is %d, should be %d" % (cut, st.st_blocks) in p.stdout, p.stdout
+    mnt, r = scrub(ext4img, "-n")
+    assert r.rc == 4, r
+    assert [(f.check, f.inode, f.message) for f in r.errors] == [
+        ("ext4.inode_blocks", st.st_ino,
+         "i_blocks is %d, the extent tree maps %d" % (cut, st.st_blocks))], r
 
 
 @pytest.mark.parametrize("off,says", [

@@ -210,6 +210,17 @@ int ext4_scan_inodes(struct scrub_ctx *ctx);
  */
 bool ext4_fresh_maps(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 		     unsigned char *const *bufs, blk64_t b);
+/*
+ * The same inode's tree from those bufs, walked whole: *count and
+ * *written_end as ext4_xref_tree() takes them, *in the fresh inode.  False
+ * if the inode is no longer in use, extent-mapped and this generation, or
+ * its tree does not parse or uses a block not among the suspect's (beyond:
+ * the tree had more blocks than the suspect holds, and those not held are
+ * read afresh from the disk).
+ */
+bool ext4_fresh_tree_totals(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+			    unsigned char *const *bufs, bool beyond, struct ext2_inode_large *in,
+			    uint64_t *count, uint64_t *written_end);
 
 /* ---- ext4_bulk.c ---- */
 
@@ -248,9 +259,21 @@ void ext4_dirra_stop(struct scrub_ctx *ctx, bool say);
 
 /*
  * e2fsck's pass-1 checks of an inode core in use (checksum good): dtime,
- * flags, directory size, i_blocks; what is wrong becomes a suspect.
+ * flags, directory size; what is wrong becomes a suspect.  False if the
+ * flags are wrong: the inode cannot be read by them (its tree is not
+ * judged).
  */
-void ext4_xref_inode(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext2_inode_large *in);
+bool ext4_xref_inode(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext2_inode_large *in);
+/*
+ * The same for what the inode's extent tree maps, walked whole and found
+ * sound (ext4_inodes.c): count, the blocks its leaves map (unwritten
+ * included) and its own tree blocks; written_end, the file block after its
+ * last written extent (0: none); tree, its first nr_tree tree blocks
+ * (nr_tree == EXT4_SUSPECT_BLOCKS: more than the suspect can hold).
+ * i_blocks against count, a regular file's i_size against written_end.
+ */
+void ext4_xref_tree(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext2_inode_large *in,
+		    uint64_t count, uint64_t written_end, const blk64_t *tree, unsigned nr_tree);
 
 /* ---- ext4_journal.c ---- */
 

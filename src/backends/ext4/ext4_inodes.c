@@ -342,6 +342,8 @@ struct xwalk {
 	unsigned long long tree_blocks;
 	uint64_t next_lblk;
 	struct map_digest digest;
+	/* the blocks the leaves map, unwritten included; after the last written one */
+	uint64_t mapped, written_end;
 	/* leaf callback (may be NULL) */
 	void (*leaf)(struct xwalk *w, uint32_t lblk, blk64_t pblk, uint32_t len, bool uninit,
 		     blk64_t node);
@@ -437,6 +439,9 @@ static bool walk_node(struct xwalk *w, const unsigned char *bytes, size_t size, 
 					    "outside the filesystem", x->ee_block,
 					    (unsigned long long)p, (unsigned long long)(p + len - 1));
 			w->next_lblk = (uint64_t)x->ee_block + len;
+			w->mapped += len;
+			if (!uninit)
+				w->written_end = w->next_lblk;
 			digest_add(&w->digest, x->ee_block, p, len, uninit);
 			if (w->finding && w->find >= p && w->find < p + len)
 				w->found = true;
@@ -547,6 +552,18 @@ static bool fresh_inode(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 	return in->i_generation == (uint32_t)s->arg[1];
 }
 
+/*
+ * The same, still in use and still extent-mapped: its tree is then walked
+ * from the suspect's fresh buffers only (fetch_bufs), so a tree block not
+ * among those first read (the tree changed) ends the walk.
+ */
+static bool fresh_extent_inode(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+			       unsigned char *const *bufs, struct ext2_inode_large *in)
+{
+	return fresh_inode(ctx, s, bufs, in) && inode_in_use_on_disk(in) &&
+	       (in->i_flags & EXT4_EXTENTS_FL);
+}
+
 static struct ext4_suspect *inode_suspect(struct scrub_ctx *ctx, const char *check,
 					  ext2_ino_t ino, const struct ext2_inode_large *in,
 					  ext4_still_bad_fn fn, const char *fmt, ...)
@@ -602,8 +619,7 @@ static bool extent_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s
 	struct buf_fetch f = { s, bufs };
 	struct xwalk w;
 
-	if (!fresh_inode(ctx, s, bufs, &in) || !inode_in_use_on_disk(&in) ||
-	    !(in.i_flags & EXT4_EXTENTS_FL))
+	if (!fresh_extent_inode(ctx, s, bufs, &in))
 		return false;
 	xwalk_init(&w, fs, (ext2_ino_t)s->ino, &in, fetch_bufs, &f);
 	/* A tree block not among the blocks first read: the tree changed. */
@@ -618,13 +634,56 @@ bool ext4_fresh_maps(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 	struct buf_fetch f = { s, bufs };
 	struct xwalk w;
 
-	if (!fresh_inode(ctx, s, bufs, &in) || !inode_in_use_on_disk(&in) ||
-	    !(in.i_flags & EXT4_EXTENTS_FL))
+	if (!fresh_extent_inode(ctx, s, bufs, &in))
 		return false;
 	xwalk_init(&w, ext4_state(ctx)->fs, (ext2_ino_t)s->ino, &in, fetch_bufs, &f);
 	w.find = b;
 	w.finding = true;
 	return xwalk_run(&w, &in) && w.found;
+}
+
+/*
+ * A tree with more blocks than a suspect holds: the others are read afresh
+ * from the disk as the walk reaches them.  Only the inode's block and the
+ * blocks held are compared between the rounds, but what the tree checks
+ * judge (the blocks mapped, the end of the written ones) does not change
+ * without i_blocks or i_size changing in the inode's block.
+ */
+struct fresh_fetch {
+	struct buf_fetch held;
+	struct disk_fetch disk;
+};
+
+static const unsigned char *fetch_fresh(void *arg, blk64_t blk, unsigned level)
+{
+	struct fresh_fetch *f = arg;
+	const unsigned char *b = fetch_bufs(&f->held, blk, level);
+
+	return b ? b : fetch_disk(&f->disk, blk, level);
+}
+
+bool ext4_fresh_tree_totals(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+			    unsigned char *const *bufs, bool beyond, struct ext2_inode_large *in,
+			    uint64_t *count, uint64_t *written_end)
+{
+	struct ext4_state *st = ext4_state(ctx);
+	struct fresh_fetch f = { .held = { s, bufs }, .disk = { .st = st } };
+	struct xwalk w;
+	bool ok;
+
+	if (!fresh_extent_inode(ctx, s, bufs, in))
+		return false;
+	if (beyond)
+		for (unsigned i = 0; i <= MAX_EXTENT_DEPTH; i++)
+			f.disk.buf[i] = ext4_block_buf(st);
+	xwalk_init(&w, st->fs, (ext2_ino_t)s->ino, in, beyond ? fetch_fresh : fetch_bufs,
+		   beyond ? (void *)&f : (void *)&f.held);
+	ok = xwalk_run(&w, in);
+	for (unsigned i = 0; i <= MAX_EXTENT_DEPTH; i++)
+		free(f.disk.buf[i]);
+	*count = w.mapped + w.tree_blocks;
+	*written_end = w.written_end;
+	return ok;
 }
 
 /* Block-in-use suspects: arg[2] the block, blocks[1] its bitmap, [2] the descriptor. */
@@ -1769,7 +1828,7 @@ static void check_one_inode(struct scrub_ctx *ctx, ext2_ino_t ino, struct ext2_i
 			check_deleted_marked_used(ctx, ino, in);
 		return;
 	}
-	ext4_xref_inode(ctx, ino, in);
+	bool flags_ok = ext4_xref_inode(ctx, ino, in);
 
 	xwalk_init(&w, fs, ino, in, fetch_disk, df);
 	if (LINUX_S_ISDIR(in->i_mode))
@@ -1801,6 +1860,9 @@ static void check_one_inode(struct scrub_ctx *ctx, ext2_ino_t ino, struct ext2_i
 			s->arg[2] = w.bad_node;
 			/* As in check_shared(): the journal's own map. */
 			s->journal_free = c.is_journal;
+		} else if (flags_ok) {
+			ext4_xref_tree(ctx, ino, in, w.mapped + w.tree_blocks, w.written_end,
+				       w.tree, w.nr_tree);
 		}
 	} else if (!(in->i_flags & (EXT4_EXTENTS_FL | EXT4_INLINE_DATA_FL)) &&
 		   ext2fs_inode_has_valid_blocks2(fs, (struct ext2_inode *)in)) {

@@ -17,29 +17,36 @@
  *                      non-directory.
  *   ext4.inode_size    a directory whose i_size is not a whole number of
  *                      blocks or is more than the blocks it has; a regular
- *                      file whose extent tree (depth 0 or 1) maps written
- *                      blocks past its end (e2fsck: "i_size is X, should
- *                      be Y"; unwritten extents past it are preallocation).
+ *                      file whose extent tree maps written blocks past its
+ *                      end (e2fsck: "i_size is X, should be Y"; unwritten
+ *                      extents past it are preallocation).
  *   ext4.inode_blocks  i_blocks against what the extent tree maps plus its
- *                      own blocks and the extended attribute block
- *                      (extent trees of depth 0 and 1; not on bigalloc).
+ *                      own blocks and the extended attribute block (not on
+ *                      bigalloc).
+ *
+ * The last two take the tree as ext4_inodes.c's scan walked it, whole, at
+ * any depth (ext4_xref_tree()).
  *
  * Each is a suspect for ext4_confirm.c (the live rule): the inode's block,
- * and for i_blocks the tree's leaves, are read again twice after syncfs,
- * and the check is made again on those fresh bytes.
+ * and for the tree checks the tree's blocks (the first 31 of them; a
+ * larger tree's others are read afresh as the check reaches them), are
+ * read again twice after syncfs, and the check is made again on those
+ * fresh bytes.
  */
 #include "backends/ext4/ext4.h"
 
-#include <endian.h>
 #include <stddef.h>
-#include <stdlib.h>
 #include <string.h>
-
-#include <ext2fs/ext3_extents.h>
 
 #include "checks.h"
 #include "context.h"
 #include "strbuf.h"
+
+/* Reserved inodes (the journal, resize...) have their own rules; the root is checked. */
+static bool reserved(ext2_filsys fs, ext2_ino_t ino)
+{
+	return ino < EXT2_FIRST_INODE(fs->super) && ino != EXT2_ROOT_INO;
+}
 
 /* ext4's flag for an inode whose i_blocks counts fs blocks (huge_file). */
 #define HUGE_FILE_BLOCKS(fs, in) \
@@ -89,67 +96,6 @@ static const char *bad_flag(ext2_filsys fs, const struct ext2_inode *in)
 	if ((f & EXT4_EA_INODE_FL) && !ext2fs_has_feature_ea_inode(sb))
 		return "EA_INODE_FL without the ea_inode feature";
 	return NULL;
-}
-
-/* A leaf extent: its blocks into *count, the end of a written one into *end. */
-static void add_extent(const struct ext3_extent *x, uint64_t *count, uint64_t *end)
-{
-	unsigned len = le16toh(x->ee_len);
-
-	if (len > EXT_INIT_MAX_LEN) {		/* unwritten */
-		*count += len - EXT_INIT_MAX_LEN;
-		return;
-	}
-	*count += len;
-	if (len && le32toh(x->ee_block) + (uint64_t)len > *end)
-		*end = le32toh(x->ee_block) + (uint64_t)len;
-}
-
-/*
- * What an extent tree of depth 0 or 1 maps, in fs blocks, with its leaf
- * blocks (*count), and the file block after its last written extent
- * (*written_end, 0: none): from the inode's root and leaves[i] (leaf i's
- * bytes), and the leaves' numbers.  Returns false if the tree is deeper or
- * does not parse (its own checks say why).
- */
-static bool tree_blocks(ext2_filsys fs, const struct ext2_inode *in,
-			unsigned char *const *leaves, unsigned nleaves, uint64_t *count,
-			uint64_t *written_end, blk64_t *leaf_no, unsigned *nleaf_no)
-{
-	const struct ext3_extent_header *h = (const void *)in->i_block;
-	unsigned n = le16toh(h->eh_entries);
-
-	*count = 0;
-	*written_end = 0;
-	*nleaf_no = 0;
-	if (le16toh(h->eh_magic) != EXT3_EXT_MAGIC || n > 4 || le16toh(h->eh_depth) > 1)
-		return false;
-	for (unsigned i = 0; i < n; i++) {
-		if (!le16toh(h->eh_depth)) {
-			add_extent((const void *)(h + 1) + i * sizeof(struct ext3_extent), count,
-				   written_end);
-			continue;
-		}
-		const struct ext3_extent_idx *ix = (const void *)(h + 1) + i * sizeof(*ix);
-
-		leaf_no[(*nleaf_no)++] = le32toh(ix->ei_leaf) |
-					 (blk64_t)le16toh(ix->ei_leaf_hi) << 32;
-		*count += 1;
-		if (!leaves)
-			continue;
-		if (i >= nleaves)
-			return false;
-		const struct ext3_extent_header *lh = (const void *)leaves[i];
-		unsigned ln = le16toh(lh->eh_entries);
-
-		if (le16toh(lh->eh_magic) != EXT3_EXT_MAGIC || le16toh(lh->eh_depth) ||
-		    ln > (fs->blocksize - sizeof(*lh)) / sizeof(struct ext3_extent))
-			return false;
-		for (unsigned k = 0; k < ln; k++)
-			add_extent((const void *)(lh + 1) + k * sizeof(struct ext3_extent), count,
-				   written_end);
-	}
-	return true;
 }
 
 /* The inode core out of a fresh copy of its inode-table block. */
@@ -225,41 +171,31 @@ static bool written_past_end(ext2_filsys fs, const struct ext2_inode *in,
 	       EXT2_I_SIZE(in) < (written_end - 1) * fs->blocksize;
 }
 
-/* The fresh inode's tree, from its fresh leaves (still the same blocks). */
-static bool fresh_tree(ext2_filsys fs, const struct ext4_suspect *s, unsigned char *const *bufs,
-		       struct ext2_inode *in, uint64_t *count, uint64_t *written_end)
-{
-	blk64_t leaf_no[4];
-	unsigned nleaf;
-
-	if (!fresh(fs, s, bufs, in) ||
-	    !tree_blocks(fs, in, bufs + 1, s->nr_blocks - 1, count, written_end, leaf_no, &nleaf))
-		return false;
-	for (unsigned i = 0; i < nleaf; i++)
-		if (i + 1 >= s->nr_blocks || leaf_no[i] != s->blocks[i + 1])
-			return false;
-	return true;
-}
-
+/*
+ * The tree checks' suspects: blocks[0] the inode's block, then the tree's
+ * blocks as first read, arg[2] set if there were more than it holds;
+ * ext4_fresh_tree_totals() walks the fresh copies.
+ */
 static bool blocks_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 			     unsigned char *const *bufs)
 {
 	ext2_filsys fs = ext4_state(ctx)->fs;
-	struct ext2_inode in;
+	struct ext2_inode_large in;
 	uint64_t count, end;
 
-	return fresh_tree(fs, s, bufs, &in, &count, &end) &&
-	       inode_sectors(fs, &in) != want_sectors(fs, &in, count);
+	return ext4_fresh_tree_totals(ctx, s, bufs, s->arg[2], &in, &count, &end) &&
+	       inode_sectors(fs, (const void *)&in) != want_sectors(fs, (const void *)&in, count);
 }
 
 static bool past_end_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 			       unsigned char *const *bufs)
 {
 	ext2_filsys fs = ext4_state(ctx)->fs;
-	struct ext2_inode in;
+	struct ext2_inode_large in;
 	uint64_t count, end;
 
-	return fresh_tree(fs, s, bufs, &in, &count, &end) && written_past_end(fs, &in, end);
+	return ext4_fresh_tree_totals(ctx, s, bufs, s->arg[2], &in, &count, &end) &&
+	       written_past_end(fs, (const void *)&in, end);
 }
 
 static struct ext4_suspect *suspect(struct scrub_ctx *ctx, const char *check, ext2_ino_t ino,
@@ -281,42 +217,27 @@ static struct ext4_suspect *suspect(struct scrub_ctx *ctx, const char *check, ex
 	return s;
 }
 
-/* A suspect about the tree: the inode's block, then its leaves. */
+/* A suspect about the tree: the inode's block, then the tree's blocks. */
 static void tree_suspect(struct scrub_ctx *ctx, const char *check, ext2_ino_t ino,
 			 const struct ext2_inode *in, ext4_still_bad_fn fn, const char *what,
-			 const blk64_t *leaf_no, unsigned nleaf)
+			 const blk64_t *tree, unsigned nr_tree)
 {
 	struct ext4_suspect *s = suspect(ctx, check, ino, in, fn, what);
 
-	for (unsigned i = 0; i < nleaf; i++)
-		ext4_suspect_block(s, leaf_no[i]);
+	for (unsigned i = 0; i < nr_tree && i < EXT4_SUSPECT_BLOCKS - 1; i++)
+		ext4_suspect_block(s, tree[i]);
+	s->arg[2] = nr_tree >= EXT4_SUSPECT_BLOCKS;	/* the rest are read afresh */
 }
 
-/*
- * i_blocks of an extent-mapped inode (not on bigalloc), and a regular
- * file's written blocks past its end: the leaves are read from the disk.
- */
-static void check_blocks(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext2_inode *in)
+void ext4_xref_tree(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext2_inode_large *big,
+		    uint64_t count, uint64_t written_end, const blk64_t *tree, unsigned nr_tree)
 {
 	ext2_filsys fs = ext4_state(ctx)->fs;
-	struct ext4_state *st = ext4_state(ctx);
-	unsigned char *leaves[4] = { 0 };
-	blk64_t leaf_no[4];
-	unsigned nleaf;
-	uint64_t count, end;
+	const struct ext2_inode *in = (const void *)big;
 	struct strbuf sb = STRBUF_INIT;
 
-	if (!(in->i_flags & EXT4_EXTENTS_FL) || (in->i_flags & EXT4_INLINE_DATA_FL) ||
-	    !tree_blocks(fs, in, NULL, 0, &count, &end, leaf_no, &nleaf))
+	if (reserved(fs, ino))
 		return;
-	for (unsigned i = 0; i < nleaf; i++) {
-		leaves[i] = ext4_block_buf(st);
-		if (!ext4_blocks_in_fs(fs, leaf_no[i], 1) ||
-		    ext4_read_direct(st, leaf_no[i], leaves[i]) < 0)
-			goto out;
-	}
-	if (!tree_blocks(fs, in, leaves, nleaf, &count, &end, leaf_no, &nleaf))
-		goto out;
 	if (!ext2fs_has_feature_bigalloc(fs->super) &&
 	    inode_sectors(fs, in) != want_sectors(fs, in, count)) {
 		strbuf_addf(&sb, "i_blocks is %llu, the extent tree%s maps %llu",
@@ -324,30 +245,28 @@ static void check_blocks(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext
 			    ext2fs_file_acl_block(fs, in) ? " and the attribute block" : "",
 			    (unsigned long long)want_sectors(fs, in, count));
 		tree_suspect(ctx, CHECK_EXT4_INODE_BLOCKS, ino, in, blocks_still_bad, sb.buf,
-			     leaf_no, nleaf);
+			     tree, nr_tree);
 		strbuf_reset(&sb);
 	}
-	if (written_past_end(fs, in, end)) {
+	if (written_past_end(fs, in, written_end)) {
 		strbuf_addf(&sb, "i_size is %llu, but the extent tree maps written blocks up to "
 			    "file block %llu (%llu bytes)", (unsigned long long)EXT2_I_SIZE(in),
-			    (unsigned long long)end - 1, (unsigned long long)end * fs->blocksize);
+			    (unsigned long long)written_end - 1,
+			    (unsigned long long)written_end * fs->blocksize);
 		tree_suspect(ctx, CHECK_EXT4_INODE_SIZE, ino, in, past_end_still_bad, sb.buf,
-			     leaf_no, nleaf);
+			     tree, nr_tree);
 	}
-out:
 	strbuf_release(&sb);
-	for (unsigned i = 0; i < nleaf; i++)
-		free(leaves[i]);
 }
 
-void ext4_xref_inode(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext2_inode_large *big)
+bool ext4_xref_inode(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext2_inode_large *big)
 {
 	ext2_filsys fs = ext4_state(ctx)->fs;
 	const struct ext2_inode *in = (const void *)big;
 	const char *why;
 
-	if (ino < EXT2_FIRST_INODE(fs->super) && ino != EXT2_ROOT_INO)
-		return;		/* reserved inodes: the journal, resize... have their own rules */
+	if (reserved(fs, ino))
+		return true;
 	if (in->i_links_count && in->i_dtime > fs->super->s_inodes_count) {
 		struct strbuf sb = STRBUF_INIT;
 
@@ -362,7 +281,7 @@ void ext4_xref_inode(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext2_in
 		strbuf_addf(&sb, "flags 0x%x: %s", in->i_flags, why);
 		suspect(ctx, CHECK_EXT4_INODE_FLAGS, ino, in, flags_still_bad, sb.buf);
 		strbuf_release(&sb);
-		return;		/* the rest reads the inode by its flags */
+		return false;	/* the rest reads the inode by its flags */
 	}
 	if ((why = dir_size_bad(fs, in))) {
 		struct strbuf sb = STRBUF_INIT;
@@ -373,5 +292,5 @@ void ext4_xref_inode(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext2_in
 		suspect(ctx, CHECK_EXT4_INODE_SIZE, ino, in, size_still_bad, sb.buf);
 		strbuf_release(&sb);
 	}
-	check_blocks(ctx, ino, in);
+	return true;
 }
