@@ -9,6 +9,7 @@ must be 0.  Also printed: operations per scan, scan time, infos per scan.
 
     sudo bench/churn_soak.py                 # xfs ext4 btrfs tmpfs, 20 rounds
     sudo REPS=5 FSTYPES="xfs tmpfs" bench/churn_soak.py
+    sudo REPS=3 FSTYPES="ext3" bench/churn_soak.py    # block-mapped files (ext2 too)
 
 Environment: REPS (20), FSTYPES, FSCRUB (default: build/fscrub beside
 this script), BENCH_DIR (/var/tmp/fscrub-soak).
@@ -50,7 +51,10 @@ def soak(fstype, workdir):
         fs = fsimage.make_tmpfs(workdir, populate=False, size_mb=1024)
         mnt = fs.mnt
     else:
-        fs = fsimage.Image(workdir, fstype, size_mb=1024)
+        # ext2/ext3 (block-mapped files): 4 KiB blocks, as make_tree's
+        # 3000-byte attribute needs (fsimage's default for them is 1 KiB).
+        fs = fsimage.Image(workdir, fstype, size_mb=1024,
+                           mkfs_args=("-b", "4096") if fstype in ("ext2", "ext3") else ())
         fs.mkfs()
         mnt = fs.mount()
     results = {"-v": [], "-v -x": []}

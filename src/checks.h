@@ -124,6 +124,7 @@
 #define CHECK_EXT4_STATFS	"ext4.statfs"	/* info: descriptor free counts vs statfs */
 #define CHECK_EXT4_INODE_CSUM	"ext4.inode_csum"	/* inode checksum */
 #define CHECK_EXT4_EXTENT	"ext4.extent_tree"	/* extent tree structure or block checksum */
+#define CHECK_EXT4_BLOCK_MAP	"ext4.block_map"	/* ext2/ext3 block map: a pointer outside the fs */
 #define CHECK_EXT4_EXTENT_MAP	"ext4.extent_map"	/* on-disk extents != FIEMAP */
 #define CHECK_EXT4_DIR_BLOCK	"ext4.dir_block"	/* directory block checksum or entry chain */
 #define CHECK_EXT4_HTREE	"ext4.htree"	/* htree root or index node */

@@ -3,6 +3,7 @@ the documented fsck(8) exit code (16 usage, 8 operational), never a crash
 or a silent success."""
 
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -72,6 +73,20 @@ def test_help_and_version():
         assert "\\-\\-" + opt.replace("-", "\\-") in man, opt
     r = run_fscrub("-V")
     assert r.rc == 0 and r.stdout.startswith("fscrub version ")
+
+
+def test_every_check_id_has_a_man_page_entry():
+    """Each check id of src/checks.h is the tag of an entry (.TP) of
+    fscrub(8), alone or beside others ('.B a ", " b')."""
+    top = os.path.join(os.path.dirname(__file__), "..", "..")
+    with open(os.path.join(top, "src", "checks.h")) as f:
+        ids = set(re.findall(r'#define CHECK_\w+\s+"([^"]+)"', f.read()))
+    with open(os.path.join(top, "man", "fscrub.8")) as f:
+        tags = " ".join(re.findall(r"^\.TP\n\.BR? (.*)$", f.read(), re.M))
+    assert len(ids) > 100
+    missing = sorted(i for i in ids if not re.search(r"(^|[\s\"])%s($|[\s\"])"
+                                                     % re.escape(i), tags))
+    assert not missing, missing
 
 
 def test_nonexistent_path():

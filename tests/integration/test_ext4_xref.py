@@ -11,6 +11,7 @@ hard links, xattrs, a fragmented file) gives nothing."""
 
 import os
 import re
+import stat
 
 import pytest
 
@@ -126,6 +127,92 @@ def test_i_blocks_of_deep_trees(ext4img, rel, extents, tree_blocks):
     assert [(f.check, f.inode, f.message) for f in r.errors] == [
         ("ext4.inode_blocks", st.st_ino,
          "i_blocks is %d, the extent tree maps %d" % (cut, st.st_blocks))], r
+
+
+@pytest.fixture
+def ext3img(image_factory):
+    """A 64 MiB ext3 image (1 KiB blocks): every file block-mapped.  The
+    file bmap/many has 300 blocks: 12 in the inode, 256 under the single
+    indirect block, 32 under the double indirect block and its one
+    indirect block (303 blocks in all, 606 sectors).  Beside it: a sparse
+    file, a slow and a fast symlink, a hard link, a directory of 300
+    entries, a fifo and a device node."""
+    img = image_factory("ext3", size_mb=64)
+    img.mkfs()
+    d = os.path.join(img.mount(), "bmap")
+    os.makedirs(os.path.join(d, "dir"))
+    with open(os.path.join(d, "many"), "wb") as fh:
+        fh.write(os.urandom(300 * 1024))
+    with open(os.path.join(d, "sparse"), "wb") as fh:
+        for off in (0, 100 * 1024, 70000 * 1024):       # direct, IND, DIND
+            fh.seek(off)
+            fh.write(b"s" * 1024)
+    os.symlink("x" * 300, os.path.join(d, "slow_link"))
+    os.symlink("many", os.path.join(d, "fast_link"))
+    os.link(os.path.join(d, "many"), os.path.join(d, "dir", "many2"))
+    for i in range(300):
+        with open(os.path.join(d, "dir", "f%03d" % i), "wb") as fh:
+            fh.write(b"%d\n" % i)
+    os.mkfifo(os.path.join(d, "fifo"))
+    os.mknod(os.path.join(d, "null"), 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+    os.sync()
+    img.offline()
+    return img
+
+
+def ind_blocks(img, rel):
+    """The indirect blocks of rel, by kind (IND, DIND): debugfs stat's list."""
+    out = debugfs(img, "stat /" + rel)
+    return {k: [int(b) for b in re.findall(r"\(%s\):(\d+)" % k, out)] for k in ("IND", "DIND")}
+
+
+def test_block_mapped_clean(ext3img):
+    mnt, r = scrub(ext3img, "-n")
+    assert r.rc == 0 and r.errors == [] and r.warnings == [], r
+    assert not r.of(check="ext4.block_bitmap"), r   # the indirect blocks are claimed
+
+
+@pytest.mark.parametrize("fault", ["block_in_use", "i_blocks", "i_size", "pointer"])
+def test_block_mapped_files(ext3img, fault):
+    """ext2/ext3 files map their blocks through indirect blocks; the scan
+    walks them from the disk as it walks extent trees, so what e2fsck
+    finds in them is found, and confirmed on fresh copies of the inode and
+    its indirect blocks (before, a used block marked free in such a file
+    was an info, "block-mapped files are not confirmed")."""
+    rel = "bmap/many"
+    ino = ino_of(ext3img, rel)
+    ind = ind_blocks(ext3img, rel)
+    assert len(ind["IND"]) == 2 and len(ind["DIND"]) == 1, ind
+    if fault == "block_in_use":
+        blk = int(debugfs(ext3img, "bmap /%s 280" % rel))     # under the double indirect
+        debugfs(ext3img, "freeb %d" % blk, write=True)
+        check, says, e2says = ("ext4.block_in_use", "1 block used by this regular file is "
+                               "marked free in the block bitmap (the first: block %d)" % blk,
+                               "Block bitmap differences:  +%d" % blk)
+    elif fault == "i_blocks":
+        debugfs(ext3img, "sif /%s blocks 600" % rel, write=True)
+        check, says, e2says = ("ext4.inode_blocks", "i_blocks is 600, the block map maps 606",
+                               "i_blocks is 600, should be 606")
+    elif fault == "i_size":
+        debugfs(ext3img, "sif /%s size 100" % rel, write=True)
+        check, says, e2says = ("ext4.inode_size", "i_size is 100, but the block map maps "
+                               "written blocks up to file block 299 (307200 bytes)",
+                               "i_size is 100, should be 307200")
+    else:
+        # The single indirect block's 6th pointer (file block 17), past the end.
+        with open(ext3img.path, "r+b") as fh:
+            fh.seek(ind["IND"][0] * 1024 + 5 * 4)
+            fh.write((0x7fffffff).to_bytes(4, "little"))
+        check, says, e2says = ("ext4.block_map", "block map indirect block %d: pointer 5 "
+                               "points to block 2147483647, outside the filesystem"
+                               % ind["IND"][0], "Illegal block #17 (2147483647)")
+    p = e2fsck(ext3img)
+    assert e2says in p.stdout, p.stdout
+    mnt, r = scrub(ext3img, "-n")
+    assert r.rc == 4, r
+    hits = [f for f in r.errors if f.check == check]
+    assert [(f.inode, f.message) for f in hits] == [(ino, says)], r
+    assert hits[0].path == escaped(os.path.join(mnt, rel)), r
 
 
 @pytest.mark.parametrize("off,says", [

@@ -89,6 +89,11 @@ struct ext4_suspect {
 	bool journal_free;
 	/* About an inode no name reached: the naming walk is not asked for it. */
 	bool no_name;
+	/*
+	 * The inode's extent tree or block map had more blocks than the
+	 * suspect holds: the walks of its fresh copy read the others afresh.
+	 */
+	bool tree_beyond;
 	/* Filled by ext4_confirm_run(): why it is not an error, or NULL. */
 	const char *cleared;
 };
@@ -206,20 +211,19 @@ int ext4_scan_inodes(struct scrub_ctx *ctx);
  * For an inode suspect (blocks[0] its inode-table block, arg[0] the
  * inode's offset in it, arg[1] its generation; the extent tree's blocks
  * among blocks): does the inode in the fresh bufs, still in use and still
- * extent-mapped, map block b?
+ * mapped by blocks (an extent tree or a block map), map block b?
  */
 bool ext4_fresh_maps(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 		     unsigned char *const *bufs, blk64_t b);
 /*
  * The same inode's tree from those bufs, walked whole: *count and
  * *written_end as ext4_xref_tree() takes them, *in the fresh inode.  False
- * if the inode is no longer in use, extent-mapped and this generation, or
- * its tree does not parse or uses a block not among the suspect's (beyond:
- * the tree had more blocks than the suspect holds, and those not held are
- * read afresh from the disk).
+ * if the inode is no longer in use, mapped by blocks and this generation,
+ * or its tree does not parse or uses a block not among the suspect's (but
+ * with tree_beyond).
  */
 bool ext4_fresh_tree_totals(struct scrub_ctx *ctx, const struct ext4_suspect *s,
-			    unsigned char *const *bufs, bool beyond, struct ext2_inode_large *in,
+			    unsigned char *const *bufs, struct ext2_inode_large *in,
 			    uint64_t *count, uint64_t *written_end);
 
 /* ---- ext4_bulk.c ---- */
@@ -265,8 +269,8 @@ void ext4_dirra_stop(struct scrub_ctx *ctx, bool say);
  */
 bool ext4_xref_inode(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext2_inode_large *in);
 /*
- * The same for what the inode's extent tree maps, walked whole and found
- * sound (ext4_inodes.c): count, the blocks its leaves map (unwritten
+ * The same for what the inode's extent tree or block map maps, walked
+ * whole and found sound (ext4_inodes.c): count, the blocks its leaves map (unwritten
  * included) and its own tree blocks; written_end, the file block after its
  * last written extent (0: none); tree, its first nr_tree tree blocks
  * (nr_tree == EXT4_SUSPECT_BLOCKS: more than the suspect can hold).

@@ -36,6 +36,7 @@
  */
 #include "backends/ext4/ext4.h"
 
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fiemap.h>
@@ -344,6 +345,13 @@ struct xwalk {
 	struct map_digest digest;
 	/* the blocks the leaves map, unwritten included; after the last written one */
 	uint64_t mapped, written_end;
+	/* an ext2/ext3 block map (walk_blockmap()), its run not yet passed on */
+	bool blockmap;
+	uint64_t run_lblk;
+	blk64_t run_pblk, run_node;
+	uint32_t run_len;
+	/* every tree block, as it is reached (may be NULL) */
+	void (*node)(struct xwalk *w, blk64_t blk);
 	/* leaf callback (may be NULL) */
 	void (*leaf)(struct xwalk *w, uint32_t lblk, blk64_t pblk, uint32_t len, bool uninit,
 		     blk64_t node);
@@ -393,6 +401,33 @@ static bool extent_block_csum_ok(struct xwalk *w, const unsigned char *b)
 	return ext4_csum(w->fs, w->ino, w->gen, b, tail) == stored;
 }
 
+/* A tree block (an extent node or an indirect block), in walk order. */
+static void tree_block(struct xwalk *w, blk64_t p)
+{
+	if (w->nr_tree < EXT4_SUSPECT_BLOCKS - 1)
+		w->tree[w->nr_tree++] = p;
+	else
+		w->nr_tree = EXT4_SUSPECT_BLOCKS;	/* too many to hold */
+	w->tree_blocks++;
+	if (w->node)
+		w->node(w, p);
+}
+
+/* Blocks lblk.. of the file at pblk..: the totals, the digest, the leaf callback. */
+static void map_run(struct xwalk *w, uint64_t lblk, blk64_t pblk, uint32_t len, bool uninit,
+		    blk64_t node)
+{
+	w->next_lblk = lblk + len;
+	w->mapped += len;
+	if (!uninit)
+		w->written_end = w->next_lblk;
+	digest_add(&w->digest, lblk, pblk, len, uninit);
+	if (w->finding && w->find >= pblk && w->find < pblk + len)
+		w->found = true;
+	if (w->leaf)
+		w->leaf(w, (uint32_t)lblk, pblk, len, uninit, node);
+}
+
 /* Check one node (the inode's root if node == 0) and below; false: stop. */
 static bool walk_node(struct xwalk *w, const unsigned char *bytes, size_t size, blk64_t node,
 		      int depth, unsigned level)
@@ -438,15 +473,7 @@ static bool walk_node(struct xwalk *w, const unsigned char *bytes, size_t size, 
 				return xbad(w, node, "extent at file block %u maps blocks %llu-%llu, "
 					    "outside the filesystem", x->ee_block,
 					    (unsigned long long)p, (unsigned long long)(p + len - 1));
-			w->next_lblk = (uint64_t)x->ee_block + len;
-			w->mapped += len;
-			if (!uninit)
-				w->written_end = w->next_lblk;
-			digest_add(&w->digest, x->ee_block, p, len, uninit);
-			if (w->finding && w->find >= p && w->find < p + len)
-				w->found = true;
-			if (w->leaf)
-				w->leaf(w, x->ee_block, p, len, uninit, node);
+			map_run(w, x->ee_block, p, len, uninit, node);
 		}
 		return true;
 	}
@@ -463,17 +490,105 @@ static bool walk_node(struct xwalk *w, const unsigned char *bytes, size_t size, 
 				    "filesystem", i, (unsigned long long)p);
 		if (w->finding && w->find == p)
 			w->found = true;
-		if (w->nr_tree < EXT4_SUSPECT_BLOCKS - 1)
-			w->tree[w->nr_tree++] = p;
-		else
-			w->nr_tree = EXT4_SUSPECT_BLOCKS;	/* too many to confirm */
-		w->tree_blocks++;
+		tree_block(w, p);
 		child = w->fetch(w->farg, p, level + 1);
 		if (!child)
 			return xbad(w, p, "extent block %llu cannot be read", (unsigned long long)p);
 		if (!walk_node(w, child, w->fs->blocksize, p, depth - 1, level + 1))
 			return false;
 	}
+	return true;
+}
+
+/*
+ * ext2/ext3 block maps: i_block[0..11] point at data blocks, [12], [13]
+ * and [14] at a single, double and triple indirect block, each a block of
+ * little-endian pointers, 0 for a hole.  Data blocks that follow on are
+ * passed on as one run, as an extent would be.
+ */
+static void blockmap_flush(struct xwalk *w)
+{
+	if (w->run_len)
+		map_run(w, w->run_lblk, w->run_pblk, w->run_len, false, w->run_node);
+	w->run_len = 0;
+}
+
+static void blockmap_data(struct xwalk *w, uint64_t lblk, blk64_t p, blk64_t node)
+{
+	if (w->run_len && w->run_lblk + w->run_len == lblk && w->run_pblk + w->run_len == p &&
+	    w->run_node == node && w->run_len < EXT_INIT_MAX_LEN) {
+		w->run_len++;
+		return;
+	}
+	blockmap_flush(w);
+	w->run_lblk = lblk;
+	w->run_pblk = p;
+	w->run_node = node;
+	w->run_len = 1;
+}
+
+/* File blocks one pointer at depth covers (depth 0: a data block). */
+static uint64_t blockmap_span(const struct xwalk *w, unsigned depth)
+{
+	uint64_t n = 1;
+
+	while (depth--)
+		n *= w->fs->blocksize / 4;
+	return n;
+}
+
+/*
+ * Pointer slot of node (0: the inode) points at p, depth levels above the
+ * data; *lblk is the file block it starts at, moved past what it covers.
+ */
+static bool blockmap_ptr(struct xwalk *w, blk64_t node, unsigned slot, blk64_t p,
+			 unsigned depth, uint64_t *lblk, unsigned level)
+{
+	blk64_t end = ext2fs_blocks_count(w->fs->super), first = w->fs->super->s_first_data_block;
+	unsigned per = w->fs->blocksize / 4;
+	const unsigned char *child;
+
+	if (p < first || p >= end)
+		return xbad(w, node, "pointer %u points to block %llu, outside the filesystem",
+			    slot, (unsigned long long)p);
+	if (!depth) {
+		blockmap_data(w, (*lblk)++, p, node);
+		return true;
+	}
+	if (w->finding && w->find == p)
+		w->found = true;
+	tree_block(w, p);
+	child = w->fetch(w->farg, p, level + 1);
+	if (!child)
+		return xbad(w, p, "indirect block %llu cannot be read", (unsigned long long)p);
+	for (unsigned i = 0; i < per; i++) {
+		uint32_t q;
+
+		memcpy(&q, child + 4 * i, sizeof(q));
+		q = le32toh(q);
+		if (!q)
+			*lblk += blockmap_span(w, depth - 1);
+		else if (!blockmap_ptr(w, p, i, q, depth - 1, lblk, level + 1))
+			return false;
+	}
+	return true;
+}
+
+static bool walk_blockmap(struct xwalk *w, const struct ext2_inode_large *in)
+{
+	uint64_t lblk = 0;
+
+	w->blockmap = true;
+	for (unsigned i = 0; i < EXT2_N_BLOCKS; i++) {
+		unsigned depth = i < EXT2_IND_BLOCK ? 0 : i - EXT2_IND_BLOCK + 1;
+		uint32_t p = le32toh(in->i_block[i]);
+
+		if (!p)
+			lblk += blockmap_span(w, depth);
+		else if (!blockmap_ptr(w, 0, i, p, depth, &lblk, 0))
+			return false;
+	}
+	blockmap_flush(w);
 	return true;
 }
 
@@ -489,9 +604,11 @@ static void xwalk_init(struct xwalk *w, ext2_filsys fs, ext2_ino_t ino,
 	digest_init(&w->digest);
 }
 
-/* Walk an inode's whole tree; true if nothing is wrong. */
+/* Walk an inode's whole extent tree or block map; true if nothing is wrong. */
 static bool xwalk_run(struct xwalk *w, const struct ext2_inode_large *in)
 {
+	if (!(in->i_flags & EXT4_EXTENTS_FL))
+		return walk_blockmap(w, in);
 	return walk_node(w, (const unsigned char *)in->i_block, sizeof(in->i_block), 0, -1, 0);
 }
 
@@ -552,16 +669,13 @@ static bool fresh_inode(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 	return in->i_generation == (uint32_t)s->arg[1];
 }
 
-/*
- * The same, still in use and still extent-mapped: its tree is then walked
- * from the suspect's fresh buffers only (fetch_bufs), so a tree block not
- * among those first read (the tree changed) ends the walk.
- */
-static bool fresh_extent_inode(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+/* The same, still in use and still mapped by blocks (an extent tree or a block map). */
+static bool fresh_mapped_inode(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 			       unsigned char *const *bufs, struct ext2_inode_large *in)
 {
 	return fresh_inode(ctx, s, bufs, in) && inode_in_use_on_disk(in) &&
-	       (in->i_flags & EXT4_EXTENTS_FL);
+	       !(in->i_flags & EXT4_INLINE_DATA_FL) &&
+	       ext2fs_inode_has_valid_blocks2(ext4_state(ctx)->fs, (struct ext2_inode *)in);
 }
 
 static struct ext4_suspect *inode_suspect(struct scrub_ctx *ctx, const char *check,
@@ -619,7 +733,7 @@ static bool extent_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s
 	struct buf_fetch f = { s, bufs };
 	struct xwalk w;
 
-	if (!fresh_extent_inode(ctx, s, bufs, &in))
+	if (!fresh_mapped_inode(ctx, s, bufs, &in))
 		return false;
 	xwalk_init(&w, fs, (ext2_ino_t)s->ino, &in, fetch_bufs, &f);
 	/* A tree block not among the blocks first read: the tree changed. */
@@ -627,27 +741,13 @@ static bool extent_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s
 	       (w.bad_node == 0 || fetch_bufs(&f, w.bad_node, 0));
 }
 
-bool ext4_fresh_maps(struct scrub_ctx *ctx, const struct ext4_suspect *s,
-		     unsigned char *const *bufs, blk64_t b)
-{
-	struct ext2_inode_large in;
-	struct buf_fetch f = { s, bufs };
-	struct xwalk w;
-
-	if (!fresh_extent_inode(ctx, s, bufs, &in))
-		return false;
-	xwalk_init(&w, ext4_state(ctx)->fs, (ext2_ino_t)s->ino, &in, fetch_bufs, &f);
-	w.find = b;
-	w.finding = true;
-	return xwalk_run(&w, &in) && w.found;
-}
-
 /*
- * A tree with more blocks than a suspect holds: the others are read afresh
- * from the disk as the walk reaches them.  Only the inode's block and the
- * blocks held are compared between the rounds, but what the tree checks
- * judge (the blocks mapped, the end of the written ones) does not change
- * without i_blocks or i_size changing in the inode's block.
+ * A tree with more blocks than a suspect holds (tree_beyond): the others
+ * are read afresh from the disk as the walk reaches them.  Only the
+ * inode's block and the blocks held are compared between the rounds, but
+ * what the walks judge (the blocks mapped, the end of the written ones,
+ * whether a block is mapped) does not change without i_blocks, i_size or
+ * the times changing in the inode's block.
  */
 struct fresh_fetch {
 	struct buf_fetch held;
@@ -662,28 +762,52 @@ static const unsigned char *fetch_fresh(void *arg, blk64_t blk, unsigned level)
 	return b ? b : fetch_disk(&f->disk, blk, level);
 }
 
-bool ext4_fresh_tree_totals(struct scrub_ctx *ctx, const struct ext4_suspect *s,
-			    unsigned char *const *bufs, bool beyond, struct ext2_inode_large *in,
-			    uint64_t *count, uint64_t *written_end)
+/* The fresh inode's whole tree into *w (find: a block to look for, or NULL). */
+static bool fresh_walk(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+		       unsigned char *const *bufs, struct ext2_inode_large *in, struct xwalk *w,
+		       const blk64_t *find)
 {
 	struct ext4_state *st = ext4_state(ctx);
 	struct fresh_fetch f = { .held = { s, bufs }, .disk = { .st = st } };
-	struct xwalk w;
 	bool ok;
 
-	if (!fresh_extent_inode(ctx, s, bufs, in))
+	if (!fresh_mapped_inode(ctx, s, bufs, in))
 		return false;
-	if (beyond)
+	if (s->tree_beyond)
 		for (unsigned i = 0; i <= MAX_EXTENT_DEPTH; i++)
 			f.disk.buf[i] = ext4_block_buf(st);
-	xwalk_init(&w, st->fs, (ext2_ino_t)s->ino, in, beyond ? fetch_fresh : fetch_bufs,
-		   beyond ? (void *)&f : (void *)&f.held);
-	ok = xwalk_run(&w, in);
+	xwalk_init(w, st->fs, (ext2_ino_t)s->ino, in, s->tree_beyond ? fetch_fresh : fetch_bufs,
+		   s->tree_beyond ? (void *)&f : (void *)&f.held);
+	if (find) {
+		w->find = *find;
+		w->finding = true;
+	}
+	ok = xwalk_run(w, in);
 	for (unsigned i = 0; i <= MAX_EXTENT_DEPTH; i++)
 		free(f.disk.buf[i]);
+	return ok;
+}
+
+bool ext4_fresh_maps(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+		     unsigned char *const *bufs, blk64_t b)
+{
+	struct ext2_inode_large in;
+	struct xwalk w;
+
+	return fresh_walk(ctx, s, bufs, &in, &w, &b) && w.found;
+}
+
+bool ext4_fresh_tree_totals(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+			    unsigned char *const *bufs, struct ext2_inode_large *in,
+			    uint64_t *count, uint64_t *written_end)
+{
+	struct xwalk w;
+
+	if (!fresh_walk(ctx, s, bufs, in, &w, NULL))
+		return false;
 	*count = w.mapped + w.tree_blocks;
 	*written_end = w.written_end;
-	return ok;
+	return true;
 }
 
 /* Block-in-use suspects: arg[2] the block, blocks[1] its bitmap, [2] the descriptor. */
@@ -1423,30 +1547,23 @@ static void claim_range(struct claim *c, blk64_t p, uint64_t len)
 	}
 }
 
+static void claim_node(struct xwalk *w, blk64_t blk)
+{
+	claim_range(w->larg, blk, 1);
+}
+
 static void claim_leaf(struct xwalk *w, uint32_t lblk, blk64_t pblk, uint32_t len, bool uninit,
 		       blk64_t node)
 {
 	struct claim *c = w->larg;
 
 	claim_range(c, pblk, len);
-	if (c->dir) {
+	/* Directory blocks of block maps are not collected: their checks read extent trees. */
+	if (c->dir && !w->blockmap) {
 		w->larg = c->dir;
 		collect_dir_run(w, lblk, pblk, len, uninit, node);
 		w->larg = c;
 	}
-}
-
-static int claim_block_iter(ext2_filsys fs, blk64_t *blocknr, e2_blkcnt_t blockcnt,
-			    blk64_t ref_blk, int ref_offset, void *priv)
-{
-	struct claim *c = priv;
-
-	(void)blockcnt;
-	(void)ref_blk;
-	(void)ref_offset;
-	if (ext4_blocks_in_fs(fs, *blocknr, 1))
-		claim_range(c, *blocknr, 1);
-	return 0;
 }
 
 /*
@@ -1680,6 +1797,24 @@ static void check_reached_marked_free(struct scrub_ctx *ctx, unsigned char *buf)
 	}
 }
 
+/*
+ * The inode's tree blocks into s, after the blocks it holds already: a
+ * tree with more than fit is walked with the others read afresh
+ * (fresh_walk()).
+ */
+static void suspect_tree(struct ext4_suspect *s, const struct xwalk *w)
+{
+	for (unsigned i = 0; i < w->nr_tree && i < EXT4_SUSPECT_BLOCKS - 1; i++) {
+		if (s->nr_blocks == EXT4_SUSPECT_BLOCKS) {
+			s->tree_beyond = true;
+			return;
+		}
+		ext4_suspect_block(s, w->tree[i]);
+	}
+	if (w->nr_tree >= EXT4_SUSPECT_BLOCKS)
+		s->tree_beyond = true;
+}
+
 /* A suspect that inode ino's block b is also someone else's. */
 static struct ext4_suspect *shared_suspect(struct scrub_ctx *ctx, const char *check,
 					   ext2_ino_t ino, const struct ext2_inode_large *in,
@@ -1687,13 +1822,8 @@ static struct ext4_suspect *shared_suspect(struct scrub_ctx *ctx, const char *ch
 {
 	struct ext4_suspect *s = inode_suspect(ctx, check, ino, in, shared_still_bad, "%s", msg);
 
-	for (unsigned i = 0; i < w->nr_tree && i < EXT4_SUSPECT_BLOCKS - 1; i++)
-		ext4_suspect_block(s, w->tree[i]);
-	if (w->nr_tree >= EXT4_SUSPECT_BLOCKS)
-		s->cleared = "its extent tree has too many blocks to be confirmed";
+	suspect_tree(s, w);
 	s->arg[2] = b;
-	if (!(in->i_flags & EXT4_EXTENTS_FL))
-		s->cleared = "block-mapped files are not confirmed";
 	return s;
 }
 
@@ -1833,25 +1963,28 @@ static void check_one_inode(struct scrub_ctx *ctx, ext2_ino_t ino, struct ext2_i
 	xwalk_init(&w, fs, ino, in, fetch_disk, df);
 	if (LINUX_S_ISDIR(in->i_mode))
 		c.dir = &dm;
+	w.node = claim_node;
 	w.leaf = claim_leaf;
 	w.larg = &c;
-	if ((in->i_flags & EXT4_EXTENTS_FL) && !(in->i_flags & EXT4_INLINE_DATA_FL) &&
+	if (!(in->i_flags & EXT4_INLINE_DATA_FL) &&
 	    ext2fs_inode_has_valid_blocks2(fs, (struct ext2_inode *)in)) {
+		/* An extent tree, or an ext2/ext3 block map (walk_blockmap()). */
 		tree_ok = xwalk_run(&w, in);
-		for (unsigned i = 0; i < w.nr_tree && i < EXT4_SUSPECT_BLOCKS - 1; i++)
-			claim_range(&c, w.tree[i], 1);
 		if (!tree_ok) {
 			char where[48];
 
 			if (w.bad_node)
-				snprintf(where, sizeof(where), "block %llu",
+				snprintf(where, sizeof(where), "%s %llu",
+					 w.blockmap ? "indirect block" : "block",
 					 (unsigned long long)w.bad_node);
 			else
-				snprintf(where, sizeof(where), "root in the inode");
+				snprintf(where, sizeof(where), "%s in the inode",
+					 w.blockmap ? "pointers" : "root");
 			struct ext4_suspect *s = inode_suspect(ctx, c.is_journal ?
-				CHECK_EXT4_JOURNAL : CHECK_EXT4_EXTENT, ino, in, extent_still_bad,
-				"%sextent tree %s: %s", c.is_journal ? "the journal's " : "", where,
-				w.why);
+				CHECK_EXT4_JOURNAL : w.blockmap ? CHECK_EXT4_BLOCK_MAP :
+				CHECK_EXT4_EXTENT, ino, in, extent_still_bad, "%s%s %s: %s",
+				c.is_journal ? "the journal's " : "",
+				w.blockmap ? "block map" : "extent tree", where, w.why);
 
 			for (unsigned i = 0; i < w.nr_tree && i < EXT4_SUSPECT_BLOCKS - 1; i++)
 				ext4_suspect_block(s, w.tree[i]);
@@ -1864,14 +1997,6 @@ static void check_one_inode(struct scrub_ctx *ctx, ext2_ino_t ino, struct ext2_i
 			ext4_xref_tree(ctx, ino, in, w.mapped + w.tree_blocks, w.written_end,
 				       w.tree, w.nr_tree);
 		}
-	} else if (!(in->i_flags & (EXT4_EXTENTS_FL | EXT4_INLINE_DATA_FL)) &&
-		   ext2fs_inode_has_valid_blocks2(fs, (struct ext2_inode *)in)) {
-		/* Block-mapped (ext2/ext3 style): libext2fs walks the indirect blocks. */
-		errcode_t err = ext2fs_block_iterate3(fs, ino, BLOCK_FLAG_READ_ONLY, NULL,
-						      claim_block_iter, &c);
-		if (err)
-			report_verbose(ctx, "ext4: inode %u: block map not walked: %s", ino,
-				       ext4_strerror(err));
 	}
 	blk64_t acl = ext2fs_file_acl_block(fs, (struct ext2_inode *)in);
 	if (acl && acl >= fs->super->s_first_data_block && acl < ext2fs_blocks_count(fs->super)) {
@@ -1894,12 +2019,8 @@ static void check_one_inode(struct scrub_ctx *ctx, ext2_ino_t ino, struct ext2_i
 
 		ext4_suspect_block(s, ext2fs_block_bitmap_loc(fs, g));
 		ext4_suspect_block(s, ext4_gd_block(fs, g));
-		for (unsigned i = 0; i < w.nr_tree && i < EXT4_SUSPECT_BLOCKS - 3; i++)
-			ext4_suspect_block(s, w.tree[i]);
+		suspect_tree(s, &w);
 		s->arg[2] = c.first_bad;
-		/* Extent-mapped only: the check reads the tree from its blocks. */
-		if (!(in->i_flags & EXT4_EXTENTS_FL))
-			s->cleared = "block-mapped files are not confirmed";
 	}
 	if (tree_ok)
 		check_shared(ctx, ino, in, &c, &w);

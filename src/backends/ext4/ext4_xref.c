@@ -173,7 +173,7 @@ static bool written_past_end(ext2_filsys fs, const struct ext2_inode *in,
 
 /*
  * The tree checks' suspects: blocks[0] the inode's block, then the tree's
- * blocks as first read, arg[2] set if there were more than it holds;
+ * blocks as first read (tree_beyond: there were more than it holds);
  * ext4_fresh_tree_totals() walks the fresh copies.
  */
 static bool blocks_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
@@ -183,7 +183,7 @@ static bool blocks_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s
 	struct ext2_inode_large in;
 	uint64_t count, end;
 
-	return ext4_fresh_tree_totals(ctx, s, bufs, s->arg[2], &in, &count, &end) &&
+	return ext4_fresh_tree_totals(ctx, s, bufs, &in, &count, &end) &&
 	       inode_sectors(fs, (const void *)&in) != want_sectors(fs, (const void *)&in, count);
 }
 
@@ -194,7 +194,7 @@ static bool past_end_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect 
 	struct ext2_inode_large in;
 	uint64_t count, end;
 
-	return ext4_fresh_tree_totals(ctx, s, bufs, s->arg[2], &in, &count, &end) &&
+	return ext4_fresh_tree_totals(ctx, s, bufs, &in, &count, &end) &&
 	       written_past_end(fs, (const void *)&in, end);
 }
 
@@ -217,6 +217,11 @@ static struct ext4_suspect *suspect(struct scrub_ctx *ctx, const char *check, ex
 	return s;
 }
 
+static const char *tree_name(const struct ext2_inode *in)
+{
+	return in->i_flags & EXT4_EXTENTS_FL ? "extent tree" : "block map";
+}
+
 /* A suspect about the tree: the inode's block, then the tree's blocks. */
 static void tree_suspect(struct scrub_ctx *ctx, const char *check, ext2_ino_t ino,
 			 const struct ext2_inode *in, ext4_still_bad_fn fn, const char *what,
@@ -226,7 +231,7 @@ static void tree_suspect(struct scrub_ctx *ctx, const char *check, ext2_ino_t in
 
 	for (unsigned i = 0; i < nr_tree && i < EXT4_SUSPECT_BLOCKS - 1; i++)
 		ext4_suspect_block(s, tree[i]);
-	s->arg[2] = nr_tree >= EXT4_SUSPECT_BLOCKS;	/* the rest are read afresh */
+	s->tree_beyond = nr_tree >= EXT4_SUSPECT_BLOCKS;	/* the rest are read afresh */
 }
 
 void ext4_xref_tree(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext2_inode_large *big,
@@ -240,8 +245,8 @@ void ext4_xref_tree(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext2_ino
 		return;
 	if (!ext2fs_has_feature_bigalloc(fs->super) &&
 	    inode_sectors(fs, in) != want_sectors(fs, in, count)) {
-		strbuf_addf(&sb, "i_blocks is %llu, the extent tree%s maps %llu",
-			    (unsigned long long)inode_sectors(fs, in),
+		strbuf_addf(&sb, "i_blocks is %llu, the %s%s maps %llu",
+			    (unsigned long long)inode_sectors(fs, in), tree_name(in),
 			    ext2fs_file_acl_block(fs, in) ? " and the attribute block" : "",
 			    (unsigned long long)want_sectors(fs, in, count));
 		tree_suspect(ctx, CHECK_EXT4_INODE_BLOCKS, ino, in, blocks_still_bad, sb.buf,
@@ -249,8 +254,9 @@ void ext4_xref_tree(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext2_ino
 		strbuf_reset(&sb);
 	}
 	if (written_past_end(fs, in, written_end)) {
-		strbuf_addf(&sb, "i_size is %llu, but the extent tree maps written blocks up to "
+		strbuf_addf(&sb, "i_size is %llu, but the %s maps written blocks up to "
 			    "file block %llu (%llu bytes)", (unsigned long long)EXT2_I_SIZE(in),
+			    tree_name(in),
 			    (unsigned long long)written_end - 1,
 			    (unsigned long long)written_end * fs->blocksize);
 		tree_suspect(ctx, CHECK_EXT4_INODE_SIZE, ino, in, past_end_still_bad, sb.buf,
