@@ -354,7 +354,7 @@ static void sleep_ms(unsigned ms)
 }
 
 /* One round: syncfs, re-read, judge; compare with the previous round's bytes. */
-static void confirm_round(struct scrub_ctx *ctx, struct ext4_suspect *batch, size_t n,
+static void confirm_round(struct scrub_ctx *ctx, struct ext4_suspect *const *batch, size_t n,
 			  unsigned char ***bufs, int round)
 {
 	struct ext4_state *st = ext4_state(ctx);
@@ -363,7 +363,7 @@ static void confirm_round(struct scrub_ctx *ctx, struct ext4_suspect *batch, siz
 	if (syncfs(ctx->mnt_fd) < 0)
 		report_verbose(ctx, "ext4: syncfs failed (%s)", strerror(errno));
 	for (size_t i = 0; i < n; i++) {
-		struct ext4_suspect *s = &batch[i];
+		struct ext4_suspect *s = batch[i];
 		unsigned char **now = bufs[2 * i + round], **before = bufs[2 * i + !round];
 
 		if (s->cleared)
@@ -384,7 +384,7 @@ static void confirm_round(struct scrub_ctx *ctx, struct ext4_suspect *batch, siz
 	}
 }
 
-static void confirm_batch(struct scrub_ctx *ctx, struct ext4_suspect *batch, size_t n)
+static void confirm_batch(struct scrub_ctx *ctx, struct ext4_suspect *const *batch, size_t n)
 {
 	struct ext4_state *st = ext4_state(ctx);
 	struct blkset j0 = { 0 }, j1 = { 0 };
@@ -393,7 +393,7 @@ static void confirm_batch(struct scrub_ctx *ctx, struct ext4_suspect *batch, siz
 
 	for (size_t i = 0; i < 2 * n; i++) {
 		bufs[i] = xcalloc(EXT4_SUSPECT_BLOCKS, sizeof(**bufs));
-		for (unsigned k = 0; k < batch[i / 2].nr_blocks; k++)
+		for (unsigned k = 0; k < batch[i / 2]->nr_blocks; k++)
 			bufs[i][k] = ext4_block_buf(st);
 	}
 	confirm_round(ctx, batch, n, bufs, 0);
@@ -402,7 +402,7 @@ static void confirm_batch(struct scrub_ctx *ctx, struct ext4_suspect *batch, siz
 	journal_ok = journal_recent(st, &j1) == 0 && journal_ok;
 
 	for (size_t i = 0; i < n; i++) {
-		struct ext4_suspect *s = &batch[i];
+		struct ext4_suspect *s = batch[i];
 
 		for (unsigned k = 0; k < s->nr_blocks && !s->cleared && !s->journal_free; k++)
 			if (!journal_ok)
@@ -424,6 +424,37 @@ static void confirm_batch(struct scrub_ctx *ctx, struct ext4_suspect *batch, siz
 	free(bufs);
 	free(j0.b);
 	free(j1.b);
+}
+
+/*
+ * Rule 4 first, from one read of the journal: a suspect whose blocks a
+ * transaction still in the log holds is cleared whatever its reads say, so
+ * it is not worth a batch's reads, syncfs calls and wait.  A scan beside a
+ * burst of creations finds tens of thousands of such (inodes in use whose
+ * bitmap bits are not yet on the disk): 381 batches took 139 s.  The
+ * suspects left to confirm go into open, in order; returns how many.
+ */
+static size_t clear_recent(struct ext4_state *st, struct ext4_suspect *v, size_t n,
+			   struct ext4_suspect **open)
+{
+	struct blkset j = { 0 };
+	bool journal_ok = journal_recent(st, &j) == 0;
+	size_t nopen = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		struct ext4_suspect *s = &v[i];
+
+		for (unsigned k = 0; k < s->nr_blocks && !s->cleared && !s->journal_free &&
+		     journal_ok; k++)
+			if (blkset_has(&j, s->blocks[k]))
+				s->cleared = "a recent journal transaction logged one of its blocks";
+		if (s->cleared)
+			st->cleared++;
+		else
+			open[nopen++] = s;
+	}
+	free(j.b);
+	return nopen;
 }
 
 /* An error about an inode that may have a name (not one the walk did not reach). */
@@ -475,11 +506,15 @@ void ext4_confirm_run(struct scrub_ctx *ctx, bool name_inodes)
 	struct relook rl = { .ctx = ctx, .name = "walk that names the errors",
 			     .names_only = true };
 
+	struct ext4_suspect **open = xcalloc(n ? n : 1, sizeof(*open));
+	size_t nopen = n ? clear_recent(st, st->suspects, n, open) : 0;
+
 	if (n)
-		report_verbose(ctx, "ext4: %zu %s to confirm from the disk", n,
-			       n == 1 ? "suspect" : "suspects");
-	for (size_t i = 0; i < n && !scrub_should_stop(ctx); i += CONFIRM_BATCH)
-		confirm_batch(ctx, st->suspects + i, n - i < CONFIRM_BATCH ? n - i : CONFIRM_BATCH);
+		report_verbose(ctx, "ext4: %zu %s to confirm from the disk (%zu left after the "
+			       "journal's recent blocks)", n, n == 1 ? "suspect" : "suspects", nopen);
+	for (size_t i = 0; i < nopen && !scrub_should_stop(ctx); i += CONFIRM_BATCH)
+		confirm_batch(ctx, open + i, nopen - i < CONFIRM_BATCH ? nopen - i : CONFIRM_BATCH);
+	free(open);
 	if (name_inodes && !scrub_should_stop(ctx))
 		name_errors(ctx, st->suspects, n, &rl);
 	for (size_t i = 0; i < n; i++) {
