@@ -215,6 +215,27 @@ def test_block_mapped_files(ext3img, fault):
     assert hits[0].path == escaped(os.path.join(mnt, rel)), r
 
 
+def test_block_mapped_directory_block(ext3img):
+    """A block-mapped directory's blocks are checked as an extent-mapped
+    one's are: the second block of a 300-entry directory (an htree leaf on
+    ext3), its first entry's record length cut to 6 (not a multiple of 4)."""
+    rel = "bmap/dir"
+    ino = ino_of(ext3img, rel)
+    blk = int(debugfs(ext3img, "bmap /%s 1" % rel))
+    with open(ext3img.path, "r+b") as fh:
+        fh.seek(blk * 1024 + 4)                 # ext2_dir_entry_2.rec_len
+        fh.write((6).to_bytes(2, "little"))
+    p = e2fsck(ext3img)
+    assert "Directory inode %d, block #1, offset 0: directory corrupted" % ino in p.stdout, \
+        p.stdout
+    mnt, r = scrub(ext3img, "-n")
+    assert r.rc == 4, r
+    hits = [f for f in r.errors if f.check == "ext4.dir_block"]
+    assert [(f.inode, f.message.split(":")[0]) for f in hits] == \
+        [(ino, "directory block 1 (block %d)" % blk)], r
+    assert hits[0].path == escaped(os.path.join(mnt, rel)), r
+
+
 @pytest.mark.parametrize("off,says", [
     (0xfc, "fails its checksum"),
     # The most significant byte of s_feature_incompat.  (A bad magic or

@@ -1199,10 +1199,22 @@ static bool dir_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 	if (!fresh_inode(ctx, s, bufs, &in) || !inode_in_use_on_disk(&in) ||
 	    !LINUX_S_ISDIR(in.i_mode))
 		return false;
-	/* Still this directory's block: the inode or the leaf still maps it. */
-	if (s->nr_blocks == 3 ? !node_maps(fs, bufs[2], fs->blocksize, lblk, s->blocks[1]) :
-	    !node_maps(fs, (const unsigned char *)in.i_block, sizeof(in.i_block), lblk, s->blocks[1]))
+	/*
+	 * Still this directory's block: the inode or the leaf still maps it;
+	 * a block map is walked afresh for it (tree_beyond).
+	 */
+	if (!(in.i_flags & EXT4_EXTENTS_FL)) {
+		struct ext2_inode_large again;
+		struct xwalk w;
+
+		if (!fresh_walk(ctx, s, bufs, &again, &w, &s->blocks[1]) || !w.found)
+			return false;
+	} else if (s->nr_blocks == 3 ?
+		   !node_maps(fs, bufs[2], fs->blocksize, lblk, s->blocks[1]) :
+		   !node_maps(fs, (const unsigned char *)in.i_block, sizeof(in.i_block), lblk,
+			      s->blocks[1])) {
 		return false;
+	}
 	if (!strcmp(s->check, CHECK_EXT4_HTREE)) {
 		unsigned levels = 0;
 		uint64_t nblocks = EXT2_I_SIZE(&in) / fs->blocksize;
@@ -1224,6 +1236,8 @@ static void dir_suspect(struct scrub_ctx *ctx, const char *check, ext2_ino_t ino
 		ext4_suspect_block(s, node);
 	s->arg[2] = lblk;
 	s->arg[3] = dx_node;
+	/* A block map's other indirect blocks are read afresh (dir_still_bad()). */
+	s->tree_beyond = !(in->i_flags & EXT4_EXTENTS_FL);
 }
 
 /*
@@ -1558,8 +1572,7 @@ static void claim_leaf(struct xwalk *w, uint32_t lblk, blk64_t pblk, uint32_t le
 	struct claim *c = w->larg;
 
 	claim_range(c, pblk, len);
-	/* Directory blocks of block maps are not collected: their checks read extent trees. */
-	if (c->dir && !w->blockmap) {
+	if (c->dir) {
 		w->larg = c->dir;
 		collect_dir_run(w, lblk, pblk, len, uninit, node);
 		w->larg = c;
