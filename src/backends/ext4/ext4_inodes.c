@@ -401,9 +401,17 @@ static bool extent_block_csum_ok(struct xwalk *w, const unsigned char *b)
 	return ext4_csum(w->fs, w->ino, w->gen, b, tail) == stored;
 }
 
-/* A tree block (an extent node or an indirect block), in walk order. */
-static void tree_block(struct xwalk *w, blk64_t p)
+/*
+ * A tree block (an extent node or an indirect block, what), in walk order:
+ * noted, looked for, read for level; NULL (w->why says so) if it cannot be.
+ */
+static const unsigned char *tree_block(struct xwalk *w, blk64_t p, unsigned level,
+				       const char *what)
 {
+	const unsigned char *b;
+
+	if (w->finding && w->find == p)
+		w->found = true;
 	if (w->nr_tree < EXT4_SUSPECT_BLOCKS - 1)
 		w->tree[w->nr_tree++] = p;
 	else
@@ -411,6 +419,10 @@ static void tree_block(struct xwalk *w, blk64_t p)
 	w->tree_blocks++;
 	if (w->node)
 		w->node(w, p);
+	b = w->fetch(w->farg, p, level);
+	if (!b)
+		xbad(w, p, "%s %llu cannot be read", what, (unsigned long long)p);
+	return b;
 }
 
 /* Blocks lblk.. of the file at pblk..: the totals, the digest, the leaf callback. */
@@ -488,12 +500,8 @@ static bool walk_node(struct xwalk *w, const unsigned char *bytes, size_t size, 
 		if (p < first || p >= end)
 			return xbad(w, node, "extent index %u points to block %llu, outside the "
 				    "filesystem", i, (unsigned long long)p);
-		if (w->finding && w->find == p)
-			w->found = true;
-		tree_block(w, p);
-		child = w->fetch(w->farg, p, level + 1);
-		if (!child)
-			return xbad(w, p, "extent block %llu cannot be read", (unsigned long long)p);
+		if (!(child = tree_block(w, p, level + 1, "extent block")))
+			return false;
 		if (!walk_node(w, child, w->fs->blocksize, p, depth - 1, level + 1))
 			return false;
 	}
@@ -555,12 +563,8 @@ static bool blockmap_ptr(struct xwalk *w, blk64_t node, unsigned slot, blk64_t p
 		blockmap_data(w, (*lblk)++, p, node);
 		return true;
 	}
-	if (w->finding && w->find == p)
-		w->found = true;
-	tree_block(w, p);
-	child = w->fetch(w->farg, p, level + 1);
-	if (!child)
-		return xbad(w, p, "indirect block %llu cannot be read", (unsigned long long)p);
+	if (!(child = tree_block(w, p, level + 1, "indirect block")))
+		return false;
 	for (unsigned i = 0; i < per; i++) {
 		uint32_t q;
 
