@@ -751,7 +751,9 @@ def _btrfs_churn(mnt, stop, counter, seed):
     ([], "compress=zstd"),
     # v1 caches rewritten at every commit, read while the extent tree moves
     (["-R", "^free-space-tree"], "compress=zstd," + V1),
-], ids=["free_space_tree", "space_cache_v1"])
+    # every hole an item: truncates and writes past the end move them
+    (["-O", "^no-holes"], "compress=zstd"),
+], ids=["free_space_tree", "space_cache_v1", "explicit_holes"])
 def test_no_false_alarms_under_btrfs_churn(image_factory, mkfs_args, options):
     """fscrub -n, three times while the workload runs: its first passes see
     delayed references, block group counters, dropped snapshots and names in
@@ -873,6 +875,15 @@ def test_clean_variants(image_factory, mkfs_args, options):
         f.write(b"y" * 10000)
     for i in range(0, 300, 3):
         os.unlink(os.path.join(mnt, "d", str(i)))
+    # holes: written past the end, and grown by truncate (without no-holes
+    # each hole has an item of its own)
+    with open(os.path.join(mnt, "sparse"), "wb") as f:
+        f.write(b"s" * 4096)
+        f.seek(MiB)
+        f.write(b"e" * 100)
+    with open(os.path.join(mnt, "grown"), "wb") as f:
+        f.write(b"g" * 100)
+        f.truncate(3 * MiB)
     os.sync()
     r = run_fscrub("-n", "-v", mnt)
     img.offline()
@@ -881,6 +892,69 @@ def test_clean_variants(image_factory, mkfs_args, options):
     assert not [f for f in r.findings if f.check.startswith("btrfs.")], r.findings
     rc, out = btrfs_check(img.path)
     assert rc == 0, out
+
+
+def test_file_extent_hole_without_its_item(image_factory):
+    """Without the no-holes feature every hole of a file has a file extent
+    item (disk_bytenr 0); one deleted leaves file bytes below i_size that
+    no item covers: `btrfs check`'s "file extent discount"."""
+    need_fs("btrfs")
+    img = image_factory("btrfs", size_mb=300, mkfs_args=["-O", "^no-holes"])
+    img.mkfs()
+    mnt = img.mount()
+    with open(os.path.join(mnt, "sparse"), "wb") as f:
+        f.write(os.urandom(4096))
+        f.seek(64 << 10)
+        f.write(os.urandom(4096))
+    img.offline()
+    ino = ino_of(img, "sparse")
+    with be.BtrfsImage(img.path) as ed:
+        fe = file_extents(ed, be.FS_TREE, ino)
+        assert [(it.key[2], it.get("fe.disk_bytenr") == 0) for it in fe] == \
+            [(0, False), (4096, True), (64 << 10, False)], fe
+        ed.delete_item(fe[1])
+    rc, out = btrfs_check(img.path)
+    assert rc != 0 and "file extent discount" in out, out
+    mnt, r = fscrub_mounted(img, "")
+    assert r.rc == 4, r.stdout + r.stderr
+    assert [(f.path, f.inode, f.message) for f in r.of("Error", "btrfs.file_extent")] == [
+        (mnt + "/sparse", ino, "no file extent item covers file offset 4096 (i_size 69632); "
+         "without the no-holes feature every hole has one")], r.stdout
+
+
+def test_file_extent_overlap_across_leaves(image_factory):
+    """A file of 300 extents of 8 KiB, 4 KiB apart: its items fill more
+    than one leaf.  The first item of a leaf gets a key offset 4 KiB past
+    the start of the last item of the leaf before, so that the two extents
+    map the same 4 KiB of the file.  The kernel's tree checker refuses such
+    an overlap only inside one leaf, so the filesystem mounts and reads."""
+    need_fs("btrfs")
+    img = image_factory("btrfs", size_mb=300)
+    img.mkfs()
+    mnt = img.mount()
+    with open(os.path.join(mnt, "frag"), "wb") as f:
+        for i in range(300):
+            f.seek(i * (12 << 10))
+            f.write(os.urandom(8 << 10))
+            f.flush()
+            os.fsync(f.fileno())
+    img.offline()
+    ino = ino_of(img, "frag")
+    with be.BtrfsImage(img.path) as ed:
+        fe = file_extents(ed, be.FS_TREE, ino)
+        assert len(fe) == 300, fe
+        i = next(i for i in range(1, len(fe)) if fe[i].leaf != fe[i - 1].leaf)
+        prev, first = fe[i - 1], fe[i]
+        assert prev.get("fe.num_bytes") == 8 << 10
+        ed.set_key(first, (ino, be.EXTENT_DATA, prev.key[2] + 4096))
+    rc, out = btrfs_check(img.path)
+    assert rc != 0, out
+    mnt, r = fscrub_mounted(img, "")
+    assert r.rc == 4, r.stdout + r.stderr
+    assert [(f.path, f.inode, f.message) for f in r.of("Error", "btrfs.file_extent")] == [
+        (mnt + "/frag", ino, "the file extent item at file offset %d begins before the one "
+         "before it ends (at %d): two extents map the same file bytes"
+         % (prev.key[2] + 4096, prev.key[2] + 8192))], r.stdout
 
 
 def test_sigint_stops_the_tree_check(image):

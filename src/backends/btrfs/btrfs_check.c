@@ -15,7 +15,9 @@
  *     regular/prealloc extents' num_bytes (disk_bytenr != 0) plus its
  *     inline extents' ram_bytes when the next inode starts, for regular
  *     files and symlinks as `btrfs check` does (btrfs.nbytes; inodes with
- *     no links are being deleted: skipped); its names go by too
+ *     no links are being deleted: skipped); the items' file ranges must
+ *     not overlap and, without the no-holes feature, must cover the file
+ *     up to i_size (btrfs.file_extent); its names go by too
  *     (btrfs_names.c: btrfs.dir_item, btrfs.inode_ref, btrfs.orphan).
  *     Each file extent item with disk_bytenr != 0 is kept as a 72-byte
  *     record (disk_bytenr, tree, inode, back reference offset, the bytes
@@ -225,18 +227,78 @@ static const struct fs_root *find_root(const struct pass *p, uint64_t id)
 /* ---- 2. the fs trees ---- */
 
 
+/*
+ * Where the inode's file bytes below i_size are first not covered by an
+ * item, or UINT64_MAX: btrfs check's rule without the no-holes feature
+ * (then a hole has an item of its own, disk_bytenr 0), for files and
+ * symlinks with links and a size.
+ */
+static uint64_t first_uncovered(const struct pass *p, const struct inode_sum *s)
+{
+	uint64_t at;
+
+	if (p->no_holes || !s->nlink || !s->size || !(S_ISREG(s->mode) || S_ISLNK(s->mode)))
+		return UINT64_MAX;
+	at = !s->have_ext || s->ext_start ? 0 : s->gap ? s->gap_at : s->ext_end;
+	return at < s->size ? at : UINT64_MAX;
+}
+
 static void inode_done(struct pass *p, uint64_t root)
 {
 	struct inode_sum *s = &p->cur_inode;
+	uint64_t hole;
 
+	if (!s->active)
+		return;
 	/* btrfs check's rule: files and symlinks (a subvolume's root directory has nbytes). */
-	if (s->active && s->nlink && (S_ISREG(s->mode) || S_ISLNK(s->mode)) &&
-	    s->nbytes != s->found)
+	if (s->nlink && (S_ISREG(s->mode) || S_ISLNK(s->mode)) && s->nbytes != s->found)
 		btrfs_add_finding(p, &(struct tfinding){
 			.kind = F_NBYTES, .root = root, .ino = s->ino,
 			.a = s->nbytes, .b = s->found, .transid = s->transid,
 		});
+	if (s->overlap)
+		btrfs_add_finding(p, &(struct tfinding){
+			.kind = F_EXTENT_OVERLAP, .root = root, .ino = s->ino,
+			.file_off = s->overlap_at, .a = s->overlap_end, .transid = s->transid,
+		});
+	if ((hole = first_uncovered(p, s)) != UINT64_MAX)
+		btrfs_add_finding(p, &(struct tfinding){
+			.kind = F_EXTENT_HOLE, .root = root, .ino = s->ino,
+			.file_off = hole, .a = s->size, .transid = s->transid,
+		});
 	s->active = false;
+}
+
+/*
+ * The file range of the current inode's file extent item it, of type:
+ * num_bytes of a regular or preallocated one (a hole's too), an inline
+ * one's ram_bytes to the next sector.  Items come in file offset order;
+ * one that begins before the last ended overlaps it (the kernel's tree
+ * checker refuses that only between two items of one leaf).
+ */
+static void extent_range(struct pass *p, const struct btrfs_tree_item *it, uint8_t type)
+{
+	struct inode_sum *s = &p->cur_inode;
+	uint64_t off = it->key.offset, len, mask = p->sectorsize - 1;
+
+	if (type == BTRFS_FILE_EXTENT_INLINE)
+		len = (btrfs_get64(it->data + 8) + mask) & ~mask;
+	else if (it->len >= FE_REG_SIZE)
+		len = btrfs_get64(it->data + FE_NUM_BYTES);
+	else
+		return;
+	if (!s->have_ext) {
+		s->have_ext = true;
+		s->ext_start = off;
+	} else if (off < s->ext_end && !s->overlap) {
+		s->overlap = true;
+		s->overlap_at = off;
+		s->overlap_end = s->ext_end;
+	} else if (off > s->ext_end && !s->gap) {
+		s->gap = true;
+		s->gap_at = s->ext_end;
+	}
+	s->ext_end = off + len;
 }
 
 /*
@@ -271,8 +333,11 @@ static int file_extent(struct pass *p, uint64_t root, const struct btrfs_tree_it
 	if (it->len < FE_DISK_BYTENR)
 		return 0;
 	type = it->data[20];
-	if (s->active && s->ino == it->key.objectid && it->transid > s->transid)
-		s->transid = it->transid;
+	if (s->active && s->ino == it->key.objectid) {
+		if (it->transid > s->transid)
+			s->transid = it->transid;
+		extent_range(p, it, type);
+	}
 	if (type == BTRFS_FILE_EXTENT_INLINE) {
 		if (s->active && s->ino == it->key.objectid)
 			s->found += btrfs_get64(it->data + 8);
@@ -311,6 +376,7 @@ static int fs_item(struct pass *p, uint64_t root, const struct btrfs_tree_item *
 			.nlink = btrfs_get32(it->data + offsetof(struct btrfs_inode_item, nlink)),
 			.mode = btrfs_get32(it->data + offsetof(struct btrfs_inode_item, mode)),
 			.flags = btrfs_get64(it->data + offsetof(struct btrfs_inode_item, flags)),
+			.size = btrfs_get64(it->data + offsetof(struct btrfs_inode_item, size)),
 		};
 		p->inodes++;
 		return 0;
@@ -770,6 +836,7 @@ static void pass_release(struct pass *p)
 static int run_pass(struct scrub_ctx *ctx, struct pass *p)
 {
 	struct btrfs_ioctl_fs_info_args fs = { .flags = BTRFS_FS_INFO_FLAG_CSUM_INFO };
+	struct btrfs_ioctl_feature_flags features;
 	struct btrfs_tkey cmin = { BTRFS_EXTENT_CSUM_OBJECTID, BTRFS_EXTENT_CSUM_KEY, 0 };
 	struct btrfs_tkey cmax = { BTRFS_EXTENT_CSUM_OBJECTID, BTRFS_EXTENT_CSUM_KEY, UINT64_MAX };
 	int ret;
@@ -784,6 +851,9 @@ static int run_pass(struct scrub_ctx *ctx, struct pass *p)
 		return -errno;
 	p->nodesize = fs.nodesize;
 	p->sectorsize = fs.sectorsize;
+	if (ioctl(p->fd, BTRFS_IOC_GET_FEATURES, &features) < 0)
+		return -errno;
+	p->no_holes = features.incompat_flags & BTRFS_FEATURE_INCOMPAT_NO_HOLES;
 	/* Kernels before 5.5 do not fill csum_size: crc32c's 4 bytes then. */
 	p->csum_size = (fs.flags & BTRFS_FS_INFO_FLAG_CSUM_INFO) && fs.csum_size ? fs.csum_size : 4;
 	if (btrfs_tree_open(&p->csr, p->fd, BTRFS_CSUM_TREE_OBJECTID, cmin, cmax) < 0)

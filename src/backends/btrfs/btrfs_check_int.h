@@ -28,6 +28,8 @@ enum finding_kind {
 	F_NO_EXTENT,	/* a file extent item pointing at no data extent item */
 	F_REF_NO_ROOT,	/* a data back reference naming a tree that does not exist */
 	F_NBYTES,
+	F_EXTENT_OVERLAP,	/* a file extent item begins before the one before it ends */
+	F_EXTENT_HOLE,		/* without no-holes: file bytes below i_size no item covers */
 	F_BG_USED,
 	F_BYTES_USED,
 	F_ROOT_REF_ALONE,	/* a ROOT_REF without its ROOT_BACKREF or v.v. (a: key type) */
@@ -127,8 +129,15 @@ struct data_ref {
 struct inode_sum {
 	uint64_t ino, nbytes, found, transid;
 	uint32_t nlink, mode;
-	uint64_t flags;
+	uint64_t flags, size;
 	bool active;
+	/*
+	 * The file extent items seen so far: the start of the first, the end
+	 * of the last; the first overlap (where, and the end it overlaps) and
+	 * the first gap between two of them.
+	 */
+	bool have_ext, overlap, gap;
+	uint64_t ext_start, ext_end, overlap_at, overlap_end, gap_at;
 };
 
 struct bgroup {
@@ -158,6 +167,7 @@ struct pass {
 	struct csum_iv *cs;
 	size_t nr_cs, alloc_cs;
 	uint32_t csum_size, sectorsize;
+	bool no_holes;			/* the no-holes feature: holes have no items */
 	unsigned long long csum_items;
 	uint64_t cs_done;		/* the end of the last data extent checked */
 	uint64_t orphan_start, orphan_end, orphan_transid;	/* csums without extent */

@@ -41,6 +41,8 @@ static const char *check_of(enum finding_kind k)
 {
 	switch (k) {
 	case F_NBYTES: return CHECK_BTRFS_NBYTES;
+	case F_EXTENT_OVERLAP:
+	case F_EXTENT_HOLE: return CHECK_BTRFS_FILE_EXTENT;
 	case F_BG_USED: return CHECK_BTRFS_BG_USED;
 	case F_BYTES_USED: return CHECK_BTRFS_BYTES_USED;
 	case F_CROSSLINK: return CHECK_BTRFS_CROSSLINK;
@@ -207,6 +209,16 @@ static void describe(struct scrub_ctx *ctx, const struct tfinding *f, struct str
 		break;
 	case F_NBYTES:
 		strbuf_addf(m, "inode item nbytes %llu, its file extents add up to %llu", a, b);
+		break;
+	case F_EXTENT_OVERLAP:
+		strbuf_addf(m, "the file extent item at file offset %llu begins before the one "
+			    "before it ends (at %llu): two extents map the same file bytes",
+			    (unsigned long long)f->file_off, a);
+		break;
+	case F_EXTENT_HOLE:
+		strbuf_addf(m, "no file extent item covers file offset %llu (i_size %llu); "
+			    "without the no-holes feature every hole has one",
+			    (unsigned long long)f->file_off, a);
 		break;
 	case F_BG_USED:
 		strbuf_addf(m, "block group at logical %llu (%llu bytes): used %llu, its extent "
