@@ -105,7 +105,8 @@ def test_clean_image(ext4img):
     mnt, r = scrub(ext4img)
     assert r.rc == 0 and r.errors == [], r
     assert all(w.check in ("name.control", "name.encoding") for w in r.warnings), r
-    m = re.search(r"Phase 3: ext4: (\d+) inodes, (\d+) extent blocks and (\d+) directory", r.stdout)
+    m = re.search(r"Phase 3: ext4: (\d+) inodes, (\d+) extent tree and block map blocks "
+                  r"and (\d+) directory", r.stdout)
     assert m and int(m.group(1)) > 200 and int(m.group(3)) > 10, r
     assert "Phase 2: ext4: superblock" in r.stdout, r
     assert not r.of(check="ext4.unchecked"), r
@@ -236,7 +237,8 @@ def test_htree_block_checksum(ext4img):
 
 DIRBATCH_RE = re.compile(r"Phase 3: ext4: directory blocks read (\d+) at a time: (\d+) reads "
                          r"in (\d+) batches")
-DIRBLOCKS_RE = re.compile(r"Phase 3: ext4: \d+ inodes, \d+ extent blocks and (\d+) directory "
+DIRBLOCKS_RE = re.compile(r"Phase 3: ext4: \d+ inodes, \d+ extent tree and block map blocks "
+                          r"and (\d+) directory "
                           r"blocks read from the disk")
 
 

@@ -699,9 +699,9 @@ static int ext4_summary(struct scrub_ctx *ctx)
 
 	generic_ops.summary(ctx);
 	if (st && st->fs)
-		report_verbose(ctx, "Phase 6: ext4: %llu inodes, %llu extent blocks, %llu "
-			       "directory blocks read from the disk; %llu suspects confirmed, "
-			       "%llu cleared", st->inodes_scanned, st->extent_blocks,
+		report_verbose(ctx, "Phase 6: ext4: %llu inodes, %llu extent tree and block map "
+			       "blocks, %llu directory blocks read from the disk; %llu suspects "
+			       "confirmed, %llu cleared", st->inodes_scanned, st->extent_blocks,
 			       st->dir_blocks, st->confirmed, st->cleared);
 	return 0;
 }

@@ -2222,8 +2222,8 @@ int ext4_scan_inodes(struct scrub_ctx *ctx)
 	ext4_confirm_run(ctx, true);
 	if (!scrub_should_stop(ctx))
 		report_unclaimed(ctx);
-	report_verbose(ctx, "Phase 3: ext4: %llu inodes, %llu extent blocks and %llu directory "
-		       "blocks read from the disk", st->inodes_scanned, st->extent_blocks,
+	report_verbose(ctx, "Phase 3: ext4: %llu inodes, %llu extent tree and block map blocks "
+		       "and %llu directory blocks read from the disk", st->inodes_scanned, st->extent_blocks,
 		       st->dir_blocks);
 out:
 	dir_batch_release(ctx, &db);	/* nothing held if the scan did not start */
