@@ -15,14 +15,16 @@
  *   - its extent tree, read block by block with O_DIRECT: header magic,
  *     entries within the node's capacity, the depth of every level, logical
  *     order, physical ranges inside the filesystem, every tree block's
- *     checksum;
+ *     checksum; or an ext2/ext3 block map, its indirect blocks read the
+ *     same way: every pointer inside the filesystem (ext4.block_map);
+ *     what either maps goes to ext4_xref_tree() (i_blocks, i_size);
  *   - for a directory, every directory block's checksum and the record
  *     lengths that chain its entries, and the htree root and index nodes;
  *   - against the walk: an inode with links that no name reached is an
  *     orphan; its on-disk link count must be what the kernel showed; its
  *     extent map must be what FIEMAP showed (both only for inodes that did
  *     not change during the scan);
- *   - every block its extents and tree use, and the filesystem's own
+ *   - every block its extents (or block map) and tree use, and the filesystem's own
  *     metadata, must be marked in use in the block bitmap; none may be
  *     group metadata (ext4.crosslink) or the journal's (ext4.journal),
  *     and the journal inode's own blocks are checked as the journal's;

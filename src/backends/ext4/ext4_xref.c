@@ -17,12 +17,12 @@
  *                      non-directory.
  *   ext4.inode_size    a directory whose i_size is not a whole number of
  *                      blocks or is more than the blocks it has; a regular
- *                      file whose extent tree maps written blocks past its
- *                      end (e2fsck: "i_size is X, should be Y"; unwritten
- *                      extents past it are preallocation).
- *   ext4.inode_blocks  i_blocks against what the extent tree maps plus its
- *                      own blocks and the extended attribute block (not on
- *                      bigalloc).
+ *                      file whose extent tree or block map maps written
+ *                      blocks past its end (e2fsck: "i_size is X, should be
+ *                      Y"; unwritten extents past it are preallocation).
+ *   ext4.inode_blocks  i_blocks against what the extent tree or block map
+ *                      maps plus its own blocks and the extended attribute
+ *                      block (not on bigalloc).
  *
  * The last two take the tree as ext4_inodes.c's scan walked it, whole, at
  * any depth (ext4_xref_tree()).
