@@ -35,7 +35,7 @@ import faults
 from faults import debugfs, _ext4_sb, _patch, _pread
 import fsimage
 from test_ext4 import inode_offset, victim
-from test_ext4_xref import shared_xattr_block
+from test_ext4_xref import shared_xattr_block, sparse_file
 from vs_offline import fscrub_checks, fscrub_says, run_cases, short, table
 
 work = sys.argv[1]
@@ -205,6 +205,18 @@ def size_before_written(img):
     sif(img, ino, "size", 100)
 
 
+def deep_tree(img, field):
+    """A file of 1500 one-block extents, a hole after each (an extent tree
+    of depth 2: more than the inode's 4 leaves), one inode field set."""
+    mnt = img.mount()
+    path = os.path.join(mnt, "deep")
+    sparse_file(path, 1500)
+    os.sync()
+    st = os.stat(path)
+    img.offline()
+    sif(img, st.st_ino, field, st.st_blocks - 8 if field == "blocks" else 100)
+
+
 def unattached_marked_free(img):
     rel, ino, _ = victim(img, "unattached")
     debugfs(img, "unlink %s" % rel, write=True)
@@ -239,6 +251,9 @@ CASES = [
     ("directory i_size 5000", lambda img: inode_core(img, True, "size", 5000), ""),
     ("i_blocks 24 (8 mapped)", lambda img: inode_core(img, False, "blocks", 24), ""),
     ("regular file i_size 100, 3 blocks written", size_before_written, ""),
+    ("i_blocks a block short, extent tree of depth 2", lambda img: deep_tree(img, "blocks"),
+     ""),
+    ("regular file i_size 100, extent tree of depth 2", lambda img: deep_tree(img, "size"), ""),
     ("shared attribute block counts 1 of its 3 users", xattr_refcount_low, ""),
     ("5 journal blocks marked free (freeb)", journal_freeb, ""),
     ("file extent over a journal block", lambda img: extent_over(img, "journal"), ""),
