@@ -181,6 +181,13 @@ void ext4_suspect_block(struct ext4_suspect *s, blk64_t blk);
 /* Is blk already among the suspect's blocks? */
 bool ext4_suspect_has_block(const struct ext4_suspect *s, blk64_t blk);
 /*
+ * An inode's extent tree or block map blocks into s, after the blocks it
+ * holds already: tree, the first nr_tree of them in walk order (nr_tree ==
+ * EXT4_SUSPECT_BLOCKS: there were more).  A tree with more than fit gets
+ * tree_beyond, and its other blocks are read afresh when it is judged.
+ */
+void ext4_suspect_tree(struct ext4_suspect *s, const blk64_t *tree, unsigned nr_tree);
+/*
  * Confirm or clear every queued suspect and report it: an error if still
  * bad in two fresh O_DIRECT reads after syncfs, with the same bytes, in
  * blocks no recent journal transaction logged; else an info.  With

@@ -345,6 +345,19 @@ void ext4_suspect_block(struct ext4_suspect *s, blk64_t blk)
 		s->cleared = "it involves too many blocks to be confirmed";
 }
 
+void ext4_suspect_tree(struct ext4_suspect *s, const blk64_t *tree, unsigned nr_tree)
+{
+	for (unsigned i = 0; i < nr_tree && i < EXT4_SUSPECT_BLOCKS - 1; i++) {
+		if (s->nr_blocks == EXT4_SUSPECT_BLOCKS) {
+			s->tree_beyond = true;
+			return;
+		}
+		ext4_suspect_block(s, tree[i]);
+	}
+	if (nr_tree >= EXT4_SUSPECT_BLOCKS)
+		s->tree_beyond = true;
+}
+
 static void sleep_ms(unsigned ms)
 {
 	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };

@@ -1816,24 +1816,6 @@ static void check_reached_marked_free(struct scrub_ctx *ctx, unsigned char *buf)
 	}
 }
 
-/*
- * The inode's tree blocks into s, after the blocks it holds already: a
- * tree with more than fit is walked with the others read afresh
- * (fresh_walk()).
- */
-static void suspect_tree(struct ext4_suspect *s, const struct xwalk *w)
-{
-	for (unsigned i = 0; i < w->nr_tree && i < EXT4_SUSPECT_BLOCKS - 1; i++) {
-		if (s->nr_blocks == EXT4_SUSPECT_BLOCKS) {
-			s->tree_beyond = true;
-			return;
-		}
-		ext4_suspect_block(s, w->tree[i]);
-	}
-	if (w->nr_tree >= EXT4_SUSPECT_BLOCKS)
-		s->tree_beyond = true;
-}
-
 /* A suspect that inode ino's block b is also someone else's. */
 static struct ext4_suspect *shared_suspect(struct scrub_ctx *ctx, const char *check,
 					   ext2_ino_t ino, const struct ext2_inode_large *in,
@@ -1841,7 +1823,7 @@ static struct ext4_suspect *shared_suspect(struct scrub_ctx *ctx, const char *ch
 {
 	struct ext4_suspect *s = inode_suspect(ctx, check, ino, in, shared_still_bad, "%s", msg);
 
-	suspect_tree(s, w);
+	ext4_suspect_tree(s, w->tree, w->nr_tree);
 	s->arg[2] = b;
 	return s;
 }
@@ -2038,7 +2020,7 @@ static void check_one_inode(struct scrub_ctx *ctx, ext2_ino_t ino, struct ext2_i
 
 		ext4_suspect_block(s, ext2fs_block_bitmap_loc(fs, g));
 		ext4_suspect_block(s, ext4_gd_block(fs, g));
-		suspect_tree(s, &w);
+		ext4_suspect_tree(s, w.tree, w.nr_tree);
 		s->arg[2] = c.first_bad;
 	}
 	if (tree_ok)

@@ -227,11 +227,7 @@ static void tree_suspect(struct scrub_ctx *ctx, const char *check, ext2_ino_t in
 			 const struct ext2_inode *in, ext4_still_bad_fn fn, const char *what,
 			 const blk64_t *tree, unsigned nr_tree)
 {
-	struct ext4_suspect *s = suspect(ctx, check, ino, in, fn, what);
-
-	for (unsigned i = 0; i < nr_tree && i < EXT4_SUSPECT_BLOCKS - 1; i++)
-		ext4_suspect_block(s, tree[i]);
-	s->tree_beyond = nr_tree >= EXT4_SUSPECT_BLOCKS;	/* the rest are read afresh */
+	ext4_suspect_tree(suspect(ctx, check, ino, in, fn, what), tree, nr_tree);
 }
 
 void ext4_xref_tree(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext2_inode_large *big,
