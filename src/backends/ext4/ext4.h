@@ -223,6 +223,18 @@ int ext4_scan_inodes(struct scrub_ctx *ctx);
 bool ext4_fresh_maps(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 		     unsigned char *const *bufs, blk64_t b);
 /*
+ * An inode suspect: the message, and as blocks[0] the inode's table block,
+ * arg[0] its offset there, arg[1] its generation (cleared if the table
+ * cannot be found).
+ */
+struct ext4_suspect *ext4_inode_suspect(struct scrub_ctx *ctx, const char *check,
+					ext2_ino_t ino, const struct ext2_inode_large *in,
+					ext4_still_bad_fn fn, const char *fmt, ...)
+	__attribute__((format(printf, 6, 7)));
+/* Such a suspect's inode out of the fresh bufs: false if its generation moved. */
+bool ext4_fresh_inode(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+		      unsigned char *const *bufs, struct ext2_inode_large *in);
+/*
  * The same inode's tree from those bufs, walked whole: *count and
  * *written_end as ext4_xref_tree() takes them, *in the fresh inode.  False
  * if the inode is no longer in use, mapped by blocks and this generation,

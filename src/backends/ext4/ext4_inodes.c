@@ -666,8 +666,8 @@ static const unsigned char *fetch_bufs(void *arg, blk64_t blk, unsigned level)
  * offset in it, arg[1] its generation as first read, arg[2]/arg[3] what the
  * suspect needs.
  */
-static bool fresh_inode(struct scrub_ctx *ctx, const struct ext4_suspect *s,
-			unsigned char *const *bufs, struct ext2_inode_large *in)
+bool ext4_fresh_inode(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+		      unsigned char *const *bufs, struct ext2_inode_large *in)
 {
 	ext2_filsys fs = ext4_state(ctx)->fs;
 
@@ -679,19 +679,14 @@ static bool fresh_inode(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 static bool fresh_mapped_inode(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 			       unsigned char *const *bufs, struct ext2_inode_large *in)
 {
-	return fresh_inode(ctx, s, bufs, in) && inode_in_use_on_disk(in) &&
+	return ext4_fresh_inode(ctx, s, bufs, in) && inode_in_use_on_disk(in) &&
 	       !(in->i_flags & EXT4_INLINE_DATA_FL) &&
 	       ext2fs_inode_has_valid_blocks2(ext4_state(ctx)->fs, (struct ext2_inode *)in);
 }
 
-static struct ext4_suspect *inode_suspect(struct scrub_ctx *ctx, const char *check,
-					  ext2_ino_t ino, const struct ext2_inode_large *in,
-					  ext4_still_bad_fn fn, const char *fmt, ...)
-	__attribute__((format(printf, 6, 7)));
-
-static struct ext4_suspect *inode_suspect(struct scrub_ctx *ctx, const char *check,
-					  ext2_ino_t ino, const struct ext2_inode_large *in,
-					  ext4_still_bad_fn fn, const char *fmt, ...)
+struct ext4_suspect *ext4_inode_suspect(struct scrub_ctx *ctx, const char *check,
+					ext2_ino_t ino, const struct ext2_inode_large *in,
+					ext4_still_bad_fn fn, const char *fmt, ...)
 {
 	ext2_filsys fs = ext4_state(ctx)->fs;
 	struct strbuf sb = STRBUF_INIT;
@@ -901,7 +896,7 @@ static bool orphan_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s
 {
 	struct ext2_inode_large in;
 
-	return fresh_inode(ctx, s, bufs, &in) && inode_in_use_on_disk(&in) &&
+	return ext4_fresh_inode(ctx, s, bufs, &in) && inode_in_use_on_disk(&in) &&
 	       ((bufs[1][s->arg[2] / 8] >> (s->arg[2] % 8)) & 1);
 }
 
@@ -926,7 +921,7 @@ static bool nlink_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 {
 	struct ext2_inode_large in;
 
-	return fresh_inode(ctx, s, bufs, &in) && inode_in_use_on_disk(&in) &&
+	return ext4_fresh_inode(ctx, s, bufs, &in) && inode_in_use_on_disk(&in) &&
 	       in.i_links_count == s->arg[2];
 }
 
@@ -951,7 +946,7 @@ static bool map_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 	struct buf_fetch f = { s, bufs };
 	struct xwalk w;
 
-	if (!fresh_inode(ctx, s, bufs, &in) || !inode_in_use_on_disk(&in))
+	if (!ext4_fresh_inode(ctx, s, bufs, &in) || !inode_in_use_on_disk(&in))
 		return false;
 	xwalk_init(&w, fs, (ext2_ino_t)s->ino, &in, fetch_bufs, &f);
 	return xwalk_run(&w, &in) && digest_end(&w.digest) == (uint32_t)s->arg[2];
@@ -1202,7 +1197,7 @@ static bool dir_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 	struct ext2_inode_large in;
 	uint32_t lblk = (uint32_t)s->arg[2];
 
-	if (!fresh_inode(ctx, s, bufs, &in) || !inode_in_use_on_disk(&in) ||
+	if (!ext4_fresh_inode(ctx, s, bufs, &in) || !inode_in_use_on_disk(&in) ||
 	    !LINUX_S_ISDIR(in.i_mode))
 		return false;
 	/*
@@ -1234,7 +1229,7 @@ static void dir_suspect(struct scrub_ctx *ctx, const char *check, ext2_ino_t ino
 			const struct ext2_inode_large *in, uint32_t lblk, blk64_t pblk,
 			blk64_t node, bool dx_node, const char *why)
 {
-	struct ext4_suspect *s = inode_suspect(ctx, check, ino, in, dir_still_bad,
+	struct ext4_suspect *s = ext4_inode_suspect(ctx, check, ino, in, dir_still_bad,
 		"directory block %u (block %llu): %s", lblk, (unsigned long long)pblk, why);
 
 	ext4_suspect_block(s, pblk);
@@ -1684,7 +1679,7 @@ static bool marked_free_still_bad(struct scrub_ctx *ctx, const struct ext4_suspe
 	ext2_filsys fs = ext4_state(ctx)->fs;
 	struct ext2_inode_large in;
 
-	return fresh_inode(ctx, s, bufs, &in) && inode_in_use_on_disk(&in) &&
+	return ext4_fresh_inode(ctx, s, bufs, &in) && inode_in_use_on_disk(&in) &&
 	       fresh_inode_bit(fs, s, bufs) == 0;
 }
 
@@ -1720,7 +1715,7 @@ static void check_unreached_marked_free(struct scrub_ctx *ctx, ext2_ino_t ino,
 	    backend_reached(ctx, stx_devno(&ctx->root_stx), ino) ||
 	    !ext4_inode_csum_ok(fs, ino, in) || inode_recent(ctx, in, EXT2_INODE_SIZE(fs->super)))
 		return;
-	struct ext4_suspect *s = inode_suspect(ctx, CHECK_EXT4_INODE_BITMAP, ino, in,
+	struct ext4_suspect *s = ext4_inode_suspect(ctx, CHECK_EXT4_INODE_BITMAP, ino, in,
 		marked_free_still_bad, "%s of %llu bytes, link count %u, no deletion time, is marked "
 		"free in the inode bitmap of group %u, and no name was found for it",
 		inode_mode_name(in->i_mode), (unsigned long long)EXT2_I_SIZE(in),
@@ -1744,7 +1739,7 @@ static bool deleted_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *
 	ext2_filsys fs = ext4_state(ctx)->fs;
 	struct ext2_inode_large in;
 
-	return fresh_inode(ctx, s, bufs, &in) && in.i_links_count == 0 &&
+	return ext4_fresh_inode(ctx, s, bufs, &in) && in.i_links_count == 0 &&
 	       in.i_dtime > fs->super->s_inodes_count && fresh_inode_bit(fs, s, bufs) == 1;
 }
 
@@ -1764,7 +1759,7 @@ static void check_deleted_marked_used(struct scrub_ctx *ctx, ext2_ino_t ino,
 
 	if (ino < EXT2_FIRST_INODE(fs->super))
 		return;
-	s = inode_suspect(ctx, CHECK_EXT4_INODE_BITMAP, ino, in, deleted_still_bad,
+	s = ext4_inode_suspect(ctx, CHECK_EXT4_INODE_BITMAP, ino, in, deleted_still_bad,
 		"%s deleted (dtime %u, no links) is still marked in use in the inode bitmap of "
 		"group %u", inode_mode_name(in->i_mode), in->i_dtime, (ino - 1) / ipg);
 	ext4_suspect_block(s, ext2fs_inode_bitmap_loc(fs, (ino - 1) / ipg));
@@ -1803,10 +1798,10 @@ static void check_reached_marked_free(struct scrub_ctx *ctx, unsigned char *buf)
 			inode_from_block(fs, buf, off, &in);
 			if (!inode_in_use_on_disk(&in) || inode_recent(ctx, &in, EXT2_INODE_SIZE(fs->super)))
 				continue;
-			struct ext4_suspect *s = inode_suspect(ctx, CHECK_EXT4_INODE_BITMAP, ino, &in,
-				marked_free_still_bad, "%s with %u links, reached by a name, is marked "
-				"free in the inode bitmap of group %u", inode_mode_name(in.i_mode),
-				in.i_links_count, g);
+			struct ext4_suspect *s = ext4_inode_suspect(ctx, CHECK_EXT4_INODE_BITMAP,
+				ino, &in, marked_free_still_bad, "%s with %u links, reached by "
+				"a name, is marked free in the inode bitmap of group %u",
+				inode_mode_name(in.i_mode), in.i_links_count, g);
 
 			ext4_suspect_block(s, ext2fs_inode_bitmap_loc(fs, g));
 			ext4_suspect_block(s, ext4_gd_block(fs, g));
@@ -1821,7 +1816,8 @@ static struct ext4_suspect *shared_suspect(struct scrub_ctx *ctx, const char *ch
 					   ext2_ino_t ino, const struct ext2_inode_large *in,
 					   const struct xwalk *w, blk64_t b, const char *msg)
 {
-	struct ext4_suspect *s = inode_suspect(ctx, check, ino, in, shared_still_bad, "%s", msg);
+	struct ext4_suspect *s = ext4_inode_suspect(ctx, check, ino, in, shared_still_bad, "%s",
+						     msg);
 
 	ext4_suspect_tree(s, w->tree, w->nr_tree);
 	s->arg[2] = b;
@@ -1883,7 +1879,7 @@ static void check_against_walk(struct scrub_ctx *ctx, ext2_ino_t ino,
 			st->unreached++;
 			return;
 		}
-		struct ext4_suspect *s = inode_suspect(ctx, CHECK_EXT4_ORPHAN, ino, in,
+		struct ext4_suspect *s = ext4_inode_suspect(ctx, CHECK_EXT4_ORPHAN, ino, in,
 			orphan_still_bad, "%s of %llu bytes, owner %u:%u, link count %u, is in use "
 			"but no name was found for it", inode_mode_name(in->i_mode),
 			(unsigned long long)EXT2_I_SIZE(in), inode_uid(*in), inode_gid(*in),
@@ -1902,7 +1898,7 @@ static void check_against_walk(struct scrub_ctx *ctx, ext2_ino_t ino,
 
 	if (in->i_links_count != walk_nlink && walk_nlink < SEEN_NLINK_MAX &&
 	    !(LINUX_S_ISDIR(in->i_mode) && in->i_links_count == DIR_NLINK_UNCOUNTED)) {
-		struct ext4_suspect *s = inode_suspect(ctx, CHECK_EXT4_NLINK, ino, in,
+		struct ext4_suspect *s = ext4_inode_suspect(ctx, CHECK_EXT4_NLINK, ino, in,
 			nlink_still_bad, "link count on the disk is %u, the kernel shows %u",
 			in->i_links_count, walk_nlink);
 
@@ -1916,7 +1912,7 @@ static void check_against_walk(struct scrub_ctx *ctx, ext2_ino_t ino,
 
 		if (disk == walk)
 			return;
-		struct ext4_suspect *s = inode_suspect(ctx, CHECK_EXT4_EXTENT_MAP, ino, in,
+		struct ext4_suspect *s = ext4_inode_suspect(ctx, CHECK_EXT4_EXTENT_MAP, ino, in,
 			map_still_bad, "the extent tree on the disk (%llu extents) maps other "
 			"blocks than FIEMAP shows", w->digest.runs);
 
@@ -1945,7 +1941,7 @@ static void check_one_inode(struct scrub_ctx *ctx, ext2_ino_t ino, struct ext2_i
 
 	st->inodes_scanned++;
 	if (!ext4_inode_csum_ok(fs, ino, in)) {
-		struct ext4_suspect *s = inode_suspect(ctx, CHECK_EXT4_INODE_CSUM, ino, in,
+		struct ext4_suspect *s = ext4_inode_suspect(ctx, CHECK_EXT4_INODE_CSUM, ino, in,
 			inode_csum_still_bad, "inode checksum does not match (%s, link count %u)",
 			inode_mode_name(in->i_mode), in->i_links_count);
 
@@ -1981,7 +1977,7 @@ static void check_one_inode(struct scrub_ctx *ctx, ext2_ino_t ino, struct ext2_i
 			else
 				snprintf(where, sizeof(where), "%s in the inode",
 					 w.blockmap ? "pointers" : "root");
-			struct ext4_suspect *s = inode_suspect(ctx, c.is_journal ?
+			struct ext4_suspect *s = ext4_inode_suspect(ctx, c.is_journal ?
 				CHECK_EXT4_JOURNAL : w.blockmap ? CHECK_EXT4_BLOCK_MAP :
 				CHECK_EXT4_EXTENT, ino, in, extent_still_bad, "%s%s %s: %s",
 				c.is_journal ? "the journal's " : "",
@@ -2008,11 +2004,11 @@ static void check_one_inode(struct scrub_ctx *ctx, ext2_ino_t ino, struct ext2_i
 	if (c.bad && tree_ok && !inode_recent(ctx, in, EXT2_INODE_SIZE(fs->super))) {
 		dgrp_t g = ext2fs_group_of_blk2(fs, c.first_bad);
 		struct ext4_suspect *s = c.is_journal ?
-			inode_suspect(ctx, CHECK_EXT4_JOURNAL, ino, in, in_use_still_bad,
+			ext4_inode_suspect(ctx, CHECK_EXT4_JOURNAL, ino, in, in_use_still_bad,
 				"%llu of the journal's blocks are marked free in the block bitmap "
 				"(blocks %llu-%llu)", c.bad, (unsigned long long)c.first_bad,
 				(unsigned long long)c.last_bad) :
-			inode_suspect(ctx, CHECK_EXT4_BLOCK_IN_USE, ino, in,
+			ext4_inode_suspect(ctx, CHECK_EXT4_BLOCK_IN_USE, ino, in,
 			in_use_still_bad, "%llu %s used by this %s %s marked free in the block "
 			"bitmap (the first: block %llu)", c.bad, c.bad == 1 ? "block" : "blocks",
 			inode_mode_name(in->i_mode), c.bad == 1 ? "is" : "are",

@@ -35,9 +35,6 @@
  */
 #include "backends/ext4/ext4.h"
 
-#include <stddef.h>
-#include <string.h>
-
 #include "checks.h"
 #include "context.h"
 #include "strbuf.h"
@@ -98,23 +95,13 @@ static const char *bad_flag(ext2_filsys fs, const struct ext2_inode *in)
 	return NULL;
 }
 
-/* The inode core out of a fresh copy of its inode-table block. */
-static bool fresh(ext2_filsys fs, const struct ext4_suspect *s, unsigned char *const *bufs,
-		  struct ext2_inode *in)
-{
-	(void)fs;
-	/* Little-endian on the disk and here (the backend is built for it). */
-	memcpy(in, bufs[0] + s->arg[0], sizeof(*in));
-	return in->i_generation == (uint32_t)s->arg[1];
-}
-
 static bool dtime_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 			    unsigned char *const *bufs)
 {
 	ext2_filsys fs = ext4_state(ctx)->fs;
-	struct ext2_inode in;
+	struct ext2_inode_large in;
 
-	return fresh(fs, s, bufs, &in) && in.i_links_count &&
+	return ext4_fresh_inode(ctx, s, bufs, &in) && in.i_links_count &&
 	       in.i_dtime > fs->super->s_inodes_count;
 }
 
@@ -122,9 +109,9 @@ static bool flags_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 			    unsigned char *const *bufs)
 {
 	ext2_filsys fs = ext4_state(ctx)->fs;
-	struct ext2_inode in;
+	struct ext2_inode_large in;
 
-	return fresh(fs, s, bufs, &in) && bad_flag(fs, &in);
+	return ext4_fresh_inode(ctx, s, bufs, &in) && bad_flag(fs, (const void *)&in);
 }
 
 static const char *dir_size_bad(ext2_filsys fs, const struct ext2_inode *in)
@@ -144,9 +131,9 @@ static bool size_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 			   unsigned char *const *bufs)
 {
 	ext2_filsys fs = ext4_state(ctx)->fs;
-	struct ext2_inode in;
+	struct ext2_inode_large in;
 
-	return fresh(fs, s, bufs, &in) && dir_size_bad(fs, &in);
+	return ext4_fresh_inode(ctx, s, bufs, &in) && dir_size_bad(fs, (const void *)&in);
 }
 
 /* What i_blocks must say, in sectors, of a tree that maps count blocks. */
@@ -198,25 +185,6 @@ static bool past_end_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect 
 	       written_past_end(fs, (const void *)&in, end);
 }
 
-static struct ext4_suspect *suspect(struct scrub_ctx *ctx, const char *check, ext2_ino_t ino,
-				    const struct ext2_inode *in, ext4_still_bad_fn fn,
-				    const char *what)
-{
-	ext2_filsys fs = ext4_state(ctx)->fs;
-	struct ext4_suspect *s = ext4_suspect_add(ctx, check, ino, fn, "%s", what);
-	blk64_t blk;
-	unsigned off;
-
-	if (!ext4_inode_location(fs, ino, &blk, &off)) {
-		s->cleared = "its inode table cannot be found";
-		return s;
-	}
-	ext4_suspect_block(s, blk);
-	s->arg[0] = off;
-	s->arg[1] = in->i_generation;
-	return s;
-}
-
 static const char *tree_name(const struct ext2_inode *in)
 {
 	return in->i_flags & EXT4_EXTENTS_FL ? "extent tree" : "block map";
@@ -224,10 +192,10 @@ static const char *tree_name(const struct ext2_inode *in)
 
 /* A suspect about the tree: the inode's block, then the tree's blocks. */
 static void tree_suspect(struct scrub_ctx *ctx, const char *check, ext2_ino_t ino,
-			 const struct ext2_inode *in, ext4_still_bad_fn fn, const char *what,
+			 const struct ext2_inode_large *in, ext4_still_bad_fn fn, const char *what,
 			 const blk64_t *tree, unsigned nr_tree)
 {
-	ext4_suspect_tree(suspect(ctx, check, ino, in, fn, what), tree, nr_tree);
+	ext4_suspect_tree(ext4_inode_suspect(ctx, check, ino, in, fn, "%s", what), tree, nr_tree);
 }
 
 void ext4_xref_tree(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext2_inode_large *big,
@@ -245,7 +213,7 @@ void ext4_xref_tree(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext2_ino
 			    (unsigned long long)inode_sectors(fs, in), tree_name(in),
 			    ext2fs_file_acl_block(fs, in) ? " and the attribute block" : "",
 			    (unsigned long long)want_sectors(fs, in, count));
-		tree_suspect(ctx, CHECK_EXT4_INODE_BLOCKS, ino, in, blocks_still_bad, sb.buf,
+		tree_suspect(ctx, CHECK_EXT4_INODE_BLOCKS, ino, big, blocks_still_bad, sb.buf,
 			     tree, nr_tree);
 		strbuf_reset(&sb);
 	}
@@ -255,7 +223,7 @@ void ext4_xref_tree(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext2_ino
 			    tree_name(in),
 			    (unsigned long long)written_end - 1,
 			    (unsigned long long)written_end * fs->blocksize);
-		tree_suspect(ctx, CHECK_EXT4_INODE_SIZE, ino, in, past_end_still_bad, sb.buf,
+		tree_suspect(ctx, CHECK_EXT4_INODE_SIZE, ino, big, past_end_still_bad, sb.buf,
 			     tree, nr_tree);
 	}
 	strbuf_release(&sb);
@@ -274,14 +242,16 @@ bool ext4_xref_inode(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext2_in
 
 		strbuf_addf(&sb, "in use with %u links, but has a deletion time (dtime %u)",
 			    in->i_links_count, in->i_dtime);
-		suspect(ctx, CHECK_EXT4_INODE_DTIME, ino, in, dtime_still_bad, sb.buf);
+		ext4_inode_suspect(ctx, CHECK_EXT4_INODE_DTIME, ino, big, dtime_still_bad, "%s",
+				   sb.buf);
 		strbuf_release(&sb);
 	}
 	if ((why = bad_flag(fs, in))) {
 		struct strbuf sb = STRBUF_INIT;
 
 		strbuf_addf(&sb, "flags 0x%x: %s", in->i_flags, why);
-		suspect(ctx, CHECK_EXT4_INODE_FLAGS, ino, in, flags_still_bad, sb.buf);
+		ext4_inode_suspect(ctx, CHECK_EXT4_INODE_FLAGS, ino, big, flags_still_bad, "%s",
+				   sb.buf);
 		strbuf_release(&sb);
 		return false;	/* the rest reads the inode by its flags */
 	}
@@ -291,7 +261,8 @@ bool ext4_xref_inode(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext2_in
 		strbuf_addf(&sb, "directory i_size %llu %s (%llu bytes in %u-byte blocks)",
 			    (unsigned long long)EXT2_I_SIZE(in), why,
 			    (unsigned long long)inode_sectors(fs, in) * 512, fs->blocksize);
-		suspect(ctx, CHECK_EXT4_INODE_SIZE, ino, in, size_still_bad, sb.buf);
+		ext4_inode_suspect(ctx, CHECK_EXT4_INODE_SIZE, ino, big, size_still_bad, "%s",
+				   sb.buf);
 		strbuf_release(&sb);
 	}
 	return true;
