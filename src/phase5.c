@@ -10,10 +10,11 @@
  * Elsewhere (no device: FUSE, overlayfs, tmpfs, network filesystems, not
  * root) the per-file reader reads every file.  Last, the ledger judges
  * every file it hashed against its record (ledger.h).  A backend with its
- * own data verification may run its scan_data hook instead (none does:
- * btrfs's kernel scrub runs in phase 2, and here btrfs files are read file
- * by file, each read verifying btrfs's checksums, the ledger hashing only
- * the files btrfs keeps none for: backend.h, data_checksummed).
+ * own data verification may run its scan_data hook instead (none does).
+ * Where the filesystem's own scrub verified every checksummed byte in
+ * phase 2 (btrfs: backend.h, data_left), only the files it keeps no
+ * checksums for are read, file by file, and those a manifest lists; the
+ * ledger hashes only those (data_checksummed).
  *
  * With --rescan-errors or --since, only some files are read, all by the
  * per-file reader; with --portion or --time-budget, only some device
@@ -261,6 +262,41 @@ static int portion_read(struct scrub_ctx *ctx, unsigned long long *items)
 	return 0;
 }
 
+/*
+ * Where the filesystem's own scrub verified in phase 2 all the data it
+ * keeps checksums of (btrfs: backend.h, data_left), only the files it
+ * keeps none for are read (and a manifest's, whose digests need the
+ * bytes), by the per-file reader; with none, the tree is not walked again.
+ * Reading the others again would only repeat the scrub, through reads that
+ * repair a bad copy even under -n.  False when the backend cannot say
+ * so (why, with -v): every file is read.  *ret: EXIT_OPERATIONAL if the
+ * reader could not start.
+ */
+static bool fs_verified_read(struct scrub_ctx *ctx, struct scrub_stats *stats, int *ret)
+{
+	struct subvol_ino *left = NULL;
+	struct ino_key *only;
+	size_t nr_left = 0, nr_only;
+	const char *why = NULL;
+
+	if (!ctx->ops->data_left || ctx->ops->data_left(ctx, &left, &nr_left, &why) < 0) {
+		if (why)
+			report_verbose(ctx, "Phase 5: reading every file: %s", why);
+		return false;
+	}
+	only = per_file_inodes(ctx, &nr_only);
+	report_verbose(ctx, "Phase 5: the %s scrub verified the data it keeps checksums of; "
+		       "left to read: %zu %s without data checksums%s", ctx->ops->name, nr_left,
+		       nr_left == 1 ? "file" : "files", nr_only ? ", and the manifest's files" : "");
+	if (nr_left + nr_only &&
+	    read_files(ctx, only, nr_only, &(struct dataverify_args){
+			.only_sv = left, .nr_only_sv = nr_left }, stats) < 0)
+		*ret = EXIT_OPERATIONAL;
+	free(only);
+	free(left);
+	return true;
+}
+
 int phase5_data(struct scrub_ctx *ctx, unsigned long long *items)
 {
 	struct scrub_stats stats = { 0 };
@@ -284,7 +320,9 @@ int phase5_data(struct scrub_ctx *ctx, unsigned long long *items)
 	if (regions_mode(&ctx->opt))
 		return portion_read(ctx, items);
 	ledger_prepare(ctx, ctx->ledger);
-	if (devverify_run(ctx, &dev_bytes, &why) == 0) {
+	if (fs_verified_read(ctx, &stats, &ret)) {
+		/* the filesystem's scrub and the files it left: done */
+	} else if (devverify_run(ctx, &dev_bytes, &why) == 0) {
 		size_t nr_only;
 		struct ino_key *only = per_file_inodes(ctx, &nr_only);
 

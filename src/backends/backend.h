@@ -44,6 +44,7 @@ struct dir_node;
 struct fiemap_extent;
 struct statx;
 struct strbuf;
+struct subvol_ino;
 
 /*
  * A directory the walk is reading, as a backend sees it; valid for the
@@ -249,6 +250,18 @@ struct scrub_ops {
 			       void (*fn)(void *arg, uint64_t off, uint64_t len), void *arg);
 	/* Phase 5: verify file data; NULL uses the core's readers. */
 	int (*scan_data)(struct scrub_ctx *ctx);
+	/*
+	 * Phase 5 (-x, reading every file), before the core's readers: did
+	 * the filesystem's own scrub (phase 2) verify, on every copy, all the
+	 * data it keeps checksums of?  If so, set *left to the files it keeps
+	 * none for, which only a read verifies (*nr of them, by subvolume and
+	 * inode, sorted by subvol_ino_cmp, distinct; malloc'ed, the core frees
+	 * it; NULL when none) and return 0: the core reads only those (and a
+	 * manifest's files).  Else return a negative errno and set *why (a
+	 * static string): the core reads every file.  NULL: every file.
+	 */
+	int (*data_left)(struct scrub_ctx *ctx, struct subvol_ino **left, size_t *nr,
+			 const char **why);
 	/* Phase 6: summary counters. */
 	int (*summary)(struct scrub_ctx *ctx);
 	/*

@@ -202,6 +202,35 @@ def test_single_device_data_error(btrfs_factory):
     assert r.of("Warning", "btrfs.dev_stats"), r
 
 
+def test_x_reads_only_the_files_without_checksums(btrfs_factory):
+    """-x: the kernel's scrub of phase 2 verified every checksummed byte on
+    every copy, so phase 5 reads only the NOCOW (NODATASUM) files; where the
+    scrub found damage, every file is read, so that each damaged file is
+    named whatever the kernel log kept."""
+    fs = btrfs_factory()
+    mnt = fs.mount()
+    for i in range(3):
+        write_victim(mnt, "summed%d" % i)
+    os.mkdir(os.path.join(mnt, "nocow"))
+    run(["chattr", "+C", os.path.join(mnt, "nocow")])
+    for i in range(2):
+        fsimage._write(os.path.join(mnt, "nocow", "f%d" % i), b"n" * (512 << 10))
+    time.sleep(1.2)
+    r = run_fscrub("-n", "-x", "-v", mnt)
+    assert_clean(r)
+    assert "left to read: 2 files without data checksums" in r.stdout, r
+    assert re.search(r"^Phase 5: %d bytes read .* from 2 files\)" % (1 << 20), r.stdout,
+                     re.M), r
+    fs.offline()
+    corrupt_data(fs)
+    fs.mount()
+    r = run_fscrub("-n", "-x", "-v", fs.mnt)
+    assert r.rc == 4, r
+    assert "reading every file: the kernel's scrub did not cover every device, or found " \
+        "errors" in r.stdout, r
+    assert [f.path for f in r.of("Error", "data.read")] == [os.path.join(fs.mnt, "victim")], r
+
+
 def test_raid1_data_repair(btrfs_factory):
     fs = btrfs_factory(ndev=2)
     where = corrupt_data(fs)
@@ -461,13 +490,16 @@ def test_manifest_in_subvolumes_and_snapshot(btrfs_factory, workdir):
 def test_hard_links_in_subvolume_and_snapshot(btrfs_factory):
     """Link counts: a file with two names at the top and one with three in
     a subvolume have the same inode number, and the snapshot has it again:
-    names are counted per (st_dev, inode).  -x reads each of them once."""
+    names are counted per (st_dev, inode).  -x reads each of them once: they
+    are NOCOW (no data checksums), so the scrub leaves them to phase 5."""
     fs = btrfs_factory()
     mnt = fs.mount()
+    run(["chattr", "+C", mnt])
     top = os.path.join(mnt, "t1")
     fsimage._write(top, b"top file, two names\n" * 100)
     os.link(top, os.path.join(mnt, "t2"))
     run(["btrfs", "subvolume", "create", os.path.join(mnt, "sub")])
+    run(["chattr", "+C", os.path.join(mnt, "sub")])
     inner = os.path.join(mnt, "sub", "s1")
     fsimage._write(inner, b"subvolume file, three names\n" * 1000)
     os.mkdir(os.path.join(mnt, "sub", "d"))

@@ -34,6 +34,11 @@
  * the attributes of inodes with more names than listxattr() can return
  * from their XATTR_ITEMs (btrfs_xattrs.h).
  *
+ * Phase 5 (-x): where every device's scrub ran to its end and found
+ * nothing, every checksummed byte was verified on every copy; only the
+ * files btrfs keeps no checksums for (NODATASUM: btrfs_datasum.h) are
+ * left for the per-file reader (the data_left hook).
+ *
  * Phase 6 reports BTRFS_IOC_GET_DEV_STATS (all under -v; nonzero counters
  * are a warning: the device failed before, perhaps outside this scrub).
  */
@@ -83,6 +88,7 @@ struct btrfs_dev {
 	struct btrfs_ioctl_scrub_args scrub;
 	pthread_t thread;
 	bool started;
+	bool whole;			/* the scrub ioctl ran to the device's end */
 	int err;			/* positive errno of the scrub ioctl */
 	const char *name;		/* basename of info.path, as in kernel messages */
 	struct scrub_ctx *ctx;
@@ -110,6 +116,8 @@ struct btrfs_state {
 	bool readonly;
 	uint64_t mnt_root;		/* the tree id of the mounted subvolume */
 	struct btrfs_bulk *bulk;	/* the walk's bulk records (NULL: none) */
+	bool scrub_whole;		/* phase 2 scrubbed every device to its end */
+	struct btrfs_unsummed unsummed;	/* phase 3: the files without data checksums */
 
 	int kmsg_fd;
 	pthread_t kmsg_thread;
@@ -375,6 +383,8 @@ static void *scrub_main(void *arg)
 	d->scrub.flags = st->readonly ? BTRFS_SCRUB_READONLY : 0;
 	if (ioctl(d->fd, BTRFS_IOC_SCRUB, &d->scrub) < 0)
 		d->err = errno;
+	else
+		d->whole = true;
 	return NULL;
 }
 
@@ -772,6 +782,28 @@ static void report_device(struct scrub_ctx *ctx, struct btrfs_state *st, struct 
 			     (unsigned long long)p->corrected_errors);
 }
 
+/*
+ * Did every device's scrub run to its end, finding nothing?  Then the
+ * kernel read and verified every copy of every checksummed data block
+ * (and every tree block), and nothing of it needs reading again.  Where
+ * it found errors, -x reads every file all the same: the kernel log may
+ * not have named each damaged file (no /dev/kmsg, messages rate-limited
+ * or not kept), and a read names it (EIO).
+ */
+static bool scrub_was_whole(const struct btrfs_state *st)
+{
+	if (!st->nr_devs || st->nr_devs != st->fs.num_devices || scrub_cancelled)
+		return false;
+	for (unsigned i = 0; i < st->nr_devs; i++) {
+		const struct btrfs_scrub_progress *p = &st->devs[i].scrub.progress;
+
+		if (!st->devs[i].whole ||
+		    p->read_errors + p->csum_errors + p->verify_errors + p->super_errors)
+			return false;
+	}
+	return true;
+}
+
 static int btrfs_scan_metadata(struct scrub_ctx *ctx)
 {
 	struct btrfs_state *st = ctx->backend;
@@ -811,8 +843,30 @@ static int btrfs_scan_metadata(struct scrub_ctx *ctx)
 				   "filesystem (see 'btrfs scrub status'); not scrubbing");
 		ret = 0;
 	}
+	st->scrub_whole = scrub_was_whole(st);
 	report_log_errors(ctx, st);
 	return ret;
+}
+
+/* The data_left hook: see backend.h and btrfs_datasum.h. */
+static int btrfs_data_left(struct scrub_ctx *ctx, struct subvol_ino **left, size_t *nr,
+			   const char **why)
+{
+	struct btrfs_state *st = ctx->backend;
+
+	if (!st->scrub_whole) {
+		*why = "the kernel's scrub did not cover every device, or found errors";
+		return -EAGAIN;
+	}
+	if (!st->unsummed.known) {
+		*why = "the files without data checksums are not known (the tree check did "
+		       "not run)";
+		return -EAGAIN;
+	}
+	*left = st->unsummed.v;
+	*nr = st->unsummed.nr;
+	st->unsummed = (struct btrfs_unsummed){ 0 };	/* the core frees it */
+	return 0;
 }
 
 static const char *const dev_stat_names[BTRFS_DEV_STAT_VALUES_MAX] = {
@@ -863,6 +917,13 @@ struct btrfs_bulk *btrfs_bulk_of(struct scrub_ctx *ctx)
 	return st ? st->bulk : NULL;
 }
 
+struct btrfs_unsummed *btrfs_unsummed_of(struct scrub_ctx *ctx)
+{
+	struct btrfs_state *st = ctx->backend;
+
+	return &st->unsummed;
+}
+
 /* Phase 3, after the walk: what the bulk records served, then the tree check. */
 static int btrfs_scan_inodes(struct scrub_ctx *ctx)
 {
@@ -877,6 +938,7 @@ static void btrfs_cleanup(struct scrub_ctx *ctx)
 	if (!st)
 		return;
 	btrfs_bulk_free(st->bulk);
+	btrfs_unsummed_release(&st->unsummed);
 	kmsg_stop(st);
 	if (st->kmsg_fd >= 0)
 		close(st->kmsg_fd);
@@ -898,6 +960,7 @@ const struct scrub_ops btrfs_ops = {
 	.bulk_extents = btrfs_bulk_extents,
 	.scan_inodes = btrfs_scan_inodes,
 	.data_checksummed = btrfs_data_checksummed,
+	.data_left = btrfs_data_left,
 	.list_xattrs = btrfs_list_xattrs,
 	.summary = btrfs_summary,
 	.cleanup = btrfs_cleanup,

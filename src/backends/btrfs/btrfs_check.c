@@ -87,6 +87,7 @@
 #include <unistd.h>
 
 #include "backends/btrfs/btrfs_check_int.h"
+#include "backends/btrfs/btrfs_datasum.h"
 #include "backends/btrfs/btrfs_trees.h"
 #include "checks.h"
 #include "context.h"
@@ -1032,6 +1033,8 @@ int btrfs_check_trees(struct scrub_ctx *ctx)
 		return 0;
 	}
 	report_counts(ctx, &p1, "first pass");
+	if (ret == 0)	/* what phase 5 has left to read (-x) */
+		btrfs_unsummed_keep(btrfs_unsummed_of(ctx), p1.fe, p1.nr_fe);
 	if (ret < 0 || (!p1.nr_f && !p1.dropped)) {
 		pass_release(&p1);
 		goto out;

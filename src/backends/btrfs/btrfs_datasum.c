@@ -13,11 +13,20 @@
  *
  * One item is wanted, so the small fixed-size search (v1, 4 KiB of
  * arguments on the stack) is used, not btrfs_trees.h's 256 KiB reader.
+ *
+ * With -x the kernel's scrub verifies every checksummed byte on every
+ * copy (phase 2), so phase 5 has only these files left to read: the tree
+ * check (btrfs_check.c), which reads every inode item and file extent
+ * item of every subvolume anyway, hands over the NODATASUM inodes with
+ * extents on the disk (btrfs_unsummed_keep()).  Inline data sits in tree
+ * leaves, which the scrub verifies as metadata; preallocated extents hold
+ * no data.
  */
 #include "backends/btrfs/btrfs_datasum.h"
 
 #include <endian.h>
 #include <errno.h>
+#include <stdlib.h>
 #include <linux/btrfs.h>
 #include <linux/btrfs_tree.h>
 #include <linux/fs.h>
@@ -26,6 +35,9 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+
+#include "backends/btrfs/btrfs_check_int.h"
+#include "inokey.h"
 
 /*
  * The inode item's flag for "no data checksums": bit 0 of its on-disk
@@ -76,4 +88,31 @@ bool btrfs_data_checksummed(struct scrub_ctx *ctx, int fd)
 		return false;
 	flags = inode_item_flags(fd);
 	return flags >= 0 && !(flags & INODE_NODATASUM);
+}
+
+void btrfs_unsummed_keep(struct btrfs_unsummed *u, const struct fe_rec *fe, size_t nr)
+{
+	size_t n = 0, w = 0;
+
+	btrfs_unsummed_release(u);
+	for (size_t i = 0; i < nr; i++)
+		n += fe[i].want_csum < 0;
+	if (n && !(u->v = malloc(n * sizeof(*u->v))))
+		return;
+	for (size_t i = 0; i < nr; i++)
+		if (fe[i].want_csum < 0)
+			u->v[u->nr++] = (struct subvol_ino){ .subvol = fe[i].root, .ino = fe[i].ino };
+	if (u->nr)
+		qsort(u->v, u->nr, sizeof(*u->v), subvol_ino_cmp);
+	for (size_t i = 0; i < u->nr; i++)
+		if (!w || subvol_ino_cmp(&u->v[w - 1], &u->v[i]))
+			u->v[w++] = u->v[i];
+	u->nr = w;
+	u->known = true;
+}
+
+void btrfs_unsummed_release(struct btrfs_unsummed *u)
+{
+	free(u->v);
+	*u = (struct btrfs_unsummed){ 0 };
 }
