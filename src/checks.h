@@ -72,6 +72,7 @@
 #define CHECK_BTRFS_TREE	"btrfs.tree"	/* a tree (metadata) block failed its checks */
 #define CHECK_BTRFS_DEV_STATS	"btrfs.dev_stats"	/* warning: nonzero device error counters */
 #define CHECK_BTRFS_NO_KMSG	"btrfs.no_kmsg"	/* info: the kernel log cannot be read */
+#define CHECK_BTRFS_MISSING_DEVICE "btrfs.missing_device"	/* mounted degraded: a device is missing */
 /* btrfs logical trees (backends/btrfs_check.c) */
 #define CHECK_BTRFS_EXTENT_REFS	"btrfs.extent_refs"	/* data extent refs != its back refs != file extent items */
 #define CHECK_BTRFS_CROSSLINK	"btrfs.crosslink"	/* a file uses a data extent whose back refs name other files */

@@ -59,6 +59,7 @@ void health_xfs_flag_text(enum health_xfs_flags which, uint32_t mask, struct str
 #define HEALTH_BTRFS_STATS 5
 struct btrfs_devstat {
 	uint64_t devid;
+	bool missing;			/* mounted degraded without it: no path, counters 0 */
 	char path[1024];
 	uint64_t v[HEALTH_BTRFS_STATS];
 };

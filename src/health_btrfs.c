@@ -29,10 +29,15 @@ static int one_device(int fd, uint64_t devid, struct btrfs_devstat *d)
 
 	if (ioctl(fd, BTRFS_IOC_DEV_INFO, &info) < 0)
 		return -errno;
-	if (ioctl(fd, BTRFS_IOC_GET_DEV_STATS, &s) < 0)
-		return -errno;
 	memset(d, 0, sizeof(*d));
 	d->devid = devid;
+	/* A device the filesystem was mounted without (-o degraded) has no path. */
+	if (!info.path[0]) {
+		d->missing = true;
+		return 0;
+	}
+	if (ioctl(fd, BTRFS_IOC_GET_DEV_STATS, &s) < 0)
+		return -errno;
 	memcpy(d->path, info.path, sizeof(d->path) - 1);
 	for (unsigned k = 0; k < HEALTH_BTRFS_STATS && k < s.nr_items; k++)
 		d->v[k] = s.values[k];
@@ -47,9 +52,13 @@ int health_btrfs_devstats(int fd, struct btrfs_devstat **devs, size_t *nr)
 
 	if (ioctl(fd, BTRFS_IOC_FS_INFO, &fs) < 0)
 		return -errno;
-	v = xcalloc(fs.num_devices ? fs.num_devices : 1, sizeof(*v));
-	/* Device ids run from 1 to max_id with holes where devices were removed. */
-	for (uint64_t id = 1; id <= fs.max_id && n < fs.num_devices; id++) {
+	v = xcalloc(fs.max_id ? fs.max_id : 1, sizeof(*v));
+	/*
+	 * Device ids run from 1 to max_id with holes where devices were
+	 * removed; num_devices does not count seed devices, whose ids come
+	 * first, so every id is asked.
+	 */
+	for (uint64_t id = 1; id <= fs.max_id; id++) {
 		int ret = one_device(fd, id, &v[n]);
 
 		if (ret == -ENODEV)
@@ -73,6 +82,13 @@ static void device(struct health *h, const struct btrfs_devstat *d, json_object 
 
 	json_object_object_add(o, "devid", json_object_new_uint64(d->devid));
 	json_object_object_add(o, "path", json_object_new_string(d->path));
+	json_object_object_add(o, "missing", json_object_new_boolean(d->missing));
+	if (d->missing) {
+		json_object_array_add(arr, o);
+		health_problem(h, "devid %llu is missing: the filesystem is mounted without it "
+			       "(degraded)", (unsigned long long)d->devid);
+		return;
+	}
 	for (unsigned k = 0; k < HEALTH_BTRFS_STATS; k++) {
 		json_object_object_add(o, health_btrfs_stat_names[k],
 				       json_object_new_uint64(d->v[k]));

@@ -231,6 +231,87 @@ def test_x_reads_only_the_files_without_checksums(btrfs_factory):
     assert [f.path for f in r.of("Error", "data.read")] == [os.path.join(fs.mnt, "victim")], r
 
 
+def mount_degraded(fs):
+    """A two-device fs mounted -o degraded without its second device, with
+    a file written before and one after (to single chunks); its mount point."""
+    mnt = fs.mount()
+    write_victim(mnt, "before")
+    fs.offline()
+    fs.devs = [run(["losetup", "-f", "--show", fs.paths[0]]).stdout.strip()]
+    gone = run(["losetup", "-f", "--show", fs.paths[1]]).stdout.strip()
+    fsimage._losetup_detach(gone)
+    # the kernel's registry still names the detached loop device: forget it
+    # (by name: without one, every unmounted btrfs device is forgotten)
+    run(["btrfs", "device", "scan", "--forget", gone], check=False)
+    run(["mount", "-t", "btrfs", "-o", "degraded", fs.devs[0], fs.mnt])
+    fs.mounted = True
+    write_victim(mnt, "during")
+    time.sleep(1.2)
+    return mnt
+
+
+def test_degraded_mount_reports_the_missing_device(btrfs_factory):
+    """RAID1 mounted -o degraded without its second device: lost redundancy
+    is an error naming the missing devid (exit 4); the device that is there
+    is scrubbed, and nothing is an operational error."""
+    mnt = mount_degraded(btrfs_factory(ndev=2))
+    r = run_fscrub("-n", "-v", mnt)
+    assert r.rc == 4, r
+    missing = r.of("Error", "btrfs.missing_device")
+    assert len(missing) == 1 and missing[0].message.startswith("devid 2 is missing"), r
+    assert "RAID1" in missing[0].message, r
+    assert [e.check for e in r.errors] == ["btrfs.missing_device"], r
+    assert "operational" not in r.stdout and "fscrub:" not in r.stderr, r
+    assert re.search(r"^Phase 2: devid 1 .* data bytes", r.stdout, re.M), r
+
+
+def test_seed_device_with_a_sprout(workdir):
+    """A seed device (btrfstune -S 1) with a writable device added: the
+    seed's tree blocks carry its own fsid, which the kernel's scrub of the
+    sprouted filesystem takes for corruption; the seed is not scrubbed (an
+    info), the sprout is, with and without -n, and the trees of both are
+    checked."""
+    need_fs("btrfs")
+    seed, sprout = (os.path.join(workdir, n) for n in ("seed.img", "sprout.img"))
+    mnt = os.path.join(workdir, "seed.mnt")
+    os.makedirs(mnt, exist_ok=True)
+    for p in (seed, sprout):
+        with open(p, "wb") as f:
+            f.truncate(300 * MiB)
+    run(["mkfs.btrfs", "-f", "-q", seed])
+    devs = []
+    mounted = False
+    try:
+        devs.append(run(["losetup", "-f", "--show", seed]).stdout.strip())
+        run(["mount", devs[0], mnt])
+        mounted = True
+        fsimage._write(os.path.join(mnt, "on-seed"), b"seed data\n" * 1000)
+        fsimage._umount(mnt)
+        mounted = False
+        run(["btrfstune", "-S", "1", devs[0]])
+        run(["mount", "-o", "ro", devs[0], mnt])
+        mounted = True
+        devs.append(run(["losetup", "-f", "--show", sprout]).stdout.strip())
+        run(["btrfs", "device", "add", "-f", devs[1], mnt])
+        run(["mount", "-o", "remount,rw", mnt])
+        fsimage._write(os.path.join(mnt, "on-sprout"), b"sprout data\n" * 1000)
+        time.sleep(1.2)
+        for args in (["-n", "-v"], ["-v"], ["-n", "-x", "-v"]):
+            r = run_fscrub(*args, mnt)
+            assert r.rc == 0 and r.errors == [], (args, r)
+            assert "fscrub:" not in r.stderr, (args, r)
+            seeds = [i for i in r.of("Info", "btrfs.scrub") if "is a seed device" in i.message]
+            assert len(seeds) == 1 and seeds[0].message.startswith("devid 1 "), (args, r)
+            assert re.search(r"^Phase 2: devid 2 .* data bytes", r.stdout, re.M), (args, r)
+            assert not re.search(r"^Phase 2: devid 1 .* data bytes", r.stdout, re.M), (args, r)
+    finally:
+        if mounted:
+            fsimage._umount(mnt)
+        for d in devs:
+            fsimage._losetup_detach(d)
+            run(["btrfs", "device", "scan", "--forget", d], check=False)
+
+
 def test_raid1_data_repair(btrfs_factory):
     fs = btrfs_factory(ndev=2)
     where = corrupt_data(fs)

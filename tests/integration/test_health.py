@@ -17,7 +17,7 @@ import pytest
 
 from conftest import FSCRUB, TOP, check_sanitizers, need_fs, need_tools
 from fsimage import run
-from test_btrfs import btrfs_factory, corrupt_data  # noqa: F401 (a fixture)
+from test_btrfs import btrfs_factory, corrupt_data, mount_degraded  # noqa: F401 (a fixture)
 from test_watch import corrupt_dir_block, drop_caches, read_dir
 
 
@@ -131,6 +131,19 @@ def test_btrfs_device_counters(btrfs_factory):  # noqa: F811
                      r"corruption_errs [1-9]\d*, generation_errs 0", p.stdout), p.stdout
     p, j = health_json(fs.mnt)
     assert j["filesystems"][0]["detail"]["devices"][0]["corruption_errs"] >= 1
+
+
+def test_btrfs_missing_device(btrfs_factory):  # noqa: F811
+    """A btrfs mounted degraded: the missing device is a problem (exit 4),
+    and the device that is there is listed with its counters."""
+    mnt = mount_degraded(btrfs_factory(ndev=2))
+    p = health(mnt)
+    assert p.returncode == 4, p
+    assert "problem: devid 2 is missing: the filesystem is mounted without it" in p.stdout, p
+    assert re.search(r"devid 1 \S+: write_io_errs 0", p.stdout), p.stdout
+    p, j = health_json(mnt)
+    devs = j["filesystems"][0]["detail"]["devices"]
+    assert [(d["devid"], d["missing"]) for d in devs] == [(1, False), (2, True)], j
 
 
 def test_no_health_source(workdir):

@@ -88,6 +88,9 @@ struct btrfs_dev {
 	struct btrfs_ioctl_scrub_args scrub;
 	pthread_t thread;
 	bool started;
+	bool seed;			/* a seed device: read-only, another fsid */
+	bool missing;			/* mounted degraded without it */
+	bool scrub_it;			/* phase 2 scrubs it: neither of the above */
 	bool whole;			/* the scrub ioctl ran to the device's end */
 	int err;			/* positive errno of the scrub ioctl */
 	const char *name;		/* basename of info.path, as in kernel messages */
@@ -141,23 +144,32 @@ static const char *base_name(const char *p)
 	return s ? s + 1 : p;
 }
 
-static int btrfs_scan_fs(struct scrub_ctx *ctx)
+/*
+ * A device's fsid, from BTRFS_IOC_DEV_INFO (Linux 6.3: the 16 bytes after
+ * total_bytes, zero in older kernels), differs from the filesystem's on a
+ * seed device: a read-only filesystem of its own that a writable one
+ * (the sprout) was added to, whose tree blocks keep the seed's fsid.
+ */
+static bool is_seed(const struct btrfs_state *st, const struct btrfs_ioctl_dev_info_args *di)
 {
-	struct btrfs_state *st = calloc(1, sizeof(*st));
-	struct btrfs_ioctl_ino_lookup_args lk = { .treeid = 0, .objectid = BTRFS_FIRST_FREE_OBJECTID };
+	static const uint8_t zero[BTRFS_FSID_SIZE];
+	const uint8_t *fsid = (const uint8_t *)di->unused;
 
-	if (!st)
-		return -ENOMEM;
-	ctx->backend = st;
-	st->kmsg_fd = -1;
-	pthread_mutex_init(&st->lock, NULL);
-	if (ioctl(ctx->mnt_fd, BTRFS_IOC_FS_INFO, &st->fs) < 0)
-		return -errno;
-	st->devs = calloc(st->fs.num_devices ? st->fs.num_devices : 1, sizeof(*st->devs));
+	return memcmp(fsid, zero, sizeof(zero)) && memcmp(fsid, st->fs.fsid, BTRFS_FSID_SIZE);
+}
+
+/*
+ * Every device: devids 1 to max_id, sparse after a removal.  FS_INFO's
+ * num_devices and max_id count only the writable filesystem's devices;
+ * DEV_INFO answers for seed devices too, whose devids come first.  A
+ * device the filesystem was mounted without (-o degraded) has no path.
+ */
+static int list_devices(struct scrub_ctx *ctx, struct btrfs_state *st)
+{
+	st->devs = calloc(st->fs.max_id ? st->fs.max_id : 1, sizeof(*st->devs));
 	if (!st->devs)
 		return -ENOMEM;
-	/* devids are sparse after a device removal: probe up to max_id. */
-	for (uint64_t id = 1; id <= st->fs.max_id && st->nr_devs < st->fs.num_devices; id++) {
+	for (uint64_t id = 1; id <= st->fs.max_id; id++) {
 		struct btrfs_dev *d = &st->devs[st->nr_devs];
 
 		memset(&d->info, 0, sizeof(d->info));
@@ -170,8 +182,28 @@ static int btrfs_scan_fs(struct scrub_ctx *ctx)
 		d->name = base_name((const char *)d->info.path);
 		d->ctx = ctx;
 		d->fd = ctx->mnt_fd;
+		d->seed = is_seed(st, &d->info);
+		d->missing = !d->info.path[0];
 		st->nr_devs++;
 	}
+	return 0;
+}
+
+static int btrfs_scan_fs(struct scrub_ctx *ctx)
+{
+	struct btrfs_state *st = calloc(1, sizeof(*st));
+	int ret;
+	struct btrfs_ioctl_ino_lookup_args lk = { .treeid = 0, .objectid = BTRFS_FIRST_FREE_OBJECTID };
+
+	if (!st)
+		return -ENOMEM;
+	ctx->backend = st;
+	st->kmsg_fd = -1;
+	pthread_mutex_init(&st->lock, NULL);
+	if (ioctl(ctx->mnt_fd, BTRFS_IOC_FS_INFO, &st->fs) < 0)
+		return -errno;
+	if ((ret = list_devices(ctx, st)) < 0)
+		return ret;
 	if (ioctl(ctx->mnt_fd, BTRFS_IOC_INO_LOOKUP, &lk) == 0)
 		st->mnt_root = lk.treeid;
 	/*
@@ -192,10 +224,12 @@ static int btrfs_scan_fs(struct scrub_ctx *ctx)
 		       st->nr_devs, st->nr_devs == 1 ? "device" : "devices",
 		       st->fs.nodesize, st->fs.sectorsize);
 	for (unsigned i = 0; i < st->nr_devs; i++)
-		report_verbose(ctx, "Phase 1: devid %llu %s, %llu bytes used of %llu",
-			       (unsigned long long)st->devs[i].info.devid, st->devs[i].info.path,
+		report_verbose(ctx, "Phase 1: devid %llu %s, %llu bytes used of %llu%s",
+			       (unsigned long long)st->devs[i].info.devid,
+			       st->devs[i].missing ? "(missing)" : (char *)st->devs[i].info.path,
 			       (unsigned long long)st->devs[i].info.bytes_used,
-			       (unsigned long long)st->devs[i].info.total_bytes);
+			       (unsigned long long)st->devs[i].info.total_bytes,
+			       st->devs[i].seed ? ", a seed device" : "");
 	return 0;
 }
 
@@ -782,8 +816,96 @@ static void report_device(struct scrub_ctx *ctx, struct btrfs_state *st, struct 
 			     (unsigned long long)p->corrected_errors);
 }
 
+/* The block group profile of flags, as btrfs-progs names it. */
+static const char *profile_name(uint64_t flags)
+{
+	static const struct { uint64_t bit; const char *name; } profiles[] = {
+		{ BTRFS_BLOCK_GROUP_RAID0, "RAID0" }, { BTRFS_BLOCK_GROUP_RAID1, "RAID1" },
+		{ BTRFS_BLOCK_GROUP_DUP, "DUP" }, { BTRFS_BLOCK_GROUP_RAID10, "RAID10" },
+		{ BTRFS_BLOCK_GROUP_RAID5, "RAID5" }, { BTRFS_BLOCK_GROUP_RAID6, "RAID6" },
+		{ BTRFS_BLOCK_GROUP_RAID1C3, "RAID1C3" }, { BTRFS_BLOCK_GROUP_RAID1C4, "RAID1C4" },
+	};
+
+	for (size_t i = 0; i < sizeof(profiles) / sizeof(profiles[0]); i++)
+		if (flags & profiles[i].bit)
+			return profiles[i].name;
+	return "single";
+}
+
+/* "data RAID1, metadata RAID1, system RAID1": the profiles in use (BTRFS_IOC_SPACE_INFO). */
+static void profiles_in_use(struct scrub_ctx *ctx, struct strbuf *out)
+{
+	struct btrfs_ioctl_space_args probe = { 0 }, *sp;
+
+	if (ioctl(ctx->mnt_fd, BTRFS_IOC_SPACE_INFO, &probe) < 0 || !probe.total_spaces)
+		return;
+	sp = calloc(1, sizeof(*sp) + probe.total_spaces * sizeof(sp->spaces[0]));
+	if (!sp)
+		return;
+	sp->space_slots = probe.total_spaces;
+	if (ioctl(ctx->mnt_fd, BTRFS_IOC_SPACE_INFO, sp) == 0)
+		for (uint64_t i = 0; i < sp->total_spaces && i < sp->space_slots; i++) {
+			uint64_t f = sp->spaces[i].flags;
+
+			if (f & BTRFS_SPACE_INFO_GLOBAL_RSV)
+				continue;
+			strbuf_addf(out, "%s%s %s", out->len ? ", " : "",
+				    f & BTRFS_BLOCK_GROUP_DATA ?
+				    (f & BTRFS_BLOCK_GROUP_METADATA ? "mixed" : "data") :
+				    f & BTRFS_BLOCK_GROUP_METADATA ? "metadata" : "system",
+				    profile_name(f));
+		}
+	free(sp);
+}
+
 /*
- * Did every device's scrub run to its end, finding nothing?  Then the
+ * A device the filesystem runs without (mounted -o degraded): every block
+ * group with a copy on it has lost that copy, and what it alone held
+ * (single, RAID0) is gone.  Lost redundancy is what a scrub is for.
+ */
+static void report_missing(struct scrub_ctx *ctx, const struct btrfs_dev *d)
+{
+	struct strbuf prof = STRBUF_INIT;
+
+	profiles_in_use(ctx, &prof);
+	str_error(ctx, CHECK_BTRFS_MISSING_DEVICE, NULL, NULL, 0,
+		  "devid %llu is missing: the filesystem is mounted without it (degraded), so "
+		  "every block group with a copy on it has lost that copy (profiles in use: %s); "
+		  "replace it ('btrfs replace start %llu NEWDEV MOUNTPOINT'), or add a device "
+		  "and 'btrfs device remove missing MOUNTPOINT'",
+		  (unsigned long long)d->info.devid, prof.len ? prof.buf : "unknown",
+		  (unsigned long long)d->info.devid);
+	strbuf_release(&prof);
+}
+
+/*
+ * Which devices the kernel's scrub can check: not a missing one
+ * (report_missing()), nor a seed device, whose tree blocks carry the
+ * seed's fsid, which the scrub of the sprouted filesystem takes for
+ * corruption (and a seed is read-only: a repairing scrub fails with
+ * EROFS).  The tree checks read the seed's metadata through the trees,
+ * and -x its files' data.
+ */
+static bool scrubbable(struct scrub_ctx *ctx, const struct btrfs_dev *d)
+{
+	if (d->missing) {
+		report_missing(ctx, d);
+		return false;
+	}
+	if (d->seed) {
+		str_info(ctx, CHECK_BTRFS_SCRUB, NULL, NULL, 0,
+			 "devid %llu %s is a seed device: the kernel's scrub cannot check it (its "
+			 "tree blocks carry the seed's own fsid); its trees are checked in phase 3 "
+			 "and, with -x, its files' data is read", (unsigned long long)d->info.devid,
+			 d->info.path);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * Did every device's scrub run to its end, finding nothing (a seed or a
+ * missing device is not scrubbed: no)?  Then the
  * kernel read and verified every copy of every checksummed data block
  * (and every tree block), and nothing of it needs reading again.  Where
  * it found errors, -x reads every file all the same: the kernel log may
@@ -792,7 +914,7 @@ static void report_device(struct scrub_ctx *ctx, struct btrfs_state *st, struct 
  */
 static bool scrub_was_whole(const struct btrfs_state *st)
 {
-	if (!st->nr_devs || st->nr_devs != st->fs.num_devices || scrub_cancelled)
+	if (!st->nr_devs || scrub_cancelled)
 		return false;
 	for (unsigned i = 0; i < st->nr_devs; i++) {
 		const struct btrfs_scrub_progress *p = &st->devs[i].scrub.progress;
@@ -817,6 +939,8 @@ static int btrfs_scan_metadata(struct scrub_ctx *ctx)
 	for (unsigned i = 0; i < st->nr_devs; i++) {
 		struct btrfs_dev *d = &st->devs[i];
 
+		if (!(d->scrub_it = scrubbable(ctx, d)))
+			continue;
 		if (thread_start(&d->thread, scrub_main, d) == 0)
 			d->started = true;
 		else
@@ -827,6 +951,8 @@ static int btrfs_scan_metadata(struct scrub_ctx *ctx)
 	for (unsigned i = 0; i < st->nr_devs; i++) {
 		struct btrfs_dev *d = &st->devs[i];
 
+		if (!d->scrub_it)
+			continue;
 		if (d->err == EINPROGRESS) {
 			in_progress = true;
 			continue;
