@@ -20,8 +20,12 @@
  *
  * The output flags: corrupt and xcorrupt (cross-referencing found a
  * disagreement) are errors; preen is an info (the object could be
- * optimised); xfail (cross-referencing could not be done), incomplete and
- * warning are warnings.  EBUSY and EDEADLOCK mean the kernel could not get
+ * optimised); incomplete and warning are warnings.  Xfail (the object
+ * could not be cross-referenced) is counted, per AG: the kernel sets it on
+ * every object whose cross-check touched metadata it found sick, so one
+ * damaged btree record marks every inode of the AG (886 objects for one
+ * sparse inode holemask).  As xfs_scrub does, that is an info, one per AG
+ * with the count (ks_report_xfails()); the damage is the error.  EBUSY and EDEADLOCK mean the kernel could not get
  * its locks on a busy filesystem: the call is retried.
  *
  * Repair (not under -n, only if the probe accepted the flag): everything
@@ -178,6 +182,9 @@ struct ks_run {
 	atomic_bool absent_said[NR_KS_ALL];	/* "not on this kernel/fs" said */
 	atomic_ullong calls;
 	atomic_ullong xfail_cleared;	/* cross-referencing works after the repairs */
+	/* Objects that could not be cross-referenced, per AG; [agcount]: the filesystem's. */
+	atomic_ullong *xfail;
+	unsigned agino_shift;		/* inode number >> agino_shift = its AG */
 };
 
 static int ks_call(int fd, const struct ks_obj *o, bool repair, uint32_t *oflags)
@@ -247,6 +254,57 @@ static void ks_report_at(struct ks_run *r, const struct ks_obj *o, enum severity
 
 #define ks_report(r, o, sev, check, ...) \
 	ks_report_at(r, o, sev, check, __FILE__, __LINE__, __VA_ARGS__)
+
+/* log2 of n rounded up: the bits of an AG block number or of an inode's place in a block. */
+static unsigned log2_up(uint64_t n)
+{
+	unsigned l = 0;
+
+	while ((1ULL << l) < n)
+		l++;
+	return l;
+}
+
+/* The xfail bucket of an object: its AG, or the filesystem's (agcount). */
+static uint32_t xfail_bucket(const struct ks_run *r, const struct ks_obj *o)
+{
+	uint32_t agcount = r->xs->geo.agcount;
+	uint64_t agno = o->t->scope == KS_INODE ? o->ino >> r->agino_shift :
+			o->t->scope == KS_AGHEADER || o->t->scope == KS_AGBTREE ? o->agno : agcount;
+
+	return agno < agcount ? (uint32_t)agno : agcount;
+}
+
+/* An object that could not be cross-referenced: counted (see the head comment). */
+static void ks_xfail(struct ks_run *r, const struct ks_obj *o)
+{
+	if (r->xfail)
+		atomic_fetch_add(&r->xfail[xfail_bucket(r, o)], 1);
+	else	/* no memory for the counts: each one said */
+		ks_report(r, o, SEV_INFO, CHECK_XFS_SCRUB_WARNING,
+			  "could not be cross-referenced with other metadata");
+}
+
+/* One info per AG (and for the filesystem-wide objects) with a count. */
+static void ks_report_xfails(struct ks_run *r)
+{
+	for (uint32_t b = 0; r->xfail && b <= r->xs->geo.agcount; b++) {
+		unsigned long long n = atomic_load(&r->xfail[b]);
+		char where[32];
+
+		if (!n)
+			continue;
+		if (b < r->xs->geo.agcount)
+			snprintf(where, sizeof(where), "AG %u", b);
+		else
+			snprintf(where, sizeof(where), "filesystem-wide");
+		str_info(r->ctx, CHECK_XFS_SCRUB_WARNING, NULL, NULL, 0,
+			 "%s: %llu metadata %s could not be cross-referenced with other "
+			 "metadata (the kernel marks every object whose cross-check touched "
+			 "metadata it found sick; that damage is reported on its own)", where, n,
+			 n == 1 ? "object" : "objects");
+	}
+}
 
 static const char *bad_how(uint32_t oflags)
 {
@@ -329,8 +387,7 @@ static void ks_check(struct ks_run *r, const struct ks_obj *o)
 	if ((of & XFS_SCRUB_OFLAG_XFAIL) && r->repair && !(of & OFLAGS_BAD))
 		queue_repair(r, o, XFS_SCRUB_OFLAG_XFAIL);
 	else if (of & XFS_SCRUB_OFLAG_XFAIL)
-		ks_report(r, o, SEV_WARNING, CHECK_XFS_SCRUB_WARNING,
-			  "could not be cross-referenced with other metadata");
+		ks_xfail(r, o);
 	if (of & XFS_SCRUB_OFLAG_INCOMPLETE)
 		ks_report(r, o, SEV_WARNING, CHECK_XFS_SCRUB_WARNING,
 			  "the kernel could not check it completely");
@@ -410,12 +467,11 @@ static void ks_recheck_xfail(struct ks_run *r, const struct ks_obj *o)
 	uint32_t of = 0;
 	int ret = ks_call(r->xs->fd, o, false, &of);
 
-	if (ret < 0 || (of & (OFLAGS_BAD | XFS_SCRUB_OFLAG_XFAIL)))
-		ks_report(r, o, (ret == 0 && (of & OFLAGS_BAD)) ? SEV_ERROR : SEV_WARNING,
-			  (ret == 0 && (of & OFLAGS_BAD)) ? CHECK_XFS_SCRUB : CHECK_XFS_SCRUB_WARNING,
-			  "could not be cross-referenced with other metadata%s",
-			  (ret == 0 && (of & OFLAGS_BAD)) ? ", and after the repairs it is corrupt" :
-			  ", also after the repairs");
+	if (ret == 0 && (of & OFLAGS_BAD))
+		ks_report(r, o, SEV_ERROR, CHECK_XFS_SCRUB, "could not be cross-referenced with "
+			  "other metadata, and after the repairs it is corrupt");
+	else if (ret < 0 || (of & XFS_SCRUB_OFLAG_XFAIL))
+		ks_xfail(r, o);
 	else
 		atomic_fetch_add(&r->xfail_cleared, 1);
 }
@@ -508,6 +564,9 @@ void xfs_kscrub_all(struct scrub_ctx *ctx)
 	int ret;
 
 	pthread_mutex_init(&r.lock, NULL);
+	r.xfail = calloc(xs->geo.agcount + 1, sizeof(*r.xfail));
+	r.agino_shift = log2_up(xs->geo.agblocks) +
+			log2_up(xs->geo.blocksize / (xs->geo.inodesize ? xs->geo.inodesize : 1));
 	ks_parallel_ags(&r);
 	ks_check_scope(&r, KS_FS, 0);
 	ks_check_newer(&r);
@@ -523,8 +582,7 @@ void xfs_kscrub_all(struct scrub_ctx *ctx)
 	}
 	for (size_t i = 0; i < r.nr_repairs; i++) {
 		if (!(r.repairs[i].oflags & OFLAGS_BAD) && (xs->shut_down || scrub_should_stop(ctx)))
-			ks_report(&r, &r.repairs[i].o, SEV_WARNING, CHECK_XFS_SCRUB_WARNING,
-				  "could not be cross-referenced with other metadata");
+			ks_xfail(&r, &r.repairs[i].o);
 		else if (xs->shut_down || scrub_should_stop(ctx))
 			ks_report(&r, &r.repairs[i].o, SEV_ERROR, CHECK_XFS_SCRUB,
 				  "%s (not repaired: the scrub stopped)",
@@ -532,6 +590,7 @@ void xfs_kscrub_all(struct scrub_ctx *ctx)
 		else
 			ks_repair_one(&r, &r.repairs[i]);
 	}
+	ks_report_xfails(&r);
 	if (atomic_load(&r.xfail_cleared))
 		report_verbose(ctx, "Phase 2: %llu objects that could not be cross-referenced "
 			       "before the repairs can be now",
@@ -540,5 +599,6 @@ void xfs_kscrub_all(struct scrub_ctx *ctx)
 		       (unsigned long long)atomic_load(&r.calls), xs->geo.agcount,
 		       (unsigned long long)atomic_load(&xs->nr_bulkstat));
 	free(r.repairs);
+	free(r.xfail);
 	pthread_mutex_destroy(&r.lock);
 }
