@@ -20,6 +20,8 @@
 #   scrub    btrfs scrub start -B -r MNT
 #   n        fscrub -n MNT
 #   nx       fscrub -n -x MNT
+# (all with --no-state: the run history is not this benchmark's; state.sh
+# measures it)
 #   base     $BASELINE -n -x MNT, if BASELINE names another fscrub binary
 #            (e.g. a build of the commit before): the same run's before
 # and a last cold `fscrub -n -x -v -T MNT`, whose phase 5 lines are shown.
@@ -112,9 +114,9 @@ run_variant() {	# NAME
 	case $1 in
 	find) timed "$log" find "$mnt" -xdev -printf '%i %n\n' || rc=$?;;
 	scrub) timed "$log" btrfs scrub start -B -r "$mnt" || rc=$?;;
-	n) timed "$log" "$FSCRUB" -n "$mnt" || rc=$?;;
-	nx) timed "$log" "$FSCRUB" -n -x "$mnt" || rc=$?;;
-	base) timed "$log" "$BASELINE" -n -x "$mnt" || rc=$?;;
+	n) timed "$log" "$FSCRUB" --no-state -n "$mnt" || rc=$?;;
+	nx) timed "$log" "$FSCRUB" --no-state -n -x "$mnt" || rc=$?;;
+	base) timed "$log" "$BASELINE" --no-state -n -x "$mnt" || rc=$?;;
 	esac
 	[ "$rc" -eq 0 ] || { cat "$log" >&2; die "$1 exited $rc"; }
 	T[$1]+=" $ELAPSED"
@@ -138,7 +140,7 @@ printf '%-28s %10s\n' "find -printf '%i %n\\n'" "${M[find]}" "btrfs scrub start 
 [ -n "$BASELINE" ] && printf '%-28s %10s\n' "baseline fscrub -n -x" "${M[base]}"
 echo
 drop_caches
-"$FSCRUB" -n -x -v -T "$mnt" 2>&1 | grep -E '^Phase (2: devid|5: )' || true
+"$FSCRUB" --no-state -n -x -v -T "$mnt" 2>&1 | grep -E '^Phase (2: devid|5: )' || true
 echo
 fail=0
 verdict() {	# OK TEXT
