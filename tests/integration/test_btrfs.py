@@ -303,6 +303,25 @@ def test_raid1_data_repair(btrfs_factory):
     assert not r.errors and "Repaired" not in r.stdout, r
 
 
+def test_missing_device_named_not_blank(btrfs_factory):
+    """A raid1 mounted degraded, its second device gone: the kernel gives
+    devid 2 no path, and every message about it says "(missing device)"
+    where it said "devid 2 ," and "devid 2 :"."""
+    fs = btrfs_factory(ndev=2)
+    write_victim(fs.mount())
+    fs.offline()
+    fs.devs = [run(["losetup", "-f", "--show", fs.paths[0]]).stdout.strip()]
+    gone = run(["losetup", "-f", "--show", fs.paths[1]]).stdout.strip()
+    fsimage._losetup_detach(gone)
+    subprocess.run(["btrfs", "device", "scan", "--forget", gone], capture_output=True)
+    run(["mount", "-t", "btrfs", "-o", "degraded", fs.devs[0], fs.mnt])
+    fs.mounted = True
+    r = run_fscrub("-v", fs.mnt)
+    out = r.stdout + r.stderr
+    assert "devid 2 (missing device)" in out, r
+    assert not re.search(r"devid \d+ [,:]|devid \d+  |on , | on \)", out), r
+
+
 def test_raid1_tree_block_repair(btrfs_factory):
     fs = btrfs_factory(ndev=2)
     mnt = fs.mount()
