@@ -304,8 +304,8 @@ def test_raid1_data_repair(btrfs_factory):
 
 
 def test_missing_device_named_not_blank(btrfs_factory):
-    """A raid1 mounted degraded, its second device gone: the kernel gives
-    devid 2 no path, and every message about it says "(missing device)"
+    """A raid1 mounted degraded, its second device gone: where the kernel
+    gives devid 2 no path, every message about it says "(missing device)"
     where it said "devid 2 ," and "devid 2 :"."""
     fs = btrfs_factory(ndev=2)
     write_victim(fs.mount())
@@ -318,7 +318,8 @@ def test_missing_device_named_not_blank(btrfs_factory):
     fs.mounted = True
     r = run_fscrub("-v", fs.mnt)
     out = r.stdout + r.stderr
-    assert "devid 2 (missing device)" in out, r
+    # the kernel names it "<missing disk>", or (device never scanned) nothing
+    assert re.search(r"devid 2 (\(missing device\)|<missing disk>)", out), r
     assert not re.search(r"devid \d+ [,:]|devid \d+  |on , | on \)", out), r
 
 
