@@ -162,8 +162,10 @@ static int run_phases(struct scrub_ctx *ctx)
 			return EXIT_OPERATIONAL;
 		if (i == 0 && (ret = progress_start(ctx)) < 0)
 			report_operational(ctx, NULL, NULL, -ret, "cannot start the progress reporter");
-		if (i == 0)
+		if (i == 0) {
+			ctx->scan_ran = true;
 			history_begin(ctx);
+		}
 		clock_now(&end);
 		account_phase(ctx, (int)i + 1, p, &run,
 			      i == 4 && ctx->data_began.tv_sec ? &ctx->data_began : &start.wall,
