@@ -155,6 +155,7 @@ static int run_phases(struct scrub_ctx *ctx)
 			progress_phase(ctx, (int)i + 1, p->title, phase_total(ctx, i),
 				       p->progress_unit);
 		ret = p->run(ctx, &items);
+		ctx->not_scanned = ret && i == 0;
 		if (ret)
 			return ret;
 		progress_phase_end(ctx);
@@ -162,10 +163,8 @@ static int run_phases(struct scrub_ctx *ctx)
 			return EXIT_OPERATIONAL;
 		if (i == 0 && (ret = progress_start(ctx)) < 0)
 			report_operational(ctx, NULL, NULL, -ret, "cannot start the progress reporter");
-		if (i == 0) {
-			ctx->scan_ran = true;
+		if (i == 0)
 			history_begin(ctx);
-		}
 		clock_now(&end);
 		account_phase(ctx, (int)i + 1, p, &run,
 			      i == 4 && ctx->data_began.tv_sec ? &ctx->data_began : &start.wall,

@@ -322,7 +322,7 @@ void report_summary(struct scrub_ctx *ctx)
 		     strlen(ctx->mntpoint ? ctx->mntpoint : ctx->opt.target));
 	strbuf_addstr(&sb, ": ");
 	/* Phase 1 gave up (-t names another type, ...): "0 errors found" would be a lie. */
-	if (!ctx->scan_ran && !scrub_cancelled) {
+	if (ctx->not_scanned && !scrub_cancelled) {
 		strbuf_addstr(&sb, "the scan did not run: nothing was checked.");
 		goto emit;
 	}
