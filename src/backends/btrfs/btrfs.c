@@ -22,9 +22,13 @@
  * "Repaired", any other is an error; tree block errors name the tree.
  * The verdicts give the 64 KiB stripe, not the block: they apply to the
  * detailed messages inside the stripe, or, alone, name what LOGICAL_INO_V2
- * finds at the stripe's start (the tree blocks' owners for metadata).  The kernel rate-limits these
- * messages (10 per 5 s), so the per-device counters are reported as well
- * and are the authority for the exit code.  Without /dev/kmsg fscrub says
+ * finds at the stripe's start (the tree blocks' owners for metadata).  The
+ * detailed data messages give the stripe too: its sectors are read again
+ * (btrfs_sectors.h) and each bad one is named at its own file offset.  The
+ * kernel rate-limits these messages (10 per 5 s, machine-wide), so the
+ * per-device counters are reported as well and are the authority for the
+ * exit code, and a device whose counters show more data checksum errors
+ * than the log led to has its data read to name them.  Without /dev/kmsg fscrub says
  * so: -x (the generic reader, EIO on a checksum failure) names the files.
  *
  * Phase 3 gives the walk its inodes and extent maps in bulk from the
