@@ -239,6 +239,7 @@ struct scrub_ctx {
 	atomic_ullong nr_errors, nr_warnings, nr_infos, nr_operational, nr_repaired;
 	atomic_ullong nr_content_errors;	/* of nr_errors: in file data (bit rot, media) */
 	atomic_bool aborted;		/* -a reached */
+	bool not_scanned;		/* phase 1 gave up: nothing was checked */
 	bool output_failed;		/* stdout could not be written */
 	bool state_failed;		/* the run could not be recorded (history.h) */
 };

@@ -31,8 +31,11 @@ static int one_device(int fd, uint64_t devid, struct btrfs_devstat *d)
 		return -errno;
 	memset(d, 0, sizeof(*d));
 	d->devid = devid;
-	/* A device the filesystem was mounted without (-o degraded) has no path. */
-	if (!info.path[0]) {
+	/*
+	 * A device the filesystem was mounted without (-o degraded) has no
+	 * path, or "<missing disk>" where it had been scanned before.
+	 */
+	if (!info.path[0] || !strcmp((const char *)info.path, "<missing disk>")) {
 		d->missing = true;
 		return 0;
 	}

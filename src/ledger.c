@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -56,6 +57,7 @@ struct ledger {
 	atomic_bool put_error_said;
 	atomic_bool no_subvol_said;	/* a file's subvolume unknown (store_subvol()) */
 	bool no_statx_subvol;		/* FSCRUB_DEBUG_NO_STATX_SUBVOL: as before Linux 6.10 */
+	bool read_only;			/* --record on a read-only mount: no record is put */
 };
 
 /* A file's digest as hashed: base-chunk sums in chunk order (duplicates add). */
@@ -240,6 +242,23 @@ static void sort_files(struct ledger *lg)
 	lg->nr_files = w;
 }
 
+/*
+ * --record keeps its records in the files' attributes unless --ledger
+ * names a database elsewhere: a read-only mount takes none, and the user
+ * asked for what cannot be done (an operational error, said once, not a
+ * warning per file).  The records already there are still checked.
+ */
+static void refuse_record_read_only(struct scrub_ctx *ctx, struct ledger *lg)
+{
+	if (!ctx->opt.record || ctx->opt.ledger_dir || !(ctx->svfs.f_flag & ST_RDONLY))
+		return;
+	report_operational(ctx, NULL, NULL, 0, "--record: the filesystem is mounted "
+			   "read-only: nothing was recorded (the records are the files' "
+			   "attributes; --ledger DIR keeps them elsewhere)");
+	atomic_store(&lg->put_error_said, true);
+	lg->read_only = true;
+}
+
 bool ledger_prepare(struct scrub_ctx *ctx, struct ledger *lg)
 {
 	char err[512] = "";
@@ -247,6 +266,7 @@ bool ledger_prepare(struct scrub_ctx *ctx, struct ledger *lg)
 
 	if (!lg)
 		return false;
+	refuse_record_read_only(ctx, lg);
 	sort_files(lg);
 	if (lg->manifest) {
 		size_t found = manifest_resolve(lg->manifest, ctx->walk_fd);
@@ -737,7 +757,7 @@ static void judge(struct walk_thread *t, const struct walk_dir *d, const struct 
 			confirm_bitrot(t, d, e, &r, f);
 		return;
 	}
-	if (ctx->opt.check_only)
+	if (ctx->opt.check_only || lg->read_only)
 		return;
 	if (!complete) {
 		atomic_fetch_add(&lg->skipped, 1);	/* not all of it was read */

@@ -182,6 +182,14 @@ struct pair_report {
 	bool changed;
 };
 
+static bool all_ascii(const struct unicrash_member *m)
+{
+	for (size_t i = 0; i < m->len; i++)
+		if ((unsigned char)m->name[i] >= 0x80)
+			return false;
+	return true;
+}
+
 static void report_pair(void *arg, enum unicrash_kind kind, const struct unicrash_member *a,
 			const struct unicrash_member *b)
 {
@@ -194,7 +202,12 @@ static void report_pair(void *arg, enum unicrash_kind kind, const struct unicras
 
 	names_escape(&ea, a->name, a->len);
 	names_escape(&eb, b->name, b->len);
-	if (pr->changed)
+	/*
+	 * Two ASCII names alike ("ps1.vim" and "psl.vim", terminfo's "1" and
+	 * "l") are what a stock system ships, not a spoof: an info, shown
+	 * under -v.  A spoof needs a character the reader does not expect.
+	 */
+	if (pr->changed || (kind == UNICRASH_CONFUSABLE && all_ascii(a) && all_ascii(b)))
 		sev = SEV_INFO;
 	if (entries && a->ino)
 		strbuf_addf(&ea, "' (inode %llu", (unsigned long long)a->ino);

@@ -155,6 +155,7 @@ static int run_phases(struct scrub_ctx *ctx)
 			progress_phase(ctx, (int)i + 1, p->title, phase_total(ctx, i),
 				       p->progress_unit);
 		ret = p->run(ctx, &items);
+		ctx->not_scanned = ret && i == 0;
 		if (ret)
 			return ret;
 		progress_phase_end(ctx);

@@ -321,6 +321,11 @@ void report_summary(struct scrub_ctx *ctx)
 	names_escape(&sb, ctx->mntpoint ? ctx->mntpoint : ctx->opt.target,
 		     strlen(ctx->mntpoint ? ctx->mntpoint : ctx->opt.target));
 	strbuf_addstr(&sb, ": ");
+	/* Phase 1 gave up (-t names another type, ...): "0 errors found" would be a lie. */
+	if (ctx->not_scanned && !scrub_cancelled) {
+		strbuf_addstr(&sb, "the scan did not run: nothing was checked.");
+		goto emit;
+	}
 	if (scrub_cancelled)
 		strbuf_addstr(&sb, "scan cancelled; so far ");
 	else if (atomic_load(&ctx->aborted))
@@ -352,6 +357,7 @@ void report_summary(struct scrub_ctx *ctx)
 	if (operr)
 		strbuf_addf(&sb, " %llu operational %s: the scan is incomplete.",
 			    operr, plural(operr, "error", "errors"));
+emit:
 	strbuf_addch(&sb, '\n');
 	pthread_mutex_lock(&ctx->report_lock);
 	progress_clear_line(ctx);

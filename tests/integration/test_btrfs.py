@@ -312,6 +312,77 @@ def test_seed_device_with_a_sprout(workdir):
             run(["btrfs", "device", "scan", "--forget", d], check=False)
 
 
+MOUNTS = ["fresh", "settled", "ro"]
+
+
+def mount_as(fs, how):
+    """Mount fs just mounted, settled (a 1 s commit interval, waited past)
+    or read-only."""
+    if how == "ro":
+        return fs.mount("ro")
+    mnt = fs.mount("commit=1" if how == "settled" else "")
+    if how == "settled":
+        time.sleep(1.5)
+    return mnt
+
+
+@pytest.mark.parametrize("how", MOUNTS)
+def test_data_error_at_the_damaged_blocks_offset(btrfs_factory, how):
+    """The kernel logs a data checksum error by its 64 KiB stripe (file
+    offset 0 here): the block corrupted at file offset 20480 is reported
+    at 20480, as the per-file reader (data.read) says."""
+    fs = btrfs_factory()
+    logical = write_victim(fs.mount())
+    time.sleep(1.2)
+    fs.offline()
+    path, off = fs.locate(logical + 20480 + 100)[0]
+    flip(path, off)
+    mount_as(fs, how)
+    r = run_fscrub("-x", fs.mnt)
+    assert r.rc == 4, r
+    named = r.of("Error", "btrfs.data_csum")
+    assert [f.path for f in named] == [os.path.join(fs.mnt, "victim")], r
+    assert "at file offset 20480, length 4096," in named[0].message, r
+    assert re.search(r"\(logical %d on loop\d+\)" % (logical + 20480), named[0].message), r
+    assert any("20480" in f.message for f in r.of("Error", "data.read")), r
+    clean = btrfs_factory(name="clean")
+    clean.mount()
+    write_victim(clean.mnt)
+    assert run_fscrub(clean.mnt).rc == 0
+
+
+def burst_of_scrub_errors(btrfs_factory):
+    """Another btrfs, 20 of its data stripes corrupted, scrubbed: 20 and more
+    kernel messages, past the log's rate limit (10 per 5 s, machine-wide)."""
+    other = btrfs_factory(name="other")
+    logical = write_victim(other.mount(), size=4 * MiB)
+    time.sleep(1.2)
+    other.offline()
+    for i in range(20):
+        path, off = other.locate(logical + i * 65536 + 10)[0]
+        flip(path, off)
+    other.mount()
+    subprocess.run(["btrfs", "scrub", "start", "-B", "-r", other.mnt], capture_output=True)
+    other.offline()
+
+
+@pytest.mark.parametrize("how", MOUNTS)
+def test_data_error_named_when_the_kernel_log_is_rate_limited(btrfs_factory, how):
+    """Right after another filesystem's scrub filled the kernel log's rate
+    limit, the scrub's messages about the victim are dropped: the counters
+    still say 1 checksum error, and fscrub reads the device's data itself
+    to name the file."""
+    fs = btrfs_factory()
+    corrupt_data(fs)
+    mount_as(fs, how)
+    burst_of_scrub_errors(btrfs_factory)
+    r = run_fscrub(fs.mnt)
+    assert r.rc == 4, r
+    named = r.of("Error", "btrfs.data_csum")
+    assert [f.path for f in named] == [os.path.join(fs.mnt, "victim")], r
+    assert "at file offset 0, length 4096," in named[0].message, r
+
+
 def test_raid1_data_repair(btrfs_factory):
     fs = btrfs_factory(ndev=2)
     where = corrupt_data(fs)
@@ -340,6 +411,26 @@ def test_raid1_data_repair(btrfs_factory):
     # the device counters remember the old corruption: a warning, exit 0
     assert r.rc == 0, r
     assert not r.errors and "Repaired" not in r.stdout, r
+
+
+def test_missing_device_named_not_blank(btrfs_factory):
+    """A raid1 mounted degraded, its second device gone: where the kernel
+    gives devid 2 no path, every message about it says "(missing device)"
+    where it said "devid 2 ," and "devid 2 :"."""
+    fs = btrfs_factory(ndev=2)
+    write_victim(fs.mount())
+    fs.offline()
+    fs.devs = [run(["losetup", "-f", "--show", fs.paths[0]]).stdout.strip()]
+    gone = run(["losetup", "-f", "--show", fs.paths[1]]).stdout.strip()
+    fsimage._losetup_detach(gone)
+    subprocess.run(["btrfs", "device", "scan", "--forget", gone], capture_output=True)
+    run(["mount", "-t", "btrfs", "-o", "degraded", fs.devs[0], fs.mnt])
+    fs.mounted = True
+    r = run_fscrub("-v", fs.mnt)
+    out = r.stdout + r.stderr
+    # the kernel names it "<missing disk>", or (device never scanned) nothing
+    assert re.search(r"devid 2 (\(missing device\)|<missing disk>)", out), r
+    assert not re.search(r"devid \d+ [,:]|devid \d+  |on , | on \)", out), r
 
 
 def test_raid1_tree_block_repair(btrfs_factory):

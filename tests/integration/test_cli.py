@@ -115,8 +115,10 @@ def test_type_forced_on_another_filesystem(image_factory, backend):
     img = image_factory("ext4", size_mb=32)
     img.mkfs()
     mnt = img.mount()
-    one_line_error(run_fscrub("-t", backend, mnt), 8,
-                   "-t %s: '%s' is not %s (it is ext4)" % (backend, mnt, backend))
+    r = run_fscrub("-t", backend, mnt)
+    one_line_error(r, 8, "-t %s: '%s' is not %s (it is ext4)" % (backend, mnt, backend))
+    # the summary does not count what was never looked at
+    assert r.stdout == "%s: the scan did not run: nothing was checked.\n" % mnt, r
 
 
 def test_type_forced_on_tmpfs(workdir, cleanups):

@@ -99,6 +99,28 @@ def test_bitrot_names_the_file_and_chunk(fs, workdir, store):
     assert "Restore the damaged files from a backup" in r.stdout, r
 
 
+def test_record_on_a_read_only_mount_is_an_operational_error(fs, workdir):
+    """--record keeps its records in the files' attributes: a read-only
+    mount takes none.  Said once, plainly, exit 8 -- not a warning and 0;
+    the records already there are still checked, and --ledger DIR on
+    another filesystem records."""
+    populate(fs.mnt)
+    record(fs.mnt)
+    with open(os.path.join(fs.mnt, "new"), "wb") as f:
+        f.write(os.urandom(MiB))        # a file without a record
+    fs.remount("ro")
+    settle()
+    r = run_fscrub("--record", "-v", fs.mnt)
+    assert r.rc == 8 and not r.errors and not r.warnings, r
+    assert "--record: the filesystem is mounted read-only: nothing was recorded" in r.stderr, r
+    assert "6 files verified" in r.stdout, r
+    db = os.path.join(workdir, "ledger")
+    os.mkdir(db)
+    r = run_fscrub("--record", "-v", "--ledger", db, fs.mnt)
+    assert r.rc == 0 and not r.warnings, r
+    assert "nothing was recorded" not in r.stderr, r
+
+
 def test_bitrot_found_by_the_per_file_reader(fs):
     populate(fs.mnt)
     record(fs.mnt)

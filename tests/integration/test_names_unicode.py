@@ -55,6 +55,10 @@ LEGIT = ["\u65e5\u672c\u8a9e\u306e\u30d5\u30a1\u30a4\u30eb.txt",   # 日本語�
          "\u2764\ufe0f",                                             # ❤️ with VS16
          "Makefile", "makefile", "caf\u00e9", "na\u00efve"]
 
+# What a stock Debian root holds: vim's ps1.vim and psl.vim, terminfo's
+# 1/ and l/, and "modern"/"rnodern": ASCII look-alikes, no spoof.
+ASCII_PAIRS = [("ps1.vim", "psl.vim"), ("1", "l"), ("modern", "rnodern")]
+
 XATTR_FILE = "xattrs/file"
 XATTRS = ["user.name", "user.n%sme" % CYR_A]
 
@@ -69,6 +73,10 @@ def populate(root):
     os.makedirs(os.path.join(root, "legit"))
     for n in LEGIT:
         open(os.path.join(root, "legit", n), "w").close()
+    for i, pair in enumerate(ASCII_PAIRS):
+        os.makedirs(os.path.join(root, "ascii%d" % i))
+        for n in pair:
+            open(os.path.join(root, "ascii%d" % i, n), "w").close()
     os.makedirs(os.path.join(root, "xattrs"))
     path = os.path.join(root, XATTR_FILE)
     open(path, "w").close()
@@ -135,6 +143,18 @@ def test_escaped(scrubbed):
 def test_legitimate_names_silent(scrubbed):
     _, mnt, r = scrubbed
     assert _findings_in(r, mnt, "legit") == [], r
+
+
+def test_ascii_lookalikes_are_infos(scrubbed):
+    """Two pure-ASCII names alike are no spoof: an info under -v (as the
+    fixture runs), nothing without it -- 0 warnings on a stock root."""
+    _, mnt, r = scrubbed
+    for i in range(len(ASCII_PAIRS)):
+        got = _findings_in(r, mnt, "ascii%d" % i)
+        assert [(f.severity, f.check) for f in got] == [("Info", "name.confusable")], r
+    quiet = run_fscrub("-n", mnt)
+    assert not [f for i in range(len(ASCII_PAIRS))
+                for f in _findings_in(quiet, mnt, "ascii%d" % i)], quiet
 
 
 def test_attribute_names(scrubbed):

@@ -100,6 +100,21 @@ static void test_info_only_verbose(void **state)
 	release_ctx(&ctx);
 }
 
+/* Phase 1 gave up (-t xfs on ext4): no count of what was never looked at. */
+static void test_summary_not_scanned(void **state)
+{
+	struct scrub_ctx ctx;
+
+	(void)state;
+	setup_ctx(&ctx);
+	ctx.not_scanned = true;
+	atomic_store(&ctx.nr_operational, 1);
+	assert_string_equal(capture(report_summary, &ctx),
+			    "/mnt: the scan did not run: nothing was checked.\n");
+	assert_int_equal(report_exit_code(&ctx), 8);
+	release_ctx(&ctx);
+}
+
 static void test_summary_and_codes(void **state)
 {
 	struct scrub_ctx ctx;
@@ -157,6 +172,7 @@ int main(void)
 		cmocka_unit_test(test_error_line),
 		cmocka_unit_test(test_info_only_verbose),
 		cmocka_unit_test(test_summary_and_codes),
+		cmocka_unit_test(test_summary_not_scanned),
 		cmocka_unit_test(test_max_errors),
 		cmocka_unit_test(test_repaired),
 	};

@@ -22,9 +22,13 @@
  * "Repaired", any other is an error; tree block errors name the tree.
  * The verdicts give the 64 KiB stripe, not the block: they apply to the
  * detailed messages inside the stripe, or, alone, name what LOGICAL_INO_V2
- * finds at the stripe's start (the tree blocks' owners for metadata).  The kernel rate-limits these
- * messages (10 per 5 s), so the per-device counters are reported as well
- * and are the authority for the exit code.  Without /dev/kmsg fscrub says
+ * finds at the stripe's start (the tree blocks' owners for metadata).  The
+ * detailed data messages give the stripe too: its sectors are read again
+ * (btrfs_sectors.h) and each bad one is named at its own file offset.  The
+ * kernel rate-limits these messages (10 per 5 s, machine-wide), so the
+ * per-device counters are reported as well and are the authority for the
+ * exit code, and a device whose counters show more data checksum errors
+ * than the log led to has its data read to name them.  Without /dev/kmsg fscrub says
  * so: -x (the generic reader, EIO on a checksum failure) names the files.
  *
  * Phase 3 gives the walk its inodes and extent maps in bulk from the
@@ -46,6 +50,7 @@
 #include "backends/btrfs/btrfs_bulk.h"
 #include "backends/btrfs/btrfs_check.h"
 #include "backends/btrfs/btrfs_datasum.h"
+#include "backends/btrfs/btrfs_sectors.h"
 #include "backends/btrfs/btrfs_xattrs.h"
 
 #include <errno.h>
@@ -96,6 +101,7 @@ struct btrfs_dev {
 	const char *name;		/* basename of info.path, as in kernel messages */
 	struct scrub_ctx *ctx;
 	int fd;
+	unsigned long long named;	/* bad data sectors found and reported on it */
 };
 
 /* A message of the kernel log about one logical address. */
@@ -107,6 +113,8 @@ struct log_error {
 	bool stripe;			/* a verdict about the stripe at logical */
 	bool covered;			/* ... that detailed messages in it inherit */
 	uint64_t root, inode, offset, length;
+	uint64_t physical;		/* on devname, with has_physical */
+	bool has_physical;
 	char devname[64];
 	char path[256];			/* the kernel's path, relative to its subvolume */
 	char tree_msg[256];
@@ -130,6 +138,10 @@ struct btrfs_state {
 	struct log_error *log;
 	size_t nr_log;
 	unsigned long long log_dropped;
+	bool kmsg_followed;		/* the log was read for the whole scrub */
+
+	struct btrfs_sectors sectors;	/* fscrub's own reads of bad sectors */
+	uint64_t *named, nr_named, alloc_named;	/* (devid, logical) pairs reported */
 };
 
 static bool btrfs_match(const struct scrub_ctx *ctx)
@@ -142,6 +154,12 @@ static const char *base_name(const char *p)
 	const char *s = strrchr(p, '/');
 
 	return s ? s + 1 : p;
+}
+
+/* How a device is named in messages: its path, or that the kernel has none. */
+static const char *dev_label(const struct btrfs_dev *d)
+{
+	return d->info.path[0] ? (const char *)d->info.path : "(missing device)";
 }
 
 /*
@@ -159,10 +177,18 @@ static bool is_seed(const struct btrfs_state *st, const struct btrfs_ioctl_dev_i
 }
 
 /*
+ * A device the filesystem was mounted without (-o degraded): no path, or
+ * the kernel's "<missing disk>" where the device had been scanned before.
+ */
+static bool is_missing(const struct btrfs_ioctl_dev_info_args *di)
+{
+	return !di->path[0] || !strcmp((const char *)di->path, "<missing disk>");
+}
+
+/*
  * Every device: devids 1 to max_id, sparse after a removal.  FS_INFO's
  * num_devices and max_id count only the writable filesystem's devices;
- * DEV_INFO answers for seed devices too, whose devids come first.  A
- * device the filesystem was mounted without (-o degraded) has no path.
+ * DEV_INFO answers for seed devices too, whose devids come first.
  */
 static int list_devices(struct scrub_ctx *ctx, struct btrfs_state *st)
 {
@@ -183,7 +209,7 @@ static int list_devices(struct scrub_ctx *ctx, struct btrfs_state *st)
 		d->ctx = ctx;
 		d->fd = ctx->mnt_fd;
 		d->seed = is_seed(st, &d->info);
-		d->missing = !d->info.path[0];
+		d->missing = is_missing(&d->info);
 		st->nr_devs++;
 	}
 	return 0;
@@ -225,8 +251,7 @@ static int btrfs_scan_fs(struct scrub_ctx *ctx)
 		       st->fs.nodesize, st->fs.sectorsize);
 	for (unsigned i = 0; i < st->nr_devs; i++)
 		report_verbose(ctx, "Phase 1: devid %llu %s, %llu bytes used of %llu%s",
-			       (unsigned long long)st->devs[i].info.devid,
-			       st->devs[i].missing ? "(missing)" : (char *)st->devs[i].info.path,
+			       (unsigned long long)st->devs[i].info.devid, dev_label(&st->devs[i]),
 			       (unsigned long long)st->devs[i].info.bytes_used,
 			       (unsigned long long)st->devs[i].info.total_bytes,
 			       st->devs[i].seed ? ", a seed device" : "");
@@ -312,6 +337,8 @@ static void kmsg_line(struct btrfs_state *st, const char *msg)
 		on += strlen(" on dev ");
 		on = strncmp(on, "/dev/", 5) ? on : on + 5;
 		snprintf(e->devname, sizeof(e->devname), "%.*s", (int)strcspn(on, ", \n"), on);
+		e->has_physical = true;
+		e->physical = num_after(on, " physical ", &e->has_physical);
 	}
 	if (strstr(end, "checksum error at logical ") && strstr(end, " inode ")) {
 		const char *path = strstr(end, "(path: ");
@@ -391,7 +418,7 @@ static void kmsg_start(struct scrub_ctx *ctx, struct btrfs_state *st)
 	}
 	lseek(st->kmsg_fd, 0, SEEK_END);	/* only what this scrub says */
 	if (thread_start(&st->kmsg_thread, kmsg_main, st) == 0)
-		st->kmsg_started = true;
+		st->kmsg_started = st->kmsg_followed = true;
 }
 
 static void kmsg_stop(struct btrfs_state *st)
@@ -737,46 +764,174 @@ static void apply_verdicts(struct btrfs_state *st)
 			    d->logical - v->logical >= SCRUB_STRIPE_LEN)
 				continue;
 			d->fixed |= v->fixed;
+			if (!d->devname[0])	/* "tree block L mirror M" names none */
+				memcpy(d->devname, v->devname, sizeof(d->devname));
 			d->unfixable |= v->unfixable;
 			v->covered = true;
 		}
 	}
 }
 
+/* A device by its kernel name ("loop3"), or NULL. */
+static struct btrfs_dev *dev_named(struct btrfs_state *st, const char *name)
+{
+	return name[0] ? dev_by_name(st, name, strlen(name)) : NULL;
+}
+
+/* " on loop3", or nothing where the kernel's message named no device. */
+static void on_dev(struct strbuf *sb, const char *devname)
+{
+	if (devname[0])
+		strbuf_addf(sb, " on %s", devname);
+}
+
+/* Was this bad sector of devid reported already?  Else it is noted. */
+static bool sector_named(struct btrfs_state *st, uint64_t devid, uint64_t logical)
+{
+	for (uint64_t i = 0; i < st->nr_named; i += 2)
+		if (st->named[i] == devid && st->named[i + 1] == logical)
+			return true;
+	if (st->nr_named + 2 > st->alloc_named) {
+		st->alloc_named = st->alloc_named ? 2 * st->alloc_named : 64;
+		st->named = xrealloc(st->named, st->alloc_named * sizeof(*st->named));
+	}
+	st->named[st->nr_named++] = devid;
+	st->named[st->nr_named++] = logical;
+	return false;
+}
+
+/* What one of fscrub's own reads found bad, and how it is said. */
+struct bad_run {
+	struct scrub_ctx *ctx;
+	struct btrfs_state *st;
+	struct btrfs_dev *dev;
+	enum severity sev;
+	const char *what;
+};
+
+/*
+ * A bad sector: the file that holds it (LOGICAL_INO_V2 gives the file
+ * offset of that very sector), reported with that offset.
+ */
+static void report_bad_sector(uint64_t logical, void *arg)
+{
+	struct bad_run *b = arg;
+	struct log_error e = { .logical = logical };
+	struct strbuf path = STRBUF_INIT, on = STRBUF_INIT;
+
+	if (sector_named(b->st, b->dev->info.devid, logical))
+		return;
+	b->dev->named++;
+	resolve_logical(b->ctx, b->st, &e);
+	if (!e.is_data || !e.inode) {
+		report_verbose(b->ctx, "Phase 2: a bad data sector at logical %llu on %s is in no "
+			       "file now", (unsigned long long)logical, dev_label(b->dev));
+		return;
+	}
+	e.length = b->st->sectors.sectorsize;
+	if (!file_path(b->ctx, b->st, e.root, e.inode, &path))
+		strbuf_addf(&path, "<subvolume %llu>/?", (unsigned long long)e.root);
+	on_dev(&on, b->dev->name);
+	report_range_at(b->ctx, b->sev, CHECK_BTRFS_DATA_CSUM, NULL, path.buf, e.inode, e.offset,
+			e.length, __FILE__, __LINE__,
+			"data checksum error at file offset %llu, length %llu, %s (logical %llu%s)",
+			(unsigned long long)e.offset, (unsigned long long)e.length, b->what,
+			(unsigned long long)logical, on.buf);
+	strbuf_release(&path);
+	strbuf_release(&on);
+}
+
+/*
+ * The kernel names the 64 KiB stripe of a data error, not the sector: the
+ * stripe's sectors are read again on the device the message names, and
+ * each bad one is reported at its own file offset.  False if none could
+ * be (a sector repaired by the scrub reads good now): the message alone.
+ */
+static bool report_stripe_sectors(struct scrub_ctx *ctx, struct btrfs_state *st,
+				  const struct log_error *e, enum severity sev, const char *what)
+{
+	struct btrfs_dev *d = dev_named(st, e->devname);
+	struct bad_run b = { ctx, st, d, sev, what };
+
+	if (!d || !e->has_physical)
+		return false;
+	return btrfs_sectors_verify(&st->sectors, (const char *)d->info.path, e->logical,
+				    e->physical, SCRUB_STRIPE_LEN, report_bad_sector, &b) > 0;
+}
+
+/* An error the kernel logged, reported from the message (and its stripe's sectors). */
+static void report_log_error(struct scrub_ctx *ctx, struct btrfs_state *st, struct log_error *e)
+{
+	struct strbuf path = STRBUF_INIT, on = STRBUF_INIT;
+	bool repaired = e->fixed && !e->unfixable && !st->readonly;
+	enum severity sev = repaired ? SEV_REPAIRED : SEV_ERROR;
+	const char *what = repaired ? "corrected from a good copy" :
+			   e->fixed && !e->unfixable ? "a good copy exists, not repaired (-n)" :
+			   "no good copy";
+
+	if (!e->is_tree && report_stripe_sectors(ctx, st, e, sev, what))
+		return;
+	resolve_logical(ctx, st, e);
+	on_dev(&on, e->devname);
+	if (e->is_data && e->inode) {
+		if (!file_path(ctx, st, e->root, e->inode, &path)) {
+			if (e->root != st->mnt_root)
+				strbuf_addf(&path, "<subvolume %llu>/", (unsigned long long)e->root);
+			strbuf_addstr(&path, e->path[0] ? e->path : "?");
+		}
+		report_range_at(ctx, sev, CHECK_BTRFS_DATA_CSUM, NULL, path.buf, e->inode,
+				e->offset, e->length, __FILE__, __LINE__,
+				"data checksum error in the 64 KiB from file offset %llu, length "
+				"%llu, %s (logical %llu%s)",
+				(unsigned long long)e->offset, (unsigned long long)e->length,
+				what, (unsigned long long)e->logical, on.buf);
+	} else if (e->is_tree) {
+		report_at(ctx, sev, CHECK_BTRFS_TREE, NULL, NULL, 0, __FILE__, __LINE__,
+			  "%s%s, %s", e->tree_msg, on.buf, what);
+	}
+	strbuf_release(&path);
+	strbuf_release(&on);
+}
+
+/*
+ * The kernel rate-limits its messages for the whole machine (10 per 5 s),
+ * so a scrub right after another filesystem's may find errors it does not
+ * log.  Where a device's counters show data checksum errors still on the
+ * disk that the log did not lead to, its data is read here to name them.
+ */
+static void find_unlogged(struct scrub_ctx *ctx, struct btrfs_state *st, struct btrfs_dev *d)
+{
+	const struct btrfs_scrub_progress *p = &d->scrub.progress;
+	unsigned long long left = st->readonly ? p->csum_errors :
+				  p->csum_errors < p->uncorrectable_errors ? p->csum_errors :
+				  p->uncorrectable_errors;
+	struct bad_run b = { ctx, st, d, SEV_ERROR,
+			     st->readonly ? "not repaired (read-only scrub)" : "no good copy" };
+	int ret;
+
+	if (!st->kmsg_followed || d->err || d->named >= left)
+		return;
+	report_verbose(ctx, "Phase 2: devid %llu %s: %llu data checksum errors, %llu named from "
+		       "the kernel log: reading its data to find the others",
+		       (unsigned long long)d->info.devid, dev_label(d), left, d->named);
+	ret = btrfs_sectors_verify_dev(&st->sectors, d->info.devid, (const char *)d->info.path,
+				       report_bad_sector, &b);
+	if (ret < 0)
+		report_verbose(ctx, "Phase 2: devid %llu %s: cannot read its data (%s): the files "
+			       "are not named; run with -x to find them", (unsigned long long)
+			       d->info.devid, dev_label(d), strerror(-ret));
+}
+
 static void report_log_errors(struct scrub_ctx *ctx, struct btrfs_state *st)
 {
 	apply_verdicts(st);
-	for (size_t i = 0; i < st->nr_log; i++) {
-		struct log_error *e = &st->log[i];
-		struct strbuf path = STRBUF_INIT;
-		bool repaired = e->fixed && !e->unfixable && !st->readonly;
-		enum severity sev = repaired ? SEV_REPAIRED : SEV_ERROR;
-		const char *what = repaired ? "corrected from a good copy" :
-				   e->fixed && !e->unfixable ? "a good copy exists, not repaired (-n)" :
-				   "no good copy";
-
-		if (e->covered)
-			continue;	/* covered by detailed messages */
-		resolve_logical(ctx, st, e);
-		if (e->is_data && e->inode) {
-			if (!file_path(ctx, st, e->root, e->inode, &path)) {
-				if (e->root != st->mnt_root)
-					strbuf_addf(&path, "<subvolume %llu>/",
-						    (unsigned long long)e->root);
-				strbuf_addstr(&path, e->path[0] ? e->path : "?");
-			}
-			report_range_at(ctx, sev, CHECK_BTRFS_DATA_CSUM, NULL, path.buf, e->inode,
-					e->offset, e->length, __FILE__, __LINE__,
-					"data checksum error at file offset %llu, length %llu, %s "
-					"(logical %llu on %s)",
-					(unsigned long long)e->offset, (unsigned long long)e->length,
-					what, (unsigned long long)e->logical, e->devname);
-		} else if (e->is_tree) {
-			report_at(ctx, sev, CHECK_BTRFS_TREE, NULL, NULL, 0, __FILE__, __LINE__,
-				  "%s on %s, %s", e->tree_msg, e->devname, what);
-		}
-		strbuf_release(&path);
-	}
+	if (btrfs_sectors_init(&st->sectors, ctx->mnt_fd) < 0)
+		st->sectors.crc32c = false;
+	for (size_t i = 0; i < st->nr_log; i++)
+		if (!st->log[i].covered)	/* else covered by detailed messages */
+			report_log_error(ctx, st, &st->log[i]);
+	for (unsigned i = 0; i < st->nr_devs; i++)
+		find_unlogged(ctx, st, &st->devs[i]);
 	if (st->log_dropped)
 		str_info(ctx, CHECK_BTRFS_SCRUB, NULL, NULL, 0,
 			 "%llu more kernel messages about errors were not kept",
@@ -793,7 +948,7 @@ static void report_device(struct scrub_ctx *ctx, struct btrfs_state *st, struct 
 	report_verbose(ctx, "Phase 2: devid %llu %s: %llu data bytes, %llu tree bytes scrubbed; "
 		       "read %llu, csum %llu, verify %llu, super %llu errors; "
 		       "%llu corrected, %llu uncorrectable, %llu unverified",
-		       (unsigned long long)d->info.devid, d->info.path,
+		       (unsigned long long)d->info.devid, dev_label(d),
 		       (unsigned long long)p->data_bytes_scrubbed,
 		       (unsigned long long)p->tree_bytes_scrubbed,
 		       (unsigned long long)p->read_errors, (unsigned long long)p->csum_errors,
@@ -804,7 +959,7 @@ static void report_device(struct scrub_ctx *ctx, struct btrfs_state *st, struct 
 	if (bad || (found && st->readonly))
 		str_error(ctx, CHECK_BTRFS_SCRUB, NULL, NULL, 0,
 			  "devid %llu %s: %llu %s errors (read %llu, csum %llu, verify %llu, "
-			  "super %llu)%s", (unsigned long long)d->info.devid, d->info.path,
+			  "super %llu)%s", (unsigned long long)d->info.devid, dev_label(d),
 			  bad, st->readonly ? "scrub" : "uncorrectable",
 			  (unsigned long long)p->read_errors, (unsigned long long)p->csum_errors,
 			  (unsigned long long)p->verify_errors, (unsigned long long)p->super_errors,
@@ -812,7 +967,7 @@ static void report_device(struct scrub_ctx *ctx, struct btrfs_state *st, struct 
 	if (!st->readonly && p->corrected_errors)
 		str_repaired(ctx, CHECK_BTRFS_SCRUB, NULL, NULL, 0,
 			     "devid %llu %s: %llu errors corrected from a good copy",
-			     (unsigned long long)d->info.devid, d->info.path,
+			     (unsigned long long)d->info.devid, dev_label(d),
 			     (unsigned long long)p->corrected_errors);
 }
 
@@ -961,7 +1116,7 @@ static int btrfs_scan_metadata(struct scrub_ctx *ctx)
 			continue;
 		if (d->err)
 			report_operational(ctx, NULL, NULL, d->err, "scrub of devid %llu %s",
-					   (unsigned long long)d->info.devid, d->info.path);
+					   (unsigned long long)d->info.devid, dev_label(d));
 		report_device(ctx, st, d);
 	}
 	if (in_progress) {
@@ -1025,12 +1180,12 @@ static int btrfs_summary(struct scrub_ctx *ctx)
 			str_warn(ctx, CHECK_BTRFS_DEV_STATS, NULL, NULL, 0,
 				 "devid %llu %s has device error counters: %s (since they were "
 				 "last reset with 'btrfs device stats -z')",
-				 (unsigned long long)st->devs[i].info.devid, st->devs[i].info.path,
+				 (unsigned long long)st->devs[i].info.devid, dev_label(&st->devs[i]),
 				 sb.buf);
 		else
 			report_verbose(ctx, "Phase 6: devid %llu %s error counters: %s",
 				       (unsigned long long)st->devs[i].info.devid,
-				       st->devs[i].info.path, sb.buf);
+				       dev_label(&st->devs[i]), sb.buf);
 		strbuf_release(&sb);
 	}
 	return 0;
@@ -1070,6 +1225,7 @@ static void btrfs_cleanup(struct scrub_ctx *ctx)
 		close(st->kmsg_fd);
 	pthread_mutex_destroy(&st->lock);
 	free(st->log);
+	free(st->named);
 	free(st->devs);
 	free(st);
 	ctx->backend = NULL;
