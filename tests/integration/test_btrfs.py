@@ -265,6 +265,36 @@ def test_degraded_mount_reports_the_missing_device(btrfs_factory):
     assert re.search(r"^Phase 2: devid 1 .* data bytes", r.stdout, re.M), r
 
 
+def test_raid1_after_a_degraded_session(btrfs_factory):
+    """RAID1 mounted degraded for 20 snapshots, then with its device back:
+    the scrub corrects every stale copy on the returned device (0
+    uncorrectable), but the kernel's log is rate-limited and loses the
+    "fixed up" verdicts of the last blocks.  The scrub's counters are the
+    authority: every block is "Repaired" (exit 1), none "no good copy";
+    the next run finds nothing to repair."""
+    fs = btrfs_factory(ndev=2)
+    mnt = fs.mount()
+    # a real tree's metadata: hundreds of tree blocks, many left stale
+    run(["cp", "-a", "/usr/share/doc", mnt])
+    fs.offline()
+    mnt = mount_degraded(fs)
+    for i in range(20):
+        run(["btrfs", "subvolume", "snapshot", mnt, os.path.join(mnt, "s%d" % i)])
+    fs.offline()
+    fs.mount()                      # both devices, the second one stale
+    run(["sync"])
+    time.sleep(1.2)
+    r = run_fscrub("-v", mnt)
+    assert r.rc == 1, r
+    assert not r.errors, r
+    assert not re.search(r"no good copy", r.stdout), r
+    fixed = int(re.search(r"^Phase 2: devid 2 .* (\d+) corrected", r.stdout, re.M).group(1))
+    assert fixed > 10, r            # past the log's rate limit
+    assert r.of("Repaired", "btrfs.scrub"), r
+    again = run_fscrub(mnt)
+    assert again.rc == 0 and not again.errors, again
+
+
 def test_seed_device_with_a_sprout(workdir):
     """A seed device (btrfstune -S 1) with a writable device added: the
     seed's tree blocks carry its own fsid, which the kernel's scrub of the

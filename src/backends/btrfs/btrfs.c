@@ -922,9 +922,45 @@ static void find_unlogged(struct scrub_ctx *ctx, struct btrfs_state *st, struct 
 			       d->info.devid, dev_label(d), strerror(-ret));
 }
 
+/*
+ * Did the repairing scrub leave nothing uncorrected on any device?  Its
+ * counters are the authority: the kernel rate-limits its messages, so a
+ * block's "fixed up" verdict may never reach the log (a RAID1 after a
+ * degraded session: 176 blocks corrected, 0 uncorrectable, and the
+ * verdicts of the last ones missing).
+ */
+static bool scrub_corrected_all(const struct btrfs_state *st)
+{
+	bool any = false;
+
+	if (st->readonly)
+		return false;
+	for (unsigned i = 0; i < st->nr_devs; i++) {
+		const struct btrfs_dev *d = &st->devs[i];
+
+		if (!d->scrub_it)
+			continue;
+		if (!d->whole || d->scrub.progress.uncorrectable_errors)
+			return false;
+		any = true;
+	}
+	return any;
+}
+
+/* A message without a verdict, where the counters say everything was corrected: corrected. */
+static void apply_counters(struct btrfs_state *st)
+{
+	if (!scrub_corrected_all(st))
+		return;
+	for (size_t i = 0; i < st->nr_log; i++)
+		if (!st->log[i].fixed && !st->log[i].unfixable)
+			st->log[i].fixed = true;
+}
+
 static void report_log_errors(struct scrub_ctx *ctx, struct btrfs_state *st)
 {
 	apply_verdicts(st);
+	apply_counters(st);
 	if (btrfs_sectors_init(&st->sectors, ctx->mnt_fd) < 0)
 		st->sectors.crc32c = false;
 	for (size_t i = 0; i < st->nr_log; i++)
