@@ -254,6 +254,45 @@ void mount_for_each_child(struct libmnt_table *tb, int id,
 	mnt_free_iter(it);
 }
 
+/*
+ * stat() of the argument failed.  ENOTCONN is a FUSE mount whose daemon
+ * has died (or a network mount cut off): the argument names a mount that
+ * exists, which cannot be checked, an operational error (8), not a usage
+ * error.
+ */
+static int stat_failed(const char *arg, struct strbuf *err)
+{
+	if (errno == ENOTCONN) {
+		strbuf_addf(err, "cannot access '%s': %s: a mount whose FUSE daemon has died "
+			    "(or whose server is gone); nothing of it can be checked; unmount it "
+			    "(fusermount -u) and mount it again", arg, strerror(errno));
+		return 8;
+	}
+	strbuf_addf(err, "cannot access '%s': %s", arg, strerror(errno));
+	return 16;
+}
+
+/*
+ * Is the mount the argument reaches the one the table names at its real
+ * path?  Not when the path goes through a mount that is no longer in the
+ * table (umount -l while a process keeps its cwd there; /proc/PID/cwd):
+ * its realpath() is then its path inside that detached mount ("/"), which
+ * shows another filesystem.  Refused (16): scrubbing what the path shows
+ * would check the wrong filesystem.  Cannot tell (no mount ids): 0.
+ */
+static int check_reached(const char *arg, const struct mount_info *mi, struct strbuf *err)
+{
+	int reached = mount_shown_id(arg);
+
+	if (reached < 0 || !mi->id || reached == mi->id)
+		return 0;
+	strbuf_addf(err, "'%s' is on a mount that is not in the mount table (detached, as by "
+		    "umount -l, mount id %d); its path, '%s', shows another filesystem (%s on "
+		    "%s): not scrubbing that instead; name the mount point or device of a "
+		    "mounted filesystem", arg, reached, mi->target, mi->fstype, mi->source);
+	return 16;
+}
+
 int mount_resolve(const char *arg, const char *mtab, struct mount_info *mi,
 		  struct strbuf *err)
 {
@@ -263,10 +302,8 @@ int mount_resolve(const char *arg, const char *mtab, struct mount_info *mi,
 	int e = 0, ret = 0;
 
 	memset(mi, 0, sizeof(*mi));
-	if (stat(arg, &st) < 0) {
-		strbuf_addf(err, "cannot access '%s': %s", arg, strerror(errno));
-		return 16;
-	}
+	if (stat(arg, &st) < 0)
+		return stat_failed(arg, err);
 	if (!S_ISDIR(st.st_mode) && !S_ISBLK(st.st_mode)) {
 		strbuf_addf(err, "'%s' is not a mount point or a block device", arg);
 		return 16;
@@ -290,6 +327,8 @@ int mount_resolve(const char *arg, const char *mtab, struct mount_info *mi,
 	if (!real || mount_find_by_target(tb, real, mi) < 0) {
 		strbuf_addf(err, "'%s' is not a mount point", arg);
 		ret = 16;
+	} else if (!mtab) {
+		ret = check_reached(arg, mi, err);
 	}
 	free(real);
 out:

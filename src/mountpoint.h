@@ -43,8 +43,10 @@ void mount_info_release(struct mount_info *mi);
 /*
  * Resolve arg.  mtab is a mount table file to read instead of the kernel's
  * (NULL: /proc/self/mountinfo).  Returns 0, or 16 (usage: arg is not a
- * mounted filesystem) or 8 (operational: the table cannot be read), with a
- * one-line reason in err.
+ * mounted filesystem, or it is reached through a mount that is not in the
+ * table, a detached one, whose path shows another filesystem) or 8
+ * (operational: the table cannot be read, or arg is a mount whose FUSE
+ * daemon died, ENOTCONN), with a one-line reason in err.
  */
 int mount_resolve(const char *arg, const char *mtab, struct mount_info *mi,
 		  struct strbuf *err);
