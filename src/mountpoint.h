@@ -79,6 +79,15 @@ int mount_find_same(struct libmnt_table *tb, const struct mount_info *mi);
 /* In tb, the target of mount id; NULL if there is none. */
 const char *mount_target_of(struct libmnt_table *tb, int id);
 
+/*
+ * A key for the filesystem fd is on where it has neither a UUID nor an
+ * f_fsid (FUSE: f_fsid 0 on every mount), from its mount in the kernel's
+ * table: "mnt-" and 16 hex digits of a hash of its type and its device's
+ * UUID, or its source where that is a file or device, or its source, mount
+ * point and options.  0, or a negative errno (not in the table: a clone).
+ */
+int mount_key(int fd, char *out, size_t len);
+
 /* Is the mount with this id still in the kernel's mount table? */
 bool mount_id_attached(int id);
 

@@ -25,7 +25,7 @@ from conftest import FSCRUB, check_sanitizers, run_fscrub
 import faults
 import fsimage
 from test_media import BLOCK, bad_media, write  # noqa: F401 (bad_media: a fixture)
-from test_state import state_dir, status_json  # noqa: F401 (state_dir: a fixture)
+from test_state import squashfuse_mount, state_dir, status_json  # noqa: F401 (state_dir: a fixture)
 
 ENV = {"FSCRUB_DEBUG_CHECKPOINT_MS": "200"}
 FILE = 4 << 20
@@ -279,3 +279,21 @@ def test_resume_needs_the_run_history():
     r = run_fscrub("--resume", "--no-state", "/")
     assert r.rc == 16 and "--resume continues from a checkpoint in the run history" \
         in r.stderr, r
+
+
+def test_fuse_checkpoint_is_not_another_fuse_filesystems(workdir, state_dir, cleanups):
+    """Issue 35 item 5: two FUSE filesystems (f_fsid 0) shared one key, so
+    --resume on B took the checkpoint A's stopped run left.  B runs from
+    the start; A still resumes its own."""
+    files = {"f%02d" % i: os.urandom(FILE) for i in range(12)}
+    a = squashfuse_mount(workdir, cleanups, "fa", files)
+    b = squashfuse_mount(workdir, cleanups, "fb", files)
+    time.sleep(1.1)     # older than "changed while being checked"
+    rc, out, err, _ = _stop_when(["-n", "-x", "--limit", "8M", "--state-dir", state_dir, a],
+                                 state_dir, lambda cp: cp[3]["bytes"] > 0, ENV)
+    assert rc == 32, out + err
+    r = run_fscrub("-n", "-x", "--resume", "--state-dir", state_dir, b)
+    assert r.rc == 0, r
+    assert "--resume: no checkpoint of this filesystem: running from the start" in r.stderr, r
+    r = run_fscrub("-n", "-x", "--resume", "--state-dir", state_dir, a)
+    assert r.rc == 0 and "resuming run 1 from phase 5" in r.stderr, r

@@ -10,6 +10,7 @@ import os
 import re
 import signal
 import sqlite3
+import shutil
 import subprocess
 import time
 
@@ -517,3 +518,50 @@ def test_upgrade_from_version_1(tmpfs, state_dir):
     assert run_fscrub("--state-dir", state_dir, tmpfs.mnt).rc == 0
     rc, j = status_json(state_dir, tmpfs.mnt)
     assert rc == 0 and j["filesystems"][0]["open_events"] == 0, j
+
+
+def squashfuse_mount(workdir, cleanups, name, files):
+    """A squashfs of files {name: bytes} mounted with squashfuse on
+    workdir/name; unmounted afterwards (which ends the daemon)."""
+    if not os.path.exists("/dev/fuse") or not shutil.which("squashfuse") or \
+            not shutil.which("mksquashfs"):
+        pytest.skip("needs /dev/fuse, squashfuse and mksquashfs")
+    src = os.path.join(workdir, name + ".src")
+    os.makedirs(src)
+    for f, data in files.items():
+        with open(os.path.join(src, f), "wb") as out:
+            out.write(data)
+    img = os.path.join(workdir, name + ".sqfs")
+    fsimage.run(["mksquashfs", src, img, "-quiet", "-noappend"])
+    mnt = os.path.join(workdir, name)
+    os.makedirs(mnt)
+    fsimage.run(["squashfuse", img, mnt])
+    cleanups.append(lambda: fsimage._umount(mnt))
+    return mnt
+
+
+def test_fuse_filesystems_have_histories_of_their_own(workdir, state_dir, cleanups):
+    """Issue 35 item 5: FUSE mounts have f_fsid 0, and every one was keyed
+    fsid-0000000000000000: status listed one of two, a clean run of B
+    closed A's open warning and health showed B's scan for A.  Each is
+    keyed by its mount (source, mount point, options) now."""
+    a = squashfuse_mount(workdir, cleanups, "fa", {"ctl\x01name": b"odd\n", "f": b"a\n"})
+    b = squashfuse_mount(workdir, cleanups, "fb", {"g": b"b\n"})
+    assert os.statvfs(a).f_fsid == os.statvfs(b).f_fsid == 0     # the quirk
+    time.sleep(1.1)     # older than "changed while being checked"
+    ra = run_fscrub("-n", "--state-dir", state_dir, a)
+    assert ra.rc == 0 and len(ra.of("Warning", "name.control")) == 1, ra
+    rb = run_fscrub("-n", "--state-dir", state_dir, b)
+    assert rb.rc == 0 and not rb.warnings, rb
+    rc, j = status_json(state_dir)
+    assert sorted(fs["mountpoint"] for fs in j["filesystems"]) == [a, b], j
+    keys = {fs["mountpoint"]: fs["uuid"] for fs in j["filesystems"]}
+    assert keys[a] != keys[b] and "fsid-0000000000000000" not in keys.values(), keys
+    rc, ja = status_json(state_dir, a)
+    assert [o["check"] for o in ja["filesystems"][0]["open_findings"]] == ["name.control"], ja
+    rc, jb = status_json(state_dir, b)
+    assert jb["filesystems"][0]["open_findings"] == [], jb
+    h = subprocess.run([FSCRUB, "health", "--state-dir", state_dir, "--json", a],
+                       capture_output=True, text=True, timeout=60)
+    check_sanitizers(h.stderr)
+    assert ('"%s"' % b) not in h.stdout and '"uuid":"%s"' % keys[a] in h.stdout.replace(" ", ""), h
