@@ -1026,14 +1026,15 @@ static void say_hidden(struct scrub_ctx *ctx, struct ledger *lg)
 
 	if (!n)
 		return;
-	str_info(ctx, CHECK_LEDGER_RECORD, NULL, NULL, 0, "%llu regular files were not compared "
-		 "with checksum records: without CAP_SYS_ADMIN the records root keeps in %s "
-		 "cannot be read (nor told from none); run as root to check them",
-		 n, LEDGER_XATTR_TRUSTED);
+	const char *files = n == 1 ? "regular file was" : "regular files were";
+
+	str_info(ctx, CHECK_LEDGER_RECORD, NULL, NULL, 0, "%llu %s not compared with checksum "
+		 "records: without CAP_SYS_ADMIN the records root keeps in %s cannot be read "
+		 "(nor told from none); run as root to check them", n, files, LEDGER_XATTR_TRUSTED);
 	if (!ctx->opt.verbose)
-		fprintf(stderr, "fscrub: %s: %llu regular files were not compared with checksum "
-			"records: without CAP_SYS_ADMIN the records in %s cannot be read\n",
-			ctx->mntpoint, n, LEDGER_XATTR_TRUSTED);
+		fprintf(stderr, "fscrub: %s: %llu %s not compared with checksum records: without "
+			"CAP_SYS_ADMIN the records in %s cannot be read\n", ctx->mntpoint, n, files,
+			LEDGER_XATTR_TRUSTED);
 }
 
 void ledger_finish(struct scrub_ctx *ctx, struct ledger *lg)
