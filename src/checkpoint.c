@@ -616,8 +616,8 @@ int checkpoint_end(struct scrub_ctx *ctx, const char *status, struct strbuf *err
 	pthread_mutex_lock(&cp->save_lock);
 	if (!strcmp(status, "cancelled"))
 		ret = save(ctx, err);
-	else if (!strcmp(status, "complete"))
-		ret = state_checkpoint_delete(ctx->state, &cp->fs, err);
+	else if (!strcmp(status, "complete") || !strcmp(status, "incomplete"))
+		ret = state_checkpoint_delete(ctx->state, &cp->fs, err);	/* it went to its end */
 	pthread_mutex_unlock(&cp->save_lock);
 	return ret;
 }
