@@ -790,7 +790,10 @@ static void resume(struct scrub_ctx *ctx, struct checkpoint *cp)
 	else
 		cp->why = xstrdup(ret == -ENOENT ? "no checkpoint of this filesystem" :
 				  "the checkpoint cannot be read");
-	if (cp->why) {
+	if (cp->why && ret == -ENOENT) {
+		/* The usual case (fscrub@.service and fscrub_all always pass --resume): -v only. */
+		report_verbose(ctx, "Phase 1: --resume: %s: running from the start", cp->why);
+	} else if (cp->why) {
 		forget_loaded(cp);
 		say(ctx, "--resume: %s: running from the start", cp->why);
 	} else {
