@@ -631,7 +631,7 @@ int checkpoint_end(struct scrub_ctx *ctx, const char *status, struct strbuf *err
 	if (!strcmp(status, "cancelled"))
 		ret = save(ctx, err);
 	else if (!strcmp(status, "complete") || !strcmp(status, "incomplete"))
-		ret = state_checkpoint_delete(ctx->state, &cp->fs, err);	/* it went to its end */
+		ret = state_checkpoint_delete(ctx->state, &cp->fs, err);	/* ran to its end */
 	pthread_mutex_unlock(&cp->save_lock);
 	return ret;
 }
@@ -676,7 +676,8 @@ static void options_differ(const char *then, const char *now, struct strbuf *sb)
 
 		if (strcmp(a, b))
 			strbuf_addf(sb, "%s%s (the stopped run: %s; this one: %s)",
-				    sb->len ? ", " : "", key_options[k], value_words(a), value_words(b));
+				    sb->len ? ", " : "", key_options[k], value_words(a),
+				    value_words(b));
 		free(a);
 		free(b);
 	}

@@ -472,8 +472,8 @@ static void resume_cursor(struct scrub_ctx *ctx, bool early)
 
 	if (!early)
 		checkpoint_say_data(ctx, !restart ? NULL : regions_mode(&ctx->opt) ?
-				    "--portion and --time-budget read by the run history's regions" :
-				    "files have checksum records, which are compared on whole files");
+				    "--portion and --time-budget read the run history's regions" :
+				    "files have checksum records, compared on whole files");
 	checkpoint_dev_begin(ctx->checkpoint, restart);
 	if (restart)
 		atomic_store(&ctx->progress_base, 0);

@@ -321,8 +321,8 @@ static void regions_text(const struct state_summary *sum, struct strbuf *sb)
 	if (!sum->nr_regions)
 		return;
 	if (sum->region_size)
-		strbuf_addf(sb, "  data regions:  %zu %s of %llu MiB, by the age of their last read:",
-			    sum->nr_regions, plural(sum->nr_regions, "region", "regions"),
+		strbuf_addf(sb, "  data regions:  %zu %s of %llu MiB, by the age of their last "
+			    "read:", sum->nr_regions, plural(sum->nr_regions, "region", "regions"),
 			    (unsigned long long)(sum->region_size >> 20));
 	else	/* buckets of files (regions.h) */
 		strbuf_addf(sb, "  data buckets:  %zu buckets of files, by the age of their last "
