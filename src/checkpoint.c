@@ -54,6 +54,7 @@ struct checkpoint {
 	int phase;
 	/* --resume: what was asked and what came of it */
 	bool requested, resumed;
+	bool data_said;			/* checkpoint_say_data() spoke */
 	char *why;			/* not resumed: why */
 	int64_t from_run;
 	int from_phase;
@@ -91,7 +92,20 @@ static long long now_ms(void)
 	return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
-/* The options a checkpoint's work depends on: what the data scan reads and judges. */
+/*
+ * The options a checkpoint's work depends on: what the data scan reads and
+ * judges, as "name=value" in this order (values may hold spaces: a path).
+ */
+static const char *const key_names[] = {
+	"x", "n", "portion", "rescan", "since", "record", "ledger", "manifest",
+};
+/* ... and the option each stands for, as the user gives it. */
+static const char *const key_options[] = {
+	"-x", "-n", "--portion", "--rescan-errors", "--since", "--record", "--ledger",
+	"--manifest",
+};
+#define NR_KEYS (sizeof(key_names) / sizeof(key_names[0]))
+
 static char *options_key(const struct scrub_options *o)
 {
 	struct strbuf sb = STRBUF_INIT;
@@ -616,13 +630,58 @@ int checkpoint_end(struct scrub_ctx *ctx, const char *status, struct strbuf *err
 	pthread_mutex_lock(&cp->save_lock);
 	if (!strcmp(status, "cancelled"))
 		ret = save(ctx, err);
-	else if (!strcmp(status, "complete"))
-		ret = state_checkpoint_delete(ctx->state, &cp->fs, err);
+	else if (!strcmp(status, "complete") || !strcmp(status, "incomplete"))
+		ret = state_checkpoint_delete(ctx->state, &cp->fs, err);	/* ran to its end */
 	pthread_mutex_unlock(&cp->save_lock);
 	return ret;
 }
 
 /* --- resuming --- */
+
+/* The value of key_names[k] in an options key; "" if it has none. */
+static char *key_value(const char *key, size_t k)
+{
+	struct strbuf name = STRBUF_INIT, next = STRBUF_INIT;
+	const char *v, *end = NULL;
+
+	strbuf_addf(&name, "%s%s=", k ? " " : "", key_names[k]);
+	v = k ? strstr(key, name.buf) : (!strncmp(key, name.buf, name.len) ? key : NULL);
+	if (v && k + 1 < NR_KEYS) {
+		strbuf_addf(&next, " %s=", key_names[k + 1]);
+		end = strstr(v + name.len, next.buf);
+	}
+	char *out = !v ? xstrdup("") : end ? xstrndup(v + name.len, (size_t)(end - v - name.len)) :
+		    xstrdup(v + name.len);
+
+	strbuf_release(&name);
+	strbuf_release(&next);
+	return out;
+}
+
+/* A value as the user would say it: "on"/"off" for a flag, "none" for nothing. */
+static const char *value_words(const char *v)
+{
+	if (!strcmp(v, "1"))
+		return "on";
+	if (!strcmp(v, "0") || !*v)
+		return "off";
+	return v;
+}
+
+/* The options that differ between two keys, by name: "-n (then on, now off)". */
+static void options_differ(const char *then, const char *now, struct strbuf *sb)
+{
+	for (size_t k = 0; k < NR_KEYS; k++) {
+		char *a = key_value(then, k), *b = key_value(now, k);
+
+		if (strcmp(a, b))
+			strbuf_addf(sb, "%s%s (the stopped run: %s; this one: %s)",
+				    sb->len ? ", " : "", key_options[k], value_words(a),
+				    value_words(b));
+		free(a);
+		free(b);
+	}
+}
 
 /* Why the saved checkpoint sc cannot be resumed by this run, or NULL. */
 static char *stale(const struct scrub_ctx *ctx, const struct checkpoint *cp,
@@ -631,10 +690,14 @@ static char *stale(const struct scrub_ctx *ctx, const struct checkpoint *cp,
 	struct strbuf sb = STRBUF_INIT;
 	double age = unix_now() - sc->saved;
 
-	if (strcmp(sc->options ? sc->options : "", cp->options))
-		strbuf_addf(&sb, "the checkpoint of run %lld is of other options (%s)",
-			    (long long)sc->run, sc->options ? sc->options : "");
-	else if (age > CHECKPOINT_MAX_AGE || age < -60)
+	if (strcmp(sc->options ? sc->options : "", cp->options)) {
+		struct strbuf which = STRBUF_INIT;
+
+		options_differ(sc->options ? sc->options : "", cp->options, &which);
+		strbuf_addf(&sb, "the checkpoint of run %lld is of other options: %s",
+			    (long long)sc->run, which.len ? which.buf : "an older fscrub's");
+		strbuf_release(&which);
+	} else if (age > CHECKPOINT_MAX_AGE || age < -60)
 		strbuf_addf(&sb, "the checkpoint of run %lld is stale: saved %.1f days ago, "
 			    "more than %.0f", (long long)sc->run, age / 86400, CHECKPOINT_MAX_AGE / 86400);
 	else if (dev_size != ctx->dev_size)
@@ -692,9 +755,27 @@ static void resumed(struct scrub_ctx *ctx, struct checkpoint *cp,
 	if (cp->from_percent > 100)
 		cp->from_percent = 100;
 	cp->bytes_before = cp->bytes;
-	say(ctx, "resuming run %lld from phase %d at %.0f %%: phases 1 to 4 run again in full, "
-	    "phase 5 reads only what was not verified", (long long)sc->run, sc->phase,
-	    cp->from_percent);
+	/*
+	 * How phase 5 goes on is said when it begins (checkpoint_say_data()):
+	 * whether the checksum ledger needs whole files is known only then.
+	 */
+	say(ctx, "resuming run %lld from phase %d at %.0f %%: phases 1 to 4 run again in full",
+	    (long long)sc->run, sc->phase, cp->from_percent);
+}
+
+void checkpoint_say_data(struct scrub_ctx *ctx, const char *restart)
+{
+	struct checkpoint *cp = ctx->checkpoint;
+
+	if (!cp || !cp->resumed || !cp->bytes_before || cp->data_said)
+		return;
+	cp->data_said = true;
+	if (restart)
+		say(ctx, "--resume: phase 5 reads the data from its start, the %.0f %% run %lld "
+		    "verified too: %s", cp->from_percent, (long long)cp->from_run, restart);
+	else
+		say(ctx, "--resume: phase 5 reads only what run %lld did not verify (%.0f %% was)",
+		    (long long)cp->from_run, cp->from_percent);
 }
 
 static void resume(struct scrub_ctx *ctx, struct checkpoint *cp)
@@ -710,7 +791,10 @@ static void resume(struct scrub_ctx *ctx, struct checkpoint *cp)
 	else
 		cp->why = xstrdup(ret == -ENOENT ? "no checkpoint of this filesystem" :
 				  "the checkpoint cannot be read");
-	if (cp->why) {
+	if (cp->why && ret == -ENOENT) {
+		/* The usual case (fscrub@.service and fscrub_all always pass --resume): -v only. */
+		report_verbose(ctx, "Phase 1: --resume: %s: running from the start", cp->why);
+	} else if (cp->why) {
 		forget_loaded(cp);
 		say(ctx, "--resume: %s: running from the start", cp->why);
 	} else {

@@ -86,6 +86,12 @@ void checkpoint_free(struct checkpoint *cp);
 
 /* For the JSON report: {"requested", "resumed", "run", "phase", "percent", ...}. */
 json_object *checkpoint_json(const struct scrub_ctx *ctx);
+/*
+ * Phase 5 of a resumed run begins: say once (stderr, and -v) whether it
+ * goes on from the checkpoint (restart NULL) or reads from the start, and
+ * why (restart).  Nothing when no data was verified before the stop.
+ */
+void checkpoint_say_data(struct scrub_ctx *ctx, const char *restart);
 /* Data bytes the resumed checkpoint covers (the progress line's head start). */
 unsigned long long checkpoint_covered(const struct checkpoint *cp);
 

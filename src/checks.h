@@ -112,7 +112,7 @@
 #define CHECK_XFS_QUOTA		"xfs.quota"	/* quota usage != what the id's inodes add up to */
 /* The checksum ledger and manifests (src/ledger.c): -x */
 #define CHECK_LEDGER_BITROT	"ledger.bitrot"	/* content changed, size and times did not */
-#define CHECK_LEDGER_RECORD	"ledger.record"	/* a record cannot be stored; open for writing */
+#define CHECK_LEDGER_RECORD	"ledger.record"	/* not stored; open for writing; hidden */
 #define CHECK_MANIFEST_MISMATCH	"manifest.mismatch"	/* content differs from --manifest's digest */
 #define CHECK_MANIFEST_MISSING	"manifest.missing"	/* info: files listed but not on this fs */
 /* ext4 backend (src/backends/ext4*.c): on-disk metadata read from the device */

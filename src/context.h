@@ -206,6 +206,7 @@ struct scrub_ctx {
 	struct linktable *links;	/* phase 3 -> 4: multiply-linked inodes */
 	struct dotdot_suspect *dotdot_suspects;	/* phase 3 -> 4 */
 	struct inoset *reached;		/* phase 3: every inode the walk reached (walk.h) */
+	struct inoset *dirs_unopened;	/* phase 3 -> 5: directories a walk could not open */
 	struct xlink_list *xlinks;	/* phase 3 -> 4 -> 5: data extents (crosslink.h) */
 	struct ledger *ledger;		/* phase 3 -> 5, -x: the checksum ledger (ledger.h) */
 	struct devread *devread;	/* phase 3 -> 5, -x: reads alongside the walk (devverify.h) */

@@ -462,16 +462,18 @@ static void read_done(void *arg, const struct io_range *r, char *buf, int64_t re
 
 /*
  * Resuming (checkpoint.h): not when the ledger hashes files or with
- * --portion (the regions read are the run history's).
+ * --portion (the regions read are the run history's).  early: the pass
+ * alongside phase 3, before the ledger knows its files; phase 5 decides
+ * again (finish_overlap()), and says which only then.
  */
-static void resume_cursor(struct scrub_ctx *ctx)
+static void resume_cursor(struct scrub_ctx *ctx, bool early)
 {
 	bool restart = regions_mode(&ctx->opt) || ledger_hashes_files(ctx->ledger);
 
-	if (restart && checkpoint_covered(ctx->checkpoint))
-		report_verbose(ctx, "Phase 5: %s: the device is read from its start",
-			       regions_mode(&ctx->opt) ? "--portion or --time-budget" :
-			       "the checksum ledger needs whole files");
+	if (!early)
+		checkpoint_say_data(ctx, !restart ? NULL : regions_mode(&ctx->opt) ?
+				    "--portion and --time-budget read the run history's regions" :
+				    "files have checksum records, compared on whole files");
 	checkpoint_dev_begin(ctx->checkpoint, restart);
 	if (restart)
 		atomic_store(&ctx->progress_base, 0);
@@ -632,7 +634,7 @@ static int run_sequential(struct scrub_ctx *ctx, unsigned long long *bytes, cons
 	if (!regions_mode(&ctx->opt))
 		ledger_device_begin(ctx->ledger, ctx->xlinks);
 	devread_init(ctx, &dr, fd);
-	resume_cursor(ctx);
+	resume_cursor(ctx, false);
 	add_saved_bad(ctx, &dr);
 	reads = plan_reads(ctx, &nr_reads, &data, true);
 	if (ctx->no_overlap)
@@ -764,7 +766,7 @@ int devverify_start(struct scrub_ctx *ctx)
 			ctx->ops->space_not_data(ctx, add_skip, dr);
 		if (dr->nr_skip > 1)
 			qsort(dr->skip, dr->nr_skip, sizeof(*dr->skip), range_cmp);
-		resume_cursor(ctx);
+		resume_cursor(ctx, true);
 		clock_gettime(CLOCK_MONOTONIC, &ctx->data_began);
 		if (!thread_start(&dr->thread, early_main, dr)) {
 			ctx->devread = dr;
@@ -975,6 +977,7 @@ static int finish_overlap(struct scrub_ctx *ctx, unsigned long long *bytes, cons
 	}
 	if (ledger_hashes_files(ctx->ledger))
 		return drop_early(ctx, "files have checksum records to compare", bytes, why);
+	checkpoint_say_data(ctx, NULL);		/* the early pass went on from the cursor */
 	crosslink_sort(ctx);
 	ret = regions_plan(ctx, why);
 	if (ret < 0) {

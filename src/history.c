@@ -188,13 +188,22 @@ void history_phase(struct scrub_ctx *ctx, int phase, const char *title, double w
 		state_add_phase(ctx->state, phase, title, wall, user, sys, items);
 }
 
+/*
+ * A run that went to its end with operational errors (a directory it could
+ * not open, a file it could not read: "the scan is incomplete") is
+ * 'incomplete': it did not look at everything, so it neither counts as a
+ * complete run (nor a data verification) nor closes what an earlier
+ * complete run found.
+ */
 static const char *run_status(const struct scrub_ctx *ctx, bool fatal)
 {
 	if (scrub_cancelled)
 		return "cancelled";
 	if (atomic_load(&ctx->aborted))
 		return "stopped";
-	return fatal ? "failed" : "complete";
+	if (fatal)
+		return "failed";
+	return atomic_load(&ctx->nr_operational) ? "incomplete" : "complete";
 }
 
 void history_end(struct scrub_ctx *ctx, int exit_code, bool fatal)

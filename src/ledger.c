@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <linux/fs.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -14,6 +15,7 @@
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -58,6 +60,14 @@ struct ledger {
 	atomic_bool no_subvol_said;	/* a file's subvolume unknown (store_subvol()) */
 	bool no_statx_subvol;		/* FSCRUB_DEBUG_NO_STATX_SUBVOL: as before Linux 6.10 */
 	bool read_only;			/* --record on a read-only mount: no record is put */
+	/*
+	 * Records in trusted.* are hidden from this process (no CAP_SYS_ADMIN):
+	 * the regular files that might have one, counted once per inode
+	 * (hidden_seen: those with several names).
+	 */
+	bool trusted_hidden;
+	struct inoset *hidden_seen;
+	atomic_ullong hidden;
 };
 
 /* A file's digest as hashed: base-chunk sums in chunk order (duplicates add). */
@@ -112,6 +122,22 @@ static int64_t now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/*
+ * Can this process read trusted.* attributes?  The kernel hides them
+ * (ENODATA, not EPERM, and listxattr leaves them out) from a process
+ * without CAP_SYS_ADMIN, so a record root's --record wrote there cannot be
+ * told from no record at all.
+ */
+static bool trusted_readable(void)
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct c[_LINUX_CAPABILITY_U32S_3];
+
+	if (syscall(SYS_capget, &h, c) < 0)
+		return geteuid() == 0;
+	return c[CAP_TO_INDEX(CAP_SYS_ADMIN)].effective & CAP_TO_MASK(CAP_SYS_ADMIN);
+}
+
 int ledger_new(struct scrub_ctx *ctx, struct ledger **out)
 {
 	const struct scrub_options *o = &ctx->opt;
@@ -124,6 +150,11 @@ int ledger_new(struct scrub_ctx *ctx, struct ledger **out)
 	lg = xcalloc(1, sizeof(*lg));
 	lg->ctx = ctx;
 	lg->all_files = ledger_will_note_all(o);
+	/* FSCRUB_DEBUG_TRUSTED_HIDDEN: the unprivileged view, for the tests. */
+	lg->trusted_hidden = !lg->all_files && (!trusted_readable() ||
+						getenv("FSCRUB_DEBUG_TRUSTED_HIDDEN"));
+	if (lg->trusted_hidden)
+		lg->hidden_seen = inoset_new();
 	/* Fault-injection knob for the tests of store_subvol()'s fallback. */
 	lg->no_statx_subvol = getenv("FSCRUB_DEBUG_NO_STATX_SUBVOL") != NULL;
 	pthread_mutex_init(&lg->lock, NULL);
@@ -157,6 +188,8 @@ void ledger_free(struct ledger *lg)
 		ledger_store_close(&lg->store);
 	if (lg->manifest)
 		manifest_free(lg->manifest);
+	if (lg->hidden_seen)
+		inoset_free(lg->hidden_seen);
 	free(lg->files);
 	free(lg->per_file);
 	free(lg->end_max);
@@ -167,7 +200,16 @@ void ledger_free(struct ledger *lg)
 
 bool ledger_wants(const struct ledger *lg, bool has_record)
 {
-	return lg && (lg->all_files || has_record);
+	return lg && (lg->all_files || has_record || lg->trusted_hidden);
+}
+
+/* A regular file with no record in sight, whose trusted.* record may be hidden. */
+static void count_hidden(struct ledger *lg, struct ledger_notes *nt, const struct walk_entry *e)
+{
+	if (e->stx.stx_nlink > 1 &&
+	    inoset_test_and_set(lg->hidden_seen, stx_devno(&e->stx), e->stx.stx_ino))
+		return;		/* counted at another of its names */
+	nt->hidden++;
 }
 
 void ledger_leave_to_fs(struct ledger *lg)
@@ -178,6 +220,8 @@ void ledger_leave_to_fs(struct ledger *lg)
 void ledger_note(struct ledger *lg, struct ledger_notes *nt, const struct walk_entry *e,
 		 bool has_record)
 {
+	if (lg && lg->trusted_hidden && !has_record)
+		count_hidden(lg, nt, e);
 	if (!lg || !(lg->all_files || has_record))
 		return;
 	if (!atomic_load_explicit(&lg->noted, memory_order_relaxed))
@@ -194,6 +238,8 @@ void ledger_note(struct ledger *lg, struct ledger_notes *nt, const struct walk_e
 
 void ledger_merge(struct ledger *lg, struct ledger_notes *nt)
 {
+	if (lg && nt->hidden)
+		atomic_fetch_add(&lg->hidden, nt->hidden);
 	if (lg && nt->n) {
 		pthread_mutex_lock(&lg->lock);
 		if (lg->nr_files + nt->n > lg->alloc_files) {
@@ -988,10 +1034,34 @@ void ledger_stream_end(struct walk_thread *t, const struct walk_dir *d,
 	free(s);
 }
 
+/*
+ * Say once, whatever -v says (an info, and a line on standard error), that
+ * records this process cannot see were not compared: a non-root -x
+ * otherwise reports "0 errors" for a file root's record would find
+ * damaged, with nothing to tell it checked less.
+ */
+static void say_hidden(struct scrub_ctx *ctx, struct ledger *lg)
+{
+	unsigned long long n = atomic_load(&lg->hidden);
+
+	if (!n)
+		return;
+	const char *files = n == 1 ? "regular file was" : "regular files were";
+
+	str_info(ctx, CHECK_LEDGER_RECORD, NULL, NULL, 0, "%llu %s not compared with checksum "
+		 "records: without CAP_SYS_ADMIN the records root keeps in %s cannot be read "
+		 "(nor told from none); run as root to check them", n, files, LEDGER_XATTR_TRUSTED);
+	if (!ctx->opt.verbose)
+		fprintf(stderr, "fscrub: %s: %llu %s not compared with checksum records: without "
+			"CAP_SYS_ADMIN the records in %s cannot be read\n", ctx->mntpoint, n, files,
+			LEDGER_XATTR_TRUSTED);
+}
+
 void ledger_finish(struct scrub_ctx *ctx, struct ledger *lg)
 {
 	if (!lg)
 		return;
+	say_hidden(ctx, lg);
 	if (lg->nr_files)
 		report_verbose(ctx, "Phase 5: checksum ledger (%s): %llu files verified, %llu "
 			       "recorded, %llu records refreshed, %llu skipped (changed during "

@@ -70,6 +70,7 @@ struct ledger_file {
 struct ledger_notes {
 	struct ledger_file *v;
 	size_t n, alloc;
+	unsigned long long hidden;	/* files whose trusted.* record may be hidden */
 };
 
 /*
@@ -87,9 +88,10 @@ bool ledger_notes_all(const struct ledger *lg);
 struct scrub_options;
 bool ledger_will_note_all(const struct scrub_options *o);
 /*
- * Phase 3: would ledger_note() keep this regular file (has_record: it has
- * a ledger xattr)?  Asked before a question that costs (is it checksummed
- * by the filesystem?).
+ * Phase 3: would ledger_note() keep or count this regular file (has_record:
+ * it has a ledger xattr; counted: a record in trusted.* may be hidden from
+ * this process)?  Asked before a question that costs (is it checksummed by
+ * the filesystem?).
  */
 bool ledger_wants(const struct ledger *lg, bool has_record);
 /*

@@ -15,6 +15,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "mountpoint.h"
 #include "strbuf.h"
 
 #define REC_MAGIC "FSL1"
@@ -102,7 +103,9 @@ void fs_identity(int fd, char *out, size_t len)
 		unsigned v[2];
 
 		memcpy(v, &sfs.f_fsid, sizeof(v));
-		snprintf(out, len, "fsid-%08x%08x", v[0], v[1]);
+		/* f_fsid 0 (FUSE) is every such filesystem's: tell them apart by their mount. */
+		if ((v[0] || v[1]) || mount_key(fd, out, len) < 0)
+			snprintf(out, len, "fsid-%08x%08x", v[0], v[1]);
 		return;
 	}
 	snprintf(out, len, "unknown");

@@ -58,7 +58,8 @@
 
 /*
  * The filesystem's UUID as 32 hex digits (FS_IOC_GETFSUUID), or
- * "fsid-" and its f_fsid where it has none, or "unknown"; fd is any file
+ * "fsid-" and its f_fsid where it has none, or where that is 0 (FUSE) a
+ * key made from its mount (mount_key()), or "unknown"; fd is any file
  * on it.  The key of the ledger's database and of the run history (state.h).
  * len: at least 40.
  */

@@ -3,15 +3,18 @@
  */
 #include "mountpoint.h"
 
+#include <blkid.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libmount.h>
+#include <stdio.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <xxhash.h>
 
 static char *dup_or(const char *s, const char *fallback)
 {
@@ -254,6 +257,45 @@ void mount_for_each_child(struct libmnt_table *tb, int id,
 	mnt_free_iter(it);
 }
 
+/*
+ * stat() of the argument failed.  ENOTCONN is a FUSE mount whose daemon
+ * has died (or a network mount cut off): the argument names a mount that
+ * exists, which cannot be checked, an operational error (8), not a usage
+ * error.
+ */
+static int stat_failed(const char *arg, struct strbuf *err)
+{
+	if (errno == ENOTCONN) {
+		strbuf_addf(err, "cannot access '%s': %s: a mount whose FUSE daemon has died "
+			    "(or whose server is gone); nothing of it can be checked; unmount it "
+			    "(fusermount -u) and mount it again", arg, strerror(errno));
+		return 8;
+	}
+	strbuf_addf(err, "cannot access '%s': %s", arg, strerror(errno));
+	return 16;
+}
+
+/*
+ * Is the mount the argument reaches the one the table names at its real
+ * path?  Not when the path goes through a mount that is no longer in the
+ * table (umount -l while a process keeps its cwd there; /proc/PID/cwd):
+ * its realpath() is then its path inside that detached mount ("/"), which
+ * shows another filesystem.  Refused (16): scrubbing what the path shows
+ * would check the wrong filesystem.  Cannot tell (no mount ids): 0.
+ */
+static int check_reached(const char *arg, const struct mount_info *mi, struct strbuf *err)
+{
+	int reached = mount_shown_id(arg);
+
+	if (reached < 0 || !mi->id || reached == mi->id)
+		return 0;
+	strbuf_addf(err, "'%s' is on a mount that is not in the mount table (detached, as by "
+		    "umount -l, mount id %d); its path, '%s', shows another filesystem (%s on "
+		    "%s): not scrubbing that instead; name the mount point or device of a "
+		    "mounted filesystem", arg, reached, mi->target, mi->fstype, mi->source);
+	return 16;
+}
+
 int mount_resolve(const char *arg, const char *mtab, struct mount_info *mi,
 		  struct strbuf *err)
 {
@@ -263,10 +305,8 @@ int mount_resolve(const char *arg, const char *mtab, struct mount_info *mi,
 	int e = 0, ret = 0;
 
 	memset(mi, 0, sizeof(*mi));
-	if (stat(arg, &st) < 0) {
-		strbuf_addf(err, "cannot access '%s': %s", arg, strerror(errno));
-		return 16;
-	}
+	if (stat(arg, &st) < 0)
+		return stat_failed(arg, err);
 	if (!S_ISDIR(st.st_mode) && !S_ISBLK(st.st_mode)) {
 		strbuf_addf(err, "'%s' is not a mount point or a block device", arg);
 		return 16;
@@ -290,9 +330,86 @@ int mount_resolve(const char *arg, const char *mtab, struct mount_info *mi,
 	if (!real || mount_find_by_target(tb, real, mi) < 0) {
 		strbuf_addf(err, "'%s' is not a mount point", arg);
 		ret = 16;
+	} else if (!mtab) {
+		ret = check_reached(arg, mi, err);
 	}
 	free(real);
 out:
+	mount_table_free(tb);
+	return ret;
+}
+
+/* The block device's filesystem UUID as libblkid reads it; NULL if none. */
+static char *device_uuid(const char *dev)
+{
+	blkid_probe pr = blkid_new_probe_from_filename(dev);
+	const char *v = NULL;
+	char *uuid = NULL;
+
+	if (!pr)
+		return NULL;
+	blkid_probe_enable_superblocks(pr, 1);
+	blkid_probe_set_superblocks_flags(pr, BLKID_SUBLKS_UUID);
+	if (blkid_do_safeprobe(pr) == 0 && blkid_probe_lookup_value(pr, "UUID", &v, NULL) == 0)
+		uuid = xstrdup(v);
+	blkid_free_probe(pr);
+	return uuid;
+}
+
+/*
+ * What tells a filesystem without a UUID or fsid apart, hashed: its type,
+ * and the UUID of the block device it is on (exfat's or NTFS's serial,
+ * through libblkid), else its source where that is a file or device, else
+ * (a FUSE daemon's name, as "squashfuse", the same for every mount of it)
+ * the source, the mount point and the filesystem's mount options.
+ */
+static uint64_t mount_key_hash(struct libmnt_fs *fs)
+{
+	const char *type = mnt_fs_get_fstype(fs), *src = mnt_fs_get_source(fs);
+	struct strbuf sb = STRBUF_INIT;
+	struct stat st;
+	bool is_path = src && src[0] == '/' && stat(src, &st) == 0;
+	char *uuid = is_path && S_ISBLK(st.st_mode) ? device_uuid(src) : NULL;
+	uint64_t h;
+
+	strbuf_addf(&sb, "%s", type ? type : "");
+	strbuf_addch(&sb, '\0');
+	if (uuid)
+		strbuf_addf(&sb, "uuid=%s", uuid);
+	else if (is_path)
+		strbuf_addf(&sb, "source=%s", src);
+	else
+		strbuf_addf(&sb, "source=%s target=%s options=%s", src ? src : "",
+			    mnt_fs_get_target(fs) ? mnt_fs_get_target(fs) : "",
+			    mnt_fs_get_fs_options(fs) ? mnt_fs_get_fs_options(fs) : "");
+	h = XXH3_64bits(sb.buf, sb.len);
+	free(uuid);
+	strbuf_release(&sb);
+	return h;
+}
+
+int mount_key(int fd, char *out, size_t len)
+{
+	struct statx stx;
+	int err, ret = -ENOENT;
+	struct libmnt_table *tb;
+	struct libmnt_iter *it;
+	struct libmnt_fs *fs;
+
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx) < 0)
+		return -errno;
+	if (!(stx.stx_mask & STATX_MNT_ID))
+		return -EOPNOTSUPP;
+	tb = mount_table_load(NULL, &err);
+	if (!tb)
+		return -err;
+	it = mnt_new_iter(MNT_ITER_FORWARD);
+	while (it && ret < 0 && mnt_table_next_fs(tb, it, &fs) == 0)
+		if ((uint64_t)mnt_fs_get_id(fs) == stx.stx_mnt_id) {
+			snprintf(out, len, "mnt-%016llx", (unsigned long long)mount_key_hash(fs));
+			ret = 0;
+		}
+	mnt_free_iter(it);
 	mount_table_free(tb);
 	return ret;
 }

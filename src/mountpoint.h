@@ -43,8 +43,10 @@ void mount_info_release(struct mount_info *mi);
 /*
  * Resolve arg.  mtab is a mount table file to read instead of the kernel's
  * (NULL: /proc/self/mountinfo).  Returns 0, or 16 (usage: arg is not a
- * mounted filesystem) or 8 (operational: the table cannot be read), with a
- * one-line reason in err.
+ * mounted filesystem, or it is reached through a mount that is not in the
+ * table, a detached one, whose path shows another filesystem) or 8
+ * (operational: the table cannot be read, or arg is a mount whose FUSE
+ * daemon died, ENOTCONN), with a one-line reason in err.
  */
 int mount_resolve(const char *arg, const char *mtab, struct mount_info *mi,
 		  struct strbuf *err);
@@ -76,6 +78,15 @@ bool mount_id_is_device(int id, dev_t devno);
 int mount_find_same(struct libmnt_table *tb, const struct mount_info *mi);
 /* In tb, the target of mount id; NULL if there is none. */
 const char *mount_target_of(struct libmnt_table *tb, int id);
+
+/*
+ * A key for the filesystem fd is on where it has neither a UUID nor an
+ * f_fsid (FUSE: f_fsid 0 on every mount), from its mount in the kernel's
+ * table: "mnt-" and 16 hex digits of a hash of its type and its device's
+ * UUID, or its source where that is a file or device, or its source, mount
+ * point and options.  0, or a negative errno (not in the table: a clone).
+ */
+int mount_key(int fd, char *out, size_t len);
 
 /* Is the mount with this id still in the kernel's mount table? */
 bool mount_id_attached(int id);

@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "backends/backend.h"
+#include "checkpoint.h"
 #include "checks.h"
 #include "context.h"
 #include "crosslink.h"
@@ -342,6 +343,7 @@ int phase5_data(struct scrub_ctx *ctx, unsigned long long *items)
 		free(only);
 	} else {
 		report_verbose(ctx, "Phase 5: reading file by file: %s", why);
+		checkpoint_say_data(ctx, NULL);	/* the files read to their end are skipped */
 		if (read_files(ctx, NULL, 0, NULL, &stats) < 0)
 			ret = EXIT_OPERATIONAL;
 	}

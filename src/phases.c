@@ -201,6 +201,8 @@ void phases_release(struct scrub_ctx *ctx)
 	}
 	inoset_free(ctx->reached);
 	ctx->reached = NULL;
+	inoset_free(ctx->dirs_unopened);
+	ctx->dirs_unopened = NULL;
 	if (ctx->xlinks) {
 		xlink_list_release(ctx->xlinks);
 		free(ctx->xlinks);

@@ -253,8 +253,9 @@ void progress_phase_end(struct scrub_ctx *ctx)
 	if (!p)
 		return;
 	pthread_mutex_lock(&p->lock);
+	/* A phase a signal or -a stopped did not get to its end: its last line says how far. */
 	if (p->fd >= 0 && !p->tty && p->phase)
-		emit_line(p, true);
+		emit_line(p, !scrub_should_stop(p->ctx));
 	p->phase = 0;
 	pthread_mutex_unlock(&p->lock);
 }

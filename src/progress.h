@@ -33,7 +33,7 @@ int progress_start(struct scrub_ctx *ctx);
 /* A phase begins: its number, title, total (0: unknown) and unit. */
 void progress_phase(struct scrub_ctx *ctx, int phase, const char *title,
 		    unsigned long long total, const char *unit);
-/* The phase is over: a last line with DONE == TOTAL. */
+/* The phase is over: a last line with DONE == TOTAL (how far it got if it was stopped). */
 void progress_phase_end(struct scrub_ctx *ctx);
 /* Stop the reporter and erase the bar. */
 void progress_stop(struct scrub_ctx *ctx);

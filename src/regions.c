@@ -143,23 +143,24 @@ static void say_chosen(struct scrub_ctx *ctx, const struct region_plan *p, uint6
 		       uint64_t total)
 {
 	struct strbuf sb = STRBUF_INIT;
-	size_t with_data = 0;
+	size_t with_data = 0, chosen = 0;
 
 	for (size_t i = 0; i < p->nr; i++) {
 		with_data += p->allocated[i] != 0;
 		if (p->chosen[i])
-			strbuf_addf(&sb, "%s%zu", sb.len ? "," : "", i);
+			strbuf_addf(&sb, "%s%zu", chosen++ ? "," : "", i);
 	}
+	/* Region numbers, then how many of how many: "regions 7 of 7" read as a count. */
 	if (ctx->opt.portion)
-		report_verbose(ctx, "Phase 5: --portion %u%%: regions %s of %zu with file data "
-			       "(%llu MiB each): %llu of %llu bytes of file data",
-			       ctx->opt.portion, sb.buf, with_data,
+		report_verbose(ctx, "Phase 5: --portion %u%%: regions %s (%zu of the %zu with file "
+			       "data, %llu MiB each): %llu of %llu bytes of file data",
+			       ctx->opt.portion, sb.buf, chosen, with_data,
 			       (unsigned long long)(p->size >> 20), (unsigned long long)sum,
 			       (unsigned long long)total);
 	else
-		report_verbose(ctx, "Phase 5: --time-budget: regions %s of %zu with file data "
-			       "(%llu MiB each), least recently read first", sb.buf, with_data,
-			       (unsigned long long)(p->size >> 20));
+		report_verbose(ctx, "Phase 5: --time-budget: regions %s (%zu of the %zu with file "
+			       "data, %llu MiB each), least recently read first", sb.buf, chosen,
+			       with_data, (unsigned long long)(p->size >> 20));
 	strbuf_release(&sb);
 }
 

@@ -46,10 +46,11 @@
  *             and the data scan's cursor (checkpoint.c's JSON, opaque here)
  *
  * status is 'running' from the row's insertion, after phase 1, then one of
- * 'complete' (every phase ran to its end), 'cancelled' (SIGINT/SIGTERM),
- * 'stopped' (-a) or 'failed' (a phase could not go on); a run that died
- * stays 'running'.  A complete run covered all of the metadata, a complete
- * -x run all of the data too.
+ * 'complete' (every phase ran to its end), 'incomplete' (every phase ran to
+ * its end, with operational errors: something could not be checked),
+ * 'cancelled' (SIGINT/SIGTERM), 'stopped' (-a) or 'failed' (a phase could
+ * not go on); a run that died stays 'running'.  A complete run covered all
+ * of the metadata, a complete -x run all of the data too.
  *
  * Durability and concurrency: WAL mode and a busy timeout, and no write
  * transaction is held during the scan: the run's row is inserted at the

@@ -168,8 +168,9 @@ static void run_text(const struct state_run *r, struct strbuf *sb)
 {
 	char when[32];
 
+	/* "started": "last complete" below is the time a run ended. */
 	iso8601_utc((time_t)r->started, when, sizeof(when));
-	strbuf_addf(sb, "%s, ", when);
+	strbuf_addf(sb, "started %s, ", when);
 	if (r->ended > 0)
 		strbuf_addf(sb, "%.1f s, ", r->ended - r->started);
 	bool running = r->status && !strcmp(r->status, "running");
@@ -182,6 +183,9 @@ static void run_text(const struct state_run *r, struct strbuf *sb)
 		strbuf_addf(sb, ", exit %d: %llu %s, %llu %s", r->exit_code, r->errors,
 			    plural(r->errors, "error", "errors"), r->warnings,
 			    plural(r->warnings, "warning", "warnings"));
+	if (!running && r->operational)
+		strbuf_addf(sb, ", %llu %s", r->operational,
+			    plural(r->operational, "operational error", "operational errors"));
 }
 
 struct open_out {
@@ -267,21 +271,45 @@ static bool overdue(const struct status *st, double last, unsigned days)
 	return last <= 0 || st->now - last > days * DAY;
 }
 
+/* what: the line's label; ended: last is the end of a run (said, as "last run" says its start). */
 static void since_text(const struct status *st, struct strbuf *sb, const char *what,
-		       double last, unsigned days)
+		       bool ended, double last, unsigned days)
 {
 	char when[32];
 
 	strbuf_addf(sb, "  %-15s", what);
 	if (last > 0) {
 		iso8601_utc((time_t)last, when, sizeof(when));
-		strbuf_addf(sb, "%s (%.1f days ago)", when, (st->now - last) / DAY);
+		strbuf_addf(sb, "%s%s (%.1f days ago)", ended ? "ended " : "", when,
+			    (st->now - last) / DAY);
 	} else {
 		strbuf_addstr(sb, "never");
 	}
 	if (overdue(st, last, days))
 		strbuf_addf(sb, ", overdue (every %u days)", days);
 	strbuf_addch(sb, '\n');
+}
+
+/*
+ * Why "open" is not the last run's count: open findings are counted once
+ * per check and object (path, inode, offset), over the last complete run
+ * and the runs after it (state.h), and a run keeps at most
+ * STATE_MAX_FINDINGS of its findings.
+ */
+static void open_differs_text(const struct state_summary *sum, struct strbuf *sb)
+{
+	const struct state_run *r = &sum->last;
+
+	if (!r->id || (r->status && !strcmp(r->status, "running")) ||
+	    (r->errors == sum->open_errors && r->warnings == sum->open_warnings))
+		return;
+	strbuf_addf(sb, " (the last run reported %llu %s, %llu %s: each finding is counted once "
+		    "by check and object, over the last complete run and those after it",
+		    r->errors, plural(r->errors, "error", "errors"), r->warnings,
+		    plural(r->warnings, "warning", "warnings"));
+	if (r->findings_dropped)
+		strbuf_addf(sb, "; %llu of its findings were not recorded", r->findings_dropped);
+	strbuf_addch(sb, ')');
 }
 
 static void regions_text(const struct state_summary *sum, struct strbuf *sb)
@@ -293,8 +321,9 @@ static void regions_text(const struct state_summary *sum, struct strbuf *sb)
 	if (!sum->nr_regions)
 		return;
 	if (sum->region_size)
-		strbuf_addf(sb, "  data regions:  %zu of %llu MiB, by the age of their last read:",
-			    sum->nr_regions, (unsigned long long)(sum->region_size >> 20));
+		strbuf_addf(sb, "  data regions:  %zu %s of %llu MiB, by the age of their last "
+			    "read:", sum->nr_regions, plural(sum->nr_regions, "region", "regions"),
+			    (unsigned long long)(sum->region_size >> 20));
 	else	/* buckets of files (regions.h) */
 		strbuf_addf(sb, "  data buckets:  %zu buckets of files, by the age of their last "
 			    "read:", sum->nr_regions);
@@ -324,12 +353,14 @@ static int show_text(struct status *st, const struct state_fs *fs, const char *n
 	else
 		strbuf_addstr(&sb, "none recorded");
 	strbuf_addch(&sb, '\n');
-	since_text(st, &sb, "last complete:", sum->last_complete, st->meta_days);
-	since_text(st, &sb, "data verified:", state_data_coverage(sum), st->data_days);
+	since_text(st, &sb, "last complete:", true, sum->last_complete, st->meta_days);
+	since_text(st, &sb, "data verified:", false, state_data_coverage(sum), st->data_days);
 	regions_text(sum, &sb);
-	strbuf_addf(&sb, "  open:          %llu %s, %llu %s\n", sum->open_errors,
+	strbuf_addf(&sb, "  open:          %llu %s, %llu %s", sum->open_errors,
 		    plural(sum->open_errors, "error", "errors"), sum->open_warnings,
 		    plural(sum->open_warnings, "warning", "warnings"));
+	open_differs_text(sum, &sb);
+	strbuf_addch(&sb, '\n');
 	if (st->state && sum->open_errors + sum->open_warnings)
 		ret = state_each_open(st->state, fs, open_finding, &o);
 	if (!ret && st->state && sum->open_events) {

@@ -410,8 +410,9 @@ static void walk_dir_fail(struct scrub_ctx *ctx, struct dir_node *node, int err)
 	else if (errno_is_corruption(err))
 		str_error(ctx, CHECK_DIR_UNREADABLE, node, NULL, node->ino,
 			  "cannot open directory: %s", strerror(err));
-	else
+	else if (!inoset_test_and_set(ctx->dirs_unopened, node->dev, node->ino))
 		report_operational(ctx, node, NULL, err, "cannot open directory");
+	/* else an earlier walk (phase 3's, before phase 5's) said so and counted it */
 }
 
 static void walk_one_dir(struct workqueue *wq, struct wq_item *item,
@@ -489,6 +490,8 @@ int walk_tree(struct scrub_ctx *ctx, const struct walk_visitor *v, void *arg,
 		return -errno;
 	}
 	inoset_test_and_set(ws.seen, stx_devno(&ctx->root_stx), ctx->root_stx.stx_ino);
+	if (!ctx->dirs_unopened)
+		ctx->dirs_unopened = inoset_new();
 	/*
 	 * Not when the checksum ledger notes every file (--record, --ledger):
 	 * it notes each file's size and mtime as the VFS has them (a bulk

@@ -104,6 +104,48 @@ def test_directory_not_a_mountpoint(workdir):
     one_line_error(run_fscrub(workdir), 16, "'%s' is not a mount point" % workdir)
 
 
+def cwd_holder(path, cleanups):
+    """A process (ours) whose working directory is path; killed afterwards."""
+    proc = subprocess.Popen(["sleep", "600"], cwd=path)
+
+    def stop():
+        proc.kill()
+        proc.wait()
+    cleanups.append(stop)
+    return proc
+
+
+@pytest.mark.parametrize("fstype", ["tmpfs", "ext4-ro"])
+def test_detached_mount_is_refused(workdir, image_factory, cleanups, fstype):
+    """Issue 35 item 4: a mount detached by umount -l that a process keeps
+    as its cwd is reached as /proc/PID/cwd, whose realpath() is "/": fscrub
+    scrubbed the root filesystem and exited 0.  The mount the path reaches
+    is compared with the one the table names there: refused (16), saying
+    so, for the scan and for status, and nothing is scanned."""
+    if fstype == "tmpfs":
+        fs = fsimage.make_tmpfs(workdir, populate=False)
+        cleanups.append(fs.cleanup)
+        mnt = fs.mnt
+    else:
+        img = image_factory("ext4", size_mb=32)
+        img.mkfs()
+        mnt = img.mount()
+        fsimage._write(os.path.join(mnt, "f"), b"data\n")
+        img.remount("ro")
+    holder = cwd_holder(mnt, cleanups)
+    subprocess.run(["umount", "-l", mnt], check=True)
+    if fstype != "tmpfs":
+        img.mounted = False     # detached: it goes when the holder does
+    arg = "/proc/%d/cwd" % holder.pid
+    assert os.readlink(arg) == "/"
+    r = run_fscrub("-n", "--no-state", arg, timeout=120)
+    one_line_error(r, 16, "'%s' is on a mount that is not in the mount table" % arg)
+    assert "shows another filesystem" in r.stderr and r.summary is None, r
+    st = subprocess.run([FSCRUB, "status", "--state-dir", workdir, arg], capture_output=True,
+                        text=True, timeout=60)
+    assert st.returncode == 16 and "not in the mount table" in st.stderr, st
+
+
 def test_pseudo_filesystem():
     one_line_error(run_fscrub("/proc"), 16, "is a proc filesystem")
 
@@ -252,3 +294,24 @@ def test_unprivileged_falls_back_to_the_generic_checks(image_factory, workdir, f
     assert r.rc == 8, r
     assert "-t %s: the %s backend needs" % (fstype, fstype) in r.stderr, r
     assert "Phase 3: %d directories, 3 files" % dirs in r.stdout, r
+
+
+@pytest.mark.parametrize("args", [("-n",), ("-n", "-x")])
+def test_unreadable_directory_said_once(image_factory, workdir, args):
+    """Issue 35 item 17: as another user with -x, ext4's lost+found (0700,
+    root's) was "cannot open directory" twice, by phase 3's walk and again
+    by phase 5's, and counted as two operational errors.  Once, one."""
+    if shutil.which("setpriv") is None:
+        pytest.skip("setpriv is not installed")
+    img = image_factory("ext4", size_mb=32)
+    img.mkfs()
+    mnt = img.mount()
+    os.chmod(workdir, 0o755)        # mkdtemp's 0700 would keep nobody out
+    with open(os.path.join(mnt, "f"), "w") as f:
+        f.write("x" * 5000)
+    time.sleep(1.1)   # past the changed-during-scan margin (src/phases.c)
+    r = run_unprivileged(*args, mnt)
+    assert r.rc == 8, r
+    said = [l for l in r.stderr.splitlines() if "cannot open directory" in l]
+    assert said == ["fscrub: %s/lost+found: cannot open directory: Permission denied" % mnt], r
+    assert "1 operational error: the scan is incomplete" in r.stdout, r

@@ -12,6 +12,7 @@ pauses between writing and recording.
 import hashlib
 import os
 import re
+import shutil
 import time
 
 import pytest
@@ -401,3 +402,32 @@ def test_old_ledger_database_is_converted(fs, workdir):
     assert sorted(con.execute("SELECT fsid, ino, gen, rec FROM records").fetchall()) == \
         sorted(rows)
     con.close()
+
+
+def test_records_hidden_from_an_unprivileged_run_are_said(fs, workdir):
+    """Issue 35 item 7: root's --record keeps records in trusted.fscrub.ledger,
+    which the kernel hides from a process without CAP_SYS_ADMIN (ENODATA,
+    and listxattr leaves it out): an unprivileged -x on a file root finds
+    damaged said "0 errors" and nothing about the records it could not
+    compare.  It cannot find the damage, but says once how many files it
+    could not compare (an info, and a line on stderr without -v)."""
+    from test_cli import run_unprivileged
+    if shutil.which("setpriv") is None:
+        pytest.skip("setpriv is not installed")
+    os.chmod(workdir, 0o755)        # mkdtemp's 0700 would keep nobody out
+    populate(fs.mnt)
+    for dirpath, dirnames, filenames in os.walk(fs.mnt):
+        os.chmod(dirpath, 0o755)    # lost+found is 0700
+    record(fs.mnt)
+    flip_byte(fs, "b", 5)
+    assert run_fscrub("-n", "-x", fs.mnt).rc == 4       # root sees it
+    r = run_unprivileged("-n", "-x", fs.mnt)
+    assert r.rc == 0 and not r.errors, r
+    said = [l for l in r.stderr.splitlines() if "not compared with checksum records" in l]
+    # a (two names), b, dir/c, small, empty, sparse
+    assert len(said) == 1 and ": 6 regular files were not compared" in said[0], r
+    assert "CAP_SYS_ADMIN" in said[0] and XATTR in said[0], r
+    r = run_unprivileged("-n", "-x", "-v", fs.mnt)
+    info = [i for i in r.of("Info", "ledger.record") if "not compared" in i.message]
+    assert len(info) == 1 and info[0].message.startswith("6 regular files"), r
+    assert "not compared with checksum records" not in r.stderr, r

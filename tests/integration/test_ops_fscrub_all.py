@@ -453,12 +453,16 @@ class Devices:
 def devices():
     """disk.img partitioned in two (p1, p2: one disk), other.img (whole, and
     a bind mount of a directory in it), third.img: three disks, four
-    filesystems, five mounts."""
+    filesystems, five mounts.  Each image is on a tmpfs of its own: a loop
+    device is on the disk its file is on, and tmpfs has none, so each is a
+    disk of its own."""
     need_root()
     need_tools("losetup", "mkfs.ext4", "partx")
     d = Devices()
     try:
-        disk = os.path.join(d.dir, "disk.img")
+        home = {n: d.mount("fscrub-ops", n + ".tmpfs", ["-t", "tmpfs", "-o", "size=80m"])
+                for n in ("disk", "other", "third")}
+        disk = os.path.join(home["disk"], "disk.img")
         _write_mbr(disk, 72, [32, 32])
         dev = d.loop(disk, partitions=True)
         for p in ("p1", "p2"):
@@ -468,7 +472,7 @@ def devices():
         d.p2 = d.mount(dev + "p2", "p2")
         others = []
         for name in ("other", "third"):
-            img = os.path.join(d.dir, name + ".img")
+            img = os.path.join(home[name], name + ".img")
             with open(img, "wb") as f:
                 f.truncate(32 << 20)
             fsimage.run(["mkfs.ext4", "-q", "-F", "-b", "4096", img])
@@ -494,6 +498,57 @@ def test_groups_of_real_devices(devices, fmt):
     assert p.group_of(d.third) == ([d.third_disk], [d.third]), p
     assert len(p.groups) == 3
     assert p.skipped[d.bind][0].startswith("the same filesystem as %s" % d.other), p
+
+
+def test_loop_devices_on_one_disk_are_one_group(fake_fscrub):
+    """Issue 35 item 18: two loop devices whose images are in one directory
+    were two disks of their own, scrubbed in parallel, both reading the one
+    disk under that directory.  They are on that disk: one group, one scrub
+    after the other."""
+    need_root()
+    need_tools("losetup", "mkfs.ext4")
+    d = Devices()
+    try:
+        if os.major(os.stat(d.dir).st_dev) == 0:
+            pytest.skip("%s is not on a block device" % d.dir)
+        mnts = []
+        for name in ("one", "two"):
+            img = os.path.join(d.dir, name + ".img")
+            with open(img, "wb") as f:
+                f.truncate(32 << 20)
+            fsimage.run(["mkfs.ext4", "-q", "-F", "-b", "4096", img])
+            mnts.append(d.mount(d.loop(img), name))
+        mountinfo, _ = d.tables()
+        p = plan("-m", mountinfo)
+        assert len(p.groups) == 1 and sorted(p.groups[0][1]) == sorted(mnts), p.text
+        assert not any(disk.startswith("loop") for disk in p.groups[0][0]), p.text
+        env, intervals = fake_fscrub
+        r = fscrub_all("-m", mountinfo, env=env)
+        assert r.returncode == 0, r.stderr
+        start, end, _ = intervals()
+        assert not overlap((start[mnts[0]], end[mnts[0]]), (start[mnts[1]], end[mnts[1]]))
+    finally:
+        d.cleanup()
+
+
+def test_fscrub_beside_the_generated_script(tmp_path):
+    """Issue 35 item 18: the fscrub_all meson generates names the fscrub of
+    the prefix it was configured for (/usr/local/sbin/fscrub by default):
+    run from the build directory, its plan ran a binary that was not there.
+    Where that is missing it runs the fscrub beside it."""
+    script = os.path.join(os.path.dirname(os.path.abspath(FSCRUB)), "fscrub_all")
+    if not os.path.exists(script):
+        pytest.skip("%s was not generated" % script)
+    with open(script) as f:
+        installed = re.search(r'"(/[^"]*/fscrub)"', f.read()).group(1)
+    if os.path.exists(installed):
+        pytest.skip("%s is installed: it is the one to run" % installed)
+    e = {k: v for k, v in os.environ.items() if k != "FSCRUB"}
+    p = subprocess.run([PYTHON, script, "-n", "-m", _table(tmp_path, ["a"])],
+                       capture_output=True, text=True, env=e, timeout=60)
+    cmd = Plan(p).cmds["/fake/a"]
+    assert os.path.exists(cmd[0]) and os.path.samefile(cmd[0], FSCRUB), p.stdout
+    assert "not there" not in p.stderr, p.stderr
 
 
 FAKE_FSCRUB = r"""#!/bin/sh

@@ -23,7 +23,7 @@ from test_state import state_dir, status_json  # noqa: F401 (state_dir: a fixtur
 
 REGION_MB = 64
 ENV = {"FSCRUB_DEBUG_REGION_MB": str(REGION_MB)}
-CHOSEN = re.compile(r"--portion (\d+)%: regions ([\d,]+) of (\d+) with file data")
+CHOSEN = re.compile(r"--portion (\d+)%: regions ([\d,]+) \((\d+) of the (\d+) with file data")
 DATA = re.compile(r"(\d+) bytes of file data in (\d+) bytes read")
 
 
@@ -93,7 +93,7 @@ def test_four_quarters_cover_every_region_once(image_factory, state_dir, workdir
     assert fs["data_coverage"] is not None and fs["overdue"]["data"] is False, fs
     assert fs["last_data_verified"] is None, fs   # no single run read it all
     p = run_fscrub("status", "--state-dir", state_dir, mnt)
-    assert "data regions:  4 of 64 MiB, by the age of their last read: 100% < 7 days" \
+    assert "data regions:  4 regions of 64 MiB, by the age of their last read: 100% < 7 days" \
         in p.stdout, p.stdout
 
 

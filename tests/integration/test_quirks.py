@@ -8,6 +8,7 @@ tests/tools/eiofs.c) and FUSE readdir's d_ino of -1 in name findings.
 Each is scrubbed as it comes, with -n and -n -x: exit 0, no error; and
 where a neighbouring case must still be found, it is."""
 
+import errno
 import os
 import re
 import subprocess
@@ -15,7 +16,7 @@ import time
 
 import pytest
 
-from conftest import need_fs, need_tools, run_fscrub
+from conftest import FSCRUB, need_fs, need_tools, run_fscrub
 import faults
 import fsimage
 from fsimage import run
@@ -335,8 +336,9 @@ EIOFS = os.environ.get("FSCRUB_EIOFS", os.path.join(os.path.dirname(
     os.environ.get("FSCRUB", "build/fscrub")), "eiofs"))
 
 
-def eiofs(workdir, cleanups, **knobs):
-    """tests/tools/eiofs.c serving a 1 MiB file, with EIOFS_* knobs."""
+def eiofs(workdir, cleanups, procs=None, **knobs):
+    """tests/tools/eiofs.c serving a 1 MiB file, with EIOFS_* knobs; its
+    process is appended to procs (a list) if given."""
     need_fuse("fusermount3")
     if not os.access(EIOFS, os.X_OK):
         pytest.skip("%s was not built (libfuse3-dev missing at build time)" % EIOFS)
@@ -360,6 +362,8 @@ def eiofs(workdir, cleanups, **knobs):
         if fsimage._is_mountpoint(mnt):     # killed: its mount has no daemon now
             fsimage.run(["fusermount3", "-u", "-z", mnt])
     cleanups.append(stop)
+    if procs is not None:
+        procs.append(proc)
     for _ in range(100):
         if os.path.exists(os.path.join(mnt, "disk")):
             break
@@ -439,3 +443,25 @@ def test_squashfuse_renumbered_inodes_by_cache_drops(workdir, cleanups, dropping
         assert len(w) == 1 and w[0].path.endswith("/a/b/c/d/ctl\\x01name"), (i, r)
         assert re.search(r"^Phase 5: \d+ bytes read .* from %d files\)" % nfiles,
                          r.stdout, re.M), (i, r)
+
+
+def test_fuse_daemon_died_is_operational(workdir, cleanups):
+    """Issue 35 item 9: a FUSE mount whose daemon died answers every call
+    with ENOTCONN; fscrub said "cannot access" with exit 16 (usage), as for
+    a mistyped path.  The mount exists and cannot be checked: exit 8, with
+    one line naming it and the daemon; status says the same."""
+    procs = []
+    mnt = eiofs(workdir, cleanups, procs=procs)
+    procs[0].kill()         # ours: started by eiofs() for this test
+    procs[0].wait()
+    with pytest.raises(OSError) as e:
+        os.stat(mnt)
+    assert e.value.errno == errno.ENOTCONN
+    r = run_fscrub("-n", "--no-state", mnt)
+    assert r.rc == 8, r
+    lines = [l for l in r.stderr.splitlines() if l.startswith("fscrub: ")]
+    assert len(lines) == 1 and mnt in lines[0], r
+    assert "Transport endpoint is not connected" in lines[0] and "FUSE daemon" in lines[0], r
+    st = subprocess.run([FSCRUB, "status", "--state-dir",
+                         workdir, mnt], capture_output=True, text=True, timeout=60)
+    assert st.returncode & 8 and not st.returncode & 16, st

@@ -65,3 +65,30 @@ def test_background_priority(big_fs):
     assert io.split() == ["idle"] * len(tids), io
     assert p.returncode == 0
     assert "1 threads" in "".join(out)
+
+
+def test_progress_after_a_signal_says_how_far(big_fs):
+    """Issue 35 item 14: after SIGINT in phase 5 the last -C line said
+    "5 N N" (100 %) with about a third of the data read.  It says how far
+    the phase got: DONE below TOTAL, the bytes read so far."""
+    r, w = os.pipe()
+    p = subprocess.Popen([FSCRUB, "-v", "-x", "-j", "1", "--limit", "200M", "-C", str(w),
+                          big_fs], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         pass_fds=(w,))
+    os.close(w)
+    progress = os.fdopen(r)
+    lines = []
+    for line in progress:
+        lines.append(line.split())
+        # stopped once phase 5 has read some, well before the end
+        if line.startswith("5 ") and 0 < int(line.split()[1]) < int(line.split()[2]) // 2:
+            p.send_signal(signal.SIGINT)
+            break
+    lines += [line.split() for line in progress]
+    out, err = p.communicate(timeout=120)
+    check_sanitizers(err)
+    assert p.returncode == 32, out + err
+    last = lines[-1]
+    assert last[0] == "5" and int(last[1]) < int(last[2]), lines[-5:]
+    read = int(last[1])
+    assert read * 4 < int(last[2]) * 3, lines[-5:]     # about where it stopped, not the end

@@ -10,6 +10,7 @@ import os
 import re
 import signal
 import sqlite3
+import shutil
 import subprocess
 import time
 
@@ -89,7 +90,8 @@ def test_history_text_and_json(tmpfs, state_dir):
     p = status(state_dir, "--history", "2", mnt)
     assert p.returncode == 0, p.stderr
     assert re.search(r"^%s \(tmpfs, \S+\):$" % re.escape(mnt), p.stdout, re.M), p.stdout
-    assert re.search(r"^  last run: +\S+, [\d.]+ s, complete, exit 0: 0 errors, 0 warnings$",
+    assert re.search(r"^  last run: +started \S+, [\d.]+ s, complete, exit 0: 0 errors, "
+                     r"0 warnings$",
                      p.stdout, re.M), p.stdout
     assert re.search(r"^  data verified: +\S+ \(0\.0 days ago\)$", p.stdout, re.M), p.stdout
     assert "overdue" not in p.stdout
@@ -517,3 +519,94 @@ def test_upgrade_from_version_1(tmpfs, state_dir):
     assert run_fscrub("--state-dir", state_dir, tmpfs.mnt).rc == 0
     rc, j = status_json(state_dir, tmpfs.mnt)
     assert rc == 0 and j["filesystems"][0]["open_events"] == 0, j
+
+
+def squashfuse_mount(workdir, cleanups, name, files):
+    """A squashfs of files {name: bytes} mounted with squashfuse on
+    workdir/name; unmounted afterwards (which ends the daemon)."""
+    if not os.path.exists("/dev/fuse") or not shutil.which("squashfuse") or \
+            not shutil.which("mksquashfs"):
+        pytest.skip("needs /dev/fuse, squashfuse and mksquashfs")
+    src = os.path.join(workdir, name + ".src")
+    os.makedirs(src)
+    for f, data in files.items():
+        with open(os.path.join(src, f), "wb") as out:
+            out.write(data)
+    img = os.path.join(workdir, name + ".sqfs")
+    fsimage.run(["mksquashfs", src, img, "-quiet", "-noappend"])
+    mnt = os.path.join(workdir, name)
+    os.makedirs(mnt)
+    fsimage.run(["squashfuse", img, mnt])
+    cleanups.append(lambda: fsimage._umount(mnt))
+    return mnt
+
+
+def test_fuse_filesystems_have_histories_of_their_own(workdir, state_dir, cleanups):
+    """Issue 35 item 5: FUSE mounts have f_fsid 0, and every one was keyed
+    fsid-0000000000000000: status listed one of two, a clean run of B
+    closed A's open warning and health showed B's scan for A.  Each is
+    keyed by its mount (source, mount point, options) now."""
+    a = squashfuse_mount(workdir, cleanups, "fa", {"ctl\x01name": b"odd\n", "f": b"a\n"})
+    b = squashfuse_mount(workdir, cleanups, "fb", {"g": b"b\n"})
+    assert os.statvfs(a).f_fsid == os.statvfs(b).f_fsid == 0     # the quirk
+    time.sleep(1.1)     # older than "changed while being checked"
+    ra = run_fscrub("-n", "--state-dir", state_dir, a)
+    assert ra.rc == 0 and len(ra.of("Warning", "name.control")) == 1, ra
+    rb = run_fscrub("-n", "--state-dir", state_dir, b)
+    assert rb.rc == 0 and not rb.warnings, rb
+    rc, j = status_json(state_dir)
+    assert sorted(fs["mountpoint"] for fs in j["filesystems"]) == [a, b], j
+    keys = {fs["mountpoint"]: fs["uuid"] for fs in j["filesystems"]}
+    assert keys[a] != keys[b] and "fsid-0000000000000000" not in keys.values(), keys
+    rc, ja = status_json(state_dir, a)
+    assert [o["check"] for o in ja["filesystems"][0]["open_findings"]] == ["name.control"], ja
+    rc, jb = status_json(state_dir, b)
+    assert jb["filesystems"][0]["open_findings"] == [], jb
+    h = subprocess.run([FSCRUB, "health", "--state-dir", state_dir, "--json", a],
+                       capture_output=True, text=True, timeout=60)
+    check_sanitizers(h.stderr)
+    assert ('"%s"' % b) not in h.stdout and '"uuid":"%s"' % keys[a] in h.stdout.replace(" ", ""), h
+
+
+def test_incomplete_run_is_not_complete(image_factory, state_dir, workdir):
+    """Issue 35 item 12: a run that ended with exit 8 ("the scan is
+    incomplete": here another user's -x, which cannot open lost+found)
+    showed in status as "complete (-x)", counted as data verified and
+    closed what the last complete run found; "last run" gave a run's start
+    and "last complete" its end with nothing saying which; and "open: 1
+    error" next to the last run's "0 errors" said nothing of why.  The run
+    is 'incomplete' now, with its operational errors, and status says
+    which times and why the counts differ."""
+    from test_cli import run_unprivileged
+    if shutil.which("setpriv") is None:
+        pytest.skip("setpriv is not installed")
+    img = image_factory("ext4", size_mb=64)
+    img.mkfs()
+    f = faults.ext4_wrong_nlink(img, nlink=3)
+    mnt = img.mount()
+    os.chmod(workdir, 0o755)        # mkdtemp's 0700 would keep nobody out
+    os.chmod(state_dir, 0o777)      # nobody records its run there too
+    time.sleep(1.1)
+    r = run_fscrub("--state-dir", state_dir, mnt)
+    assert r.rc == 4 and [e.check for e in r.errors] == ["nlink.count"], r
+    for name in os.listdir(state_dir):      # root's database: nobody writes it too
+        os.chmod(os.path.join(state_dir, name), 0o666)
+    r = run_unprivileged("-n", "-x", "--state-dir", state_dir, mnt)
+    assert r.rc == 8 and "the scan is incomplete" in r.stdout, r
+    assert "cannot record" not in r.stderr, r
+    rc, j = status_json(state_dir, mnt)
+    fs = j["filesystems"][0]
+    last = fs["last_run"]
+    assert last["status"] == "incomplete" and last["exit_code"] == 8, last
+    assert last["operational_errors"] == 1 and last["verify_data"], last
+    assert fs["last_data_verified"] is None and fs["data_coverage"] is None, fs
+    assert fs["last_complete"] is not None and fs["last_complete"] <= last["started"], fs
+    assert rc == 4 and errors_open(j) == [("nlink.count", escaped(os.path.join(mnt, f["path"])))]
+    p = status(state_dir, mnt)
+    assert re.search(r"^  last run: +started \S+, [\d.]+ s, incomplete \(-x\), exit 8: 0 errors, "
+                     r"\d+ warnings?, 1 operational error$", p.stdout, re.M), p.stdout
+    assert re.search(r"^  last complete: ended \S+ \(0\.0 days ago\)$", p.stdout, re.M), p.stdout
+    assert re.search(r"^  data verified: never, overdue", p.stdout, re.M), p.stdout
+    assert re.search(r"^  open: +1 error, \d+ warnings? \(the last run reported 0 errors, "
+                     r"\d+ warnings?: each finding is counted once by check and object, over "
+                     r"the last complete run and those after it\)$", p.stdout, re.M), p.stdout
