@@ -75,6 +75,7 @@ struct tfinding {
 	unsigned long long shared_by;
 	uint64_t shared_root;		/* one of them */
 	bool dup;			/* this is such a sighting: not reported */
+	bool confirmed;			/* read the same twice: reported as an error */
 };
 
 /*
@@ -202,6 +203,7 @@ struct pass {
 	unsigned long long data_extents, tree_blocks, file_extents, inodes;
 	unsigned long long chunk_items, dev_items;
 	uint64_t sb_bytes_used, sb_generation, sb_cache_generation;
+	uint64_t max_transid;		/* the newest leaf read: what must be committed */
 	bool sb_ok;
 };
 
