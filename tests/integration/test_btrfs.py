@@ -713,3 +713,30 @@ def test_rescan_errors_picks_the_subvolume_of_the_finding(btrfs_factory, workdir
     rc, j = status_json(state, mnt)
     assert j["filesystems"][0]["last_run"]["bytes_verified"] == sizes["b/f"], j
     assert rc == 0 and errors_open(j) == [], j
+
+
+def disk_generation(dev):
+    """The primary superblock's generation, read past every cache (the
+    superblock is 64 KiB into the device, its generation at 0x48)."""
+    out = subprocess.run(["dd", "if=" + dev, "bs=4096", "skip=16", "count=1", "iflag=direct",
+                          "status=none"], capture_output=True, check=True).stdout
+    assert out[0x40:0x48] == b"_BHRfS_M", out[0x40:0x48]
+    return int.from_bytes(out[0x48:0x50], "little")
+
+
+def test_n_forces_no_commit(btrfs_factory):
+    """-n writes nothing: on a quiet, just-synced btrfs whose commit interval
+    is longer than the run, a run leaves the disk superblock's generation
+    where it was (before, the walk's syncfs committed the transaction the
+    read-only scrub had joined: 9 -> 10).  The kernel's read-only scrub
+    joins a transaction of its own, which the kernel commits later, at its
+    interval: so the generation is read right after the run."""
+    fs = btrfs_factory()
+    mnt = fs.mount("commit=300")
+    populate(mnt)
+    os.sync()
+    before = disk_generation(fs.devs[0])
+    r = run_fscrub("-n", "-v", mnt)
+    after = disk_generation(fs.devs[0])
+    assert r.rc == 0, r.stdout + r.stderr
+    assert after == before, (before, after)
