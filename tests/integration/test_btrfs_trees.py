@@ -1188,3 +1188,25 @@ def test_damage_in_a_leaf_rewritten_meanwhile(image):
     assert r.rc == 4, r.stdout + r.stderr
     assert [f for f in r.of("Error", check) if text in f.message and f.path == mnt + suffix], \
         r.stdout
+
+
+@pytest.mark.parametrize("what", [None, "bg_used", "crosslink"])
+def test_rescue_mount(image, what):
+    """ro,rescue=all: the kernel refuses to scrub (EROFS) and does not load
+    the csum tree.  Said once each (infos), not operational errors; every
+    other check runs: damage is an error (exit 4), a clean image exits 0.
+    Before, the refused scrub and the csum tree were operational errors
+    (exit 8 or 12)."""
+    if what:
+        check, suffix, text = inject(image, what)
+    mnt = image.mount("ro,rescue=all")
+    try:
+        r = run_fscrub("-n", "-v", mnt)
+    finally:
+        image.offline()
+    assert r.rc == (4 if what else 0), r.stdout + r.stderr
+    assert not [l for l in r.stderr.splitlines() if l.startswith("fscrub: ")], r.stderr
+    said = [f for f in r.of("Info", "btrfs.scrub") if "does not scrub" in f.message]
+    assert len(said) == 1 and "rescue=" in said[0].message, r.stdout
+    if what:
+        assert [f for f in r.of("Error", check) if text in f.message], r.stdout

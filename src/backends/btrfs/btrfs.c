@@ -61,6 +61,7 @@
 
 #include "checks.h"
 #include "context.h"
+#include "mountpoint.h"
 #include "report.h"
 #include "strbuf.h"
 #include "thread.h"
@@ -108,6 +109,7 @@ struct btrfs_state {
 	struct btrfs_dev *devs;
 	unsigned nr_devs;
 	bool readonly;
+	struct strbuf rescue;		/* the mount's rescue= option ("": none) */
 	uint64_t mnt_root;		/* the tree id of the mounted subvolume */
 	struct btrfs_bulk *bulk;	/* the walk's bulk records (NULL: none) */
 
@@ -142,6 +144,7 @@ static int btrfs_scan_fs(struct scrub_ctx *ctx)
 		return -ENOMEM;
 	ctx->backend = st;
 	st->kmsg_fd = -1;
+	strbuf_init(&st->rescue);
 	pthread_mutex_init(&st->lock, NULL);
 	if (ioctl(ctx->mnt_fd, BTRFS_IOC_FS_INFO, &st->fs) < 0)
 		return -errno;
@@ -179,6 +182,8 @@ static int btrfs_scan_fs(struct scrub_ctx *ctx)
 			return -errno;
 	}
 	st->readonly = ctx->opt.check_only || (ctx->svfs.f_flag & ST_RDONLY);
+	if (mount_option(ctx->table_mnt_id, "rescue", &st->rescue) && !st->rescue.len)
+		strbuf_addstr(&st->rescue, "all");
 	st->bulk = btrfs_bulk_new(ctx, st->fs.sectorsize);
 	report_verbose(ctx, "Phase 1: btrfs with %u %s, node size %u, sector size %u",
 		       st->nr_devs, st->nr_devs == 1 ? "device" : "devices",
@@ -775,7 +780,7 @@ static void report_device(struct scrub_ctx *ctx, struct btrfs_state *st, struct 
 static int btrfs_scan_metadata(struct scrub_ctx *ctx)
 {
 	struct btrfs_state *st = ctx->backend;
-	bool in_progress = false;
+	bool in_progress = false, refused = false;
 	int ret = 0;
 
 	if (st->readonly)
@@ -799,6 +804,10 @@ static int btrfs_scan_metadata(struct scrub_ctx *ctx)
 			in_progress = true;
 			continue;
 		}
+		if (d->err == EROFS && st->rescue.len) {
+			refused = true;
+			continue;
+		}
 		if (d->err == ECANCELED && scrub_cancelled)
 			continue;
 		if (d->err)
@@ -806,6 +815,10 @@ static int btrfs_scan_metadata(struct scrub_ctx *ctx)
 					   (unsigned long long)d->info.devid, d->info.path);
 		report_device(ctx, st, d);
 	}
+	if (refused)
+		str_info(ctx, CHECK_BTRFS_SCRUB, NULL, NULL, 0, "the kernel does not scrub a "
+			 "filesystem mounted with rescue=%s: no tree block or data checksum is "
+			 "verified by a scrub; every other check runs", st->rescue.buf);
 	if (in_progress) {
 		report_operational(ctx, NULL, NULL, 0, "a scrub is already running on this "
 				   "filesystem (see 'btrfs scrub status'); not scrubbing");
@@ -883,6 +896,7 @@ static void btrfs_cleanup(struct scrub_ctx *ctx)
 	pthread_mutex_destroy(&st->lock);
 	free(st->log);
 	free(st->devs);
+	strbuf_release(&st->rescue);
 	free(st);
 	ctx->backend = NULL;
 }

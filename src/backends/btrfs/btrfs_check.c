@@ -98,6 +98,7 @@
 #include "backends/btrfs/btrfs_trees.h"
 #include "checks.h"
 #include "context.h"
+#include "mountpoint.h"
 #include "report.h"
 #include "strbuf.h"
 
@@ -905,14 +906,6 @@ static int run_pass(struct scrub_ctx *ctx, struct pass *p)
 	btrfs_fst_finish(p);
 	p->csum_items = p->csr.items;
 	p->calls += p->csr.calls + p->fsr.calls;
-	if (p->fsr_err < 0)
-		report_operational(ctx, NULL, NULL, -p->fsr_err,
-				   "cannot read the btrfs free space tree");
-	if (p->v1_err < 0)
-		report_operational(ctx, NULL, NULL, -p->v1_err,
-				   "cannot read the btrfs free space cache");
-	if (p->csr_err < 0)
-		report_operational(ctx, NULL, NULL, -p->csr_err, "cannot read the btrfs csum tree");
 	check_block_groups(p);
 	/* after the extent tree: p->bg is complete (it may come from there) */
 	if ((ret = btrfs_check_chunks(p)) < 0)
@@ -923,6 +916,37 @@ static int run_pass(struct scrub_ctx *ctx, struct pass *p)
 }
 
 /* ---- reporting ---- */
+
+/* An error of a tree read: damage the kernel met (a tree block unreadable). */
+static bool is_damage(int err)
+{
+	return err == -EIO || err == -EUCLEAN;
+}
+
+/*
+ * The trees the first pass could not read alongside the others, said once.
+ * A csum tree the kernel cannot read is damage: an error naming it (the
+ * checksums of the data are lost with it).  A rescue= mount may not load
+ * the csum tree at all (rescue=ignoredatacsums, ignorebadroots): an info.
+ */
+static void report_unread_trees(struct scrub_ctx *ctx, const struct pass *p, bool rescue)
+{
+	if (p->fsr_err < 0)
+		report_operational(ctx, NULL, NULL, -p->fsr_err,
+				   "cannot read the btrfs free space tree");
+	if (p->v1_err < 0)
+		report_operational(ctx, NULL, NULL, -p->v1_err,
+				   "cannot read the btrfs free space cache");
+	if (p->csr_err == -ENOENT && rescue)
+		str_info(ctx, CHECK_BTRFS_CSUM, NULL, NULL, 0, "the csum tree is not loaded on "
+			 "this rescue= mount: data checksum items are not checked");
+	else if (is_damage(p->csr_err))
+		str_error(ctx, CHECK_BTRFS_CSUM, NULL, NULL, 0, "the csum tree cannot be read (%s): "
+			  "the checksums of the data it holds are lost; the kernel's scrub stops "
+			  "at it", strerror(-p->csr_err));
+	else if (p->csr_err < 0)
+		report_operational(ctx, NULL, NULL, -p->csr_err, "cannot read the btrfs csum tree");
+}
 
 static void report_counts(struct scrub_ctx *ctx, const struct pass *p, const char *which)
 {
@@ -991,24 +1015,14 @@ static uint64_t committed_generation(struct scrub_ctx *ctx)
  */
 static unsigned commit_interval(const struct scrub_ctx *ctx)
 {
-	char key[32], line[4096];
-	unsigned secs = DEFAULT_COMMIT_S;
-	FILE *f = fopen("/proc/self/mountinfo", "re");
+	struct strbuf v = STRBUF_INIT;
+	unsigned long secs = 0;
 
-	if (!f)
-		return secs;
-	snprintf(key, sizeof(key), "%d ", ctx->table_mnt_id);
-	while (fgets(line, sizeof(line), f)) {
-		const char *c;
-
-		if (strncmp(line, key, strlen(key)))
-			continue;
-		if ((c = strstr(line, ",commit=")) || (c = strstr(line, " commit=")))
-			secs = (unsigned)strtoul(strchr(c, '=') + 1, NULL, 10);
-		break;
-	}
-	fclose(f);
-	return secs ? secs : DEFAULT_COMMIT_S;
+	if (mount_option(ctx->table_mnt_id, "commit", &v) && v.len)
+		secs = strtoul(v.buf, NULL, 10);
+	strbuf_release(&v);
+	/* commit=0 is the default, as for the kernel; beyond a day is as good as never */
+	return secs && secs < 86400 ? (unsigned)secs : secs ? 86400 : DEFAULT_COMMIT_S;
 }
 
 /*
@@ -1188,8 +1202,10 @@ int btrfs_check_trees(struct scrub_ctx *ctx)
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	ret = run_pass(ctx, &p[0]);
-	if (ret != -ECANCELED)
+	if (ret != -ECANCELED) {
 		report_counts(ctx, &p[0], "first pass");
+		report_unread_trees(ctx, &p[0], mount_option(ctx->table_mnt_id, "rescue", NULL));
+	}
 	if (ret == 0 && (p[0].nr_f || p[0].dropped))
 		ret = confirm(ctx, p, &t0);
 	pass_release(&p[0]);
