@@ -517,3 +517,38 @@ def test_upgrade_from_version_1(tmpfs, state_dir):
     assert run_fscrub("--state-dir", state_dir, tmpfs.mnt).rc == 0
     rc, j = status_json(state_dir, tmpfs.mnt)
     assert rc == 0 and j["filesystems"][0]["open_events"] == 0, j
+
+
+def test_unconfirmed_findings_are_counted(image_factory, state_dir, workdir):
+    """A finding whose object changed while it was being checked is an info
+    (exit 0), but it is not silent: the summary line counts it, the JSON
+    report marks it and counts it, and the run history keeps the count,
+    which status shows.  Here a symlink is replaced after the walk's bulk
+    records were read (XFS, FSCRUB_DEBUG_AFTER_BULK): its size is looked at
+    again and has changed."""
+    from conftest import need_fs
+    need_fs("xfs")
+    img = image_factory("xfs", size_mb=300)
+    img.mkfs()
+    mnt = img.mount()
+    os.symlink("a", os.path.join(mnt, "sym"))
+    img.remount()
+    time.sleep(1.1)
+    cmd = "cd %s && ln -s bbbbbbbbbbbbbbbbbbbb sym.new && mv -T sym.new sym" % mnt
+    report = os.path.join(workdir, "report.json")
+    r = run_fscrub("--state-dir", state_dir, "--json", report, "-j", "1", mnt,
+                   env={"FSCRUB_DEBUG_AFTER_BULK": cmd})
+    assert os.readlink(os.path.join(mnt, "sym")) == "b" * 20, "the change did not run"
+    assert r.rc == 0 and not r.errors, r
+    assert "0 errors and 0 warnings found. 1 finding could not be confirmed: the " \
+           "filesystem kept changing (-v lists them)." in r.stdout, r.stdout
+    with open(report) as f:
+        j = json.load(f)
+    assert j["counts"]["unconfirmed"] == 1, j["counts"]
+    changed = [f for f in j["findings"] if f["unconfirmed"]]
+    assert [f["check"] for f in changed] == ["symlink.size"], j["findings"]
+    assert "changed while being checked" in changed[0]["message"]
+    rc, s = status_json(state_dir, mnt)
+    assert rc == 0 and s["filesystems"][0]["last_run"]["unconfirmed"] == 1, s
+    p = status(state_dir, mnt)
+    assert "1 finding could not be confirmed (the filesystem kept changing)" in p.stdout, p.stdout
