@@ -273,17 +273,17 @@ static void inode_done(struct pass *p, uint64_t root)
 	if (s->nlink && (S_ISREG(s->mode) || S_ISLNK(s->mode)) && s->nbytes != s->found)
 		btrfs_add_finding(p, &(struct tfinding){
 			.kind = F_NBYTES, .root = root, .ino = s->ino,
-			.a = s->nbytes, .b = s->found, .transid = s->transid,
+			.a = s->nbytes, .b = s->found, .transid = s->transid, .stamp = s->stamp,
 		});
 	if (s->overlap)
 		btrfs_add_finding(p, &(struct tfinding){
 			.kind = F_EXTENT_OVERLAP, .root = root, .ino = s->ino,
-			.file_off = s->overlap_at, .a = s->overlap_end, .transid = s->transid,
+			.file_off = s->overlap_at, .a = s->overlap_end, .transid = s->transid, .stamp = s->stamp,
 		});
 	if ((hole = first_uncovered(p, s)) != UINT64_MAX)
 		btrfs_add_finding(p, &(struct tfinding){
 			.kind = F_EXTENT_HOLE, .root = root, .ino = s->ino,
-			.file_off = hole, .a = s->size, .transid = s->transid,
+			.file_off = hole, .a = s->size, .transid = s->transid, .stamp = s->stamp,
 		});
 	s->active = false;
 }
@@ -396,6 +396,7 @@ static int fs_item(struct pass *p, uint64_t root, const struct btrfs_tree_item *
 			.mode = btrfs_get32(it->data + offsetof(struct btrfs_inode_item, mode)),
 			.flags = btrfs_get64(it->data + offsetof(struct btrfs_inode_item, flags)),
 			.size = btrfs_get64(it->data + offsetof(struct btrfs_inode_item, size)),
+			.stamp = btrfs_inode_stamp(it->data),
 		};
 		p->inodes++;
 		return 0;
@@ -1081,7 +1082,7 @@ static bool same_item(const struct tfinding *a, const struct tfinding *b)
 /* ... and the fields it compares read the same too. */
 static bool same(const struct tfinding *a, const struct tfinding *b)
 {
-	return same_item(a, b) && a->a == b->a && a->b == b->b;
+	return same_item(a, b) && a->a == b->a && a->b == b->b && a->stamp == b->stamp;
 }
 
 static struct tfinding *match(const struct pass *p, const struct tfinding *f,
