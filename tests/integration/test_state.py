@@ -98,7 +98,7 @@ def test_history_text_and_json(tmpfs, state_dir):
     # the phases, and the options as JSON, are in the database as documented
     db = sqlite3.connect(os.path.join(state_dir, "state.sqlite"))
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 6
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 7
     titles = [t for (t,) in db.execute("SELECT title FROM phases WHERE run = ? ORDER BY phase",
                                        (x["id"],))]
     assert titles[0] == "Find the filesystem" and "Verify file data" in titles, titles
@@ -488,7 +488,7 @@ def test_upgrade_from_version_1(tmpfs, state_dir):
 
     assert run_fscrub("--state-dir", state_dir, tmpfs.mnt).rc == 0
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone() == (6,)
+    assert db.execute("PRAGMA user_version").fetchone() == (7,)
     assert [r[0] for r in db.execute("SELECT id FROM runs ORDER BY id")] == [1, 2]
     # version 4: the subvolume of findings and rescanned files; the rows of
     # before are the mount's own subvolume (0)
