@@ -889,7 +889,11 @@ def test_clean_variants(image_factory, mkfs_args, options):
     img.offline()
     assert r.rc == 0, r.stdout + r.stderr
     assert "btrfs trees (first pass)" in r.stdout
-    assert not [f for f in r.findings if f.check.startswith("btrfs.")], r.findings
+    # -n forces no commit: what the kernel still does after the sync (the
+    # cleaner, discard) may be read in flux, an info that says so
+    assert not [f for f in r.findings if f.check.startswith("btrfs.") and
+                not (f.severity == "Info" and "changed while being checked" in f.message)], \
+        r.findings
     rc, out = btrfs_check(img.path)
     assert rc == 0, out
 
