@@ -1213,3 +1213,38 @@ def test_rescue_mount(image, what):
     assert len(said) == 1 and "rescue=" in said[0].message, r.stdout
     if what:
         assert [f for f in r.of("Error", check) if text in f.message], r.stdout
+
+
+def test_unreadable_csum_tree_is_the_finding(image_factory):
+    """A leaf of the csum tree bad in both of its DUP copies: the kernel
+    mounts (the root is fine) but cannot read that leaf, so its scrub stops
+    with EIO on the device and the tree check cannot read the csum tree.
+    That is the damage: one btrfs.csum error naming the tree, exit 4, and
+    no operational error for the scrub it stopped or the tree it could not
+    read (before: exit 12, "scrub of devid 1: Input/output error" and
+    "cannot read the btrfs csum tree")."""
+    need_fs("btrfs")
+    img = image_factory("btrfs", size_mb=300)
+    img.mkfs()
+    mnt = img.mount()
+    with open(os.path.join(mnt, "data"), "wb") as f:
+        f.write(os.urandom(64 * MiB))     # 64 KiB of crc32c: csum items in several leaves
+    img.offline()
+    with be.BtrfsImage(img.path) as ed:
+        root, level = ed.tree_root(be.CSUM_TREE)
+        assert level > 0, "the csum tree is one leaf"
+        leaf = [it.leaf for it in ed.items(be.CSUM_TREE)][-1]
+        assert leaf != root
+        for phys in ed.physical(leaf):
+            with open(img.path, "r+b") as f:
+                f.seek(phys + 200)      # past the header: the checksum no longer matches
+                f.write(b"\xff" * 64)
+    mnt = img.mount()
+    try:
+        r = run_fscrub("-n", "-v", mnt)
+    finally:
+        img.offline()
+    assert r.rc == 4, r.stdout + r.stderr
+    assert not [l for l in r.stderr.splitlines() if l.startswith("fscrub: ")], r.stderr
+    said = [f for f in r.of("Error", "btrfs.csum") if "the csum tree cannot be read" in f.message]
+    assert len(said) == 1, r.stdout

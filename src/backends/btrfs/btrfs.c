@@ -41,6 +41,7 @@
 #include "backends/btrfs/btrfs_bulk.h"
 #include "backends/btrfs/btrfs_check.h"
 #include "backends/btrfs/btrfs_datasum.h"
+#include "backends/btrfs/btrfs_trees.h"
 #include "backends/btrfs/btrfs_xattrs.h"
 
 #include <errno.h>
@@ -777,10 +778,34 @@ static void report_device(struct scrub_ctx *ctx, struct btrfs_state *st, struct 
 			     (unsigned long long)p->corrected_errors);
 }
 
+/*
+ * A scrub that failed with EIO: is it the csum tree the kernel cannot read
+ * (a tree block bad in every copy)?  The scrub looks up every data
+ * block's checksums in it and stops at the first it cannot read.  Then
+ * the damage is the finding -- phase 3 reads the csum tree and reports it
+ * (btrfs.csum) -- not a failure to scrub.  Reads the whole csum tree.
+ */
+static bool csum_tree_unreadable(struct scrub_ctx *ctx)
+{
+	const struct btrfs_tkey min = { 0, 0, 0 };
+	const struct btrfs_tkey max = { UINT64_MAX, UINT8_MAX, UINT64_MAX };
+	struct btrfs_tree_reader r;
+	struct btrfs_tree_item it;
+	int ret = btrfs_tree_open(&r, ctx->mnt_fd, BTRFS_CSUM_TREE_OBJECTID, min, max);
+
+	if (ret < 0)
+		return false;
+	while ((ret = btrfs_tree_next(&r, &it)) > 0 && !scrub_should_stop(ctx))
+		;
+	btrfs_tree_close(&r);
+	return ret == -EIO || ret == -EUCLEAN;
+}
+
 static int btrfs_scan_metadata(struct scrub_ctx *ctx)
 {
 	struct btrfs_state *st = ctx->backend;
 	bool in_progress = false, refused = false;
+	int csum_bad = -1;	/* the csum tree unreadable: not known yet */
 	int ret = 0;
 
 	if (st->readonly)
@@ -806,6 +831,15 @@ static int btrfs_scan_metadata(struct scrub_ctx *ctx)
 		}
 		if (d->err == EROFS && st->rescue.len) {
 			refused = true;
+			continue;
+		}
+		if (d->err == EIO && csum_bad < 0)
+			csum_bad = csum_tree_unreadable(ctx);
+		if (d->err == EIO && csum_bad) {
+			report_verbose(ctx, "Phase 2: the scrub of devid %llu stopped at the csum "
+				       "tree, which cannot be read (phase 3 reports it)",
+				       (unsigned long long)d->info.devid);
+			report_device(ctx, st, d);
 			continue;
 		}
 		if (d->err == ECANCELED && scrub_cancelled)
