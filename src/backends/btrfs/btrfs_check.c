@@ -117,6 +117,8 @@
 #define MAX_PASSES 4
 /* btrfs's default commit interval (BTRFS_DEFAULT_COMMIT_INTERVAL), seconds. */
 #define DEFAULT_COMMIT_S 30
+/* A longer commit interval is as good as never: -n's waits stop at a day. */
+#define MAX_COMMIT_S 86400
 /* -n waits for the kernel's commit this much past its interval: a commit takes time. */
 #define COMMIT_MARGIN_S 5
 /* How often the disk superblock is read while waiting: a 4 KiB read. */
@@ -1022,8 +1024,9 @@ static unsigned commit_interval(const struct scrub_ctx *ctx)
 	if (mount_option(ctx->table_mnt_id, "commit", &v) && v.len)
 		secs = strtoul(v.buf, NULL, 10);
 	strbuf_release(&v);
-	/* commit=0 is the default, as for the kernel; beyond a day is as good as never */
-	return secs && secs < 86400 ? (unsigned)secs : secs ? 86400 : DEFAULT_COMMIT_S;
+	if (!secs)	/* commit=0 is the default, as for the kernel */
+		return DEFAULT_COMMIT_S;
+	return secs < MAX_COMMIT_S ? (unsigned)secs : MAX_COMMIT_S;
 }
 
 /*
@@ -1110,10 +1113,11 @@ static size_t judge_reading(struct scrub_ctx *ctx, struct pass *prev, struct pas
 
 	for (size_t i = 0; i < cur->nr_f; i++) {
 		struct tfinding *f = &cur->f[i];
-		const struct tfinding *g = f->dup ? NULL : match(prev, f, same);
+		const struct tfinding *g;
 
 		if (f->dup)
 			continue;
+		g = match(prev, f, same);
 		if (g && g->confirmed) {
 			f->confirmed = true;
 		} else if ((g || prev->dropped) && file_extent_still(ctx, f)) {
