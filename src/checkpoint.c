@@ -40,6 +40,7 @@ struct cp_range {
 struct cp_finding {
 	int severity;
 	bool has_range;
+	bool unconfirmed;	/* finding.unconfirmed: changed while being checked */
 	char *check, *path, *message;
 	uint64_t ino, offset, length;
 };
@@ -177,6 +178,7 @@ static json_object *finding_json(const struct cp_finding *f)
 	json_object_object_add(o, "message", json_object_new_string(f->message));
 	json_object_object_add(o, "ino", u64(f->ino));
 	json_object_object_add(o, "has_range", json_object_new_boolean(f->has_range));
+	json_object_object_add(o, "unconfirmed", json_object_new_boolean(f->unconfirmed));
 	json_object_object_add(o, "offset", u64(f->offset));
 	json_object_object_add(o, "length", u64(f->length));
 	return o;
@@ -192,6 +194,8 @@ static void load_finding(struct checkpoint *cp, json_object *o)
 		.has_range = json_object_object_get_ex(o, "has_range", &v) &&
 			     json_object_get_boolean(v),
 		.offset = get_u64(o, "offset"), .length = get_u64(o, "length"),
+		.unconfirmed = json_object_object_get_ex(o, "unconfirmed", &v) &&
+			       json_object_get_boolean(v),
 	};
 
 	if (f.severity < SEV_INFO || f.severity > SEV_REPAIRED)
@@ -464,7 +468,7 @@ void checkpoint_note_finding(struct checkpoint *cp, const struct finding *f)
 			.severity = (int)f->severity, .has_range = f->has_range,
 			.check = xstrdup(f->check), .path = xstrdup(f->path),
 			.message = xstrdup(f->message), .ino = f->ino, .offset = f->offset,
-			.length = f->length,
+			.length = f->length, .unconfirmed = f->unconfirmed,
 		};
 		add_finding(cp, &k);
 	}
@@ -841,8 +845,8 @@ static void replay(struct scrub_ctx *ctx, struct checkpoint *cp)
 		struct finding f = {
 			.severity = (enum severity)k->severity, .check = k->check, .path = k->path,
 			.ino = k->ino, .has_range = k->has_range, .offset = k->offset,
-			.length = k->length, .message = k->message, .file = __FILE__,
-			.line = __LINE__,
+			.length = k->length, .message = k->message, .unconfirmed = k->unconfirmed,
+			.file = __FILE__, .line = __LINE__,
 		};
 
 		report_replay(ctx, &f);

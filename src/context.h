@@ -239,6 +239,7 @@ struct scrub_ctx {
 	pthread_mutex_t report_lock;
 	atomic_ullong nr_errors, nr_warnings, nr_infos, nr_operational, nr_repaired;
 	atomic_ullong nr_content_errors;	/* of nr_errors: in file data (bit rot, media) */
+	atomic_ullong nr_unconfirmed;	/* of nr_infos: changed while being checked */
 	atomic_bool aborted;		/* -a reached */
 	bool not_scanned;		/* phase 1 gave up: nothing was checked */
 	bool output_failed;		/* stdout could not be written */

@@ -220,6 +220,7 @@ void history_end(struct scrub_ctx *ctx, int exit_code, bool fatal)
 		.infos = atomic_load(&ctx->nr_infos), .repaired = atomic_load(&ctx->nr_repaired),
 		.operational = atomic_load(&ctx->nr_operational), .inodes = ctx->stats.inodes,
 		.bytes_verified = ctx->stats.bytes_read,
+		.unconfirmed = atomic_load(&ctx->nr_unconfirmed),
 	};
 	if (regions_record(ctx, &err) || checkpoint_end(ctx, r.status, &err) ||
 	    state_run_end(ctx->state, &r, &err))

@@ -121,6 +121,8 @@ void json_report_finding(struct scrub_ctx *ctx, const struct finding *f)
 	json_object_object_add(o, "length",
 			       f->has_range ? json_object_new_int64((int64_t)f->length) : NULL);
 	json_object_object_add(o, "message", json_object_new_string(f->message));
+	/* changed while being checked: neither an error nor cleared (report.h) */
+	json_object_object_add(o, "unconfirmed", json_object_new_boolean(f->unconfirmed));
 	if (j->nr_findings++)
 		put(j, ",");
 	put(j, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
@@ -154,6 +156,8 @@ static json_object *counts_object(const struct scrub_ctx *ctx)
 	json_object_object_add(o, "errors", json_object_new_int64((int64_t)ctx->nr_errors));
 	json_object_object_add(o, "warnings", json_object_new_int64((int64_t)ctx->nr_warnings));
 	json_object_object_add(o, "infos", json_object_new_int64((int64_t)ctx->nr_infos));
+	json_object_object_add(o, "unconfirmed",
+			       json_object_new_int64((int64_t)ctx->nr_unconfirmed));
 	json_object_object_add(o, "operational",
 			       json_object_new_int64((int64_t)ctx->nr_operational));
 	json_object_object_add(o, "repaired", json_object_new_int64((int64_t)ctx->nr_repaired));

@@ -23,7 +23,9 @@
  * it, in a walk that opens each one (ledger_judge_walk()).
  *
  * The live-filesystem rules:
- *   - phase 5 starts with syncfs(), so the disk holds what was written;
+ *   - phase 5 starts with syncfs(), so the disk holds what was written
+ *     (not under -n where files are read only through the filesystem:
+ *     their O_DIRECT reads write back what they read);
  *   - a file is judged only if its size, mtime and ctime are still those
  *     phase 3 saw and it did not change since shortly before the scan
  *     began (timestamps are coarse: a write in the same tick as a stat

@@ -244,6 +244,32 @@ bool mount_id_attached(int id)
 	return found || !it;
 }
 
+bool mount_option(int id, const char *name, struct strbuf *value)
+{
+	int err;
+	struct libmnt_table *tb = mount_table_load(NULL, &err);
+	struct libmnt_iter *it;
+	struct libmnt_fs *fs;
+	char *v = NULL;
+	size_t len = 0;
+	bool found = false;
+
+	if (!tb)
+		return false;
+	it = mnt_new_iter(MNT_ITER_FORWARD);
+	while (it && mnt_table_next_fs(tb, it, &fs) == 0) {
+		if (mnt_fs_get_id(fs) == id) {
+			found = mnt_fs_get_option(fs, name, &v, &len) == 0;
+			break;
+		}
+	}
+	mnt_free_iter(it);
+	if (found && value && v)
+		strbuf_add(value, v, len);
+	mount_table_free(tb);
+	return found;
+}
+
 void mount_for_each_child(struct libmnt_table *tb, int id,
 			  void (*fn)(const char *target, const char *fstype, void *arg),
 			  void *arg)

@@ -91,6 +91,13 @@ int mount_key(int fd, char *out, size_t len);
 /* Is the mount with this id still in the kernel's mount table? */
 bool mount_id_attached(int id);
 
+/*
+ * Does mount id have the option name (a filesystem option such as
+ * "commit" or "rescue", or a VFS one)?  Its value, if it has one, is
+ * added to value (may be NULL).  False too when the table cannot be read.
+ */
+bool mount_option(int id, const char *name, struct strbuf *value);
+
 /* Mount points directly below mount id (for -v); fn is called per submount. */
 void mount_for_each_child(struct libmnt_table *tb, int id,
 			  void (*fn)(const char *target, const char *fstype, void *arg),

@@ -199,6 +199,7 @@ static void report_pair(void *arg, enum unicrash_kind kind, const struct unicras
 	const char *name = entries ? b->name : pr->name;
 	uint64_t ino = entries ? b->ino : pr->ino;
 	enum severity sev = kind == UNICRASH_CASEFOLD ? SEV_ERROR : SEV_WARNING;
+	struct strbuf msg = STRBUF_INIT;
 
 	names_escape(&ea, a->name, a->len);
 	names_escape(&eb, b->name, b->len);
@@ -207,16 +208,20 @@ static void report_pair(void *arg, enum unicrash_kind kind, const struct unicras
 	 * "l") are what a stock system ships, not a spoof: an info, shown
 	 * under -v.  A spoof needs a character the reader does not expect.
 	 */
-	if (pr->changed || (kind == UNICRASH_CONFUSABLE && all_ascii(a) && all_ascii(b)))
+	if (kind == UNICRASH_CONFUSABLE && all_ascii(a) && all_ascii(b))
 		sev = SEV_INFO;
 	if (entries && a->ino)
 		strbuf_addf(&ea, "' (inode %llu", (unsigned long long)a->ino);
 	else
 		strbuf_addstr(&ea, "'");
-	report_at(pr->ctx, sev, kind_check(kind), pr->dir, name, ino, __FILE__, __LINE__,
-		  "%s%s '%s' %s '%s%s%s", pr->changed ? "changed while being checked: " : "",
-		  pr->what, eb.buf, kind_verb(kind), ea.buf, entries && a->ino ? ")" : "",
-		  kind_tail(kind));
+	strbuf_addf(&msg, "%s '%s' %s '%s%s%s", pr->what, eb.buf, kind_verb(kind), ea.buf,
+		    entries && a->ino ? ")" : "", kind_tail(kind));
+	if (pr->changed)
+		str_changed(pr->ctx, kind_check(kind), pr->dir, name, ino, "%s", msg.buf);
+	else
+		report_at(pr->ctx, sev, kind_check(kind), pr->dir, name, ino, __FILE__,
+			  __LINE__, "%s", msg.buf);
+	strbuf_release(&msg);
 	strbuf_release(&ea);
 	strbuf_release(&eb);
 }

@@ -92,8 +92,13 @@ bool check_is_content(const char *check)
 }
 
 /* Count a finding; false if it is not to be printed (an info without -v). */
-static bool count_finding(struct scrub_ctx *ctx, enum severity sev, const char *check)
+static bool count_finding(struct scrub_ctx *ctx, const struct finding *f)
 {
+	enum severity sev = f->severity;
+	const char *check = f->check;
+
+	if (f->unconfirmed)
+		atomic_fetch_add(&ctx->nr_unconfirmed, 1);
 	switch (sev) {
 	case SEV_ERROR: {
 		unsigned long long n = atomic_fetch_add(&ctx->nr_errors, 1) + 1;
@@ -174,7 +179,7 @@ static void vreport(struct scrub_ctx *ctx, struct finding *f, const struct dir_n
 		    const char *name, const char *fmt, va_list ap)
 {
 	struct strbuf path = STRBUF_INIT, msg = STRBUF_INIT;
-	bool print = count_finding(ctx, f->severity, f->check);
+	bool print = count_finding(ctx, f);
 
 	/* JSON and the state get every finding, infos too; text gets infos only with -v. */
 	if (!print && !ctx->json && !ctx->state)
@@ -191,7 +196,7 @@ static void vreport(struct scrub_ctx *ctx, struct finding *f, const struct dir_n
 
 void report_replay(struct scrub_ctx *ctx, const struct finding *f)
 {
-	deliver(ctx, f, count_finding(ctx, f->severity, f->check));
+	deliver(ctx, f, count_finding(ctx, f));
 }
 
 void report_at(struct scrub_ctx *ctx, enum severity sev, const char *check,
@@ -200,6 +205,21 @@ void report_at(struct scrub_ctx *ctx, enum severity sev, const char *check,
 {
 	struct finding f = {
 		.severity = sev, .check = check, .ino = ino, .file = file, .line = line,
+	};
+	va_list ap;
+
+	va_start(ap, fmt);
+	vreport(ctx, &f, dir, name, fmt, ap);
+	va_end(ap);
+}
+
+void report_changed_at(struct scrub_ctx *ctx, const char *check,
+		       const struct dir_node *dir, const char *name, uint64_t ino,
+		       const char *file, int line, const char *fmt, ...)
+{
+	struct finding f = {
+		.severity = SEV_INFO, .check = check, .ino = ino, .file = file, .line = line,
+		.unconfirmed = true,
 	};
 	va_list ap;
 
@@ -309,6 +329,20 @@ static void summary_regions(struct scrub_ctx *ctx, struct strbuf *sb)
 			    plural(c.partial, "region", "regions"));
 }
 
+/*
+ * Findings that changed while being checked, neither errors nor cleared:
+ * never hidden behind a quiet "0 errors" (the infos themselves print with -v).
+ */
+static void summary_unconfirmed(struct scrub_ctx *ctx, struct strbuf *sb)
+{
+	unsigned long long n = atomic_load(&ctx->nr_unconfirmed);
+
+	if (n)
+		strbuf_addf(sb, " %llu %s not be confirmed: the filesystem kept changing%s.", n,
+			    plural(n, "finding could", "findings could"),
+			    ctx->opt.verbose ? "" : " (-v lists them)");
+}
+
 void report_summary(struct scrub_ctx *ctx)
 {
 	struct strbuf sb = STRBUF_INIT;
@@ -351,6 +385,7 @@ void report_summary(struct scrub_ctx *ctx)
 			    plural(ctx->stats.since_skipped, "file", "files"));
 	if (regions_mode(&ctx->opt))
 		summary_regions(ctx, &sb);
+	summary_unconfirmed(ctx, &sb);
 	if (ctx->opt.verbose)
 		strbuf_addf(&sb, " (%llu %s)", atomic_load(&ctx->nr_infos),
 			    plural(atomic_load(&ctx->nr_infos), "info", "infos"));

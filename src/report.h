@@ -65,6 +65,13 @@ struct finding {
 	bool has_range;			/* offset and length mean something */
 	uint64_t offset, length;	/* bytes, in the file (or device) */
 	const char *message;
+	/*
+	 * An info about something that changed while it was being checked:
+	 * neither confirmed nor cleared (str_changed()).  Counted apart, so
+	 * that the summary, the JSON report and the run history say how many
+	 * findings a run could not confirm.
+	 */
+	bool unconfirmed;
 	const char *file;		/* source of the check, for -d */
 	int line;
 };
@@ -101,11 +108,18 @@ void report_range_at(struct scrub_ctx *ctx, enum severity sev, const char *check
 
 /*
  * A finding whose object changed while it was being checked: never an
- * error, an info that says so (the live-filesystem rule).
+ * error, an info that says so (the live-filesystem rule), counted as not
+ * confirmed (finding.unconfirmed).  report_changed_at() takes the whole
+ * message; str_changed() starts it with "changed while being checked: ".
  */
+void report_changed_at(struct scrub_ctx *ctx, const char *check,
+		       const struct dir_node *dir, const char *name, uint64_t ino,
+		       const char *file, int line, const char *fmt, ...)
+	__attribute__((format(printf, 8, 9)));
+
 #define str_changed(ctx, check, dir, name, ino, ...) \
-	report_at(ctx, SEV_INFO, check, dir, name, ino, __FILE__, __LINE__, \
-		  "changed while being checked: " __VA_ARGS__)
+	report_changed_at(ctx, check, dir, name, ino, __FILE__, __LINE__, \
+			  "changed while being checked: " __VA_ARGS__)
 
 /*
  * fscrub could not check something (err is a positive errno, 0 for none):

@@ -137,6 +137,14 @@ static const char schema_v6[] =
 	"ALTER TABLE regions ADD COLUMN partial REAL;"
 	"PRAGMA user_version = 6;";
 
+/*
+ * Version 7: how many of a run's findings could not be confirmed (infos
+ * "changed while being checked"), for status; NULL for the runs of before.
+ */
+static const char schema_v7[] =
+	"ALTER TABLE runs ADD COLUMN unconfirmed INTEGER;"
+	"PRAGMA user_version = 7;";
+
 static int fail(struct state *s, struct strbuf *err, const char *what)
 {
 	if (err)
@@ -195,7 +203,8 @@ static int setup_schema(struct state *s, struct strbuf *err)
 	v = user_version(s);
 	if ((v == 0 && exec(s, schema_v1)) || (v >= 0 && v < 2 && exec(s, schema_v2)) ||
 	    (v >= 0 && v < 3 && exec(s, schema_v3)) || (v >= 0 && v < 4 && exec(s, schema_v4)) ||
-	    (v >= 0 && v < 5 && exec(s, schema_v5)) || (v >= 0 && v < 6 && exec(s, schema_v6))) {
+	    (v >= 0 && v < 5 && exec(s, schema_v5)) || (v >= 0 && v < 6 && exec(s, schema_v6)) ||
+	    (v >= 0 && v < 7 && exec(s, schema_v7))) {
 		fail(s, err, "cannot create the tables of the state database");
 		exec(s, "ROLLBACK");
 		return -EIO;
@@ -416,7 +425,8 @@ static int write_run_end(struct state *s, const struct state_run *r)
 	if (sqlite3_prepare_v2(s->db, "UPDATE runs SET ended = ?2, status = ?3, exit_code = ?4, "
 			       "errors = ?5, warnings = ?6, infos = ?7, repaired = ?8, "
 			       "operational = ?9, inodes = ?10, bytes_verified = ?11, "
-			       "findings_dropped = ?12, backend = ?13 WHERE id = ?1",
+			       "findings_dropped = ?12, backend = ?13, unconfirmed = ?14 "
+			       "WHERE id = ?1",
 			       -1, &st, NULL) != SQLITE_OK)
 		return -EIO;
 	sqlite3_bind_int64(st, 1, r->id);
@@ -432,6 +442,7 @@ static int write_run_end(struct state *s, const struct state_run *r)
 	bind_u64(st, 11, r->bytes_verified);
 	bind_u64(st, 12, s->dropped);
 	bind_text(st, 13, r->backend);
+	bind_u64(st, 14, r->unconfirmed);
 	return step_done(st);
 }
 
@@ -571,7 +582,10 @@ static unsigned long long column_u64(sqlite3_stmt *st, int i)
 #define RUN_COLUMNS "id, uuid, mountpoint, source, fstype, backend, options, version, " \
 		    "started, coalesce(ended, 0), status, coalesce(exit_code, -1), verify_data, " \
 		    "errors, warnings, infos, repaired, operational, inodes, bytes_verified, " \
-		    "findings_dropped, fsroot, rescan"
+		    "findings_dropped, fsroot, rescan, "
+/* The runs' unconfirmed findings: a database before version 7 has no column. */
+#define RUN_COLUMNS_V7 RUN_COLUMNS "coalesce(unconfirmed, 0)"
+#define RUN_COLUMNS_V6 RUN_COLUMNS "0"
 
 static void read_run(sqlite3_stmt *st, struct state_run *r)
 {
@@ -590,6 +604,7 @@ static void read_run(sqlite3_stmt *st, struct state_run *r)
 		.rescan = sqlite3_column_int(st, 22) == 1,
 		.since = sqlite3_column_int(st, 22) == 2,
 		.portion = sqlite3_column_int(st, 22) == 3,
+		.unconfirmed = column_u64(st, 23),
 	};
 }
 
@@ -642,8 +657,9 @@ int state_each_run(struct state *s, const struct state_fs *fs, unsigned n,
 	sqlite3_stmt *st;
 	int rc;
 
-	if (sqlite3_prepare_v2(s->db, "SELECT " RUN_COLUMNS " FROM runs WHERE uuid = ?1 "
-			       "AND fsroot = ?3 ORDER BY id DESC LIMIT ?2", -1, &st, NULL) != SQLITE_OK)
+#define RUNS_OF_FS " FROM runs WHERE uuid = ?1 AND fsroot = ?3 ORDER BY id DESC LIMIT ?2"
+	if (sqlite3_prepare_v2(s->db, s->version >= 7 ? "SELECT " RUN_COLUMNS_V7 RUNS_OF_FS :
+			       "SELECT " RUN_COLUMNS_V6 RUNS_OF_FS, -1, &st, NULL) != SQLITE_OK)
 		return -EIO;
 	bind_text(st, 1, fs->uuid);
 	bind_text(st, 3, fs->fsroot);

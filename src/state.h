@@ -9,7 +9,7 @@
  * subvolumes of one btrfs mounted at / and /home are two histories.
  * `fscrub status` and the metrics read it.
  *
- * Schema (PRAGMA user_version 6):
+ * Schema (PRAGMA user_version 7):
  *
  *   runs      one row per run: id, uuid, fsroot, mountpoint, source, fstype,
  *             backend, options (a JSON object), version, started and
@@ -17,7 +17,8 @@
  *             rescan (1: --rescan-errors, 2: --since, 3: --portion or
  *             --time-budget; each
  *             way only some data was read: not a full -x), the counts (errors, warnings, infos, repaired, operational,
- *             inodes), bytes_verified and findings_dropped
+ *             inodes), bytes_verified, findings_dropped and (version 7)
+ *             unconfirmed, the findings that changed while being checked
  *   phases    (run, phase, title, wall, user, sys, items): -T's figures
  *   findings  (run, seq, severity, check_id, content, path, ino, offset,
  *             length, message, subvol); content is 1 for checks of what files
@@ -64,7 +65,8 @@
  * upgrading an older database in setup_schema() when it is opened for
  * writing (version 2 added events to version 1, version 3 the regions,
  * version 4 the subvolume of findings and rescanned files, version 5 the
- * checkpoints, version 6 the regions' parts read); a database opened read-only is not upgraded, and reads of a
+ * checkpoints, version 6 the regions' parts read, version 7 the runs'
+ * unconfirmed findings); a database opened read-only is not upgraded, and reads of a
  * table it lacks find nothing.  A database newer than this code knows is
  * refused for writing.
  *
@@ -91,7 +93,7 @@ struct subvol_ino;
  * so at most some 30 MiB however broken the filesystem.
  */
 #define STATE_MAX_FINDINGS	100000
-#define STATE_SCHEMA_VERSION	6
+#define STATE_SCHEMA_VERSION	7
 
 /* What the history is kept by: the filesystem's UUID and the mount's root in it. */
 struct state_fs {
@@ -112,6 +114,7 @@ struct state_run {
 	bool portion;			/* --portion: -x of some device regions */
 	unsigned long long errors, warnings, infos, repaired, operational;
 	unsigned long long inodes, bytes_verified, findings_dropped;
+	unsigned long long unconfirmed;	/* infos changed while being checked (report.h) */
 };
 
 /* A finding as read back. */

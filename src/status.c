@@ -151,6 +151,7 @@ json_object *status_run_json(const struct state_run *r)
 	json_object_object_add(o, "errors", json_u64(r->errors));
 	json_object_object_add(o, "warnings", json_u64(r->warnings));
 	json_object_object_add(o, "infos", json_u64(r->infos));
+	json_object_object_add(o, "unconfirmed", json_u64(r->unconfirmed));
 	json_object_object_add(o, "repaired", json_u64(r->repaired));
 	json_object_object_add(o, "operational_errors", json_u64(r->operational));
 	json_object_object_add(o, "inodes", json_u64(r->inodes));
@@ -186,6 +187,10 @@ static void run_text(const struct state_run *r, struct strbuf *sb)
 	if (!running && r->operational)
 		strbuf_addf(sb, ", %llu %s", r->operational,
 			    plural(r->operational, "operational error", "operational errors"));
+	if (!running && r->unconfirmed)
+		strbuf_addf(sb, ", %llu %s not be confirmed (the filesystem kept changing)",
+			    r->unconfirmed, plural(r->unconfirmed, "finding could",
+						   "findings could"));
 }
 
 struct open_out {

@@ -947,3 +947,50 @@ def test_rescan_errors_picks_the_subvolume_of_the_finding(btrfs_factory, workdir
     rc, j = status_json(state, mnt)
     assert j["filesystems"][0]["last_run"]["bytes_verified"] == sizes["b/f"], j
     assert rc == 0 and errors_open(j) == [], j
+
+
+def disk_generation(dev):
+    """The primary superblock's generation, read past every cache (the
+    superblock is 64 KiB into the device, its generation at 0x48)."""
+    out = subprocess.run(["dd", "if=" + dev, "bs=4096", "skip=16", "count=1", "iflag=direct",
+                          "status=none"], capture_output=True, check=True).stdout
+    assert out[0x40:0x48] == b"_BHRfS_M", out[0x40:0x48]
+    return int.from_bytes(out[0x48:0x50], "little")
+
+
+@pytest.mark.parametrize("ledger", [False, True], ids=["metadata", "ledger"])
+def test_n_forces_no_commit(btrfs_factory, ledger):
+    """-n writes nothing: on a quiet, just-synced btrfs whose commit interval
+    is longer than the run, a run leaves the disk superblock's generation
+    where it was (before, the walk's syncfs committed the transaction the
+    read-only scrub had joined: 9 -> 10).  The kernel's read-only scrub
+    joins a transaction of its own, which the kernel commits later, at its
+    interval: so the generation is read right after the run.  With -x and
+    files in the checksum ledger (nodatasum files: btrfs checksums the
+    others itself), phase 5 forces no commit either (its syncfs, before:
+    files are read through btrfs with O_DIRECT, which writes back what it
+    reads).  A sync(2) anywhere on the machine commits every mounted
+    filesystem: a generation that moved is tried again, at most 3 times
+    (the old binary moved it every time)."""
+    fs = btrfs_factory()
+    mnt = fs.mount("commit=300")
+    populate(mnt)
+    if ledger:
+        for i in range(3):
+            write_nocow(os.path.join(mnt, "nocow%d" % i), 256 << 10)
+        time.sleep(1.2)     # files changed within 1 s of a scan are not recorded
+        assert run_fscrub("--record", mnt).rc == 0
+        time.sleep(1.2)     # recording changed them (their attribute)
+    moved = []
+    for _ in range(3):
+        os.sync()
+        before = disk_generation(fs.devs[0])
+        r = run_fscrub("-n", "-v", *(["-x"] if ledger else []), mnt)
+        after = disk_generation(fs.devs[0])
+        assert r.rc == 0, r.stdout + r.stderr
+        if ledger:
+            assert "3 files verified" in r.stdout, r.stdout
+        if after == before:
+            return
+        moved.append((before, after))
+    raise AssertionError("the superblock's generation moved in every run: %s" % moved)

@@ -20,6 +20,7 @@ import re
 import shutil
 import struct
 import subprocess
+import time
 
 import pytest
 
@@ -590,9 +591,9 @@ def shift_cache_entry(ed):
 def test_v1_space_cache_used_free(v1_image, options):
     """A cache entry covering a used extent (`btrfs check`: "cache appears
     valid but isn't"), mounted with v1 caching: exit 4.  Read-only, the
-    first pass is the answer; read-write, the forced commit does not
-    rewrite the cache of a block group nothing changed, and the second
-    pass finds it again."""
+    trees are read again at once; read-write, after the kernel's commit
+    (-n forces none), which does not rewrite the cache of a block group
+    nothing changed: the second reading finds it again."""
     with be.BtrfsImage(v1_image.path) as ed:
         _, _, start = shift_cache_entry(ed)
     rc, out = btrfs_check(v1_image.path)
@@ -601,8 +602,7 @@ def test_v1_space_cache_used_free(v1_image, options):
     assert r.rc == 4, r.stdout + r.stderr
     assert any("its free range %d-" % start in f.message
                for f in r.of("Error", "btrfs.space_cache")), r.stdout
-    assert ("btrfs trees (after the commit)" in r.stdout) == (not options.startswith("ro")), \
-        r.stdout
+    assert "btrfs trees (read again)" in r.stdout, r.stdout
 
 
 def test_v1_space_cache_stale_is_ignored(v1_image):
@@ -889,7 +889,11 @@ def test_clean_variants(image_factory, mkfs_args, options):
     img.offline()
     assert r.rc == 0, r.stdout + r.stderr
     assert "btrfs trees (first pass)" in r.stdout
-    assert not [f for f in r.findings if f.check.startswith("btrfs.")], r.findings
+    # -n forces no commit: what the kernel still does after the sync (the
+    # cleaner, discard) may be read in flux, an info that says so
+    assert not [f for f in r.findings if f.check.startswith("btrfs.") and
+                not (f.severity == "Info" and "changed while being checked" in f.message)], \
+        r.findings
     rc, out = btrfs_check(img.path)
     assert rc == 0, out
 
@@ -1062,3 +1066,185 @@ def test_debug_no_btrfs_trees(image):
     assert off.rc == 0 and "btrfs trees not checked" in off.stdout, off.stdout
     assert "btrfs trees (first pass)" not in off.stdout
     assert on.rc == 4 and on.of("Error", "btrfs.bytes_used"), on.stdout
+
+
+# ============================================================================
+# confirmation judges the damage, not the neighbourhood (issue 34)
+# ============================================================================
+
+# "settled": remounted and scanned past the commit interval (commit=2 s);
+# the read-write mounts keep the default commit interval otherwise.
+SETTLE_COMMIT_S = 2
+
+
+def mount_for(img, how):
+    """Mount the damaged image: fresh (scanned at once after the mount, while
+    the cleaner may still delete mkfs's unused block groups and rewrite the
+    leaves that hold the damage), settled (mounted, unmounted, mounted again
+    and left past the commit interval) or read-only."""
+    if how == "ro":
+        return img.mount("ro")
+    if how == "fresh":
+        mnt = img.mount("compress=zstd")
+        # issue 34's measure: the cleaner's first transaction, not committed
+        time.sleep(1.2)
+        return mnt
+    img.mount("compress=zstd,commit=%d" % SETTLE_COMMIT_S)
+    img.offline()
+    mnt = img.mount("compress=zstd,commit=%d" % SETTLE_COMMIT_S)
+    time.sleep(SETTLE_COMMIT_S * 2 + 1)
+    return mnt
+
+
+def leave_empty_block_group(img):
+    """A data block group emptied just before the unmount: the next
+    read-write mount's cleaner deletes it, in a transaction of its own that
+    rewrites extent-tree, chunk and device leaves, some of them holding the
+    damage (issue 34: "6 block groups" in the first pass, "5" after)."""
+    mnt = img.mount()
+    with open(os.path.join(mnt, "passing"), "wb") as f:
+        f.write(os.urandom(30 * MiB))     # more than one 8 MiB data block group
+    os.sync()
+    os.unlink(os.path.join(mnt, "passing"))
+    os.sync()
+    img.offline()
+    with be.BtrfsImage(img.path) as ed:
+        bgs = ed.items(block_group_tree(ed), (0, be.BLOCK_GROUP_ITEM, 0),
+                       (U64, be.BLOCK_GROUP_ITEM, U64))
+        assert [bg for bg in bgs if bg.key[1] == be.BLOCK_GROUP_ITEM and
+                bg.get("bg.used") == 0], "no empty block group left"
+
+
+def inject_dev_bytes_used(img, delta):
+    """A device's bytes_used delta off its device extents (DEV_ITEM and the
+    superblock's copy alike, as btrfs-progs' fsck test 047 makes it)."""
+    with be.BtrfsImage(img.path) as ed:
+        dev = ed.find(be.CHUNK_TREE, (1, be.DEV_ITEM, 1))
+        used = dev.get("dev_item.bytes_used")
+        ed.set_field(dev, "dev_item.bytes_used", used + delta)
+        ed.set_super("dev_item.bytes_used", used + delta)
+    return "btrfs.chunk", None, "device 1 item bytes_used"
+
+
+@pytest.mark.parametrize("how", ["fresh", "settled", "ro"])
+@pytest.mark.parametrize("what", ["crosslink", "bg_used", "bytes_used", "fst_used_free",
+                                  "dev_bytes_used"])
+def test_damage_confirmed_however_mounted(image, what, how):
+    """Damage that reads the same twice is an error (exit 4) on a fresh
+    mount, a settled one and a read-only one alike, under -n: before, on a
+    fresh mount the forced commit let the cleaner remove an unused block
+    group, whose transaction rewrote the extent-tree leaves holding the
+    findings, and the damage was excused as "changed while being checked"
+    (exit 0).  The device's bytes_used is 1 MiB off: the kernel rewrites
+    the DEV_ITEM when it deletes a block group, and the difference stays."""
+    leave_empty_block_group(image)
+    if what == "dev_bytes_used":
+        check, suffix, text = inject_dev_bytes_used(image, MiB)
+    else:
+        check, suffix, text = inject(image, what)
+    mnt = mount_for(image, how)
+    try:
+        r = run_fscrub("-n", "-v", mnt)
+    finally:
+        image.offline()
+    assert r.rc == 4, r.stdout + r.stderr
+    hits = [f for f in r.of("Error", check) if text in f.message]
+    assert hits, r.stdout
+    if suffix is not None:
+        assert any(f.path == mnt + suffix for f in hits), hits
+    if what == "dev_bytes_used":
+        m = re.search(r"bytes_used (\d+), its device extents add up to (\d+)", hits[0].message)
+        assert int(m.group(1)) - int(m.group(2)) == MiB, hits
+    assert "could not be confirmed" not in r.stdout, r.stdout
+
+
+def _rewrite_leaf(path, stop):
+    """Until stop: set an attribute of path again and again.  An XATTR_ITEM
+    goes into the fs tree at once (no delayed item), next to the file's
+    other items: their leaf is rewritten in every transaction."""
+    n = 0
+    while not stop.is_set():
+        n += 1
+        os.setxattr(path, "user.passing", b"%d" % n)
+
+
+def test_damage_in_a_leaf_rewritten_meanwhile(image):
+    """x2's file extent item points at x1's extent (a crosslink) while
+    another process keeps rewriting the leaf that holds it (an attribute of
+    x2 set over and over: an unrelated change, not to the damaged items).
+    The leaf is always newer than the last commit, the items in it read the
+    same every time: an error, exit 4.  Before, a finding whose items sat in
+    a leaf newer than the forced commit was excused as "changed while being
+    checked" (exit 0).  commit=3: -n waits for the kernel's own commit."""
+    import multiprocessing as mp
+    check, suffix, text = inject(image, "crosslink")
+    mnt = image.mount("compress=zstd,commit=3")
+    stop = mp.Event()
+    worker = mp.Process(target=_rewrite_leaf, args=(os.path.join(mnt, "x2"), stop))
+    worker.start()
+    try:
+        r = run_fscrub("-n", "-v", mnt)
+    finally:
+        stop.set()
+        worker.join(30)
+        image.offline()
+    assert r.rc == 4, r.stdout + r.stderr
+    assert [f for f in r.of("Error", check) if text in f.message and f.path == mnt + suffix], \
+        r.stdout
+
+
+@pytest.mark.parametrize("what", [None, "bg_used", "crosslink"])
+def test_rescue_mount(image, what):
+    """ro,rescue=all: the kernel refuses to scrub (EROFS) and does not load
+    the csum tree.  Said once each (infos), not operational errors; every
+    other check runs: damage is an error (exit 4), a clean image exits 0.
+    Before, the refused scrub and the csum tree were operational errors
+    (exit 8 or 12)."""
+    if what:
+        check, suffix, text = inject(image, what)
+    mnt = image.mount("ro,rescue=all")
+    try:
+        r = run_fscrub("-n", "-v", mnt)
+    finally:
+        image.offline()
+    assert r.rc == (4 if what else 0), r.stdout + r.stderr
+    assert not [l for l in r.stderr.splitlines() if l.startswith("fscrub: ")], r.stderr
+    said = [f for f in r.of("Info", "btrfs.scrub") if "does not scrub" in f.message]
+    assert len(said) == 1 and "rescue=" in said[0].message, r.stdout
+    if what:
+        assert [f for f in r.of("Error", check) if text in f.message], r.stdout
+
+
+def test_unreadable_csum_tree_is_the_finding(image_factory):
+    """A leaf of the csum tree bad in both of its DUP copies: the kernel
+    mounts (the root is fine) but cannot read that leaf, so its scrub stops
+    with EIO on the device and the tree check cannot read the csum tree.
+    That is the damage: one btrfs.csum error naming the tree, exit 4, and
+    no operational error for the scrub it stopped or the tree it could not
+    read (before: exit 12, "scrub of devid 1: Input/output error" and
+    "cannot read the btrfs csum tree")."""
+    need_fs("btrfs")
+    img = image_factory("btrfs", size_mb=300)
+    img.mkfs()
+    mnt = img.mount()
+    with open(os.path.join(mnt, "data"), "wb") as f:
+        f.write(os.urandom(64 * MiB))     # 64 KiB of crc32c: csum items in several leaves
+    img.offline()
+    with be.BtrfsImage(img.path) as ed:
+        root, level = ed.tree_root(be.CSUM_TREE)
+        assert level > 0, "the csum tree is one leaf"
+        leaf = [it.leaf for it in ed.items(be.CSUM_TREE)][-1]
+        assert leaf != root
+        for phys in ed.physical(leaf):
+            with open(img.path, "r+b") as f:
+                f.seek(phys + 200)      # past the header: the checksum no longer matches
+                f.write(b"\xff" * 64)
+    mnt = img.mount()
+    try:
+        r = run_fscrub("-n", "-v", mnt)
+    finally:
+        img.offline()
+    assert r.rc == 4, r.stdout + r.stderr
+    assert not [l for l in r.stderr.splitlines() if l.startswith("fscrub: ")], r.stderr
+    said = [f for f in r.of("Error", "btrfs.csum") if "the csum tree cannot be read" in f.message]
+    assert len(said) == 1, r.stdout

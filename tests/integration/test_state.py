@@ -100,7 +100,7 @@ def test_history_text_and_json(tmpfs, state_dir):
     # the phases, and the options as JSON, are in the database as documented
     db = sqlite3.connect(os.path.join(state_dir, "state.sqlite"))
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 6
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 7
     titles = [t for (t,) in db.execute("SELECT title FROM phases WHERE run = ? ORDER BY phase",
                                        (x["id"],))]
     assert titles[0] == "Find the filesystem" and "Verify file data" in titles, titles
@@ -490,7 +490,7 @@ def test_upgrade_from_version_1(tmpfs, state_dir):
 
     assert run_fscrub("--state-dir", state_dir, tmpfs.mnt).rc == 0
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone() == (6,)
+    assert db.execute("PRAGMA user_version").fetchone() == (7,)
     assert [r[0] for r in db.execute("SELECT id FROM runs ORDER BY id")] == [1, 2]
     # version 4: the subvolume of findings and rescanned files; the rows of
     # before are the mount's own subvolume (0)
@@ -610,3 +610,38 @@ def test_incomplete_run_is_not_complete(image_factory, state_dir, workdir):
     assert re.search(r"^  open: +1 error, \d+ warnings? \(the last run reported 0 errors, "
                      r"\d+ warnings?: each finding is counted once by check and object, over "
                      r"the last complete run and those after it\)$", p.stdout, re.M), p.stdout
+
+
+def test_unconfirmed_findings_are_counted(image_factory, state_dir, workdir):
+    """A finding whose object changed while it was being checked is an info
+    (exit 0), but it is not silent: the summary line counts it, the JSON
+    report marks it and counts it, and the run history keeps the count,
+    which status shows.  Here a symlink is replaced after the walk's bulk
+    records were read (XFS, FSCRUB_DEBUG_AFTER_BULK): its size is looked at
+    again and has changed."""
+    from conftest import need_fs
+    need_fs("xfs")
+    img = image_factory("xfs", size_mb=300)
+    img.mkfs()
+    mnt = img.mount()
+    os.symlink("a", os.path.join(mnt, "sym"))
+    img.remount()
+    time.sleep(1.1)
+    cmd = "cd %s && ln -s bbbbbbbbbbbbbbbbbbbb sym.new && mv -T sym.new sym" % mnt
+    report = os.path.join(workdir, "report.json")
+    r = run_fscrub("--state-dir", state_dir, "--json", report, "-j", "1", mnt,
+                   env={"FSCRUB_DEBUG_AFTER_BULK": cmd})
+    assert os.readlink(os.path.join(mnt, "sym")) == "b" * 20, "the change did not run"
+    assert r.rc == 0 and not r.errors, r
+    assert "0 errors and 0 warnings found. 1 finding could not be confirmed: the " \
+           "filesystem kept changing (-v lists them)." in r.stdout, r.stdout
+    with open(report) as f:
+        j = json.load(f)
+    assert j["counts"]["unconfirmed"] == 1, j["counts"]
+    changed = [f for f in j["findings"] if f["unconfirmed"]]
+    assert [f["check"] for f in changed] == ["symlink.size"], j["findings"]
+    assert "changed while being checked" in changed[0]["message"]
+    rc, s = status_json(state_dir, mnt)
+    assert rc == 0 and s["filesystems"][0]["last_run"]["unconfirmed"] == 1, s
+    p = status(state_dir, mnt)
+    assert "1 finding could not be confirmed (the filesystem kept changing)" in p.stdout, p.stdout

@@ -102,9 +102,13 @@ static void test_store_upgrade(void **unused)
 	state_close(s);
 	snprintf(path, sizeof(path), "%s/%s", dir, STATE_DB_NAME);
 	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-	/* a version 4 store: no checkpoints, regions without the parts read (6) */
+	/*
+	 * a version 4 store: no checkpoints, regions without the parts read (6),
+	 * runs without their unconfirmed findings (7)
+	 */
 	assert_int_equal(sqlite3_exec(db, "DROP TABLE checkpoints; ALTER TABLE regions DROP "
 				      "COLUMN read_to; ALTER TABLE regions DROP COLUMN partial; "
+				      "ALTER TABLE runs DROP COLUMN unconfirmed; "
 				      "PRAGMA user_version = 4", NULL, NULL, NULL), SQLITE_OK);
 	sqlite3_close(db);
 	s = open_state(false);
@@ -146,6 +150,9 @@ static void stopped_run(void)
 				.ino = 12, .has_range = true, .offset = 4096, .length = 4096,
 				.message = "read error" };
 	struct finding partial = done;
+	struct finding changed = { .severity = SEV_INFO, .check = "ledger.bitrot", .path = "/m/a",
+				   .ino = 12, .message = "changed while being checked: x",
+				   .unconfirmed = true };
 
 	partial.ino = 13;
 	partial.path = "/m/b";
@@ -160,6 +167,7 @@ static void stopped_run(void)
 	checkpoint_dev_done(ctx.checkpoint, 3);
 	checkpoint_note_finding(ctx.checkpoint, &done);
 	checkpoint_note_finding(ctx.checkpoint, &partial);
+	checkpoint_note_finding(ctx.checkpoint, &changed);
 	checkpoint_file_done(ctx.checkpoint, (struct ino_key){ 0, 12 }, 4 * MIB);
 	assert_int_equal(checkpoint_end(&ctx, "cancelled", &err), 0);
 	strbuf_release(&err);
@@ -191,9 +199,13 @@ static void test_cursor_resumed(void **unused)
 	assert_int_equal(checkpoint_covered(ctx.checkpoint), 24 * MIB + 4 * MIB);
 	assert_true(checkpoint_file_skip(ctx.checkpoint, (struct ino_key){ 0, 12 }));
 	assert_false(checkpoint_file_skip(ctx.checkpoint, (struct ino_key){ 0, 13 }));
-	/* phase 5 replays the finding of the file read to its end, not the other */
+	/*
+	 * phase 5 replays the findings of the file read to its end, not the
+	 * other's; one it could not confirm is counted so again
+	 */
 	checkpoint_phase(&ctx, 5);
 	assert_int_equal(atomic_load(&ctx.nr_errors), 1);
+	assert_int_equal(atomic_load(&ctx.nr_unconfirmed), 1);
 	assert_int_equal(atomic_load(&ctx.progress_base), 28 * MIB);
 	scrub_ctx_release(&ctx);
 }

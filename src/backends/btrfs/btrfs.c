@@ -51,6 +51,7 @@
 #include "backends/btrfs/btrfs_check.h"
 #include "backends/btrfs/btrfs_datasum.h"
 #include "backends/btrfs/btrfs_sectors.h"
+#include "backends/btrfs/btrfs_trees.h"
 #include "backends/btrfs/btrfs_xattrs.h"
 
 #include <errno.h>
@@ -71,6 +72,7 @@
 
 #include "checks.h"
 #include "context.h"
+#include "mountpoint.h"
 #include "report.h"
 #include "strbuf.h"
 #include "thread.h"
@@ -125,6 +127,7 @@ struct btrfs_state {
 	struct btrfs_dev *devs;
 	unsigned nr_devs;
 	bool readonly;
+	struct strbuf rescue;		/* the mount's rescue= option ("": none) */
 	uint64_t mnt_root;		/* the tree id of the mounted subvolume */
 	struct btrfs_bulk *bulk;	/* the walk's bulk records (NULL: none) */
 	bool scrub_whole;		/* phase 2 scrubbed every device to its end */
@@ -225,6 +228,7 @@ static int btrfs_scan_fs(struct scrub_ctx *ctx)
 		return -ENOMEM;
 	ctx->backend = st;
 	st->kmsg_fd = -1;
+	strbuf_init(&st->rescue);
 	pthread_mutex_init(&st->lock, NULL);
 	if (ioctl(ctx->mnt_fd, BTRFS_IOC_FS_INFO, &st->fs) < 0)
 		return -errno;
@@ -245,6 +249,8 @@ static int btrfs_scan_fs(struct scrub_ctx *ctx)
 			return -errno;
 	}
 	st->readonly = ctx->opt.check_only || (ctx->svfs.f_flag & ST_RDONLY);
+	if (mount_option(ctx->table_mnt_id, "rescue", &st->rescue) && !st->rescue.len)
+		strbuf_addstr(&st->rescue, "all");
 	st->bulk = btrfs_bulk_new(ctx, st->fs.sectorsize);
 	report_verbose(ctx, "Phase 1: btrfs with %u %s, node size %u, sector size %u",
 		       st->nr_devs, st->nr_devs == 1 ? "device" : "devices",
@@ -1117,10 +1123,34 @@ static bool scrub_was_whole(const struct btrfs_state *st)
 	return true;
 }
 
+/*
+ * A scrub that failed with EIO: is it the csum tree the kernel cannot read
+ * (a tree block bad in every copy)?  The scrub looks up every data
+ * block's checksums in it and stops at the first it cannot read.  Then
+ * the damage is the finding -- phase 3 reads the csum tree and reports it
+ * (btrfs.csum) -- not a failure to scrub.  Reads the whole csum tree.
+ */
+static bool csum_tree_unreadable(struct scrub_ctx *ctx)
+{
+	const struct btrfs_tkey min = { 0, 0, 0 };
+	const struct btrfs_tkey max = { UINT64_MAX, UINT8_MAX, UINT64_MAX };
+	struct btrfs_tree_reader r;
+	struct btrfs_tree_item it;
+	int ret = btrfs_tree_open(&r, ctx->mnt_fd, BTRFS_CSUM_TREE_OBJECTID, min, max);
+
+	if (ret < 0)
+		return false;
+	while ((ret = btrfs_tree_next(&r, &it)) > 0 && !scrub_should_stop(ctx))
+		;
+	btrfs_tree_close(&r);
+	return ret == -EIO || ret == -EUCLEAN;
+}
+
 static int btrfs_scan_metadata(struct scrub_ctx *ctx)
 {
 	struct btrfs_state *st = ctx->backend;
-	bool in_progress = false;
+	bool in_progress = false, refused = false;
+	int csum_bad = -1;	/* the csum tree unreadable: not known yet */
 	int ret = 0;
 
 	if (st->readonly)
@@ -1148,6 +1178,19 @@ static int btrfs_scan_metadata(struct scrub_ctx *ctx)
 			in_progress = true;
 			continue;
 		}
+		if (d->err == EROFS && st->rescue.len) {
+			refused = true;
+			continue;
+		}
+		if (d->err == EIO && csum_bad < 0)
+			csum_bad = csum_tree_unreadable(ctx);
+		if (d->err == EIO && csum_bad) {
+			report_verbose(ctx, "Phase 2: the scrub of devid %llu stopped at the csum "
+				       "tree, which cannot be read (phase 3 reports it)",
+				       (unsigned long long)d->info.devid);
+			report_device(ctx, st, d);
+			continue;
+		}
 		if (d->err == ECANCELED && scrub_cancelled)
 			continue;
 		if (d->err)
@@ -1155,6 +1198,10 @@ static int btrfs_scan_metadata(struct scrub_ctx *ctx)
 					   (unsigned long long)d->info.devid, dev_label(d));
 		report_device(ctx, st, d);
 	}
+	if (refused)
+		str_info(ctx, CHECK_BTRFS_SCRUB, NULL, NULL, 0, "the kernel does not scrub a "
+			 "filesystem mounted with rescue=%s: no tree block or data checksum is "
+			 "verified by a scrub; every other check runs", st->rescue.buf);
 	if (in_progress) {
 		report_operational(ctx, NULL, NULL, 0, "a scrub is already running on this "
 				   "filesystem (see 'btrfs scrub status'); not scrubbing");
@@ -1263,6 +1310,7 @@ static void btrfs_cleanup(struct scrub_ctx *ctx)
 	free(st->log);
 	free(st->named);
 	free(st->devs);
+	strbuf_release(&st->rescue);
 	free(st);
 	ctx->backend = NULL;
 }

@@ -125,6 +125,7 @@ struct bulk_thread {
 
 struct btrfs_bulk {
 	int fd;				/* the mount: ioctls, syncfs */
+	bool check_only;		/* -n: no syncfs (it commits a transaction) */
 	uint32_t sectorsize;
 	unsigned nr_threads;
 	struct bulk_thread *t;
@@ -161,6 +162,7 @@ struct btrfs_bulk *btrfs_bulk_new(struct scrub_ctx *ctx, uint32_t sectorsize)
 		return NULL;
 	}
 	b->fd = ctx->mnt_fd;
+	b->check_only = ctx->opt.check_only;
 	b->sectorsize = sectorsize;
 	b->nr_threads = nr_threads;
 	pthread_mutex_init(&b->lock, NULL);
@@ -197,6 +199,10 @@ void btrfs_bulk_report(struct scrub_ctx *ctx, const struct btrfs_bulk *b)
 /*
  * Once, before the first records: commit what was changed before the
  * scan (delayed inodes, delayed allocation) and note the generation.
+ * Under -n nothing is committed (syncfs would commit the transaction the
+ * scrub of phase 2 joined, or anyone's): the generation is the running
+ * one, and an inode whose changes wait in memory is read as its tree has
+ * it -- a stale record, which the walk never reports from (above).
  */
 static void sync_once(struct btrfs_bulk *b)
 {
@@ -207,7 +213,8 @@ static void sync_once(struct btrfs_bulk *b)
 	pthread_mutex_lock(&b->lock);
 	if (!atomic_load(&b->synced)) {
 		/* Without a generation every item is newer: no record. */
-		if (syncfs(b->fd) == 0 && ioctl(b->fd, BTRFS_IOC_FS_INFO, &fi) == 0 &&
+		if ((b->check_only || syncfs(b->fd) == 0) &&
+		    ioctl(b->fd, BTRFS_IOC_FS_INFO, &fi) == 0 &&
 		    (fi.flags & BTRFS_FS_INFO_FLAG_GENERATION))
 			b->generation = fi.generation;
 		atomic_store(&b->synced, true);

@@ -51,13 +51,21 @@
  * The live-filesystem rule: btrfs applies extent reference changes at
  * transaction commit (delayed refs), and updates block group items and the
  * superblock only then, so a filesystem in use disagrees with itself in
- * between.  A pass that finds nothing is the end.  Otherwise fscrub forces
- * a commit (BTRFS_IOC_SYNC), reads the superblock's generation T, and runs
- * the pass again.  A finding is an error only if the second pass finds it
- * again with the same numbers and every item involved is in a leaf no newer
- * than T (the search header's transid); anything else is an info "changed
- * while being checked".  On a read-only mount nothing moves: the first
- * pass is the answer.
+ * between.  A pass that finds nothing is the end.  Otherwise the trees are
+ * read again once what the pass read is committed: without -n a commit is
+ * forced (BTRFS_IOC_SYNC); with -n nothing may be written, so the kernel's
+ * own commit is waited for (the disk superblock's generation reaching the
+ * newest leaf the pass read; at most the commit interval and a margin), and
+ * not at all when everything read was committed already.  A read-only mount
+ * is not in flux: it is read again at once.  A finding whose items -- keys
+ * and the fields it compares -- read the same in both passes is an error,
+ * whatever the generation of the leaves that hold them (a background
+ * transaction, the cleaner deleting an unused block group, rewrites leaves
+ * and leaves the damage in them as it was).  Where the same items read
+ * differently, the trees are read again, at most MAX_PASSES times and for
+ * twice the commit interval; a finding no two readings agree on, or that
+ * goes, is an info "changed while being checked", counted as not confirmed
+ * (report.h).
  *
  * Memory: three readers' 256 KiB buffers, 72 bytes per file extent item
  * with a disk extent (72 MiB per million, up to twice that while the array
@@ -91,6 +99,7 @@
 #include "backends/btrfs/btrfs_trees.h"
 #include "checks.h"
 #include "context.h"
+#include "mountpoint.h"
 #include "report.h"
 #include "strbuf.h"
 
@@ -105,6 +114,16 @@
 #define SUPER_GENERATION_OFF 0x48
 #define SUPER_BYTES_USED_OFF 0x78
 #define SUPER_CACHE_GENERATION_OFF 0x22b
+/* Readings of the trees at most while findings move (the first included). */
+#define MAX_PASSES 4
+/* btrfs's default commit interval (BTRFS_DEFAULT_COMMIT_INTERVAL), seconds. */
+#define DEFAULT_COMMIT_S 30
+/* A longer commit interval is as good as never: -n's waits stop at a day. */
+#define MAX_COMMIT_S 86400
+/* -n waits for the kernel's commit this much past its interval: a commit takes time. */
+#define COMMIT_MARGIN_S 5
+/* How often the disk superblock is read while waiting: a 4 KiB read. */
+#define COMMIT_POLL_MS 100
 /* Inline reference sizes: a type byte and its payload. */
 #define IREF_DATA_SIZE (1 + sizeof(struct btrfs_extent_data_ref))
 #define IREF_SHARED_DATA_SIZE (1 + 8 + 4)
@@ -167,6 +186,8 @@ static int read_tree(struct pass *p, uint64_t tree, struct btrfs_tkey min, struc
 		}
 		if ((ret = btrfs_tree_next(&r, &it)) <= 0)
 			break;
+		if (it.transid > p->max_transid)
+			p->max_transid = it.transid;
 		ret = fn(p, tree, &it);
 	}
 	*count += r.items;
@@ -255,17 +276,17 @@ static void inode_done(struct pass *p, uint64_t root)
 	if (s->nlink && (S_ISREG(s->mode) || S_ISLNK(s->mode)) && s->nbytes != s->found)
 		btrfs_add_finding(p, &(struct tfinding){
 			.kind = F_NBYTES, .root = root, .ino = s->ino,
-			.a = s->nbytes, .b = s->found, .transid = s->transid,
+			.a = s->nbytes, .b = s->found, .transid = s->transid, .stamp = s->stamp,
 		});
 	if (s->overlap)
 		btrfs_add_finding(p, &(struct tfinding){
 			.kind = F_EXTENT_OVERLAP, .root = root, .ino = s->ino,
-			.file_off = s->overlap_at, .a = s->overlap_end, .transid = s->transid,
+			.file_off = s->overlap_at, .a = s->overlap_end, .transid = s->transid, .stamp = s->stamp,
 		});
 	if ((hole = first_uncovered(p, s)) != UINT64_MAX)
 		btrfs_add_finding(p, &(struct tfinding){
 			.kind = F_EXTENT_HOLE, .root = root, .ino = s->ino,
-			.file_off = hole, .a = s->size, .transid = s->transid,
+			.file_off = hole, .a = s->size, .transid = s->transid, .stamp = s->stamp,
 		});
 	s->active = false;
 }
@@ -378,6 +399,7 @@ static int fs_item(struct pass *p, uint64_t root, const struct btrfs_tree_item *
 			.mode = btrfs_get32(it->data + offsetof(struct btrfs_inode_item, mode)),
 			.flags = btrfs_get64(it->data + offsetof(struct btrfs_inode_item, flags)),
 			.size = btrfs_get64(it->data + offsetof(struct btrfs_inode_item, size)),
+			.stamp = btrfs_inode_stamp(it->data),
 		};
 		p->inodes++;
 		return 0;
@@ -888,14 +910,6 @@ static int run_pass(struct scrub_ctx *ctx, struct pass *p)
 	btrfs_fst_finish(p);
 	p->csum_items = p->csr.items;
 	p->calls += p->csr.calls + p->fsr.calls;
-	if (p->fsr_err < 0)
-		report_operational(ctx, NULL, NULL, -p->fsr_err,
-				   "cannot read the btrfs free space tree");
-	if (p->v1_err < 0)
-		report_operational(ctx, NULL, NULL, -p->v1_err,
-				   "cannot read the btrfs free space cache");
-	if (p->csr_err < 0)
-		report_operational(ctx, NULL, NULL, -p->csr_err, "cannot read the btrfs csum tree");
 	check_block_groups(p);
 	/* after the extent tree: p->bg is complete (it may come from there) */
 	if ((ret = btrfs_check_chunks(p)) < 0)
@@ -907,21 +921,35 @@ static int run_pass(struct scrub_ctx *ctx, struct pass *p)
 
 /* ---- reporting ---- */
 
-static bool same(const struct tfinding *a, const struct tfinding *b)
+/* An error of a tree read: damage the kernel met (a tree block unreadable). */
+static bool is_damage(int err)
 {
-	return a->kind == b->kind && a->root == b->root && a->ino == b->ino &&
-	       a->file_off == b->file_off && a->logical == b->logical && a->a == b->a &&
-	       a->b == b->b && a->ref_off == b->ref_off && a->devid == b->devid &&
-	       a->physical == b->physical &&
-	       !strcmp(a->name ? a->name : "", b->name ? b->name : "");
+	return err == -EIO || err == -EUCLEAN;
 }
 
-static bool found_in(const struct pass *p, const struct tfinding *f)
+/*
+ * The trees the first pass could not read alongside the others, said once.
+ * A csum tree the kernel cannot read is damage: an error naming it (the
+ * checksums of the data are lost with it).  A rescue= mount may not load
+ * the csum tree at all (rescue=ignoredatacsums, ignorebadroots): an info.
+ */
+static void report_unread_trees(struct scrub_ctx *ctx, const struct pass *p, bool rescue)
 {
-	for (size_t i = 0; i < p->nr_f; i++)
-		if (same(&p->f[i], f))
-			return true;
-	return false;
+	if (p->fsr_err < 0)
+		report_operational(ctx, NULL, NULL, -p->fsr_err,
+				   "cannot read the btrfs free space tree");
+	if (p->v1_err < 0)
+		report_operational(ctx, NULL, NULL, -p->v1_err,
+				   "cannot read the btrfs free space cache");
+	if (p->csr_err == -ENOENT && rescue)
+		str_info(ctx, CHECK_BTRFS_CSUM, NULL, NULL, 0, "the csum tree is not loaded on "
+			 "this rescue= mount: data checksum items are not checked");
+	else if (is_damage(p->csr_err))
+		str_error(ctx, CHECK_BTRFS_CSUM, NULL, NULL, 0, "the csum tree cannot be read (%s): "
+			  "the checksums of the data it holds are lost; the kernel's scrub stops "
+			  "at it", strerror(-p->csr_err));
+	else if (p->csr_err < 0)
+		report_operational(ctx, NULL, NULL, -p->csr_err, "cannot read the btrfs csum tree");
 }
 
 static void report_counts(struct scrub_ctx *ctx, const struct pass *p, const char *which)
@@ -940,16 +968,6 @@ static void report_counts(struct scrub_ctx *ctx, const struct pass *p, const cha
 			       "checked, %llu stale (the kernel ignores them), %llu not read "
 			       "(striped or unreadable)", which, p->v1_caches, p->v1_loaded,
 			       p->v1_stale, p->v1_unread);
-}
-
-/* Force a commit; the committed generation, or 0 if unknown. */
-static uint64_t force_commit(struct scrub_ctx *ctx, struct pass *probe)
-{
-	if (ioctl(ctx->mnt_fd, BTRFS_IOC_SYNC, NULL) < 0)
-		return 0;
-	probe->fd = ctx->mnt_fd;
-	read_super(probe);
-	return probe->sb_ok ? probe->sb_generation : 0;
 }
 
 /*
@@ -981,44 +999,206 @@ static bool file_extent_still(struct scrub_ctx *ctx, const struct tfinding *f)
 	return still;
 }
 
+/* ---- confirmation: the same damage read again ---- */
+
 /*
- * The second pass decides: errors found twice in committed items whose
- * file extent item (where one is involved) is still there, else infos.
+ * The disk superblock's generation: the last transaction the kernel
+ * committed (0 if unknown).
  */
-static void judge(struct scrub_ctx *ctx, const struct pass *p1, const struct pass *p2,
-		  uint64_t committed)
+static uint64_t committed_generation(struct scrub_ctx *ctx)
 {
-	for (size_t i = 0; i < p2->nr_f; i++) {
-		const struct tfinding *f = &p2->f[i];
+	struct pass probe = { .fd = ctx->mnt_fd };
+
+	read_super(&probe);
+	return probe.sb_ok ? probe.sb_generation : 0;
+}
+
+/*
+ * The kernel's commit interval in seconds: the mount's commit= option, else
+ * btrfs's default.
+ */
+static unsigned commit_interval(const struct scrub_ctx *ctx)
+{
+	struct strbuf v = STRBUF_INIT;
+	unsigned long secs = 0;
+
+	if (mount_option(ctx->table_mnt_id, "commit", &v) && v.len)
+		secs = strtoul(v.buf, NULL, 10);
+	strbuf_release(&v);
+	if (!secs)	/* commit=0 is the default, as for the kernel */
+		return DEFAULT_COMMIT_S;
+	return secs < MAX_COMMIT_S ? (unsigned)secs : MAX_COMMIT_S;
+}
+
+/*
+ * Under -n nothing may be written, so no commit is forced: wait for the
+ * kernel's own (the disk superblock's generation reaching want), at most
+ * the commit interval and a margin.  False if it did not come in time or
+ * the scan was stopped.
+ */
+static bool wait_for_commit(struct scrub_ctx *ctx, uint64_t want, unsigned commit_s)
+{
+	const struct timespec pause = { 0, COMMIT_POLL_MS * 1000000L };
+	unsigned long waited = 0, limit = (commit_s + COMMIT_MARGIN_S) * 1000UL;
+
+	report_verbose(ctx, "Phase 3: btrfs trees: -n forces no commit; waiting for the kernel "
+		       "to commit transaction %llu (at most %u s)", (unsigned long long)want,
+		       commit_s + COMMIT_MARGIN_S);
+	for (;;) {
+		uint64_t gen = committed_generation(ctx);
+
+		if (gen >= want)
+			return true;
+		if (!gen || waited >= limit || scrub_should_stop(ctx))
+			return false;
+		nanosleep(&pause, NULL);
+		waited += COMMIT_POLL_MS;
+	}
+}
+
+/*
+ * Before a finding is read again, what the reading before saw must be
+ * committed: btrfs applies back references and block group counters at
+ * commit, so until then a tree disagrees with itself.  A read-only mount
+ * does not change: nothing to wait for.  Without -n a commit is forced
+ * (BTRFS_IOC_SYNC); with -n the kernel's own is waited for, when the
+ * reading saw a transaction that was not committed yet.
+ */
+static bool commit_before_look(struct scrub_ctx *ctx, const struct pass *p, unsigned commit_s)
+{
+	if (ctx->svfs.f_flag & ST_RDONLY)
+		return true;
+	if (!ctx->opt.check_only)
+		return ioctl(ctx->mnt_fd, BTRFS_IOC_SYNC, NULL) == 0;
+	return committed_generation(ctx) >= p->max_transid ||
+	       wait_for_commit(ctx, p->max_transid, commit_s);
+}
+
+/* The same item as f (its keys), whatever the fields it compares read. */
+static bool same_item(const struct tfinding *a, const struct tfinding *b)
+{
+	return a->kind == b->kind && a->root == b->root && a->ino == b->ino &&
+	       a->file_off == b->file_off && a->logical == b->logical &&
+	       a->ref_off == b->ref_off && a->devid == b->devid && a->physical == b->physical &&
+	       !strcmp(a->name ? a->name : "", b->name ? b->name : "");
+}
+
+/* ... and the fields it compares read the same too. */
+static bool same(const struct tfinding *a, const struct tfinding *b)
+{
+	return same_item(a, b) && a->a == b->a && a->b == b->b && a->stamp == b->stamp;
+}
+
+static struct tfinding *match(const struct pass *p, const struct tfinding *f,
+			      bool (*eq)(const struct tfinding *, const struct tfinding *))
+{
+	for (size_t i = 0; i < p->nr_f; i++)
+		if (!p->f[i].dup && eq(&p->f[i], f))
+			return &p->f[i];
+	return NULL;
+}
+
+/*
+ * One reading (cur) against the one before (prev).  A finding whose items
+ * read the same in both is damage: an error, once (marked confirmed, so
+ * that a later reading does not report it again), whatever the generation
+ * of the leaves that hold them -- a background transaction (the cleaner,
+ * a block group removed, discard) may rewrite a leaf without touching the
+ * damage.  One of prev's that cur no longer has went with a change: an
+ * info.  Returns how many of cur's findings are the same items with other
+ * numbers: worth another reading.
+ */
+static size_t judge_reading(struct scrub_ctx *ctx, struct pass *prev, struct pass *cur)
+{
+	size_t moving = 0;
+
+	for (size_t i = 0; i < cur->nr_f; i++) {
+		struct tfinding *f = &cur->f[i];
+		const struct tfinding *g;
 
 		if (f->dup)
 			continue;
-		bool twice = found_in(p1, f) || p1->dropped;
-
-		if (!twice)
-			btrfs_report_finding(ctx, f, SEV_INFO, "not found before a forced commit");
-		else if (!committed || f->transid > committed)
-			btrfs_report_finding(ctx, f, SEV_INFO, "its items are newer than the commit "
-					     "forced to check it");
-		else if (!file_extent_still(ctx, f))
-			btrfs_report_finding(ctx, f, SEV_INFO, "its file extent item is gone or "
-					     "changed since");
-		else
+		g = match(prev, f, same);
+		if (g && g->confirmed) {
+			f->confirmed = true;
+		} else if ((g || prev->dropped) && file_extent_still(ctx, f)) {
+			f->confirmed = true;
 			btrfs_report_finding(ctx, f, SEV_ERROR, NULL);
+		} else if (match(prev, f, same_item)) {
+			moving++;
+		}
 	}
-	for (size_t i = 0; i < p1->nr_f; i++)
-		if (!p1->f[i].dup && !found_in(p2, &p1->f[i]))
-			btrfs_report_finding(ctx, &p1->f[i], SEV_INFO, "not found again after a forced commit");
-	if (p2->dropped)
+	for (size_t i = 0; i < prev->nr_f; i++) {
+		const struct tfinding *g = &prev->f[i];
+
+		if (!g->dup && !g->confirmed && !match(cur, g, same_item))
+			btrfs_report_finding(ctx, g, SEV_INFO, "not found when read again");
+	}
+	return moving;
+}
+
+/* The last reading's findings that no reading confirmed: infos. */
+static void report_unconfirmed(struct scrub_ctx *ctx, const struct pass *last, unsigned passes)
+{
+	char why[64];
+
+	if (passes == 1)
+		snprintf(why, sizeof(why), "no commit came in time to read it again after");
+	else
+		snprintf(why, sizeof(why), "not the same in %u readings", passes);
+	for (size_t i = 0; i < last->nr_f; i++)
+		if (!last->f[i].dup && !last->f[i].confirmed)
+			btrfs_report_finding(ctx, &last->f[i], SEV_INFO, why);
+	if (last->dropped)
 		str_info(ctx, CHECK_BTRFS_EXTENT_REFS, NULL, NULL, 0,
-			 "%llu more tree findings were not kept", p2->dropped);
+			 "%llu more tree findings were not kept", last->dropped);
+}
+
+static double seconds_since(const struct timespec *t0)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)(t.tv_sec - t0->tv_sec) + (t.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+/*
+ * Read the trees again until every finding is confirmed or gone, or the
+ * findings that move have had MAX_PASSES readings or the commit interval
+ * twice over: the first pass is in p[0]; the last reading is left in p[0].
+ * 0, or a negative errno of a pass (-ECANCELED: stopped).
+ */
+static int confirm(struct scrub_ctx *ctx, struct pass p[2], const struct timespec *t0)
+{
+	unsigned commit_s = commit_interval(ctx), passes = 1;
+	size_t moving = 1;
+	int ret = 0;
+
+	while (moving && passes < MAX_PASSES &&
+	       (passes == 1 || seconds_since(t0) < 2.0 * commit_s)) {
+		report_verbose(ctx, "Phase 3: btrfs trees: %zu findings; reading them again "
+			       "(reading %u)", p[0].nr_f, passes + 1);
+		if (!commit_before_look(ctx, &p[0], commit_s))
+			break;
+		if ((ret = run_pass(ctx, &p[1])) < 0) {
+			pass_release(&p[1]);
+			return ret;
+		}
+		passes++;
+		report_counts(ctx, &p[1], "read again");
+		moving = judge_reading(ctx, &p[0], &p[1]);
+		pass_release(&p[0]);
+		p[0] = p[1];
+		memset(&p[1], 0, sizeof(p[1]));
+	}
+	report_unconfirmed(ctx, &p[0], passes);
+	return 0;
 }
 
 int btrfs_check_trees(struct scrub_ctx *ctx)
 {
-	struct pass p1, p2, probe = { 0 };
-	struct timespec t0, t1;
-	uint64_t committed;
+	struct pass p[2] = { { 0 } };
+	struct timespec t0;
 	int ret;
 
 	/* For bench/btrfs_trees.sh: the same run without this check. */
@@ -1027,42 +1207,18 @@ int btrfs_check_trees(struct scrub_ctx *ctx)
 		return 0;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	ret = run_pass(ctx, &p1);
-	if (ret == -ECANCELED) {	/* stopped: nothing to say */
-		pass_release(&p1);
-		return 0;
-	}
-	report_counts(ctx, &p1, "first pass");
+	ret = run_pass(ctx, &p[0]);
 	if (ret == 0)	/* what phase 5 has left to read (-x) */
-		btrfs_unsummed_keep(btrfs_unsummed_of(ctx), p1.fe, p1.nr_fe);
-	if (ret < 0 || (!p1.nr_f && !p1.dropped)) {
-		pass_release(&p1);
-		goto out;
+		btrfs_unsummed_keep(btrfs_unsummed_of(ctx), p[0].fe, p[0].nr_fe);
+	if (ret != -ECANCELED) {
+		report_counts(ctx, &p[0], "first pass");
+		report_unread_trees(ctx, &p[0], mount_option(ctx->table_mnt_id, "rescue", NULL));
 	}
-	if (ctx->svfs.f_flag & ST_RDONLY) {
-		for (size_t i = 0; i < p1.nr_f; i++)
-			if (!p1.f[i].dup)
-				btrfs_report_finding(ctx, &p1.f[i], SEV_ERROR, NULL);
-		pass_release(&p1);
-		goto out;
-	}
-	report_verbose(ctx, "Phase 3: btrfs trees: %zu findings; forcing a commit to read "
-		       "them again", p1.nr_f);
-	committed = force_commit(ctx, &probe);
-	ret = run_pass(ctx, &p2);
-	if (ret == -ECANCELED) {
-		pass_release(&p1);
-		pass_release(&p2);
+	if (ret == 0 && (p[0].nr_f || p[0].dropped))
+		ret = confirm(ctx, p, &t0);
+	pass_release(&p[0]);
+	if (ret == -ECANCELED)	/* stopped: nothing to say */
 		return 0;
-	}
-	report_counts(ctx, &p2, "after the commit");
-	if (ret == 0)
-		judge(ctx, &p1, &p2, committed);
-	pass_release(&p1);
-	pass_release(&p2);
-out:
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	report_verbose(ctx, "Phase 3: btrfs trees checked in %.3f s",
-		       (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
+	report_verbose(ctx, "Phase 3: btrfs trees checked in %.3f s", seconds_since(&t0));
 	return ret;
 }

@@ -19,8 +19,8 @@ struct strbuf;
  * Phase 3, after the walk (the btrfs backend's scan_inodes hook): read the
  * root, extent and block group trees and every subvolume's fs tree, and
  * report btrfs.extent_refs, btrfs.nbytes, btrfs.bg_used and
- * btrfs.bytes_used.  A mismatch is read again after a forced commit before
- * it is an error.  Returns 0, or a negative errno when the trees cannot be
+ * btrfs.bytes_used.  A mismatch is read again after a commit (forced, or
+ * under -n the kernel's own) and is an error when it reads the same.  Returns 0, or a negative errno when the trees cannot be
  * read at all (reported as operational by the caller).
  */
 int btrfs_check_trees(struct scrub_ctx *ctx);

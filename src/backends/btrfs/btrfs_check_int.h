@@ -71,10 +71,18 @@ struct tfinding {
 	uint64_t devid, physical;	/* chunk findings: the device and offset */
 	const char *name;		/* a name, owned by the pass (root refs, dir entries) */
 	uint64_t transid;		/* newest leaf among the items involved */
+	/*
+	 * What the compared fields were counted from, where counts alone could
+	 * repeat while the items change (a directory's entries come and go
+	 * in threes and fours): the inode's stamp (btrfs_inode_stamp()), the
+	 * names' hash sums.  Compared between readings with the fields.
+	 */
+	uint64_t stamp;
 	/* the same item seen again through snapshots sharing its leaf */
 	unsigned long long shared_by;
 	uint64_t shared_root;		/* one of them */
 	bool dup;			/* this is such a sighting: not reported */
+	bool confirmed;			/* read the same twice: reported as an error */
 };
 
 /*
@@ -127,7 +135,7 @@ struct data_ref {
 
 /* The inode being summed in the fs tree being read. */
 struct inode_sum {
-	uint64_t ino, nbytes, found, transid;
+	uint64_t ino, nbytes, found, transid, stamp;
 	uint32_t nlink, mode;
 	uint64_t flags, size;
 	bool active;
@@ -202,6 +210,7 @@ struct pass {
 	unsigned long long data_extents, tree_blocks, file_extents, inodes;
 	unsigned long long chunk_items, dev_items;
 	uint64_t sb_bytes_used, sb_generation, sb_cache_generation;
+	uint64_t max_transid;		/* the newest leaf read: what must be committed */
 	bool sb_ok;
 };
 

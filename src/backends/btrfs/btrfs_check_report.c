@@ -249,8 +249,12 @@ void btrfs_report_finding(struct scrub_ctx *ctx, const struct tfinding *f, enum 
 			    "subvolume %llu%s", f->shared_by, f->shared_by == 1 ? "snapshot" : "snapshots",
 			    (unsigned long long)f->shared_root, f->shared_by > 1 ? " and others" : "");
 	/* An empty path is the mounted subvolume's top directory. */
-	report_at(ctx, sev, check_of(f->kind), NULL, named && path.len ? path.buf : NULL,
-		  named ? f->ino : 0, __FILE__, __LINE__, "%s", msg.buf);
+	if (why)
+		report_changed_at(ctx, check_of(f->kind), NULL, named && path.len ? path.buf : NULL,
+				  named ? f->ino : 0, __FILE__, __LINE__, "%s", msg.buf);
+	else
+		report_at(ctx, sev, check_of(f->kind), NULL, named && path.len ? path.buf : NULL,
+			  named ? f->ino : 0, __FILE__, __LINE__, "%s", msg.buf);
 	strbuf_release(&path);
 	strbuf_release(&msg);
 }

@@ -99,7 +99,8 @@ static int grow_vec(void **v, size_t *alloc, size_t need, size_t size)
 
 static void object_done(struct btrfs_names *n, struct pass *p)
 {
-	struct tfinding f = { .root = n->root, .ino = n->ino, .transid = n->transid };
+	struct tfinding f = { .root = n->root, .ino = n->ino, .transid = n->transid,
+			      .stamp = n->stamp };
 
 	if (!n->active)
 		return;
@@ -108,7 +109,10 @@ static void object_done(struct btrfs_names *n, struct pass *p)
 		f.kind = F_DIR_PAIR;
 		f.a = n->di_cnt;
 		f.b = n->dx_cnt;
+		/* which names, not only how many: the hash sums of both kinds */
+		f.stamp = n->stamp ^ n->di_sum ^ (n->dx_sum << 1);
 		btrfs_add_finding(p, &f);
+		f.stamp = n->stamp;
 	}
 	if (S_ISDIR(n->mode) && n->isize != n->name_bytes) {
 		f.kind = F_DIR_ISIZE;
@@ -120,7 +124,8 @@ static void object_done(struct btrfs_names *n, struct pass *p)
 		/* No memory: the orphan check of this inode is skipped. */
 		if (grow_vec((void **)&n->nolink, &n->alloc_nolink, n->nr_nolink + 1,
 			     sizeof(*n->nolink)) == 0)
-			n->nolink[n->nr_nolink++] = (struct nolink){ n->ino, n->transid, false };
+			n->nolink[n->nr_nolink++] = (struct nolink){ n->ino, n->transid, n->stamp,
+								    false };
 		return;
 	}
 	if (n->nrefs != n->nlink) {
@@ -236,6 +241,7 @@ int names_item(struct btrfs_names *n, struct pass *p, const struct btrfs_tree_it
 		n->active = true;
 		n->ino = k->objectid;
 		n->transid = it->transid;
+		n->stamp = btrfs_inode_stamp(it->data);
 		n->nlink = btrfs_get32(it->data + offsetof(struct btrfs_inode_item, nlink));
 		n->mode = btrfs_get32(it->data + offsetof(struct btrfs_inode_item, mode));
 		n->isize = btrfs_get64(it->data + offsetof(struct btrfs_inode_item, size));
@@ -392,7 +398,7 @@ int names_end(struct btrfs_names *n, struct pass *p, int fd)
 		if (!n->nolink[i].listed)
 			btrfs_add_finding(p, &(struct tfinding){
 				.kind = F_ORPHAN_LOST, .root = n->root, .ino = n->nolink[i].ino,
-				.transid = n->nolink[i].transid,
+				.transid = n->nolink[i].transid, .stamp = n->nolink[i].stamp,
 			});
 	if (n->ent_cnt == n->ref_cnt && n->ent_sum == n->ref_sum)
 		return 0;

@@ -21,14 +21,14 @@ struct btrfs_tree_item;
 struct btrfs_names {
 	uint64_t root;
 	/* the object (inode) being read */
-	uint64_t ino, transid, isize, name_bytes;
+	uint64_t ino, transid, stamp, isize, name_bytes;
 	uint32_t nlink, mode, nrefs;
 	bool active;
 	uint64_t di_sum, dx_sum, di_cnt, dx_cnt;	/* DIR_ITEM vs DIR_INDEX */
 	/* the whole tree: DIR_INDEX entries vs INODE_REF / INODE_EXTREF names */
 	uint64_t ent_sum, ref_sum, ent_cnt, ref_cnt;
 	/* inodes with no links, and whether the orphan list has them */
-	struct nolink { uint64_t ino, transid; bool listed; } *nolink;
+	struct nolink { uint64_t ino, transid, stamp; bool listed; } *nolink;
 	size_t nr_nolink, alloc_nolink;
 	/* names kept for findings, released with the pass */
 	char **kept;

@@ -10,9 +10,21 @@
 
 #include <errno.h>
 #include <linux/btrfs.h>
+#include <linux/btrfs_tree.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+
+uint64_t btrfs_inode_stamp(const unsigned char *inode_item)
+{
+	const unsigned char *ctime = inode_item + offsetof(struct btrfs_inode_item, ctime);
+	/* a large odd multiplier: the sequence spreads over the time's bits */
+	uint64_t seq = btrfs_get64(inode_item + offsetof(struct btrfs_inode_item, sequence));
+
+	return seq * 0x9E3779B97F4A7C15ULL ^ (btrfs_get64(ctime) * 1000000000ULL +
+					      btrfs_get32(ctime + 8));
+}
 
 uint64_t btrfs_get64(const unsigned char *p)
 {

@@ -79,6 +79,14 @@ void btrfs_tree_close(struct btrfs_tree_reader *r);
 uint64_t btrfs_get64(const unsigned char *p);
 uint32_t btrfs_get32(const unsigned char *p);
 
+/*
+ * A fingerprint of an INODE_ITEM's data (at least sizeof(struct
+ * btrfs_inode_item) bytes): its ctime and sequence, which every change of
+ * the inode moves.  Two readings with the same stamp saw the inode as no
+ * change left it, whatever else rewrote the leaf.
+ */
+uint64_t btrfs_inode_stamp(const unsigned char *inode_item);
+
 /* Key order: <0, 0, >0. */
 int btrfs_key_cmp(const struct btrfs_tkey *a, const struct btrfs_tkey *b);
 

@@ -240,8 +240,8 @@ static void report_named(struct scrub_ctx *ctx, struct xfs_state *xs,
 		report_at(ctx, d->sev, d->check, n->dir, n->name, d->ino, d->file, d->line,
 			  "%s", d->msg);
 	else
-		report_at(ctx, SEV_INFO, d->check, n->dir, n->name, d->ino, d->file, d->line,
-			  "changed while being checked: %s", d->msg);
+		report_changed_at(ctx, d->check, n->dir, n->name, d->ino, d->file, d->line,
+				  "changed while being checked: %s", d->msg);
 }
 
 static int deferred_cmp(const void *a, const void *b)
