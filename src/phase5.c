@@ -266,8 +266,9 @@ static int portion_read(struct scrub_ctx *ctx, unsigned long long *items)
 /*
  * Where the filesystem's own scrub verified in phase 2 all the data it
  * keeps checksums of (btrfs: backend.h, data_left), only the files it
- * keeps none for are read (and a manifest's, whose digests need the
- * bytes), by the per-file reader; with none, the tree is not walked again.
+ * keeps none for, and those changed since the scrub could see them, are
+ * read (and a manifest's, whose digests need the bytes), by the per-file
+ * reader; with none, the tree is not walked again.
  * Reading the others again would only repeat the scrub, through reads that
  * repair a bad copy even under -n.  False when the backend cannot say
  * so (why, with -v): every file is read.  *ret: EXIT_OPERATIONAL if the
@@ -287,8 +288,9 @@ static bool fs_verified_read(struct scrub_ctx *ctx, struct scrub_stats *stats, i
 	}
 	only = per_file_inodes(ctx, &nr_only);
 	report_verbose(ctx, "Phase 5: the %s scrub verified the data it keeps checksums of; "
-		       "left to read: %zu %s without data checksums%s", ctx->ops->name, nr_left,
-		       nr_left == 1 ? "file" : "files", nr_only ? ", and the manifest's files" : "");
+		       "left to read: %zu %s without data checksums or changed since the scrub "
+		       "could see them%s", ctx->ops->name, nr_left, nr_left == 1 ? "file" : "files",
+		       nr_only ? ", and the manifest's files" : "");
 	if (nr_left + nr_only &&
 	    read_files(ctx, only, nr_only, &(struct dataverify_args){
 			.only_sv = left, .nr_only_sv = nr_left }, stats) < 0)

@@ -254,7 +254,8 @@ struct scrub_ops {
 	 * Phase 5 (-x, reading every file), before the core's readers: did
 	 * the filesystem's own scrub (phase 2) verify, on every copy, all the
 	 * data it keeps checksums of?  If so, set *left to the files it keeps
-	 * none for, which only a read verifies (*nr of them, by subvolume and
+	 * none for, which only a read verifies, and those changed since its
+	 * scrub could see them (*nr of them, by subvolume and
 	 * inode, sorted by subvol_ino_cmp, distinct; malloc'ed, the core frees
 	 * it; NULL when none) and return 0: the core reads only those (and a
 	 * manifest's files).  Else return a negative errno and set *why (a

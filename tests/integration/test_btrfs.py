@@ -215,12 +215,25 @@ def test_x_reads_only_the_files_without_checksums(btrfs_factory):
     run(["chattr", "+C", os.path.join(mnt, "nocow")])
     for i in range(2):
         fsimage._write(os.path.join(mnt, "nocow", "f%d" % i), b"n" * (512 << 10))
-    time.sleep(1.2)
-    r = run_fscrub("-n", "-x", "-v", mnt)
+    run(["sync"])
+    # "changed since the scrub could see them": the last 2 s here, not the
+    # commit interval and the page cache's writeback delay (36 s by default)
+    window = {"FSCRUB_DEBUG_RECENT_SECONDS": "2"}
+    time.sleep(3)
+    r = run_fscrub("-n", "-x", "-v", mnt, env=window)
     assert_clean(r)
-    assert "left to read: 2 files without data checksums" in r.stdout, r
+    assert "left to read: 2 files without data checksums or changed since" in r.stdout, r
     assert re.search(r"^Phase 5: %d bytes read .* from 2 files\)" % (1 << 20), r.stdout,
                      re.M), r
+    # a checksummed file written now, after the last commit the scrub saw: read too
+    write_victim(mnt, "fresh")
+    r = run_fscrub("-n", "-x", "-v", mnt, env=window)
+    assert_clean(r)
+    assert "left to read: 3 files without data checksums or changed since" in r.stdout, r
+    # by default, the last 36 s: every file here
+    r = run_fscrub("-n", "-x", "-v", mnt)
+    assert_clean(r)
+    assert "left to read: 6 files without data checksums or changed since" in r.stdout, r
     fs.offline()
     corrupt_data(fs)
     fs.mount()
@@ -396,17 +409,26 @@ def burst_of_scrub_errors(btrfs_factory):
     other.offline()
 
 
+# The kernel log's rate limit: its messages dropped for 5 s after a burst.
+RATELIMIT_S = 5
+
+
+@pytest.mark.alone     # the burst would silence a neighbour's scrub messages
 @pytest.mark.parametrize("how", MOUNTS)
 def test_data_error_named_when_the_kernel_log_is_rate_limited(btrfs_factory, how):
     """Right after another filesystem's scrub filled the kernel log's rate
     limit, the scrub's messages about the victim are dropped: the counters
     still say 1 checksum error, and fscrub reads the device's data itself
-    to name the file."""
+    to name the file.  Then the limit's window is waited out, so that the
+    next test's messages get through."""
     fs = btrfs_factory()
     corrupt_data(fs)
     mount_as(fs, how)
     burst_of_scrub_errors(btrfs_factory)
-    r = run_fscrub(fs.mnt)
+    try:
+        r = run_fscrub(fs.mnt)
+    finally:
+        time.sleep(RATELIMIT_S + 1)
     assert r.rc == 4, r
     named = r.of("Error", "btrfs.data_csum")
     assert [f.path for f in named] == [os.path.join(fs.mnt, "victim")], r

@@ -1248,3 +1248,36 @@ def test_unreadable_csum_tree_is_the_finding(image_factory):
     assert not [l for l in r.stderr.splitlines() if l.startswith("fscrub: ")], r.stderr
     said = [f for f in r.of("Error", "btrfs.csum") if "the csum tree cannot be read" in f.message]
     assert len(said) == 1, r.stdout
+
+
+@pytest.mark.parametrize("how", ["fresh", "settled", "ro"])
+def test_leaf_the_kernel_refuses_is_a_finding(image_factory, how):
+    """A leaf of the top subvolume's tree whose DIR_ITEM name no longer
+    matches its hash: the kernel's tree checker refuses the whole leaf
+    (EUCLEAN, EIO to userspace), so the tree check cannot read that tree.
+    That is the damage (a btrfs.tree error naming the subvolume, exit 4),
+    not a failure to check (it was "btrfs backend: inode scan:
+    Input/output error", exit 12); the other trees are read on."""
+    need_fs("btrfs")
+    img = image_factory("btrfs", size_mb=300)
+    img.mkfs()
+    mnt = img.mount()
+    os.mkdir(os.path.join(mnt, "d"))
+    for i in range(600):            # a tree of several leaves
+        fsimage._write(os.path.join(mnt, "d", "file%d" % i), b"x\n")
+    img.offline()
+    with be.BtrfsImage(img.path) as ed:
+        assert ed.tree_root(be.FS_TREE)[1] > 0      # the leaf is not the root
+        it = next(i for i in ed.items(be.FS_TREE) if i.key[1] == be.DIR_ITEM and
+                  i.data.endswith(b"file377"))
+        ed.write_item(it, it.data[:-1] + b"z")      # file37z: its hash no longer
+    mnt = mount_for(img, how)
+    try:
+        r = run_fscrub("-n", mnt)
+    finally:
+        img.offline()
+    assert r.rc == 4, r
+    tree = r.of("Error", "btrfs.tree")
+    assert len(tree) == 1 and tree[0].message.startswith(
+        "the tree of subvolume 5 (the top level) cannot be read"), r
+    assert "operational" not in r.stdout and "fscrub:" not in r.stderr, r

@@ -228,6 +228,7 @@ static int btrfs_scan_fs(struct scrub_ctx *ctx)
 		return -ENOMEM;
 	ctx->backend = st;
 	st->kmsg_fd = -1;
+	btrfs_unsummed_init(&st->unsummed);
 	strbuf_init(&st->rescue);
 	pthread_mutex_init(&st->lock, NULL);
 	if (ioctl(ctx->mnt_fd, BTRFS_IOC_FS_INFO, &st->fs) < 0)
@@ -1146,6 +1147,46 @@ static bool csum_tree_unreadable(struct scrub_ctx *ctx)
 	return ret == -EIO || ret == -EUCLEAN;
 }
 
+/* A vm sysctl in centiseconds (/proc/sys/vm/NAME), or fallback if unreadable. */
+static unsigned vm_centisecs(const char *name, unsigned fallback)
+{
+	char path[64];
+	unsigned v = fallback;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/sys/vm/%s", name);
+	if ((f = fopen(path, "re"))) {
+		if (fscanf(f, "%u", &v) != 1)
+			v = fallback;
+		fclose(f);
+	}
+	return v;
+}
+
+/*
+ * With -x, what the scrub cannot have read: data written after the last
+ * commit before it began, and data still in the page cache then (dirty
+ * pages are written back once older than dirty_expire_centisecs, by a
+ * flusher that wakes every dirty_writeback_centisecs).  So files changed
+ * at or after its start less the longer of the commit interval and the
+ * expiry, the flusher's period and a second of margin.  The defaults
+ * (30 s, 30 s, 5 s) make it 36 s.
+ */
+static int64_t recent_since(const struct scrub_ctx *ctx)
+{
+	unsigned commit = btrfs_commit_interval(ctx) * 100;	/* centiseconds */
+	unsigned expire = vm_centisecs("dirty_expire_centisecs", 3000);
+	unsigned back = (commit > expire ? commit : expire) +
+			vm_centisecs("dirty_writeback_centisecs", 500) + 100;
+	const char *dbg = getenv("FSCRUB_DEBUG_RECENT_SECONDS");	/* for the tests */
+	struct timespec now;
+
+	if (dbg)
+		back = (unsigned)strtoul(dbg, NULL, 10) * 100;
+	clock_gettime(CLOCK_REALTIME, &now);	/* the clock of mtime and ctime */
+	return (int64_t)now.tv_sec * 1000000000LL + now.tv_nsec - (int64_t)back * 10000000LL;
+}
+
 static int btrfs_scan_metadata(struct scrub_ctx *ctx)
 {
 	struct btrfs_state *st = ctx->backend;
@@ -1156,6 +1197,8 @@ static int btrfs_scan_metadata(struct scrub_ctx *ctx)
 	if (st->readonly)
 		report_verbose(ctx, "Phase 2: read-only scrub (%s): nothing is repaired",
 			       ctx->opt.check_only ? "-n" : "read-only mount");
+	if (ctx->opt.verify_data)
+		st->unsummed.recent_ns = recent_since(ctx);
 	kmsg_start(ctx, st);
 	for (unsigned i = 0; i < st->nr_devs; i++) {
 		struct btrfs_dev *d = &st->devs[i];
@@ -1222,14 +1265,11 @@ static int btrfs_data_left(struct scrub_ctx *ctx, struct subvol_ino **left, size
 		*why = "the kernel's scrub did not cover every device, or found errors";
 		return -EAGAIN;
 	}
-	if (!st->unsummed.known) {
-		*why = "the files without data checksums are not known (the tree check did "
-		       "not run)";
+	if (!btrfs_unsummed_take(&st->unsummed, left, nr)) {
+		*why = "the files without data checksums, or those changed since the scrub "
+		       "could see them, are not known";
 		return -EAGAIN;
 	}
-	*left = st->unsummed.v;
-	*nr = st->unsummed.nr;
-	st->unsummed = (struct btrfs_unsummed){ 0 };	/* the core frees it */
 	return 0;
 }
 
@@ -1281,6 +1321,15 @@ struct btrfs_bulk *btrfs_bulk_of(struct scrub_ctx *ctx)
 	return st ? st->bulk : NULL;
 }
 
+/* Phase 3, walk threads: the files -x must read although the scrub ran. */
+static void btrfs_check_inode(struct scrub_ctx *ctx, const struct backend_dir *d,
+			      const struct backend_entry *e)
+{
+	struct btrfs_state *st = ctx->backend;
+
+	btrfs_unsummed_note_recent(&st->unsummed, d, e);
+}
+
 struct btrfs_unsummed *btrfs_unsummed_of(struct scrub_ctx *ctx)
 {
 	struct btrfs_state *st = ctx->backend;
@@ -1325,6 +1374,7 @@ const struct scrub_ops btrfs_ops = {
 	.bulk_inodes = btrfs_bulk_inodes,
 	.bulk_extents = btrfs_bulk_extents,
 	.scan_inodes = btrfs_scan_inodes,
+	.check_inode = btrfs_check_inode,
 	.data_checksummed = btrfs_data_checksummed,
 	.data_left = btrfs_data_left,
 	.list_xattrs = btrfs_list_xattrs,

@@ -99,6 +99,7 @@
 #include "backends/btrfs/btrfs_trees.h"
 #include "checks.h"
 #include "context.h"
+#include "inokey.h"
 #include "mountpoint.h"
 #include "report.h"
 #include "strbuf.h"
@@ -110,6 +111,7 @@
 /* The primary superblock: 64 KiB into the device, 4 KiB long. */
 #define SUPER_OFFSET (64 * 1024)
 #define SUPER_SIZE 4096
+#define SUPER_FSID_OFF 0x20
 #define SUPER_MAGIC_OFF 0x40
 #define SUPER_GENERATION_OFF 0x48
 #define SUPER_BYTES_USED_OFF 0x78
@@ -143,8 +145,26 @@
 static const struct btrfs_tkey KEY_MIN = { 0, 0, 0 };
 static const struct btrfs_tkey KEY_MAX = { UINT64_MAX, UINT8_MAX, UINT64_MAX };
 
+/* Is root a subvolume tree the kernel refuses a block of (read_fs_trees())? */
+static bool root_unreadable(const struct pass *p, uint64_t root)
+{
+	for (size_t i = 0; i < p->nr_roots && p->nr_unreadable; i++)
+		if (p->roots[i].id == root && p->roots[i].err)
+			return true;
+	return false;
+}
+
 void btrfs_add_finding(struct pass *p, const struct tfinding *f)
 {
+	/*
+	 * A tree read in part says nothing of what it holds: the references
+	 * to its extents that were not read, its names and link counts.  Its
+	 * damage is the finding (report_unread_trees()).
+	 */
+	if (p->nr_unreadable && root_unreadable(p, f->root)) {
+		p->unreadable_skipped++;
+		return;
+	}
 	if (p->nr_f >= MAX_FINDINGS) {
 		p->dropped++;
 		return;
@@ -226,6 +246,7 @@ static int root_item(struct pass *p, uint64_t tree, const struct btrfs_tree_item
 	if (btrfs_grow((void **)&p->roots, &p->alloc_roots, p->nr_roots + 1, sizeof(*r)) < 0)
 		return -ENOMEM;
 	r = &p->roots[p->nr_roots++];
+	*r = (struct fs_root){ 0 };
 	r->id = it->key.objectid;
 	r->transid = it->transid;
 	r->dead = btrfs_get32(it->data + offsetof(struct btrfs_root_item, refs)) == 0;
@@ -265,6 +286,19 @@ static uint64_t first_uncovered(const struct pass *p, const struct inode_sum *s)
 	return at < s->size ? at : UINT64_MAX;
 }
 
+/* A regular file btrfs keeps no data checksums for: -x reads it (btrfs_datasum.h). */
+static void note_nodatasum(struct pass *p, uint64_t root, const struct inode_sum *s)
+{
+	if (!S_ISREG(s->mode) || !(s->flags & INODE_NODATASUM) || !s->size)
+		return;
+	/* no memory: the list is incomplete, so phase 5 reads every file */
+	if (btrfs_grow((void **)&p->nodatasum, &p->alloc_nodatasum, p->nr_nodatasum + 1,
+		       sizeof(*p->nodatasum)) < 0)
+		p->nodatasum_lost = true;
+	else
+		p->nodatasum[p->nr_nodatasum++] = (struct subvol_ino){ root, s->ino };
+}
+
 static void inode_done(struct pass *p, uint64_t root)
 {
 	struct inode_sum *s = &p->cur_inode;
@@ -272,6 +306,7 @@ static void inode_done(struct pass *p, uint64_t root)
 
 	if (!s->active)
 		return;
+	note_nodatasum(p, root, s);
 	/* btrfs check's rule: files and symlinks (a subvolume's root directory has nbytes). */
 	if (s->nlink && (S_ISREG(s->mode) || S_ISLNK(s->mode)) && s->nbytes != s->found)
 		btrfs_add_finding(p, &(struct tfinding){
@@ -409,9 +444,19 @@ static int fs_item(struct pass *p, uint64_t root, const struct btrfs_tree_item *
 	return 0;
 }
 
+static bool is_damage(int err);
+
+/*
+ * Every subvolume's tree.  One the kernel refuses a block of (EIO, or
+ * EUCLEAN from its tree checker: a leaf it will not hand out) is damage,
+ * not a failure to check: it is marked, its findings so far are dropped
+ * and later ones left out (btrfs_add_finding()), and the other trees are
+ * read on.
+ */
 static int read_fs_trees(struct pass *p)
 {
 	for (size_t i = 0; i < p->nr_roots; i++) {
+		size_t nr_f = p->nr_f;
 		int ret;
 
 		if (p->roots[i].dead)
@@ -419,6 +464,12 @@ static int read_fs_trees(struct pass *p)
 		p->cur_inode.active = false;
 		names_begin(&p->names, p->roots[i].id);
 		ret = read_tree(p, p->roots[i].id, KEY_MIN, KEY_MAX, fs_item, &p->fs_items);
+		if (is_damage(ret)) {
+			p->roots[i].err = ret;
+			p->nr_unreadable++;
+			p->nr_f = nr_f;
+			continue;
+		}
 		inode_done(p, p->roots[i].id);
 		if (ret == 0)
 			ret = names_end(&p->names, p, p->fd);
@@ -798,37 +849,51 @@ static void fold_snapshot_findings(struct pass *p)
 
 /* ---- the superblock ---- */
 
-/* bytes_used and generation from the first device's primary superblock. */
+/*
+ * The on-disk superblock of one device that holds this filesystem's (a
+ * seed device's is the seed's own, never written again): true when buf
+ * holds it, by its magic and fsid.
+ */
+static bool read_dev_super(const char *path, const uint8_t *fsid, void *buf)
+{
+	/* O_DIRECT: btrfs writes the superblock past the page cache. */
+	int fd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+	bool ok;
+
+	if (fd < 0)
+		return false;
+	ok = pread(fd, buf, SUPER_SIZE, SUPER_OFFSET) == SUPER_SIZE &&
+	     !memcmp((char *)buf + SUPER_MAGIC_OFF, "_BHRfS_M", 8) &&
+	     !memcmp((char *)buf + SUPER_FSID_OFF, fsid, BTRFS_FSID_SIZE);
+	close(fd);
+	return ok;
+}
+
+/* bytes_used and generation from the filesystem's primary superblock. */
 static void read_super(struct pass *p)
 {
 	struct btrfs_ioctl_fs_info_args fs = { 0 };
 	void *buf = NULL;
-	int fd = -1;
+	bool found = false;
 
 	p->sb_ok = false;
-	if (ioctl(p->fd, BTRFS_IOC_FS_INFO, &fs) < 0)
+	if (ioctl(p->fd, BTRFS_IOC_FS_INFO, &fs) < 0 ||
+	    posix_memalign(&buf, SUPER_SIZE, SUPER_SIZE))
 		return;
-	for (uint64_t id = 1; id <= fs.max_id && fd < 0; id++) {
+	for (uint64_t id = 1; id <= fs.max_id && !found; id++) {
 		struct btrfs_ioctl_dev_info_args d = { .devid = id };
 
-		if (ioctl(p->fd, BTRFS_IOC_DEV_INFO, &d) == 0)
-			/* O_DIRECT: btrfs writes the superblock past the page cache. */
-			fd = open((const char *)d.path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+		if (ioctl(p->fd, BTRFS_IOC_DEV_INFO, &d) == 0 && d.path[0])
+			found = read_dev_super((const char *)d.path, fs.fsid, buf);
 	}
-	if (fd < 0 || posix_memalign(&buf, SUPER_SIZE, SUPER_SIZE))
-		goto out;
-	if (pread(fd, buf, SUPER_SIZE, SUPER_OFFSET) == SUPER_SIZE &&
-	    !memcmp((char *)buf + SUPER_MAGIC_OFF, "_BHRfS_M", 8)) {
+	if (found) {
 		p->sb_bytes_used = btrfs_get64((unsigned char *)buf + SUPER_BYTES_USED_OFF);
 		p->sb_generation = btrfs_get64((unsigned char *)buf + SUPER_GENERATION_OFF);
 		p->sb_cache_generation = btrfs_get64((unsigned char *)buf +
 						     SUPER_CACHE_GENERATION_OFF);
 		p->sb_ok = true;
 	}
-out:
 	free(buf);
-	if (fd >= 0)
-		close(fd);
 }
 
 /* ---- a pass ---- */
@@ -850,6 +915,7 @@ static void pass_release(struct pass *p)
 	free(p->cs);
 	free(p->roots);
 	free(p->fe);
+	free(p->nodatasum);
 	free(p->bg);
 	free(p->refs);
 	free(p->f);
@@ -935,6 +1001,24 @@ static bool is_damage(int err)
  */
 static void report_unread_trees(struct scrub_ctx *ctx, const struct pass *p, bool rescue)
 {
+	for (size_t i = 0; i < p->nr_roots; i++) {
+		struct strbuf path = STRBUF_INIT;
+
+		if (!p->roots[i].err)
+			continue;
+		/* the subvolume's top directory, where the mount reaches it */
+		if (p->roots[i].id != BTRFS_FS_TREE_OBJECTID)
+			btrfs_file_path(ctx, p->roots[i].id, BTRFS_FIRST_FREE_OBJECTID, &path);
+		str_error(ctx, CHECK_BTRFS_TREE, NULL, NULL, 0, "the tree of subvolume %llu%s%s "
+			  "cannot be read (%s): the kernel refuses a block of it (its log says "
+			  "which and why, e.g. 'corrupt leaf'); the files in that block cannot be "
+			  "reached, and the tree's other checks are left out (%llu findings)",
+			  (unsigned long long)p->roots[i].id,
+			  p->roots[i].id == BTRFS_FS_TREE_OBJECTID ? " (the top level)" :
+			  path.len ? " at " : "", path.buf, strerror(-p->roots[i].err),
+			  p->unreadable_skipped);
+		strbuf_release(&path);
+	}
 	if (p->fsr_err < 0)
 		report_operational(ctx, NULL, NULL, -p->fsr_err,
 				   "cannot read the btrfs free space tree");
@@ -1013,11 +1097,7 @@ static uint64_t committed_generation(struct scrub_ctx *ctx)
 	return probe.sb_ok ? probe.sb_generation : 0;
 }
 
-/*
- * The kernel's commit interval in seconds: the mount's commit= option, else
- * btrfs's default.
- */
-static unsigned commit_interval(const struct scrub_ctx *ctx)
+unsigned btrfs_commit_interval(const struct scrub_ctx *ctx)
 {
 	struct strbuf v = STRBUF_INIT;
 	unsigned long secs = 0;
@@ -1170,7 +1250,7 @@ static double seconds_since(const struct timespec *t0)
  */
 static int confirm(struct scrub_ctx *ctx, struct pass p[2], const struct timespec *t0)
 {
-	unsigned commit_s = commit_interval(ctx), passes = 1;
+	unsigned commit_s = btrfs_commit_interval(ctx), passes = 1;
 	size_t moving = 1;
 	int ret = 0;
 
@@ -1208,8 +1288,8 @@ int btrfs_check_trees(struct scrub_ctx *ctx)
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	ret = run_pass(ctx, &p[0]);
-	if (ret == 0)	/* what phase 5 has left to read (-x) */
-		btrfs_unsummed_keep(btrfs_unsummed_of(ctx), p[0].fe, p[0].nr_fe);
+	if (ret == 0 && !p[0].nodatasum_lost)	/* what phase 5 has left to read (-x) */
+		btrfs_unsummed_keep(btrfs_unsummed_of(ctx), p[0].nodatasum, p[0].nr_nodatasum);
 	if (ret != -ECANCELED) {
 		report_counts(ctx, &p[0], "first pass");
 		report_unread_trees(ctx, &p[0], mount_option(ctx->table_mnt_id, "rescue", NULL));

@@ -25,6 +25,9 @@ struct strbuf;
  */
 int btrfs_check_trees(struct scrub_ctx *ctx);
 
+/* The kernel's commit interval in seconds: the mount's commit= option, else btrfs's default. */
+unsigned btrfs_commit_interval(const struct scrub_ctx *ctx);
+
 /*
  * The path of inode in tree root relative to the mount point, for any
  * subvolume below the mounted one (btrfs.c).  False, out empty, if unknown.

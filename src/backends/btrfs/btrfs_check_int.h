@@ -96,6 +96,7 @@ struct fs_root {
 	uint64_t id;
 	bool shared;		/* a snapshot: may hold leaves owned by another tree */
 	bool dead;		/* deleted, being dropped (refs 0) */
+	int err;		/* -EIO, -EUCLEAN: the kernel refuses a block of it */
 	uint64_t transid;	/* of the leaf holding its ROOT_ITEM */
 	uint64_t created;	/* a snapshot's: the transaction that took it */
 };
@@ -153,16 +154,24 @@ struct bgroup {
 	uint64_t flags;			/* BTRFS_BLOCK_GROUP_*: type and profile */
 };
 
+struct subvol_ino;
+
 struct pass {
 	struct scrub_ctx *ctx;
 	int fd;
 	uint32_t nodesize;
 	struct fs_root *roots;
 	size_t nr_roots, alloc_roots;
+	size_t nr_unreadable;		/* roots the kernel refuses a block of (err) */
+	unsigned long long unreadable_skipped;	/* their findings, left out */
 	struct root_ref *rrefs;
 	size_t nr_rrefs, alloc_rrefs;
 	struct fe_rec *fe;
 	size_t nr_fe, alloc_fe, fe_pos;
+	/* regular files with the NODATASUM flag and a size: what -x reads (btrfs_datasum.h) */
+	struct subvol_ino *nodatasum;
+	size_t nr_nodatasum, alloc_nodatasum;
+	bool nodatasum_lost;
 	struct bgroup *bg;
 	size_t nr_bg, alloc_bg;
 	bool bg_tree;

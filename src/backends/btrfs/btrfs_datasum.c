@@ -16,28 +16,29 @@
  *
  * With -x the kernel's scrub verifies every checksummed byte on every
  * copy (phase 2), so phase 5 has only these files left to read: the tree
- * check (btrfs_check.c), which reads every inode item and file extent
- * item of every subvolume anyway, hands over the NODATASUM inodes with
- * extents on the disk (btrfs_unsummed_keep()).  Inline data sits in tree
- * leaves, which the scrub verifies as metadata; preallocated extents hold
- * no data.
+ * check (btrfs_check.c), which reads every inode item of every subvolume
+ * anyway, hands over the regular NODATASUM inodes with a size
+ * (btrfs_unsummed_keep()); and files changed since the scrub could see
+ * their data on the disk, which the walk notes (btrfs_unsummed_note_recent()).
  */
 #include "backends/btrfs/btrfs_datasum.h"
 
 #include <endian.h>
 #include <errno.h>
-#include <stdlib.h>
 #include <linux/btrfs.h>
 #include <linux/btrfs_tree.h>
 #include <linux/fs.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 
+#include "backends/backend.h"
 #include "backends/btrfs/btrfs_check_int.h"
 #include "inokey.h"
+#include "stx.h"
 
 /*
  * The inode item's flag for "no data checksums": bit 0 of its on-disk
@@ -90,29 +91,79 @@ bool btrfs_data_checksummed(struct scrub_ctx *ctx, int fd)
 	return flags >= 0 && !(flags & INODE_NODATASUM);
 }
 
-void btrfs_unsummed_keep(struct btrfs_unsummed *u, const struct fe_rec *fe, size_t nr)
+void btrfs_unsummed_init(struct btrfs_unsummed *u)
 {
-	size_t n = 0, w = 0;
+	*u = (struct btrfs_unsummed){ 0 };
+	pthread_mutex_init(&u->lock, NULL);
+}
 
-	btrfs_unsummed_release(u);
-	for (size_t i = 0; i < nr; i++)
-		n += fe[i].want_csum < 0;
-	if (n && !(u->v = malloc(n * sizeof(*u->v))))
+void btrfs_unsummed_keep(struct btrfs_unsummed *u, const struct subvol_ino *v, size_t nr)
+{
+	free(u->v);
+	u->v = NULL;
+	u->nr = 0;
+	u->known = false;
+	if (nr && !(u->v = malloc(nr * sizeof(*u->v))))
 		return;
-	for (size_t i = 0; i < nr; i++)
-		if (fe[i].want_csum < 0)
-			u->v[u->nr++] = (struct subvol_ino){ .subvol = fe[i].root, .ino = fe[i].ino };
-	if (u->nr)
-		qsort(u->v, u->nr, sizeof(*u->v), subvol_ino_cmp);
-	for (size_t i = 0; i < u->nr; i++)
-		if (!w || subvol_ino_cmp(&u->v[w - 1], &u->v[i]))
-			u->v[w++] = u->v[i];
-	u->nr = w;
+	if (nr)	/* memcpy from NULL is undefined, even of 0 bytes */
+		memcpy(u->v, v, nr * sizeof(*v));
+	u->nr = nr;
 	u->known = true;
+}
+
+void btrfs_unsummed_note_recent(struct btrfs_unsummed *u, const struct backend_dir *d,
+				const struct backend_entry *e)
+{
+	const struct statx *stx = e->stx;
+	struct subvol_ino id = { .ino = stx->stx_ino };
+
+	if (!u->recent_ns || !S_ISREG(stx->stx_mode) ||
+	    ((int64_t)stx_ns(&stx->stx_mtime) < u->recent_ns &&
+	     (int64_t)stx_ns(&stx->stx_ctime) < u->recent_ns))
+		return;
+	/* a file lives in its directory's subvolume (bulk records give none) */
+	bool known = stx_subvol(stx, &id.subvol) || (d->stx && stx_subvol(d->stx, &id.subvol));
+
+	pthread_mutex_lock(&u->lock);
+	if (!known || btrfs_grow((void **)&u->recent, &u->alloc_recent, u->nr_recent + 1,
+				 sizeof(*u->recent)) < 0)
+		u->recent_lost = true;
+	else
+		u->recent[u->nr_recent++] = id;
+	pthread_mutex_unlock(&u->lock);
+}
+
+bool btrfs_unsummed_take(struct btrfs_unsummed *u, struct subvol_ino **out, size_t *nr)
+{
+	size_t n = u->nr + u->nr_recent, w = 0;
+	struct subvol_ino *v;
+
+	if (!u->known || u->recent_lost)
+		return false;
+	if (!n) {
+		*out = NULL;
+		*nr = 0;
+		return true;
+	}
+	if (!(v = malloc(n * sizeof(*v))))
+		return false;
+	if (u->nr)	/* memcpy from NULL is undefined, even of 0 bytes */
+		memcpy(v, u->v, u->nr * sizeof(*v));
+	if (u->nr_recent)
+		memcpy(v + u->nr, u->recent, u->nr_recent * sizeof(*v));
+	qsort(v, n, sizeof(*v), subvol_ino_cmp);
+	for (size_t i = 0; i < n; i++)
+		if (!w || subvol_ino_cmp(&v[w - 1], &v[i]))
+			v[w++] = v[i];
+	*out = v;
+	*nr = w;
+	return true;
 }
 
 void btrfs_unsummed_release(struct btrfs_unsummed *u)
 {
 	free(u->v);
+	free(u->recent);
+	pthread_mutex_destroy(&u->lock);
 	*u = (struct btrfs_unsummed){ 0 };
 }
