@@ -94,6 +94,13 @@ enum fs_quirks {
 	 * is a warning.
 	 */
 	QUIRK_XATTR_ANY		= (1 << 7),
+	/*
+	 * Files may share blocks without FIEMAP flagging them shared: ext4's
+	 * shared_blocks feature (a read-only image deduplicated offline, as
+	 * e2fsck -E unshare_blocks undoes).  extent.crosslinked is not
+	 * looked for.
+	 */
+	QUIRK_BLOCKS_SHARED	= (1 << 8),
 };
 
 struct scrub_options {
