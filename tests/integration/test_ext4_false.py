@@ -194,3 +194,49 @@ def test_shared_without_the_feature(sb_img, mode):
     assert hits and hits[0].path == os.path.join(mnt, "a") and hits[0].inode == ino_a, r
     assert os.path.join(mnt, "b") in hits[0].message, r
     assert "shared_blocks" not in r.stdout, r
+
+
+# ---- thousands of suspects --------------------------------------------------------
+
+# Files whose names are removed offline: each an ext4.orphan suspect.  Sixteen
+# 256-byte inodes share a 4 KiB inode-table block, so they lie in a few
+# hundred blocks; a wait of 250 ms per batch of 64 suspects made 3000 cost
+# 12 s of sleep (f_h_reindex's 30 361: 124 s).
+ORPHANS = 3000
+
+
+@pytest.fixture
+def orphan_img(image_factory, workdir):
+    img = image_factory("ext4", size_mb=64)
+    img.mkfs()
+    mnt = img.mount()
+    os.mkdir(os.path.join(mnt, "many"))
+    for i in range(ORPHANS):
+        open(os.path.join(mnt, "many", "f%05d" % i), "wb").close()
+    inos = sorted(fsimage.inode_of(os.path.join(mnt, "many", "f%05d" % i))
+                  for i in range(ORPHANS))
+    img.offline()
+    script = os.path.join(workdir, "unlink.debugfs")
+    with open(script, "w") as fh:
+        fh.writelines("unlink /many/f%05d\n" % i for i in range(ORPHANS))
+    fsimage.run(["debugfs", "-w", "-f", script, img.path])
+    img.inos = inos
+    return img
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_thousands_of_suspects_one_wait(orphan_img, mode):
+    """Every unlinked inode is an ext4.orphan error, and confirming them
+    takes one batch (one wait), not one per 64 suspects."""
+    p = e2fsck(orphan_img)
+    assert "Unattached zero-length inode %d" % orphan_img.inos[0] in p.stdout, p.stdout
+    start = time.monotonic()
+    mnt, r = scrub_in(orphan_img, mode)
+    took = time.monotonic() - start
+    assert r.rc == 4, r
+    orphans = r.of("Error", "ext4.orphan")
+    assert sorted(f.inode for f in orphans) == orphan_img.inos, r
+    assert [f for f in r.errors if f.check != "ext4.orphan"] == [], r
+    batches = re.findall(r"^ext4: (\d+) suspects confirmed together", r.stdout, re.M)
+    assert batches == [str(ORPHANS)], batches
+    assert took < 10, took      # the scan itself takes about a second
