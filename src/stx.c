@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <unistd.h>
 
 #include "context.h"
 #include "inokey.h"
@@ -24,6 +25,12 @@
 bool errno_is_corruption(int err)
 {
 	return err == EIO || err == EFSCORRUPTED || err == EFSBADCRC;
+}
+
+bool errno_is_inode_damage(int err)
+{
+	return errno_is_corruption(err) || err == EINVAL || err == ENODATA ||
+	       (err == EPERM && geteuid() == 0);
 }
 
 int stx_get(int dirfd, const char *name, struct statx *stx)

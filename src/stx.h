@@ -35,6 +35,15 @@ bool stx_changed_during_scan(const struct scrub_ctx *ctx, const struct statx *st
 
 /* True for the errno values that mean media or metadata damage. */
 bool errno_is_corruption(int err);
+/*
+ * True for what a look-up, stat or open of one inode by name returns when
+ * the filesystem refuses that inode as damaged: errno_is_corruption(), and
+ * EINVAL, ENODATA and (to root, whom permissions do not stop) EPERM --
+ * ext4 for a bad or missing encryption context or one that differs from
+ * its directory's.  Only where the call's own arguments cannot be the
+ * cause (a valid name and flags); ELOOP is the caller's to judge.
+ */
+bool errno_is_inode_damage(int err);
 
 /* "regular file", "directory", ... for a mode's S_IFMT bits (for messages). */
 const char *inode_mode_name(unsigned mode);
