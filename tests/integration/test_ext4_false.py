@@ -16,6 +16,7 @@ Each image is built here with mkfs.ext4, setfattr-like os.setxattr calls
 and debugfs -w, shown clean (or damaged) by e2fsck -fn, then scrubbed just
 mounted, mounted again past the journal's commit interval, and read-only."""
 
+import gzip
 import os
 import re
 import time
@@ -240,3 +241,70 @@ def test_thousands_of_suspects_one_wait(orphan_img, mode):
     assert took < 10, took      # the scan itself takes about a second
     batches = re.findall(r"^ext4: (\d+) suspects confirmed together", r.stdout, re.M)
     assert batches == [str(ORPHANS)], batches
+
+
+# ---- inodes the kernel refuses as damaged ----------------------------------------
+
+@pytest.fixture
+def refused_img(image_factory):
+    """a/b/up: a second name of directory a below a itself (the kernel's
+    lookup refuses it with ELOOP while a is cached); enc: a file with the
+    encrypt flag and no encryption context (its open fails with ENODATA).
+    Returned unmounted with {name: ino} in img.inos."""
+    img = image_factory("ext4", size_mb=64, mkfs_args=("-O", "encrypt"))
+    img.mkfs()
+    mnt = img.mount()
+    os.makedirs(os.path.join(mnt, "a", "b"))
+    for name in ("enc", "plain"):
+        with open(os.path.join(mnt, name), "wb") as fh:
+            fh.write(b"x\n")
+    img.inos = {n: fsimage.inode_of(os.path.join(mnt, n)) for n in ("a", "enc")}
+    img.offline()
+    return img
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("fault", ["dir_linked_below_itself", "no_encryption_context"])
+def test_refused_inode_is_a_finding(refused_img, mode, fault):
+    """Before: "fscrub: ...: cannot stat: Too many levels of symbolic
+    links" / "cannot open: No data available" and exit 8."""
+    if fault == "dir_linked_below_itself":
+        debugfs(refused_img, "ln /a /a/b/up", write=True)
+        rel, ino, says, e2says = ("a/b/up", refused_img.inos["a"],
+                                  "cannot read the inode: Too many levels of symbolic links",
+                                  "is a link to directory /a")
+    else:
+        debugfs(refused_img, "sif /enc flags 0x80800", write=True)   # EXTENTS | ENCRYPT
+        rel, ino, says, e2says = ("enc", refused_img.inos["enc"],
+                                  "cannot open the file: No data available",
+                                  "has encrypt flag but no encryption extended attribute")
+    p = e2fsck(refused_img)
+    assert e2says in p.stdout, p.stdout
+    mnt, r = scrub_in(refused_img, mode)
+    assert r.rc == 4, r
+    assert "fscrub:" not in r.stderr, r
+    assert [(f.check, f.path, f.inode, f.message) for f in r.errors] == [
+        ("inode.unreadable", os.path.join(mnt, rel), ino, says)], r
+
+
+# e2fsprogs' own image of bad encryption contexts, when its source is at hand
+# (apt-get source e2fsprogs): E2FSPROGS_TESTS=.../e2fsprogs-1.47.0/tests
+E2FSPROGS_TESTS = os.environ.get("E2FSPROGS_TESTS", "")
+
+
+def test_f_bad_encryption(image_factory):
+    """EINVAL (a corrupt context), ENODATA (none) from the open, EPERM (a
+    policy not the directory's) from the stat: one inode.unreadable each,
+    no operational error."""
+    src = os.path.join(E2FSPROGS_TESTS, "f_bad_encryption", "image.gz")
+    if not os.path.exists(src):
+        pytest.skip("e2fsprogs' test images are not at hand: set E2FSPROGS_TESTS to the "
+                    "tests directory of its source")
+    img = image_factory("ext4", size_mb=1)
+    with gzip.open(src, "rb") as gz, open(img.path, "wb") as fh:
+        fh.write(gz.read())
+    mnt, r = scrub_in(img, "fresh")
+    assert r.rc == 4 and "fscrub:" not in r.stderr, r
+    said = {f.message.split(": ")[-1] for f in r.of("Error", "inode.unreadable")}
+    assert said == {"Invalid argument", "No data available", "Operation not permitted"}, r
+    assert len(r.of("Error", "inode.unreadable")) == 12, r
