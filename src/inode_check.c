@@ -187,17 +187,7 @@ static void check_name(struct walk_thread *t, struct check_thread *ct,
 	name_check_entry(t, &ct->name_check, d, e, flags);
 }
 
-/*
- * Does a statx of a name that failed with err say the inode is damaged?
- * ELOOP too: the name is one component, never followed, so the kernel
- * refused the inode (ext4: a directory linked again below itself).
- */
-static bool stat_damage(int err)
-{
-	return errno_is_inode_damage(err) || err == ELOOP;
-}
-
-/* statx failed: a vanished name is a race, a refused inode is damage (stat_damage()). */
+/* statx failed: a vanished name is a race, a refused inode is damage. */
 static void stat_failed(struct walk_thread *t, struct check_thread *ct,
 			struct walk_dir *d, const struct walk_entry *e)
 {
@@ -212,14 +202,14 @@ static void stat_failed(struct walk_thread *t, struct check_thread *ct,
 		add_suspect(ct, CHECK_DIRENT_DANGLING, e);
 		return;
 	}
-	if (stat_damage(err)) {
+	if (errno_is_stat_damage(err)) {
 		int again = stx_get(d->fd, e->name, &stx);
 
 		if (again == 0 || -again == ENOENT)
 			return;		/* readable now, or gone */
 		err = -again;
 	}
-	if (stat_damage(err))
+	if (errno_is_stat_damage(err))
 		str_error(ctx, CHECK_INODE_UNREADABLE, d->node, e->name, report_dino(ctx, e->d_ino),
 			  "cannot read the inode: %s", strerror(err));
 	else

@@ -33,6 +33,11 @@ bool errno_is_inode_damage(int err)
 	       (err == EPERM && geteuid() == 0);
 }
 
+bool errno_is_stat_damage(int err)
+{
+	return errno_is_inode_damage(err) || err == ELOOP;
+}
+
 int stx_get(int dirfd, const char *name, struct statx *stx)
 {
 	int flags = AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | AT_STATX_SYNC_AS_STAT;

@@ -44,6 +44,11 @@ bool errno_is_corruption(int err);
  * cause (a valid name and flags); ELOOP is the caller's to judge.
  */
 bool errno_is_inode_damage(int err);
+/*
+ * The same for a statx of one name that never follows it: ELOOP too, the
+ * kernel refused the inode (ext4: a directory linked again below itself).
+ */
+bool errno_is_stat_damage(int err);
 
 /* "regular file", "directory", ... for a mode's S_IFMT bits (for messages). */
 const char *inode_mode_name(unsigned mode);

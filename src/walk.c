@@ -253,6 +253,17 @@ static void bulk_fetch(void *arg, const char *buf, long n)
  * (a hard link, whose count phase 4 compares with its names; a type the
  * entry disagrees with, a suspect) is stat'ed.
  */
+/*
+ * An entry whose inode the kernel refused as damaged (inode.unreadable),
+ * where d_ino is the inode's number (the directory's own st_dev then).
+ */
+static bool unreadable_but_named(const struct scrub_ctx *ctx, const struct walk_entry *e)
+{
+	return e->stat_err && e->stat_err != EINVAL && e->d_ino &&
+	       errno_is_stat_damage(e->stat_err) &&
+	       !(ctx->quirks & QUIRK_DINO_UNRELATED);
+}
+
 static const struct backend_inode *bulk_record(const struct walk_thread *t, uint64_t d_ino,
 					       unsigned char d_type)
 {
@@ -358,6 +369,15 @@ static int visit_entry(void *arg, const char *name, size_t namelen,
 						e.stx.stx_ino);
 
 		e.seen_before = seen && (S_ISDIR(e.stx.stx_mode) || e.stx.stx_nlink == 1);
+	} else if (unreadable_but_named(ctx, &e)) {
+		/*
+		 * A name reaches it: its finding is the stat's, not a lost
+		 * inode's, and a directory by its entry's type is one of the
+		 * subdirectories the link count counts -- but one refused
+		 * with ELOOP, a second name of a directory above.
+		 */
+		inoset_test_and_set(dv->ws->seen, d->node->dev, d_ino);
+		d->nr_subdirs += d_type == DT_DIR && e.stat_err != ELOOP;
 	}
 	dv->ws->v->entry(dv->t, d, &e);
 	if (e.seen_before && S_ISDIR(e.stx.stx_mode))

@@ -308,3 +308,6 @@ def test_f_bad_encryption(image_factory):
     said = {f.message.split(": ")[-1] for f in r.of("Error", "inode.unreadable")}
     assert said == {"Invalid argument", "No data available", "Operation not permitted"}, r
     assert len(r.of("Error", "inode.unreadable")) == 12, r
+    # The unreadable inodes have names: no ext4.orphan; the subdirectories
+    # among them count in their directory's link count: no dir.nlink.
+    assert not r.of(check="ext4.orphan") and not r.of(check="dir.nlink"), r
