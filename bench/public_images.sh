@@ -116,7 +116,7 @@ check_offline() {	# FSTYPE IMG
 			    { print (pass ? pass : "superblock/journal"); exit }' <<<"$out")
 	else
 		out=$(timeout 120 btrfs check --readonly "$2" 2>&1) && rc=0 || rc=$?
-		KIND=$(awk '/^\[[0-9]\/[0-9]\] checking/ { step = $3 " " $4; next }
+		KIND=$(awk '/^\[[0-9]\/[0-9]\] checking/ { step = $3 ($4 == "" ? "" : " " $4); next }
 			    /ERROR|error|wrong|mismatch|missing|corrupt/ { print (step ? step : "opening"); exit }' <<<"$out")
 	fi
 	case $rc in
