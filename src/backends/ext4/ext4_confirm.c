@@ -396,9 +396,11 @@ static void blkset_compact(struct blkset *s)
 }
 
 /*
- * How many of open[0 .. n) make the next batch, their distinct blocks into
- * set: as many as keep those within CONFIRM_BATCH_BLOCKS (more than
- * anything else has: at most twice that while it is compacted), at least one.
+ * How many of open[0 .. n) make the next batch (at least one), their
+ * distinct blocks into set: the set is compacted whenever its entries would
+ * pass twice CONFIRM_BATCH_BLOCKS, and the batch ends at a compaction that
+ * leaves more than CONFIRM_BATCH_BLOCKS; so it never holds more than twice
+ * that, and compacts once per CONFIRM_BATCH_BLOCKS entries at most often.
  */
 static size_t next_batch(struct ext4_suspect *const *open, size_t n, struct blkset *set)
 {
