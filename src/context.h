@@ -101,6 +101,13 @@ enum fs_quirks {
 	 * looked for.
 	 */
 	QUIRK_BLOCKS_SHARED	= (1 << 8),
+	/*
+	 * Errors come from a daemon or a server (FUSE, network filesystems):
+	 * EINVAL, ENODATA or EPERM from a stat or an open is what it chose
+	 * to say, not a refused inode; only EIO, EUCLEAN and EBADMSG are
+	 * damage (errno_is_inode_damage()).
+	 */
+	QUIRK_ERRORS_RELAYED	= (1 << 9),
 };
 
 struct scrub_options {

@@ -74,7 +74,8 @@ int walk_open_file_stx(struct walk_thread *t, const struct walk_dir *d,
 
 	if (fd < 0 && errno == EPERM)
 		fd = openat(d->fd, e->name, flags & ~O_NOATIME);
-	if (fd < 0 && errno_is_inode_damage(errno) && !(errno == EINVAL && (extra_flags & O_DIRECT)))
+	if (fd < 0 && errno_is_inode_damage(ctx, errno) &&
+	    !(errno == EINVAL && (extra_flags & O_DIRECT)))
 		fd = openat(d->fd, e->name, flags & ~O_NOATIME);	/* look again */
 	if (fd < 0) {
 		int err = errno;
@@ -90,7 +91,7 @@ int walk_open_file_stx(struct walk_thread *t, const struct walk_dir *d,
 		    err == ENOTDIR)
 			return -1;	/* gone, replaced or leased: not ours to check */
 		/* ELOOP above: O_NOFOLLOW met a symlink, the name was replaced. */
-		if (errno_is_inode_damage(err))
+		if (errno_is_inode_damage(ctx, err))
 			str_error(ctx, CHECK_INODE_UNREADABLE, d->node, e->name,
 				  e->stx.stx_ino, "cannot open the file: %s", strerror(err));
 		else
@@ -260,7 +261,7 @@ static void bulk_fetch(void *arg, const char *buf, long n)
 static bool unreadable_but_named(const struct scrub_ctx *ctx, const struct walk_entry *e)
 {
 	return e->stat_err && e->stat_err != EINVAL && e->d_ino &&
-	       errno_is_stat_damage(e->stat_err) &&
+	       errno_is_stat_damage(ctx, e->stat_err) &&
 	       !(ctx->quirks & QUIRK_DINO_UNRELATED);
 }
 
@@ -428,7 +429,7 @@ static void walk_dir_fail(struct scrub_ctx *ctx, struct dir_node *node, int err)
 	if (err == ESTALE || err == ENOENT || err == ENOTDIR || err == ELOOP)
 		str_changed(ctx, CHECK_WALK_MOVED, node, NULL, node->ino,
 			    "directory was moved, replaced or removed before it was read");
-	else if (errno_is_inode_damage(err))
+	else if (errno_is_inode_damage(ctx, err))
 		str_error(ctx, CHECK_DIR_UNREADABLE, node, NULL, node->ino,
 			  "cannot open directory: %s", strerror(err));
 	else
@@ -452,7 +453,7 @@ static void walk_one_dir(struct workqueue *wq, struct wq_item *item,
 	uint64_t found_ino = node->ino;
 
 	ret = dircache_pin(&ctx->dcache, node, &d.fd);
-	if (ret < 0 && errno_is_inode_damage(-ret))
+	if (ret < 0 && errno_is_inode_damage(ctx, -ret))
 		ret = dircache_pin(&ctx->dcache, node, &d.fd);	/* look again */
 	if (ret < 0) {
 		walk_dir_fail(ctx, node, -ret);
