@@ -94,6 +94,20 @@ enum fs_quirks {
 	 * is a warning.
 	 */
 	QUIRK_XATTR_ANY		= (1 << 7),
+	/*
+	 * Files may share blocks without FIEMAP flagging them shared: ext4's
+	 * shared_blocks feature (a read-only image deduplicated offline, as
+	 * e2fsck -E unshare_blocks undoes).  extent.crosslinked is not
+	 * looked for.
+	 */
+	QUIRK_BLOCKS_SHARED	= (1 << 8),
+	/*
+	 * Errors come from a daemon or a server (FUSE, network filesystems):
+	 * EINVAL, ENODATA or EPERM from a stat or an open is what it chose
+	 * to say, not a refused inode; only EIO, EUCLEAN and EBADMSG are
+	 * damage (errno_is_inode_damage()).
+	 */
+	QUIRK_ERRORS_RELAYED	= (1 << 9),
 };
 
 struct scrub_options {

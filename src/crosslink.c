@@ -408,6 +408,12 @@ void crosslink_check(struct scrub_ctx *ctx)
 	}
 	if (!ctx->xlinks->n)
 		return;
+	if (ctx->quirks & QUIRK_BLOCKS_SHARED) {
+		/* The backend said so under -v in phase 1. */
+		if (!ctx->opt.verify_data)
+			xlink_list_release(ctx->xlinks);
+		return;
+	}
 	crosslink_sort(ctx);
 	st.nr_pairs = find_pairs(ctx, &st.pairs);
 	if (!ctx->opt.verify_data)

@@ -7,7 +7,9 @@
  * FIEMAP offsets are offsets on the block device (ctx->dev_size != 0: a
  * single-device XFS or ext4), and never for extents without a physical
  * location (delalloc, unknown) or inline data.  Reflinked extents carry
- * FIEMAP_EXTENT_SHARED on both sides and are never reported.
+ * FIEMAP_EXTENT_SHARED on both sides and are never reported; where files
+ * may share blocks without that flag (QUIRK_BLOCKS_SHARED: ext4's
+ * shared_blocks) nothing is looked for, and -v says so.
  *
  * The live-filesystem rule: blocks freed by one file and allocated to
  * another during the scan look cross-linked, but allocating them stamps

@@ -187,7 +187,7 @@ static void check_name(struct walk_thread *t, struct check_thread *ct,
 	name_check_entry(t, &ct->name_check, d, e, flags);
 }
 
-/* statx failed: a vanished name is a race, EIO/EUCLEAN is damage. */
+/* statx failed: a vanished name is a race, a refused inode is damage. */
 static void stat_failed(struct walk_thread *t, struct check_thread *ct,
 			struct walk_dir *d, const struct walk_entry *e)
 {
@@ -202,14 +202,14 @@ static void stat_failed(struct walk_thread *t, struct check_thread *ct,
 		add_suspect(ct, CHECK_DIRENT_DANGLING, e);
 		return;
 	}
-	if (errno_is_corruption(err)) {
+	if (errno_is_stat_damage(ctx, err)) {
 		int again = stx_get(d->fd, e->name, &stx);
 
 		if (again == 0 || -again == ENOENT)
 			return;		/* readable now, or gone */
 		err = -again;
 	}
-	if (errno_is_corruption(err))
+	if (errno_is_stat_damage(ctx, err))
 		str_error(ctx, CHECK_INODE_UNREADABLE, d->node, e->name, report_dino(ctx, e->d_ino),
 			  "cannot read the inode: %s", strerror(err));
 	else

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <unistd.h>
 
 #include "context.h"
 #include "inokey.h"
@@ -24,6 +25,20 @@
 bool errno_is_corruption(int err)
 {
 	return err == EIO || err == EFSCORRUPTED || err == EFSBADCRC;
+}
+
+bool errno_is_inode_damage(const struct scrub_ctx *ctx, int err)
+{
+	if (errno_is_corruption(err))
+		return true;
+	return !(ctx->quirks & QUIRK_ERRORS_RELAYED) &&
+	       (err == EINVAL || err == ENODATA || (err == EPERM && geteuid() == 0));
+}
+
+bool errno_is_stat_damage(const struct scrub_ctx *ctx, int err)
+{
+	return errno_is_inode_damage(ctx, err) ||
+	       (err == ELOOP && !(ctx->quirks & QUIRK_ERRORS_RELAYED));
 }
 
 int stx_get(int dirfd, const char *name, struct statx *stx)

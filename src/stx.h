@@ -35,6 +35,21 @@ bool stx_changed_during_scan(const struct scrub_ctx *ctx, const struct statx *st
 
 /* True for the errno values that mean media or metadata damage. */
 bool errno_is_corruption(int err);
+/*
+ * True for what a look-up, stat or open of one inode by name returns when
+ * the filesystem refuses that inode as damaged: errno_is_corruption(), and
+ * EINVAL, ENODATA and (to root, whom permissions do not stop) EPERM --
+ * ext4 for a bad or missing encryption context or one that differs from
+ * its directory's -- but where a daemon or a server says so
+ * (QUIRK_ERRORS_RELAYED).  Only where the call's own arguments cannot be
+ * the cause (a valid name and flags); ELOOP is the caller's to judge.
+ */
+bool errno_is_inode_damage(const struct scrub_ctx *ctx, int err);
+/*
+ * The same for a statx of one name that never follows it: ELOOP too, the
+ * kernel refused the inode (ext4: a directory linked again below itself).
+ */
+bool errno_is_stat_damage(const struct scrub_ctx *ctx, int err);
 
 /* "regular file", "directory", ... for a mode's S_IFMT bits (for messages). */
 const char *inode_mode_name(unsigned mode);

@@ -74,7 +74,8 @@ int walk_open_file_stx(struct walk_thread *t, const struct walk_dir *d,
 
 	if (fd < 0 && errno == EPERM)
 		fd = openat(d->fd, e->name, flags & ~O_NOATIME);
-	if (fd < 0 && errno_is_corruption(errno))
+	if (fd < 0 && errno_is_inode_damage(ctx, errno) &&
+	    !(errno == EINVAL && (extra_flags & O_DIRECT)))
 		fd = openat(d->fd, e->name, flags & ~O_NOATIME);	/* look again */
 	if (fd < 0) {
 		int err = errno;
@@ -89,7 +90,8 @@ int walk_open_file_stx(struct walk_thread *t, const struct walk_dir *d,
 		if (err == ENOENT || err == ELOOP || err == ENXIO || err == EWOULDBLOCK ||
 		    err == ENOTDIR)
 			return -1;	/* gone, replaced or leased: not ours to check */
-		if (errno_is_corruption(err))
+		/* ELOOP above: O_NOFOLLOW met a symlink, the name was replaced. */
+		if (errno_is_inode_damage(ctx, err))
 			str_error(ctx, CHECK_INODE_UNREADABLE, d->node, e->name,
 				  e->stx.stx_ino, "cannot open the file: %s", strerror(err));
 		else
@@ -252,6 +254,17 @@ static void bulk_fetch(void *arg, const char *buf, long n)
  * (a hard link, whose count phase 4 compares with its names; a type the
  * entry disagrees with, a suspect) is stat'ed.
  */
+/*
+ * An entry whose inode the kernel refused as damaged (inode.unreadable),
+ * where d_ino is the inode's number (the directory's own st_dev then).
+ */
+static bool unreadable_but_named(const struct scrub_ctx *ctx, const struct walk_entry *e)
+{
+	return e->stat_err && e->stat_err != EINVAL && e->d_ino &&
+	       errno_is_stat_damage(ctx, e->stat_err) &&
+	       !(ctx->quirks & QUIRK_DINO_UNRELATED);
+}
+
 static const struct backend_inode *bulk_record(const struct walk_thread *t, uint64_t d_ino,
 					       unsigned char d_type)
 {
@@ -357,6 +370,15 @@ static int visit_entry(void *arg, const char *name, size_t namelen,
 						e.stx.stx_ino);
 
 		e.seen_before = seen && (S_ISDIR(e.stx.stx_mode) || e.stx.stx_nlink == 1);
+	} else if (unreadable_but_named(ctx, &e)) {
+		/*
+		 * A name reaches it: its finding is the stat's, not a lost
+		 * inode's, and a directory by its entry's type is one of the
+		 * subdirectories the link count counts -- but one refused
+		 * with ELOOP, a second name of a directory above.
+		 */
+		inoset_test_and_set(dv->ws->seen, d->node->dev, d_ino);
+		d->nr_subdirs += d_type == DT_DIR && e.stat_err != ELOOP;
 	}
 	dv->ws->v->entry(dv->t, d, &e);
 	if (e.seen_before && S_ISDIR(e.stx.stx_mode))
@@ -407,7 +429,7 @@ static void walk_dir_fail(struct scrub_ctx *ctx, struct dir_node *node, int err)
 	if (err == ESTALE || err == ENOENT || err == ENOTDIR || err == ELOOP)
 		str_changed(ctx, CHECK_WALK_MOVED, node, NULL, node->ino,
 			    "directory was moved, replaced or removed before it was read");
-	else if (errno_is_corruption(err))
+	else if (errno_is_inode_damage(ctx, err))
 		str_error(ctx, CHECK_DIR_UNREADABLE, node, NULL, node->ino,
 			  "cannot open directory: %s", strerror(err));
 	else if (!inoset_test_and_set(ctx->dirs_unopened, node->dev, node->ino))
@@ -432,7 +454,7 @@ static void walk_one_dir(struct workqueue *wq, struct wq_item *item,
 	uint64_t found_ino = node->ino;
 
 	ret = dircache_pin(&ctx->dcache, node, &d.fd);
-	if (ret < 0 && errno_is_corruption(-ret))
+	if (ret < 0 && errno_is_inode_damage(ctx, -ret))
 		ret = dircache_pin(&ctx->dcache, node, &d.fd);	/* look again */
 	if (ret < 0) {
 		walk_dir_fail(ctx, node, -ret);

@@ -131,9 +131,10 @@ static int generic_scan_fs(struct scrub_ctx *ctx)
 			       "checked", t);
 	}
 	if (is_fuse(t) || is_remote(t)) {
-		ctx->quirks |= QUIRK_DIR_NLINK_ANY;
-		report_verbose(ctx, "Phase 1: %s directory link counts come from a daemon or "
-			       "a server: dir.nlink is not checked", t);
+		ctx->quirks |= QUIRK_DIR_NLINK_ANY | QUIRK_ERRORS_RELAYED;
+		report_verbose(ctx, "Phase 1: %s directory link counts and errors come from a "
+			       "daemon or a server: dir.nlink is not checked, and only EIO, "
+			       "EUCLEAN and EBADMSG say an inode is damaged", t);
 	}
 	return 0;
 }

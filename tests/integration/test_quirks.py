@@ -402,6 +402,22 @@ def test_fuse_dangling_entry_without_inode_number(workdir, cleanups):
     assert all("4294967295" not in h.message for h in hits), r
 
 
+@pytest.mark.parametrize("err,damage", [(errno.EIO, True), (errno.EINVAL, False),
+                                       (errno.EPERM, False), (errno.ENODATA, False)],
+                         ids=["EIO", "EINVAL", "EPERM", "ENODATA"])
+def test_fuse_refused_lookup_is_the_daemons(workdir, cleanups, err, damage):
+    """A daemon that refuses a name with EINVAL, EPERM or ENODATA says so
+    for its own reasons (QUIRK_ERRORS_RELAYED): an operational error, not
+    the inode.unreadable that ext4 gets for them; EIO is damage anywhere."""
+    mnt = eiofs(workdir, cleanups, refused="odd:%d" % err)
+    r = run_fscrub("-n", mnt)
+    hits = r.of("Error", "inode.unreadable")
+    if damage:
+        assert r.rc == 4 and [h.path for h in hits] == [os.path.join(mnt, "odd")], r
+    else:
+        assert r.rc == 8 and hits == [] and "odd: cannot stat" in r.stderr, r
+
+
 @pytest.mark.alone
 def test_squashfuse_renumbered_inodes_by_cache_drops(workdir, cleanups, dropping_caches):
     """squashfuse numbers inodes as they are looked up and forgets them

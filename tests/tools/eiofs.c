@@ -20,7 +20,9 @@
  * statfs.
  *
  * With $EIOFS_DANGLING=NAME the root also lists NAME, which cannot be
- * looked up (ENOENT): a directory entry without its inode.
+ * looked up (ENOENT): a directory entry without its inode.  With
+ * $EIOFS_REFUSED=NAME:ERRNO it lists NAME, whose look-up fails with ERRNO
+ * (a number): what a daemon says, not a refused inode on a disk.
  *
  *     EIOFS_IMAGE=x.img EIOFS_BAD=1048576:4096 eiofs -f MOUNTPOINT
  */
@@ -72,6 +74,8 @@ static int touches_bad(off_t off, size_t len)
 }
 
 static const char *dangling;	/* a name readdir lists and lookup refuses */
+static char refused[256];	/* ... and one it refuses with refused_err */
+static int refused_err;
 static struct statvfs fixed_statfs;
 static int have_fixed_statfs;
 
@@ -113,6 +117,8 @@ static int e_getattr(const char *path, struct stat *st, struct fuse_file_info *f
 		st->st_nlink = 2;
 		return 0;
 	}
+	if (refused[0] && path[0] == '/' && !strcmp(path + 1, refused))
+		return -refused_err;
 	if (strcmp(path, "/disk"))
 		return -ENOENT;
 	if (fstat(image_fd, st) < 0)
@@ -133,6 +139,8 @@ static int e_readdir(const char *path, void *buf, fuse_fill_dir_t fill, off_t of
 	fill(buf, "disk", NULL, 0, 0);
 	if (dangling)
 		fill(buf, dangling, NULL, 0, 0);
+	if (refused[0])
+		fill(buf, refused, NULL, 0, 0);
 	return 0;
 }
 
@@ -192,6 +200,11 @@ int main(int argc, char **argv)
 	}
 	armed_path = getenv("EIOFS_ARMED");
 	dangling = getenv("EIOFS_DANGLING");
+	if (getenv("EIOFS_REFUSED") &&
+	    sscanf(getenv("EIOFS_REFUSED"), "%255[^:]:%d", refused, &refused_err) != 2) {
+		fprintf(stderr, "eiofs: EIOFS_REFUSED=NAME:ERRNO\n");
+		return 2;
+	}
 	image_fd = open(image, O_RDWR | O_CLOEXEC);
 	if (image_fd < 0) {
 		perror(image);

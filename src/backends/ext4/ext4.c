@@ -207,6 +207,13 @@ static int ext4_scan_fs(struct scrub_ctx *ctx)
 		       st->journal_known ? "internal" : ext2fs_has_feature_journal(st->fs->super) ?
 		       "external" : "no",
 		       ext2fs_has_feature_metadata_csum(st->fs->super) ? ", metadata checksums" : "");
+	if (ext2fs_has_feature_shared_blocks(st->fs->super)) {
+		/* e2fsck's pass 1 takes a block claimed twice for shared, then. */
+		ctx->quirks |= QUIRK_BLOCKS_SHARED;
+		report_verbose(ctx, "Phase 1: the shared_blocks feature lets files share blocks "
+			       "with each other, the journal and group metadata: "
+			       "extent.crosslinked and ext4.crosslink are not looked for");
+	}
 	if (!st->journal_known && ext2fs_has_feature_journal(st->fs->super)) {
 		ext4_journal_open(ctx);
 		if (st->jdev_fd < 0)

@@ -337,6 +337,13 @@ void ext4_xattr_refs_note(struct ext4_state *st, ext2_ino_t ino, blk64_t blk);
  */
 void ext4_xattr_refs_check(struct scrub_ctx *ctx);
 void ext4_xattr_refs_release(struct ext4_state *st);
+/*
+ * The blocks ext4 charges to an inode's i_blocks for its attribute values
+ * kept in EA inodes (0 without the ea_inode feature): raw, the inode's
+ * EXT2_INODE_SIZE bytes as on the disk; acl, its attribute block's bytes,
+ * or NULL for none (a block without an attribute header counts nothing).
+ */
+uint64_t ext4_ea_inode_blocks(ext2_filsys fs, const void *raw, const unsigned char *acl);
 
 /* ---- ext4.c ---- */
 

@@ -3,7 +3,8 @@
  *
  * A check that fails on the first read queues a suspect: the blocks it
  * involves and a predicate that judges fresh copies of them.  Suspects are
- * confirmed in batches, so that the delays are paid once per batch:
+ * confirmed in batches, so that the delays are paid once per batch, and
+ * a block that several suspects involve is read once a round:
  *
  *   1. read the journal: every fs block logged (or revoked) by a
  *      transaction still in the log, from the on-disk journal superblock's
@@ -51,8 +52,12 @@
  * block being checkpointed is caught changing, and a batch costs little.
  */
 #define CONFIRM_DELAY_MS 250
-/* Suspects confirmed at a time: bounds the buffers (2 x 32 blocks each). */
-#define CONFIRM_BATCH 64
+/*
+ * Distinct blocks confirmed at a time: bounds the buffers (two copies of
+ * each; at most 2 x 2 x 4096 4 KiB blocks, 64 MiB) while thousands of
+ * suspects sharing inode-table blocks pay one wait.
+ */
+#define CONFIRM_BATCH_BLOCKS 4096
 /* More suspects than this are not queued (a filesystem this broken is said so). */
 #define MAX_SUSPECTS 100000
 
@@ -366,30 +371,93 @@ static void sleep_ms(unsigned ms)
 		;
 }
 
-/* One round: syncfs, re-read, judge; compare with the previous round's bytes. */
-static void confirm_round(struct scrub_ctx *ctx, struct ext4_suspect *const *batch, size_t n,
-			  unsigned char ***bufs, int round)
+/*
+ * A batch's blocks, each read once a round however many suspects hold it
+ * (thousands of suspects may share a few inode-table blocks): set, sorted
+ * and distinct; buf[round][i] the bytes of set.b[i]; unreadable[i] and
+ * changed[i] what the rounds found of it.
+ */
+struct batch_blocks {
+	struct blkset set;
+	unsigned char **buf[2];
+	bool *unreadable, *changed;
+};
+
+/* Sort and deduplicate s in place. */
+static void blkset_compact(struct blkset *s)
+{
+	size_t m = 0;
+
+	qsort(s->b, s->n, sizeof(*s->b), blk_cmp);
+	for (size_t i = 0; i < s->n; i++)
+		if (!m || s->b[m - 1] != s->b[i])
+			s->b[m++] = s->b[i];
+	s->n = m;
+}
+
+/*
+ * How many of open[0 .. n) make the next batch (at least one), their
+ * distinct blocks into set: the set is compacted whenever its entries would
+ * pass twice CONFIRM_BATCH_BLOCKS, and the batch ends at a compaction that
+ * leaves more than CONFIRM_BATCH_BLOCKS; so it never holds more than twice
+ * that, and compacts once per CONFIRM_BATCH_BLOCKS entries at most often.
+ */
+static size_t next_batch(struct ext4_suspect *const *open, size_t n, struct blkset *set)
+{
+	size_t i;
+
+	set->n = 0;
+	for (i = 0; i < n; i++) {
+		if (set->n + open[i]->nr_blocks > 2 * CONFIRM_BATCH_BLOCKS) {
+			blkset_compact(set);
+			if (i && set->n + open[i]->nr_blocks > CONFIRM_BATCH_BLOCKS)
+				break;
+		}
+		for (unsigned k = 0; k < open[i]->nr_blocks; k++)
+			blkset_add(set, open[i]->blocks[k]);
+	}
+	blkset_compact(set);
+	return i;
+}
+
+static size_t block_index(const struct batch_blocks *bb, blk64_t b)
+{
+	const blk64_t *p = bsearch(&b, bb->set.b, bb->set.n, sizeof(b), blk_cmp);
+
+	return (size_t)(p - bb->set.b);
+}
+
+/* syncfs, then every block of the batch read again; compared with the last round's. */
+static void read_round(struct scrub_ctx *ctx, struct batch_blocks *bb, int round)
 {
 	struct ext4_state *st = ext4_state(ctx);
-	size_t bs = st->fs->blocksize;
 
 	if (syncfs(ctx->mnt_fd) < 0)
 		report_verbose(ctx, "ext4: syncfs failed (%s)", strerror(errno));
+	for (size_t i = 0; i < bb->set.n; i++) {
+		if (ext4_read_direct(st, bb->set.b[i], bb->buf[round][i]) < 0)
+			bb->unreadable[i] = true;
+		else if (round && memcmp(bb->buf[0][i], bb->buf[1][i], st->fs->blocksize))
+			bb->changed[i] = true;
+	}
+}
+
+/* One round's judgement of each suspect, on the round's copies of its blocks. */
+static void judge_round(struct scrub_ctx *ctx, struct ext4_suspect *const *batch, size_t n,
+			const struct batch_blocks *bb, int round)
+{
 	for (size_t i = 0; i < n; i++) {
 		struct ext4_suspect *s = batch[i];
-		unsigned char **now = bufs[2 * i + round], **before = bufs[2 * i + !round];
+		unsigned char *now[EXT4_SUSPECT_BLOCKS];
 
-		if (s->cleared)
-			continue;
-		for (unsigned k = 0; k < s->nr_blocks; k++) {
-			if (ext4_read_direct(st, s->blocks[k], now[k]) < 0) {
+		for (unsigned k = 0; k < s->nr_blocks && !s->cleared; k++) {
+			size_t j = block_index(bb, s->blocks[k]);
+
+			if (bb->unreadable[j])
 				s->cleared = "a block it involves cannot be read again";
-				break;
-			}
-			if (round && memcmp(now[k], before[k], bs)) {
+			else if (bb->changed[j])
 				s->cleared = "its blocks changed on the disk";
-				break;
-			}
+			now[k] = bb->buf[round][j];
 		}
 		if (!s->cleared && !s->still_bad(ctx, s, now))
 			s->cleared = round ? "it was right on the third read" :
@@ -397,22 +465,35 @@ static void confirm_round(struct scrub_ctx *ctx, struct ext4_suspect *const *bat
 	}
 }
 
-static void confirm_batch(struct scrub_ctx *ctx, struct ext4_suspect *const *batch, size_t n)
+static void batch_blocks_alloc(const struct ext4_state *st, struct batch_blocks *bb)
+{
+	size_t m = bb->set.n;
+
+	for (int r = 0; r < 2; r++) {
+		bb->buf[r] = xcalloc(m ? m : 1, sizeof(*bb->buf[r]));
+		for (size_t i = 0; i < m; i++)
+			bb->buf[r][i] = ext4_block_buf(st);
+	}
+	bb->unreadable = xcalloc(m ? m : 1, sizeof(bool));
+	bb->changed = xcalloc(m ? m : 1, sizeof(bool));
+}
+
+static void batch_blocks_release(struct batch_blocks *bb)
+{
+	for (int r = 0; r < 2; r++) {
+		for (size_t i = 0; i < bb->set.n; i++)
+			free(bb->buf[r][i]);
+		free(bb->buf[r]);
+	}
+	free(bb->unreadable);
+	free(bb->changed);
+}
+
+/* Rule 4 after the reads, then the kernel's view; counts the outcome. */
+static void judge_journal(struct scrub_ctx *ctx, struct ext4_suspect *const *batch, size_t n,
+			  bool journal_ok, const struct blkset *j0, const struct blkset *j1)
 {
 	struct ext4_state *st = ext4_state(ctx);
-	struct blkset j0 = { 0 }, j1 = { 0 };
-	unsigned char ***bufs = xcalloc(2 * n, sizeof(*bufs));
-	bool journal_ok = journal_recent(st, &j0) == 0;
-
-	for (size_t i = 0; i < 2 * n; i++) {
-		bufs[i] = xcalloc(EXT4_SUSPECT_BLOCKS, sizeof(**bufs));
-		for (unsigned k = 0; k < batch[i / 2]->nr_blocks; k++)
-			bufs[i][k] = ext4_block_buf(st);
-	}
-	confirm_round(ctx, batch, n, bufs, 0);
-	sleep_ms(CONFIRM_DELAY_MS);
-	confirm_round(ctx, batch, n, bufs, 1);
-	journal_ok = journal_recent(st, &j1) == 0 && journal_ok;
 
 	for (size_t i = 0; i < n; i++) {
 		struct ext4_suspect *s = batch[i];
@@ -420,7 +501,7 @@ static void confirm_batch(struct scrub_ctx *ctx, struct ext4_suspect *const *bat
 		for (unsigned k = 0; k < s->nr_blocks && !s->cleared && !s->journal_free; k++)
 			if (!journal_ok)
 				s->cleared = "the journal cannot be read to tell old from recent";
-			else if (blkset_has(&j0, s->blocks[k]) || blkset_has(&j1, s->blocks[k]))
+			else if (blkset_has(j0, s->blocks[k]) || blkset_has(j1, s->blocks[k]))
 				s->cleared = "a recent journal transaction logged one of its blocks";
 		if (!s->cleared && s->kernel_view)
 			s->cleared = s->kernel_view(ctx, s);
@@ -429,12 +510,25 @@ static void confirm_batch(struct scrub_ctx *ctx, struct ext4_suspect *const *bat
 		else
 			st->confirmed++;
 	}
-	for (size_t i = 0; i < 2 * n; i++) {
-		for (unsigned k = 0; k < EXT4_SUSPECT_BLOCKS; k++)
-			free(bufs[i][k]);
-		free(bufs[i]);
-	}
-	free(bufs);
+}
+
+/* The batch's distinct blocks are in bb->set (next_batch()). */
+static void confirm_batch(struct scrub_ctx *ctx, struct ext4_suspect *const *batch, size_t n,
+			  struct batch_blocks *bb)
+{
+	struct ext4_state *st = ext4_state(ctx);
+	struct blkset j0 = { 0 }, j1 = { 0 };
+	bool journal_ok = journal_recent(st, &j0) == 0;
+
+	batch_blocks_alloc(st, bb);
+	read_round(ctx, bb, 0);
+	judge_round(ctx, batch, n, bb, 0);
+	sleep_ms(CONFIRM_DELAY_MS);
+	read_round(ctx, bb, 1);
+	judge_round(ctx, batch, n, bb, 1);
+	journal_ok = journal_recent(st, &j1) == 0 && journal_ok;
+	judge_journal(ctx, batch, n, journal_ok, &j0, &j1);
+	batch_blocks_release(bb);
 	free(j0.b);
 	free(j1.b);
 }
@@ -525,8 +619,15 @@ void ext4_confirm_run(struct scrub_ctx *ctx, bool name_inodes)
 	if (n)
 		report_verbose(ctx, "ext4: %zu %s to confirm from the disk (%zu left after the "
 			       "journal's recent blocks)", n, n == 1 ? "suspect" : "suspects", nopen);
-	for (size_t i = 0; i < nopen && !scrub_should_stop(ctx); i += CONFIRM_BATCH)
-		confirm_batch(ctx, open + i, nopen - i < CONFIRM_BATCH ? nopen - i : CONFIRM_BATCH);
+	for (size_t i = 0, len; i < nopen && !scrub_should_stop(ctx); i += len) {
+		struct batch_blocks bb = { 0 };
+
+		len = next_batch(open + i, nopen - i, &bb.set);
+		report_verbose(ctx, "ext4: %zu suspects confirmed together, from %zu distinct "
+			       "blocks", len, bb.set.n);
+		confirm_batch(ctx, open + i, len, &bb);
+		free(bb.set.b);
+	}
 	free(open);
 	if (name_inodes && !scrub_should_stop(ctx))
 		name_errors(ctx, st->suspects, n, &rl);

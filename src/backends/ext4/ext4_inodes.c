@@ -1827,7 +1827,9 @@ static struct ext4_suspect *shared_suspect(struct scrub_ctx *ctx, const char *ch
 /*
  * e2fsck's pass 1B for the blocks that never move while mounted: an
  * inode's block that is also group metadata, or the journal's (the
- * journal itself included: its blocks must be no metadata).
+ * journal itself included: its blocks must be no metadata).  None with
+ * the shared_blocks feature, where e2fsck takes any block claimed twice
+ * for shared.
  */
 static void check_shared(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext2_inode_large *in,
 			 const struct claim *c, const struct xwalk *w)
@@ -1836,6 +1838,8 @@ static void check_shared(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext
 	struct strbuf sb = STRBUF_INIT;
 	char owner[64];
 
+	if (ctx->quirks & QUIRK_BLOCKS_SHARED)
+		return;		/* shared_blocks: said in phase 1 */
 	if (c->in_meta && ext4_metadata_owner(fs, c->meta, owner, sizeof(owner))) {
 		strbuf_addf(&sb, "block %llu, %s, is also %s", (unsigned long long)c->meta,
 			    c->is_journal ? "the journal's" : "used by this inode", owner);

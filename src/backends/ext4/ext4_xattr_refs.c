@@ -28,10 +28,16 @@
  * longer counted.  Too high a count cannot be confirmed that way (a sharer
  * given the attributes in a slot the scan had passed was not counted) and
  * only keeps a block from being freed: an info.
+ *
+ * With the ea_inode feature, a value too large for the inode and the block
+ * lives in an inode of its own (an EA inode), named by its entry's
+ * e_value_inum; ext4_ea_inode_blocks() counts what the owner is charged for
+ * it (ext4_xref.c's i_blocks check).
  */
 #include "backends/ext4/ext4.h"
 
 #include <endian.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,6 +89,69 @@ static bool xattr_header(const unsigned char *b, uint32_t *refcount)
 	memcpy(&h, b, sizeof(h));
 	*refcount = le32toh(h.h_refcount);
 	return le32toh(h.h_magic) == EXT2_EXT_ATTR_MAGIC && le32toh(h.h_blocks) == 1;
+}
+
+/*
+ * The blocks charged for the EA-inode values among the entries from p up
+ * to end (or the 4 zero bytes that end them): ceil(size / cluster)
+ * clusters each.  The kernel's ext4_xattr_inode_alloc_quota() charges
+ * them to the referring inode's i_blocks (dquot_alloc_block(), quota on or
+ * off), again for every inode that refers to a value shared through one EA
+ * inode with a reference count; e2fsck's pass 1 expects the same.  An old
+ * Lustre-style reference (its hash not the value's), which e2fsck charges
+ * nothing, is not told apart.
+ */
+static uint64_t ea_entries_blocks(ext2_filsys fs, const unsigned char *p,
+				  const unsigned char *end)
+{
+	uint64_t clusters = 0, csize = EXT2_CLUSTER_SIZE(fs->super);
+	struct ext2_ext_attr_entry e;
+	uint32_t first;
+
+	while (p + sizeof(e) <= end) {
+		memcpy(&first, p, sizeof(first));
+		if (!first)
+			break;
+		memcpy(&e, p, sizeof(e));
+		if (e.e_value_inum)
+			clusters += (le32toh(e.e_value_size) + csize - 1) / csize;
+		p += EXT2_EXT_ATTR_LEN(e.e_name_len);
+	}
+	return EXT2FS_C2B(fs, clusters);
+}
+
+/* Where the attributes in the inode's body begin (past their magic), or 0: none. */
+static unsigned ibody_entries(ext2_filsys fs, const unsigned char *raw)
+{
+	unsigned isize = EXT2_INODE_SIZE(fs->super), off;
+	uint16_t extra;
+	uint32_t magic;
+
+	if (isize <= EXT2_GOOD_OLD_INODE_SIZE)
+		return 0;
+	memcpy(&extra, raw + offsetof(struct ext2_inode_large, i_extra_isize), sizeof(extra));
+	off = EXT2_GOOD_OLD_INODE_SIZE + le16toh(extra);
+	if (off + sizeof(magic) > isize)
+		return 0;
+	memcpy(&magic, raw + off, sizeof(magic));
+	return le32toh(magic) == EXT2_EXT_ATTR_MAGIC ? off + (unsigned)sizeof(magic) : 0;
+}
+
+uint64_t ext4_ea_inode_blocks(ext2_filsys fs, const void *raw, const unsigned char *acl)
+{
+	unsigned off = ibody_entries(fs, raw);
+	uint64_t blocks = 0;
+	uint32_t count;
+
+	if (!ext2fs_has_feature_ea_inode(fs->super))
+		return 0;
+	if (off)
+		blocks += ea_entries_blocks(fs, (const unsigned char *)raw + off,
+					    (const unsigned char *)raw + EXT2_INODE_SIZE(fs->super));
+	if (acl && xattr_header(acl, &count))
+		blocks += ea_entries_blocks(fs, acl + sizeof(struct ext2_ext_attr_header),
+					    acl + fs->blocksize);
+	return blocks;
 }
 
 /* Inodes with links in one inode-table block whose attribute block is blk. */

@@ -21,8 +21,10 @@
  *                      blocks past its end (e2fsck: "i_size is X, should be
  *                      Y"; unwritten extents past it are preallocation).
  *   ext4.inode_blocks  i_blocks against what the extent tree or block map
- *                      maps plus its own blocks and the extended attribute
- *                      block (not on bigalloc).
+ *                      maps plus its own blocks, the extended attribute
+ *                      block and what ext4 charges for attribute values
+ *                      kept in EA inodes (ext4_ea_inode_blocks(); not on
+ *                      bigalloc).
  *
  * The last two take the tree as ext4_inodes.c's scan walked it, whole, at
  * any depth (ext4_xref_tree()).
@@ -34,6 +36,8 @@
  * fresh bytes.
  */
 #include "backends/ext4/ext4.h"
+
+#include <stdlib.h>
 
 #include "checks.h"
 #include "context.h"
@@ -136,12 +140,53 @@ static bool size_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 	return ext4_fresh_inode(ctx, s, bufs, &in) && dir_size_bad(fs, (const void *)&in);
 }
 
-/* What i_blocks must say, in sectors, of a tree that maps count blocks. */
-static uint64_t want_sectors(ext2_filsys fs, const struct ext2_inode *in, uint64_t count)
+/*
+ * What i_blocks must say, in sectors, of a tree that maps count blocks,
+ * with ea blocks charged for values in EA inodes.
+ */
+static uint64_t want_sectors(ext2_filsys fs, const struct ext2_inode *in, uint64_t count,
+			     uint64_t ea)
 {
 	if (ext2fs_file_acl_block(fs, in))
 		count++;
-	return count * (fs->blocksize / 512);
+	return (count + ea) * (fs->blocksize / 512);
+}
+
+/*
+ * The blocks charged for the inode's values in EA inodes (raw: its bytes
+ * as on the disk) into *ea; its attribute block from held (NULL: read
+ * from the disk).  False if that block cannot be read.
+ */
+static bool ea_charge(struct ext4_state *st, const void *raw, const unsigned char *held,
+		      uint64_t *ea)
+{
+	ext2_filsys fs = st->fs;
+	blk64_t acl = ext2fs_file_acl_block(fs, raw);
+	unsigned char *buf = NULL;
+	bool ok = true;
+
+	*ea = 0;
+	if (!ext2fs_has_feature_ea_inode(fs->super))
+		return true;
+	if (acl && !held && ext4_blocks_in_fs(fs, acl, 1)) {
+		buf = ext4_block_buf(st);
+		ok = ext4_read_direct(st, acl, buf) == 0;
+		held = buf;
+	}
+	if (ok)
+		*ea = ext4_ea_inode_blocks(fs, raw, acl ? held : NULL);
+	free(buf);
+	return ok;
+}
+
+/* The fresh copy of the suspect's attribute block among its bufs, or NULL. */
+static const unsigned char *held_block(const struct ext4_suspect *s,
+				       unsigned char *const *bufs, blk64_t blk)
+{
+	for (unsigned i = 0; blk && i < s->nr_blocks; i++)
+		if (s->blocks[i] == blk)
+			return bufs[i];
+	return NULL;
 }
 
 /*
@@ -166,12 +211,15 @@ static bool written_past_end(ext2_filsys fs, const struct ext2_inode *in,
 static bool blocks_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 			     unsigned char *const *bufs)
 {
-	ext2_filsys fs = ext4_state(ctx)->fs;
+	struct ext4_state *st = ext4_state(ctx);
+	ext2_filsys fs = st->fs;
 	struct ext2_inode_large in;
-	uint64_t count, end;
+	uint64_t count, end, ea;
 
 	return ext4_fresh_tree_totals(ctx, s, bufs, &in, &count, &end) &&
-	       inode_sectors(fs, (const void *)&in) != want_sectors(fs, (const void *)&in, count);
+	       ea_charge(st, bufs[0] + s->arg[0],
+			 held_block(s, bufs, ext2fs_file_acl_block(fs, (const void *)&in)), &ea) &&
+	       inode_sectors(fs, (const void *)&in) != want_sectors(fs, (const void *)&in, count, ea);
 }
 
 static bool past_end_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
@@ -198,23 +246,45 @@ static void tree_suspect(struct scrub_ctx *ctx, const char *check, ext2_ino_t in
 	ext4_suspect_tree(ext4_inode_suspect(ctx, check, ino, in, fn, "%s", what), tree, nr_tree);
 }
 
+/*
+ * The i_blocks suspect; with values in EA inodes, their entries in the
+ * attribute block are read again with the inode's block, before the tree.
+ */
+static void blocks_suspect(struct scrub_ctx *ctx, ext2_ino_t ino,
+			   const struct ext2_inode_large *in, const char *what, uint64_t ea,
+			   const blk64_t *tree, unsigned nr_tree)
+{
+	ext2_filsys fs = ext4_state(ctx)->fs;
+	struct ext4_suspect *s = ext4_inode_suspect(ctx, CHECK_EXT4_INODE_BLOCKS, ino, in,
+						    blocks_still_bad, "%s", what);
+	blk64_t acl = ext2fs_file_acl_block(fs, (const void *)in);
+
+	if (ea && acl && ext4_blocks_in_fs(fs, acl, 1))
+		ext4_suspect_block(s, acl);
+	ext4_suspect_tree(s, tree, nr_tree);
+}
+
 void ext4_xref_tree(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext2_inode_large *big,
 		    uint64_t count, uint64_t written_end, const blk64_t *tree, unsigned nr_tree)
 {
 	ext2_filsys fs = ext4_state(ctx)->fs;
 	const struct ext2_inode *in = (const void *)big;
 	struct strbuf sb = STRBUF_INIT;
+	uint64_t ea;
 
 	if (reserved(fs, ino))
 		return;
 	if (!ext2fs_has_feature_bigalloc(fs->super) &&
-	    inode_sectors(fs, in) != want_sectors(fs, in, count)) {
+	    ea_charge(ext4_state(ctx), big, NULL, &ea) &&
+	    inode_sectors(fs, in) != want_sectors(fs, in, count, ea)) {
 		strbuf_addf(&sb, "i_blocks is %llu, the %s%s maps %llu",
 			    (unsigned long long)inode_sectors(fs, in), tree_name(in),
 			    ext2fs_file_acl_block(fs, in) ? " and the attribute block" : "",
-			    (unsigned long long)want_sectors(fs, in, count));
-		tree_suspect(ctx, CHECK_EXT4_INODE_BLOCKS, ino, big, blocks_still_bad, sb.buf,
-			     tree, nr_tree);
+			    (unsigned long long)want_sectors(fs, in, count, ea));
+		if (ea)
+			strbuf_addf(&sb, " (with %llu blocks charged for attribute values in EA "
+				    "inodes)", (unsigned long long)ea);
+		blocks_suspect(ctx, ino, big, sb.buf, ea, tree, nr_tree);
 		strbuf_reset(&sb);
 	}
 	if (written_past_end(fs, in, written_end)) {
