@@ -19,7 +19,8 @@
  *     same way: every pointer inside the filesystem (ext4.block_map);
  *     what either maps goes to ext4_xref_tree() (i_blocks, i_size);
  *   - for a directory, every directory block's checksum and the record
- *     lengths that chain its entries, and the htree root and index nodes;
+ *     lengths that chain its entries, and the htree root and index nodes
+ *     (and, from the same reads, the index judged whole: ext4_htree.c);
  *   - against the walk: an inode with links that no name reached is an
  *     orphan; its on-disk link count must be what the kernel showed; its
  *     extent map must be what FIEMAP showed (both only for inodes that did
@@ -1302,56 +1303,96 @@ static int dir_block(struct ext4_state *st, struct dir_src *src, blk64_t pblk,
 	return src->b->res[i];
 }
 
+/* What check_directory() knows of the directory it reads. */
+struct dir_check {
+	ext2_ino_t ino;
+	const struct ext2_inode_large *in;
+	uint64_t nblocks;
+	bool htree;
+	unsigned levels;		/* the htree root's indirect levels */
+	struct ext4_htree *index;	/* the htree summed up (ext4_htree.c), NULL: none */
+};
+
+/*
+ * One directory block, read into buf, mapped by the tree block node:
+ * true if it is sound by itself (its findings become suspects).
+ */
+static bool check_dir_block(struct scrub_ctx *ctx, struct dir_check *dc, uint32_t lblk,
+			    blk64_t pblk, blk64_t node, const unsigned char *buf)
+{
+	ext2_filsys fs = ext4_state(ctx)->fs;
+	const char *why;
+	/*
+	 * Interior index nodes exist only below a root with levels; they are
+	 * one fake empty entry the size of the block (an empty leaf has the
+	 * same, without checksums: so only where the root says there are any).
+	 */
+	bool dx_node = dc->htree && lblk > 0 && dc->levels > 0 && is_dx_node(fs, buf);
+
+	why = dir_block_bad(fs, dc->ino, dc->in->i_generation, buf, dx_node);
+	if (why) {
+		dir_suspect(ctx, CHECK_EXT4_DIR_BLOCK, dc->ino, dc->in, lblk, pblk, node, dx_node,
+			    why);
+		return false;
+	}
+	if (!(dc->htree && (lblk == 0 || dx_node)))
+		return true;
+	why = dx_bad(fs, buf, lblk == 0, dc->nblocks, lblk == 0 ? &dc->levels : &(unsigned){ 0 });
+	if (why)
+		dir_suspect(ctx, CHECK_EXT4_HTREE, dc->ino, dc->in, lblk, pblk, node, dx_node, why);
+	return why == NULL;
+}
+
+/* The htree's extent: up to the last block mapped, within the directory's size. */
+static uint32_t dir_span(const struct dir_map *m, uint64_t nblocks)
+{
+	uint64_t end = m->n ? m->r[m->n - 1].lblk + (uint64_t)m->r[m->n - 1].len : 0;
+
+	return (uint32_t)(end < nblocks ? end : nblocks);
+}
+
 static void check_directory(struct scrub_ctx *ctx, ext2_ino_t ino,
 			    const struct ext2_inode_large *in, const struct dir_map *m,
 			    unsigned char *scratch, struct dir_src *src)
 {
 	struct ext4_state *st = ext4_state(ctx);
 	ext2_filsys fs = st->fs;
-	uint64_t nblocks = EXT2_I_SIZE(in) / fs->blocksize;
-	bool htree = (in->i_flags & EXT2_INDEX_FL) && ext2fs_has_feature_dir_index(fs->super);
-	unsigned levels = 0;
+	struct dir_check dc = { ino, in, EXT2_I_SIZE(in) / fs->blocksize,
+				(in->i_flags & EXT2_INDEX_FL) && ext2fs_has_feature_dir_index(fs->super),
+				0, NULL };
 
+	if (dc.htree)
+		dc.index = ext4_htree_begin(fs, ino, in, dir_span(m, dc.nblocks));
 	/* Runs are in logical order: block 0 (the htree root) comes first. */
-	for (size_t i = 0; i < m->n && !scrub_should_stop(ctx); i++) {
+	for (size_t i = 0; i < m->n; i++) {
 		for (uint32_t k = 0; k < m->r[i].len; k++) {
 			uint32_t lblk = m->r[i].lblk + k;
 			blk64_t pblk = m->r[i].pblk + k;
 			unsigned char *buf = scratch;
-			const char *why;
+			bool sound = false;
 			int ret;
 
-			if (lblk >= nblocks)
-				break;		/* preallocated past the end */
+			/* Past the end: preallocated. */
+			if (lblk >= dc.nblocks || scrub_should_stop(ctx))
+				break;
 			st->dir_blocks++;
 			if ((ret = dir_block(st, src, pblk, &buf)) < 0) {
 				if (errno_is_corruption(-ret))
 					dir_suspect(ctx, CHECK_EXT4_DIR_BLOCK, ino, in, lblk, pblk,
 						    m->r[i].node, false, strerror(-ret));
-				continue;
+			} else {
+				sound = check_dir_block(ctx, &dc, lblk, pblk, m->r[i].node, buf);
 			}
-			/*
-			 * Interior index nodes exist only below a root with
-			 * levels; they are one fake empty entry the size of
-			 * the block (an empty leaf has the same, without
-			 * checksums: so only where the root says there are any).
-			 */
-			bool dx_node = htree && lblk > 0 && levels > 0 && is_dx_node(fs, buf);
-
-			why = dir_block_bad(fs, ino, in->i_generation, buf, dx_node);
-			if (why) {
-				dir_suspect(ctx, CHECK_EXT4_DIR_BLOCK, ino, in, lblk, pblk,
-					    m->r[i].node, dx_node, why);
-				continue;
-			}
-			if (!(htree && (lblk == 0 || dx_node)))
-				continue;
-			if ((why = dx_bad(fs, buf, lblk == 0, nblocks, lblk == 0 ? &levels :
-					  &(unsigned){ 0 })))
-				dir_suspect(ctx, CHECK_EXT4_HTREE, ino, in, lblk, pblk,
-					    m->r[i].node, dx_node, why);
+			if (dc.index && sound)
+				ext4_htree_block(dc.index, lblk, pblk, buf);
+			else if (dc.index)
+				ext4_htree_spoil(dc.index);
 		}
 	}
+	if (dc.index && scrub_should_stop(ctx))
+		ext4_htree_spoil(dc.index);
+	if (dc.index)
+		ext4_htree_end(ctx, dc.index, in);
 }
 
 /*
