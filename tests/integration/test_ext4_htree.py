@@ -1,6 +1,6 @@
 """ext4 htree indexes judged by the backend (src/backends/ext4/ext4_htree.c
 and the index blocks' own checks in ext4_inodes.c): one fault of each kind
-is injected offline into the index of a directory of 600 long names (dozens of
+is injected offline into the index of a directory of 600 long names (8-12
 leaves under the root), its checksum recomputed (metadata_csum) so
 that only the index is wrong, checked against ``e2fsck -fn``, and the image
 scrubbed on a fresh mount, a settled one (remounted, past the journal
@@ -21,8 +21,8 @@ import fsimage
 from faults import debugfs, _ext4_sb, _patch, _pread
 
 NAMES = 600
-# 40-byte names: 48-byte entries, about 20 to a leaf of the 64 MiB image's
-# 1 KiB blocks, so 600 make dozens of leaves under the root.
+# 40-byte names: 48-byte entries, about 85 to a 4 KiB leaf (half to three
+# quarters full after splits), so 600 make 8-12 leaves under the root.
 NAME = "a-name-long-enough-to-fill-leaves-%06d"
 DIR = "big"
 ROOT_ENTRIES = 32               # dx_root: "." (12), ".." (12), dx_root_info (8)
@@ -210,7 +210,7 @@ def test_htree_clean(image_factory, how):
     img, dino = make_image(image_factory)
     mnt = img.mount()
     os.mkdir(os.path.join(mnt, "deep"))
-    # 255-byte names, 3 to a 1 KiB leaf: 9000 overflow a root of 123 entries.
+    # 255-byte names, 15 to a 4 KiB leaf: 9000 overflow a root of 507 entries.
     for i in range(9000):
         os.close(os.open(os.path.join(mnt, "deep", ("%06d" % i) * 42 + "abc"),
                          os.O_CREAT | os.O_WRONLY))

@@ -11,7 +11,8 @@
  * (libext2fs's inode scan) and, for every inode the inode bitmap says is in
  * use:
  *
- *   - its checksum (metadata_csum);
+ *   - its checksum (metadata_csum; also a free one's, in the part of its
+ *     group's table that has been in use, unless it is all zeros);
  *   - its extent tree, read block by block with O_DIRECT: header magic,
  *     entries within the node's capacity, the depth of every level, logical
  *     order, physical ranges inside the filesystem, every tree block's
@@ -711,6 +712,14 @@ struct ext4_suspect *ext4_inode_suspect(struct scrub_ctx *ctx, const char *check
 	return s;
 }
 
+/* An inode slot never written (libext2fs's checksum verifier accepts it too). */
+static bool all_zero(const void *p, size_t len)
+{
+	const unsigned char *b = p;
+
+	return len == 0 || (b[0] == 0 && !memcmp(b, b + 1, len - 1));
+}
+
 static bool inode_csum_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 				 unsigned char *const *bufs)
 {
@@ -720,10 +729,40 @@ static bool inode_csum_still_bad(struct scrub_ctx *ctx, const struct ext4_suspec
 	bool bad;
 
 	memcpy(copy, bufs[0] + s->arg[0], isize);
-	bad = !ext4_inode_csum_ok(fs, (ext2_ino_t)s->ino, copy);
+	bad = !ext4_inode_csum_ok(fs, (ext2_ino_t)s->ino, copy) && !all_zero(copy, isize);
 	free(copy);
-	/* Still in use: the inode bitmap block is blocks[1], the bit arg[2]. */
-	return bad && ((bufs[1][s->arg[2] / 8] >> (s->arg[2] % 8)) & 1);
+	/*
+	 * Still in use (arg[3] 0) or still free (arg[3] 1): the inode bitmap
+	 * block is blocks[1], the bit arg[2].
+	 */
+	return bad && ((bufs[1][s->arg[2] / 8] >> (s->arg[2] % 8)) & 1) == !s->arg[3];
+}
+
+/*
+ * An inode marked free whose checksum fails.  The kernel writes an inode
+ * it frees whole, with its checksum, so a free slot in the part of its
+ * group's table that has been in use (past it, lazy_itable_init may not
+ * have zeroed the slots yet) holds zeros or an inode that checks out:
+ * this is damage, never something in flux.
+ */
+static void check_unused_csum(struct scrub_ctx *ctx, ext2_ino_t ino,
+			      const struct ext2_inode_large *in)
+{
+	ext2_filsys fs = ext4_state(ctx)->fs;
+	uint32_t ipg = fs->super->s_inodes_per_group;
+	dgrp_t g = (ino - 1) / ipg;
+
+	if ((ino - 1) % ipg >= ext4_itable_in_use(fs, g) || ext4_inode_csum_ok(fs, ino, in) ||
+	    all_zero(in, EXT2_INODE_SIZE(fs->super)))
+		return;
+	struct ext4_suspect *s = ext4_inode_suspect(ctx, CHECK_EXT4_INODE_CSUM, ino, in,
+		inode_csum_still_bad, "inode checksum does not match in an unused inode (marked "
+		"free in the inode bitmap of group %u)", g);
+
+	ext4_suspect_block(s, ext2fs_inode_bitmap_loc(fs, g));
+	s->arg[2] = (ino - 1) % ipg;
+	s->arg[3] = 1;
+	s->no_name = true;
 }
 
 /* Extent suspects: blocks[0] the inode, then every tree block as first read. */
@@ -824,8 +863,15 @@ static bool in_use_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s
 		       (blk64_t)gd->bg_block_bitmap_hi << 32 : 0);
 	blk64_t bit = (b - ext2fs_group_first_block2(fs, g)) >> fs->cluster_ratio_bits;
 
-	if (bmblk != s->blocks[1] || (gd->bg_flags & EXT2_BG_BLOCK_UNINIT) ||
-	    ((bufs[1][bit / 8] >> (bit % 8)) & 1))
+	if (bmblk != s->blocks[1])
+		return false;
+	/*
+	 * A BLOCK_UNINIT group's bitmap block is not read (the kernel and
+	 * libext2fs make one of the group's own metadata): a block the file
+	 * uses there is free whatever the block holds (e2fsprogs'
+	 * f_uninit_blk_used_not_set).
+	 */
+	if (!(gd->bg_flags & EXT2_BG_BLOCK_UNINIT) && ((bufs[1][bit / 8] >> (bit % 8)) & 1))
 		return false;
 	return ext4_fresh_maps(ctx, s, bufs, b);
 }
@@ -2228,6 +2274,7 @@ int ext4_scan_inodes(struct scrub_ctx *ctx)
 		if (!ino)
 			break;
 		if (!ext2fs_fast_test_inode_bitmap2(fs->inode_map, ino)) {
+			check_unused_csum(ctx, ino, in);
 			check_unreached_marked_free(ctx, ino, in);
 			continue;
 		}
