@@ -27,7 +27,6 @@ import time
 import pytest
 
 from conftest import run_fscrub
-import faults
 import fsimage
 from faults import debugfs, _ext4_sb, _patch, _pread
 
@@ -82,6 +81,25 @@ def e2fsck(img):
     return p
 
 
+def mount_with_journal_magic(img, how, magic):
+    """Mount as how, the journal superblock's magic made magic: offline for
+    ro,noload; a read-write mount refuses it, so there in the image file
+    under the mount, after the mount's first commits (which write the
+    superblock from memory).  Returns (mount point, the superblock's block)."""
+    jblk = int(debugfs(img, "bmap <8> 0").split()[-1])
+    off = jblk * _ext4_sb(img)["block_size"]
+    assert struct.unpack(">I", _pread(img.path, off, 4))[0] == JBD2_MAGIC
+    if how == "ro_noload":
+        _patch(img.path, off, magic)
+        return mount_as(img, how), jblk
+    mnt = mount_as(img, how)
+    for _ in range(2):
+        os.sync()
+        time.sleep(0.5)
+    _patch(img.path, off, magic)
+    return mnt, jblk
+
+
 def errors_of(r, check):
     return [f for f in r.errors if f.check == check]
 
@@ -96,21 +114,7 @@ def test_clean(image_factory, how):
 @pytest.mark.parametrize("how", MOUNTS)
 def test_journal_superblock_magic(image_factory, how):
     img, _ = make_image(image_factory)
-    jblk = int(debugfs(img, "bmap <8> 0").split()[-1])
-    bs = _ext4_sb(img)["block_size"]
-    off = jblk * bs
-    assert struct.unpack(">I", _pread(img.path, off, 4))[0] == JBD2_MAGIC
-    bad = b"\x00\x3b\x39\x98"
-    if how == "ro_noload":
-        _patch(img.path, off, bad)
-        mnt = mount_as(img, how)
-    else:
-        # After the mount's first commits, which write the superblock from memory.
-        mnt = mount_as(img, how)
-        for _ in range(2):
-            os.sync()
-            time.sleep(0.5)
-        _patch(img.path, off, bad)
+    mnt, jblk = mount_with_journal_magic(img, how, b"\x00\x3b\x39\x98")
     r = scrub(mnt)
     assert r.rc == 4, r
     hits = errors_of(r, "ext4.journal")
@@ -184,18 +188,8 @@ def test_journal_unreadable(image_factory, how):
     on a ro,noload one (e2fsprogs' j_corrupt_sb_magic, ro,norecovery),
     where nothing is in flux."""
     img, gone = make_image(image_factory)
-    jblk = int(debugfs(img, "bmap <8> 0").split()[-1])
-    off = jblk * _ext4_sb(img)["block_size"]
     break_unused_inode(img, gone)
-    if how == "ro_noload":
-        _patch(img.path, off, b"\0\0\0\0")
-        mnt = mount_as(img, how)
-    else:
-        mnt = mount_as(img, how)
-        for _ in range(2):
-            os.sync()
-            time.sleep(0.5)
-        _patch(img.path, off, b"\0\0\0\0")
+    mnt, _ = mount_with_journal_magic(img, how, b"\0\0\0\0")
     r = scrub(mnt)
     assert r.rc == 4 and [f.inode for f in errors_of(r, "ext4.journal")] == [8], r
     csum = [(f.severity, f.inode) for f in r.findings if f.check == "ext4.inode_csum"]
