@@ -52,6 +52,8 @@ int mount_resolve(const char *arg, const char *mtab, struct mount_info *mi,
 /* The pieces, for the unit tests. */
 struct libmnt_table *mount_table_load(const char *mtab, int *err);
 void mount_table_free(struct libmnt_table *tb);
+/* mount_sb_readonly() in tb. */
+bool mount_sb_readonly_in(struct libmnt_table *tb, dev_t devno);
 int mount_find_by_target(struct libmnt_table *tb, const char *path, struct mount_info *mi);
 /*
  * Returns the number of mounts of the device (0: not mounted).  live: tb is
