@@ -135,6 +135,13 @@ def leaf_twice(ix):
     return "ext4.htree", "directory block %d " % ix.ent[2][1], "referenced twice"
 
 
+def too_deep(ix):
+    """The root says one level of index nodes below it; its entries point
+    to leaves."""
+    ix.root[24 + 6] = 1                                             # indirect_levels
+    return "ext4.htree", "directory block %d " % ix.ent[0][1], "has invalid depth (2)"
+
+
 def name_outside(ix):
     """A name of leaf 1 changed (one character, the leaf's checksum
     recomputed) to one whose hash belongs to another leaf."""
@@ -157,7 +164,7 @@ def name_outside(ix):
 
 
 FAULTS = [moved_boundary_down, moved_boundary_up, wrong_limit, count_over_limit, unsorted,
-          leaf_twice, name_outside]
+          leaf_twice, too_deep, name_outside]
 
 
 def scrub_on(img, how, *args, env=None):
