@@ -36,6 +36,7 @@ from faults import debugfs, _ext4_sb, _patch, _pread
 import fsimage
 from test_ext4 import inode_offset, victim
 from test_ext4_xref import shared_xattr_block, sparse_file
+import test_ext4_htree
 from vs_offline import fscrub_checks, fscrub_says, run_cases, short, table
 
 work = sys.argv[1]
@@ -228,6 +229,22 @@ def journal_sb_csum(img):
     _patch(img.path, off, bytes([_pread(img.path, off, 1)[0] ^ 0xFF]))
 
 
+def htree(img, fault):
+    """A directory of test_ext4_htree's 600 long names (8-12 leaves), its
+    index broken by one of that file's faults."""
+    mnt = img.mount()
+    d = faults._fresh_dir(mnt, "htree")
+    for i in range(test_ext4_htree.NAMES):
+        with open(os.path.join(mnt, d, test_ext4_htree.NAME % i), "wb") as f:
+            f.write(b"x")
+    dino = fsimage.inode_of(os.path.join(mnt, d))
+    img.offline()
+    ix = test_ext4_htree.Index(img, dino)
+    fault(ix)
+    if fault is not test_ext4_htree.name_outside:
+        ix.write_root()
+
+
 MOUNT_CHECKED = "cannot exist while mounted: the kernel refuses it at mount"
 CASES = [
     ("clean image", lambda img: None, ""),
@@ -272,6 +289,12 @@ CASES = [
     ("orphan list starts at a deleted inode", orphan_head_free,
      "neither sees it: e2fsck -n does not follow the orphan list, a writable mount "
      "processes and empties it (damage since the mount: ext4.orphan_list)"),
+    ("htree hash boundary moved down (bad max hash)",
+     lambda img: htree(img, test_ext4_htree.moved_boundary_down), ""),
+    ("htree leaf pointed to twice, another by nothing",
+     lambda img: htree(img, test_ext4_htree.leaf_twice), ""),
+    ("htree leaf name changed outside its range",
+     lambda img: htree(img, test_ext4_htree.name_outside), ""),
     ("journal superblock checksum", journal_sb_csum, MOUNT_CHECKED),
     ("journal inode mapped over an inode table",
      lambda img: sif(img, 8, "block[5]", itable(img, 0) + 10), MOUNT_CHECKED),

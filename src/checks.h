@@ -129,7 +129,8 @@
 #define CHECK_EXT4_BLOCK_MAP	"ext4.block_map"	/* ext2/ext3 block map: a pointer outside the fs */
 #define CHECK_EXT4_EXTENT_MAP	"ext4.extent_map"	/* on-disk extents != FIEMAP */
 #define CHECK_EXT4_DIR_BLOCK	"ext4.dir_block"	/* directory block checksum or entry chain */
-#define CHECK_EXT4_HTREE	"ext4.htree"	/* htree root or index node */
+#define CHECK_EXT4_HTREE	"ext4.htree"	/* htree root or index node, references */
+#define CHECK_EXT4_HTREE_HASH	"ext4.htree_hash"	/* htree: a block's hashes outside its range */
 #define CHECK_EXT4_ORPHAN	"ext4.orphan"	/* an inode in use that no name reaches */
 #define CHECK_EXT4_ORPHAN_LIST	"ext4.orphan_list"	/* superblock orphan list */
 #define CHECK_EXT4_NLINK	"ext4.nlink"	/* on-disk link count != the kernel's */

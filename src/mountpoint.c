@@ -142,6 +142,29 @@ static int devno_rank(struct libmnt_fs *fs, bool live, bool *covered)
 	return (whole ? 0 : 2) + (*covered ? 1 : 0);
 }
 
+bool mount_sb_readonly_in(struct libmnt_table *tb, dev_t devno)
+{
+	struct libmnt_iter *it = mnt_new_iter(MNT_ITER_FORWARD);
+	struct libmnt_fs *fs;
+	bool ro = false;
+
+	while (it && !ro && mnt_table_next_fs(tb, it, &fs) == 0)
+		ro = mnt_fs_get_devno(fs) == devno &&
+		     mnt_optstr_get_option(mnt_fs_get_fs_options(fs), "ro", NULL, NULL) == 0;
+	mnt_free_iter(it);
+	return ro;
+}
+
+bool mount_sb_readonly(dev_t devno)
+{
+	int err = 0;
+	struct libmnt_table *tb = mount_table_load(NULL, &err);
+	bool ro = tb && mount_sb_readonly_in(tb, devno);
+
+	mount_table_free(tb);
+	return ro;
+}
+
 unsigned mount_find_by_devno(struct libmnt_table *tb, dev_t devno, struct mount_info *mi,
 			     bool live)
 {

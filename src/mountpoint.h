@@ -54,6 +54,8 @@ int mount_resolve(const char *arg, const char *mtab, struct mount_info *mi,
 /* The pieces, for the unit tests. */
 struct libmnt_table *mount_table_load(const char *mtab, int *err);
 void mount_table_free(struct libmnt_table *tb);
+/* mount_sb_readonly() in tb. */
+bool mount_sb_readonly_in(struct libmnt_table *tb, dev_t devno);
 int mount_find_by_target(struct libmnt_table *tb, const char *path, struct mount_info *mi);
 /*
  * Returns the number of mounts of the device (0: not mounted).  live: tb is
@@ -61,6 +63,14 @@ int mount_find_by_target(struct libmnt_table *tb, const char *path, struct mount
  */
 unsigned mount_find_by_devno(struct libmnt_table *tb, dev_t devno, struct mount_info *mi,
 			     bool live);
+
+/*
+ * Is the filesystem of device number devno read-only as a whole: its
+ * superblock mounted "ro" in the kernel's mount table (a read-only bind
+ * mount of a read-write filesystem is not)?  False if the table cannot be
+ * read or does not show it.
+ */
+bool mount_sb_readonly(dev_t devno);
 
 /* The id of the mount that path shows now (statx), or a negative errno. */
 int mount_shown_id(const char *path);

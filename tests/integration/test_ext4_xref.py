@@ -238,11 +238,12 @@ def test_block_mapped_directory_block(ext3img):
 
 @pytest.mark.parametrize("off,says", [
     (0xfc, "fails its checksum"),
-    # The most significant byte of s_feature_incompat.  (A bad magic or
-    # geometry is not confirmable: ext4_confirm.c cannot read the journal
-    # to tell recent blocks, and clears every suspect; an info then.)
+    # The most significant byte of s_feature_incompat.
     (40, "has unknown incompatible features 0xff000000"),
-], ids=["checksum", "incompat"])
+    # No journal to read then, but the superblock's finding needs none,
+    # and on this read-only mount no other finding does (issue 34).
+    (0, "has magic 0x3f3b3998"),
+], ids=["checksum", "incompat", "magic"])
 def test_journal_superblock_damaged_after_mount(ext4img, off, says):
     """The kernel checks the journal superblock at mount and rewrites it
     from memory when the log tail moves, so damage to it is seen online

@@ -40,7 +40,10 @@ static int setup(void **state)
 		"41 20 7:5 / /mnt/c rw - ext4 /dev/loop5 rw\n"
 		"42 20 7:5 / /mnt/d rw - ext4 /dev/loop5 rw\n"
 		"43 41 0:51 / /mnt/c/sub rw - tmpfs none rw\n"
-		"50 20 7:6 / %s rw - btrfs /dev/loop6 rw\n", realdir);
+		"50 20 7:6 / %s rw - btrfs /dev/loop6 rw\n"
+		"60 20 7:7 / /mnt/ro ro,relatime - ext4 /dev/loop7 ro,noload\n"
+		"61 20 7:8 / /mnt/robind ro,relatime - ext4 /dev/loop8 rw\n"
+		"62 20 7:8 / /mnt/rw rw,relatime - ext4 /dev/loop8 rw\n", realdir);
 	fclose(f);
 	return 0;
 }
@@ -108,6 +111,20 @@ static void test_find_same_and_target_of(void **state)
 	mount_table_free(tb);
 }
 
+static void test_sb_readonly(void **state)
+{
+	int err = 0;
+	struct libmnt_table *tb = mount_table_load(table, &err);
+
+	(void)state;
+	/* the superblock's options decide, not the mount's */
+	assert_true(mount_sb_readonly_in(tb, makedev(7, 7)));
+	assert_false(mount_sb_readonly_in(tb, makedev(7, 8)));
+	assert_false(mount_sb_readonly_in(tb, makedev(7, 5)));
+	assert_false(mount_sb_readonly_in(tb, makedev(7, 99)));
+	mount_table_free(tb);
+}
+
 struct kids {
 	int n;
 	char first[64];
@@ -166,6 +183,7 @@ int main(void)
 		cmocka_unit_test(test_children),
 		cmocka_unit_test(test_find_same_and_target_of),
 		cmocka_unit_test(test_resolve_errors),
+		cmocka_unit_test(test_sb_readonly),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -19,6 +19,8 @@
  *                   tables and asks the kernel for every directory's
  *                   blocks in disk order, a window ahead of the walk, so
  *                   that its getdents finds them in the page cache.
+ *   ext4_htree.c    an htree directory's index judged whole, from the
+ *                   scan's reads of its blocks: hash ranges, references.
  *   ext4_xref.c     the inode-core checks of e2fsck's pass 1.
  *   ext4_journal.c  the journal: its superblock, the internal journal's
  *                   blocks (which other inodes must not claim), an
@@ -244,6 +246,28 @@ bool ext4_fresh_inode(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 bool ext4_fresh_tree_totals(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 			    unsigned char *const *bufs, struct ext2_inode_large *in,
 			    uint64_t *count, uint64_t *written_end);
+
+/* ---- ext4_htree.c ---- */
+
+/*
+ * An htree directory's index, summed up block by block while the inode
+ * scan reads the directory (n: its blocks up to the last one mapped), then
+ * judged whole by ext4_htree_end().
+ */
+struct ext4_htree;
+struct ext4_htree *ext4_htree_begin(ext2_filsys fs, ext2_ino_t ino,
+				    const struct ext2_inode_large *in, uint32_t n);
+/* Block lblk (at pblk), sound by itself: the root first, then in any order. */
+void ext4_htree_block(struct ext4_htree *h, uint32_t lblk, blk64_t pblk, const unsigned char *b);
+/* A block with a finding of its own, or unread: the index is not judged. */
+void ext4_htree_spoil(struct ext4_htree *h);
+/*
+ * After the directory's last block: hash ranges (ext4.htree_hash) and
+ * references (ext4.htree) become a suspect, names that cannot be hashed
+ * an info; frees h.
+ */
+void ext4_htree_end(struct scrub_ctx *ctx, struct ext4_htree *h,
+		    const struct ext2_inode_large *in);
 
 /* ---- ext4_bulk.c ---- */
 

@@ -23,6 +23,14 @@
  * suspects that have one, the kernel's own view agrees).  Anything else is
  * an info "changed while being checked" naming why.
  *
+ * A filesystem whose superblock is mounted read-only (ro, ro,noload) is not
+ * in flux: the kernel writes nothing, and reads what the disk holds (with
+ * noload, whatever the log holds is not replayed).  There the journal
+ * clears nothing, and a journal that cannot be read makes nothing an info:
+ * what the two fresh reads confirm is an error.  The mount table is asked
+ * again after each batch's reads, so a remount read-write meanwhile brings
+ * the journal's rule back.
+ *
  * The journal tail on the disk is only ever older than the kernel's (jbd2
  * writes it after the checkpoint it follows), so transactions from s_start
  * on are a superset of those not yet checkpointed.  Fast-commit blocks are
@@ -41,6 +49,7 @@
 #include <unistd.h>
 
 #include "checks.h"
+#include "mountpoint.h"
 #include "relook.h"
 #include "report.h"
 #include "strbuf.h"
@@ -490,19 +499,34 @@ static void batch_blocks_release(struct batch_blocks *bb)
 }
 
 /* Rule 4 after the reads, then the kernel's view; counts the outcome. */
+/* Is the filesystem read-only as a whole (not in flux)? */
+static bool fs_readonly(struct scrub_ctx *ctx)
+{
+	return mount_sb_readonly(stx_devno(&ctx->root_stx));
+}
+
+/* Rule 4 for one suspect: cleared if the journal logged one of its blocks or cannot be read. */
+static void clear_if_journalled(struct ext4_suspect *s, bool journal_ok, const struct blkset *j0,
+				const struct blkset *j1)
+{
+	for (unsigned k = 0; k < s->nr_blocks && !s->cleared && !s->journal_free; k++)
+		if (!journal_ok)
+			s->cleared = "the journal cannot be read to tell old from recent";
+		else if (blkset_has(j0, s->blocks[k]) || blkset_has(j1, s->blocks[k]))
+			s->cleared = "a recent journal transaction logged one of its blocks";
+}
+
 static void judge_journal(struct scrub_ctx *ctx, struct ext4_suspect *const *batch, size_t n,
 			  bool journal_ok, const struct blkset *j0, const struct blkset *j1)
 {
 	struct ext4_state *st = ext4_state(ctx);
+	bool readonly = fs_readonly(ctx);
 
 	for (size_t i = 0; i < n; i++) {
 		struct ext4_suspect *s = batch[i];
 
-		for (unsigned k = 0; k < s->nr_blocks && !s->cleared && !s->journal_free; k++)
-			if (!journal_ok)
-				s->cleared = "the journal cannot be read to tell old from recent";
-			else if (blkset_has(j0, s->blocks[k]) || blkset_has(j1, s->blocks[k]))
-				s->cleared = "a recent journal transaction logged one of its blocks";
+		if (!readonly)
+			clear_if_journalled(s, journal_ok, j0, j1);
 		if (!s->cleared && s->kernel_view)
 			s->cleared = s->kernel_view(ctx, s);
 		if (s->cleared)
@@ -542,19 +566,18 @@ static void confirm_batch(struct scrub_ctx *ctx, struct ext4_suspect *const *bat
  * suspects left to confirm go into open, in order; returns how many.
  */
 static size_t clear_recent(struct ext4_state *st, struct ext4_suspect *v, size_t n,
-			   struct ext4_suspect **open)
+			   bool readonly, struct ext4_suspect **open)
 {
 	struct blkset j = { 0 };
-	bool journal_ok = journal_recent(st, &j) == 0;
+	bool journal_ok = !readonly && journal_recent(st, &j) == 0;
 	size_t nopen = 0;
 
 	for (size_t i = 0; i < n; i++) {
 		struct ext4_suspect *s = &v[i];
 
-		for (unsigned k = 0; k < s->nr_blocks && !s->cleared && !s->journal_free &&
-		     journal_ok; k++)
-			if (blkset_has(&j, s->blocks[k]))
-				s->cleared = "a recent journal transaction logged one of its blocks";
+		/* The journal unread (or read-only): the batches judge. */
+		if (journal_ok)
+			clear_if_journalled(s, true, &j, &j);
 		if (s->cleared)
 			st->cleared++;
 		else
@@ -614,11 +637,13 @@ void ext4_confirm_run(struct scrub_ctx *ctx, bool name_inodes)
 			     .names_only = true };
 
 	struct ext4_suspect **open = xcalloc(n ? n : 1, sizeof(*open));
-	size_t nopen = n ? clear_recent(st, st->suspects, n, open) : 0;
+	bool readonly = n && fs_readonly(ctx);
+	size_t nopen = n ? clear_recent(st, st->suspects, n, readonly, open) : 0;
 
 	if (n)
 		report_verbose(ctx, "ext4: %zu %s to confirm from the disk (%zu left after the "
-			       "journal's recent blocks)", n, n == 1 ? "suspect" : "suspects", nopen);
+			       "journal's recent blocks%s)", n, n == 1 ? "suspect" : "suspects", nopen,
+			       readonly ? "; read-only: the journal clears none" : "");
 	for (size_t i = 0, len; i < nopen && !scrub_should_stop(ctx); i += len) {
 		struct batch_blocks bb = { 0 };
 

@@ -11,7 +11,8 @@
  * (libext2fs's inode scan) and, for every inode the inode bitmap says is in
  * use:
  *
- *   - its checksum (metadata_csum);
+ *   - its checksum (metadata_csum; also a free one's, in the part of its
+ *     group's table that has been in use, unless it is all zeros);
  *   - its extent tree, read block by block with O_DIRECT: header magic,
  *     entries within the node's capacity, the depth of every level, logical
  *     order, physical ranges inside the filesystem, every tree block's
@@ -19,7 +20,8 @@
  *     same way: every pointer inside the filesystem (ext4.block_map);
  *     what either maps goes to ext4_xref_tree() (i_blocks, i_size);
  *   - for a directory, every directory block's checksum and the record
- *     lengths that chain its entries, and the htree root and index nodes;
+ *     lengths that chain its entries, and the htree root and index nodes
+ *     (and, from the same reads, the index judged whole: ext4_htree.c);
  *   - against the walk: an inode with links that no name reached is an
  *     orphan; its on-disk link count must be what the kernel showed; its
  *     extent map must be what FIEMAP showed (both only for inodes that did
@@ -710,6 +712,14 @@ struct ext4_suspect *ext4_inode_suspect(struct scrub_ctx *ctx, const char *check
 	return s;
 }
 
+/* An inode slot never written (libext2fs's checksum verifier accepts it too). */
+static bool all_zero(const void *p, size_t len)
+{
+	const unsigned char *b = p;
+
+	return len == 0 || (b[0] == 0 && !memcmp(b, b + 1, len - 1));
+}
+
 static bool inode_csum_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 				 unsigned char *const *bufs)
 {
@@ -719,10 +729,40 @@ static bool inode_csum_still_bad(struct scrub_ctx *ctx, const struct ext4_suspec
 	bool bad;
 
 	memcpy(copy, bufs[0] + s->arg[0], isize);
-	bad = !ext4_inode_csum_ok(fs, (ext2_ino_t)s->ino, copy);
+	bad = !ext4_inode_csum_ok(fs, (ext2_ino_t)s->ino, copy) && !all_zero(copy, isize);
 	free(copy);
-	/* Still in use: the inode bitmap block is blocks[1], the bit arg[2]. */
-	return bad && ((bufs[1][s->arg[2] / 8] >> (s->arg[2] % 8)) & 1);
+	/*
+	 * Still in use (arg[3] 0) or still free (arg[3] 1): the inode bitmap
+	 * block is blocks[1], the bit arg[2].
+	 */
+	return bad && ((bufs[1][s->arg[2] / 8] >> (s->arg[2] % 8)) & 1) == !s->arg[3];
+}
+
+/*
+ * An inode marked free whose checksum fails.  The kernel writes an inode
+ * it frees whole, with its checksum, so a free slot in the part of its
+ * group's table that has been in use (past it, lazy_itable_init may not
+ * have zeroed the slots yet) holds zeros or an inode that checks out:
+ * this is damage, never something in flux.
+ */
+static void check_unused_csum(struct scrub_ctx *ctx, ext2_ino_t ino,
+			      const struct ext2_inode_large *in)
+{
+	ext2_filsys fs = ext4_state(ctx)->fs;
+	uint32_t ipg = fs->super->s_inodes_per_group;
+	dgrp_t g = (ino - 1) / ipg;
+
+	if ((ino - 1) % ipg >= ext4_itable_in_use(fs, g) || ext4_inode_csum_ok(fs, ino, in) ||
+	    all_zero(in, EXT2_INODE_SIZE(fs->super)))
+		return;
+	struct ext4_suspect *s = ext4_inode_suspect(ctx, CHECK_EXT4_INODE_CSUM, ino, in,
+		inode_csum_still_bad, "inode checksum does not match in an unused inode (marked "
+		"free in the inode bitmap of group %u)", g);
+
+	ext4_suspect_block(s, ext2fs_inode_bitmap_loc(fs, g));
+	s->arg[2] = (ino - 1) % ipg;
+	s->arg[3] = 1;
+	s->no_name = true;
 }
 
 /* Extent suspects: blocks[0] the inode, then every tree block as first read. */
@@ -823,8 +863,15 @@ static bool in_use_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s
 		       (blk64_t)gd->bg_block_bitmap_hi << 32 : 0);
 	blk64_t bit = (b - ext2fs_group_first_block2(fs, g)) >> fs->cluster_ratio_bits;
 
-	if (bmblk != s->blocks[1] || (gd->bg_flags & EXT2_BG_BLOCK_UNINIT) ||
-	    ((bufs[1][bit / 8] >> (bit % 8)) & 1))
+	if (bmblk != s->blocks[1])
+		return false;
+	/*
+	 * A BLOCK_UNINIT group's bitmap block is not read (the kernel and
+	 * libext2fs make one of the group's own metadata): a block the file
+	 * uses there is free whatever the block holds (e2fsprogs'
+	 * f_uninit_blk_used_not_set).
+	 */
+	if (!(gd->bg_flags & EXT2_BG_BLOCK_UNINIT) && ((bufs[1][bit / 8] >> (bit % 8)) & 1))
 		return false;
 	return ext4_fresh_maps(ctx, s, bufs, b);
 }
@@ -1302,56 +1349,96 @@ static int dir_block(struct ext4_state *st, struct dir_src *src, blk64_t pblk,
 	return src->b->res[i];
 }
 
+/* What check_directory() knows of the directory it reads. */
+struct dir_check {
+	ext2_ino_t ino;
+	const struct ext2_inode_large *in;
+	uint64_t nblocks;
+	bool htree;
+	unsigned levels;		/* the htree root's indirect levels */
+	struct ext4_htree *index;	/* the htree summed up (ext4_htree.c), NULL: none */
+};
+
+/*
+ * One directory block, read into buf, mapped by the tree block node:
+ * true if it is sound by itself (its findings become suspects).
+ */
+static bool check_dir_block(struct scrub_ctx *ctx, struct dir_check *dc, uint32_t lblk,
+			    blk64_t pblk, blk64_t node, const unsigned char *buf)
+{
+	ext2_filsys fs = ext4_state(ctx)->fs;
+	const char *why;
+	/*
+	 * Interior index nodes exist only below a root with levels; they are
+	 * one fake empty entry the size of the block (an empty leaf has the
+	 * same, without checksums: so only where the root says there are any).
+	 */
+	bool dx_node = dc->htree && lblk > 0 && dc->levels > 0 && is_dx_node(fs, buf);
+
+	why = dir_block_bad(fs, dc->ino, dc->in->i_generation, buf, dx_node);
+	if (why) {
+		dir_suspect(ctx, CHECK_EXT4_DIR_BLOCK, dc->ino, dc->in, lblk, pblk, node, dx_node,
+			    why);
+		return false;
+	}
+	if (!(dc->htree && (lblk == 0 || dx_node)))
+		return true;
+	why = dx_bad(fs, buf, lblk == 0, dc->nblocks, lblk == 0 ? &dc->levels : &(unsigned){ 0 });
+	if (why)
+		dir_suspect(ctx, CHECK_EXT4_HTREE, dc->ino, dc->in, lblk, pblk, node, dx_node, why);
+	return why == NULL;
+}
+
+/* The htree's extent: up to the last block mapped, within the directory's size. */
+static uint32_t dir_span(const struct dir_map *m, uint64_t nblocks)
+{
+	uint64_t end = m->n ? m->r[m->n - 1].lblk + (uint64_t)m->r[m->n - 1].len : 0;
+
+	return (uint32_t)(end < nblocks ? end : nblocks);
+}
+
 static void check_directory(struct scrub_ctx *ctx, ext2_ino_t ino,
 			    const struct ext2_inode_large *in, const struct dir_map *m,
 			    unsigned char *scratch, struct dir_src *src)
 {
 	struct ext4_state *st = ext4_state(ctx);
 	ext2_filsys fs = st->fs;
-	uint64_t nblocks = EXT2_I_SIZE(in) / fs->blocksize;
-	bool htree = (in->i_flags & EXT2_INDEX_FL) && ext2fs_has_feature_dir_index(fs->super);
-	unsigned levels = 0;
+	struct dir_check dc = { ino, in, EXT2_I_SIZE(in) / fs->blocksize,
+				(in->i_flags & EXT2_INDEX_FL) && ext2fs_has_feature_dir_index(fs->super),
+				0, NULL };
 
+	if (dc.htree)
+		dc.index = ext4_htree_begin(fs, ino, in, dir_span(m, dc.nblocks));
 	/* Runs are in logical order: block 0 (the htree root) comes first. */
-	for (size_t i = 0; i < m->n && !scrub_should_stop(ctx); i++) {
+	for (size_t i = 0; i < m->n; i++) {
 		for (uint32_t k = 0; k < m->r[i].len; k++) {
 			uint32_t lblk = m->r[i].lblk + k;
 			blk64_t pblk = m->r[i].pblk + k;
 			unsigned char *buf = scratch;
-			const char *why;
+			bool sound = false;
 			int ret;
 
-			if (lblk >= nblocks)
-				break;		/* preallocated past the end */
+			/* Past the end: preallocated. */
+			if (lblk >= dc.nblocks || scrub_should_stop(ctx))
+				break;
 			st->dir_blocks++;
 			if ((ret = dir_block(st, src, pblk, &buf)) < 0) {
 				if (errno_is_corruption(-ret))
 					dir_suspect(ctx, CHECK_EXT4_DIR_BLOCK, ino, in, lblk, pblk,
 						    m->r[i].node, false, strerror(-ret));
-				continue;
+			} else {
+				sound = check_dir_block(ctx, &dc, lblk, pblk, m->r[i].node, buf);
 			}
-			/*
-			 * Interior index nodes exist only below a root with
-			 * levels; they are one fake empty entry the size of
-			 * the block (an empty leaf has the same, without
-			 * checksums: so only where the root says there are any).
-			 */
-			bool dx_node = htree && lblk > 0 && levels > 0 && is_dx_node(fs, buf);
-
-			why = dir_block_bad(fs, ino, in->i_generation, buf, dx_node);
-			if (why) {
-				dir_suspect(ctx, CHECK_EXT4_DIR_BLOCK, ino, in, lblk, pblk,
-					    m->r[i].node, dx_node, why);
-				continue;
-			}
-			if (!(htree && (lblk == 0 || dx_node)))
-				continue;
-			if ((why = dx_bad(fs, buf, lblk == 0, nblocks, lblk == 0 ? &levels :
-					  &(unsigned){ 0 })))
-				dir_suspect(ctx, CHECK_EXT4_HTREE, ino, in, lblk, pblk,
-					    m->r[i].node, dx_node, why);
+			if (dc.index && sound)
+				ext4_htree_block(dc.index, lblk, pblk, buf);
+			else if (dc.index)
+				ext4_htree_spoil(dc.index);
 		}
 	}
+	if (dc.index && scrub_should_stop(ctx))
+		ext4_htree_spoil(dc.index);
+	if (dc.index)
+		ext4_htree_end(ctx, dc.index, in);
 }
 
 /*
@@ -2191,6 +2278,7 @@ int ext4_scan_inodes(struct scrub_ctx *ctx)
 		if (!ino)
 			break;
 		if (!ext2fs_fast_test_inode_bitmap2(fs->inode_map, ino)) {
+			check_unused_csum(ctx, ino, in);
 			check_unreached_marked_free(ctx, ino, in);
 			continue;
 		}

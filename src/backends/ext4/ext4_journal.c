@@ -416,6 +416,12 @@ void ext4_journal_check(struct scrub_ctx *ctx)
 			       "it is not checked");
 		return;
 	}
+	/* The map's fault, which the inode scan reports (ext4.journal): not a superblock. */
+	if (ext4_metadata_owner(fs, pblk, why, sizeof(why))) {
+		report_verbose(ctx, "Phase 3: ext4: the journal inode maps its superblock to %s: "
+			       "it is not checked", why);
+		return;
+	}
 	b = ext4_block_buf(st);
 	if (ext4_read_direct(st, pblk, b) == 0 && jsb_bad(fs, b, nblocks, why, sizeof(why))) {
 		struct ext4_suspect *s = ext4_suspect_add(ctx, CHECK_EXT4_JOURNAL, jino,
@@ -424,6 +430,13 @@ void ext4_journal_check(struct scrub_ctx *ctx)
 
 		ext4_suspect_block(s, pblk);
 		s->arg[0] = nblocks;
+		/*
+		 * About the journal itself: jbd2 keeps its superblock in
+		 * memory and writes it whole, never in the form found, so
+		 * what two fresh reads show of it needs no journal to judge
+		 * (a bad magic leaves none to read).
+		 */
+		s->journal_free = true;
 	}
 	free(b);
 }
