@@ -880,6 +880,7 @@ static void check_run(struct od *od, uint32_t agno, const struct chunk_run *c, c
 		xref_inode_alloc(od, (const void *)q, ino0 + k, (r->free >> k) & 1);
 		xref_inode_blocks(od, (const void *)q, ino0 + k);
 		xfs_ownermap_note(od, (const void *)q, ino0 + k);
+		xfs_dirindex_check(od, (const void *)q, ino0 + k);
 	}
 }
 

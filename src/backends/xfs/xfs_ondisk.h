@@ -143,6 +143,20 @@ struct ref_diff {
 size_t xref_refcount_diff(const struct xref_exts *refs, const struct xref_exts *refc,
 			  const struct xref_exts *unknown, struct ref_diff *d, size_t max,
 			  size_t *skipped);
+/* The disk address of filesystem block fsb (AG, block in AG). */
+uint64_t od_fsb_offset(const struct od *od, uint64_t fsb);
+/* A packed bmbt record (xfs_format.h, xfs_bmbt_rec): 128 bits, big-endian. */
+void od_bmx_decode(const uint8_t *p, uint64_t *off, uint64_t *fsb, uint64_t *len,
+		   bool *unwritten);
+/*
+ * A fork of inode ino in btree format (its root at fork, room bytes):
+ * fn(arg, recs, n) for each leaf's n packed records, in key order.  False
+ * if a bmbt block is not what its pointer says, or the tree is too big;
+ * else *blocks is the count of bmbt blocks below the root.  Uses od->buf.
+ */
+typedef void (*od_bmx_fn)(void *arg, const uint8_t *recs, unsigned n);
+bool od_bmbt_walk(struct od *od, uint64_t ino, const uint8_t *fork, size_t room, od_bmx_fn fn,
+		  void *arg, unsigned *blocks);
 /* An inode of a chunk (its core passed its checks) against its inobt free bit. */
 void xref_inode_alloc(struct od *od, const struct xfs_dinode *d, uint64_t ino, bool free);
 /* Its di_nblocks against the blocks its forks map (extents format only). */
@@ -167,6 +181,13 @@ void xfs_btrees_check(struct od *od, uint32_t agno, uint64_t ag_base, uint32_t l
  */
 bool xfs_refcountbt_read(struct od *od, uint32_t agno, uint64_t base, uint32_t length,
 			 const struct xfs_agf *agf, struct xref_space *sp);
+
+/*
+ * xfs_dirindex.c: the name indexes of an inode whose core passed its
+ * checks -- a directory's hash entries, best-free tables and da nodes,
+ * an attribute fork's leaf hashes -- read from the device into the look.
+ */
+void xfs_dirindex_check(struct od *od, const struct xfs_dinode *d, uint64_t ino);
 
 /*
  * xfs_ondisk.c, for the checks after the walk: a reader of the device

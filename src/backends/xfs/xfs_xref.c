@@ -125,66 +125,80 @@ static bool fork_blocks(const uint8_t *fork, size_t room, uint8_t fmt, uint64_t 
 #define BMBT_MAX_BLOCKS (1u << 16)
 #define BMBT_MAX_LEVELS 9
 
-/* The disk address of filesystem block fsb. */
-static uint64_t fsb_offset(const struct od *od, uint64_t fsb)
+uint64_t od_fsb_offset(const struct od *od, uint64_t fsb)
 {
 	uint64_t agno = fsb >> od->agblklog, agbno = fsb & ((1ULL << od->agblklog) - 1);
 
 	return (agno * od->xs->geo.agblocks + agbno) * od->bsize;
 }
 
-struct bmbt_count {
+void od_bmx_decode(const uint8_t *p, uint64_t *off, uint64_t *fsb, uint64_t *len,
+		   bool *unwritten)
+{
+	uint64_t l0, l1;
+
+	memcpy(&l0, p, 8);
+	memcpy(&l1, p + 8, 8);
+	l0 = be64toh(l0);
+	l1 = be64toh(l1);
+	*unwritten = l0 >> 63;
+	*off = (l0 & ((1ULL << 63) - 1)) >> 9;
+	*fsb = ((l0 & 0x1ff) << 43) | (l1 >> 21);
+	*len = l1 & ((1ULL << 21) - 1);
+}
+
+struct bmbt_walk {
 	struct od *od;
-	uint64_t ino, mapped;
+	uint64_t ino;
+	od_bmx_fn fn;
+	void *arg;
 	unsigned blocks;
 };
 
 /*
- * The bmbt block fsb at level, its records' blocks added to c->mapped and
- * itself to c->blocks.  False if it is not what its pointer says (other
- * checks or the kernel will say so) or the tree is too big to count.
+ * The bmbt block fsb at level, its records handed to w->fn, itself counted
+ * in w->blocks.  False if it is not what its pointer says (other checks or
+ * the kernel will say so) or the tree is too big to walk.
  */
-static bool bmbt_block(struct bmbt_count *c, uint64_t fsb, unsigned level)
+static bool bmbt_block(struct bmbt_walk *w, uint64_t fsb, unsigned level)
 {
-	struct od *od = c->od;
+	struct od *od = w->od;
 	const uint8_t *b = od->buf;
 	unsigned n, maxrecs = (od->bsize - XFS_BTREE_LBLOCK_CRC_LEN) / 16;
 	uint64_t owner, *ptrs;
 	bool ok = true;
 
-	if (++c->blocks > BMBT_MAX_BLOCKS || od_pread(od, od->buf, fsb_offset(od, fsb),
+	if (++w->blocks > BMBT_MAX_BLOCKS || od_pread(od, od->buf, od_fsb_offset(od, fsb),
 						      od->bsize) < 0)
 		return false;
 	memcpy(&owner, b + offsetof(struct xfs_btree_block, bb_u.l.bb_owner), 8);
 	n = be16toh(((const struct xfs_btree_block *)b)->bb_numrecs);
 	if (be32toh(((const struct xfs_btree_block *)b)->bb_magic) != XFS_BMAP_CRC_MAGIC ||
 	    be16toh(((const struct xfs_btree_block *)b)->bb_level) != level ||
-	    be64toh(owner) != c->ino || n > maxrecs ||
+	    be64toh(owner) != w->ino || n > maxrecs ||
 	    !od_crc_ok(b, od->bsize, XFS_BTREE_LBLOCK_CRC_OFF))
 		return false;
 	if (!level) {
-		fork_blocks(b + XFS_BTREE_LBLOCK_CRC_LEN, (size_t)n * 16, XFS_DINODE_FMT_EXTENTS,
-			    n, &c->mapped);
+		w->fn(w->arg, b + XFS_BTREE_LBLOCK_CRC_LEN, n);
 		return true;
 	}
 	/* The children overwrite od->buf: their pointers are copied first. */
 	ptrs = xmalloc((size_t)n * 8 + 1);
 	memcpy(ptrs, b + XFS_BTREE_LBLOCK_CRC_LEN + (size_t)maxrecs * 8, (size_t)n * 8);
 	for (unsigned i = 0; i < n && ok; i++)
-		ok = bmbt_block(c, be64toh(ptrs[i]), level - 1);
+		ok = bmbt_block(w, be64toh(ptrs[i]), level - 1);
 	free(ptrs);
 	return ok;
 }
 
-/* A fork in btree format: its bmbt blocks and what its records map. */
-static bool btree_fork_blocks(struct od *od, uint64_t ino, const uint8_t *fork, size_t room,
-			      uint64_t *sum)
+bool od_bmbt_walk(struct od *od, uint64_t ino, const uint8_t *fork, size_t room, od_bmx_fn fn,
+		  void *arg, unsigned *blocks)
 {
 	const struct xfs_bmdr_block *root = (const void *)fork;
 	unsigned level = be16toh(root->bb_level), n = be16toh(root->bb_numrecs);
 	/* The root's keys and pointers share the fork, as xfs_bmdr_maxrecs() has it. */
 	size_t maxrecs = (room - sizeof(*root)) / 16;
-	struct bmbt_count c = { .od = od, .ino = ino };
+	struct bmbt_walk w = { .od = od, .ino = ino, .fn = fn, .arg = arg };
 	const uint8_t *p = fork + sizeof(*root) + maxrecs * 8;
 
 	if (!level || level > BMBT_MAX_LEVELS || !n || n > maxrecs)
@@ -193,10 +207,29 @@ static bool btree_fork_blocks(struct od *od, uint64_t ino, const uint8_t *fork, 
 		uint64_t fsb;
 
 		memcpy(&fsb, p + (size_t)i * 8, 8);
-		if (!bmbt_block(&c, be64toh(fsb), level - 1))
+		if (!bmbt_block(&w, be64toh(fsb), level - 1))
 			return false;
 	}
-	*sum += c.mapped + c.blocks;
+	*blocks = w.blocks;
+	return true;
+}
+
+/* od_bmx_fn: the blocks a bmbt leaf's records map, added to *(uint64_t *)arg. */
+static void sum_recs(void *arg, const uint8_t *recs, unsigned n)
+{
+	fork_blocks(recs, (size_t)n * 16, XFS_DINODE_FMT_EXTENTS, n, arg);
+}
+
+/* A fork in btree format: its bmbt blocks and what its records map. */
+static bool btree_fork_blocks(struct od *od, uint64_t ino, const uint8_t *fork, size_t room,
+			      uint64_t *sum)
+{
+	uint64_t mapped = 0;
+	unsigned blocks;
+
+	if (!od_bmbt_walk(od, ino, fork, room, sum_recs, &mapped, &blocks))
+		return false;
+	*sum += mapped + blocks;
 	return true;
 }
 
