@@ -315,6 +315,22 @@ class Image:
         self.offline()
         return self.mount(options)
 
+    # How a detection test mounts an image it broke offline: as it comes
+    # (fresh), mounted past the log's write-back period then remounted
+    # (settled), or read-only (ro: nothing in flux).
+    MOUNT_KINDS = ("fresh", "settled", "ro")
+    SETTLE_S = 2.5      # past the XFS log worker's period under fast_xfs_log_worker (1 s)
+
+    def mount_as(self, how):
+        """Mount as MOUNT_KINDS names; returns the mount point."""
+        if how == "ro":
+            return self.mount("ro")
+        mnt = self.mount()
+        if how == "settled":
+            time.sleep(self.SETTLE_S)
+            mnt = self.remount()
+        return mnt
+
     def cleanup(self, remove=False):
         """Idempotent: unmount if mounted, detach if attached, and optionally
         delete the image file and the (empty) mount point."""

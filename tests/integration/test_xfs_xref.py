@@ -123,8 +123,7 @@ def leaf_recs(img, hdr, root, level, levels=1):
 def repair_n(img):
     """xfs_repair -n's findings on the unmounted image (it exits 1)."""
     need_tools("xfs_repair")
-    p = fsimage.run(["xfs_repair", "-n", img.path], check=False)
-    return p.stdout + p.stderr
+    return faults.xfs_repair_n(img)
 
 
 def inode_paths(img, files_only=False):

@@ -139,22 +139,6 @@ struct bt_ahead {
 	size_t at;			/* the next block's slot */
 };
 
-static uint32_t get32(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, 4);
-	return be32toh(v);
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	uint64_t v;
-
-	memcpy(&v, p, 8);
-	return be64toh(v);
-}
-
 static void put32(uint8_t *p, uint32_t v)
 {
 	v = htobe32(v);
@@ -218,19 +202,19 @@ static void alloc_keys(const uint8_t *rec, uint8_t *lo, uint8_t *hi)
 
 static int bno_cmp(const uint8_t *a, const uint8_t *b)
 {
-	return cmp_u64(get32(a), get32(b));
+	return cmp_u64(od_get32(a), od_get32(b));
 }
 
 static int cnt_cmp(const uint8_t *a, const uint8_t *b)
 {
-	int c = cmp_u64(get32(a + 4), get32(b + 4));
+	int c = cmp_u64(od_get32(a + 4), od_get32(b + 4));
 
 	return c ? c : bno_cmp(a, b);
 }
 
 static void bno_rec(struct bt_walk *w, uint32_t agbno, unsigned idx, const uint8_t *rec)
 {
-	uint32_t start = get32(rec), len = get32(rec + 4);
+	uint32_t start = od_get32(rec), len = od_get32(rec + 4);
 
 	if (extent_ok(w, agbno, idx, start, len)) {
 		no_overlap(w, agbno, idx, start, len);
@@ -241,10 +225,10 @@ static void bno_rec(struct bt_walk *w, uint32_t agbno, unsigned idx, const uint8
 
 static void cnt_rec(struct bt_walk *w, uint32_t agbno, unsigned idx, const uint8_t *rec)
 {
-	uint32_t len = get32(rec + 4);
+	uint32_t len = od_get32(rec + 4);
 
-	if (extent_ok(w, agbno, idx, get32(rec), len))
-		xref_exts_add(&w->sums->sp.cnt, get32(rec), len, 0, 0);
+	if (extent_ok(w, agbno, idx, od_get32(rec), len))
+		xref_exts_add(&w->sums->sp.cnt, od_get32(rec), len, 0, 0);
 	w->sums->cnt_free += len;
 	if (len > w->sums->cnt_longest)
 		w->sums->cnt_longest = len;
@@ -315,8 +299,8 @@ static void ino_rec(struct bt_walk *w, uint32_t agbno, unsigned idx, const uint8
 /* rmapbt: keys (startblock, owner, offset), packed; records overlap. */
 static void rmap_keys(const uint8_t *rec, uint8_t *lo, uint8_t *hi)
 {
-	uint32_t start = get32(rec), adj = get32(rec + 4) - 1;
-	uint64_t owner = get64(rec + 8), off = get64(rec + 16);
+	uint32_t start = od_get32(rec), adj = od_get32(rec + 4) - 1;
+	uint64_t owner = od_get64(rec + 8), off = od_get64(rec + 16);
 
 	memcpy(lo, rec, 4);
 	memcpy(lo + 4, rec + 8, 16);
@@ -330,18 +314,18 @@ static void rmap_keys(const uint8_t *rec, uint8_t *lo, uint8_t *hi)
 /* As the kernel orders them: the offset's flag bits do not count. */
 static int rmap_cmp(const uint8_t *a, const uint8_t *b)
 {
-	int c = cmp_u64(get32(a), get32(b));
+	int c = cmp_u64(od_get32(a), od_get32(b));
 
 	if (!c)
-		c = cmp_u64(get64(a + 4), get64(b + 4));
-	return c ? c : cmp_u64(XFS_RMAP_OFF(get64(a + 12)), XFS_RMAP_OFF(get64(b + 12)));
+		c = cmp_u64(od_get64(a + 4), od_get64(b + 4));
+	return c ? c : cmp_u64(XFS_RMAP_OFF(od_get64(a + 12)), XFS_RMAP_OFF(od_get64(b + 12)));
 }
 
 static void rmap_rec(struct bt_walk *w, uint32_t agbno, unsigned idx, const uint8_t *rec)
 {
-	if (extent_ok(w, agbno, idx, get32(rec), get32(rec + 4)))
-		xref_exts_add(&w->sums->sp.rmap, get32(rec), get32(rec + 4), get64(rec + 8),
-			      get64(rec + 16));
+	if (extent_ok(w, agbno, idx, od_get32(rec), od_get32(rec + 4)))
+		xref_exts_add(&w->sums->sp.rmap, od_get32(rec), od_get32(rec + 4), od_get64(rec + 8),
+			      od_get64(rec + 16));
 }
 
 /* refcountbt: key rc_startblock, CoW staging extents (top bit) last. */
@@ -353,7 +337,7 @@ static void refc_keys(const uint8_t *rec, uint8_t *lo, uint8_t *hi)
 
 static void refc_rec(struct bt_walk *w, uint32_t agbno, unsigned idx, const uint8_t *rec)
 {
-	uint32_t raw = get32(rec), len = get32(rec + 4), refcount = get32(rec + 8);
+	uint32_t raw = od_get32(rec), len = od_get32(rec + 4), refcount = od_get32(rec + 8);
 	bool cow = raw & XFS_REFC_COWFLAG;
 
 	if (!extent_ok(w, agbno, idx, raw & ~XFS_REFC_COWFLAG, len))
@@ -536,7 +520,7 @@ static void bt_block(struct bt_walk *w, const struct bt_ptr *p, uint32_t left, u
 	}
 	bt_keys(w, p, root, "keys", data, kstride, n);
 	for (unsigned i = 0; i < n; i++) {
-		uint32_t child = get32(data + (size_t)maxrecs * kstride + (size_t)i * 4);
+		uint32_t child = od_get32(data + (size_t)maxrecs * kstride + (size_t)i * 4);
 		struct bt_ptr *c;
 
 		if (!child || child >= w->length) {
@@ -731,7 +715,7 @@ static void check_agfl(struct od *od, uint64_t base, uint32_t length, const stru
 		return;
 	}
 	for (uint32_t i = 0; i < count; i++) {
-		uint32_t slot = (first + i) % slots, b = get32(bno + 4 * slot);
+		uint32_t slot = (first + i) % slots, b = od_get32(bno + 4 * slot);
 
 		if (!b || b >= length) {
 			od_problem(od, 0, true, "AGFL slot %u, block %u, is outside the AG",

@@ -79,30 +79,6 @@
 /* struct xfs_dir3_data_hdr: its bestfree[0] (offset, length) follows the 48-byte header. */
 #define DIR3_BESTFREE_LEN_OFF 50
 
-static uint16_t get16(const uint8_t *p)
-{
-	uint16_t v;
-
-	memcpy(&v, p, 2);
-	return be16toh(v);
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, 4);
-	return be32toh(v);
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	uint64_t v;
-
-	memcpy(&v, p, 8);
-	return be64toh(v);
-}
-
 static uint32_t rol32(uint32_t x, unsigned s)
 {
 	return x << s | x >> (32 - s);
@@ -320,7 +296,7 @@ static bool block_ok(struct di *di, const char *what, uint64_t blk, const uint8_
 
 	if (!od_crc_ok(b, di->blksize, crc_off))
 		bad = "fails its CRC";
-	else if (get64(b + owner_off) != di->ino)
+	else if (od_get64(b + owner_off) != di->ino)
 		bad = "belongs to another inode";
 	else if (memcmp(b + uuid_off, di->od->meta_uuid, 16))
 		bad = "has another filesystem's UUID";
@@ -341,11 +317,11 @@ static void hash_order(struct di *di, const char *what, uint64_t blk, const uint
 		       unsigned n, size_t stride)
 {
 	for (unsigned i = 1; i < n; i++)
-		if (get32(p + i * stride) < get32(p + (i - 1) * stride)) {
+		if (od_get32(p + i * stride) < od_get32(p + (i - 1) * stride)) {
 			di_problem(di, di->check, false, "%s block %llu: hash entry %u "
 				   "(0x%08x) is below the one before it (0x%08x)", what,
-				   (unsigned long long)blk, i, get32(p + i * stride),
-				   get32(p + (i - 1) * stride));
+				   (unsigned long long)blk, i, od_get32(p + i * stride),
+				   od_get32(p + (i - 1) * stride));
 			return;
 		}
 }
@@ -367,7 +343,7 @@ static bool da_block(struct di *di, uint64_t dablk, int want_level, unsigned dep
 			   (unsigned long long)dablk, b ? "too deep in the tree" : "not mapped");
 		return false;
 	}
-	if (get16(b + DA3_MAGIC_OFF) != XFS_DA3_NODE_MAGIC) {
+	if (od_get16(b + DA3_MAGIC_OFF) != XFS_DA3_NODE_MAGIC) {
 		if (want_level > 0)
 			di_problem(di, di->check, true, "da block %llu is a leaf, its parent "
 				   "says level %d", (unsigned long long)dablk, want_level);
@@ -375,8 +351,8 @@ static bool da_block(struct di *di, uint64_t dablk, int want_level, unsigned dep
 	}
 	if (!da3_ok(di, "da node", dablk, b))
 		return false;
-	count = get16(b + DA3_HDR_LEN);
-	level = get16(b + DA3_HDR_LEN + 2);
+	count = od_get16(b + DA3_HDR_LEN);
+	level = od_get16(b + DA3_HDR_LEN + 2);
 	if (!count || sizeof(struct xfs_da3_node_hdr) + count * 8u > di->blksize || !level ||
 	    (want_level >= 0 && level != (unsigned)want_level)) {
 		di_problem(di, di->check, want_level >= 0, "da node block %llu: %u entries at "
@@ -388,17 +364,17 @@ static bool da_block(struct di *di, uint64_t dablk, int want_level, unsigned dep
 	for (unsigned i = 0; i < count; i++) {
 		uint32_t child_last;
 
-		if (!da_block(di, get32(b + i * 8 + 4), (int)level - 1, depth + 1, &child_last)) {
+		if (!da_block(di, od_get32(b + i * 8 + 4), (int)level - 1, depth + 1, &child_last)) {
 			ok = false;
 			continue;
 		}
-		if (child_last != get32(b + i * 8))
+		if (child_last != od_get32(b + i * 8))
 			di_problem(di, di->check, true, "da node block %llu: entry %u gives hash "
 				   "0x%08x for block %u, whose last hash is 0x%08x",
-				   (unsigned long long)dablk, i, get32(b + i * 8),
-				   get32(b + i * 8 + 4), child_last);
+				   (unsigned long long)dablk, i, od_get32(b + i * 8),
+				   od_get32(b + i * 8 + 4), child_last);
 	}
-	*last = get32(b + (count - 1) * 8);
+	*last = od_get32(b + (count - 1) * 8);
 	return ok;
 }
 
@@ -429,17 +405,17 @@ static bool data_entries(struct di *di, uint32_t db, const uint8_t *b, size_t en
 	while (off < end) {
 		size_t sz = 0;
 
-		if (end - off >= 4 && get16(b + off) == XFS_DIR2_DATA_FREE_TAG)
-			sz = get16(b + off + 2);
+		if (end - off >= 4 && od_get16(b + off) == XFS_DIR2_DATA_FREE_TAG)
+			sz = od_get16(b + off + 2);
 		else if (end - off >= 9 && b[off + 8])
 			sz = dent_size(di, b[off + 8]);
 		if (!sz || sz % XFS_DIR2_DATA_ALIGN || sz > end - off ||
-		    (get16(b + off) != XFS_DIR2_DATA_FREE_TAG && get16(b + off + sz - 2) != off)) {
+		    (od_get16(b + off) != XFS_DIR2_DATA_FREE_TAG && od_get16(b + off + sz - 2) != off)) {
 			di_problem(di, di->check, false, "directory data block %u: its entries "
 				   "do not parse at offset %zu", db, off);
 			return false;
 		}
-		if (get16(b + off) != XFS_DIR2_DATA_FREE_TAG)
+		if (od_get16(b + off) != XFS_DIR2_DATA_FREE_TAG)
 			dent_add(di, (uint32_t)(((uint64_t)db * di->blksize + off) >>
 						XFS_DIR2_DATA_ALIGN_LOG), b + off + 9, b[off + 8]);
 		off += sz;
@@ -451,15 +427,15 @@ static bool data_entries(struct di *di, uint32_t db, const uint8_t *b, size_t en
 static void data_block(struct di *di, uint32_t db, const uint8_t *b, uint32_t magic, size_t end)
 {
 	di->best[db] = DI_BAD;
-	if (get32(b) != magic) {
+	if (od_get32(b) != magic) {
 		di_problem(di, di->check, true, "directory data block %u has magic 0x%08x", db,
-			   get32(b));
+			   od_get32(b));
 		return;
 	}
 	if (!block_ok(di, "directory data", db, b, XFS_DIR3_DATA_CRC_OFF, DIR3_OWNER_OFF,
 		      DIR3_UUID_OFF) || !data_entries(di, db, b, end))
 		return;
-	di->best[db] = get16(b + DIR3_BESTFREE_LEN_OFF);
+	di->best[db] = od_get16(b + DIR3_BESTFREE_LEN_OFF);
 }
 
 static int cmp_dent(const void *a, const void *b)
@@ -539,12 +515,12 @@ static void hash_entries(struct di *di, const char *what, uint64_t blk, const ui
 
 	hash_order(di, what, blk, p, count, 8);
 	for (unsigned i = 0; i < count; i++) {
-		uint32_t addr = get32(p + i * 8 + 4);
+		uint32_t addr = od_get32(p + i * 8 + 4);
 
 		if (addr == XFS_DIR2_NULL_DATAPTR)
 			nstale++;
 		else
-			hash_entry(di, what, blk, i, get32(p + i * 8), addr, cross);
+			hash_entry(di, what, blk, i, od_get32(p + i * 8), addr, cross);
 	}
 	if (nstale != stale)
 		di_problem(di, di->check, false, "%s block %llu has %u stale hash entries, its "
@@ -567,7 +543,7 @@ static void dents_referenced(struct di *di, bool cross)
 /* A directory in block form: one block, its hash entries in its tail. */
 static void block_form(struct di *di, const uint8_t *b)
 {
-	uint32_t count = get32(b + di->blksize - 8), stale = get32(b + di->blksize - 4);
+	uint32_t count = od_get32(b + di->blksize - 8), stale = od_get32(b + di->blksize - 4);
 	size_t tail = sizeof(struct xfs_dir2_block_tail) + (size_t)count * 8;
 
 	di->nbest = 1;
@@ -609,8 +585,8 @@ static void best_entry(struct di *di, const char *what, uint64_t blk, uint32_t d
 /* A directory in leaf form: the LEAF1 block's hash entries and best-free table. */
 static void leaf1_form(struct di *di, uint64_t blk, const uint8_t *b)
 {
-	unsigned count = get16(b + DA3_HDR_LEN), stale = get16(b + DA3_HDR_LEN + 2);
-	uint32_t nbests = get32(b + di->blksize - sizeof(struct xfs_dir2_leaf_tail));
+	unsigned count = od_get16(b + DA3_HDR_LEN), stale = od_get16(b + DA3_HDR_LEN + 2);
+	uint32_t nbests = od_get32(b + di->blksize - sizeof(struct xfs_dir2_leaf_tail));
 	size_t ents_end = sizeof(struct xfs_dir3_leaf_hdr) + (size_t)count * 8;
 	const uint8_t *bests = b + di->blksize - sizeof(struct xfs_dir2_leaf_tail) -
 			       (size_t)nbests * 2;
@@ -625,7 +601,7 @@ static void leaf1_form(struct di *di, uint64_t blk, const uint8_t *b)
 	hash_entries(di, "leaf", blk, b + sizeof(struct xfs_dir3_leaf_hdr), count, stale, true);
 	di->leaves_ok = true;
 	for (uint32_t db = 0; db < nbests; db++)
-		best_entry(di, "leaf", blk, db, get16(bests + db * 2));
+		best_entry(di, "leaf", blk, db, od_get16(bests + db * 2));
 	for (size_t db = nbests; db < di->nbest; db++)
 		if (di->best[db] != DI_HOLE)
 			di_problem(di, CHECK_XFS_DIR_FREE, true, "leaf block %llu: its best-free "
@@ -636,12 +612,12 @@ static void leaf1_form(struct di *di, uint64_t blk, const uint8_t *b)
 /* di_leaf_fn of a node directory: a LEAFN block. */
 static bool leafn(struct di *di, uint64_t blk, const uint8_t *b, uint32_t *last)
 {
-	unsigned count = get16(b + DA3_HDR_LEN), stale = get16(b + DA3_HDR_LEN + 2);
+	unsigned count = od_get16(b + DA3_HDR_LEN), stale = od_get16(b + DA3_HDR_LEN + 2);
 	const uint8_t *ents = b + sizeof(struct xfs_dir3_leaf_hdr);
 
-	if (get16(b + DA3_MAGIC_OFF) != XFS_DIR3_LEAFN_MAGIC) {
+	if (od_get16(b + DA3_MAGIC_OFF) != XFS_DIR3_LEAFN_MAGIC) {
 		di_problem(di, di->check, true, "da block %llu has magic 0x%04x, not a leaf's",
-			   (unsigned long long)blk, get16(b + DA3_MAGIC_OFF));
+			   (unsigned long long)blk, od_get16(b + DA3_MAGIC_OFF));
 		return false;
 	}
 	if (!da3_ok(di, "leaf", blk, b))
@@ -652,7 +628,7 @@ static bool leafn(struct di *di, uint64_t blk, const uint8_t *b, uint32_t *last)
 		return false;
 	}
 	hash_entries(di, "leaf", blk, ents, count, stale, true);
-	*last = count ? get32(ents + (count - 1) * 8) : 0;
+	*last = count ? od_get32(ents + (count - 1) * 8) : 0;
 	return true;
 }
 
@@ -660,13 +636,13 @@ static bool leafn(struct di *di, uint64_t blk, const uint8_t *b, uint32_t *last)
 static void free_block(struct di *di, uint64_t blk, uint64_t nth, const uint8_t *b,
 		       bool *covered)
 {
-	uint32_t firstdb = get32(b + 48), nvalid = get32(b + 52), nused = get32(b + 56);
+	uint32_t firstdb = od_get32(b + 48), nvalid = od_get32(b + 52), nused = od_get32(b + 56);
 	uint32_t per = (di->blksize - (uint32_t)sizeof(struct xfs_dir3_free_hdr)) / 2, used = 0;
 	const uint8_t *bests = b + sizeof(struct xfs_dir3_free_hdr);
 
-	if (get32(b) != XFS_DIR3_FREE_MAGIC) {
+	if (od_get32(b) != XFS_DIR3_FREE_MAGIC) {
 		di_problem(di, di->check, true, "free index block %llu has magic 0x%08x",
-			   (unsigned long long)blk, get32(b));
+			   (unsigned long long)blk, od_get32(b));
 		return;
 	}
 	if (!block_ok(di, "free index", blk, b, XFS_DIR3_FREE_CRC_OFF, DIR3_OWNER_OFF,
@@ -679,8 +655,8 @@ static void free_block(struct di *di, uint64_t blk, uint64_t nth, const uint8_t 
 		return;
 	}
 	for (uint32_t i = 0; i < nvalid; i++) {
-		best_entry(di, "free index", blk, firstdb + i, get16(bests + i * 2));
-		used += get16(bests + i * 2) != DI_HOLE;
+		best_entry(di, "free index", blk, firstdb + i, od_get16(bests + i * 2));
+		used += od_get16(bests + i * 2) != DI_HOLE;
 		if (firstdb + i < di->nbest)
 			covered[firstdb + i] = true;
 	}
@@ -722,20 +698,20 @@ static void check_dir(struct di *di)
 	uint32_t last;
 
 	if (!b) {
-		if (b0 && di->map.blocks == di->fsbs && get32(b0) == XFS_DIR3_BLOCK_MAGIC)
+		if (b0 && di->map.blocks == di->fsbs && od_get32(b0) == XFS_DIR3_BLOCK_MAGIC)
 			block_form(di, b0);
 		return;		/* else no index to check (the kernel's business) */
 	}
 	data_blocks(di, leaf);
-	if (get16(b + DA3_MAGIC_OFF) == XFS_DIR3_LEAF1_MAGIC) {
+	if (od_get16(b + DA3_MAGIC_OFF) == XFS_DIR3_LEAF1_MAGIC) {
 		leaf1_form(di, leaf, b);
-	} else if (get16(b + DA3_MAGIC_OFF) == XFS_DA3_NODE_MAGIC) {
+	} else if (od_get16(b + DA3_MAGIC_OFF) == XFS_DA3_NODE_MAGIC) {
 		di->leaf = leafn;
 		di->leaves_ok = da_block(di, leaf, -1, 0, &last);
 		free_blocks(di);
 	} else {
 		di_problem(di, di->check, false, "leaf block %llu has magic 0x%04x",
-			   (unsigned long long)leaf, get16(b + DA3_MAGIC_OFF));
+			   (unsigned long long)leaf, od_get16(b + DA3_MAGIC_OFF));
 	}
 	dents_referenced(di, true);
 }
@@ -746,7 +722,7 @@ static void check_dir(struct di *di)
 static bool attr_name(const struct di *di, const uint8_t *ent, const uint8_t *b,
 		      const uint8_t **name, unsigned *len)
 {
-	size_t idx = get16(ent + 4);
+	size_t idx = od_get16(ent + 4);
 	/* xfs_attr_leaf_name_local: valuelen, namelen; _remote: valueblk, valuelen, namelen. */
 	size_t at = ent[6] & XFS_ATTR_LOCAL ? 2 : 8;
 
@@ -760,12 +736,12 @@ static bool attr_name(const struct di *di, const uint8_t *ent, const uint8_t *b,
 /* di_leaf_fn of an attribute fork: an attr leaf block. */
 static bool attr_leaf(struct di *di, uint64_t blk, const uint8_t *b, uint32_t *last)
 {
-	unsigned count = get16(b + DA3_HDR_LEN);
+	unsigned count = od_get16(b + DA3_HDR_LEN);
 	const uint8_t *ents = b + sizeof(struct xfs_attr3_leaf_hdr);
 
-	if (get16(b + DA3_MAGIC_OFF) != XFS_ATTR3_LEAF_MAGIC) {
+	if (od_get16(b + DA3_MAGIC_OFF) != XFS_ATTR3_LEAF_MAGIC) {
 		di_problem(di, di->check, true, "attr block %llu has magic 0x%04x, not a leaf's",
-			   (unsigned long long)blk, get16(b + DA3_MAGIC_OFF));
+			   (unsigned long long)blk, od_get16(b + DA3_MAGIC_OFF));
 		return false;
 	}
 	if (!da3_ok(di, "attr leaf", blk, b))
@@ -783,12 +759,12 @@ static bool attr_leaf(struct di *di, uint64_t blk, const uint8_t *b, uint32_t *l
 		if (!attr_name(di, e, b, &name, &len))
 			di_problem(di, di->check, false, "attr leaf block %llu: entry %u's name "
 				   "is out of the block", (unsigned long long)blk, i);
-		else if (!(e[6] & XFS_ATTR_PARENT) && name_hash(name, len) != get32(e))
+		else if (!(e[6] & XFS_ATTR_PARENT) && name_hash(name, len) != od_get32(e))
 			di_problem(di, di->check, false, "attr leaf block %llu: entry %u has hash "
 				   "0x%08x, its name hashes to 0x%08x", (unsigned long long)blk,
-				   i, get32(e), name_hash(name, len));
+				   i, od_get32(e), name_hash(name, len));
 	}
-	*last = count ? get32(ents + (count - 1) * 8) : 0;
+	*last = count ? od_get32(ents + (count - 1) * 8) : 0;
 	return true;
 }
 
@@ -839,16 +815,13 @@ out:
 
 void xfs_dirindex_check(struct od *od, const struct xfs_dinode *d, uint64_t ino)
 {
-	const uint8_t *lit = (const uint8_t *)d + sizeof(*d);
-	size_t room = od->isize - sizeof(*d), boff = (size_t)d->di_forkoff << 3;
-	bool big = be64toh(d->di_flags2) & XFS_DIFLAG2_NREXT64;
-	uint64_t next = big ? be64toh(d->di_big_nextents) : be32toh(d->di_nextents);
-	uint64_t anext = big ? be32toh(d->di_big_anextents) : be16toh(d->di_anextents);
+	struct od_forks f;
 
-	if (!be16toh(d->di_mode) || boff >= room)
+	if (!od_dinode_forks(od, d, &f))
 		return;
 	if (S_ISDIR(be16toh(d->di_mode)))
-		check_fork(od, ino, lit, boff ? boff : room, d->di_format, next, true);
-	if (boff && anext)
-		check_fork(od, ino, lit + boff, room - boff, (uint8_t)d->di_aformat, anext, false);
+		check_fork(od, ino, f.data, f.data_room, d->di_format, f.nextents, true);
+	if (f.attr && f.anextents)
+		check_fork(od, ino, f.attr, f.attr_room, (uint8_t)d->di_aformat, f.anextents,
+			   false);
 }

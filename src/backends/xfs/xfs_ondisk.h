@@ -12,11 +12,38 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <endian.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "backends/xfs/xfs.h"	/* <xfs/xfs.h>, which xfs_format.h needs first */
 
 #include <xfs/xfs_format.h>
+
+/* Big-endian fields of on-disk blocks, at any alignment. */
+static inline uint16_t od_get16(const uint8_t *p)
+{
+	uint16_t v;
+
+	memcpy(&v, p, 2);
+	return be16toh(v);
+}
+
+static inline uint32_t od_get32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return be32toh(v);
+}
+
+static inline uint64_t od_get64(const uint8_t *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, 8);
+	return be64toh(v);
+}
 
 /* Problems one look at one AG keeps; the rest are only counted. */
 #define OD_MAX_PROBLEMS 64
@@ -143,6 +170,15 @@ struct ref_diff {
 size_t xref_refcount_diff(const struct xref_exts *refs, const struct xref_exts *refc,
 			  const struct xref_exts *unknown, struct ref_diff *d, size_t max,
 			  size_t *skipped);
+/* An inode core's forks in its literal area, and their extent counts. */
+struct od_forks {
+	const uint8_t *data, *attr;	/* attr NULL: no attribute fork */
+	size_t data_room, attr_room;	/* bytes */
+	uint64_t nextents, anextents;
+};
+
+/* The forks of an inode in use (false: free, or a fork offset past the inode). */
+bool od_dinode_forks(const struct od *od, const struct xfs_dinode *d, struct od_forks *f);
 /* The disk address of filesystem block fsb (AG, block in AG). */
 uint64_t od_fsb_offset(const struct od *od, uint64_t fsb);
 /* A packed bmbt record (xfs_format.h, xfs_bmbt_rec): 128 bits, big-endian. */

@@ -242,20 +242,33 @@ static bool any_fork_blocks(struct od *od, uint64_t ino, const uint8_t *fork, si
 	return fork_blocks(fork, room, fmt, nextents, sum);
 }
 
-void xref_inode_blocks(struct od *od, const struct xfs_dinode *d, uint64_t ino)
+bool od_dinode_forks(const struct od *od, const struct xfs_dinode *d, struct od_forks *f)
 {
 	const uint8_t *lit = (const uint8_t *)d + sizeof(*d);
 	size_t room = od->isize - sizeof(*d), boff = (size_t)d->di_forkoff << 3;
 	bool big = be64toh(d->di_flags2) & XFS_DIFLAG2_NREXT64;
-	uint64_t next = big ? be64toh(d->di_big_nextents) : be32toh(d->di_nextents);
-	uint64_t anext = big ? be32toh(d->di_big_anextents) : be16toh(d->di_anextents);
-	uint64_t mapped = 0;
 
 	if (!be16toh(d->di_mode) || boff > room)
+		return false;
+	*f = (struct od_forks){
+		.data = lit, .data_room = boff ? boff : room,
+		.attr = boff ? lit + boff : NULL, .attr_room = boff ? room - boff : 0,
+		.nextents = big ? be64toh(d->di_big_nextents) : be32toh(d->di_nextents),
+		.anextents = big ? be32toh(d->di_big_anextents) : be16toh(d->di_anextents),
+	};
+	return true;
+}
+
+void xref_inode_blocks(struct od *od, const struct xfs_dinode *d, uint64_t ino)
+{
+	struct od_forks f;
+	uint64_t mapped = 0;
+
+	if (!od_dinode_forks(od, d, &f))
 		return;
-	if (!any_fork_blocks(od, ino, lit, boff ? boff : room, d->di_format, next, &mapped) ||
-	    (boff && !any_fork_blocks(od, ino, lit + boff, room - boff, (uint8_t)d->di_aformat,
-				      anext, &mapped)))
+	if (!any_fork_blocks(od, ino, f.data, f.data_room, d->di_format, f.nextents, &mapped) ||
+	    (f.attr && !any_fork_blocks(od, ino, f.attr, f.attr_room, (uint8_t)d->di_aformat,
+					f.anextents, &mapped)))
 		return;
 	if (mapped != be64toh(d->di_nblocks))
 		od_problem_id(od, CHECK_XFS_BLOCK_COUNT, ino, true,
