@@ -343,6 +343,55 @@ def test_unlinked_list_reachable_inode(xref_image):
          "which has no link but is reachable by a name" % (ag, bucket, ino))]), r
 
 
+def inode_in_sparse_hole(img):
+    """A full inode chunk of d's files (not the root's) gets a sparse hole
+    over four inodes in use: the inobt record's holemask, count and free
+    mask, the AGI's and the superblock's inode counts four less; every
+    btree and counter agrees.  Returns (ag, the four inodes, the record's
+    startino, holemask)."""
+    root = db_int(img, "rootino", "sb 0")
+    for ag in range(4):
+        recs = leaf_recs(img, "agi %d" % ag, "root", "level")
+        for i, (start, holemask, count, freecount, free) in enumerate(recs):
+            if holemask or free or (ag == 0 and start <= root < start + 64):
+                continue
+            hole = 1 << 1       # inodes 4-7 of the chunk: a hole marks its inodes free
+            faults.xfs_db(img, "agi %d" % ag, "addr root",
+                          "write recs[%d].holemask %d" % (i + 1, hole),
+                          "write recs[%d].count 60" % (i + 1),
+                          "write recs[%d].free %d" % (i + 1, 0xf0),
+                          "agi %d" % ag, "write count %d" % (db_int(img, "count", "agi %d" % ag) - 4),
+                          "sb 0", "write icount %d" % (db_int(img, "icount", "sb 0") - 4))
+            return ag, [ino_of(img, ag, start + k) for k in range(4, 8)], start, hole
+    raise AssertionError("no full inode chunk")
+
+
+@pytest.mark.parametrize("how", fsimage.Image.MOUNT_KINDS)
+def test_inode_in_sparse_hole(xref_image, how):
+    """inode_in_sparse_hole(): with the rmapbt, the hole's blocks are still
+    an inode chunk's, so the inodes read there are believed: each is an
+    error at its path.  Without it, a freed hole's blocks may keep old
+    inodes that look in use, and nothing is judged."""
+    img = xref_image
+    paths = inode_paths(img)
+    ag, inos, start, hole = inode_in_sparse_hole(img)
+    assert all(i in paths for i in inos), (inos, paths)
+    assert "references free inode %d" % inos[0] in repair_n(img)
+    time.sleep(1.1)
+    mnt = img.mount_as(how)
+    r = run_fscrub("-n", mnt)
+    if not img.rmap:
+        assert r.rc == 0 and not r.of(check="xfs.inode_alloc"), r
+        return
+    assert r.rc == 4, r
+    got = xref_errors(r)
+    assert [g[:3] for g in got] == [("xfs.inode_alloc", i, paths[i]) for i in sorted(inos)], r
+    for (_, i, _, msg) in got:
+        assert re.fullmatch(r"AG %d on disk: inode %d is in use \(mode 0\d+\) in a sparse hole "
+                            r"of its inobt record \(inode %d, holes 0x%04x\)"
+                            % (ag, i, start, hole), msg), r
+
+
 def _free_next_to(img, owned):
     """(ag, bnobt index, cntbt index, free extent, victim, who): a free
     extent right after (else right before) a block, the victim, that

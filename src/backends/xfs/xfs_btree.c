@@ -47,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checks.h"
 #include "ioengine.h"
 #include "strbuf.h"
 
@@ -947,6 +948,64 @@ static void check_chunk(struct od *od, uint32_t agno, uint64_t base, const struc
 	}
 }
 
+/* An inode core in use, sound, of this number and filesystem (no problem said). */
+static bool inode_in_use(const struct od *od, const uint8_t *p, uint64_t ino)
+{
+	const struct xfs_dinode *d = (const void *)p;
+
+	return be16toh(d->di_magic) == XFS_DINODE_MAGIC && d->di_version == 3 &&
+	       od_crc_ok(p, od->isize, XFS_DINODE_CRC_OFF) && be64toh(d->di_ino) == ino &&
+	       !memcmp(&d->di_uuid, od->meta_uuid, 16) && be16toh(d->di_mode);
+}
+
+/* Holes [i, j) of record r (in holemask bits): inodes in use there are said. */
+static void check_hole(struct od *od, uint32_t agno, uint64_t base, const struct ino_rec *r,
+		       unsigned i, unsigned j, const struct xref_space *sp)
+{
+	uint32_t first = r->startino + i * HOLE_INODES, last = r->startino + j * HOLE_INODES - 1;
+	uint64_t ino0 = ((uint64_t)agno << (od->agblklog + od->inopblog)) | r->startino;
+	uint64_t off = chunk_byte(od, base, r) + (uint64_t)i * HOLE_INODES * od->isize;
+	uint64_t start = off & ~(uint64_t)(od->sect - 1);
+	uint64_t end = (off + (uint64_t)(j - i) * HOLE_INODES * od->isize + od->sect - 1) &
+		       ~(uint64_t)(od->sect - 1);
+
+	if (!xref_hole_owned_by_inodes(sp, first >> od->inopblog,
+				       (last >> od->inopblog) - (first >> od->inopblog) + 1) ||
+	    od_pread(od, od->ibuf, start, end - start) < 0)
+		return;
+	for (unsigned k = i * HOLE_INODES; k < j * HOLE_INODES; k++) {
+		const uint8_t *q = od->ibuf + (off - start) + (size_t)(k - i * HOLE_INODES) * od->isize;
+
+		if (inode_in_use(od, q, ino0 + k))
+			od_problem_id(od, CHECK_XFS_INODE_ALLOC, ino0 + k, true,
+				      "inode %llu is in use (mode 0%o) in a sparse hole of its inobt "
+				      "record (inode %u, holes 0x%04x)", (unsigned long long)(ino0 + k),
+				      be16toh(((const struct xfs_dinode *)q)->di_mode), r->startino,
+				      r->holemask);
+	}
+}
+
+/*
+ * The sparse holes of record r: with the rmapbt, a hole whose blocks are
+ * still an inode chunk's and hold inodes in use hides them from the inobt.
+ */
+static void check_holes(struct od *od, uint32_t agno, uint64_t base, const struct ino_rec *r,
+			const struct xref_space *sp)
+{
+	for (unsigned i = 0; i < XFS_INOBT_HOLEMASK_BITS;) {
+		unsigned j = i;
+
+		if (!(r->holemask & (1u << i))) {
+			i++;
+			continue;
+		}
+		while (j < XFS_INOBT_HOLEMASK_BITS && (r->holemask & (1u << j)))
+			j++;
+		check_hole(od, agno, base, r, i, j, sp);
+		i = j;
+	}
+}
+
 /* Every chunk the inobt gives, batch by batch. */
 static void check_chunks(struct od *od, uint32_t agno, uint64_t base, const struct ino_recs *recs,
 			 struct xref_space *sp)
@@ -960,6 +1019,9 @@ static void check_chunks(struct od *od, uint32_t agno, uint64_t base, const stru
 	for (size_t i = 0; i < recs->n && !scrub_should_stop(od->ctx); i++)
 		check_chunk(od, agno, base, &recs->v[i], sp, b);
 	chunk_batch_flush(od, agno, b, sp);
+	for (size_t i = 0; i < recs->n && !scrub_should_stop(od->ctx); i++)
+		if (recs->v[i].holemask)
+			check_holes(od, agno, base, &recs->v[i], sp);
 	free(b->data);
 	free(b);
 }

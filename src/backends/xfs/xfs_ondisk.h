@@ -195,6 +195,13 @@ bool od_bmbt_walk(struct od *od, uint64_t ino, const uint8_t *fork, size_t room,
 		  void *arg, unsigned *blocks);
 /* An inode of a chunk (its core passed its checks) against its inobt free bit. */
 void xref_inode_alloc(struct od *od, const struct xfs_dinode *d, uint64_t ino, bool free);
+/*
+ * Are blocks [start, start + len) of the AG, a sparse hole of an inobt
+ * record, inode chunk blocks all the same: used in the bnobt and owned
+ * by XFS_RMAP_OWN_INODES in the rmapbt (both walked clean)?  Only then
+ * are inodes read there believed: a freed hole's blocks keep old inodes.
+ */
+bool xref_hole_owned_by_inodes(const struct xref_space *sp, uint32_t start, uint32_t len);
 /* Its di_nblocks against the blocks its forks map (extents format only). */
 void xref_inode_blocks(struct od *od, const struct xfs_dinode *d, uint64_t ino);
 /* The AGI's unlinked lists, read from the disk (recs: the inobt's records). */

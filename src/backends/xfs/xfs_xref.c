@@ -5,7 +5,9 @@
  *
  *   xfs.inode_alloc  an inode of a chunk in use (mode not 0) that its inobt
  *                    record calls free, or free (mode 0) that it calls in
- *                    use (xfs_repair: "imap claims ...").
+ *                    use (xfs_repair: "imap claims ..."); with the rmapbt,
+ *                    one in use in a sparse hole whose blocks are still
+ *                    the chunk's (xref_hole_owned_by_inodes()).
  *   xfs.unlinked     the AGI's unlinked buckets, followed through the
  *                    inodes' di_next_unlinked: every inode on them is
  *                    allocated, in use, has no link, is in its bucket
@@ -97,6 +99,39 @@ void xref_inode_alloc(struct od *od, const struct xfs_dinode *d, uint64_t ino, b
 		od_problem_id(od, CHECK_XFS_INODE_ALLOC, ino, true,
 			      "inode %llu is free (mode 0) but in use in its inobt record",
 			      (unsigned long long)ino);
+}
+
+/* Does an extent of s (sorted by start, not overlapping) meet [start, end)? */
+static const struct xref_ext *ext_meeting(const struct xref_exts *s, uint32_t start, uint32_t end)
+{
+	size_t lo = 0, hi = s->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (s->v[mid].start + s->v[mid].len <= start)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < s->n && s->v[lo].start < end ? &s->v[lo] : NULL;
+}
+
+bool xref_hole_owned_by_inodes(const struct xref_space *sp, uint32_t start, uint32_t len)
+{
+	uint32_t end = start + len;
+
+	if (!sp->bno_ok || !sp->rmap_ok || ext_meeting(&sp->bno, start, end))
+		return false;
+	/* rmapbt records overlap only for shared data, never for inode chunks. */
+	for (uint32_t b = start; b < end;) {
+		const struct xref_ext *r = ext_meeting(&sp->rmap, b, b + 1);
+
+		if (!r || r->start > b || r->owner != XFS_RMAP_OWN_INODES)
+			return false;
+		b = r->start + r->len;
+	}
+	return true;
 }
 
 /* ----------------------------------------------------------- block counts */
