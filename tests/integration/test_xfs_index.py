@@ -101,11 +101,11 @@ def scan(img, how):
 
 
 INDEX_CHECKS = ("xfs.dir_hash", "xfs.dir_free", "xfs.attr_hash")
-# What a lookup by name adds: a name (or attribute) the hash index cannot
-# find, or one in a block the kernel's verifier refuses (unsorted, stale),
-# and then the sick flag the kernel sets on the inode.
+# What the kernel adds: a name (or attribute) a lookup by hash cannot find,
+# a block its verifier refuses (unsorted, stale, a block-form directory:
+# getdents, lookups and listxattr fail), and then the sick flag it sets.
 LOOKUP_CHECKS = ("dirent.dangling", "xfs.orphan", "xattr.missing", "inode.unreadable",
-                 "xattr.unreadable", "xfs.health")
+                 "xattr.unreadable", "dir.unreadable", "xfs.health")
 
 
 def index_errors(r):
