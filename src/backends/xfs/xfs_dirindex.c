@@ -609,24 +609,38 @@ static void leaf1_form(struct di *di, uint64_t blk, const uint8_t *b)
 				   (unsigned long long)blk, nbests, db);
 }
 
+/*
+ * A da btree leaf block (what: "leaf", "attr leaf") of this magic whose
+ * count entries of 8 bytes follow a header of hdr_len bytes: false, a
+ * problem said, if it is not one or they do not fit.
+ */
+static bool leaf_ok(struct di *di, const char *what, uint64_t blk, const uint8_t *b,
+		    uint16_t magic, size_t hdr_len, unsigned count)
+{
+	if (od_get16(b + DA3_MAGIC_OFF) != magic) {
+		di_problem(di, di->check, true, "da block %llu has magic 0x%04x, not a leaf's",
+			   (unsigned long long)blk, od_get16(b + DA3_MAGIC_OFF));
+		return false;
+	}
+	if (!da3_ok(di, what, blk, b))
+		return false;
+	if (hdr_len + (size_t)count * 8 > di->blksize) {
+		di_problem(di, di->check, false, "%s block %llu: %u entries do not fit", what,
+			   (unsigned long long)blk, count);
+		return false;
+	}
+	return true;
+}
+
 /* di_leaf_fn of a node directory: a LEAFN block. */
 static bool leafn(struct di *di, uint64_t blk, const uint8_t *b, uint32_t *last)
 {
 	unsigned count = od_get16(b + DA3_HDR_LEN), stale = od_get16(b + DA3_HDR_LEN + 2);
 	const uint8_t *ents = b + sizeof(struct xfs_dir3_leaf_hdr);
 
-	if (od_get16(b + DA3_MAGIC_OFF) != XFS_DIR3_LEAFN_MAGIC) {
-		di_problem(di, di->check, true, "da block %llu has magic 0x%04x, not a leaf's",
-			   (unsigned long long)blk, od_get16(b + DA3_MAGIC_OFF));
+	if (!leaf_ok(di, "leaf", blk, b, XFS_DIR3_LEAFN_MAGIC, sizeof(struct xfs_dir3_leaf_hdr),
+		     count))
 		return false;
-	}
-	if (!da3_ok(di, "leaf", blk, b))
-		return false;
-	if (sizeof(struct xfs_dir3_leaf_hdr) + (size_t)count * 8 > di->blksize) {
-		di_problem(di, di->check, false, "leaf block %llu: %u hash entries do not fit",
-			   (unsigned long long)blk, count);
-		return false;
-	}
 	hash_entries(di, "leaf", blk, ents, count, stale, true);
 	*last = count ? od_get32(ents + (count - 1) * 8) : 0;
 	return true;
@@ -739,18 +753,9 @@ static bool attr_leaf(struct di *di, uint64_t blk, const uint8_t *b, uint32_t *l
 	unsigned count = od_get16(b + DA3_HDR_LEN);
 	const uint8_t *ents = b + sizeof(struct xfs_attr3_leaf_hdr);
 
-	if (od_get16(b + DA3_MAGIC_OFF) != XFS_ATTR3_LEAF_MAGIC) {
-		di_problem(di, di->check, true, "attr block %llu has magic 0x%04x, not a leaf's",
-			   (unsigned long long)blk, od_get16(b + DA3_MAGIC_OFF));
+	if (!leaf_ok(di, "attr leaf", blk, b, XFS_ATTR3_LEAF_MAGIC,
+		     sizeof(struct xfs_attr3_leaf_hdr), count))
 		return false;
-	}
-	if (!da3_ok(di, "attr leaf", blk, b))
-		return false;
-	if (sizeof(struct xfs_attr3_leaf_hdr) + (size_t)count * 8 > di->blksize) {
-		di_problem(di, di->check, false, "attr leaf block %llu: %u entries do not fit",
-			   (unsigned long long)blk, count);
-		return false;
-	}
 	hash_order(di, "attr leaf", blk, ents, count, 8);
 	for (unsigned i = 0; i < count; i++) {
 		const uint8_t *e = ents + i * 8, *name;
