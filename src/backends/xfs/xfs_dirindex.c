@@ -587,17 +587,19 @@ static void leaf1_form(struct di *di, uint64_t blk, const uint8_t *b)
 {
 	unsigned count = od_get16(b + DA3_HDR_LEN), stale = od_get16(b + DA3_HDR_LEN + 2);
 	uint32_t nbests = od_get32(b + di->blksize - sizeof(struct xfs_dir2_leaf_tail));
-	size_t ents_end = sizeof(struct xfs_dir3_leaf_hdr) + (size_t)count * 8;
-	const uint8_t *bests = b + di->blksize - sizeof(struct xfs_dir2_leaf_tail) -
-			       (size_t)nbests * 2;
+	/* The header, the hash entries, the best-free table and the tail, in that order. */
+	size_t used = sizeof(struct xfs_dir3_leaf_hdr) + (size_t)count * 8 + (size_t)nbests * 2 +
+		      sizeof(struct xfs_dir2_leaf_tail);
+	const uint8_t *bests;
 
 	if (!da3_ok(di, "leaf", blk, b))
 		return;
-	if ((size_t)nbests * 2 + sizeof(struct xfs_dir2_leaf_tail) > di->blksize - ents_end) {
+	if (used > di->blksize) {
 		di_problem(di, di->check, false, "leaf block %llu: %u hash entries and %u "
 			   "best-free entries do not fit", (unsigned long long)blk, count, nbests);
 		return;
 	}
+	bests = b + di->blksize - sizeof(struct xfs_dir2_leaf_tail) - (size_t)nbests * 2;
 	hash_entries(di, "leaf", blk, b + sizeof(struct xfs_dir3_leaf_hdr), count, stale, true);
 	di->leaves_ok = true;
 	for (uint32_t db = 0; db < nbests; db++)
