@@ -16,8 +16,6 @@ image gives nothing."""
 
 import os
 import re
-import shutil
-import tempfile
 import time
 
 import pytest
@@ -57,16 +55,11 @@ def _fill(mnt):
 def index_base():
     need_fs("xfs")
     need_tools("xfs_db", "xfs_repair")
-    d = tempfile.mkdtemp(prefix="fscrub-index-")
-    img = fsimage.Image(d, "xfs", size_mb=300)
-    try:
+    with fsimage.scratch_image("fscrub-index-", "xfs", size_mb=300) as img:
         img.mkfs()
         img.inos = _fill(img.mount())
         img.offline()
         yield img
-    finally:
-        img.cleanup(remove=True)
-        shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture

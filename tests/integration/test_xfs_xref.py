@@ -12,8 +12,6 @@ the log worker's period (about 32 s a test)."""
 
 import os
 import re
-import shutil
-import tempfile
 import threading
 import time
 
@@ -61,10 +59,8 @@ def xref_base(request):
     """Built once per flavour: 4 AGs, sparse inodes, reflink, with or without
     the rmapbt; unmounted.  Tests break copies of it."""
     need_fs("xfs")
-    d = tempfile.mkdtemp(prefix="fscrub-xref-")
     args = ("-i", "sparse=1", "-d", "agcount=4")
-    img = fsimage.Image(d, "xfs", size_mb=300, mkfs_args=args)
-    try:
+    with fsimage.scratch_image("fscrub-xref-", "xfs", size_mb=300, mkfs_args=args) as img:
         if request.param == "rmapbt":
             img.mkfs()
         else:
@@ -79,9 +75,6 @@ def xref_base(request):
         img.offline()
         img.rmap = request.param == "rmapbt"
         yield img
-    finally:
-        img.cleanup(remove=True)
-        shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture
