@@ -110,6 +110,10 @@
 #define CHECK_XFS_SB_SECONDARY	"xfs.sb_secondary"	/* a secondary superblock differs from the primary */
 #define CHECK_XFS_COUNTERS	"xfs.counters"	/* the kernel's inode counters != its AGs' sums */
 #define CHECK_XFS_QUOTA		"xfs.quota"	/* quota usage != what the id's inodes add up to */
+/* ... name indexes of directories and attribute forks (src/backends/xfs/xfs_dirindex.c) */
+#define CHECK_XFS_DIR_HASH	"xfs.dir_hash"	/* a dir2 hash entry, leaf or da node against the names */
+#define CHECK_XFS_DIR_FREE	"xfs.dir_free"	/* a best-free table or free index against the data blocks */
+#define CHECK_XFS_ATTR_HASH	"xfs.attr_hash"	/* an attr leaf entry's hash, order, or a da node's */
 /* The checksum ledger and manifests (src/ledger.c): -x */
 #define CHECK_LEDGER_BITROT	"ledger.bitrot"	/* content changed, size and times did not */
 #define CHECK_LEDGER_RECORD	"ledger.record"	/* not stored; open for writing; hidden */

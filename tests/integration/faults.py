@@ -134,6 +134,13 @@ def xfs_db(img, *cmds, write=True):
     return p.stdout
 
 
+def xfs_repair_n(img):
+    """xfs_repair -n's findings on the unmounted image, stdout and stderr
+    (it exits 1 when it finds anything)."""
+    p = run(["xfs_repair", "-n", img.path], check=False)
+    return p.stdout + p.stderr
+
+
 def xfs_field(img, ino, field):
     """Value (string) of *field* of inode *ino*, e.g. 'core.nlinkv2'."""
     out = xfs_db(img, "inode %d" % ino, "print %s" % field, write=False)

@@ -59,16 +59,19 @@ that a scrubber's tests must allow for:
   falls back to FIBMAP); use :func:`fiemap` to see the errno.
 """
 
+import contextlib
 import ctypes
 import ctypes.util
 import errno
 import logging
 import os
 import shlex
+import shutil
 import socket
 import stat
 import struct
 import subprocess
+import tempfile
 import time
 
 log = logging.getLogger("fscrub.fsimage")
@@ -315,6 +318,22 @@ class Image:
         self.offline()
         return self.mount(options)
 
+    # How a detection test mounts an image it broke offline: as it comes
+    # (fresh), mounted past the log's write-back period then remounted
+    # (settled), or read-only (ro: nothing in flux).
+    MOUNT_KINDS = ("fresh", "settled", "ro")
+    SETTLE_S = 2.5      # past the XFS log worker's period under fast_xfs_log_worker (1 s)
+
+    def mount_as(self, how):
+        """Mount as MOUNT_KINDS names; returns the mount point."""
+        if how == "ro":
+            return self.mount("ro")
+        mnt = self.mount()
+        if how == "settled":
+            time.sleep(self.SETTLE_S)
+            mnt = self.remount()
+        return mnt
+
     def cleanup(self, remove=False):
         """Idempotent: unmount if mounted, detach if attached, and optionally
         delete the image file and the (empty) mount point."""
@@ -394,6 +413,19 @@ def _mount_ro_image(fstype, image, mnt, tree=None):
         _losetup_detach(dev)
         raise
     return MountedFS(fstype, mnt, image=image, dev=dev, tree=tree)
+
+
+@contextlib.contextmanager
+def scratch_image(prefix, fstype, **image_kw):
+    """An Image in a scratch directory of its own, both removed afterwards
+    (a module's base image, built once and copied by its tests)."""
+    d = tempfile.mkdtemp(prefix=prefix)
+    img = Image(d, fstype, **image_kw)
+    try:
+        yield img
+    finally:
+        img.cleanup(remove=True)
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def stage_tree(workdir, name="stage", size_mb=96, **tree_kw):

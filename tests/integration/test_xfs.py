@@ -11,8 +11,6 @@ import json
 import os
 import re
 import subprocess
-import shutil
-import tempfile
 import threading
 import time
 
@@ -381,16 +379,12 @@ def ondisk_base():
     """Built once: 4 AGs, sparse inodes, rmapbt, reflink, a two-level inobt
     and a two-level bnobt; unmounted.  Tests corrupt copies of it."""
     need_fs("xfs")
-    d = tempfile.mkdtemp(prefix="fscrub-ondisk-")
-    img = fsimage.Image(d, "xfs", size_mb=300, mkfs_args=("-i", "sparse=1", "-d", "agcount=4"))
-    try:
+    with fsimage.scratch_image("fscrub-ondisk-", "xfs", size_mb=300,
+                               mkfs_args=("-i", "sparse=1", "-d", "agcount=4")) as img:
         img.mkfs()
         _fill_ondisk(img.mount())
         img.offline()
         yield img
-    finally:
-        img.cleanup(remove=True)
-        shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture

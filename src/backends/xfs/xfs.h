@@ -12,6 +12,8 @@
  *   xfs_xref.c    phase 2: what those reads give cross-referenced: inode
  *                 allocation, unlinked lists, free against used space,
  *                 block counts, secondary superblocks.
+ *   xfs_dirindex.c phase 2: the name indexes of the directories and
+ *                 attribute forks of those inodes, read from the disk.
  *   xfs_counters.c phase 2, after them: the kernel's inode counters against
  *                 the sums of its per-AG ones.
  *   xfs_inodes.c  inode health (bs_sick) from the BULKSTAT records phase 3
@@ -116,6 +118,8 @@ struct xfs_state {
 	atomic_ullong bs_requests, bs_inodes;
 	/* Phase 2's inode chunk reads, and the batches that had reads in flight. */
 	atomic_ullong chunk_reads, chunk_batches;
+	/* Phase 2's name indexes checked (first looks): directories, attribute forks, too big. */
+	atomic_ullong index_dirs, index_attrs, index_big;
 	/* Phase 2's btree blocks read ahead a level at a time, and those batches. */
 	atomic_ullong bt_ahead_blocks, bt_ahead_batches;
 

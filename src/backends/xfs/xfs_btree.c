@@ -47,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checks.h"
 #include "ioengine.h"
 #include "strbuf.h"
 
@@ -139,22 +140,6 @@ struct bt_ahead {
 	size_t at;			/* the next block's slot */
 };
 
-static uint32_t get32(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, 4);
-	return be32toh(v);
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	uint64_t v;
-
-	memcpy(&v, p, 8);
-	return be64toh(v);
-}
-
 static void put32(uint8_t *p, uint32_t v)
 {
 	v = htobe32(v);
@@ -218,19 +203,19 @@ static void alloc_keys(const uint8_t *rec, uint8_t *lo, uint8_t *hi)
 
 static int bno_cmp(const uint8_t *a, const uint8_t *b)
 {
-	return cmp_u64(get32(a), get32(b));
+	return cmp_u64(od_get32(a), od_get32(b));
 }
 
 static int cnt_cmp(const uint8_t *a, const uint8_t *b)
 {
-	int c = cmp_u64(get32(a + 4), get32(b + 4));
+	int c = cmp_u64(od_get32(a + 4), od_get32(b + 4));
 
 	return c ? c : bno_cmp(a, b);
 }
 
 static void bno_rec(struct bt_walk *w, uint32_t agbno, unsigned idx, const uint8_t *rec)
 {
-	uint32_t start = get32(rec), len = get32(rec + 4);
+	uint32_t start = od_get32(rec), len = od_get32(rec + 4);
 
 	if (extent_ok(w, agbno, idx, start, len)) {
 		no_overlap(w, agbno, idx, start, len);
@@ -241,10 +226,10 @@ static void bno_rec(struct bt_walk *w, uint32_t agbno, unsigned idx, const uint8
 
 static void cnt_rec(struct bt_walk *w, uint32_t agbno, unsigned idx, const uint8_t *rec)
 {
-	uint32_t len = get32(rec + 4);
+	uint32_t len = od_get32(rec + 4);
 
-	if (extent_ok(w, agbno, idx, get32(rec), len))
-		xref_exts_add(&w->sums->sp.cnt, get32(rec), len, 0, 0);
+	if (extent_ok(w, agbno, idx, od_get32(rec), len))
+		xref_exts_add(&w->sums->sp.cnt, od_get32(rec), len, 0, 0);
 	w->sums->cnt_free += len;
 	if (len > w->sums->cnt_longest)
 		w->sums->cnt_longest = len;
@@ -315,8 +300,8 @@ static void ino_rec(struct bt_walk *w, uint32_t agbno, unsigned idx, const uint8
 /* rmapbt: keys (startblock, owner, offset), packed; records overlap. */
 static void rmap_keys(const uint8_t *rec, uint8_t *lo, uint8_t *hi)
 {
-	uint32_t start = get32(rec), adj = get32(rec + 4) - 1;
-	uint64_t owner = get64(rec + 8), off = get64(rec + 16);
+	uint32_t start = od_get32(rec), adj = od_get32(rec + 4) - 1;
+	uint64_t owner = od_get64(rec + 8), off = od_get64(rec + 16);
 
 	memcpy(lo, rec, 4);
 	memcpy(lo + 4, rec + 8, 16);
@@ -330,18 +315,18 @@ static void rmap_keys(const uint8_t *rec, uint8_t *lo, uint8_t *hi)
 /* As the kernel orders them: the offset's flag bits do not count. */
 static int rmap_cmp(const uint8_t *a, const uint8_t *b)
 {
-	int c = cmp_u64(get32(a), get32(b));
+	int c = cmp_u64(od_get32(a), od_get32(b));
 
 	if (!c)
-		c = cmp_u64(get64(a + 4), get64(b + 4));
-	return c ? c : cmp_u64(XFS_RMAP_OFF(get64(a + 12)), XFS_RMAP_OFF(get64(b + 12)));
+		c = cmp_u64(od_get64(a + 4), od_get64(b + 4));
+	return c ? c : cmp_u64(XFS_RMAP_OFF(od_get64(a + 12)), XFS_RMAP_OFF(od_get64(b + 12)));
 }
 
 static void rmap_rec(struct bt_walk *w, uint32_t agbno, unsigned idx, const uint8_t *rec)
 {
-	if (extent_ok(w, agbno, idx, get32(rec), get32(rec + 4)))
-		xref_exts_add(&w->sums->sp.rmap, get32(rec), get32(rec + 4), get64(rec + 8),
-			      get64(rec + 16));
+	if (extent_ok(w, agbno, idx, od_get32(rec), od_get32(rec + 4)))
+		xref_exts_add(&w->sums->sp.rmap, od_get32(rec), od_get32(rec + 4), od_get64(rec + 8),
+			      od_get64(rec + 16));
 }
 
 /* refcountbt: key rc_startblock, CoW staging extents (top bit) last. */
@@ -353,7 +338,7 @@ static void refc_keys(const uint8_t *rec, uint8_t *lo, uint8_t *hi)
 
 static void refc_rec(struct bt_walk *w, uint32_t agbno, unsigned idx, const uint8_t *rec)
 {
-	uint32_t raw = get32(rec), len = get32(rec + 4), refcount = get32(rec + 8);
+	uint32_t raw = od_get32(rec), len = od_get32(rec + 4), refcount = od_get32(rec + 8);
 	bool cow = raw & XFS_REFC_COWFLAG;
 
 	if (!extent_ok(w, agbno, idx, raw & ~XFS_REFC_COWFLAG, len))
@@ -536,7 +521,7 @@ static void bt_block(struct bt_walk *w, const struct bt_ptr *p, uint32_t left, u
 	}
 	bt_keys(w, p, root, "keys", data, kstride, n);
 	for (unsigned i = 0; i < n; i++) {
-		uint32_t child = get32(data + (size_t)maxrecs * kstride + (size_t)i * 4);
+		uint32_t child = od_get32(data + (size_t)maxrecs * kstride + (size_t)i * 4);
 		struct bt_ptr *c;
 
 		if (!child || child >= w->length) {
@@ -731,7 +716,7 @@ static void check_agfl(struct od *od, uint64_t base, uint32_t length, const stru
 		return;
 	}
 	for (uint32_t i = 0; i < count; i++) {
-		uint32_t slot = (first + i) % slots, b = get32(bno + 4 * slot);
+		uint32_t slot = (first + i) % slots, b = od_get32(bno + 4 * slot);
 
 		if (!b || b >= length) {
 			od_problem(od, 0, true, "AGFL slot %u, block %u, is outside the AG",
@@ -880,6 +865,7 @@ static void check_run(struct od *od, uint32_t agno, const struct chunk_run *c, c
 		xref_inode_alloc(od, (const void *)q, ino0 + k, (r->free >> k) & 1);
 		xref_inode_blocks(od, (const void *)q, ino0 + k);
 		xfs_ownermap_note(od, (const void *)q, ino0 + k);
+		xfs_dirindex_check(od, (const void *)q, ino0 + k);
 	}
 }
 
@@ -962,6 +948,64 @@ static void check_chunk(struct od *od, uint32_t agno, uint64_t base, const struc
 	}
 }
 
+/* An inode core in use, sound, of this number and filesystem (no problem said). */
+static bool inode_in_use(const struct od *od, const uint8_t *p, uint64_t ino)
+{
+	const struct xfs_dinode *d = (const void *)p;
+
+	return be16toh(d->di_magic) == XFS_DINODE_MAGIC && d->di_version == 3 &&
+	       od_crc_ok(p, od->isize, XFS_DINODE_CRC_OFF) && be64toh(d->di_ino) == ino &&
+	       !memcmp(&d->di_uuid, od->meta_uuid, 16) && be16toh(d->di_mode);
+}
+
+/* Holes [i, j) of record r (in holemask bits): inodes in use there are said. */
+static void check_hole(struct od *od, uint32_t agno, uint64_t base, const struct ino_rec *r,
+		       unsigned i, unsigned j, const struct xref_space *sp)
+{
+	uint32_t first = r->startino + i * HOLE_INODES, last = r->startino + j * HOLE_INODES - 1;
+	uint64_t ino0 = ((uint64_t)agno << (od->agblklog + od->inopblog)) | r->startino;
+	uint64_t off = chunk_byte(od, base, r) + (uint64_t)i * HOLE_INODES * od->isize;
+	uint64_t start = off & ~(uint64_t)(od->sect - 1);
+	uint64_t end = (off + (uint64_t)(j - i) * HOLE_INODES * od->isize + od->sect - 1) &
+		       ~(uint64_t)(od->sect - 1);
+
+	if (!xref_hole_owned_by_inodes(sp, first >> od->inopblog,
+				       (last >> od->inopblog) - (first >> od->inopblog) + 1) ||
+	    od_pread(od, od->ibuf, start, end - start) < 0)
+		return;
+	for (unsigned k = i * HOLE_INODES; k < j * HOLE_INODES; k++) {
+		const uint8_t *q = od->ibuf + (off - start) + (size_t)(k - i * HOLE_INODES) * od->isize;
+
+		if (inode_in_use(od, q, ino0 + k))
+			od_problem_id(od, CHECK_XFS_INODE_ALLOC, ino0 + k, true,
+				      "inode %llu is in use (mode 0%o) in a sparse hole of its inobt "
+				      "record (inode %u, holes 0x%04x)", (unsigned long long)(ino0 + k),
+				      be16toh(((const struct xfs_dinode *)q)->di_mode), r->startino,
+				      r->holemask);
+	}
+}
+
+/*
+ * The sparse holes of record r: with the rmapbt, a hole whose blocks are
+ * still an inode chunk's and hold inodes in use hides them from the inobt.
+ */
+static void check_holes(struct od *od, uint32_t agno, uint64_t base, const struct ino_rec *r,
+			const struct xref_space *sp)
+{
+	for (unsigned i = 0; i < XFS_INOBT_HOLEMASK_BITS;) {
+		unsigned j = i;
+
+		if (!(r->holemask & (1u << i))) {
+			i++;
+			continue;
+		}
+		while (j < XFS_INOBT_HOLEMASK_BITS && (r->holemask & (1u << j)))
+			j++;
+		check_hole(od, agno, base, r, i, j, sp);
+		i = j;
+	}
+}
+
 /* Every chunk the inobt gives, batch by batch. */
 static void check_chunks(struct od *od, uint32_t agno, uint64_t base, const struct ino_recs *recs,
 			 struct xref_space *sp)
@@ -975,6 +1019,9 @@ static void check_chunks(struct od *od, uint32_t agno, uint64_t base, const stru
 	for (size_t i = 0; i < recs->n && !scrub_should_stop(od->ctx); i++)
 		check_chunk(od, agno, base, &recs->v[i], sp, b);
 	chunk_batch_flush(od, agno, b, sp);
+	for (size_t i = 0; i < recs->n && !scrub_should_stop(od->ctx); i++)
+		if (recs->v[i].holemask)
+			check_holes(od, agno, base, &recs->v[i], sp);
 	free(b->data);
 	free(b);
 }

@@ -620,5 +620,10 @@ void xfs_ondisk_check(struct scrub_ctx *ctx)
 	report_verbose(ctx, "Phase 2: btree blocks read ahead a level at a time: %llu in %llu "
 		       "batches", (unsigned long long)atomic_load(&xs->bt_ahead_blocks),
 		       (unsigned long long)atomic_load(&xs->bt_ahead_batches));
+	report_verbose(ctx, "Phase 2: name indexes of %llu directories and %llu attribute forks "
+		       "read from the disk, %llu forks over 16 MiB not read",
+		       (unsigned long long)atomic_load(&xs->index_dirs),
+		       (unsigned long long)atomic_load(&xs->index_attrs),
+		       (unsigned long long)atomic_load(&xs->index_big));
 	od_close(&od);
 }

@@ -12,11 +12,38 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <endian.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "backends/xfs/xfs.h"	/* <xfs/xfs.h>, which xfs_format.h needs first */
 
 #include <xfs/xfs_format.h>
+
+/* Big-endian fields of on-disk blocks, at any alignment. */
+static inline uint16_t od_get16(const uint8_t *p)
+{
+	uint16_t v;
+
+	memcpy(&v, p, 2);
+	return be16toh(v);
+}
+
+static inline uint32_t od_get32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return be32toh(v);
+}
+
+static inline uint64_t od_get64(const uint8_t *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, 8);
+	return be64toh(v);
+}
 
 /* Problems one look at one AG keeps; the rest are only counted. */
 #define OD_MAX_PROBLEMS 64
@@ -143,8 +170,38 @@ struct ref_diff {
 size_t xref_refcount_diff(const struct xref_exts *refs, const struct xref_exts *refc,
 			  const struct xref_exts *unknown, struct ref_diff *d, size_t max,
 			  size_t *skipped);
+/* An inode core's forks in its literal area, and their extent counts. */
+struct od_forks {
+	const uint8_t *data, *attr;	/* attr NULL: no attribute fork */
+	size_t data_room, attr_room;	/* bytes */
+	uint64_t nextents, anextents;
+};
+
+/* The forks of an inode in use (false: free, or a fork offset past the inode). */
+bool od_dinode_forks(const struct od *od, const struct xfs_dinode *d, struct od_forks *f);
+/* The disk address of filesystem block fsb (AG, block in AG). */
+uint64_t od_fsb_offset(const struct od *od, uint64_t fsb);
+/* A packed bmbt record (xfs_format.h, xfs_bmbt_rec): 128 bits, big-endian. */
+void od_bmx_decode(const uint8_t *p, uint64_t *off, uint64_t *fsb, uint64_t *len,
+		   bool *unwritten);
+/*
+ * A fork of inode ino in btree format (its root at fork, room bytes):
+ * fn(arg, recs, n) for each leaf's n packed records, in key order.  False
+ * if a bmbt block is not what its pointer says, or the tree is too big;
+ * else *blocks is the count of bmbt blocks below the root.  Uses od->buf.
+ */
+typedef void (*od_bmx_fn)(void *arg, const uint8_t *recs, unsigned n);
+bool od_bmbt_walk(struct od *od, uint64_t ino, const uint8_t *fork, size_t room, od_bmx_fn fn,
+		  void *arg, unsigned *blocks);
 /* An inode of a chunk (its core passed its checks) against its inobt free bit. */
 void xref_inode_alloc(struct od *od, const struct xfs_dinode *d, uint64_t ino, bool free);
+/*
+ * Are blocks [start, start + len) of the AG, a sparse hole of an inobt
+ * record, inode chunk blocks all the same: used in the bnobt and owned
+ * by XFS_RMAP_OWN_INODES in the rmapbt (both walked clean)?  Only then
+ * are inodes read there believed: a freed hole's blocks keep old inodes.
+ */
+bool xref_hole_owned_by_inodes(const struct xref_space *sp, uint32_t start, uint32_t len);
 /* Its di_nblocks against the blocks its forks map (extents format only). */
 void xref_inode_blocks(struct od *od, const struct xfs_dinode *d, uint64_t ino);
 /* The AGI's unlinked lists, read from the disk (recs: the inobt's records). */
@@ -167,6 +224,13 @@ void xfs_btrees_check(struct od *od, uint32_t agno, uint64_t ag_base, uint32_t l
  */
 bool xfs_refcountbt_read(struct od *od, uint32_t agno, uint64_t base, uint32_t length,
 			 const struct xfs_agf *agf, struct xref_space *sp);
+
+/*
+ * xfs_dirindex.c: the name indexes of an inode whose core passed its
+ * checks -- a directory's hash entries, best-free tables and da nodes,
+ * an attribute fork's leaf hashes -- read from the device into the look.
+ */
+void xfs_dirindex_check(struct od *od, const struct xfs_dinode *d, uint64_t ino);
 
 /*
  * xfs_ondisk.c, for the checks after the walk: a reader of the device

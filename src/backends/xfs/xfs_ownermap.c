@@ -215,22 +215,6 @@ void xfs_ownermap_look(struct xfs_state *xs, uint32_t agno)
 	}
 }
 
-/* A packed bmbt record (xfs_format.h, xfs_bmbt_rec): 128 bits, big-endian. */
-static void bmx_decode(const uint8_t *p, uint64_t *off, uint64_t *fsb, uint64_t *len,
-		       bool *unwritten)
-{
-	uint64_t l0, l1;
-
-	memcpy(&l0, p, 8);
-	memcpy(&l1, p + 8, 8);
-	l0 = be64toh(l0);
-	l1 = be64toh(l1);
-	*unwritten = l0 >> 63;
-	*off = (l0 & ((1ULL << 63) - 1)) >> 9;
-	*fsb = ((l0 & 0x1ff) << 43) | (l1 >> 21);
-	*len = l1 & ((1ULL << 21) - 1);
-}
-
 /* A regular file's data fork in extents format, as a digest; false: none. */
 static bool data_fork_digest(const struct od *od, const struct xfs_dinode *d, uint32_t *out)
 {
@@ -247,7 +231,7 @@ static bool data_fork_digest(const struct od *od, const struct xfs_dinode *d, ui
 		uint64_t off, fsb, len;
 		bool unwritten;
 
-		bmx_decode(lit + i * sizeof(struct xfs_bmbt_rec), &off, &fsb, &len, &unwritten);
+		od_bmx_decode(lit + i * sizeof(struct xfs_bmbt_rec), &off, &fsb, &len, &unwritten);
 		/* A filesystem block number is (AG, block in AG); GETFSMAP's are linear. */
 		dig_add(&dig, off, (fsb >> od->agblklog) * od->xs->geo.agblocks +
 			(fsb & ((1ULL << od->agblklog) - 1)), len, unwritten);

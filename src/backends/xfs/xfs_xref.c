@@ -5,7 +5,9 @@
  *
  *   xfs.inode_alloc  an inode of a chunk in use (mode not 0) that its inobt
  *                    record calls free, or free (mode 0) that it calls in
- *                    use (xfs_repair: "imap claims ...").
+ *                    use (xfs_repair: "imap claims ..."); with the rmapbt,
+ *                    one in use in a sparse hole whose blocks are still
+ *                    the chunk's (xref_hole_owned_by_inodes()).
  *   xfs.unlinked     the AGI's unlinked buckets, followed through the
  *                    inodes' di_next_unlinked: every inode on them is
  *                    allocated, in use, has no link, is in its bucket
@@ -99,6 +101,39 @@ void xref_inode_alloc(struct od *od, const struct xfs_dinode *d, uint64_t ino, b
 			      (unsigned long long)ino);
 }
 
+/* Does an extent of s (sorted by start, not overlapping) meet [start, end)? */
+static const struct xref_ext *ext_meeting(const struct xref_exts *s, uint32_t start, uint32_t end)
+{
+	size_t lo = 0, hi = s->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (s->v[mid].start + s->v[mid].len <= start)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < s->n && s->v[lo].start < end ? &s->v[lo] : NULL;
+}
+
+bool xref_hole_owned_by_inodes(const struct xref_space *sp, uint32_t start, uint32_t len)
+{
+	uint32_t end = start + len;
+
+	if (!sp->bno_ok || !sp->rmap_ok || ext_meeting(&sp->bno, start, end))
+		return false;
+	/* rmapbt records overlap only for shared data, never for inode chunks. */
+	for (uint32_t b = start; b < end;) {
+		const struct xref_ext *r = ext_meeting(&sp->rmap, b, b + 1);
+
+		if (!r || r->start > b || r->owner != XFS_RMAP_OWN_INODES)
+			return false;
+		b = r->start + r->len;
+	}
+	return true;
+}
+
 /* ----------------------------------------------------------- block counts */
 
 /* Blocks a fork in extents format maps, added to *sum; false: not known here. */
@@ -125,66 +160,80 @@ static bool fork_blocks(const uint8_t *fork, size_t room, uint8_t fmt, uint64_t 
 #define BMBT_MAX_BLOCKS (1u << 16)
 #define BMBT_MAX_LEVELS 9
 
-/* The disk address of filesystem block fsb. */
-static uint64_t fsb_offset(const struct od *od, uint64_t fsb)
+uint64_t od_fsb_offset(const struct od *od, uint64_t fsb)
 {
 	uint64_t agno = fsb >> od->agblklog, agbno = fsb & ((1ULL << od->agblklog) - 1);
 
 	return (agno * od->xs->geo.agblocks + agbno) * od->bsize;
 }
 
-struct bmbt_count {
+void od_bmx_decode(const uint8_t *p, uint64_t *off, uint64_t *fsb, uint64_t *len,
+		   bool *unwritten)
+{
+	uint64_t l0, l1;
+
+	memcpy(&l0, p, 8);
+	memcpy(&l1, p + 8, 8);
+	l0 = be64toh(l0);
+	l1 = be64toh(l1);
+	*unwritten = l0 >> 63;
+	*off = (l0 & ((1ULL << 63) - 1)) >> 9;
+	*fsb = ((l0 & 0x1ff) << 43) | (l1 >> 21);
+	*len = l1 & ((1ULL << 21) - 1);
+}
+
+struct bmbt_walk {
 	struct od *od;
-	uint64_t ino, mapped;
+	uint64_t ino;
+	od_bmx_fn fn;
+	void *arg;
 	unsigned blocks;
 };
 
 /*
- * The bmbt block fsb at level, its records' blocks added to c->mapped and
- * itself to c->blocks.  False if it is not what its pointer says (other
- * checks or the kernel will say so) or the tree is too big to count.
+ * The bmbt block fsb at level, its records handed to w->fn, itself counted
+ * in w->blocks.  False if it is not what its pointer says (other checks or
+ * the kernel will say so) or the tree is too big to walk.
  */
-static bool bmbt_block(struct bmbt_count *c, uint64_t fsb, unsigned level)
+static bool bmbt_block(struct bmbt_walk *w, uint64_t fsb, unsigned level)
 {
-	struct od *od = c->od;
+	struct od *od = w->od;
 	const uint8_t *b = od->buf;
 	unsigned n, maxrecs = (od->bsize - XFS_BTREE_LBLOCK_CRC_LEN) / 16;
 	uint64_t owner, *ptrs;
 	bool ok = true;
 
-	if (++c->blocks > BMBT_MAX_BLOCKS || od_pread(od, od->buf, fsb_offset(od, fsb),
+	if (++w->blocks > BMBT_MAX_BLOCKS || od_pread(od, od->buf, od_fsb_offset(od, fsb),
 						      od->bsize) < 0)
 		return false;
 	memcpy(&owner, b + offsetof(struct xfs_btree_block, bb_u.l.bb_owner), 8);
 	n = be16toh(((const struct xfs_btree_block *)b)->bb_numrecs);
 	if (be32toh(((const struct xfs_btree_block *)b)->bb_magic) != XFS_BMAP_CRC_MAGIC ||
 	    be16toh(((const struct xfs_btree_block *)b)->bb_level) != level ||
-	    be64toh(owner) != c->ino || n > maxrecs ||
+	    be64toh(owner) != w->ino || n > maxrecs ||
 	    !od_crc_ok(b, od->bsize, XFS_BTREE_LBLOCK_CRC_OFF))
 		return false;
 	if (!level) {
-		fork_blocks(b + XFS_BTREE_LBLOCK_CRC_LEN, (size_t)n * 16, XFS_DINODE_FMT_EXTENTS,
-			    n, &c->mapped);
+		w->fn(w->arg, b + XFS_BTREE_LBLOCK_CRC_LEN, n);
 		return true;
 	}
 	/* The children overwrite od->buf: their pointers are copied first. */
 	ptrs = xmalloc((size_t)n * 8 + 1);
 	memcpy(ptrs, b + XFS_BTREE_LBLOCK_CRC_LEN + (size_t)maxrecs * 8, (size_t)n * 8);
 	for (unsigned i = 0; i < n && ok; i++)
-		ok = bmbt_block(c, be64toh(ptrs[i]), level - 1);
+		ok = bmbt_block(w, be64toh(ptrs[i]), level - 1);
 	free(ptrs);
 	return ok;
 }
 
-/* A fork in btree format: its bmbt blocks and what its records map. */
-static bool btree_fork_blocks(struct od *od, uint64_t ino, const uint8_t *fork, size_t room,
-			      uint64_t *sum)
+bool od_bmbt_walk(struct od *od, uint64_t ino, const uint8_t *fork, size_t room, od_bmx_fn fn,
+		  void *arg, unsigned *blocks)
 {
 	const struct xfs_bmdr_block *root = (const void *)fork;
 	unsigned level = be16toh(root->bb_level), n = be16toh(root->bb_numrecs);
 	/* The root's keys and pointers share the fork, as xfs_bmdr_maxrecs() has it. */
 	size_t maxrecs = (room - sizeof(*root)) / 16;
-	struct bmbt_count c = { .od = od, .ino = ino };
+	struct bmbt_walk w = { .od = od, .ino = ino, .fn = fn, .arg = arg };
 	const uint8_t *p = fork + sizeof(*root) + maxrecs * 8;
 
 	if (!level || level > BMBT_MAX_LEVELS || !n || n > maxrecs)
@@ -193,10 +242,29 @@ static bool btree_fork_blocks(struct od *od, uint64_t ino, const uint8_t *fork, 
 		uint64_t fsb;
 
 		memcpy(&fsb, p + (size_t)i * 8, 8);
-		if (!bmbt_block(&c, be64toh(fsb), level - 1))
+		if (!bmbt_block(&w, be64toh(fsb), level - 1))
 			return false;
 	}
-	*sum += c.mapped + c.blocks;
+	*blocks = w.blocks;
+	return true;
+}
+
+/* od_bmx_fn: the blocks a bmbt leaf's records map, added to *(uint64_t *)arg. */
+static void sum_recs(void *arg, const uint8_t *recs, unsigned n)
+{
+	fork_blocks(recs, (size_t)n * 16, XFS_DINODE_FMT_EXTENTS, n, arg);
+}
+
+/* A fork in btree format: its bmbt blocks and what its records map. */
+static bool btree_fork_blocks(struct od *od, uint64_t ino, const uint8_t *fork, size_t room,
+			      uint64_t *sum)
+{
+	uint64_t mapped = 0;
+	unsigned blocks;
+
+	if (!od_bmbt_walk(od, ino, fork, room, sum_recs, &mapped, &blocks))
+		return false;
+	*sum += mapped + blocks;
 	return true;
 }
 
@@ -209,20 +277,33 @@ static bool any_fork_blocks(struct od *od, uint64_t ino, const uint8_t *fork, si
 	return fork_blocks(fork, room, fmt, nextents, sum);
 }
 
-void xref_inode_blocks(struct od *od, const struct xfs_dinode *d, uint64_t ino)
+bool od_dinode_forks(const struct od *od, const struct xfs_dinode *d, struct od_forks *f)
 {
 	const uint8_t *lit = (const uint8_t *)d + sizeof(*d);
 	size_t room = od->isize - sizeof(*d), boff = (size_t)d->di_forkoff << 3;
 	bool big = be64toh(d->di_flags2) & XFS_DIFLAG2_NREXT64;
-	uint64_t next = big ? be64toh(d->di_big_nextents) : be32toh(d->di_nextents);
-	uint64_t anext = big ? be32toh(d->di_big_anextents) : be16toh(d->di_anextents);
-	uint64_t mapped = 0;
 
 	if (!be16toh(d->di_mode) || boff > room)
+		return false;
+	*f = (struct od_forks){
+		.data = lit, .data_room = boff ? boff : room,
+		.attr = boff ? lit + boff : NULL, .attr_room = boff ? room - boff : 0,
+		.nextents = big ? be64toh(d->di_big_nextents) : be32toh(d->di_nextents),
+		.anextents = big ? be32toh(d->di_big_anextents) : be16toh(d->di_anextents),
+	};
+	return true;
+}
+
+void xref_inode_blocks(struct od *od, const struct xfs_dinode *d, uint64_t ino)
+{
+	struct od_forks f;
+	uint64_t mapped = 0;
+
+	if (!od_dinode_forks(od, d, &f))
 		return;
-	if (!any_fork_blocks(od, ino, lit, boff ? boff : room, d->di_format, next, &mapped) ||
-	    (boff && !any_fork_blocks(od, ino, lit + boff, room - boff, (uint8_t)d->di_aformat,
-				      anext, &mapped)))
+	if (!any_fork_blocks(od, ino, f.data, f.data_room, d->di_format, f.nextents, &mapped) ||
+	    (f.attr && !any_fork_blocks(od, ino, f.attr, f.attr_room, (uint8_t)d->di_aformat,
+					f.anextents, &mapped)))
 		return;
 	if (mapped != be64toh(d->di_nblocks))
 		od_problem_id(od, CHECK_XFS_BLOCK_COUNT, ino, true,

@@ -1,0 +1,296 @@
+"""XFS name indexes read from the device (src/backends/xfs/xfs_dirindex.c):
+xfs.dir_hash, xfs.dir_free and xfs.attr_hash.
+
+Phase 3 takes inode numbers from getdents and no longer looks a name up,
+so a hash index that no longer finds a name is not seen by the walk: the
+backend reads the directories' leaf, node and free index blocks and the
+attribute leaves itself.  Each fault is made with xfs_db -x on the
+unmounted image -- in a leaf directory (400 names), a node directory (3000
+names), a directory in block form, an attribute leaf (50 attributes) and
+an attribute fork with a da node (400) -- shown to be there by
+xfs_repair -n, and must be found with exit code 4 at the directory's or
+file's path, on a fresh mount, a settled one (mounted past the log
+worker's period, then remounted) and a read-only one; the bulk walk and
+the per-name walk (FSCRUB_DEBUG_NO_BULK=1) find the same.  The clean
+image gives nothing."""
+
+import os
+import re
+import time
+
+import pytest
+
+from conftest import need_fs, need_tools, run_fscrub
+import faults
+import fsimage
+
+# XFS_DIR2_LEAF_OFFSET and XFS_DIR2_FREE_OFFSET (32 and 64 GiB) in 4 KiB blocks.
+LEAF_BLK = 8388608
+FREE_BLK = 16777216
+MOUNTS = fsimage.Image.MOUNT_KINDS
+
+# Problems between blocks wait one log-worker period (conftest).
+pytestmark = pytest.mark.usefixtures("fast_xfs_log_worker")
+
+
+def _fill(mnt):
+    """leaf: a directory in leaf form; node: one in node form; small: one
+    in block form; xattrs: a file whose 50 attributes are one attr leaf
+    block; xnode: one whose 400 are a da node over leaves."""
+    for d, n, fmt in (("leaf", 400, "file-%04d"), ("node", 3000, "entry-%05d"),
+                      ("small", 20, "s%d")):
+        os.mkdir(os.path.join(mnt, d))
+        for i in range(n):
+            open(os.path.join(mnt, d, fmt % i), "w").close()
+    for name, n, fmt in (("xattrs", 50, "user.attr%02d"), ("xnode", 400, "user.attribute-%03d")):
+        x = os.path.join(mnt, name)
+        open(x, "w").close()
+        for i in range(n):
+            os.setxattr(x, fmt % i, b"v" * 16)
+    return {n: fsimage.inode_of(os.path.join(mnt, n))
+            for n in ("leaf", "node", "small", "xattrs", "xnode")}
+
+
+@pytest.fixture(scope="module")
+def index_base():
+    need_fs("xfs")
+    need_tools("xfs_db", "xfs_repair")
+    with fsimage.scratch_image("fscrub-index-", "xfs", size_mb=300) as img:
+        img.mkfs()
+        img.inos = _fill(img.mount())
+        img.offline()
+        yield img
+
+
+@pytest.fixture
+def index_image(index_base, workdir):
+    img = index_base.copy(os.path.join(workdir, "index.img"))
+    img.inos = index_base.inos
+    yield img
+    img.cleanup(remove=True)
+
+
+def field(img, ino, block, name):
+    """An integer field of the directory or attribute block of inode ino
+    (block: an xfs_db command such as "dblock 8388608" or "ablock 0")."""
+    out = faults.xfs_db(img, "inode %d" % ino, block, "print %s" % name, write=False)
+    return int(re.search(r"^%s = (\w+)" % re.escape(name), out, re.M).group(1), 0)
+
+
+def edit(img, ino, block, *writes, bad=False):
+    """Write fields of a block; bad: data the block's verifier refuses
+    (write -d: the CRC still made good)."""
+    w = "write -d " if bad else "write "
+    faults.xfs_db(img, "inode %d" % ino, block, *[w + x for x in writes])
+
+
+def scan(img, how):
+    """Mount as *how* says and scan with the bulk walk and the per-name one."""
+    mnt = img.mount_as(how)
+    time.sleep(1.1)     # what is younger than 1 s counts as changed
+    bulk = run_fscrub("-n", mnt)
+    per_name = run_fscrub("-n", mnt, env={"FSCRUB_DEBUG_NO_BULK": "1"})
+    return mnt, bulk, per_name
+
+
+INDEX_CHECKS = ("xfs.dir_hash", "xfs.dir_free", "xfs.attr_hash")
+# What the kernel adds: a name (or attribute) a lookup by hash cannot find,
+# a block its verifier refuses (unsorted, stale, a block-form directory:
+# getdents, lookups and listxattr fail), and then the sick flag it sets.
+LOOKUP_CHECKS = ("dirent.dangling", "xfs.orphan", "xattr.missing", "inode.unreadable",
+                 "xattr.unreadable", "dir.unreadable", "xfs.health")
+
+
+def index_errors(r):
+    return sorted((e.check, e.inode, e.path, e.message) for e in r.errors
+                  if e.check in INDEX_CHECKS)
+
+
+# ---------------------------------------------------------------- the faults
+# Each makes one fault and returns (what xfs_repair -n says, the name of
+# the victim, [(check id, message pattern)]) -- the messages fscrub gives.
+
+def _swap_lents(img, ino, blk, i):
+    h = [field(img, ino, "dblock %d" % blk, "lents[%d].hashval" % k) for k in (i, i + 1)]
+    a = [field(img, ino, "dblock %d" % blk, "lents[%d].address" % k) for k in (i, i + 1)]
+    edit(img, ino, "dblock %d" % blk, "lents[%d].hashval %d" % (i, h[1]),
+         "lents[%d].address %d" % (i, a[1]), "lents[%d].hashval %d" % (i + 1, h[0]),
+         "lents[%d].address %d" % (i + 1, a[0]), bad=True)
+    return h
+
+
+def leaf_wrong_entry(img, name="leaf", blk=LEAF_BLK):
+    """Hash entry 3 points at entry 2's name: its hash is not that name's,
+    that name has two hash entries, its own none."""
+    ino = img.inos[name]
+    b = "dblock %d" % blk
+    h3 = field(img, ino, b, "lents[3].hashval")
+    edit(img, ino, b, "lents[3].address %d" % field(img, ino, b, "lents[2].address"))
+    at = r"data block \d+ offset \d+"
+    return "would rebuild directory inode %d" % ino, name, [
+        ("xfs.dir_hash", r"leaf block %d: hash entry 3 has hash 0x%08x, the name it points "
+         r"at \(%s\) hashes to 0x[0-9a-f]{8}" % (blk, h3, at)),
+        ("xfs.dir_hash", r"the entry at %s has 2 hash entries" % at),
+        ("xfs.dir_hash", r"the entry at %s has 0 hash entries" % at)]
+
+
+def leaf_unsorted(img):
+    """Hash entries 3 and 4 swapped: each still finds its name."""
+    ino = img.inos["leaf"]
+    h = _swap_lents(img, ino, LEAF_BLK, 3)
+    return "would rebuild directory inode %d" % ino, "leaf", [
+        ("xfs.dir_hash", r"leaf block %d: hash entry 4 \(0x%08x\) is below the one before "
+         r"it \(0x%08x\)" % (LEAF_BLK, h[0], h[1]))]
+
+
+def leaf_missing_entry(img):
+    """Hash entry 3 made stale, the header's stale count with it: the name
+    it pointed at has no hash entry left."""
+    ino = img.inos["leaf"]
+    b = "dblock %d" % LEAF_BLK
+    edit(img, ino, b, "lents[3].address 0", "lhdr.stale 1", bad=True)
+    return "bad hash table for directory inode %d (no leaf entry)" % ino, "leaf", [
+        ("xfs.dir_hash", r"the entry at data block \d+ offset \d+ has 0 hash entries")]
+
+
+def leaf_stale_count(img):
+    """The leaf's header counts 5 stale entries; it has none."""
+    ino = img.inos["leaf"]
+    edit(img, ino, "dblock %d" % LEAF_BLK, "lhdr.stale 5", bad=True)
+    return "would rebuild directory inode %d" % ino, "leaf", [
+        ("xfs.dir_hash", r"leaf block %d has 0 stale hash entries, its header says 5"
+         % LEAF_BLK)]
+
+
+def leaf_bestfree(img):
+    """The best-free table gives data block 2 less room than it has."""
+    ino = img.inos["leaf"]
+    want = field(img, ino, "dblock 2", "dhdr.bestfree[0].length")
+    edit(img, ino, "dblock %d" % LEAF_BLK, "lbests[2] %d" % (want - 8))
+    return "leaf block %d for directory inode %d bad tail" % (LEAF_BLK, ino), "leaf", [
+        ("xfs.dir_free", r"leaf block %d gives data block 2 %d free bytes, its "
+         r"bestfree\[0\] says %d" % (LEAF_BLK, want - 8, want))]
+
+
+def node_wrong_entry(img):
+    """leaf_wrong_entry() in a LEAFN block of the node directory."""
+    return leaf_wrong_entry(img, "node", LEAF_BLK + 1)
+
+
+def node_bestfree(img):
+    """The free index gives data block 3 more room than it has."""
+    ino = img.inos["node"]
+    want = field(img, ino, "dblock 3", "dhdr.bestfree[0].length")
+    edit(img, ino, "dblock %d" % FREE_BLK, "fbests[3] %d" % (want + 8))
+    return "free block %d entry 3 for directory ino %d bad" % (FREE_BLK, ino), "node", [
+        ("xfs.dir_free", r"free index block %d gives data block 3 %d free bytes, its "
+         r"bestfree\[0\] says %d" % (FREE_BLK, want + 8, want))]
+
+
+def node_hash_path(img):
+    """The da node's entry 3 gives its leaf a last hash one below the leaf's."""
+    ino = img.inos["node"]
+    b = "dblock %d" % LEAF_BLK
+    h = field(img, ino, b, "nbtree[3].hashval")
+    child = field(img, ino, b, "nbtree[3].before")
+    edit(img, ino, b, "nbtree[3].hashval %d" % (h - 1))
+    return "bad hashval in interior directory block\n\tin (level 1) in inode %d" % ino, "node", [
+        ("xfs.dir_hash", r"da node block %d: entry 3 gives hash 0x%08x for block %d, whose "
+         r"last hash is 0x%08x" % (LEAF_BLK, h - 1, child, h))]
+
+
+def attr_wrong_hash(img):
+    """Attribute entry 3 gets entry 4's hash: still in order."""
+    ino = img.inos["xattrs"]
+    h3 = field(img, ino, "ablock 0", "entries[3].hashval")
+    h4 = field(img, ino, "ablock 0", "entries[4].hashval")
+    edit(img, ino, "ablock 0", "entries[3].hashval %d" % h4)
+    return "bad hashvalue for attribute entry 3 in attr block 0, inode %d" % ino, "xattrs", [
+        ("xfs.attr_hash", r"attr leaf block 0: entry 3 has hash 0x%08x, its name hashes to "
+         r"0x%08x" % (h4, h3))]
+
+
+def attr_unsorted(img):
+    """Attribute entries 3 and 4 swapped (hash and name): out of order."""
+    ino = img.inos["xattrs"]
+    b = "ablock 0"
+    h = [field(img, ino, b, "entries[%d].hashval" % k) for k in (3, 4)]
+    n = [field(img, ino, b, "entries[%d].nameidx" % k) for k in (3, 4)]
+    edit(img, ino, b, "entries[3].hashval %d" % h[1], "entries[3].nameidx %d" % n[1],
+         "entries[4].hashval %d" % h[0], "entries[4].nameidx %d" % n[0], bad=True)
+    return "problem with attribute contents in inode %d" % ino, "xattrs", [
+        ("xfs.attr_hash", r"attr leaf block 0: hash entry 4 \(0x%08x\) is below the one "
+         r"before it \(0x%08x\)" % (h[0], h[1]))]
+
+
+def block_wrong_entry(img):
+    """leaf_wrong_entry() in the tail of a directory in block form: all in
+    one block."""
+    ino = img.inos["small"]
+    b = "dblock 0"
+    h3 = field(img, ino, b, "bleaf[3].hashval")
+    edit(img, ino, b, "bleaf[3].address %d" % field(img, ino, b, "bleaf[2].address"), bad=True)
+    at = r"data block 0 offset \d+"
+    return "corrupt directory block 0 for inode %d" % ino, "small", [
+        ("xfs.dir_hash", r"directory block 0: hash entry 3 has hash 0x%08x, the name it "
+         r"points at \(%s\) hashes to 0x[0-9a-f]{8}" % (h3, at)),
+        ("xfs.dir_hash", r"the entry at %s has 2 hash entries" % at),
+        ("xfs.dir_hash", r"the entry at %s has 0 hash entries" % at)]
+
+
+def attr_hash_path(img):
+    """The attribute fork's da node gives its leaf 2 a last hash one below
+    the leaf's."""
+    ino = img.inos["xnode"]
+    h = field(img, ino, "ablock 0", "btree[2].hashval")
+    child = field(img, ino, "ablock 0", "btree[2].before")
+    edit(img, ino, "ablock 0", "btree[2].hashval %d" % (h - 1))
+    return "bad hashval in interior attribute block\n\tin (level 1) in inode %d" % ino, \
+        "xnode", [("xfs.attr_hash", r"da node block 0: entry 2 gives hash 0x%08x for block "
+                   r"%d, whose last hash is 0x%08x" % (h - 1, child, h))]
+
+
+FAULTS = [leaf_wrong_entry, leaf_unsorted, leaf_missing_entry, leaf_stale_count,
+          leaf_bestfree, node_wrong_entry, node_bestfree, node_hash_path, block_wrong_entry,
+          attr_wrong_hash, attr_unsorted, attr_hash_path]
+
+
+@pytest.mark.parametrize("how", MOUNTS)
+@pytest.mark.parametrize("fault", FAULTS, ids=[f.__name__ for f in FAULTS])
+def test_index_fault(index_image, fault, how):
+    """Each fault: exit 4, every expected message at the victim's path and
+    inode, nothing else; the per-name walk finds the same as the bulk one."""
+    img = index_image
+    repair_says, victim, want = fault(img)
+    assert repair_says in faults.xfs_repair_n(img)
+    mnt, bulk, per_name = scan(img, how)
+    ino = img.inos[victim]
+    for r in (bulk, per_name):
+        assert r.rc == 4, r
+        got = index_errors(r)
+        assert len(got) == len(want), r
+        for check, pattern in want:
+            assert [g for g in got if g[0] == check and g[1] == ino and
+                    g[2] == os.path.join(mnt, victim) and
+                    re.fullmatch(r"AG \d+ on disk: inode %d: %s" % (ino, pattern), g[3])], \
+                (pattern, r)
+    # Both walks find the same; the per-name one (and getxattr()) may fail
+    # to look a name up too, but nothing else is found.
+    assert index_errors(bulk) == index_errors(per_name), (bulk, per_name)
+    # ... about the victim, a name in it, or an inode no name reaches then.
+    for r in (bulk, per_name):
+        assert not [e for e in r.errors if e.check not in INDEX_CHECKS + LOOKUP_CHECKS or
+                    not (e.path.startswith(os.path.join(mnt, victim)) or
+                         e.check == "xfs.orphan")], r
+
+
+@pytest.mark.parametrize("how", MOUNTS)
+def test_index_clean(index_image, how):
+    """The clean image: nothing, and the indexes were read."""
+    mnt, bulk, per_name = scan(index_image, how)
+    for r in (bulk, per_name):
+        assert r.rc == 0 and r.errors == [], r
+    v = run_fscrub("-n", "-v", mnt)
+    assert v.rc == 0, v
+    m = re.search(r"name indexes of (\d+) directories and (\d+) attribute forks", v.stdout)
+    assert m and int(m.group(1)) >= 3 and int(m.group(2)) >= 2, v
