@@ -276,6 +276,8 @@ static int teardown(void **state)
 
 	inoset_free(f->ctx.reached);
 	f->ctx.reached = NULL;
+	inoset_free(f->ctx.dirs_unopened);	/* walk_tree()'s, freed by phases_release() */
+	f->ctx.dirs_unopened = NULL;
 	if (f->ctx.text_out && f->ctx.text_out != stdout)
 		fclose(f->ctx.text_out);
 	scrub_ctx_release(&f->ctx);
