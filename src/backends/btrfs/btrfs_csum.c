@@ -25,9 +25,16 @@
 static void orphan_flush(struct pass *p)
 {
 	if (p->orphan_end > p->orphan_start)
+		/*
+		 * The stamp is the csum leaves' generation: a write puts its csum
+		 * items in before its extent item (a delayed ref, run later), and
+		 * under churn the same range is freed and written again, so the
+		 * range alone repeats while the items are new ones.
+		 */
 		btrfs_add_finding(p, &(struct tfinding){
 			.kind = F_CSUM_ORPHAN, .logical = p->orphan_start,
 			.len = p->orphan_end - p->orphan_start, .transid = p->orphan_transid,
+			.stamp = p->orphan_transid,
 		});
 	p->orphan_start = p->orphan_end = 0;
 }
