@@ -13,8 +13,9 @@
  * own data verification may run its scan_data hook instead (none does).
  * Where the filesystem's own scrub verified every checksummed byte in
  * phase 2 (btrfs: backend.h, data_left), only the files it keeps no
- * checksums for are read, file by file, and those a manifest lists; the
- * ledger hashes only those (data_checksummed).
+ * checksums for and those changed since the scrub could see them are read,
+ * file by file, and those a manifest lists (fs_verified_read()); the
+ * ledger hashes only the first (data_checksummed).
  *
  * With --rescan-errors or --since, only some files are read, all by the
  * per-file reader; with --portion or --time-budget, only some device

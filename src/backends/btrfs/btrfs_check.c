@@ -444,7 +444,11 @@ static int fs_item(struct pass *p, uint64_t root, const struct btrfs_tree_item *
 	return 0;
 }
 
-static bool is_damage(int err);
+/* An error of a tree read: damage the kernel met (a tree block unreadable). */
+static bool is_damage(int err)
+{
+	return err == -EIO || err == -EUCLEAN;
+}
 
 /*
  * Every subvolume's tree.  One the kernel refuses a block of (EIO, or
@@ -986,12 +990,6 @@ static int run_pass(struct scrub_ctx *ctx, struct pass *p)
 }
 
 /* ---- reporting ---- */
-
-/* An error of a tree read: damage the kernel met (a tree block unreadable). */
-static bool is_damage(int err)
-{
-	return err == -EIO || err == -EUCLEAN;
-}
 
 /*
  * The trees the first pass could not read alongside the others, said once.
