@@ -99,8 +99,11 @@ class Result:
         return int(m.group(1))
 
     def __repr__(self):
-        return "fscrub %s -> %d\n--- stdout\n%s--- stderr\n%s" % (
-            " ".join(self.args), self.rc, self.stdout, self.stderr)
+        # Errors and warnings first: a report of thousands of infos is cut
+        # short in CI's log, and the line that failed the test must survive.
+        worst = "".join("%s\n" % f for f in self.errors + self.warnings)
+        return "fscrub %s -> %d\n--- errors and warnings\n%s--- stdout\n%s--- stderr\n%s" % (
+            " ".join(self.args), self.rc, worst, self.stdout, self.stderr)
 
 
 def check_sanitizers(text):
