@@ -756,7 +756,7 @@ def test_btrfs_tree_faults_same_with_records(image_factory, what):
     need_tools("btrfs")
     img = tt.populated_image(image_factory)
     tt.inject(img, what)
-    mnt = img.mount("compress=zstd")
+    mnt = img.mount(tt.FAULT_OPTIONS)
     time.sleep(1.1)
     r = run_fscrub("-v", "-n", mnt)
     old = run_fscrub("-v", "-n", mnt, env={"FSCRUB_DEBUG_NO_BULK": "1"})
