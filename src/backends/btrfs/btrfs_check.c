@@ -61,8 +61,12 @@
  * and the fields it compares -- read the same in both passes is an error,
  * whatever the generation of the leaves that hold them (a background
  * transaction, the cleaner deleting an unused block group, rewrites leaves
- * and leaves the damage in them as it was).  Where the same items read
- * differently, the trees are read again, at most MAX_PASSES times and for
+ * and leaves the damage in them as it was).  One exception: when the leaf
+ * that holds the finding's subject (a file extent item, a directory entry,
+ * a name) is being rewritten as the second reading is judged, a file being
+ * written can show the same stale reference twice for two causes, so a
+ * third reading must agree.  Where the same items read differently, the
+ * trees are read again, at most MAX_PASSES times and, past the third, for
  * twice the commit interval; a finding no two readings agree on, or that
  * goes, is an info "changed while being checked", counted as not confirmed
  * (report.h).
@@ -106,7 +110,7 @@
 
 /* Items read between looks at cancellation: a few milliseconds' worth. */
 #define CANCEL_CHECK_ITEMS 4096
-/* Findings kept per pass; more are counted and treated as found twice. */
+/* Findings kept per pass; more are only counted (an info says how many). */
 #define MAX_FINDINGS 4096
 /* The primary superblock: 64 KiB into the device, 4 KiB long. */
 #define SUPER_OFFSET (64 * 1024)
@@ -519,14 +523,15 @@ static int bg_item(struct pass *p, uint64_t tree, const struct btrfs_tree_item *
 	/* Extent items at the group's start sort before its item (extent tree). */
 	if (p->pending_at == g->start) {
 		g->found += p->pending_sum;
-		p->pending_sum = 0;
+		g->found_transid = p->pending_transid;
+		p->pending_sum = p->pending_transid = 0;
 	}
 	p->bg_items++;
 	return 0;
 }
 
 /* Add an extent's bytes to the block group that holds it. */
-static void bg_account(struct pass *p, uint64_t start, uint64_t len)
+static void bg_account(struct pass *p, uint64_t start, uint64_t len, uint64_t transid)
 {
 	size_t lo = 0, hi = p->nr_bg;
 
@@ -540,13 +545,17 @@ static void bg_account(struct pass *p, uint64_t start, uint64_t len)
 	}
 	if (lo < p->nr_bg && p->bg[lo].start <= start) {
 		p->bg[lo].found += len;
+		if (transid > p->bg[lo].found_transid)
+			p->bg[lo].found_transid = transid;
 		return;
 	}
 	if (p->pending_at != start) {
 		p->pending_at = start;
-		p->pending_sum = 0;
+		p->pending_sum = p->pending_transid = 0;
 	}
 	p->pending_sum += len;
+	if (transid > p->pending_transid)
+		p->pending_transid = transid;
 }
 
 /* ---- 4. the extent tree ---- */
@@ -614,13 +623,14 @@ static void check_group(struct pass *p, size_t from, size_t to, bool has_shared)
 			.ino = e->ino, .file_off = e->file_off, .logical = p->d_bytenr,
 			.len = p->d_len, .transid = transid,
 			.other_root = p->nr_refs ? p->refs[0].root : 0,
-			.other_ino = p->nr_refs ? p->refs[0].ino : 0,
+			.other_ino = p->nr_refs ? p->refs[0].ino : 0, .stamp = p->d_gen,
 		});
 	else if (r && (exact ? r->count != n : r->count > n))
 		btrfs_add_finding(p, &(struct tfinding){
 			.kind = F_REF_COUNT, .root = e->root, .ino = e->ino,
 			.file_off = e->file_off, .logical = p->d_bytenr, .len = p->d_len,
 			.a = r->count, .b = n, .ref_off = r->off, .transid = transid,
+			.stamp = p->d_gen,
 		});
 }
 
@@ -641,6 +651,7 @@ static void check_unused_ref(struct pass *p, const struct data_ref *r, size_t en
 		.kind = root ? F_REF_COUNT : F_REF_NO_ROOT, .root = r->root, .ino = r->ino,
 		.file_off = r->off, .logical = p->d_bytenr, .len = p->d_len,
 		.a = r->count, .b = 0, .ref_off = r->off, .transid = p->d_transid,
+		.stamp = p->d_gen,
 	});
 }
 
@@ -688,7 +699,7 @@ static void data_extent_done(struct pass *p)
 			.kind = F_REFS_SUM, .logical = p->d_bytenr, .len = p->d_len,
 			.root = r ? r->root : end > p->fe_pos ? p->fe[p->fe_pos].root : 0,
 			.ino = r ? r->ino : end > p->fe_pos ? p->fe[p->fe_pos].ino : 0,
-			.a = p->d_refs, .b = sum, .transid = p->d_transid,
+			.a = p->d_refs, .b = sum, .transid = p->d_transid, .stamp = p->d_gen,
 		});
 	}
 	for (size_t i = p->fe_pos; i < end;) {
@@ -748,13 +759,13 @@ static int extent_item(struct pass *p, uint64_t tree, const struct btrfs_tree_it
 	switch (k->type) {
 	case BTRFS_METADATA_ITEM_KEY:
 		p->tree_blocks++;
-		bg_account(p, k->objectid, p->nodesize);
+		bg_account(p, k->objectid, p->nodesize, it->transid);
 		btrfs_fst_used(p, k->objectid, k->objectid + p->nodesize, it->transid);
 		return 0;
 	case BTRFS_EXTENT_ITEM_KEY:
 		if (it->len < sizeof(struct btrfs_extent_item))
 			return 0;
-		bg_account(p, k->objectid, k->offset);
+		bg_account(p, k->objectid, k->offset, it->transid);
 		btrfs_fst_used(p, k->objectid, k->objectid + k->offset, it->transid);
 		if (btrfs_get64(it->data + offsetof(struct btrfs_extent_item, flags)) &
 		    BTRFS_EXTENT_FLAG_TREE_BLOCK) {
@@ -765,6 +776,7 @@ static int extent_item(struct pass *p, uint64_t tree, const struct btrfs_tree_it
 		p->d_bytenr = k->objectid;
 		p->d_len = k->offset;
 		p->d_refs = btrfs_get64(it->data);
+		p->d_gen = btrfs_get64(it->data + offsetof(struct btrfs_extent_item, generation));
 		p->d_transid = it->transid;
 		p->nr_refs = 0;
 		return inline_refs(p, it);
@@ -798,12 +810,14 @@ static void check_block_groups(struct pass *p)
 	for (size_t i = 0; i < p->nr_bg; i++) {
 		const struct bgroup *g = &p->bg[i];
 
+		uint64_t newest = g->found_transid > g->transid ? g->found_transid : g->transid;
+
 		sum += g->used;
-		transid = g->transid > transid ? g->transid : transid;
+		transid = newest > transid ? newest : transid;
 		if (g->used != g->found)
 			btrfs_add_finding(p, &(struct tfinding){
 				.kind = F_BG_USED, .logical = g->start, .len = g->len,
-				.a = g->used, .b = g->found, .transid = g->transid,
+				.a = g->used, .b = g->found, .transid = newest,
 			});
 	}
 	if (p->sb_ok && p->nr_bg && sum != p->sb_bytes_used)
@@ -1084,6 +1098,73 @@ static bool file_extent_still(struct scrub_ctx *ctx, const struct tfinding *f)
 /* ---- confirmation: the same damage read again ---- */
 
 /*
+ * The key of the item a finding is about, in the subvolume's tree: the
+ * file extent item (or where it would be), the directory entry, the
+ * inode's name.  False for the findings that have none there.
+ */
+static bool subject_key(const struct tfinding *f, struct btrfs_tkey *k)
+{
+	switch (f->kind) {
+	case F_REFS_SUM:
+	case F_REF_COUNT:
+	case F_NO_BACKREF:
+	case F_CROSSLINK:
+	case F_NO_EXTENT:
+		*k = (struct btrfs_tkey){ f->ino, BTRFS_EXTENT_DATA_KEY, f->file_off };
+		return f->ino != 0;
+	case F_ENTRY_NO_REF:
+		*k = (struct btrfs_tkey){ f->ino, BTRFS_DIR_INDEX_KEY, f->b };
+		return true;
+	case F_REF_NO_ENTRY:
+		*k = (struct btrfs_tkey){ f->ino, BTRFS_INODE_REF_KEY, f->logical };
+		return true;
+	default:
+		return false;
+	}
+}
+
+/*
+ * Is the leaf that holds (or would hold) the finding's subject newer than
+ * the last commit -- being rewritten by the running transaction?  For a
+ * counter, the newest leaf of the items it was summed from.  Two
+ * readings of a file being written and rewritten can see the same stale
+ * back reference from two different causes: its file extent item made
+ * after the first reading passed the file, then, after the commit, the
+ * item replaced and the reference's drop still queued.  One search for one
+ * item (TREE_SEARCH v1, nr_items 1): the first at or after the key, in
+ * the leaf where the key sits.
+ */
+static bool subject_in_flux(struct scrub_ctx *ctx, const struct tfinding *f, uint64_t committed)
+{
+	struct btrfs_ioctl_search_args sa;
+	struct btrfs_ioctl_search_header h;
+	struct btrfs_tkey k;
+
+	if (!committed || (ctx->svfs.f_flag & ST_RDONLY))
+		return false;
+	/* The counters: a block group's used bytes, the superblock's, the free space tree's. */
+	if (f->kind == F_BG_USED || f->kind == F_BYTES_USED || f->kind == F_FST_COUNT ||
+	    f->kind == F_FST_USED_FREE)
+		return f->transid > committed;
+	if (!subject_key(f, &k))
+		return false;
+	memset(&sa, 0, sizeof(sa));
+	sa.key.tree_id = f->root;
+	sa.key.min_objectid = k.objectid;
+	sa.key.min_type = k.type;
+	sa.key.min_offset = k.offset;
+	sa.key.max_objectid = UINT64_MAX;
+	sa.key.max_type = UINT8_MAX;
+	sa.key.max_offset = UINT64_MAX;
+	sa.key.max_transid = UINT64_MAX;
+	sa.key.nr_items = 1;
+	if (ioctl(ctx->mnt_fd, BTRFS_IOC_TREE_SEARCH, &sa) < 0 || sa.key.nr_items < 1)
+		return false;	/* nothing after it, or no answer: the readings stand */
+	memcpy(&h, sa.buf, sizeof(h));
+	return h.transid > committed;
+}
+
+/*
  * The disk superblock's generation: the last transaction the kernel
  * committed (0 if unknown).
  */
@@ -1182,12 +1263,15 @@ static struct tfinding *match(const struct pass *p, const struct tfinding *f,
  * that a later reading does not report it again), whatever the generation
  * of the leaves that hold them -- a background transaction (the cleaner,
  * a block group removed, discard) may rewrite a leaf without touching the
- * damage.  One of prev's that cur no longer has went with a change: an
- * info.  Returns how many of cur's findings are the same items with other
- * numbers: worth another reading.
+ * damage -- but when its subject's leaf is being rewritten now, only if
+ * the reading before agreed with its own predecessor too.  One of prev's
+ * that cur no longer has went with a change: an info.  Returns how many
+ * of cur's findings are worth another reading: the same items with other
+ * numbers, and those waiting for a third reading.
  */
 static size_t judge_reading(struct scrub_ctx *ctx, struct pass *prev, struct pass *cur)
 {
+	uint64_t committed = committed_generation(ctx);
 	size_t moving = 0;
 
 	for (size_t i = 0; i < cur->nr_f; i++) {
@@ -1199,7 +1283,10 @@ static size_t judge_reading(struct scrub_ctx *ctx, struct pass *prev, struct pas
 		g = match(prev, f, same);
 		if (g && g->confirmed) {
 			f->confirmed = true;
-		} else if ((g || prev->dropped) && file_extent_still(ctx, f)) {
+		} else if (g && !g->agreed && subject_in_flux(ctx, f, committed)) {
+			f->agreed = true;
+			moving++;
+		} else if (g && file_extent_still(ctx, f)) {
 			f->confirmed = true;
 			btrfs_report_finding(ctx, f, SEV_ERROR, NULL);
 		} else if (match(prev, f, same_item)) {
@@ -1242,8 +1329,9 @@ static double seconds_since(const struct timespec *t0)
 
 /*
  * Read the trees again until every finding is confirmed or gone, or the
- * findings that move have had MAX_PASSES readings or the commit interval
- * twice over: the first pass is in p[0]; the last reading is left in p[0].
+ * findings that move have had MAX_PASSES readings or, past the third, the
+ * commit interval twice over: the first pass is in p[0]; the last reading
+ * is left in p[0].
  * 0, or a negative errno of a pass (-ECANCELED: stopped).
  */
 static int confirm(struct scrub_ctx *ctx, struct pass p[2], const struct timespec *t0)
@@ -1253,7 +1341,7 @@ static int confirm(struct scrub_ctx *ctx, struct pass p[2], const struct timespe
 	int ret = 0;
 
 	while (moving && passes < MAX_PASSES &&
-	       (passes == 1 || seconds_since(t0) < 2.0 * commit_s)) {
+	       (passes < 3 || seconds_since(t0) < 2.0 * commit_s)) {
 		report_verbose(ctx, "Phase 3: btrfs trees: %zu findings; reading them again "
 			       "(reading %u)", p[0].nr_f, passes + 1);
 		if (!commit_before_look(ctx, &p[0], commit_s))

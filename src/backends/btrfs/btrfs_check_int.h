@@ -75,7 +75,8 @@ struct tfinding {
 	 * What the compared fields were counted from, where counts alone could
 	 * repeat while the items change (a directory's entries come and go
 	 * in threes and fours): the inode's stamp (btrfs_inode_stamp()), the
-	 * names' hash sums.  Compared between readings with the fields.
+	 * names' hash sums, a data extent item's generation (d_gen below).
+	 * Compared between readings with the fields.
 	 */
 	uint64_t stamp;
 	/* the same item seen again through snapshots sharing its leaf */
@@ -83,6 +84,12 @@ struct tfinding {
 	uint64_t shared_root;		/* one of them */
 	bool dup;			/* this is such a sighting: not reported */
 	bool confirmed;			/* read the same twice: reported as an error */
+	/*
+	 * Read the same as in the reading before, but the leaf that holds its
+	 * subject was being rewritten (btrfs_check.c: subject_in_flux()): one
+	 * more reading the same confirms it.
+	 */
+	bool agreed;
 };
 
 /*
@@ -151,6 +158,7 @@ struct inode_sum {
 
 struct bgroup {
 	uint64_t start, len, used, found, transid;
+	uint64_t found_transid;		/* the newest leaf of the extent items in it */
 	uint64_t flags;			/* BTRFS_BLOCK_GROUP_*: type and profile */
 };
 
@@ -205,9 +213,18 @@ struct pass {
 	int v1_err;
 	unsigned long long v1_caches, v1_loaded, v1_stale, v1_unread;
 	uint64_t pending_at, pending_sum;	/* extents at a bg start before its item */
+	uint64_t pending_transid;		/* ... the newest of their leaves */
 	/* the data extent being read */
 	bool in_data;
 	uint64_t d_bytenr, d_len, d_refs, d_transid;
+	/*
+	 * The data extent item's generation: its findings' stamp.  A file
+	 * rewritten over and over frees an extent at one commit and may get
+	 * the same logical address back at the next, with the same length,
+	 * inode and offset: two readings then see "the same" stale back
+	 * reference, each a different extent of another transaction.
+	 */
+	uint64_t d_gen;
 	struct data_ref *refs;
 	size_t nr_refs, alloc_refs;
 	/* findings */

@@ -280,10 +280,17 @@ struct erec {
 	char *name;
 };
 
+/* An inode's stamp (btrfs_inode_stamp()), as its INODE_ITEM was read. */
+struct istamp {
+	uint64_t ino, stamp;
+};
+
 struct collect {
 	struct erec *v;
 	size_t nr, alloc;
 	uint64_t ino, transid;	/* of the ref item being read */
+	struct istamp *st;	/* every inode's stamp, in key order: sorted */
+	size_t nr_st, alloc_st;
 	int err;
 };
 
@@ -313,11 +320,24 @@ static void collect_ref(void *arg, uint64_t dir, uint64_t index, const unsigned 
 	collect_one(c, dir, index, c->ino, name, len, true);
 }
 
+static void collect_stamp(struct collect *c, const struct btrfs_tree_item *it)
+{
+	if (c->err || it->len < sizeof(struct btrfs_inode_item))
+		return;
+	if (grow_vec((void **)&c->st, &c->alloc_st, c->nr_st + 1, sizeof(*c->st)) < 0) {
+		c->err = -ENOMEM;
+		return;
+	}
+	c->st[c->nr_st++] = (struct istamp){ it->key.objectid, btrfs_inode_stamp(it->data) };
+}
+
 static void collect_item(struct collect *c, const struct btrfs_tree_item *it)
 {
 	c->ino = it->key.objectid;
 	c->transid = it->transid;
-	if (it->key.type == BTRFS_INODE_REF_KEY || it->key.type == BTRFS_INODE_EXTREF_KEY) {
+	if (it->key.type == BTRFS_INODE_ITEM_KEY) {
+		collect_stamp(c, it);
+	} else if (it->key.type == BTRFS_INODE_REF_KEY || it->key.type == BTRFS_INODE_EXTREF_KEY) {
 		ref_names(it, c, collect_ref);
 	} else if (it->key.type == BTRFS_DIR_INDEX_KEY && it->len >= DI_SIZE &&
 		   it->data[DI_LOC_TYPE] == BTRFS_INODE_ITEM_KEY) {
@@ -341,7 +361,31 @@ static int erec_cmp(const void *a, const void *b)
 	return (int)x->is_ref - (int)y->is_ref;
 }
 
-static void report_unmatched(struct btrfs_names *n, struct pass *p, struct erec *e)
+static int istamp_cmp(const void *a, const void *b)
+{
+	const struct istamp *x = a, *y = b;
+
+	return x->ino < y->ino ? -1 : x->ino > y->ino;
+}
+
+static uint64_t stamp_of(const struct collect *c, uint64_t ino)
+{
+	struct istamp key = { .ino = ino };
+	const struct istamp *s = c->nr_st ? bsearch(&key, c->st, c->nr_st, sizeof(*c->st),
+						     istamp_cmp) : NULL;
+
+	return s ? s->stamp : 0;
+}
+
+/*
+ * An entry or reference without its counterpart, stamped with both
+ * inodes' stamps, the directory's and the named one's: a rename changes
+ * them, so a finding that moved between two readings -- an INODE_REF
+ * written at once, its DIR_INDEX still among btrfs's delayed items, which
+ * TREE_SEARCH does not see -- is not "the same" however alike its keys.
+ */
+static void report_unmatched(struct btrfs_names *n, struct pass *p, const struct collect *c,
+			     struct erec *e)
 {
 	if (grow_vec((void **)&n->kept, &n->alloc_kept, n->nr_kept + 1, sizeof(*n->kept)) < 0)
 		return;
@@ -350,6 +394,7 @@ static void report_unmatched(struct btrfs_names *n, struct pass *p, struct erec 
 		.kind = e->is_ref ? F_REF_NO_ENTRY : F_ENTRY_NO_REF, .root = n->root,
 		.ino = e->is_ref ? e->ino : e->dir, .logical = e->is_ref ? e->dir : e->ino,
 		.b = e->index, .name = e->name, .transid = e->transid,
+		.stamp = stamp_of(c, e->dir) * 0x9E3779B97F4A7C15ULL ^ stamp_of(c, e->ino),
 	});
 	e->name = NULL;		/* kept */
 }
@@ -382,12 +427,13 @@ static int name_differences(struct btrfs_names *n, struct pass *p, int fd)
 				continue;
 			}
 			if (named++ < MAX_NAMED)
-				report_unmatched(n, p, &c.v[i]);
+				report_unmatched(n, p, &c, &c.v[i]);
 		}
 	}
 	for (size_t i = 0; i < c.nr; i++)
 		free(c.v[i].name);
 	free(c.v);
+	free(c.st);
 	return ret == -ENOENT ? 0 : ret;	/* ENOENT: the subvolume went away */
 }
 
