@@ -1215,6 +1215,47 @@ def test_rescue_mount(image, what):
         assert [f for f in r.of("Error", check) if text in f.message], r.stdout
 
 
+def break_tree_root(img, tree):
+    """The root block of tree bad in every copy: the kernel cannot load the
+    tree, so the filesystem mounts only with rescue=ignorebadroots."""
+    with be.BtrfsImage(img.path) as ed:
+        root, _ = ed.tree_root(tree)
+        for phys in ed.physical(root):
+            with open(img.path, "r+b") as f:
+                f.seek(phys + 200)      # past the header: the checksum no longer matches
+                f.write(b"\xff" * 64)
+
+
+@pytest.mark.parametrize("what", [None, "nbytes"])
+def test_rescue_mount_without_the_extent_tree(image, what):
+    """The extent tree's root bad in both copies: only ro,rescue=all mounts,
+    and the kernel leaves the extent tree unloaded (the tree search finds no
+    such tree).  What needs it is said once (an info) and not checked; the
+    fs trees are: a clean image exits 0, an inode's nbytes off exits 4.
+    Before, the tree check stopped at the missing tree ("inode scan: No such
+    file or directory", exit 8) and nothing else was checked."""
+    if what:
+        check, suffix, text = inject(image, what)
+    break_tree_root(image, be.EXTENT_TREE)
+    with pytest.raises(RuntimeError):
+        image.mount("ro")
+    mnt = image.mount("ro,rescue=all")
+    try:
+        r = run_fscrub("-n", "-v", mnt)
+    finally:
+        image.offline()
+    assert r.rc == (4 if what else 0), r.stdout + r.stderr
+    assert not [l for l in r.stderr.splitlines() if l.startswith("fscrub: ")], r.stderr
+    said = [f for f in r.of("Info", "btrfs.extent_refs") if "extent tree" in f.message and
+            "not loaded on this rescue= mount" in f.message]
+    assert len(said) == 1, r.stdout
+    if what:
+        assert [f for f in r.of("Error", check) if text in f.message and
+                f.path == mnt + suffix], r.stdout
+    else:
+        assert not r.of("Error"), r.stdout
+
+
 def test_unreadable_csum_tree_is_the_finding(image_factory):
     """A leaf of the csum tree bad in both of its DUP copies: the kernel
     mounts (the root is fine) but cannot read that leaf, so its scrub stops

@@ -17,7 +17,8 @@
  *     files and symlinks as `btrfs check` does (btrfs.nbytes; inodes with
  *     no links are being deleted: skipped); the items' file ranges must
  *     not overlap and, without the no-holes feature, must cover the file
- *     up to i_size (btrfs.file_extent); its names go by too
+ *     up to i_size (btrfs.file_extent); its flags must be ones the kernel
+ *     sets (btrfs.inode_flags); its names go by too
  *     (btrfs_names.c: btrfs.dir_item, btrfs.inode_ref, btrfs.orphan).
  *     Each file extent item with disk_bytenr != 0 is kept as a 72-byte
  *     record (disk_bytenr, tree, inode, back reference offset, the bytes
@@ -47,6 +48,11 @@
  *     reach it (btrfs_v1cache.c: btrfs.space_cache);
  *  5. the chunk tree and the device tree, against each other and the block
  *     groups (btrfs_chunks.c: btrfs.chunk).
+ *
+ * A rescue= mount may leave trees unloaded (ignorebadroots: those the
+ * kernel could not read; ignoredatacsums: the csum tree), which a tree
+ * search then does not find (ENOENT): what needs them is not checked, an
+ * info says so once (report_unread_trees()), and the rest is.
  *
  * The live-filesystem rule: btrfs applies extent reference changes at
  * transaction commit (delayed refs), and updates block group items and the
@@ -139,8 +145,18 @@
 #define FE_REG_SIZE 53
 #define FE_COMPRESSION 16
 #define FE_DISK_NUM_BYTES 29
-/* btrfs_inode_item.flags: BTRFS_INODE_NODATASUM (not in the uapi headers). */
+/* btrfs_inode_item.flags (BTRFS_INODE_*, not in the uapi headers). */
 #define INODE_NODATASUM (1ULL << 0)
+#define INODE_NOCOMPRESS (1ULL << 3)
+#define INODE_IMMUTABLE (1ULL << 6)
+#define INODE_APPEND (1ULL << 7)
+#define INODE_COMPRESS (1ULL << 11)
+/*
+ * The bits the kernel defines: BTRFS_INODE_FLAG_MASK (bits 0-11, and
+ * ROOT_ITEM_INIT, bit 31) and, in the upper half, the read-only compat
+ * flags (BTRFS_INODE_RO_VERITY, bit 32).
+ */
+#define INODE_FLAGS_KNOWN (0xfffULL | 1ULL << 31 | 1ULL << 32)
 
 static const struct btrfs_tkey KEY_MIN = { 0, 0, 0 };
 static const struct btrfs_tkey KEY_MAX = { UINT64_MAX, UINT8_MAX, UINT64_MAX };
@@ -360,8 +376,9 @@ static void extent_range(struct pass *p, const struct btrfs_tree_item *it, uint8
 
 /*
  * Which disk bytes of a written (regular) extent carry checksums: all of a
- * compressed extent, else the part the file uses; a prealloc extent has
- * none, the data relocation tree's inodes are not looked at.
+ * compressed extent, even in a nodatasum file, else the part the file
+ * uses; a prealloc extent has none, the data relocation tree's inodes are
+ * not looked at.
  */
 static void want_csum(struct pass *p, uint64_t root, struct fe_rec *e, uint8_t type,
 		      const struct btrfs_tree_item *it)
@@ -374,10 +391,12 @@ static void want_csum(struct pass *p, uint64_t root, struct fe_rec *e, uint8_t t
 	if (it->data[FE_COMPRESSION]) {
 		e->cs_start = e->bytenr;
 		e->cs_len = btrfs_get64(it->data + FE_DISK_NUM_BYTES);
-	} else {
-		e->cs_start = e->bytenr + btrfs_get64(it->data + FE_OFFSET);
-		e->cs_len = btrfs_get64(it->data + FE_NUM_BYTES);
+		/* compressed data is always checksummed, even in a nodatasum file */
+		e->want_csum = s->flags & INODE_NODATASUM ? WANT_CSUM_COMPRESSED : 1;
+		return;
 	}
+	e->cs_start = e->bytenr + btrfs_get64(it->data + FE_OFFSET);
+	e->cs_len = btrfs_get64(it->data + FE_NUM_BYTES);
 	e->want_csum = s->flags & INODE_NODATASUM ? -1 : 1;
 }
 
@@ -416,6 +435,33 @@ static int file_extent(struct pass *p, uint64_t root, const struct btrfs_tree_it
 	return 0;
 }
 
+/*
+ * An inode item's flags: bits no kernel defines (its tree checker refuses
+ * unknown ones in the lower half, read-only compat ones only on a
+ * read-write mount); a symlink immutable or append-only (`btrfs check`:
+ * "odd inode flags"; the kernel sets no flags on symlinks); COMPRESS with
+ * NOCOMPRESS (the kernel refuses to set both).
+ */
+static void check_inode_flags(struct pass *p, uint64_t root, const struct inode_sum *s)
+{
+	struct tfinding f = { .root = root, .ino = s->ino, .a = s->flags,
+			      .transid = s->transid, .stamp = s->stamp };
+
+	if (s->flags & ~INODE_FLAGS_KNOWN) {
+		f.kind = F_FLAGS_UNKNOWN;
+		f.b = s->flags & ~INODE_FLAGS_KNOWN;
+		btrfs_add_finding(p, &f);
+	}
+	if (S_ISLNK(s->mode) && (s->flags & (INODE_IMMUTABLE | INODE_APPEND))) {
+		f.kind = F_FLAGS_SYMLINK;
+		btrfs_add_finding(p, &f);
+	}
+	if ((s->flags & INODE_COMPRESS) && (s->flags & INODE_NOCOMPRESS)) {
+		f.kind = F_FLAGS_COMPRESS;
+		btrfs_add_finding(p, &f);
+	}
+}
+
 static int fs_item(struct pass *p, uint64_t root, const struct btrfs_tree_item *it)
 {
 	struct inode_sum *s = &p->cur_inode;
@@ -436,6 +482,7 @@ static int fs_item(struct pass *p, uint64_t root, const struct btrfs_tree_item *
 			.size = btrfs_get64(it->data + offsetof(struct btrfs_inode_item, size)),
 			.stamp = btrfs_inode_stamp(it->data),
 		};
+		check_inode_flags(p, root, s);
 		p->inodes++;
 		return 0;
 	}
@@ -915,6 +962,7 @@ static void pass_release(struct pass *p)
 	for (size_t i = 0; i < p->nr_fq; i++)
 		free(p->fq[i].bitmap);
 	free(p->fq);
+	free(p->fsi);
 	btrfs_v1_release(p);
 	free(p->cs);
 	free(p->roots);
@@ -924,6 +972,39 @@ static void pass_release(struct pass *p)
 	free(p->refs);
 	free(p->f);
 	memset(p, 0, sizeof(*p));
+}
+
+/*
+ * The block groups and the extent tree, with the csum and free space trees
+ * alongside, and what is checked against them.  A rescue= mount may have
+ * left the extent or block group tree unloaded (ENOENT): nothing that
+ * needs them is checked -- every file extent item would point at no
+ * extent, every chunk lack its block group -- and that is said once.
+ */
+static int read_extents(struct pass *p)
+{
+	int ret = 0;
+
+	if (p->bg_tree)
+		ret = read_tree(p, BTRFS_BLOCK_GROUP_TREE_OBJECTID, KEY_MIN, KEY_MAX, bg_item,
+				&p->bg_items);
+	if (ret == 0)
+		ret = read_tree(p, BTRFS_EXTENT_TREE_OBJECTID, KEY_MIN, KEY_MAX, extent_item,
+				&p->extent_items);
+	if (ret == -ENOENT && p->rescue) {
+		p->unloaded |= UNLOADED_EXTENT;
+		p->nr_bg = 0;
+		return 0;
+	}
+	if (ret < 0)
+		return ret;
+	data_extent_done(p);
+	skip_to(p, UINT64_MAX);
+	btrfs_csum_finish(p);
+	btrfs_fst_finish(p);
+	check_block_groups(p);
+	btrfs_fst_check_groups(p);
+	return 0;
 }
 
 static int run_pass(struct scrub_ctx *ctx, struct pass *p)
@@ -937,6 +1018,7 @@ static int run_pass(struct scrub_ctx *ctx, struct pass *p)
 	memset(p, 0, sizeof(*p));
 	p->ctx = ctx;
 	p->fd = ctx->mnt_fd;
+	p->rescue = mount_option(ctx->table_mnt_id, "rescue", NULL);
 	p->pending_at = UINT64_MAX;
 	if (!(p->f = calloc(MAX_FINDINGS, sizeof(*p->f))))
 		return -ENOMEM;
@@ -964,25 +1046,15 @@ static int run_pass(struct scrub_ctx *ctx, struct pass *p)
 		return ret;
 	if (p->nr_fe)	/* qsort and bsearch take no NULL array, even empty */
 		qsort(p->fe, p->nr_fe, sizeof(*p->fe), fe_cmp);
-	if (p->bg_tree) {
-		ret = read_tree(p, BTRFS_BLOCK_GROUP_TREE_OBJECTID, KEY_MIN, KEY_MAX, bg_item,
-				&p->bg_items);
-		if (ret < 0)
-			return ret;
-	}
-	ret = read_tree(p, BTRFS_EXTENT_TREE_OBJECTID, KEY_MIN, KEY_MAX, extent_item,
-			&p->extent_items);
-	if (ret < 0)
+	if ((ret = read_extents(p)) < 0)
 		return ret;
-	data_extent_done(p);
-	skip_to(p, UINT64_MAX);
-	btrfs_csum_finish(p);
-	btrfs_fst_finish(p);
 	p->csum_items = p->csr.items;
 	p->calls += p->csr.calls + p->fsr.calls;
-	check_block_groups(p);
 	/* after the extent tree: p->bg is complete (it may come from there) */
-	if ((ret = btrfs_check_chunks(p)) < 0)
+	ret = btrfs_check_chunks(p);
+	if (ret == -ENOENT && p->rescue)
+		p->unloaded |= UNLOADED_DEV;
+	else if (ret < 0)
 		return ret;
 	btrfs_check_root_refs(p);
 	fold_snapshot_findings(p);
@@ -997,7 +1069,7 @@ static int run_pass(struct scrub_ctx *ctx, struct pass *p)
  * checksums of the data are lost with it).  A rescue= mount may not load
  * the csum tree at all (rescue=ignoredatacsums, ignorebadroots): an info.
  */
-static void report_unread_trees(struct scrub_ctx *ctx, const struct pass *p, bool rescue)
+static void report_unread_trees(struct scrub_ctx *ctx, const struct pass *p)
 {
 	for (size_t i = 0; i < p->nr_roots; i++) {
 		struct strbuf path = STRBUF_INIT;
@@ -1017,13 +1089,25 @@ static void report_unread_trees(struct scrub_ctx *ctx, const struct pass *p, boo
 			  p->unreadable_skipped);
 		strbuf_release(&path);
 	}
-	if (p->fsr_err < 0)
+	if (p->unloaded & UNLOADED_EXTENT)
+		str_info(ctx, CHECK_BTRFS_EXTENT_REFS, NULL, NULL, 0, "the extent tree%s is not "
+			 "loaded on this rescue= mount (the kernel could not read it, or was told "
+			 "to ignore it): data extent references, checksum items, block group and "
+			 "superblock used bytes, the free space tree and chunks against block "
+			 "groups are not checked", p->bg_tree ? " or the block group tree" : "");
+	if (p->unloaded & UNLOADED_DEV)
+		str_info(ctx, CHECK_BTRFS_CHUNK, NULL, NULL, 0, "the device tree is not loaded on "
+			 "this rescue= mount: chunks against device extents are not checked");
+	if (p->fsr_err == -ENOENT && p->rescue)
+		str_info(ctx, CHECK_BTRFS_FREE_SPACE_TREE, NULL, NULL, 0, "the free space tree is "
+			 "not loaded on this rescue= mount: it is not checked");
+	else if (p->fsr_err < 0)
 		report_operational(ctx, NULL, NULL, -p->fsr_err,
 				   "cannot read the btrfs free space tree");
 	if (p->v1_err < 0)
 		report_operational(ctx, NULL, NULL, -p->v1_err,
 				   "cannot read the btrfs free space cache");
-	if (p->csr_err == -ENOENT && rescue)
+	if (p->csr_err == -ENOENT && p->rescue)
 		str_info(ctx, CHECK_BTRFS_CSUM, NULL, NULL, 0, "the csum tree is not loaded on "
 			 "this rescue= mount: data checksum items are not checked");
 	else if (is_damage(p->csr_err))
@@ -1290,7 +1374,7 @@ int btrfs_check_trees(struct scrub_ctx *ctx)
 		btrfs_unsummed_keep(btrfs_unsummed_of(ctx), p[0].nodatasum, p[0].nr_nodatasum);
 	if (ret != -ECANCELED) {
 		report_counts(ctx, &p[0], "first pass");
-		report_unread_trees(ctx, &p[0], mount_option(ctx->table_mnt_id, "rescue", NULL));
+		report_unread_trees(ctx, &p[0]);
 	}
 	if (ret == 0 && (p[0].nr_f || p[0].dropped))
 		ret = confirm(ctx, p, &t0);

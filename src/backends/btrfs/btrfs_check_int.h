@@ -38,8 +38,10 @@ enum finding_kind {
 	F_CSUM_MISSING,		/* checksummed file data without csum items */
 	F_CSUM_UNEXPECTED,	/* nodatasum file data with csum items */
 	F_CSUM_ORPHAN,		/* csum items over bytes no data extent holds */
+	F_CSUM_COMPRESSED,	/* a compressed extent of a nodatasum file without csums */
 	F_FST_USED_FREE,	/* the free space tree calls an extent's bytes free */
 	F_FST_COUNT,		/* a FREE_SPACE_INFO's extent count != its free ranges */
+	F_FST_NO_BG,		/* a FREE_SPACE_INFO past the last block group */
 	F_V1_USED_FREE,		/* the v1 space cache calls an extent's bytes free */
 	/* btrfs_chunks.c */
 	F_CHUNK_NO_BG,		/* a chunk without a block group item */
@@ -49,6 +51,7 @@ enum finding_kind {
 	F_DEV_EXTENT_ORPHAN,	/* a DEV_EXTENT that is no chunk's stripe */
 	F_DEV_EXTENT_LEN,	/* a DEV_EXTENT of another length than its chunk's stripes */
 	F_DEV_BYTES_USED,	/* a DEV_ITEM's bytes_used != its device extents */
+	F_DEV_EXTENT_PAST_END,	/* a DEV_EXTENT ending past its device's total_bytes */
 	/* btrfs_names.c */
 	F_DIR_PAIR,		/* a directory's DIR_ITEMs and DIR_INDEXes differ */
 	F_DIR_ISIZE,		/* a directory's i_size != its names' bytes */
@@ -57,6 +60,10 @@ enum finding_kind {
 	F_NLINK_REFS,		/* nlink != INODE_REF / INODE_EXTREF names */
 	F_UNNAMED,		/* linked inode without any name */
 	F_ORPHAN_LOST,		/* unlinked inode not on the orphan list */
+	/* btrfs_check.c: an inode item's flags */
+	F_FLAGS_UNKNOWN,	/* bits no kernel defines (a: the flags, b: those bits) */
+	F_FLAGS_SYMLINK,	/* a symlink immutable or append-only */
+	F_FLAGS_COMPRESS,	/* COMPRESS and NOCOMPRESS both */
 };
 
 /* A finding, kept until the second pass has confirmed it. */
@@ -112,7 +119,18 @@ struct root_ref {
 struct fe_rec {
 	uint64_t bytenr, root, ino, ref_off, file_off, transid;
 	uint64_t cs_start, cs_len;	/* the disk bytes its checksums cover */
-	int want_csum;			/* 1: must have csums, -1: must not, 0: either */
+	/*
+	 * 1: must have csums, -1: must not, 0: either; WANT_CSUM_COMPRESSED:
+	 * must have, being compressed, although the file is nodatasum.
+	 */
+	int want_csum;
+};
+
+#define WANT_CSUM_COMPRESSED 2
+
+/* A FREE_SPACE_INFO: the block group it claims to describe. */
+struct fst_info {
+	uint64_t start, len, transid;
 };
 
 /* A free range of the free space tree: an extent, or a bitmap's range. */
@@ -156,9 +174,21 @@ struct bgroup {
 
 struct subvol_ino;
 
+/*
+ * Trees a rescue= mount left unloaded (ignorebadroots: the kernel could not
+ * read them; ignoredatacsums: the csum tree): the tree search finds no such
+ * tree (ENOENT).  What needs them is not checked, and said so (infos).
+ */
+enum unloaded_tree {
+	UNLOADED_EXTENT = 1 << 0,	/* the extent tree, or the block group tree */
+	UNLOADED_DEV = 1 << 1,		/* the device tree */
+};
+
 struct pass {
 	struct scrub_ctx *ctx;
 	int fd;
+	bool rescue;			/* a rescue= mount: trees may be unloaded */
+	unsigned unloaded;		/* enum unloaded_tree */
 	uint32_t nodesize;
 	struct fs_root *roots;
 	size_t nr_roots, alloc_roots;
@@ -199,6 +229,8 @@ struct pass {
 	bool in_info;
 	uint64_t info_start, info_len, info_transid, run_end;
 	uint32_t info_count, counted;
+	struct fst_info *fsi;		/* every FREE_SPACE_INFO, in key order */
+	size_t nr_fsi, alloc_fsi;
 	unsigned long long fst_items;
 	/* the v1 space cache, when there is no free space tree (btrfs_v1cache.c) */
 	struct v1cache *v1;
@@ -241,6 +273,8 @@ void btrfs_csum_finish(struct pass *p);
  */
 void btrfs_fst_used(struct pass *p, uint64_t a, uint64_t b, uint64_t transid);
 void btrfs_fst_finish(struct pass *p);
+/* btrfs_fst.c: after the block groups are known, no FREE_SPACE_INFO may lie past them. */
+void btrfs_fst_check_groups(struct pass *p);
 
 /*
  * btrfs_v1cache.c: keep the root tree's FREE_SPACE headers and cache
