@@ -44,6 +44,7 @@ CHUNK_TREE = 3
 DEV_TREE = 4
 FS_TREE = 5
 CSUM_TREE = 7
+QUOTA_TREE = 8
 FREE_SPACE_TREE = 10
 BLOCK_GROUP_TREE = 11
 EXTENT_CSUM_OBJECTID = 2 ** 64 - 10
@@ -68,6 +69,8 @@ FREE_SPACE_INFO = 198
 FREE_SPACE_EXTENT = 199
 FREE_SPACE_BITMAP = 200
 CHUNK_ITEM = 228
+QGROUP_STATUS = 240
+QGROUP_INFO = 242
 FREE_SPACE_OBJECTID = 2 ** 64 - 11     # the v1 space cache's headers (root tree)
 CACHE_PAGE = 4096                      # the v1 cache's page (the kernel's page size)
 
@@ -127,6 +130,11 @@ FIELDS = {
     # btrfs_free_space_info
     "fsi.extent_count": (0, "<I"),
     "fsi.flags": (4, "<I"),
+    # btrfs_qgroup_info_item
+    "qgroup.rfer": (8, "<Q"),
+    "qgroup.excl": (24, "<Q"),
+    # btrfs_qgroup_status_item
+    "qstatus.flags": (16, "<Q"),
     # btrfs_root_item
     "root.bytenr": (176, "<Q"),
     "root.level": (238, "<B"),

@@ -12,6 +12,7 @@ it is scanned too.
 
 import lzma
 import os
+import re
 import struct
 import subprocess
 
@@ -19,7 +20,8 @@ import pytest
 
 from conftest import need_fs, run_fscrub
 import btrfs_edit as be
-from test_btrfs_trees import btrfs_check, ino_of, mount_for, populated_image
+from fsimage import run
+from test_btrfs_trees import btrfs_check, ino_of, mount_for, populate, populated_image
 
 KiB, MiB = 1 << 10, 1 << 20
 INODE_NODATASUM = 1 << 0
@@ -188,6 +190,81 @@ def test_dev_extent_past_the_device_end(image_factory):
             "(total_bytes %d)" % cut in f.message], r
 
 
+def quota_image(image_factory):
+    """The populated image (subvolumes, a snapshot, reflinks, compression,
+    inline, prealloc and nodatacow files) with quotas enabled first."""
+    need_fs("btrfs")
+    img = image_factory("btrfs", size_mb=300)
+    img.mkfs()
+    mnt = img.mount("compress=zstd")
+    run(["btrfs", "quota", "enable", mnt])
+    run(["btrfs", "quota", "rescan", "-w", mnt])
+    populate(mnt)
+    img.offline()
+    return img
+
+
+def btrfs_qgroup_check(path):
+    r = subprocess.run(["btrfs", "check", "--readonly", "--qgroup-report", path],
+                       capture_output=True, text=True, timeout=300)
+    return r.returncode, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("how", ["fresh", "settled", "ro"])
+def test_qgroups_clean(image_factory, how):
+    """Quotas on over subvolumes, a snapshot (shared tree blocks: shared
+    references resolved through their parents), reflinks and compression:
+    every level-0 qgroup adds up, exit 0 and no btrfs.qgroup."""
+    img = quota_image(image_factory)
+    rc, out = btrfs_qgroup_check(img.path)
+    assert rc == 0 and "are different" not in out, out
+    _, r = scan(img, how)
+    assert r.rc == 0 and not r.of(check="btrfs.qgroup"), r
+
+
+@pytest.mark.parametrize("how", ["fresh", "settled", "ro"])
+@pytest.mark.parametrize("field", ["qgroup.rfer", "qgroup.excl"])
+def test_qgroup_count_found(image_factory, field, how):
+    """The snapshot's qgroup counts 4 KiB more than its extents: btrfs
+    check --qgroup-report and fscrub (btrfs.qgroup, naming the subvolume)
+    agree; before, no check read the qgroups (exit 0)."""
+    img = quota_image(image_factory)
+    mnt = img.mount()
+    sid = int(run(["btrfs", "inspect-internal", "rootid", os.path.join(mnt, "snap")]
+                  ).stdout.strip())
+    img.offline()
+    with be.BtrfsImage(img.path) as ed:
+        info = ed.find(be.QUOTA_TREE, (0, be.QGROUP_INFO, sid))
+        recorded = info.get(field) + 4096
+        ed.set_field(info, field, recorded)
+    rc, out = btrfs_qgroup_check(img.path)
+    assert "Counts for qgroup id: 0/%d are different" % sid in out, out
+    mnt, r = scan(img, how)
+    assert r.rc == 4, r
+    what = "referenced" if field == "qgroup.rfer" else "exclusive"
+    hits = [f for f in r.of("Error", "btrfs.qgroup") if "qgroup 0/%d: %s" % (sid, what) in f.message]
+    assert len(hits) == 1 and hits[0].path == mnt + "/snap", r
+    # a read-write mount's own commits move both numbers alike: 4 KiB apart
+    m = re.search(r"(\d+) bytes, the extents of the subvolume add up to (\d+)", hits[0].message)
+    assert int(m.group(1)) - int(m.group(2)) == 4096, hits
+    if how == "ro":
+        assert int(m.group(1)) == recorded, hits
+
+
+def test_qgroups_rescan_not_checked(image_factory):
+    """A rescan marked running (the status item's RESCAN flag): the numbers
+    are being recounted, so they are not checked -- said once, no error."""
+    img = quota_image(image_factory)
+    with be.BtrfsImage(img.path) as ed:
+        info = ed.find(be.QUOTA_TREE, (0, be.QGROUP_INFO, 5))
+        ed.set_field(info, "qgroup.rfer", info.get("qgroup.rfer") + 4096)
+        st = ed.find(be.QUOTA_TREE, (0, be.QGROUP_STATUS, 0))
+        ed.set_field(st, "qstatus.flags", st.get("qstatus.flags") | 2)
+    _, r = scan(img, "ro")
+    assert r.rc == 0 and not r.of(check="btrfs.qgroup", severity="Error"), r
+    assert [f for f in r.of("Info", "btrfs.qgroup") if "rescan" in f.message], r
+
+
 # btrfs-progs' own images, when its source is at hand:
 # BTRFS_PROGS_TESTS=.../btrfs-progs-v6.2/tests/fsck-tests
 BTRFS_PROGS_TESTS = os.environ.get("BTRFS_PROGS_TESTS", "")
@@ -224,6 +301,8 @@ def public_image(image_factory, rel):
      "btrfs.free_space_tree", "block group at logical 123123123451234123"),
     ("036-bad-dev-extents/over_dev_boundary.img.xz", "rescue", "btrfs.chunk",
      "ends past the device's end"),
+    ("032-corrupted-qgroup/qgroup_corrupted.img", "ro", "btrfs.qgroup",
+     "qgroup 0/5: referenced 0 bytes, the extents of the subvolume add up to 16384"),
 ])
 def test_public_image_found(image_factory, rel, mode, check, text):
     img = public_image(image_factory, rel)

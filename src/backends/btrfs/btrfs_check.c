@@ -45,7 +45,9 @@
  *     tree (btrfs_csum.c: btrfs.csum) and a third the free space tree
  *     (btrfs_fst.c: btrfs.free_space_tree), or, without one, the v1 space
  *     cache of each block group is read from the device as the extents
- *     reach it (btrfs_v1cache.c: btrfs.space_cache);
+ *     reach it (btrfs_v1cache.c: btrfs.space_cache); with quotas on, every
+ *     extent's references are kept and the level-0 qgroups compared with
+ *     them afterwards (btrfs_qgroup.c: btrfs.qgroup);
  *  5. the chunk tree and the device tree, against each other and the block
  *     groups (btrfs_chunks.c: btrfs.chunk).
  *
@@ -230,6 +232,12 @@ static int read_tree(struct pass *p, uint64_t tree, struct btrfs_tkey min, struc
 	p->calls += r.calls;
 	btrfs_tree_close(&r);
 	return ret;
+}
+
+int btrfs_read_tree(struct pass *p, uint64_t tree, struct btrfs_tkey min, struct btrfs_tkey max,
+		    int (*fn)(struct pass *, uint64_t, const struct btrfs_tree_item *))
+{
+	return read_tree(p, tree, min, max, fn, &p->quota_items);
 }
 
 /* ---- 1. the root tree ---- */
@@ -790,6 +798,7 @@ static int extent_item(struct pass *p, uint64_t tree, const struct btrfs_tree_it
 	const struct btrfs_tkey *k = &it->key;
 
 	(void)tree;
+	btrfs_qgroup_extent_item(p, it);
 	if (p->in_data && k->objectid != p->d_bytenr)
 		data_extent_done(p);
 	switch (k->type) {
@@ -963,6 +972,7 @@ static void pass_release(struct pass *p)
 		free(p->fq[i].bitmap);
 	free(p->fq);
 	free(p->fsi);
+	btrfs_qgroup_release(p);
 	btrfs_v1_release(p);
 	free(p->cs);
 	free(p->roots);
@@ -994,10 +1004,12 @@ static int read_extents(struct pass *p)
 	if (ret == -ENOENT && p->rescue) {
 		p->unloaded |= UNLOADED_EXTENT;
 		p->nr_bg = 0;
+		btrfs_qgroup_release(p);
 		return 0;
 	}
 	if (ret < 0)
 		return ret;
+	btrfs_qgroup_finish(p);
 	data_extent_done(p);
 	skip_to(p, UINT64_MAX);
 	btrfs_csum_finish(p);
@@ -1046,7 +1058,7 @@ static int run_pass(struct scrub_ctx *ctx, struct pass *p)
 		return ret;
 	if (p->nr_fe)	/* qsort and bsearch take no NULL array, even empty */
 		qsort(p->fe, p->nr_fe, sizeof(*p->fe), fe_cmp);
-	if ((ret = read_extents(p)) < 0)
+	if ((ret = btrfs_qgroup_open(p)) < 0 || (ret = read_extents(p)) < 0)
 		return ret;
 	p->csum_items = p->csr.items;
 	p->calls += p->csr.calls + p->fsr.calls;
@@ -1116,6 +1128,26 @@ static void report_unread_trees(struct scrub_ctx *ctx, const struct pass *p)
 			  "at it", strerror(-p->csr_err));
 	else if (p->csr_err < 0)
 		report_operational(ctx, NULL, NULL, -p->csr_err, "cannot read the btrfs csum tree");
+}
+
+/* Quotas on, and their qgroups not checked: why, once. */
+static void report_qgroups(struct scrub_ctx *ctx, const struct pass *p)
+{
+	static const char *const why[] = {
+		[QG_RESCAN] = "a quota rescan is running: the kernel is recounting them",
+		[QG_INCONSISTENT] = "the kernel marks them inconsistent (btrfs quota rescan "
+				    "recounts them)",
+		[QG_SIMPLE] = "simple quotas count by owner, not by reference",
+		[QG_DROPPING] = "a deleted subvolume is being dropped",
+		[QG_NO_MEMORY] = "not enough memory to hold the extents' references",
+	};
+
+	if (p->qg_state == QG_CHECKED)
+		report_verbose(ctx, "Phase 3: btrfs trees: level-0 qgroups checked (higher "
+			       "levels are not)");
+	else if (p->qg_state != QG_OFF)
+		str_info(ctx, CHECK_BTRFS_QGROUP, NULL, NULL, 0, "qgroups are not checked: %s",
+			 why[p->qg_state]);
 }
 
 static void report_counts(struct scrub_ctx *ctx, const struct pass *p, const char *which)
@@ -1375,6 +1407,7 @@ int btrfs_check_trees(struct scrub_ctx *ctx)
 	if (ret != -ECANCELED) {
 		report_counts(ctx, &p[0], "first pass");
 		report_unread_trees(ctx, &p[0]);
+		report_qgroups(ctx, &p[0]);
 	}
 	if (ret == 0 && (p[0].nr_f || p[0].dropped))
 		ret = confirm(ctx, p, &t0);

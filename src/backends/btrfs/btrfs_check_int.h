@@ -4,7 +4,7 @@
  * drives include this: btrfs_names.c (the namespace), btrfs_roots.c
  * (subvolume references), btrfs_csum.c (the csum tree), btrfs_fst.c (the
  * free space tree), btrfs_v1cache.c (the v1 space cache), btrfs_chunks.c
- * (chunks, device extents) and
+ * (chunks, device extents), btrfs_qgroup.c (qgroups) and
  * btrfs_check_report.c (the messages).
  */
 #ifndef FSCRUB_BTRFS_CHECK_INT_H
@@ -64,6 +64,20 @@ enum finding_kind {
 	F_FLAGS_UNKNOWN,	/* bits no kernel defines (a: the flags, b: those bits) */
 	F_FLAGS_SYMLINK,	/* a symlink immutable or append-only */
 	F_FLAGS_COMPRESS,	/* COMPRESS and NOCOMPRESS both */
+	/* btrfs_qgroup.c: a level-0 qgroup against the extents (a: recorded, b: counted) */
+	F_QGROUP_RFER,
+	F_QGROUP_EXCL,
+};
+
+/* Whether the qgroups are checked, and why not (btrfs_qgroup.c). */
+enum qg_state {
+	QG_OFF,			/* quotas not enabled */
+	QG_CHECKED,
+	QG_RESCAN,		/* a rescan is running */
+	QG_INCONSISTENT,	/* the kernel marked them inconsistent */
+	QG_SIMPLE,		/* simple quotas: another accounting */
+	QG_DROPPING,		/* a subvolume is being dropped */
+	QG_NO_MEMORY,
 };
 
 /* A finding, kept until the second pass has confirmed it. */
@@ -252,8 +266,31 @@ struct pass {
 	unsigned long long chunk_items, dev_items;
 	uint64_t sb_bytes_used, sb_generation, sb_cache_generation;
 	uint64_t max_transid;		/* the newest leaf read: what must be committed */
+	/* the qgroups, counted alongside the extent tree (btrfs_qgroup.c) */
+	struct qgroups *qg;
+	enum qg_state qg_state;
+	uint64_t qg_flags;		/* the QGROUP_STATUS item's */
+	unsigned long long quota_items;
 	bool sb_ok;
 };
+
+/*
+ * btrfs_check.c: read a whole tree, calling fn on every item (a signal
+ * stops it: -ECANCELED); 0 or a negative errno (-ENOENT: no such tree).
+ */
+int btrfs_read_tree(struct pass *p, uint64_t tree, struct btrfs_tkey min, struct btrfs_tkey max,
+		    int (*fn)(struct pass *, uint64_t, const struct btrfs_tree_item *));
+
+/*
+ * btrfs_qgroup.c: read the quota tree and decide p->qg_state (after the
+ * root tree: a subvolume being dropped stops the check); every item of the
+ * extent tree; after it, the qgroups against what the extents add up to;
+ * free everything.  open: 0 or a negative errno of the quota tree's read.
+ */
+int btrfs_qgroup_open(struct pass *p);
+void btrfs_qgroup_extent_item(struct pass *p, const struct btrfs_tree_item *it);
+void btrfs_qgroup_finish(struct pass *p);
+void btrfs_qgroup_release(struct pass *p);
 
 /* Grow *v (of *alloc elements of size bytes) to hold need; 0 or -ENOMEM. */
 int btrfs_grow(void **v, size_t *alloc, size_t need, size_t size);

@@ -73,6 +73,8 @@ static const char *check_of(enum finding_kind k)
 	case F_FLAGS_UNKNOWN:
 	case F_FLAGS_SYMLINK:
 	case F_FLAGS_COMPRESS: return CHECK_BTRFS_INODE_FLAGS;
+	case F_QGROUP_RFER:
+	case F_QGROUP_EXCL: return CHECK_BTRFS_QGROUP;
 	case F_UNNAMED:
 	case F_ORPHAN_LOST: return CHECK_BTRFS_ORPHAN;
 	default: return CHECK_BTRFS_EXTENT_REFS;
@@ -168,6 +170,12 @@ static void describe(struct scrub_ctx *ctx, const struct tfinding *f, struct str
 		strbuf_addf(m, "device extent on device %llu at physical %llu (%llu bytes) of the "
 			    "chunk at logical %llu ends past the device's end (total_bytes %llu)",
 			    dev, phys, a, lg, b);
+		break;
+	case F_QGROUP_RFER:
+	case F_QGROUP_EXCL:
+		strbuf_addf(m, "qgroup 0/%llu: %s %llu bytes, the extents of the subvolume add up "
+			    "to %llu (btrfs quota rescan recounts)", root,
+			    f->kind == F_QGROUP_RFER ? "referenced" : "exclusive", a, b);
 		break;
 	case F_FLAGS_UNKNOWN:
 		strbuf_addf(m, "inode flags 0x%llx: bits 0x%llx are no flag any kernel defines",
