@@ -7,7 +7,8 @@ of a chunk is a copy on the one device), descends a tree (the root tree, the
 chunk tree, or any tree named by its ROOT_ITEM: extent tree, fs trees of
 subvolumes, block group tree, ...) to the leaf holding a key, and edits a
 leaf in place: overwrite an item's bytes or delete an item (item headers and
-data shifted, nritems and, for slot 0, the parents' keys fixed).  Every edit
+data shifted, nritems and, for slot 0, the parents' keys fixed) or add one
+after a tree's last item.  Every edit
 recomputes the tree block's checksum and writes the block to every copy.
 Superblock fields are edited in every superblock copy inside the image, each
 with its checksum recomputed.  The v1 free space cache (space_cache=v1) of a
@@ -43,6 +44,7 @@ CHUNK_TREE = 3
 DEV_TREE = 4
 FS_TREE = 5
 CSUM_TREE = 7
+QUOTA_TREE = 8
 FREE_SPACE_TREE = 10
 BLOCK_GROUP_TREE = 11
 EXTENT_CSUM_OBJECTID = 2 ** 64 - 10
@@ -67,6 +69,8 @@ FREE_SPACE_INFO = 198
 FREE_SPACE_EXTENT = 199
 FREE_SPACE_BITMAP = 200
 CHUNK_ITEM = 228
+QGROUP_STATUS = 240
+QGROUP_INFO = 242
 FREE_SPACE_OBJECTID = 2 ** 64 - 11     # the v1 space cache's headers (root tree)
 CACHE_PAGE = 4096                      # the v1 cache's page (the kernel's page size)
 
@@ -88,7 +92,8 @@ SUPER_FIELDS = {
     "root_level": (0xC6, "<B"),
     "chunk_root_level": (0xC7, "<B"),
     "devid": (0xC9, "<Q"),
-    "dev_item.bytes_used": (0xD9, "<Q"),     # the superblock's copy of its DEV_ITEM
+    "dev_item.total_bytes": (0xD1, "<Q"),    # the superblock's copy of its DEV_ITEM
+    "dev_item.bytes_used": (0xD9, "<Q"),
 }
 SYS_CHUNK_ARRAY = 0x32B
 
@@ -120,10 +125,16 @@ FIELDS = {
     # btrfs_dev_extent (device tree) and btrfs_dev_item (chunk tree)
     "dev_extent.chunk_offset": (16, "<Q"),
     "dev_extent.length": (24, "<Q"),
+    "dev_item.total_bytes": (8, "<Q"),
     "dev_item.bytes_used": (16, "<Q"),
     # btrfs_free_space_info
     "fsi.extent_count": (0, "<I"),
     "fsi.flags": (4, "<I"),
+    # btrfs_qgroup_info_item
+    "qgroup.rfer": (8, "<Q"),
+    "qgroup.excl": (24, "<Q"),
+    # btrfs_qgroup_status_item
+    "qstatus.flags": (16, "<Q"),
     # btrfs_root_item
     "root.bytenr": (176, "<Q"),
     "root.level": (238, "<B"),
@@ -410,6 +421,25 @@ class BtrfsImage:
         self.write_block(item.leaf, block)
         if item.slot == 0:
             self._fix_parent_keys(item.path, new[0][:3])
+
+    def append_item(self, tree_id, key, data):
+        """Add an item after the last one of a tree, in its last leaf (whose
+        free space must hold it): key must sort after every key of the tree.
+        No parent key changes (a pointer's key is its leaf's first)."""
+        last = list(self.items(tree_id))[-1]
+        if key <= last.key:
+            raise ValueError("append_item: %r does not sort after %r" % (key, last.key))
+        block = bytearray(self.read_block(last.leaf))
+        nritems, _ = self._header(block)
+        low = min(struct.unpack_from("<I", block, HEADER_SIZE + s * ITEM_SIZE + 17)[0]
+                  for s in range(nritems))
+        off = low - len(data)
+        if HEADER_SIZE + (nritems + 1) * ITEM_SIZE > HEADER_SIZE + off:
+            raise ValueError("append_item: leaf %d is full" % last.leaf)
+        block[HEADER_SIZE + off:HEADER_SIZE + low] = data
+        struct.pack_into("<QBQII", block, HEADER_SIZE + nritems * ITEM_SIZE, *key, off, len(data))
+        struct.pack_into("<I", block, 96, nritems + 1)
+        self.write_block(last.leaf, block)
 
     def _fix_parent_keys(self, path, key):
         """A leaf's first key changed: so does its pointer's key up the path."""

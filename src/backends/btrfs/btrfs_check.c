@@ -17,7 +17,8 @@
  *     files and symlinks as `btrfs check` does (btrfs.nbytes; inodes with
  *     no links are being deleted: skipped); the items' file ranges must
  *     not overlap and, without the no-holes feature, must cover the file
- *     up to i_size (btrfs.file_extent); its names go by too
+ *     up to i_size (btrfs.file_extent); its flags must be ones the kernel
+ *     sets (btrfs.inode_flags); its names go by too
  *     (btrfs_names.c: btrfs.dir_item, btrfs.inode_ref, btrfs.orphan).
  *     Each file extent item with disk_bytenr != 0 is kept as a 72-byte
  *     record (disk_bytenr, tree, inode, back reference offset, the bytes
@@ -44,9 +45,16 @@
  *     tree (btrfs_csum.c: btrfs.csum) and a third the free space tree
  *     (btrfs_fst.c: btrfs.free_space_tree), or, without one, the v1 space
  *     cache of each block group is read from the device as the extents
- *     reach it (btrfs_v1cache.c: btrfs.space_cache);
+ *     reach it (btrfs_v1cache.c: btrfs.space_cache); with quotas on, every
+ *     extent's references are kept and the level-0 qgroups compared with
+ *     them afterwards (btrfs_qgroup.c: btrfs.qgroup);
  *  5. the chunk tree and the device tree, against each other and the block
  *     groups (btrfs_chunks.c: btrfs.chunk).
+ *
+ * A rescue= mount may leave trees unloaded (ignorebadroots: those the
+ * kernel could not read; ignoredatacsums: the csum tree), which a tree
+ * search then does not find (ENOENT): what needs them is not checked, an
+ * info says so once (report_unread_trees()), and the rest is.
  *
  * The live-filesystem rule: btrfs applies extent reference changes at
  * transaction commit (delayed refs), and updates block group items and the
@@ -143,8 +151,18 @@
 #define FE_REG_SIZE 53
 #define FE_COMPRESSION 16
 #define FE_DISK_NUM_BYTES 29
-/* btrfs_inode_item.flags: BTRFS_INODE_NODATASUM (not in the uapi headers). */
+/* btrfs_inode_item.flags (BTRFS_INODE_*, not in the uapi headers). */
 #define INODE_NODATASUM (1ULL << 0)
+#define INODE_NOCOMPRESS (1ULL << 3)
+#define INODE_IMMUTABLE (1ULL << 6)
+#define INODE_APPEND (1ULL << 7)
+#define INODE_COMPRESS (1ULL << 11)
+/*
+ * The bits the kernel defines: BTRFS_INODE_FLAG_MASK (bits 0-11, and
+ * ROOT_ITEM_INIT, bit 31) and, in the upper half, the read-only compat
+ * flags (BTRFS_INODE_RO_VERITY, bit 32).
+ */
+#define INODE_FLAGS_KNOWN (0xfffULL | 1ULL << 31 | 1ULL << 32)
 
 static const struct btrfs_tkey KEY_MIN = { 0, 0, 0 };
 static const struct btrfs_tkey KEY_MAX = { UINT64_MAX, UINT8_MAX, UINT64_MAX };
@@ -218,6 +236,12 @@ static int read_tree(struct pass *p, uint64_t tree, struct btrfs_tkey min, struc
 	p->calls += r.calls;
 	btrfs_tree_close(&r);
 	return ret;
+}
+
+int btrfs_read_tree(struct pass *p, uint64_t tree, struct btrfs_tkey min, struct btrfs_tkey max,
+		    int (*fn)(struct pass *, uint64_t, const struct btrfs_tree_item *))
+{
+	return read_tree(p, tree, min, max, fn, &p->quota_items);
 }
 
 /* ---- 1. the root tree ---- */
@@ -364,8 +388,9 @@ static void extent_range(struct pass *p, const struct btrfs_tree_item *it, uint8
 
 /*
  * Which disk bytes of a written (regular) extent carry checksums: all of a
- * compressed extent, else the part the file uses; a prealloc extent has
- * none, the data relocation tree's inodes are not looked at.
+ * compressed extent, even in a nodatasum file, else the part the file
+ * uses; a prealloc extent has none, the data relocation tree's inodes are
+ * not looked at.
  */
 static void want_csum(struct pass *p, uint64_t root, struct fe_rec *e, uint8_t type,
 		      const struct btrfs_tree_item *it)
@@ -378,10 +403,12 @@ static void want_csum(struct pass *p, uint64_t root, struct fe_rec *e, uint8_t t
 	if (it->data[FE_COMPRESSION]) {
 		e->cs_start = e->bytenr;
 		e->cs_len = btrfs_get64(it->data + FE_DISK_NUM_BYTES);
-	} else {
-		e->cs_start = e->bytenr + btrfs_get64(it->data + FE_OFFSET);
-		e->cs_len = btrfs_get64(it->data + FE_NUM_BYTES);
+		/* compressed data is always checksummed, even in a nodatasum file */
+		e->want_csum = s->flags & INODE_NODATASUM ? WANT_CSUM_COMPRESSED : 1;
+		return;
 	}
+	e->cs_start = e->bytenr + btrfs_get64(it->data + FE_OFFSET);
+	e->cs_len = btrfs_get64(it->data + FE_NUM_BYTES);
 	e->want_csum = s->flags & INODE_NODATASUM ? -1 : 1;
 }
 
@@ -420,6 +447,33 @@ static int file_extent(struct pass *p, uint64_t root, const struct btrfs_tree_it
 	return 0;
 }
 
+/*
+ * An inode item's flags: bits no kernel defines (its tree checker refuses
+ * unknown ones in the lower half, read-only compat ones only on a
+ * read-write mount); a symlink immutable or append-only (`btrfs check`:
+ * "odd inode flags"; the kernel sets no flags on symlinks); COMPRESS with
+ * NOCOMPRESS (the kernel refuses to set both).
+ */
+static void check_inode_flags(struct pass *p, uint64_t root, const struct inode_sum *s)
+{
+	struct tfinding f = { .root = root, .ino = s->ino, .a = s->flags,
+			      .transid = s->transid, .stamp = s->stamp };
+
+	if (s->flags & ~INODE_FLAGS_KNOWN) {
+		f.kind = F_FLAGS_UNKNOWN;
+		f.b = s->flags & ~INODE_FLAGS_KNOWN;
+		btrfs_add_finding(p, &f);
+	}
+	if (S_ISLNK(s->mode) && (s->flags & (INODE_IMMUTABLE | INODE_APPEND))) {
+		f.kind = F_FLAGS_SYMLINK;
+		btrfs_add_finding(p, &f);
+	}
+	if ((s->flags & INODE_COMPRESS) && (s->flags & INODE_NOCOMPRESS)) {
+		f.kind = F_FLAGS_COMPRESS;
+		btrfs_add_finding(p, &f);
+	}
+}
+
 static int fs_item(struct pass *p, uint64_t root, const struct btrfs_tree_item *it)
 {
 	struct inode_sum *s = &p->cur_inode;
@@ -440,6 +494,7 @@ static int fs_item(struct pass *p, uint64_t root, const struct btrfs_tree_item *
 			.size = btrfs_get64(it->data + offsetof(struct btrfs_inode_item, size)),
 			.stamp = btrfs_inode_stamp(it->data),
 		};
+		check_inode_flags(p, root, s);
 		p->inodes++;
 		return 0;
 	}
@@ -754,6 +809,7 @@ static int extent_item(struct pass *p, uint64_t tree, const struct btrfs_tree_it
 	const struct btrfs_tkey *k = &it->key;
 
 	(void)tree;
+	btrfs_qgroup_extent_item(p, it);
 	if (p->in_data && k->objectid != p->d_bytenr)
 		data_extent_done(p);
 	switch (k->type) {
@@ -929,6 +985,8 @@ static void pass_release(struct pass *p)
 	for (size_t i = 0; i < p->nr_fq; i++)
 		free(p->fq[i].bitmap);
 	free(p->fq);
+	free(p->fsi);
+	btrfs_qgroup_release(p);
 	btrfs_v1_release(p);
 	free(p->cs);
 	free(p->roots);
@@ -938,6 +996,41 @@ static void pass_release(struct pass *p)
 	free(p->refs);
 	free(p->f);
 	memset(p, 0, sizeof(*p));
+}
+
+/*
+ * The block groups and the extent tree, with the csum and free space trees
+ * alongside, and what is checked against them.  A rescue= mount may have
+ * left the extent or block group tree unloaded (ENOENT): nothing that
+ * needs them is checked -- every file extent item would point at no
+ * extent, every chunk lack its block group -- and that is said once.
+ */
+static int read_extents(struct pass *p)
+{
+	int ret = 0;
+
+	if (p->bg_tree)
+		ret = read_tree(p, BTRFS_BLOCK_GROUP_TREE_OBJECTID, KEY_MIN, KEY_MAX, bg_item,
+				&p->bg_items);
+	if (ret == 0)
+		ret = read_tree(p, BTRFS_EXTENT_TREE_OBJECTID, KEY_MIN, KEY_MAX, extent_item,
+				&p->extent_items);
+	if (ret == -ENOENT && p->rescue) {
+		p->unloaded |= UNLOADED_EXTENT;
+		p->nr_bg = 0;
+		btrfs_qgroup_release(p);
+		return 0;
+	}
+	if (ret < 0)
+		return ret;
+	btrfs_qgroup_finish(p);
+	data_extent_done(p);
+	skip_to(p, UINT64_MAX);
+	btrfs_csum_finish(p);
+	btrfs_fst_finish(p);
+	check_block_groups(p);
+	btrfs_fst_check_groups(p);
+	return 0;
 }
 
 static int run_pass(struct scrub_ctx *ctx, struct pass *p)
@@ -951,6 +1044,7 @@ static int run_pass(struct scrub_ctx *ctx, struct pass *p)
 	memset(p, 0, sizeof(*p));
 	p->ctx = ctx;
 	p->fd = ctx->mnt_fd;
+	p->rescue = mount_option(ctx->table_mnt_id, "rescue", NULL);
 	p->pending_at = UINT64_MAX;
 	if (!(p->f = calloc(MAX_FINDINGS, sizeof(*p->f))))
 		return -ENOMEM;
@@ -978,25 +1072,15 @@ static int run_pass(struct scrub_ctx *ctx, struct pass *p)
 		return ret;
 	if (p->nr_fe)	/* qsort and bsearch take no NULL array, even empty */
 		qsort(p->fe, p->nr_fe, sizeof(*p->fe), fe_cmp);
-	if (p->bg_tree) {
-		ret = read_tree(p, BTRFS_BLOCK_GROUP_TREE_OBJECTID, KEY_MIN, KEY_MAX, bg_item,
-				&p->bg_items);
-		if (ret < 0)
-			return ret;
-	}
-	ret = read_tree(p, BTRFS_EXTENT_TREE_OBJECTID, KEY_MIN, KEY_MAX, extent_item,
-			&p->extent_items);
-	if (ret < 0)
+	if ((ret = btrfs_qgroup_open(p)) < 0 || (ret = read_extents(p)) < 0)
 		return ret;
-	data_extent_done(p);
-	skip_to(p, UINT64_MAX);
-	btrfs_csum_finish(p);
-	btrfs_fst_finish(p);
 	p->csum_items = p->csr.items;
 	p->calls += p->csr.calls + p->fsr.calls;
-	check_block_groups(p);
 	/* after the extent tree: p->bg is complete (it may come from there) */
-	if ((ret = btrfs_check_chunks(p)) < 0)
+	ret = btrfs_check_chunks(p);
+	if (ret == -ENOENT && p->rescue)
+		p->unloaded |= UNLOADED_DEV;
+	else if (ret < 0)
 		return ret;
 	btrfs_check_root_refs(p);
 	fold_snapshot_findings(p);
@@ -1011,7 +1095,7 @@ static int run_pass(struct scrub_ctx *ctx, struct pass *p)
  * checksums of the data are lost with it).  A rescue= mount may not load
  * the csum tree at all (rescue=ignoredatacsums, ignorebadroots): an info.
  */
-static void report_unread_trees(struct scrub_ctx *ctx, const struct pass *p, bool rescue)
+static void report_unread_trees(struct scrub_ctx *ctx, const struct pass *p)
 {
 	for (size_t i = 0; i < p->nr_roots; i++) {
 		struct strbuf path = STRBUF_INIT;
@@ -1031,13 +1115,25 @@ static void report_unread_trees(struct scrub_ctx *ctx, const struct pass *p, boo
 			  p->unreadable_skipped);
 		strbuf_release(&path);
 	}
-	if (p->fsr_err < 0)
+	if (p->unloaded & UNLOADED_EXTENT)
+		str_info(ctx, CHECK_BTRFS_EXTENT_REFS, NULL, NULL, 0, "the extent tree%s is not "
+			 "loaded on this rescue= mount (the kernel could not read it, or was told "
+			 "to ignore it): data extent references, checksum items, block group and "
+			 "superblock used bytes, the free space tree and chunks against block "
+			 "groups are not checked", p->bg_tree ? " or the block group tree" : "");
+	if (p->unloaded & UNLOADED_DEV)
+		str_info(ctx, CHECK_BTRFS_CHUNK, NULL, NULL, 0, "the device tree is not loaded on "
+			 "this rescue= mount: chunks against device extents are not checked");
+	if (p->fsr_err == -ENOENT && p->rescue)
+		str_info(ctx, CHECK_BTRFS_FREE_SPACE_TREE, NULL, NULL, 0, "the free space tree is "
+			 "not loaded on this rescue= mount: it is not checked");
+	else if (p->fsr_err < 0)
 		report_operational(ctx, NULL, NULL, -p->fsr_err,
 				   "cannot read the btrfs free space tree");
 	if (p->v1_err < 0)
 		report_operational(ctx, NULL, NULL, -p->v1_err,
 				   "cannot read the btrfs free space cache");
-	if (p->csr_err == -ENOENT && rescue)
+	if (p->csr_err == -ENOENT && p->rescue)
 		str_info(ctx, CHECK_BTRFS_CSUM, NULL, NULL, 0, "the csum tree is not loaded on "
 			 "this rescue= mount: data checksum items are not checked");
 	else if (is_damage(p->csr_err))
@@ -1046,6 +1142,26 @@ static void report_unread_trees(struct scrub_ctx *ctx, const struct pass *p, boo
 			  "at it", strerror(-p->csr_err));
 	else if (p->csr_err < 0)
 		report_operational(ctx, NULL, NULL, -p->csr_err, "cannot read the btrfs csum tree");
+}
+
+/* Quotas on, and their qgroups not checked: why, once. */
+static void report_qgroups(struct scrub_ctx *ctx, const struct pass *p)
+{
+	static const char *const why[] = {
+		[QG_RESCAN] = "a quota rescan is running: the kernel is recounting them",
+		[QG_INCONSISTENT] = "the kernel marks them inconsistent (btrfs quota rescan "
+				    "recounts them)",
+		[QG_SIMPLE] = "simple quotas count by owner, not by reference",
+		[QG_DROPPING] = "a deleted subvolume is being dropped",
+		[QG_NO_MEMORY] = "not enough memory to hold the extents' references",
+	};
+
+	if (p->qg_state == QG_CHECKED)
+		report_verbose(ctx, "Phase 3: btrfs trees: level-0 qgroups checked (higher "
+			       "levels are not)");
+	else if (p->qg_state != QG_OFF)
+		str_info(ctx, CHECK_BTRFS_QGROUP, NULL, NULL, 0, "qgroups are not checked: %s",
+			 why[p->qg_state]);
 }
 
 static void report_counts(struct scrub_ctx *ctx, const struct pass *p, const char *which)
@@ -1378,7 +1494,8 @@ int btrfs_check_trees(struct scrub_ctx *ctx)
 		btrfs_unsummed_keep(btrfs_unsummed_of(ctx), p[0].nodatasum, p[0].nr_nodatasum);
 	if (ret != -ECANCELED) {
 		report_counts(ctx, &p[0], "first pass");
-		report_unread_trees(ctx, &p[0], mount_option(ctx->table_mnt_id, "rescue", NULL));
+		report_unread_trees(ctx, &p[0]);
+		report_qgroups(ctx, &p[0]);
 	}
 	if (ret == 0 && (p[0].nr_f || p[0].dropped))
 		ret = confirm(ctx, p, &t0);

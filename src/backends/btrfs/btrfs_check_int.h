@@ -4,7 +4,7 @@
  * drives include this: btrfs_names.c (the namespace), btrfs_roots.c
  * (subvolume references), btrfs_csum.c (the csum tree), btrfs_fst.c (the
  * free space tree), btrfs_v1cache.c (the v1 space cache), btrfs_chunks.c
- * (chunks, device extents) and
+ * (chunks, device extents), btrfs_qgroup.c (qgroups) and
  * btrfs_check_report.c (the messages).
  */
 #ifndef FSCRUB_BTRFS_CHECK_INT_H
@@ -38,8 +38,10 @@ enum finding_kind {
 	F_CSUM_MISSING,		/* checksummed file data without csum items */
 	F_CSUM_UNEXPECTED,	/* nodatasum file data with csum items */
 	F_CSUM_ORPHAN,		/* csum items over bytes no data extent holds */
+	F_CSUM_COMPRESSED,	/* a compressed extent of a nodatasum file without csums */
 	F_FST_USED_FREE,	/* the free space tree calls an extent's bytes free */
 	F_FST_COUNT,		/* a FREE_SPACE_INFO's extent count != its free ranges */
+	F_FST_NO_BG,		/* a FREE_SPACE_INFO past the last block group */
 	F_V1_USED_FREE,		/* the v1 space cache calls an extent's bytes free */
 	/* btrfs_chunks.c */
 	F_CHUNK_NO_BG,		/* a chunk without a block group item */
@@ -49,6 +51,7 @@ enum finding_kind {
 	F_DEV_EXTENT_ORPHAN,	/* a DEV_EXTENT that is no chunk's stripe */
 	F_DEV_EXTENT_LEN,	/* a DEV_EXTENT of another length than its chunk's stripes */
 	F_DEV_BYTES_USED,	/* a DEV_ITEM's bytes_used != its device extents */
+	F_DEV_EXTENT_PAST_END,	/* a DEV_EXTENT ending past its device's total_bytes */
 	/* btrfs_names.c */
 	F_DIR_PAIR,		/* a directory's DIR_ITEMs and DIR_INDEXes differ */
 	F_DIR_ISIZE,		/* a directory's i_size != its names' bytes */
@@ -57,6 +60,24 @@ enum finding_kind {
 	F_NLINK_REFS,		/* nlink != INODE_REF / INODE_EXTREF names */
 	F_UNNAMED,		/* linked inode without any name */
 	F_ORPHAN_LOST,		/* unlinked inode not on the orphan list */
+	/* btrfs_check.c: an inode item's flags */
+	F_FLAGS_UNKNOWN,	/* bits no kernel defines (a: the flags, b: those bits) */
+	F_FLAGS_SYMLINK,	/* a symlink immutable or append-only */
+	F_FLAGS_COMPRESS,	/* COMPRESS and NOCOMPRESS both */
+	/* btrfs_qgroup.c: a level-0 qgroup against the extents (a: recorded, b: counted) */
+	F_QGROUP_RFER,
+	F_QGROUP_EXCL,
+};
+
+/* Whether the qgroups are checked, and why not (btrfs_qgroup.c). */
+enum qg_state {
+	QG_OFF,			/* quotas not enabled */
+	QG_CHECKED,
+	QG_RESCAN,		/* a rescan is running */
+	QG_INCONSISTENT,	/* the kernel marked them inconsistent */
+	QG_SIMPLE,		/* simple quotas: another accounting */
+	QG_DROPPING,		/* a subvolume is being dropped */
+	QG_NO_MEMORY,
 };
 
 /* A finding, kept until the second pass has confirmed it. */
@@ -119,7 +140,18 @@ struct root_ref {
 struct fe_rec {
 	uint64_t bytenr, root, ino, ref_off, file_off, transid;
 	uint64_t cs_start, cs_len;	/* the disk bytes its checksums cover */
-	int want_csum;			/* 1: must have csums, -1: must not, 0: either */
+	/*
+	 * 1: must have csums, -1: must not, 0: either; WANT_CSUM_COMPRESSED:
+	 * must have, being compressed, although the file is nodatasum.
+	 */
+	int want_csum;
+};
+
+#define WANT_CSUM_COMPRESSED 2
+
+/* A FREE_SPACE_INFO: the block group it claims to describe. */
+struct fst_info {
+	uint64_t start, len, transid;
 };
 
 /* A free range of the free space tree: an extent, or a bitmap's range. */
@@ -164,9 +196,21 @@ struct bgroup {
 
 struct subvol_ino;
 
+/*
+ * Trees a rescue= mount left unloaded (ignorebadroots: the kernel could not
+ * read them; ignoredatacsums: the csum tree): the tree search finds no such
+ * tree (ENOENT).  What needs them is not checked, and said so (infos).
+ */
+enum unloaded_tree {
+	UNLOADED_EXTENT = 1 << 0,	/* the extent tree, or the block group tree */
+	UNLOADED_DEV = 1 << 1,		/* the device tree */
+};
+
 struct pass {
 	struct scrub_ctx *ctx;
 	int fd;
+	bool rescue;			/* a rescue= mount: trees may be unloaded */
+	unsigned unloaded;		/* enum unloaded_tree */
 	uint32_t nodesize;
 	struct fs_root *roots;
 	size_t nr_roots, alloc_roots;
@@ -207,6 +251,8 @@ struct pass {
 	bool in_info;
 	uint64_t info_start, info_len, info_transid, run_end;
 	uint32_t info_count, counted;
+	struct fst_info *fsi;		/* every FREE_SPACE_INFO, in key order */
+	size_t nr_fsi, alloc_fsi;
 	unsigned long long fst_items;
 	/* the v1 space cache, when there is no free space tree (btrfs_v1cache.c) */
 	struct v1cache *v1;
@@ -237,8 +283,31 @@ struct pass {
 	unsigned long long chunk_items, dev_items;
 	uint64_t sb_bytes_used, sb_generation, sb_cache_generation;
 	uint64_t max_transid;		/* the newest leaf read: what must be committed */
+	/* the qgroups, counted alongside the extent tree (btrfs_qgroup.c) */
+	struct qgroups *qg;
+	enum qg_state qg_state;
+	uint64_t qg_flags;		/* the QGROUP_STATUS item's */
+	unsigned long long quota_items;
 	bool sb_ok;
 };
+
+/*
+ * btrfs_check.c: read a whole tree, calling fn on every item (a signal
+ * stops it: -ECANCELED); 0 or a negative errno (-ENOENT: no such tree).
+ */
+int btrfs_read_tree(struct pass *p, uint64_t tree, struct btrfs_tkey min, struct btrfs_tkey max,
+		    int (*fn)(struct pass *, uint64_t, const struct btrfs_tree_item *));
+
+/*
+ * btrfs_qgroup.c: read the quota tree and decide p->qg_state (after the
+ * root tree: a subvolume being dropped stops the check); every item of the
+ * extent tree; after it, the qgroups against what the extents add up to;
+ * free everything.  open: 0 or a negative errno of the quota tree's read.
+ */
+int btrfs_qgroup_open(struct pass *p);
+void btrfs_qgroup_extent_item(struct pass *p, const struct btrfs_tree_item *it);
+void btrfs_qgroup_finish(struct pass *p);
+void btrfs_qgroup_release(struct pass *p);
 
 /* Grow *v (of *alloc elements of size bytes) to hold need; 0 or -ENOMEM. */
 int btrfs_grow(void **v, size_t *alloc, size_t need, size_t size);
@@ -258,6 +327,8 @@ void btrfs_csum_finish(struct pass *p);
  */
 void btrfs_fst_used(struct pass *p, uint64_t a, uint64_t b, uint64_t transid);
 void btrfs_fst_finish(struct pass *p);
+/* btrfs_fst.c: after the block groups are known, no FREE_SPACE_INFO may lie past them. */
+void btrfs_fst_check_groups(struct pass *p);
 
 /*
  * btrfs_v1cache.c: keep the root tree's FREE_SPACE headers and cache

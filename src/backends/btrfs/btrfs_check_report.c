@@ -51,9 +51,11 @@ static const char *check_of(enum finding_kind k)
 	case F_ROOT_UNREFERENCED: return CHECK_BTRFS_ROOT_REF;
 	case F_CSUM_MISSING:
 	case F_CSUM_UNEXPECTED:
-	case F_CSUM_ORPHAN: return CHECK_BTRFS_CSUM;
+	case F_CSUM_ORPHAN:
+	case F_CSUM_COMPRESSED: return CHECK_BTRFS_CSUM;
 	case F_FST_USED_FREE:
-	case F_FST_COUNT: return CHECK_BTRFS_FREE_SPACE_TREE;
+	case F_FST_COUNT:
+	case F_FST_NO_BG: return CHECK_BTRFS_FREE_SPACE_TREE;
 	case F_V1_USED_FREE: return CHECK_BTRFS_SPACE_CACHE;
 	case F_DIR_PAIR:
 	case F_DIR_ISIZE:
@@ -66,7 +68,13 @@ static const char *check_of(enum finding_kind k)
 	case F_STRIPE_NO_DEV_EXTENT:
 	case F_DEV_EXTENT_ORPHAN:
 	case F_DEV_EXTENT_LEN:
-	case F_DEV_BYTES_USED: return CHECK_BTRFS_CHUNK;
+	case F_DEV_BYTES_USED:
+	case F_DEV_EXTENT_PAST_END: return CHECK_BTRFS_CHUNK;
+	case F_FLAGS_UNKNOWN:
+	case F_FLAGS_SYMLINK:
+	case F_FLAGS_COMPRESS: return CHECK_BTRFS_INODE_FLAGS;
+	case F_QGROUP_RFER:
+	case F_QGROUP_EXCL: return CHECK_BTRFS_QGROUP;
 	case F_UNNAMED:
 	case F_ORPHAN_LOST: return CHECK_BTRFS_ORPHAN;
 	default: return CHECK_BTRFS_EXTENT_REFS;
@@ -146,6 +154,40 @@ static void describe(struct scrub_ctx *ctx, const struct tfinding *f, struct str
 		strbuf_addf(m, "the free space cache (v1, generation %llu) calls bytes of the "
 			    "extent at logical %llu (%llu bytes) free (its free range %llu-%llu)",
 			    (unsigned long long)f->ref_off, lg, len, a, b);
+		break;
+	case F_CSUM_COMPRESSED:
+		strbuf_addf(m, "file extent at file offset %llu: its compressed data at logical "
+			    "%llu (%llu bytes) has no checksum items from logical %llu on; the file "
+			    "is nodatasum, but compressed data is always checksummed: a bad byte "
+			    "in it cannot be told before it is decompressed", fo, a, len, lg);
+		break;
+	case F_FST_NO_BG:
+		strbuf_addf(m, "the free space tree describes a block group at logical %llu "
+			    "(%llu bytes) that does not exist: the block groups end at %llu",
+			    lg, len, a);
+		break;
+	case F_DEV_EXTENT_PAST_END:
+		strbuf_addf(m, "device extent on device %llu at physical %llu (%llu bytes) of the "
+			    "chunk at logical %llu ends past the device's end (total_bytes %llu)",
+			    dev, phys, a, lg, b);
+		break;
+	case F_QGROUP_RFER:
+	case F_QGROUP_EXCL:
+		strbuf_addf(m, "qgroup 0/%llu: %s %llu bytes, the extents of the subvolume add up "
+			    "to %llu (btrfs quota rescan recounts)", root,
+			    f->kind == F_QGROUP_RFER ? "referenced" : "exclusive", a, b);
+		break;
+	case F_FLAGS_UNKNOWN:
+		strbuf_addf(m, "inode flags 0x%llx: bits 0x%llx are no flag any kernel defines",
+			    a, b);
+		break;
+	case F_FLAGS_SYMLINK:
+		strbuf_addf(m, "inode flags 0x%llx: a symlink immutable or append-only, which "
+			    "the kernel never sets", a);
+		break;
+	case F_FLAGS_COMPRESS:
+		strbuf_addf(m, "inode flags 0x%llx: both COMPRESS and NOCOMPRESS, which the "
+			    "kernel refuses to set together", a);
 		break;
 	case F_FST_COUNT:
 		strbuf_addf(m, "block group at logical %llu (%llu bytes): its free space info "

@@ -13,7 +13,7 @@
  *  - every stripe of a chunk has a DEV_EXTENT on its device at its offset,
  *    naming the chunk, of the chunk's per-device length (the length
  *    divided among the data stripes: see stripe_size()); every DEV_EXTENT
- *    is such a stripe;
+ *    is such a stripe, and ends inside its device (the DEV_ITEM's total_bytes);
  *  - each DEV_ITEM's bytes_used is the sum of its device's extents.
  *
  * The kernel verifies dev extents against chunks at mount
@@ -43,6 +43,7 @@
 #define DEV_EXTENT_LENGTH 24
 #define DEV_EXTENT_SIZE 32
 /* btrfs_dev_item: devid, total_bytes, bytes_used. */
+#define DEV_ITEM_TOTAL_BYTES 8
 #define DEV_ITEM_BYTES_USED 16
 #define DEV_ITEM_SIZE 24
 /* The bits a block group item and its chunk must share. */
@@ -59,7 +60,7 @@ struct stripe_rec {
 };
 
 struct dev_rec {
-	uint64_t devid, bytes_used, sum, transid;
+	uint64_t devid, total_bytes, bytes_used, sum, transid;
 };
 
 struct chunk_state {
@@ -135,6 +136,7 @@ static int dev_item(struct chunk_state *st, const struct btrfs_tree_item *it)
 		return -ENOMEM;
 	st->d[st->nr_d++] = (struct dev_rec){
 		.devid = it->key.offset, .transid = it->transid,
+		.total_bytes = btrfs_get64(it->data + DEV_ITEM_TOTAL_BYTES),
 		.bytes_used = btrfs_get64(it->data + DEV_ITEM_BYTES_USED),
 	};
 	return 0;
@@ -200,6 +202,12 @@ static void dev_extent(struct pass *p, struct chunk_state *st, const struct btrf
 	if (d) {
 		d->sum += len;
 		d->transid = it->transid > d->transid ? it->transid : d->transid;
+		if (phys > d->total_bytes || len > d->total_bytes - phys)
+			btrfs_add_finding(p, &(struct tfinding){
+				.kind = F_DEV_EXTENT_PAST_END, .logical = logical, .devid = devid,
+				.physical = phys, .a = len, .b = d->total_bytes,
+				.transid = it->transid > d->transid ? it->transid : d->transid,
+			});
 	}
 	for (size_t i = 0; c && i < c->n && !s; i++)
 		if (st->s[c->first + i].devid == devid && st->s[c->first + i].offset == phys)
@@ -307,7 +315,9 @@ int btrfs_check_chunks(struct pass *p)
 		ret = read_dev_tree(p, &st);
 	if (ret == 0) {
 		check_stripes_and_devices(p, &st);
-		check_block_groups(p, &st);
+		/* a rescue= mount without the extent tree: no block groups to compare */
+		if (!(p->unloaded & UNLOADED_EXTENT))
+			check_block_groups(p, &st);
 	}
 	free(st.c);
 	free(st.s);

@@ -5,7 +5,11 @@
  * of the sectors from key.offset on) alongside the extent tree; for each
  * data extent the items that reach it are kept, and the disk bytes each
  * file extent of a checksummed file uses (all of a compressed extent) must
- * be covered, those of a nodatasum file must not be.
+ * be covered, those of a nodatasum file must not be -- but for a compressed
+ * extent: compressed data is always checksummed, and a compressed extent
+ * without checksums in a nodatasum file is damage (`btrfs check`: the
+ * kernel cannot tell its bad bytes from good ones before decompressing
+ * them; kernels before 5.3 could write one).
  *
  * The other way round, checksums must belong to data: csum bytes between
  * one data extent's end and the next one's start cover no extent at all
@@ -139,7 +143,9 @@ void btrfs_check_csums(struct pass *p, size_t from, size_t to)
 
 		if (e->want_csum > 0 && (gap = csum_gap(p, e->cs_start, end, &transid)) < end)
 			btrfs_add_finding(p, &(struct tfinding){
-				.kind = F_CSUM_MISSING, .root = e->root, .ino = e->ino,
+				.kind = e->want_csum == WANT_CSUM_COMPRESSED ? F_CSUM_COMPRESSED
+									     : F_CSUM_MISSING,
+				.root = e->root, .ino = e->ino,
 				.file_off = e->file_off, .logical = gap, .len = e->cs_len,
 				.a = e->cs_start, .transid = transid,
 			});

@@ -7,7 +7,9 @@
  * sectors) are read up to its end and kept while they reach it, and none
  * may call its bytes free.  Each FREE_SPACE_INFO's extent count must be the
  * number of free ranges after it (a run of free sectors across two bitmaps
- * is one).  Memory: the free ranges that reach the current extent.
+ * is one).  No FREE_SPACE_INFO may lie past the last block group
+ * (btrfs_fst_check_groups()).  Memory: the free ranges that reach the
+ * current extent, 24 bytes per FREE_SPACE_INFO (one per block group).
  */
 #include <errno.h>
 #include <linux/btrfs_tree.h>
@@ -56,6 +58,9 @@ static int fst_item(struct pass *p, const struct btrfs_tree_item *it)
 	p->fsr_last = it->key.objectid;
 	if (it->key.type == BTRFS_FREE_SPACE_INFO_KEY && it->len >= sizeof(struct btrfs_free_space_info)) {
 		fst_info_done(p);
+		if (btrfs_grow((void **)&p->fsi, &p->alloc_fsi, p->nr_fsi + 1, sizeof(*p->fsi)) < 0)
+			return -ENOMEM;
+		p->fsi[p->nr_fsi++] = (struct fst_info){ r.start, it->key.offset, it->transid };
 		p->in_info = true;
 		p->info_start = r.start;
 		p->info_len = it->key.offset;
@@ -164,4 +169,32 @@ void btrfs_fst_finish(struct pass *p)
 	for (size_t i = 0; i < p->nr_fq; i++)
 		free(p->fq[i].bitmap);
 	p->nr_fq = 0;
+}
+
+/*
+ * A FREE_SPACE_INFO past the end of the last block group describes one
+ * that does not exist (`btrfs check`: "a space info key for a block group
+ * that doesn't exist").  One below it that matches no block group is not
+ * reported: mkfs.btrfs (up to 6.2 at least) leaves the infos of the
+ * temporary chunks it removes, which the kernel never reads -- every
+ * filesystem it made has two.
+ */
+void btrfs_fst_check_groups(struct pass *p)
+{
+	uint64_t end = 0;
+
+	if (!p->fst || p->fsr_err)
+		return;
+	for (size_t i = 0; i < p->nr_bg; i++)
+		if (p->bg[i].start + p->bg[i].len > end)
+			end = p->bg[i].start + p->bg[i].len;
+	for (size_t i = 0; i < p->nr_fsi; i++) {
+		const struct fst_info *fi = &p->fsi[i];
+
+		if (p->nr_bg && fi->start >= end)
+			btrfs_add_finding(p, &(struct tfinding){
+				.kind = F_FST_NO_BG, .logical = fi->start, .len = fi->len,
+				.a = end, .transid = fi->transid,
+			});
+	}
 }

@@ -237,6 +237,13 @@ int names_item(struct btrfs_names *n, struct pass *p, const struct btrfs_tree_it
 		orphan_listed(n, k->offset);
 		return 0;
 	}
+	/*
+	 * Above the last inode number are the kernel's own inodes, which no
+	 * directory names: the inode cache (BTRFS_FREE_INO_OBJECTID) of the
+	 * inode_cache option, removed in 5.11, is still found on old filesystems.
+	 */
+	if (k->type == BTRFS_INODE_ITEM_KEY && k->objectid > BTRFS_LAST_FREE_OBJECTID)
+		return 0;
 	if (k->type == BTRFS_INODE_ITEM_KEY && it->len >= sizeof(struct btrfs_inode_item)) {
 		n->active = true;
 		n->ino = k->objectid;

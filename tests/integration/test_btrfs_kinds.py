@@ -1,0 +1,330 @@
+"""btrfs damage kinds `btrfs check` finds and the tree check once missed
+(issue 34): inode flags, a compressed extent without checksums, a free
+space tree entry for a block group that does not exist, a device extent
+past its device's end; and the rescue mounts their public images need.
+
+Each fault is made offline with btrfs_edit.py on the unmounted image (and
+`btrfs check --readonly` must call it damaged), then the image is mounted
+fresh, settled or read-only and `fscrub -n` must exit 4 naming it.  Where
+btrfs-progs' own image is at hand (BTRFS_PROGS_TESTS=.../tests/fsck-tests),
+it is scanned too.
+"""
+
+import lzma
+import os
+import re
+import struct
+import subprocess
+
+import pytest
+
+from conftest import need_fs, run_fscrub
+import btrfs_edit as be
+from fsimage import run
+from test_btrfs_trees import btrfs_check, ino_of, mount_for, populate, populated_image
+
+KiB, MiB = 1 << 10, 1 << 20
+INODE_NODATASUM = 1 << 0
+INODE_NOCOMPRESS = 1 << 3
+INODE_IMMUTABLE = 1 << 6
+INODE_COMPRESS = 1 << 11
+INODE_RO_UNKNOWN = 1 << 33      # a read-only compat flag no kernel defines
+
+
+def scan(img, how):
+    mnt = mount_for(img, how) if how != "rescue" else img.mount("ro,rescue=all")
+    try:
+        return mnt, run_fscrub("-n", "-v", mnt)
+    finally:
+        img.offline()
+
+
+def compressed_image(image_factory):
+    """A filesystem with a checksummed file "d", a nodatacow file and a
+    compressed file "c" (128 KiB of one repeated string: one extent of a
+    sector or two), written in that order: the nodatacow data between keeps
+    c's checksums in csum items of their own."""
+    need_fs("btrfs")
+    img = image_factory("btrfs", size_mb=300)
+    img.mkfs()
+    mnt = img.mount("compress-force=zstd")
+    with open(os.path.join(mnt, "d"), "wb") as f:
+        f.write(os.urandom(64 * KiB))
+    os.sync()
+    nocow = os.path.join(mnt, "nocow")
+    open(nocow, "wb").close()
+    subprocess.run(["chattr", "+C", nocow], check=True)
+    with open(nocow, "wb") as f:
+        f.write(os.urandom(64 * KiB))
+    os.sync()
+    with open(os.path.join(mnt, "c"), "wb") as f:
+        f.write(b"0123456789abcdef" * (8 * KiB))
+    img.offline()
+    return img
+
+
+def set_flags(ed, tree, ino, add):
+    item = ed.find(tree, (ino, be.INODE_ITEM, 0))
+    ed.set_field(item, "inode.flags", item.get("inode.flags") | add)
+
+
+def drop_checksums(img):
+    """c gains NODATASUM and loses its csum items: a compressed extent of a
+    nodatasum file without checksums (what kernels before 5.3 could write)."""
+    c = ino_of(img, "c")
+    with be.BtrfsImage(img.path) as ed:
+        fes = [it for it in ed.items(be.FS_TREE, (c, be.EXTENT_DATA, 0),
+                                     (c, be.EXTENT_DATA, 2 ** 64 - 1))]
+        assert fes and all(fe.get("fe.compression") for fe in fes), fes
+        spans = [(fe.get("fe.disk_bytenr"), fe.get("fe.disk_bytenr") + fe.get("fe.disk_num_bytes"))
+                 for fe in fes]
+        mine = []
+        for it in ed.items(be.CSUM_TREE):
+            # 4 bytes of crc32c per 4 KiB sector
+            start, end = it.key[2], it.key[2] + it.size // 4 * 4096
+            inside = [a <= start and end <= b for a, b in spans]
+            assert any(inside) or not any(start < b and a < end for a, b in spans), (it, spans)
+            if any(inside):
+                mine.append(it)
+        assert mine and len(mine) < len(list(ed.items(be.CSUM_TREE))), mine
+        for it in reversed(mine):
+            ed.delete_item(it)
+        set_flags(ed, be.FS_TREE, c, INODE_NODATASUM)
+    return "btrfs.csum", "/c", "its compressed data at logical %d" % spans[0][0]
+
+
+def inject(img, what):
+    """Make one fault; returns (check id, path suffix or None, text of the message)."""
+    if what == "compressed_nodatasum":
+        return drop_checksums(img)
+    mnt = img.mount()
+    if what == "symlink_flags":
+        os.symlink("big", os.path.join(mnt, "link"))
+    inos = {name: os.lstat(os.path.join(mnt, name)).st_ino for name in os.listdir(mnt)}
+    img.offline()
+    with be.BtrfsImage(img.path) as ed:
+        if what == "symlink_flags":
+            set_flags(ed, be.FS_TREE, inos["link"], INODE_IMMUTABLE)
+            return "btrfs.inode_flags", "/link", "a symlink immutable or append-only"
+        if what == "compress_flags":
+            set_flags(ed, be.FS_TREE, inos["x1"], INODE_COMPRESS | INODE_NOCOMPRESS)
+            return "btrfs.inode_flags", "/x1", "both COMPRESS and NOCOMPRESS"
+        if what == "unknown_flags":
+            set_flags(ed, be.FS_TREE, inos["x1"], INODE_RO_UNKNOWN)
+            return "btrfs.inode_flags", "/x1", "bits 0x%x are no flag" % INODE_RO_UNKNOWN
+        if what == "fst_no_bg":
+            # a FREE_SPACE_INFO for 8 MiB at 1 PiB: no block group is there
+            ed.append_item(be.FREE_SPACE_TREE, (1 << 50, be.FREE_SPACE_INFO, 8 * MiB),
+                           struct.pack("<II", 0, 0))
+            return "btrfs.free_space_tree", None, \
+                "block group at logical %d (%d bytes) that does not exist" % (1 << 50, 8 * MiB)
+    raise ValueError(what)
+
+
+@pytest.mark.parametrize("how", ["fresh", "settled", "ro"])
+@pytest.mark.parametrize("what", ["symlink_flags", "compress_flags", "fst_no_bg",
+                                  "compressed_nodatasum"])
+def test_kind_found(image_factory, what, how):
+    """Each fault is reported (exit 4, its check id, the file's path) however
+    the image is mounted; before, the tree check had no rule for it (exit 0).
+    btrfs check calls each damaged, but for COMPRESS with NOCOMPRESS, which
+    it does not look at."""
+    img = compressed_image(image_factory) if what == "compressed_nodatasum" \
+        else populated_image(image_factory)
+    check, suffix, text = inject(img, what)
+    rc, out = btrfs_check(img.path)
+    # btrfs check has no rule for COMPRESS with NOCOMPRESS (the kernel's ioctl refuses it)
+    assert rc != 0 or what == "compress_flags", out
+    mnt, r = scan(img, how)
+    assert r.rc == 4, r
+    hits = [f for f in r.of("Error", check) if text in f.message]
+    assert hits, r
+    if suffix is not None:
+        assert any(f.path == mnt + suffix and f.inode for f in hits), hits
+    assert "could not be confirmed" not in r.stdout, r.stdout
+
+
+def test_unknown_inode_flags_found_read_only(image_factory):
+    """A read-only compat flag no kernel defines: the kernel's tree checker
+    refuses the leaf only on a read-write mount (there the tree is the
+    finding, btrfs.tree); read-only, the leaf is read and the flag is the
+    finding."""
+    img = populated_image(image_factory)
+    check, suffix, text = inject(img, "unknown_flags")
+    mnt, r = scan(img, "ro")
+    assert r.rc == 4, r
+    assert [f for f in r.of("Error", check) if text in f.message and f.path == mnt + suffix], r
+
+
+@pytest.mark.parametrize("how", ["fresh", "ro"])
+def test_compressed_image_clean(image_factory, how):
+    """The compressed image itself, with its checksums: exit 0."""
+    img = compressed_image(image_factory)
+    rc, out = btrfs_check(img.path)
+    assert rc == 0, out
+    _, r = scan(img, how)
+    assert r.rc == 0 and not r.of("Error"), r
+
+
+def test_dev_extent_past_the_device_end(image_factory):
+    """The device's total_bytes (its DEV_ITEM and the superblock's copy) cut
+    below the end of its last device extent: the kernel refuses the mount
+    (it verifies device extents against the device's size), rescue=all
+    mounts it, and the extent past the end is the finding (btrfs-progs'
+    fsck test 036).  Before: nothing was found (exit 0)."""
+    img = populated_image(image_factory)
+    with be.BtrfsImage(img.path) as ed:
+        ends = [it.key[2] + it.get("dev_extent.length") for it in ed.items(be.DEV_TREE)
+                if it.key[1] == be.DEV_EXTENT]
+        cut = max(ends) - MiB
+        dev = ed.find(be.CHUNK_TREE, (1, be.DEV_ITEM, 1))
+        ed.set_field(dev, "dev_item.total_bytes", cut)
+        ed.set_super("dev_item.total_bytes", cut)
+    rc, out = btrfs_check(img.path)
+    assert rc != 0, out
+    with pytest.raises(RuntimeError):
+        img.mount("ro")
+    _, r = scan(img, "rescue")
+    assert r.rc == 4, r
+    assert [f for f in r.of("Error", "btrfs.chunk") if "ends past the device's end "
+            "(total_bytes %d)" % cut in f.message], r
+
+
+def quota_image(image_factory):
+    """The populated image (subvolumes, a snapshot, reflinks, compression,
+    inline, prealloc and nodatacow files) with quotas enabled first."""
+    need_fs("btrfs")
+    img = image_factory("btrfs", size_mb=300)
+    img.mkfs()
+    mnt = img.mount("compress=zstd")
+    run(["btrfs", "quota", "enable", mnt])
+    run(["btrfs", "quota", "rescan", "-w", mnt])
+    populate(mnt)
+    img.offline()
+    return img
+
+
+def btrfs_qgroup_check(path):
+    r = subprocess.run(["btrfs", "check", "--readonly", "--qgroup-report", path],
+                       capture_output=True, text=True, timeout=300)
+    return r.returncode, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("how", ["fresh", "settled", "ro"])
+def test_qgroups_clean(image_factory, how):
+    """Quotas on over subvolumes, a snapshot (shared tree blocks: shared
+    references resolved through their parents), reflinks and compression:
+    every level-0 qgroup adds up, exit 0 and no btrfs.qgroup."""
+    img = quota_image(image_factory)
+    rc, out = btrfs_qgroup_check(img.path)
+    assert rc == 0 and "are different" not in out, out
+    _, r = scan(img, how)
+    assert r.rc == 0 and not r.of(check="btrfs.qgroup"), r
+
+
+@pytest.mark.parametrize("how", ["fresh", "settled", "ro"])
+@pytest.mark.parametrize("field", ["qgroup.rfer", "qgroup.excl"])
+def test_qgroup_count_found(image_factory, field, how):
+    """The snapshot's qgroup counts 4 KiB more than its extents: btrfs
+    check --qgroup-report and fscrub (btrfs.qgroup, naming the subvolume)
+    agree; before, no check read the qgroups (exit 0)."""
+    img = quota_image(image_factory)
+    mnt = img.mount()
+    sid = int(run(["btrfs", "inspect-internal", "rootid", os.path.join(mnt, "snap")]
+                  ).stdout.strip())
+    img.offline()
+    with be.BtrfsImage(img.path) as ed:
+        info = ed.find(be.QUOTA_TREE, (0, be.QGROUP_INFO, sid))
+        recorded = info.get(field) + 4096
+        ed.set_field(info, field, recorded)
+    rc, out = btrfs_qgroup_check(img.path)
+    assert "Counts for qgroup id: 0/%d are different" % sid in out, out
+    mnt, r = scan(img, how)
+    assert r.rc == 4, r
+    what = "referenced" if field == "qgroup.rfer" else "exclusive"
+    hits = [f for f in r.of("Error", "btrfs.qgroup") if "qgroup 0/%d: %s" % (sid, what) in f.message]
+    assert len(hits) == 1 and hits[0].path == mnt + "/snap", r
+    # a read-write mount's own commits move both numbers alike: 4 KiB apart
+    m = re.search(r"(\d+) bytes, the extents of the subvolume add up to (\d+)", hits[0].message)
+    assert int(m.group(1)) - int(m.group(2)) == 4096, hits
+    if how == "ro":
+        assert int(m.group(1)) == recorded, hits
+
+
+def test_qgroups_rescan_not_checked(image_factory):
+    """A rescan marked running (the status item's RESCAN flag): the numbers
+    are being recounted, so they are not checked -- said once, no error."""
+    img = quota_image(image_factory)
+    with be.BtrfsImage(img.path) as ed:
+        info = ed.find(be.QUOTA_TREE, (0, be.QGROUP_INFO, 5))
+        ed.set_field(info, "qgroup.rfer", info.get("qgroup.rfer") + 4096)
+        st = ed.find(be.QUOTA_TREE, (0, be.QGROUP_STATUS, 0))
+        ed.set_field(st, "qstatus.flags", st.get("qstatus.flags") | 2)
+    _, r = scan(img, "ro")
+    assert r.rc == 0 and not r.of(check="btrfs.qgroup", severity="Error"), r
+    assert [f for f in r.of("Info", "btrfs.qgroup") if "rescan" in f.message], r
+
+
+# btrfs-progs' own images, when its source is at hand:
+# BTRFS_PROGS_TESTS=.../btrfs-progs-v6.2/tests/fsck-tests
+BTRFS_PROGS_TESTS = os.environ.get("BTRFS_PROGS_TESTS", "")
+
+
+def public_image(image_factory, rel):
+    """btrfs-progs' image rel restored into a fresh image file."""
+    src = os.path.join(BTRFS_PROGS_TESTS, rel)
+    if not os.path.exists(src):
+        pytest.skip("btrfs-progs' test images are not at hand: set BTRFS_PROGS_TESTS to "
+                    "the tests/fsck-tests directory of its source")
+    img = image_factory("btrfs", size_mb=1)
+    if src.endswith(".raw.xz"):
+        with lzma.open(src, "rb") as xz, open(img.path, "wb") as fh:
+            fh.write(xz.read())
+        return img
+    dump = src
+    if src.endswith(".img.xz"):
+        dump = img.path + ".dump"
+        with lzma.open(src, "rb") as xz, open(dump, "wb") as fh:
+            fh.write(xz.read())
+    subprocess.run(["btrfs-image", "-r", dump, img.path], check=True, capture_output=True)
+    if dump != src:
+        os.unlink(dump)
+    return img
+
+
+@pytest.mark.parametrize("rel,mode,check,text", [
+    ("034-bad-inode-flags/default_case.img", "ro", "btrfs.inode_flags",
+     "a symlink immutable or append-only"),
+    ("040-compressed-nodatasum/compressed_extent_without_csum.raw.xz", "ro", "btrfs.csum",
+     "compressed data is always checksummed"),
+    ("058-bad-free-space-tree-entry/corrupt-free-space-tree.img.xz", "ro",
+     "btrfs.free_space_tree", "block group at logical 123123123451234123"),
+    ("036-bad-dev-extents/over_dev_boundary.img.xz", "rescue", "btrfs.chunk",
+     "ends past the device's end"),
+    ("032-corrupted-qgroup/qgroup_corrupted.img", "ro", "btrfs.qgroup",
+     "qgroup 0/5: referenced 0 bytes, the extents of the subvolume add up to 16384"),
+])
+def test_public_image_found(image_factory, rel, mode, check, text):
+    img = public_image(image_factory, rel)
+    _, r = scan(img, mode)
+    assert r.rc == 4 and "fscrub:" not in r.stderr, r
+    assert [f for f in r.of("Error", check) if text in f.message], r
+
+
+@pytest.mark.parametrize("rel", [
+    "046-ino-cache-clean/ino-cache-enabled.raw.xz",
+    "044-invalid-extent-item-generation/bad_extent_item_gen_for_data.img.xz",
+    "050-invalid-block-group-used/default.img.xz",
+    "053-bad-metadata-level/default.img.xz",
+    "027-bad-extent-inline-ref-type/bad-extent-inline-ref-type.raw.xz",
+])
+def test_public_image_rescue_without_extent_tree(image_factory, rel):
+    """Images the kernel mounts only with rescue=all, leaving the extent tree
+    unloaded: said once (an info), every other check runs, no operational
+    error (was exit 8); 046, clean, has its inode cache's inode, which no
+    directory names (was a false btrfs.orphan once the check ran)."""
+    img = public_image(image_factory, rel)
+    _, r = scan(img, "rescue")
+    assert r.rc == 0 and "fscrub:" not in r.stderr, r
+    assert len([f for f in r.of("Info", "btrfs.extent_refs")
+                if "extent tree is not loaded" in f.message]) == 1, r
