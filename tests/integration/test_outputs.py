@@ -77,7 +77,7 @@ def test_json_to_stdout_moves_the_text_to_stderr(faulty_ext4):
     assert r.rc == 4
     doc = json.loads(r.stdout)
     assert doc["counts"]["errors"] >= 2
-    assert "Unmount and run fsck." in r.stderr
+    assert "Unmount and run e2fsck -fn, then e2fsck -f to repair." in r.stderr
     # without -v infos are not in the text, but JSON has every finding
     text = findings_of_text(r.stderr)
     assert [f for f in findings_of_json(doc) if f[0] != "Info"] == text
@@ -100,7 +100,7 @@ def test_json_enospc_is_operational_and_keeps_the_text(faulty_ext4, workdir, cle
     r = run_fscrub("-v", "--json", os.path.join(full, "r.json"), mnt)
     assert r.rc == 4 | 8, r
     assert "cannot write the JSON report" in r.stderr and "No space left" in r.stderr
-    assert "Unmount and run fsck." in r.stdout          # the text report is whole
+    assert "Unmount and run e2fsck -fn" in r.stdout     # the text report is whole
     assert not [n for n in os.listdir(full) if n.startswith("r.json")]
 
 
