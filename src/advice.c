@@ -182,7 +182,8 @@ static const char *const summary_text[ADVICE_ACTIONS] = {
 	[ADVICE_RENAME] = "Nothing is damaged: rename what the warnings name if you want to.",
 	[ADVICE_RECHECK] = "Run fscrub again to see whether the warnings stay.",
 	[ADVICE_RESTORE] = "Restore the damaged files from a backup (fscrub status lists them).",
-	[ADVICE_DEVICE] = "Replace the failing device, or reattach the missing one, first.",
+	[ADVICE_DEVICE] = "Check the devices first (smartctl -a): replace a failing one, reattach "
+			  "a missing one.",
 };
 
 static const char *const action_name[ADVICE_ACTIONS] = {

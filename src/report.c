@@ -136,7 +136,7 @@ static void format_advice(struct scrub_ctx *ctx, const struct finding *f, struct
 
 	if (!ctx->opt.verbose || advice_action(f->check, f->severity) == ADVICE_NONE)
 		return;
-	strbuf_addstr(sb, "    What to do: ");
+	strbuf_addstr(sb, "    Advice: ");
 	advice_text(sb, f->check, f->severity, &fs);
 	strbuf_addch(sb, '\n');
 }

@@ -8,7 +8,7 @@
  *     Error: PATH (inode N): message [check.id]
  *
  * on standard output (with " [file.c:line]" appended under -d; under -v
- * followed by "    What to do: ..." for an error or a warning, advice.h).  Errors and
+ * followed by "    Advice: ..." for an error or a warning, advice.h).  Errors and
  * warnings are always printed, infos only with -v (they are always counted).
  * Operational problems (fscrub could not do part of its job) go to standard
  * error as "fscrub: ..." and make the exit code include 8.

@@ -102,8 +102,8 @@ static void test_summary_order(void **state)
 	advice_summary(&sb, 1u << ADVICE_NONE, &ext4);
 	assert_string_equal(sb.buf, "");
 	advice_summary(&sb, all, &ext4);
-	assert_string_equal(sb.buf, " Replace the failing device, or reattach the missing one, "
-			    "first. Then unmount and run e2fsck -fn, then e2fsck -f to repair. Then "
+	assert_string_equal(sb.buf, " Check the devices first (smartctl -a): replace a failing "
+			    "one, reattach a missing one. Then unmount and run e2fsck -fn, then e2fsck -f to repair. Then "
 			    "restore the damaged files from a backup (fscrub status lists them).");
 	strbuf_release(&sb);
 }

@@ -184,7 +184,7 @@ static void test_summary_advice(void **state)
 	ctx.opt.verbose = true;
 	assert_string_equal(capture(emit_unreadable_data, &ctx),
 			    "Error: /mnt/d\\tir/f (inode 8): cannot read: EIO [data.read]\n"
-			    "    What to do: Restore this file from a backup.\n");
+			    "    Advice: Restore this file from a backup.\n");
 	/* an info needs nothing: no advice line */
 	assert_string_equal(capture(emit_info, &ctx),
 			    "Info: /mnt/d\\tir/x (inode 7): changed while being checked: "
