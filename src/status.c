@@ -59,8 +59,9 @@ static void usage(FILE *f)
 	fputs("Usage: fscrub status [OPTIONS] [MOUNTPOINT...]\n"
 	      "\n"
 	      "Show what the recorded runs say about each filesystem (all recorded ones\n"
-	      "without MOUNTPOINT): the last run, the findings still open, when the data\n"
-	      "was last verified (-x) and what is overdue.  Nothing is checked.\n"
+	      "without MOUNTPOINT): the last run, the findings still open and the files\n"
+	      "to restore from a backup, when the data was last verified (-x) and what\n"
+	      "is overdue.  Nothing is checked.\n"
 	      "\n"
 	      "Options:\n"
 	      "  -h, --help             show this help and exit\n"
@@ -278,8 +279,8 @@ static int restore_text(struct status *st, const struct state_fs *fs, struct str
 	int ret = state_each_open(st->state, fs, restore_file, &o);
 
 	if (!ret && o.n)
-		strbuf_addf(sb, "  to restore:    %zu %s from a backup (fscrub status --json: "
-			    "\"restore\"):\n%s", o.n, plural(o.n, "file", "files"), o.text.buf);
+		strbuf_addf(sb, "  to restore:    %zu %s from a backup:\n%s", o.n,
+			    plural(o.n, "file", "files"), o.text.buf);
 	restore_out_release(&o);
 	return ret;
 }
