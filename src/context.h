@@ -252,7 +252,7 @@ struct scrub_ctx {
 	/* Report state (report.c). */
 	pthread_mutex_t report_lock;
 	atomic_ullong nr_errors, nr_warnings, nr_infos, nr_operational, nr_repaired;
-	atomic_ullong nr_content_errors;	/* of nr_errors: in file data (bit rot, media) */
+	atomic_uint advice_actions;	/* 1u << each advice_action of a finding (advice.h) */
 	atomic_ullong nr_unconfirmed;	/* of nr_infos: changed while being checked */
 	atomic_bool aborted;		/* -a reached */
 	bool not_scanned;		/* phase 1 gave up: nothing was checked */

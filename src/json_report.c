@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "advice.h"
 #include "backends/backend.h"
 #include "checkpoint.h"
 #include "context.h"
@@ -105,6 +106,19 @@ static void begin(struct scrub_ctx *ctx, struct json_report *j)
 	put(j, "\"findings\":[");
 }
 
+/* What to do about f (advice.h): "action" and "advice". */
+static void finding_advice(const struct scrub_ctx *ctx, const struct finding *f, json_object *o)
+{
+	struct advice_fs fs = report_advice_fs(ctx);
+	struct strbuf sb = STRBUF_INIT;
+
+	advice_text(&sb, f->check, f->severity, &fs);
+	json_object_object_add(o, "action", json_object_new_string(
+				       advice_action_name(advice_action(f->check, f->severity))));
+	json_object_object_add(o, "advice", json_object_new_string(sb.buf));
+	strbuf_release(&sb);
+}
+
 void json_report_finding(struct scrub_ctx *ctx, const struct finding *f)
 {
 	struct json_report *j = ctx->json;
@@ -123,6 +137,7 @@ void json_report_finding(struct scrub_ctx *ctx, const struct finding *f)
 	json_object_object_add(o, "message", json_object_new_string(f->message));
 	/* changed while being checked: neither an error nor cleared (report.h) */
 	json_object_object_add(o, "unconfirmed", json_object_new_boolean(f->unconfirmed));
+	finding_advice(ctx, f, o);
 	if (j->nr_findings++)
 		put(j, ",");
 	put(j, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
@@ -207,6 +222,21 @@ static json_object *regions_object(struct scrub_ctx *ctx)
 	return o;
 }
 
+/* The run's most serious action and the summary's advice (null: nothing to do). */
+static void put_action(struct scrub_ctx *ctx, struct json_report *j)
+{
+	unsigned actions = atomic_load(&ctx->advice_actions);
+	struct advice_fs fs = report_advice_fs(ctx);
+	struct strbuf sb = STRBUF_INIT;
+
+	advice_summary(&sb, actions, &fs);
+	put_member(j, "action", json_object_new_string(advice_action_name(advice_worst(actions))),
+		   true);
+	/* advice_summary() starts each sentence with a space. */
+	put_member(j, "advice", sb.len ? json_object_new_string(sb.buf + 1) : NULL, true);
+	strbuf_release(&sb);
+}
+
 int json_report_finish(struct scrub_ctx *ctx, int exit_code)
 {
 	struct json_report *j = ctx->json;
@@ -221,6 +251,7 @@ int json_report_finish(struct scrub_ctx *ctx, int exit_code)
 	put(j, "],");
 	put_member(j, "phases", j->phases, true);
 	put_member(j, "counts", counts_object(ctx), true);
+	put_action(ctx, j);
 	put_member(j, "stats", stats_object(&ctx->stats), true);
 	put_member(j, "data_regions", regions_object(ctx), true);
 	put_member(j, "cancelled", json_object_new_boolean(scrub_cancelled), true);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "advice.h"
 #include "backends/backend.h"
 #include "checkpoint.h"
 #include "checks.h"
@@ -99,12 +100,10 @@ static bool count_finding(struct scrub_ctx *ctx, const struct finding *f)
 
 	if (f->unconfirmed)
 		atomic_fetch_add(&ctx->nr_unconfirmed, 1);
+	atomic_fetch_or(&ctx->advice_actions, 1u << advice_action(check, sev));
 	switch (sev) {
 	case SEV_ERROR: {
 		unsigned long long n = atomic_fetch_add(&ctx->nr_errors, 1) + 1;
-
-		if (check_is_content(check))
-			atomic_fetch_add(&ctx->nr_content_errors, 1);
 
 		if (ctx->opt.max_errors && n >= ctx->opt.max_errors)
 			atomic_store(&ctx->aborted, true);
@@ -123,6 +122,25 @@ static bool count_finding(struct scrub_ctx *ctx, const struct finding *f)
 	return true;
 }
 
+struct advice_fs report_advice_fs(const struct scrub_ctx *ctx)
+{
+	return (struct advice_fs){
+		.fstype = ctx->fstype, .root = ctx->mntpoint && !strcmp(ctx->mntpoint, "/"),
+	};
+}
+
+/* -v: what to do about a finding, on the line after it (nothing for an info). */
+static void format_advice(struct scrub_ctx *ctx, const struct finding *f, struct strbuf *sb)
+{
+	struct advice_fs fs = report_advice_fs(ctx);
+
+	if (!ctx->opt.verbose || advice_action(f->check, f->severity) == ADVICE_NONE)
+		return;
+	strbuf_addstr(sb, "    Advice: ");
+	advice_text(sb, f->check, f->severity, &fs);
+	strbuf_addch(sb, '\n');
+}
+
 static void format_text(struct scrub_ctx *ctx, const struct finding *f, struct strbuf *sb)
 {
 	strbuf_addstr(sb, severity_label[f->severity]);
@@ -136,6 +154,7 @@ static void format_text(struct scrub_ctx *ctx, const struct finding *f, struct s
 	if (ctx->opt.debug)
 		strbuf_addf(sb, " [%s:%d]", source_name(f->file), f->line);
 	strbuf_addch(sb, '\n');
+	format_advice(ctx, f, sb);
 }
 
 /* finding.subvol: the subvolume of dir (NULL: the mount root). */
@@ -350,7 +369,7 @@ void report_summary(struct scrub_ctx *ctx)
 	unsigned long long warnings = atomic_load(&ctx->nr_warnings);
 	unsigned long long operr = atomic_load(&ctx->nr_operational);
 	unsigned long long repaired = atomic_load(&ctx->nr_repaired);
-	const char *tool = ctx->ops && ctx->ops->repair_tool ? ctx->ops->repair_tool : "fsck";
+	struct advice_fs fs = report_advice_fs(ctx);
 
 	names_escape(&sb, ctx->mntpoint ? ctx->mntpoint : ctx->opt.target,
 		     strlen(ctx->mntpoint ? ctx->mntpoint : ctx->opt.target));
@@ -371,10 +390,7 @@ void report_summary(struct scrub_ctx *ctx)
 	if (repaired)
 		strbuf_addf(&sb, " %llu %s repaired.", repaired,
 			    plural(repaired, "problem", "problems"));
-	if (errors > atomic_load(&ctx->nr_content_errors))
-		strbuf_addf(&sb, " Unmount and run %s.", tool);
-	if (atomic_load(&ctx->nr_content_errors))
-		strbuf_addstr(&sb, " Restore the damaged files from a backup.");
+	advice_summary(&sb, atomic_load(&ctx->advice_actions), &fs);
 	if (ctx->stats.xattr_unlisted)
 		strbuf_addf(&sb, " %llu %s more attribute names than the VFS can list: "
 			    "not checked.", ctx->stats.xattr_unlisted,

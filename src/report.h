@@ -7,7 +7,8 @@
  *
  *     Error: PATH (inode N): message [check.id]
  *
- * on standard output (with " [file.c:line]" appended under -d).  Errors and
+ * on standard output (with " [file.c:line]" appended under -d; under -v
+ * followed by "    Advice: ..." for an error or a warning, advice.h).  Errors and
  * warnings are always printed, infos only with -v (they are always counted).
  * Operational problems (fscrub could not do part of its job) go to standard
  * error as "fscrub: ..." and make the exit code include 8.
@@ -149,8 +150,15 @@ struct strbuf;
 void report_path(struct scrub_ctx *ctx, struct strbuf *out,
 		 const struct dir_node *dir, const char *name);
 
-/* The summary line(s) at the end of a run, on stdout. */
+/*
+ * The summary line(s) at the end of a run, on stdout: the counts, then what
+ * to do, the most serious action first (advice.h).
+ */
 void report_summary(struct scrub_ctx *ctx);
+
+/* The filesystem the advice is about (advice.h): its type, whether it is /. */
+struct advice_fs;
+struct advice_fs report_advice_fs(const struct scrub_ctx *ctx);
 
 /*
  * Errors in what files hold rather than in the filesystem's structures

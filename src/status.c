@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "advice.h"
 #include "ledger_store.h"
 #include "mountpoint.h"
 #include "jsonfmt.h"
@@ -58,8 +59,9 @@ static void usage(FILE *f)
 	fputs("Usage: fscrub status [OPTIONS] [MOUNTPOINT...]\n"
 	      "\n"
 	      "Show what the recorded runs say about each filesystem (all recorded ones\n"
-	      "without MOUNTPOINT): the last run, the findings still open, when the data\n"
-	      "was last verified (-x) and what is overdue.  Nothing is checked.\n"
+	      "without MOUNTPOINT): the last run, the findings still open and the files\n"
+	      "to restore from a backup, when the data was last verified (-x) and what\n"
+	      "is overdue.  Nothing is checked.\n"
 	      "\n"
 	      "Options:\n"
 	      "  -h, --help             show this help and exit\n"
@@ -225,6 +227,64 @@ static void open_finding(const struct state_finding *f, void *arg)
 	strbuf_addf(o->text, ": %s [%s]\n", f->message ? f->message : "", f->check);
 }
 
+/*
+ * The files to restore from a backup: the open findings whose action is
+ * restore (advice.h), one line or object per file.  Open findings come
+ * ordered by path (state_each_open()), so a file's several findings (its
+ * unreadable ranges, say) are neighbours and it is named once.
+ */
+struct restore_out {
+	json_object *list;
+	struct strbuf text;
+	char *last;		/* the path last named */
+	size_t n;
+};
+
+static void restore_file(const struct state_finding *f, void *arg)
+{
+	struct restore_out *o = arg;
+	enum severity sev = !strcmp(f->severity, "error") ? SEV_ERROR : SEV_WARNING;
+
+	if (advice_action(f->check, sev) != ADVICE_RESTORE || !f->path ||
+	    (o->last && !strcmp(o->last, f->path)))
+		return;
+	free(o->last);
+	o->last = xstrdup(f->path);
+	o->n++;
+	if (o->list) {
+		json_object *j = json_object_new_object();
+
+		json_object_object_add(j, "path", json_object_new_string(f->path));
+		json_object_object_add(j, "inode", f->ino ? json_u64(f->ino) : NULL);
+		json_object_object_add(j, "check", json_object_new_string(f->check));
+		json_object_array_add(o->list, j);
+		return;
+	}
+	strbuf_addf(&o->text, "    %s", f->path);
+	if (f->ino)
+		strbuf_addf(&o->text, " (inode %llu)", (unsigned long long)f->ino);
+	strbuf_addf(&o->text, " [%s]\n", f->check);
+}
+
+static void restore_out_release(struct restore_out *o)
+{
+	strbuf_release(&o->text);
+	free(o->last);
+}
+
+/* "to restore:" and the files, if any. */
+static int restore_text(struct status *st, const struct state_fs *fs, struct strbuf *sb)
+{
+	struct restore_out o = { .text = STRBUF_INIT };
+	int ret = state_each_open(st->state, fs, restore_file, &o);
+
+	if (!ret && o.n)
+		strbuf_addf(sb, "  to restore:    %zu %s from a backup:\n%s", o.n,
+			    plural(o.n, "file", "files"), o.text.buf);
+	restore_out_release(&o);
+	return ret;
+}
+
 /* One of fscrub watch's events, as its log line says it. */
 static void open_event(const struct state_event *e, void *arg)
 {
@@ -368,6 +428,8 @@ static int show_text(struct status *st, const struct state_fs *fs, const char *n
 	strbuf_addch(&sb, '\n');
 	if (st->state && sum->open_errors + sum->open_warnings)
 		ret = state_each_open(st->state, fs, open_finding, &o);
+	if (!ret && st->state && sum->open_errors + sum->open_warnings)
+		ret = restore_text(st, fs, &sb);
 	if (!ret && st->state && sum->open_events) {
 		strbuf_addf(&sb, "  watch events:  %llu since the last complete run began\n",
 			    sum->open_events);
@@ -402,6 +464,17 @@ static json_object *regions_json(const struct state_summary *sum)
 	return o;
 }
 
+/* "restore": the files to restore from a backup ([] if none). */
+static int restore_json(struct status *st, const struct state_fs *key, json_object *fs)
+{
+	struct restore_out o = { .list = json_object_new_array(), .text = STRBUF_INIT };
+	int ret = st->state ? state_each_open(st->state, key, restore_file, &o) : 0;
+
+	json_object_object_add(fs, "restore", o.list);
+	restore_out_release(&o);
+	return ret;
+}
+
 static int show_json(struct status *st, const struct state_fs *key, const char *name,
 		     const struct state_summary *sum)
 {
@@ -428,6 +501,7 @@ static int show_json(struct status *st, const struct state_fs *key, const char *
 	json_object_object_add(fs, "open_warnings", json_u64(sum->open_warnings));
 	ret = st->state ? state_each_open(st->state, key, open_finding, &o) : 0;
 	json_object_object_add(fs, "open_findings", o.list);
+	ret = ret ? ret : restore_json(st, key, fs);
 	json_object_object_add(fs, "open_events", json_u64(sum->open_events));
 	o.list = json_object_new_array();
 	if (!ret && st->state)

@@ -130,8 +130,6 @@ static inline size_t bulk_index_of(const uint64_t *inos, size_t n, uint64_t ino)
 
 struct scrub_ops {
 	const char *name;
-	/* The tool named in "Unmount and run TOOL." */
-	const char *repair_tool;
 	/* What scan_fs's -EPERM/-EACCES means the backend needs (NULL: never). */
 	const char *needs;
 

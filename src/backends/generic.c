@@ -201,7 +201,6 @@ static int generic_summary(struct scrub_ctx *ctx)
 
 const struct scrub_ops generic_ops = {
 	.name = "generic",
-	.repair_tool = "fsck",
 	.match = NULL,		/* matches every filesystem */
 	.scan_fs = generic_scan_fs,
 	.scan_metadata = generic_scan_metadata,

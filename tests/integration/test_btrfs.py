@@ -191,7 +191,7 @@ def test_single_device_data_error(btrfs_factory):
     fs = btrfs_factory()
     corrupt_data(fs)
     fs.mount()
-    r = run_fscrub(fs.mnt)
+    r = run_fscrub("-v", fs.mnt)
     assert r.rc == 4, r
     named = r.of("Error", "btrfs.data_csum")
     assert len(named) == 1, r
@@ -200,6 +200,12 @@ def test_single_device_data_error(btrfs_factory):
     assert r.of("Error", "btrfs.scrub"), r
     # the device has seen a corruption: a warning
     assert r.of("Warning", "btrfs.dev_stats"), r
+    # issue 39: the device first, then the file to restore (-v: after the finding)
+    assert re.search(r"found\. Check the devices first \(smartctl -a\): replace a failing one, "
+                     r"reattach a missing one\. Then restore the damaged files from a backup "
+                     r"\(fscrub status lists them\)\.", r.stdout), r
+    assert re.search(r"\[btrfs\.data_csum\]\n    Advice: Restore this file from a backup: "
+                     r"btrfs found no good copy of the range\.\n", r.stdout), r
 
 
 def test_x_reads_only_the_files_without_checksums(btrfs_factory):
@@ -275,6 +281,11 @@ def test_degraded_mount_reports_the_missing_device(btrfs_factory):
     assert "RAID1" in missing[0].message, r
     assert [e.check for e in r.errors] == ["btrfs.missing_device"], r
     assert "operational" not in r.stdout and "fscrub:" not in r.stderr, r
+    # issue 39: a device to reattach or replace, not btrfs check
+    assert "[btrfs.missing_device]\n    Advice: Reattach the missing device and remount, or " \
+        "replace it: btrfs replace start DEVID NEWDEVICE MOUNTPOINT.\n" in r.stdout, r
+    assert re.search(r"found\. Check the devices first \(smartctl -a\): replace a failing one, "
+                     r"reattach a missing one\.( \(|$)", r.stdout, re.M), r
     assert re.search(r"^Phase 2: devid 1 .* data bytes", r.stdout, re.M), r
 
 

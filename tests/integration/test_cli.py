@@ -89,6 +89,64 @@ def test_every_check_id_has_a_man_page_entry():
     assert not missing, missing
 
 
+TOP = os.path.join(os.path.dirname(__file__), "..", "..")
+# A row of src/advice.c's table: { CHECK_X, ADVICE_Y, NULL or "text" "text" },
+ADVICE_ROW = re.compile(r'\{\s*(CHECK_\w+),\s*ADVICE_(\w+),\s*(NULL|(?:"(?:[^"\\]|\\.)*"\s*)+)\s*\}')
+# The offline checker's sentence is made for the filesystem at hand; fscrub(8) says it so.
+MAN_OFFLINE = "Unmount and run the filesystem's offline checker (WHAT TO DO)."
+
+
+def c_string(literals):
+    return "".join(re.findall(r'"((?:[^"\\]|\\.)*)"', literals))
+
+
+def advice_table():
+    """{check id: (action, sentence)} from src/advice.c, the sentence as
+    fscrub(8) gives it (the action's own where the row has none)."""
+    with open(os.path.join(TOP, "src", "checks.h")) as f:
+        ids = dict(re.findall(r'#define (CHECK_\w+)\s+"([^"]+)"', f.read()))
+    with open(os.path.join(TOP, "src", "advice.c")) as f:
+        src = f.read()
+    defaults = {a: c_string(t) for a, t in re.findall(
+        r'^\t\[ADVICE_(\w+)\] = ((?:"(?:[^"\\]|\\.)*"\s*)+),$',
+        src.split("action_text[")[1].split("};")[0], re.M)}
+    defaults["OFFLINE"] = MAN_OFFLINE
+    table = {}
+    for name, action, text in ADVICE_ROW.findall(src):
+        assert name in ids, name
+        assert ids[name] not in table, "two rows for %s" % ids[name]
+        table[ids[name]] = (action, defaults[action] if text == "NULL" else c_string(text))
+    return ids, table
+
+
+def man_entries():
+    """{check id: the text of its .TP entry in CHECKS, troff escapes undone}."""
+    with open(os.path.join(TOP, "man", "fscrub.8")) as f:
+        man = f.read()
+    checks = man.split("\n.SH CHECKS\n")[1].split("\n.SH ")[0] + "\n"
+    entries = {}
+    for tag, body in re.findall(r"^\.TP\n\.BR? (.*)\n((?:(?!\.TP\n).*\n)*)", checks, re.M):
+        text = " ".join(l for l in body.splitlines() if not l.startswith("."))
+        text = re.sub(r"\\f[BIRP]", "", text).replace("\\-", "-").replace("\\e", "\\")
+        for i in re.findall(r"[a-z0-9_]+\.[a-z0-9_]+", tag):
+            entries[i] = text
+    return entries
+
+
+def test_every_check_id_has_advice_and_the_man_page_says_it():
+    """Issue 39: each check id of src/checks.h has its own row in
+    src/advice.c (an id added without one fails here, though fscrub gives
+    it its class's advice by prefix), and its fscrub(8) entry says that
+    row's sentence after "Advice:"."""
+    ids, table = advice_table()
+    assert len(table) > 100
+    assert sorted(set(ids.values()) - set(table)) == []
+    entries = man_entries()
+    wrong = sorted(i for i, (_, sentence) in table.items()
+                   if "Advice: " + sentence not in entries.get(i, ""))
+    assert not wrong, [(i, table[i][1]) for i in wrong]
+
+
 def test_nonexistent_path():
     one_line_error(run_fscrub("/nonexistent/fscrub"), 16,
                    "cannot access '/nonexistent/fscrub': No such file or directory")

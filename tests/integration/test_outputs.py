@@ -71,13 +71,76 @@ def test_json_agrees_with_text(faulty_ext4, workdir):
     assert not [n for n in os.listdir(workdir) if ".tmp." in n]
 
 
+OFFLINE_EXT4 = "Unmount and run e2fsck -fn, then e2fsck -f to repair."
+RESTORE_FILES = "Restore the damaged files from a backup (fscrub status lists them)."
+
+
+@pytest.mark.parametrize("how", fsimage.Image.MOUNT_KINDS)
+def test_advice_per_finding_and_in_the_summary(image_factory, workdir, how):
+    """Issue 39 item 3: each finding's advice by its check -- metadata
+    damage (nlink.count) the offline checker of ext4, an unreadable file
+    (data.read) a restore, a name with a newline (name.control) a rename --
+    after each finding under -v and in the JSON report; the summary names
+    the most serious action, then the files to restore."""
+    img = image_factory("ext4", size_mb=128)
+    img.mkfs()
+    os.mkfifo(os.path.join(img.mount(), "odd\nname"))
+    img.offline()
+    nl = faults.ext4_wrong_nlink(img, nlink=4)
+    rd = faults.ext4_read_error(img)
+    time.sleep(1.1)     # past the changed-during-scan margin
+    mnt = img.mount_as(how)
+    out = os.path.join(workdir, "report.json")
+    r = run_fscrub("-v", "-x", "--json", out, mnt)
+    assert r.rc == 4, r
+    lines = r.stdout.splitlines()
+    want = {"nlink.count": OFFLINE_EXT4, "data.read": "Restore this file from a backup.",
+            "name.control": "Nothing is damaged: rename it if you want to."}
+    said = {}
+    for i, line in enumerate(lines[:-1]):
+        m = FINDING.match(line)
+        if m and m.group(5) in want:
+            said[m.group(5)] = lines[i + 1]
+        elif m and m.group(1) == "Info":    # an info needs nothing: no advice line
+            assert not lines[i + 1].startswith("    Advice:"), r
+    assert said == {c: "    Advice: " + a for c, a in want.items()}, r
+    summary = [l for l in lines if l.startswith(mnt + ": ")][-1]
+    advice = "%s Then r%s" % (OFFLINE_EXT4, RESTORE_FILES[1:])
+    assert " found. " + advice + " (" in summary, summary     # then -v's count of infos
+
+    doc = json.load(open(out))
+    by_check = {f["check"]: f for f in doc["findings"] if f["severity"] != "info"}
+    for check, sentence in want.items():
+        assert by_check[check]["advice"] == sentence, by_check[check]
+    assert (by_check["nlink.count"]["action"], by_check["data.read"]["action"],
+            by_check["name.control"]["action"]) == ("offline", "restore", "rename")
+    assert by_check["data.read"]["path"] == os.path.join(mnt, rd["path"])
+    assert by_check["nlink.count"]["inode"] == nl["inode"]
+    assert all(f["action"] == "none" and f["advice"] == "Nothing to do."
+               for f in doc["findings"] if f["severity"] == "info")
+    assert doc["action"] == "offline" and doc["advice"] == advice, doc
+
+
+def test_clean_run_has_no_advice(image_factory, workdir):
+    """Nothing found: no advice in the summary, JSON action "none" and advice null."""
+    img = image_factory("ext4", size_mb=32)
+    img.mkfs()
+    mnt = img.mount()
+    out = os.path.join(workdir, "report.json")
+    r = run_fscrub("--json", out, mnt)
+    assert r.rc == 0, r
+    assert r.stdout.splitlines()[-1] == "%s: 0 errors and 0 warnings found." % mnt, r
+    doc = json.load(open(out))
+    assert doc["action"] == "none" and doc["advice"] is None, doc
+
+
 def test_json_to_stdout_moves_the_text_to_stderr(faulty_ext4):
     mnt, nl, rd = faulty_ext4
     r = run_fscrub("--json", "-", mnt)
     assert r.rc == 4
     doc = json.loads(r.stdout)
     assert doc["counts"]["errors"] >= 2
-    assert "Unmount and run fsck." in r.stderr
+    assert "Unmount and run e2fsck -fn, then e2fsck -f to repair." in r.stderr
     # without -v infos are not in the text, but JSON has every finding
     text = findings_of_text(r.stderr)
     assert [f for f in findings_of_json(doc) if f[0] != "Info"] == text
@@ -100,7 +163,7 @@ def test_json_enospc_is_operational_and_keeps_the_text(faulty_ext4, workdir, cle
     r = run_fscrub("-v", "--json", os.path.join(full, "r.json"), mnt)
     assert r.rc == 4 | 8, r
     assert "cannot write the JSON report" in r.stderr and "No space left" in r.stderr
-    assert "Unmount and run fsck." in r.stdout          # the text report is whole
+    assert "Unmount and run e2fsck -fn" in r.stdout     # the text report is whole
     assert not [n for n in os.listdir(full) if n.startswith("r.json")]
 
 

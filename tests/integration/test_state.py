@@ -226,6 +226,46 @@ def test_fault_open_until_fixed(image_factory, state_dir, workdir, fstype, size,
     db.close()
 
 
+@pytest.mark.parametrize("how", fsimage.Image.MOUNT_KINDS)
+def test_status_lists_the_files_to_restore(image_factory, state_dir, how):
+    """Issue 39 item 3: `fscrub status` names the files whose open findings
+    call for a restore from a backup (an unreadable file: data.read), each
+    once however many findings it has, and not the files of metadata
+    findings (nlink.count: the offline checker's)."""
+    img = image_factory("ext4", size_mb=64)
+    img.mkfs()
+    img.mount()
+    img.offline()
+    nl = faults.ext4_wrong_nlink(img, nlink=3)
+    rd = faults.ext4_read_error(img)
+    time.sleep(1.1)
+    mnt = img.mount_as(how)
+    r = run_fscrub("--state-dir", state_dir, "-x", mnt)
+    assert r.rc == 4 and r.of("Error", "data.read") and r.of("Error", "nlink.count"), r
+    victim = escaped(os.path.join(mnt, rd["path"]))
+    p = status(state_dir, mnt)
+    assert p.returncode == 4, p
+    assert "  to restore:    1 file from a backup" in p.stdout, p.stdout
+    assert "\n    %s (inode %d) [data.read]\n" % (victim, rd["inode"]) in p.stdout, p.stdout
+    listed = p.stdout.split("to restore:")[1]
+    assert escaped(os.path.join(mnt, nl["path"])) not in listed, p.stdout
+    rc, j = status_json(state_dir, mnt)
+    assert j["filesystems"][0]["restore"] == [
+        {"path": victim, "inode": rd["inode"], "check": "data.read"}], j
+    # a run without -x does not close a content finding: the file is still to restore
+    assert run_fscrub("--state-dir", state_dir, mnt).rc == 4
+    rc, j = status_json(state_dir, mnt)
+    assert [f["path"] for f in j["filesystems"][0]["restore"]] == [victim], j
+
+
+def test_no_files_to_restore(tmpfs, state_dir):
+    """Nothing to restore: no "to restore:" line, and JSON "restore" is empty."""
+    assert run_fscrub("--state-dir", state_dir, tmpfs.mnt).rc == 0
+    assert "to restore:" not in status(state_dir, tmpfs.mnt).stdout
+    rc, j = status_json(state_dir, tmpfs.mnt)
+    assert rc == 0 and j["filesystems"][0]["restore"] == [], j
+
+
 def test_readonly_state_dir(tmpfs, workdir, cleanups):
     ro = os.path.join(workdir, "ro")
     os.mkdir(ro)

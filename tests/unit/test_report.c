@@ -124,7 +124,8 @@ static void test_summary_and_codes(void **state)
 	assert_string_equal(capture(report_summary, &ctx), "/mnt: 0 errors and 0 warnings found.\n");
 	capture(emit_error, &ctx);
 	assert_string_equal(capture(report_summary, &ctx),
-			    "/mnt: 1 error and 0 warnings found. Unmount and run fsck.\n");
+			    "/mnt: 1 error and 0 warnings found. Unmount and run fsck -n, then fsck "
+			    "to repair.\n");
 	atomic_store(&ctx.nr_operational, 1);
 	assert_int_equal(report_exit_code(&ctx), 4 | 8);
 	scrub_cancelled = 1;
@@ -146,6 +147,52 @@ static void test_max_errors(void **state)
 	capture(emit_error, &ctx);
 	assert_true(scrub_should_stop(&ctx));
 	assert_non_null(strstr(capture(report_summary, &ctx), "stopped after 2 errors (-a)"));
+	release_ctx(&ctx);
+}
+
+static void emit_unreadable_data(struct scrub_ctx *ctx)
+{
+	str_error_range(ctx, CHECK_DATA_READ, sub, "f", 8, 0, 4096, "cannot read: EIO");
+}
+
+static void emit_name_warning(struct scrub_ctx *ctx)
+{
+	str_warn(ctx, CHECK_NAME_CONTROL, sub, "x\ny", 9, "control character in name");
+}
+
+/* The summary names the most serious action, then the files to restore; -v says it per finding. */
+static void test_summary_advice(void **state)
+{
+	struct scrub_ctx ctx;
+
+	(void)state;
+	setup_ctx(&ctx);
+	ctx.fstype = xstrdup("ext4");
+	capture(emit_name_warning, &ctx);
+	assert_string_equal(capture(report_summary, &ctx),
+			    "/mnt: 0 errors and 1 warning found. Nothing is damaged: rename what the "
+			    "warnings name if you want to.\n");
+	capture(emit_unreadable_data, &ctx);
+	assert_string_equal(capture(report_summary, &ctx),
+			    "/mnt: 1 error and 1 warning found. Restore the damaged files from a "
+			    "backup (fscrub status lists them).\n");
+	capture(emit_error, &ctx);
+	assert_string_equal(capture(report_summary, &ctx),
+			    "/mnt: 2 errors and 1 warning found. Unmount and run e2fsck -fn, then "
+			    "e2fsck -f to repair. Then restore the damaged files from a backup "
+			    "(fscrub status lists them).\n");
+	ctx.opt.verbose = true;
+	assert_string_equal(capture(emit_unreadable_data, &ctx),
+			    "Error: /mnt/d\\tir/f (inode 8): cannot read: EIO [data.read]\n"
+			    "    Advice: Restore this file from a backup.\n");
+	/* an info needs nothing: no advice line */
+	assert_string_equal(capture(emit_info, &ctx),
+			    "Info: /mnt/d\\tir/x (inode 7): changed while being checked: "
+			    "directory entry [dirent.ino]\n");
+	free(ctx.mntpoint);
+	ctx.mntpoint = xstrdup("/");
+	assert_non_null(strstr(capture(report_summary, &ctx), " Boot from rescue media (or with "
+			       "fsck.mode=force) and run e2fsck -fn on the unmounted filesystem"));
 	release_ctx(&ctx);
 }
 
@@ -175,6 +222,7 @@ int main(void)
 		cmocka_unit_test(test_summary_not_scanned),
 		cmocka_unit_test(test_max_errors),
 		cmocka_unit_test(test_repaired),
+		cmocka_unit_test(test_summary_advice),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1366,7 +1366,6 @@ static void btrfs_cleanup(struct scrub_ctx *ctx)
 
 const struct scrub_ops btrfs_ops = {
 	.name = "btrfs",
-	.repair_tool = "btrfs check",
 	.needs = "CAP_SYS_ADMIN for the kernel scrub",
 	.match = btrfs_match,
 	.scan_fs = btrfs_scan_fs,

@@ -759,7 +759,6 @@ static void ext4_space_not_data(struct scrub_ctx *ctx,
 
 const struct scrub_ops ext4_ops = {
 	.name = "ext4",
-	.repair_tool = "fsck",
 	.needs = "read access to the block device",
 	.match = ext4_match,
 	.scan_fs = ext4_scan_fs,

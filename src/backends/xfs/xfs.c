@@ -421,7 +421,6 @@ static void xfs_cleanup(struct scrub_ctx *ctx)
 
 const struct scrub_ops xfs_ops = {
 	.name = "xfs",
-	.repair_tool = "xfs_repair",
 	.needs = "CAP_SYS_ADMIN for BULKSTAT, GETFSMAP and the kernel scrub",
 	.match = xfs_match,
 	.scan_fs = xfs_scan_fs,
