@@ -284,8 +284,10 @@ def test_degraded_mount_reports_the_missing_device(btrfs_factory):
     # issue 39: a device to reattach or replace, not btrfs check
     assert "[btrfs.missing_device]\n    Advice: Reattach the missing device and remount, or " \
         "replace it: btrfs replace start DEVID NEWDEVICE MOUNTPOINT.\n" in r.stdout, r
+    # (the summary may go on: "N findings could not be confirmed" -- the
+    # write just before the scan may still be in the running transaction)
     assert re.search(r"found\. Check the devices first \(smartctl -a\): replace a failing one, "
-                     r"reattach a missing one\.( \(|$)", r.stdout, re.M), r
+                     r"reattach a missing one\.( |$)", r.stdout, re.M), r
     assert re.search(r"^Phase 2: devid 1 .* data bytes", r.stdout, re.M), r
 
 
@@ -991,6 +993,9 @@ def disk_generation(dev):
     return int.from_bytes(out[0x48:0x50], "little")
 
 
+# alone: a sync(2) anywhere on the machine -- another test's -- commits this
+# filesystem too, and three such in a row failed it beside a busy worker.
+@pytest.mark.alone
 @pytest.mark.parametrize("ledger", [False, True], ids=["metadata", "ledger"])
 def test_n_forces_no_commit(btrfs_factory, ledger):
     """-n writes nothing: on a quiet, just-synced btrfs whose commit interval
