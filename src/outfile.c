@@ -242,6 +242,19 @@ int outfile_check(const char *name, struct strbuf *why)
 	return err;
 }
 
+int outfile_target(const char *name, struct strbuf *target)
+{
+	struct target t = { .final = STRBUF_INIT };
+	struct strbuf why = STRBUF_INIT;
+	int err = classify(name, &t, &why);
+
+	if (!err && t.kind != OUTFILE_FD)
+		strbuf_addstr(target, t.final.buf);
+	strbuf_release(&t.final);
+	strbuf_release(&why);
+	return err ? err : (int)t.kind;
+}
+
 bool outfile_same(const char *a, const char *b)
 {
 	struct target ta = { .final = STRBUF_INIT }, tb = { .final = STRBUF_INIT };

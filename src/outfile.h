@@ -57,6 +57,14 @@ struct outfile {
 int outfile_check(const char *name, struct strbuf *why);
 
 /*
+ * Where name would be written, links followed: for OUTFILE_REPLACE the
+ * file renamed over (its directory is where the temporary file is made),
+ * for OUTFILE_DEVICE the FIFO or device, in *target; OUTFILE_FD needs no
+ * name.  The kind, or a negative errno (as outfile_check()).
+ */
+int outfile_target(const char *name, struct strbuf *target);
+
+/*
  * Do a and b name the same output, which two writers would interleave
  * (the same descriptor, FIFO or file to replace)?  Two names of one
  * character device are not the same: /dev/null takes both.

@@ -12,6 +12,7 @@
 
 #include "backends/backend.h"
 #include "checkpoint.h"
+#include "confine.h"
 #include "context.h"
 #include "crosslink.h"
 #include "devverify.h"
@@ -163,8 +164,11 @@ static int run_phases(struct scrub_ctx *ctx)
 			return EXIT_OPERATIONAL;
 		if (i == 0 && (ret = progress_start(ctx)) < 0)
 			report_operational(ctx, NULL, NULL, -ret, "cannot start the progress reporter");
-		if (i == 0)
+		if (i == 0) {
 			history_begin(ctx);
+			/* The mount, its devices and the history are open: drop what is left. */
+			confine_scan(ctx);
+		}
 		clock_now(&end);
 		account_phase(ctx, (int)i + 1, p, &run,
 			      i == 4 && ctx->data_began.tv_sec ? &ctx->data_began : &start.wall,
