@@ -92,6 +92,12 @@ struct ext4_suspect {
 	/* About an inode no name reached: the naming walk is not asked for it. */
 	bool no_name;
 	/*
+	 * Confirmed, a warning rather than an error: what e2fsck rewrites
+	 * without calling the filesystem damaged (a stale checksum over fields
+	 * that agree, a backup never written).
+	 */
+	bool warn;
+	/*
 	 * The inode's extent tree or block map had more blocks than the
 	 * suspect holds: the walks of its fresh copy read the others afresh.
 	 */
@@ -371,6 +377,8 @@ uint64_t ext4_ea_inode_blocks(ext2_filsys fs, const void *raw, const unsigned ch
 
 /* ---- ext4.c ---- */
 
+/* Are all len bytes at p zero (a block or inode slot never written)? */
+bool ext4_all_zero(const void *p, size_t len);
 /* Are blocks [b, b + n) inside the filesystem? */
 bool ext4_blocks_in_fs(ext2_filsys fs, blk64_t b, blk64_t n);
 /* The block and the byte offset in it of inode ino in the inode table. */

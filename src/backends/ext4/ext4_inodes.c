@@ -457,7 +457,9 @@ static bool walk_node(struct xwalk *w, const unsigned char *bytes, size_t size, 
 	if (depth < 0) {
 		depth = eh->eh_depth;
 		if (depth > MAX_EXTENT_DEPTH)
-			return xbad(w, node, "extent tree depth %d", depth);
+			return xbad(w, node, "extent tree depth %d: more than the kernel reads "
+				    "(%d), it refuses the file; e2fsck -fy rebuilds the tree", depth,
+				    MAX_EXTENT_DEPTH);
 	} else if (eh->eh_depth != depth) {
 		return xbad(w, node, "extent node at depth %u where %d was expected",
 			    eh->eh_depth, depth);
@@ -712,14 +714,6 @@ struct ext4_suspect *ext4_inode_suspect(struct scrub_ctx *ctx, const char *check
 	return s;
 }
 
-/* An inode slot never written (libext2fs's checksum verifier accepts it too). */
-static bool all_zero(const void *p, size_t len)
-{
-	const unsigned char *b = p;
-
-	return len == 0 || (b[0] == 0 && !memcmp(b, b + 1, len - 1));
-}
-
 static bool inode_csum_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 				 unsigned char *const *bufs)
 {
@@ -729,7 +723,7 @@ static bool inode_csum_still_bad(struct scrub_ctx *ctx, const struct ext4_suspec
 	bool bad;
 
 	memcpy(copy, bufs[0] + s->arg[0], isize);
-	bad = !ext4_inode_csum_ok(fs, (ext2_ino_t)s->ino, copy) && !all_zero(copy, isize);
+	bad = !ext4_inode_csum_ok(fs, (ext2_ino_t)s->ino, copy) && !ext4_all_zero(copy, isize);
 	free(copy);
 	/*
 	 * Still in use (arg[3] 0) or still free (arg[3] 1): the inode bitmap
@@ -753,7 +747,7 @@ static void check_unused_csum(struct scrub_ctx *ctx, ext2_ino_t ino,
 	dgrp_t g = (ino - 1) / ipg;
 
 	if ((ino - 1) % ipg >= ext4_itable_in_use(fs, g) || ext4_inode_csum_ok(fs, ino, in) ||
-	    all_zero(in, EXT2_INODE_SIZE(fs->super)))
+	    ext4_all_zero(in, EXT2_INODE_SIZE(fs->super)))
 		return;
 	struct ext4_suspect *s = ext4_inode_suspect(ctx, CHECK_EXT4_INODE_CSUM, ino, in,
 		inode_csum_still_bad, "inode checksum does not match in an unused inode (marked "
