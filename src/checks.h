@@ -35,6 +35,7 @@
 #define CHECK_NAME_OPTION_LIKE	"name.option_like"	/* begins with '-' */
 /* inodes */
 #define CHECK_INODE_UNREADABLE	"inode.unreadable"	/* stat/open fails with a media/corruption error */
+#define CHECK_INODE_VERITY_UNSUPPORTED "inode.verity_unsupported"	/* info: fs-verity file, kernel without fs-verity */
 #define CHECK_INODE_NLINK_ZERO	"inode.nlink_zero"	/* reachable by a name but nlink is 0 */
 #define CHECK_NLINK_COUNT	"nlink.count"	/* nlink != names found */
 #define CHECK_SYMLINK_SIZE	"symlink.size"	/* readlink length != st_size */
