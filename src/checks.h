@@ -144,6 +144,7 @@
 /* ... inode cores against their type, features and extent trees (ext4_xref.c) */
 #define CHECK_EXT4_INODE_DTIME	"ext4.inode_dtime"	/* a linked inode with a deletion time */
 #define CHECK_EXT4_INODE_FLAGS	"ext4.inode_flags"	/* flags the type or the features forbid */
+#define CHECK_EXT4_INODE_FIELD	"ext4.inode_field"	/* a field the features forbid (i_file_acl_hi) */
 #define CHECK_EXT4_INODE_SIZE	"ext4.inode_size"	/* directory i_size against its blocks */
 #define CHECK_EXT4_INODE_BLOCKS	"ext4.inode_blocks"	/* i_blocks != what the extent tree maps */
 #define CHECK_EXT4_JOURNAL	"ext4.journal"	/* the journal: superblock, blocks, external device */

@@ -250,6 +250,8 @@ static void ext4_cleanup(struct scrub_ctx *ctx)
 		ext2fs_free_block_bitmap(st->claimed);
 	if (st->metadata)
 		ext2fs_free_block_bitmap(st->metadata);
+	if (st->badblocks)
+		ext2fs_free_block_bitmap(st->badblocks);
 	ext4_bulk_free(st);
 	ext4_xattr_refs_release(st);
 	free(st->jruns);
@@ -572,12 +574,44 @@ static uint32_t count_free(const unsigned char *bm, uint32_t nbits)
 	return nbits - used;
 }
 
-/* arg: group, kind, what (0: checksum, 1: free count) */
+/* The last bit set among the first nbits of a bitmap block, or -1. */
+static int64_t last_set(const unsigned char *bm, uint32_t nbits)
+{
+	for (int64_t i = (int64_t)nbits - 1; i >= 0; i--)
+		if ((bm[i / 8] >> (i % 8)) & 1)
+			return i;
+	return -1;
+}
+
+/*
+ * An inode in use past the inode-table entries bg_itable_unused leaves in
+ * use: the kernel lowers the field as it allocates there (ext4_new_inode()),
+ * and e2fsck skips that tail ("found in group's unused inodes area").
+ */
+static const char *itable_unused_bad(ext2_filsys fs, dgrp_t g, const unsigned char *bm)
+{
+	static char why[160];
+	uint32_t used = ext4_itable_in_use(fs, g);
+	int64_t last = last_set(bm, fs->super->s_inodes_per_group);
+
+	if (!ext2fs_has_group_desc_csum(fs) || last < (int64_t)used)
+		return NULL;
+	snprintf(why, sizeof(why), "inode %llu is in use, but the group descriptor's "
+		 "itable_unused (%u) says the inodes from %llu on were never used",
+		 (unsigned long long)g * fs->super->s_inodes_per_group + (uint64_t)last + 1,
+		 ext2fs_bg_itable_unused(fs, g),
+		 (unsigned long long)g * fs->super->s_inodes_per_group + used + 1);
+	return why;
+}
+
+/* arg: group, kind, what (0: checksum, 1: free count, 2: itable_unused, inodes only) */
 static const char *bitmap_bad(ext2_filsys fs, dgrp_t g, enum bitmap_kind k,
 			      const unsigned char *bm, int what)
 {
 	static char why[128];
 
+	if (what == 2)
+		return k == BITMAP_INODE ? itable_unused_bad(fs, g, bm) : NULL;
 	if (what == 0) {
 		bool ok = k == BITMAP_BLOCK ?
 			ext2fs_block_bitmap_csum_verify(fs, g, (char *)bm,
@@ -643,12 +677,13 @@ static void check_one_bitmap(struct scrub_ctx *ctx, dgrp_t g, enum bitmap_kind k
 					   (unsigned long long)blk);
 		return;
 	}
-	for (int what = 0; what < 2; what++) {
+	for (int what = 0; what < 3; what++) {
 		const char *why = bitmap_bad(fs, g, k, buf, what);
 
 		if (!why)
 			continue;
-		const char *check = what == 1 ? CHECK_EXT4_GROUP_COUNTS :
+		const char *check = what == 2 ? CHECK_EXT4_GROUP_DESC :
+				    what == 1 ? CHECK_EXT4_GROUP_COUNTS :
 				    k == BITMAP_BLOCK ? CHECK_EXT4_BLOCK_BITMAP :
 				    CHECK_EXT4_INODE_BITMAP;
 		struct ext4_suspect *s = ext4_suspect_add(ctx, check, 0, bitmap_still_bad,

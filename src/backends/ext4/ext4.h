@@ -168,6 +168,8 @@ struct ext4_state {
 	ext2fs_block_bitmap claimed;
 	/* The group metadata alone: superblocks, descriptors, bitmaps, inode tables. */
 	ext2fs_block_bitmap metadata;
+	/* The bad-blocks inode's blocks (phase 3, inode 1 first), NULL: none. */
+	ext2fs_block_bitmap badblocks;
 	/* Inodes in use and the attribute block each names (ext4_xattr_refs.c). */
 	struct ext4_xattr_ref *xattr_refs;
 	size_t nr_xattr_refs, alloc_xattr_refs;
@@ -252,6 +254,10 @@ bool ext4_fresh_inode(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 bool ext4_fresh_tree_totals(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 			    unsigned char *const *bufs, struct ext2_inode_large *in,
 			    uint64_t *count, uint64_t *written_end);
+/* The same walk's data blocks alone: *mapped, and *written_end. */
+bool ext4_fresh_tree_span(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+			  unsigned char *const *bufs, struct ext2_inode_large *in,
+			  uint64_t *mapped, uint64_t *written_end);
 
 /* ---- ext4_htree.c ---- */
 
@@ -327,6 +333,15 @@ bool ext4_xref_inode(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext2_in
  */
 void ext4_xref_tree(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext2_inode_large *in,
 		    uint64_t count, uint64_t written_end, const blk64_t *tree, unsigned nr_tree);
+/*
+ * The internal journal's map, walked whole and found sound: jbd2 needs
+ * every block of it, so mapped (its data blocks) and written_end must both
+ * be i_size in blocks -- no hole, nothing past its end (e2fsck: "Superblock
+ * has an invalid journal").  An ext4.journal suspect.
+ */
+void ext4_xref_journal(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext2_inode_large *in,
+		       uint64_t mapped, uint64_t written_end, const blk64_t *tree,
+		       unsigned nr_tree);
 
 /* ---- ext4_journal.c ---- */
 

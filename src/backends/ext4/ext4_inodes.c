@@ -679,13 +679,23 @@ bool ext4_fresh_inode(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 	return in->i_generation == (uint32_t)s->arg[1];
 }
 
-/* The same, still in use and still mapped by blocks (an extent tree or a block map). */
+/*
+ * Is the inode mapped by blocks (an extent tree or a block map)?  The
+ * bad-blocks inode always is, by a block map, though it has no mode.
+ */
+static bool mapped_by_blocks(ext2_filsys fs, ext2_ino_t ino, const struct ext2_inode_large *in)
+{
+	return ino == EXT2_BAD_INO || (!(in->i_flags & EXT4_INLINE_DATA_FL) &&
+				       ext2fs_inode_has_valid_blocks2(fs, (struct ext2_inode *)in));
+}
+
+/* The same, still in use and still mapped by blocks. */
 static bool fresh_mapped_inode(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 			       unsigned char *const *bufs, struct ext2_inode_large *in)
 {
-	return ext4_fresh_inode(ctx, s, bufs, in) && inode_in_use_on_disk(in) &&
-	       !(in->i_flags & EXT4_INLINE_DATA_FL) &&
-	       ext2fs_inode_has_valid_blocks2(ext4_state(ctx)->fs, (struct ext2_inode *)in);
+	return ext4_fresh_inode(ctx, s, bufs, in) &&
+	       (inode_in_use_on_disk(in) || s->ino == EXT2_BAD_INO) &&
+	       mapped_by_blocks(ext4_state(ctx)->fs, (ext2_ino_t)s->ino, in);
 }
 
 struct ext4_suspect *ext4_inode_suspect(struct scrub_ctx *ctx, const char *check,
@@ -841,6 +851,19 @@ bool ext4_fresh_tree_totals(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 	if (!fresh_walk(ctx, s, bufs, in, &w, NULL))
 		return false;
 	*count = w.mapped + w.tree_blocks;
+	*written_end = w.written_end;
+	return true;
+}
+
+bool ext4_fresh_tree_span(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+			  unsigned char *const *bufs, struct ext2_inode_large *in,
+			  uint64_t *mapped, uint64_t *written_end)
+{
+	struct xwalk w;
+
+	if (!fresh_walk(ctx, s, bufs, in, &w, NULL))
+		return false;
+	*mapped = w.mapped;
 	*written_end = w.written_end;
 	return true;
 }
@@ -1608,7 +1631,31 @@ struct claim {
 	blk64_t meta;
 	bool in_journal;		/* blocks [jfirst, jlast] are also the journal's */
 	blk64_t jfirst, jlast;
+	bool in_badlist;		/* block bad_listed is in the bad-blocks inode */
+	blk64_t bad_listed;
 };
+
+/*
+ * The bad-blocks inode's blocks into st->badblocks (it comes first in the
+ * scan); another inode's that are among them into c->bad_listed (e2fsck's
+ * pass 1B: "shared with <The bad blocks inode>").
+ */
+static void claim_badlist(struct claim *c, blk64_t p, uint64_t len)
+{
+	struct ext4_state *st = ext4_state(c->ctx);
+	blk64_t first;
+
+	if (c->ino == EXT2_BAD_INO) {
+		if (!st->badblocks &&
+		    ext2fs_allocate_block_bitmap(st->fs, "bad blocks", &st->badblocks))
+			return;
+		ext2fs_mark_block_bitmap_range2(st->badblocks, p, (unsigned)len);
+	} else if (st->badblocks && !c->in_badlist &&
+		   ext2fs_find_first_set_block_bitmap2(st->badblocks, p, p + len - 1, &first) == 0) {
+		c->bad_listed = first;
+		c->in_badlist = true;
+	}
+}
 
 static void claim_range(struct claim *c, blk64_t p, uint64_t len)
 {
@@ -1619,6 +1666,7 @@ static void claim_range(struct claim *c, blk64_t p, uint64_t len)
 	blk64_t first, last;
 
 	ext2fs_mark_block_bitmap_range2(st->claimed, p, (unsigned)len);
+	claim_badlist(c, p, len);
 	if (ext2fs_find_first_zero_block_bitmap2(fs->block_map, p, p + len - 1, &zero) == 0) {
 		if (!c->bad)
 			c->first_bad = zero;
@@ -1937,6 +1985,13 @@ static void check_shared(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext
 			    "this %s", (unsigned long long)c->jfirst, (unsigned long long)c->jlast,
 			    fs->super->s_journal_inum, inode_mode_name(in->i_mode));
 		shared_suspect(ctx, CHECK_EXT4_JOURNAL, ino, in, w, c->jfirst, sb.buf);
+		strbuf_reset(&sb);
+	}
+	if (c->in_badlist) {
+		strbuf_addf(&sb, "block %llu, used by this %s, is in the bad blocks list (inode %u)",
+			    (unsigned long long)c->bad_listed, inode_mode_name(in->i_mode),
+			    EXT2_BAD_INO);
+		shared_suspect(ctx, CHECK_EXT4_CROSSLINK, ino, in, w, c->bad_listed, sb.buf);
 	}
 	strbuf_release(&sb);
 }
@@ -2048,8 +2103,7 @@ static void check_one_inode(struct scrub_ctx *ctx, ext2_ino_t ino, struct ext2_i
 	w.node = claim_node;
 	w.leaf = claim_leaf;
 	w.larg = &c;
-	if (!(in->i_flags & EXT4_INLINE_DATA_FL) &&
-	    ext2fs_inode_has_valid_blocks2(fs, (struct ext2_inode *)in)) {
+	if (mapped_by_blocks(fs, ino, in)) {
 		/* An extent tree, or an ext2/ext3 block map (walk_blockmap()). */
 		tree_ok = xwalk_run(&w, in);
 		if (!tree_ok) {
@@ -2065,7 +2119,8 @@ static void check_one_inode(struct scrub_ctx *ctx, ext2_ino_t ino, struct ext2_i
 			struct ext4_suspect *s = ext4_inode_suspect(ctx, c.is_journal ?
 				CHECK_EXT4_JOURNAL : w.blockmap ? CHECK_EXT4_BLOCK_MAP :
 				CHECK_EXT4_EXTENT, ino, in, extent_still_bad, "%s%s %s: %s",
-				c.is_journal ? "the journal's " : "",
+				c.is_journal ? "the journal's " :
+				ino == EXT2_BAD_INO ? "the bad blocks inode's " : "",
 				w.blockmap ? "block map" : "extent tree", where, w.why);
 
 			for (unsigned i = 0; i < w.nr_tree && i < EXT4_SUSPECT_BLOCKS - 1; i++)
@@ -2075,6 +2130,8 @@ static void check_one_inode(struct scrub_ctx *ctx, ext2_ino_t ino, struct ext2_i
 			s->arg[2] = w.bad_node;
 			/* As in check_shared(): the journal's own map. */
 			s->journal_free = c.is_journal;
+		} else if (c.is_journal) {
+			ext4_xref_journal(ctx, ino, in, w.mapped, w.written_end, w.tree, w.nr_tree);
 		} else if (flags_ok) {
 			ext4_xref_tree(ctx, ino, in, w.mapped + w.tree_blocks, w.written_end,
 				       w.tree, w.nr_tree);
