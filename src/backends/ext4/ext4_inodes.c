@@ -457,9 +457,9 @@ static bool walk_node(struct xwalk *w, const unsigned char *bytes, size_t size, 
 	if (depth < 0) {
 		depth = eh->eh_depth;
 		if (depth > MAX_EXTENT_DEPTH)
-			return xbad(w, node, "extent tree depth %d: more than the kernel reads "
-				    "(%d), it refuses the file; e2fsck -fy rebuilds the tree", depth,
-				    MAX_EXTENT_DEPTH);
+			return xbad(w, node, "extent tree depth %d: more than the kernel "
+				    "reads (%d), it refuses the file; e2fsck -fy rebuilds the "
+				    "tree", depth, MAX_EXTENT_DEPTH);
 	} else if (eh->eh_depth != depth) {
 		return xbad(w, node, "extent node at depth %u where %d was expected",
 			    eh->eh_depth, depth);
@@ -1650,8 +1650,8 @@ static void claim_badlist(struct claim *c, blk64_t p, uint64_t len)
 		    ext2fs_allocate_block_bitmap(st->fs, "bad blocks", &st->badblocks))
 			return;
 		ext2fs_mark_block_bitmap_range2(st->badblocks, p, (unsigned)len);
-	} else if (st->badblocks && !c->in_badlist &&
-		   ext2fs_find_first_set_block_bitmap2(st->badblocks, p, p + len - 1, &first) == 0) {
+	} else if (st->badblocks && !c->in_badlist && ext2fs_find_first_set_block_bitmap2(
+			   st->badblocks, p, p + len - 1, &first) == 0) {
 		c->bad_listed = first;
 		c->in_badlist = true;
 	}
@@ -1988,9 +1988,9 @@ static void check_shared(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext
 		strbuf_reset(&sb);
 	}
 	if (c->in_badlist) {
-		strbuf_addf(&sb, "block %llu, used by this %s, is in the bad blocks list (inode %u)",
-			    (unsigned long long)c->bad_listed, inode_mode_name(in->i_mode),
-			    EXT2_BAD_INO);
+		strbuf_addf(&sb, "block %llu, used by this %s, is in the bad blocks list "
+			    "(inode %u)", (unsigned long long)c->bad_listed,
+			    inode_mode_name(in->i_mode), EXT2_BAD_INO);
 		shared_suspect(ctx, CHECK_EXT4_CROSSLINK, ino, in, w, c->bad_listed, sb.buf);
 	}
 	strbuf_release(&sb);
