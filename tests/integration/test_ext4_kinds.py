@@ -109,8 +109,25 @@ def test_journal_map_hole(kinds_img, mode):
         debugfs(kinds_img, "stat <8>")
     damaged(kinds_img)
     mnt, r = scrub_in(kinds_img, mode)
-    error_of(r, "ext4.journal", 8, "the journal's extent tree maps %d blocks up to file "
-             "block %d, its size is %d blocks" % (n - 1, n - 1, n))
+    error_of(r, "ext4.journal", 8, "the journal's extent tree maps %d of the %d blocks of "
+             "its size: jbd2 needs every one of them, no hole" % (n - 1, n))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_journal_block_past_its_end_is_clean(kinds_img, mode):
+    """f_bad_local_jnl once e2fsck -fy has run: old mke2fs mapped one block
+    more than the journal's i_size, and e2fsck passes it.  Here the
+    journal's extent made one block longer over the free block after it,
+    the counts made right by e2fsck -fy."""
+    start, n = journal_runs(kinds_img)
+    assert "not in use" in debugfs(kinds_img, "testb %d" % (start + n))
+    debugfs(kinds_img, "set_inode_field <8> block[4] %d" % (n + 1), write=True)  # ee_len
+    debugfs(kinds_img, "setb %d" % (start + n), write=True)
+    fsimage.run(["e2fsck", "-fy", kinds_img.path], check=False)
+    assert "(0-%d):%d-%d" % (n, start, start + n) in debugfs(kinds_img, "stat <8>")
+    assert e2fsck(kinds_img).returncode == 0
+    mnt, r = scrub_in(kinds_img, mode)
+    assert r.rc == 0 and r.errors == [], r
 
 
 # ---- the bad-blocks inode ------------------------------------------------------

@@ -254,10 +254,10 @@ bool ext4_fresh_inode(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 bool ext4_fresh_tree_totals(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 			    unsigned char *const *bufs, struct ext2_inode_large *in,
 			    uint64_t *count, uint64_t *written_end);
-/* The same walk's data blocks alone: *mapped, and *written_end. */
-bool ext4_fresh_tree_span(struct scrub_ctx *ctx, const struct ext4_suspect *s,
-			  unsigned char *const *bufs, struct ext2_inode_large *in,
-			  uint64_t *mapped, uint64_t *written_end);
+/* The same walk's file blocks below i_size that are mapped, into *mapped_in_size. */
+bool ext4_fresh_tree_in_size(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+			     unsigned char *const *bufs, struct ext2_inode_large *in,
+			     uint64_t *mapped_in_size);
 
 /* ---- ext4_htree.c ---- */
 
@@ -335,13 +335,13 @@ void ext4_xref_tree(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext2_ino
 		    uint64_t count, uint64_t written_end, const blk64_t *tree, unsigned nr_tree);
 /*
  * The internal journal's map, walked whole and found sound: jbd2 needs
- * every block of it, so mapped (its data blocks) and written_end must both
- * be i_size in blocks -- no hole, nothing past its end (e2fsck: "Superblock
- * has an invalid journal").  An ext4.journal suspect.
+ * every block of its i_size, so mapped_in_size (those that are mapped)
+ * must be all of them, no hole (e2fsck: "Superblock has an invalid
+ * journal").  Blocks past the end are not judged: old mke2fs mapped one
+ * more, and e2fsck passes it.  An ext4.journal suspect.
  */
 void ext4_xref_journal(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext2_inode_large *in,
-		       uint64_t mapped, uint64_t written_end, const blk64_t *tree,
-		       unsigned nr_tree);
+		       uint64_t mapped_in_size, const blk64_t *tree, unsigned nr_tree);
 
 /* ---- ext4_journal.c ---- */
 

@@ -349,6 +349,8 @@ struct xwalk {
 	struct map_digest digest;
 	/* the blocks the leaves map, unwritten included; after the last written one */
 	uint64_t mapped, written_end;
+	/* the blocks mapped below i_size, whose file blocks are size_blocks */
+	uint64_t mapped_in_size, size_blocks;
 	/* an ext2/ext3 block map (walk_blockmap()), its run not yet passed on */
 	bool blockmap;
 	uint64_t run_lblk;
@@ -435,6 +437,8 @@ static void map_run(struct xwalk *w, uint64_t lblk, blk64_t pblk, uint32_t len, 
 {
 	w->next_lblk = lblk + len;
 	w->mapped += len;
+	if (lblk < w->size_blocks)
+		w->mapped_in_size += len < w->size_blocks - lblk ? len : w->size_blocks - lblk;
 	if (!uninit)
 		w->written_end = w->next_lblk;
 	digest_add(&w->digest, lblk, pblk, len, uninit);
@@ -609,6 +613,7 @@ static void xwalk_init(struct xwalk *w, ext2_filsys fs, ext2_ino_t ino,
 	w->fs = fs;
 	w->ino = ino;
 	w->gen = in->i_generation;
+	w->size_blocks = EXT2_I_SIZE(in) / fs->blocksize;
 	w->fetch = fetch;
 	w->farg = farg;
 	digest_init(&w->digest);
@@ -855,16 +860,15 @@ bool ext4_fresh_tree_totals(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 	return true;
 }
 
-bool ext4_fresh_tree_span(struct scrub_ctx *ctx, const struct ext4_suspect *s,
-			  unsigned char *const *bufs, struct ext2_inode_large *in,
-			  uint64_t *mapped, uint64_t *written_end)
+bool ext4_fresh_tree_in_size(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+			     unsigned char *const *bufs, struct ext2_inode_large *in,
+			     uint64_t *mapped_in_size)
 {
 	struct xwalk w;
 
 	if (!fresh_walk(ctx, s, bufs, in, &w, NULL))
 		return false;
-	*mapped = w.mapped;
-	*written_end = w.written_end;
+	*mapped_in_size = w.mapped_in_size;
 	return true;
 }
 
@@ -2131,7 +2135,7 @@ static void check_one_inode(struct scrub_ctx *ctx, ext2_ino_t ino, struct ext2_i
 			/* As in check_shared(): the journal's own map. */
 			s->journal_free = c.is_journal;
 		} else if (c.is_journal) {
-			ext4_xref_journal(ctx, ino, in, w.mapped, w.written_end, w.tree, w.nr_tree);
+			ext4_xref_journal(ctx, ino, in, w.mapped_in_size, w.tree, w.nr_tree);
 		} else if (flags_ok) {
 			ext4_xref_tree(ctx, ino, in, w.mapped + w.tree_blocks, w.written_end,
 				       w.tree, w.nr_tree);

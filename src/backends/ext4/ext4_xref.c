@@ -29,7 +29,7 @@
  *
  * The last two take the tree as ext4_inodes.c's scan walked it, whole, at
  * any depth (ext4_xref_tree()), as ext4_xref_journal() takes the journal's:
- * every block of its i_size mapped, no hole, nothing past it (ext4.journal).
+ * every block of its i_size mapped, no hole (ext4.journal).
  *
  * Each is a suspect for ext4_confirm.c (the live rule): the inode's block,
  * and for the tree checks the tree's blocks (the first 31 of them; a
@@ -366,13 +366,10 @@ bool ext4_xref_inode(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext2_in
 	return true;
 }
 
-/* Does the journal's map cover its i_size, block for block, and no more? */
-static bool journal_map_bad(ext2_filsys fs, const struct ext2_inode *in, uint64_t mapped,
-			    uint64_t written_end)
+/* Does the journal's map leave a file block below its i_size unmapped? */
+static bool journal_map_bad(ext2_filsys fs, const struct ext2_inode *in, uint64_t mapped_in_size)
 {
-	uint64_t nblocks = EXT2_I_SIZE(in) / fs->blocksize;
-
-	return mapped != nblocks || written_end != nblocks;
+	return mapped_in_size != EXT2_I_SIZE(in) / fs->blocksize;
 }
 
 static bool journal_map_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
@@ -380,27 +377,25 @@ static bool journal_map_still_bad(struct scrub_ctx *ctx, const struct ext4_suspe
 {
 	ext2_filsys fs = ext4_state(ctx)->fs;
 	struct ext2_inode_large in;
-	uint64_t mapped, end;
+	uint64_t mapped;
 
-	return ext4_fresh_tree_span(ctx, s, bufs, &in, &mapped, &end) &&
-	       journal_map_bad(fs, (const void *)&in, mapped, end);
+	return ext4_fresh_tree_in_size(ctx, s, bufs, &in, &mapped) &&
+	       journal_map_bad(fs, (const void *)&in, mapped);
 }
 
 void ext4_xref_journal(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext2_inode_large *big,
-		       uint64_t mapped, uint64_t written_end, const blk64_t *tree,
-		       unsigned nr_tree)
+		       uint64_t mapped_in_size, const blk64_t *tree, unsigned nr_tree)
 {
 	ext2_filsys fs = ext4_state(ctx)->fs;
 	const struct ext2_inode *in = (const void *)big;
 	struct ext4_suspect *s;
 
-	if (!journal_map_bad(fs, in, mapped, written_end))
+	if (!journal_map_bad(fs, in, mapped_in_size))
 		return;
 	s = ext4_inode_suspect(ctx, CHECK_EXT4_JOURNAL, ino, big, journal_map_still_bad,
-			       "the journal's %s maps %llu blocks up to file block %llu, its "
-			       "size is %llu blocks: jbd2 needs every one of them, no hole",
-			       tree_name(in), (unsigned long long)mapped,
-			       (unsigned long long)(written_end ? written_end - 1 : 0),
+			       "the journal's %s maps %llu of the %llu blocks of its size: jbd2 "
+			       "needs every one of them, no hole", tree_name(in),
+			       (unsigned long long)mapped_in_size,
 			       (unsigned long long)(EXT2_I_SIZE(in) / fs->blocksize));
 	ext4_suspect_tree(s, tree, nr_tree);
 	/* About the journal itself (as its map's other findings): no journal to judge it. */
