@@ -293,18 +293,23 @@ def test_refused_inode_is_a_finding(refused_img, mode, fault):
 E2FSPROGS_TESTS = os.environ.get("E2FSPROGS_TESTS", "")
 
 
-def test_f_bad_encryption(image_factory):
-    """EINVAL (a corrupt context), ENODATA (none) from the open, EPERM (a
-    policy not the directory's) from the stat: one inode.unreadable each,
-    no operational error."""
-    src = os.path.join(E2FSPROGS_TESTS, "f_bad_encryption", "image.gz")
+def public_image(image_factory, name):
+    """e2fsprogs' test image name, unpacked into an Image; skip without it."""
+    src = os.path.join(E2FSPROGS_TESTS, name, "image.gz")
     if not os.path.exists(src):
         pytest.skip("e2fsprogs' test images are not at hand: set E2FSPROGS_TESTS to the "
                     "tests directory of its source")
     img = image_factory("ext4", size_mb=1)
     with gzip.open(src, "rb") as gz, open(img.path, "wb") as fh:
         fh.write(gz.read())
-    mnt, r = scrub_in(img, "fresh")
+    return img
+
+
+def test_f_bad_encryption(image_factory):
+    """EINVAL (a corrupt context), ENODATA (none) from the open, EPERM (a
+    policy not the directory's) from the stat: one inode.unreadable each,
+    no operational error."""
+    mnt, r = scrub_in(public_image(image_factory, "f_bad_encryption"), "fresh")
     assert r.rc == 4 and "fscrub:" not in r.stderr, r
     said = {f.message.split(": ")[-1] for f in r.of("Error", "inode.unreadable")}
     assert said == {"Invalid argument", "No data available", "Operation not permitted"}, r
@@ -446,12 +451,5 @@ def test_verity_file_unsupported_is_an_info(image_factory, mode):
 
 def test_f_verity(image_factory):
     """e2fsprogs' f_verity image scrubs clean (before: exit 8)."""
-    src = os.path.join(E2FSPROGS_TESTS, "f_verity", "image.gz")
-    if not os.path.exists(src):
-        pytest.skip("e2fsprogs' test images are not at hand: set E2FSPROGS_TESTS to the "
-                    "tests directory of its source")
-    img = image_factory("ext4", size_mb=1)
-    with gzip.open(src, "rb") as gz, open(img.path, "wb") as fh:
-        fh.write(gz.read())
-    mnt, r = scrub_in(img, "fresh")
+    mnt, r = scrub_in(public_image(image_factory, "f_verity"), "fresh")
     assert r.rc == 0 and "fscrub:" not in r.stderr, r

@@ -22,7 +22,7 @@ import struct
 
 import pytest
 
-from faults import debugfs, _patch, _pread
+from faults import debugfs, _patch
 import fsimage
 from test_ext4 import e2fsck
 from test_ext4_false import MODES, scrub_in
@@ -57,9 +57,11 @@ def ino_of(img, path):
     return int(re.search(r"Inode: (\d+)", debugfs(img, "stat %s" % path)).group(1))
 
 
-def damaged(img):
-    """e2fsck -fn calls the image damaged (exit 4; 12 where it cannot go on)."""
+def scrub_damaged(img, mode):
+    """e2fsck -fn calls the image damaged (exit 4; 12 where it cannot go
+    on); then fscrub's run on it mounted as mode says."""
     assert e2fsck(img).returncode & 4
+    return scrub_in(img, mode)[1]
 
 
 def error_of(r, check, inode=None, text=None, path=None):
@@ -88,8 +90,7 @@ def test_internal_journal_many_users(kinds_img, mode):
     off = journal_runs(kinds_img)[0] * BS
     _patch(kinds_img.path, off + JSB_NR_USERS, struct.pack(">I", 9999))
     fix_jsb_checksum(kinds_img.path, off)
-    damaged(kinds_img)
-    mnt, r = scrub_in(kinds_img, mode)
+    r = scrub_damaged(kinds_img, mode)
     error_of(r, "ext4.journal", 8, "journal superblock (block %d) says 9999 users; an "
              "internal journal has one" % (off // BS))
 
@@ -107,8 +108,7 @@ def test_journal_map_hole(kinds_img, mode):
         debugfs(kinds_img, "set_inode_field <8> block[%d] 0x%x" % (i, v), write=True)
     assert "(0-499):%d-%d, (501-%d)" % (start, start + 499, n - 1) in \
         debugfs(kinds_img, "stat <8>")
-    damaged(kinds_img)
-    mnt, r = scrub_in(kinds_img, mode)
+    r = scrub_damaged(kinds_img, mode)
     error_of(r, "ext4.journal", 8, "the journal's extent tree maps %d of the %d blocks of "
              "its size: jbd2 needs every one of them, no hole" % (n - 1, n))
 
@@ -136,8 +136,7 @@ def test_journal_block_past_its_end_is_clean(kinds_img, mode):
 def test_bad_block_outside(kinds_img, mode):
     """f_badbblocks: the bad-blocks inode's second pointer past the end."""
     debugfs(kinds_img, "set_inode_field <1> block[1] 99999", write=True)
-    damaged(kinds_img)
-    mnt, r = scrub_in(kinds_img, mode)
+    r = scrub_damaged(kinds_img, mode)
     error_of(r, "ext4.block_map", 1, "the bad blocks inode's block map pointers in the "
              "inode: pointer 1 points to block 99999, outside the filesystem")
 
@@ -148,10 +147,9 @@ def test_bad_block_in_a_file(kinds_img, mode):
     ino = ino_of(kinds_img, "/f")
     blk = int(re.search(r"\(0-2\):(\d+)-", debugfs(kinds_img, "stat /f")).group(1)) + 1
     debugfs(kinds_img, "set_inode_field <1> block[1] %d" % blk, write=True)
-    damaged(kinds_img)
-    mnt, r = scrub_in(kinds_img, mode)
+    r = scrub_damaged(kinds_img, mode)
     error_of(r, "ext4.crosslink", ino, "block %d, used by this regular file, is in the bad "
-             "blocks list (inode 1)" % blk, os.path.join(mnt, "f"))
+             "blocks list (inode 1)" % blk, os.path.join(kinds_img.mnt, "f"))
 
 
 # ---- one inode's fields ----------------------------------------------------------
@@ -166,20 +164,18 @@ def test_file_acl_hi_without_64bit(image_factory, mode):
         fh.write(b"motd\n")
     img.offline()
     debugfs(img, "set_inode_field /motd file_acl 0x200000000", write=True)
-    damaged(img)
-    mnt, r = scrub_in(img, mode)
+    r = scrub_damaged(img, mode)
     error_of(r, "ext4.inode_field", ino_of(img, "/motd"),
-             "i_file_acl_hi is 2 without the 64bit feature", os.path.join(mnt, "motd"))
+             "i_file_acl_hi is 2 without the 64bit feature", os.path.join(img.mnt, "motd"))
 
 
 @pytest.mark.parametrize("mode", MODES)
 def test_fast_symlink_with_extents_flag(kinds_img, mode):
     """f_fast_symlink_extents: EXTENTS_FL on the fast symlink sl."""
     debugfs(kinds_img, "set_inode_field /sl flags 0x80000", write=True)
-    damaged(kinds_img)
-    mnt, r = scrub_in(kinds_img, mode)
+    r = scrub_damaged(kinds_img, mode)
     error_of(r, "ext4.inode_flags", ino_of(kinds_img, "/sl"),
-             "flags 0x80000: EXTENTS_FL on a fast symlink", os.path.join(mnt, "sl"))
+             "flags 0x80000: EXTENTS_FL on a fast symlink", os.path.join(kinds_img.mnt, "sl"))
 
 
 # ---- a group descriptor's itable_unused ------------------------------------------
@@ -192,8 +188,7 @@ def test_itable_unused_over_inodes_in_use(kinds_img, mode):
                         fsimage.run(["dumpe2fs", "-h", kinds_img.path]).stdout).group(1))
     debugfs(kinds_img, "set_bg 0 itable_unused %d" % (ipg - 11), write=True)
     debugfs(kinds_img, "set_bg 0 checksum calc", write=True)
-    damaged(kinds_img)
-    mnt, r = scrub_in(kinds_img, mode)
+    r = scrub_damaged(kinds_img, mode)
     last = max(ino_of(kinds_img, "/f"), ino_of(kinds_img, "/sl"))
     error_of(r, "ext4.group_desc", None, "inode %d is in use, but the group descriptor's "
              "itable_unused (%d) says the inodes from 12 on were never used" % (last, ipg - 11))
