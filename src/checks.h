@@ -35,6 +35,8 @@
 #define CHECK_NAME_OPTION_LIKE	"name.option_like"	/* begins with '-' */
 /* inodes */
 #define CHECK_INODE_UNREADABLE	"inode.unreadable"	/* stat/open fails with a media/corruption error */
+/* info: an fs-verity file on a kernel without fs-verity: not opened */
+#define CHECK_INODE_VERITY_UNSUPPORTED "inode.verity_unsupported"
 #define CHECK_INODE_NLINK_ZERO	"inode.nlink_zero"	/* reachable by a name but nlink is 0 */
 #define CHECK_NLINK_COUNT	"nlink.count"	/* nlink != names found */
 #define CHECK_SYMLINK_SIZE	"symlink.size"	/* readlink length != st_size */
@@ -145,6 +147,7 @@
 /* ... inode cores against their type, features and extent trees (ext4_xref.c) */
 #define CHECK_EXT4_INODE_DTIME	"ext4.inode_dtime"	/* a linked inode with a deletion time */
 #define CHECK_EXT4_INODE_FLAGS	"ext4.inode_flags"	/* flags the type or the features forbid */
+#define CHECK_EXT4_INODE_FIELD	"ext4.inode_field"	/* a field the features forbid */
 #define CHECK_EXT4_INODE_SIZE	"ext4.inode_size"	/* directory i_size against its blocks */
 #define CHECK_EXT4_INODE_BLOCKS	"ext4.inode_blocks"	/* i_blocks != what the extent tree maps */
 #define CHECK_EXT4_JOURNAL	"ext4.journal"	/* the journal: superblock, blocks, external device */

@@ -443,8 +443,12 @@ static void check_regular(struct walk_thread *t, struct check_thread *ct,
 	int fd = walk_open_file_stx(t, d, e, 0, &vfs);
 
 	ct->extents.whole_ok = false;	/* until this file's map is read */
-	if (fd == -ENOKEY) {
-		/* Encrypted, key not loaded: what needs no open is still checked. */
+	if (fd == -EOPNOTSUPP)
+		str_info(ctx, CHECK_INODE_VERITY_UNSUPPORTED, d->node, e->name, e->stx.stx_ino,
+			 "an fs-verity file, and this kernel has no fs-verity: it cannot be "
+			 "opened; its data and FIEMAP map are not read");
+	if (fd == -ENOKEY || fd == -EOPNOTSUPP) {
+		/* Encrypted (key not loaded), or verity: what needs no open is still checked. */
 		check_xattrs(t, ct, d, e, -1);
 		backend_check_inode(t, d, e, -1, NULL, false);
 	}

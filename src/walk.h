@@ -133,7 +133,8 @@ int dirent_iterate(int fd, char *buf, size_t bufsize, dirent_fn fn, void *arg);
  * (O_DIRECT).  Returns the fd; -EINVAL if extra_flags had O_DIRECT and the
  * filesystem refuses it; -ENOKEY, not reported, if the file is encrypted
  * and its key is not loaded (counted in the directory's nr_locked, for one
- * info per directory); or -1 when the file cannot be checked (a race is
+ * info per directory); -EOPNOTSUPP, not reported, if it is an fs-verity
+ * file and the kernel has no fs-verity; or -1 when the file cannot be checked (a race is
  * ignored, damage and operational failures are already reported).
  */
 int walk_open_file(struct walk_thread *t, const struct walk_dir *d,

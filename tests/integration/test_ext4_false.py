@@ -16,6 +16,7 @@ Each image is built here with mkfs.ext4, setfattr-like os.setxattr calls
 and debugfs -w, shown clean (or damaged) by e2fsck -fn, then scrubbed just
 mounted, mounted again past the journal's commit interval, and read-only."""
 
+import errno
 import gzip
 import os
 import re
@@ -292,18 +293,23 @@ def test_refused_inode_is_a_finding(refused_img, mode, fault):
 E2FSPROGS_TESTS = os.environ.get("E2FSPROGS_TESTS", "")
 
 
-def test_f_bad_encryption(image_factory):
-    """EINVAL (a corrupt context), ENODATA (none) from the open, EPERM (a
-    policy not the directory's) from the stat: one inode.unreadable each,
-    no operational error."""
-    src = os.path.join(E2FSPROGS_TESTS, "f_bad_encryption", "image.gz")
+def public_image(image_factory, name):
+    """e2fsprogs' test image name, unpacked into an Image; skip without it."""
+    src = os.path.join(E2FSPROGS_TESTS, name, "image.gz")
     if not os.path.exists(src):
         pytest.skip("e2fsprogs' test images are not at hand: set E2FSPROGS_TESTS to the "
                     "tests directory of its source")
     img = image_factory("ext4", size_mb=1)
     with gzip.open(src, "rb") as gz, open(img.path, "wb") as fh:
         fh.write(gz.read())
-    mnt, r = scrub_in(img, "fresh")
+    return img
+
+
+def test_f_bad_encryption(image_factory):
+    """EINVAL (a corrupt context), ENODATA (none) from the open, EPERM (a
+    policy not the directory's) from the stat: one inode.unreadable each,
+    no operational error."""
+    mnt, r = scrub_in(public_image(image_factory, "f_bad_encryption"), "fresh")
     assert r.rc == 4 and "fscrub:" not in r.stderr, r
     said = {f.message.split(": ")[-1] for f in r.of("Error", "inode.unreadable")}
     assert said == {"Invalid argument", "No data available", "Operation not permitted"}, r
@@ -311,3 +317,139 @@ def test_f_bad_encryption(image_factory):
     # The unreadable inodes have names: no ext4.orphan; the subdirectories
     # among them count in their directory's link count: no dir.nlink.
     assert not r.of(check="ext4.orphan") and not r.of(check="dir.nlink"), r
+
+
+# ---- what e2fsck rewrites without calling the filesystem damaged ---------------
+
+# 8192 blocks of 4 KiB a group: a 64 MiB image has groups 0 to 1 and a backup.
+SMALL_GROUPS = ("-g", "8192")
+
+def _dumpe2fs(img):
+    return fsimage.run(["dumpe2fs", img.path], check=False).stdout
+
+
+def _e2fsck_clean(img):
+    """e2fsck -fn exits 0 (what it printed is in the test's output)."""
+    p = e2fsck(img)
+    assert p.returncode == 0, p.stdout
+
+
+def _break_gd_checksum(img, g):
+    """Group g's descriptor checksum changed (debugfs set_bg); its flags."""
+    m = re.search(r"^Group %d: .*? csum (0x[0-9a-f]+)(.*)$" % g, _dumpe2fs(img), re.M)
+    csum = int(m.group(1), 16)
+    debugfs(img, "set_bg %d checksum 0x%x" % (g, csum ^ 0x5A5A), write=True)
+    assert "csum 0x%04x (EXPECTED 0x%04x)" % (csum ^ 0x5A5A, csum) in _dumpe2fs(img)
+    return m.group(2)
+
+
+@pytest.mark.parametrize("mode", ["ro", "ro_settled"])
+def test_group_desc_checksum_alone_is_a_warning(image_factory, mode):
+    """f_bad_gdt_csum, f_uninit_enable: group 0's descriptor checksum wrong,
+    its fields sound, no UNINIT flag.  e2fsck latches the problem, rewrites
+    the checksum on preen and its -n run exits 0; the kernel mounts it
+    read-only only.  A warning naming the group, exit 0 (before: an
+    ext4.group_desc error)."""
+    img = image_factory("ext4", size_mb=64, mkfs_args=SMALL_GROUPS)
+    img.mkfs()
+    assert "UNINIT" not in _break_gd_checksum(img, 0)
+    _e2fsck_clean(img)
+    img.attach(read_only=True)
+    mnt, r = scrub_in(img, mode)
+    assert r.rc == 0 and r.errors == [], r
+    hits = r.of("Warning", "ext4.group_desc")
+    assert len(hits) == 1 and re.match(r"group descriptor 0 \(in block \d+\): checksum does "
+                                       r"not match \(its fields are sound", hits[0].message), r
+
+
+@pytest.mark.parametrize("mode", ["ro", "ro_settled"])
+def test_group_desc_checksum_over_uninit_is_an_error(image_factory, mode):
+    """Group 1 has INODE_UNINIT, which only its checksum vouches for: with
+    the checksum wrong its never-written bitmap is what counts, and e2fsck
+    exits 4.  An ext4.group_desc error."""
+    img = image_factory("ext4", size_mb=64, mkfs_args=SMALL_GROUPS)
+    img.mkfs()
+    assert "INODE_UNINIT" in _break_gd_checksum(img, 1)
+    assert e2fsck(img).returncode == 4
+    img.attach(read_only=True)
+    mnt, r = scrub_in(img, mode)
+    assert r.rc == 4, r
+    assert any(re.match(r"group descriptor 1 \(in block \d+\): checksum does not match$",
+                        f.message) for f in r.of("Error", "ext4.group_desc")), r
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_backup_superblock_never_written_is_a_warning(image_factory, mode):
+    """r_min_itable: group 1's backup superblock and descriptor blocks all
+    zero, as e2image -r leaves them (the kernel writes s_overhead_clusters
+    into it at mount).  e2fsck skips a backup without the magic and exits
+    0: a warning, exit 0 (before: ext4.sb_backup error)."""
+    img = image_factory("ext4", size_mb=64, mkfs_args=SMALL_GROUPS + ("-O", "^metadata_csum"))
+    img.mkfs()
+    blk = int(re.search(r"Group 1: .*?\n\s+Backup superblock at (\d+)", _dumpe2fs(img)).group(1))
+    with open(img.path, "r+b") as f:
+        f.seek(blk * 4096)
+        f.write(bytes(2 * 4096))        # the superblock's and the descriptors' blocks
+    _e2fsck_clean(img)
+    mnt, r = scrub_in(img, mode)
+    assert r.rc == 0 and r.errors == [], r
+    hits = r.of("Warning", "ext4.sb_backup")
+    assert [h.message for h in hits] == [
+        "backup superblock in group 1 (block %d): never written (all zero: an image that kept "
+        "the primary's metadata only, as e2image -r makes); there is no backup to recover "
+        "from" % blk], r
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_backup_superblock_zero_but_one_field_is_an_error(image_factory, mode):
+    """A zeroed backup with one field the kernel never writes there
+    (s_inodes_count) is damage, not an unwritten backup."""
+    img = image_factory("ext4", size_mb=64, mkfs_args=SMALL_GROUPS + ("-O", "^metadata_csum"))
+    img.mkfs()
+    blk = int(re.search(r"Group 1: .*?\n\s+Backup superblock at (\d+)", _dumpe2fs(img)).group(1))
+    with open(img.path, "r+b") as f:
+        f.seek(blk * 4096)
+        f.write(b"\x01" + bytes(4095))   # s_inodes_count = 1, the rest zero
+    mnt, r = scrub_in(img, mode)
+    assert r.rc == 4, r
+    assert any("backup superblock in group 1 (block %d): bad magic number" % blk in f.message
+               for f in r.of("Error", "ext4.sb_backup")), r
+
+
+def _verity_img(image_factory):
+    """A verity filesystem whose file v has the verity flag set offline
+    (debugfs), as fsverity enable would leave it on a kernel with fs-verity."""
+    img = image_factory("ext4", size_mb=64, mkfs_args=("-O", "verity"))
+    img.mkfs()
+    mnt = img.mount()
+    with open(os.path.join(mnt, "v"), "wb") as f:
+        f.write(b"v" * 8192)
+    img.offline()
+    flags = int(re.search(r"Flags: (0x[0-9a-f]+)", debugfs(img, "stat /v")).group(1), 16)
+    debugfs(img, "set_inode_field /v flags 0x%x" % (flags | 0x100000), write=True)  # VERITY_FL
+    return img
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_verity_file_unsupported_is_an_info(image_factory, mode):
+    """f_verity: a kernel without fs-verity refuses to open a verity file
+    (EOPNOTSUPP).  An info naming it, its on-disk checks made, exit 0
+    (before: an operational error, exit 8)."""
+    img = _verity_img(image_factory)
+    mnt = img.mount()
+    try:
+        os.close(os.open(os.path.join(mnt, "v"), os.O_RDONLY))
+        pytest.skip("this kernel has fs-verity: the file opens")
+    except OSError as e:
+        assert e.errno == errno.EOPNOTSUPP, e
+    img.offline()
+    mnt, r = scrub_in(img, mode)
+    assert r.rc == 0 and "fscrub:" not in r.stderr, r
+    hits = r.of("Info", "inode.verity_unsupported")
+    assert [h.path for h in hits] == [os.path.join(mnt, "v")], r
+
+
+def test_f_verity(image_factory):
+    """e2fsprogs' f_verity image scrubs clean (before: exit 8)."""
+    mnt, r = scrub_in(public_image(image_factory, "f_verity"), "fresh")
+    assert r.rc == 0 and "fscrub:" not in r.stderr, r

@@ -68,6 +68,13 @@ bool ext4_inode_location(ext2_filsys fs, ext2_ino_t ino, blk64_t *blk, unsigned 
 	return ext2fs_inode_table_loc(fs, g) != 0;
 }
 
+bool ext4_all_zero(const void *p, size_t len)
+{
+	const unsigned char *b = p;
+
+	return len == 0 || (b[0] == 0 && !memcmp(b, b + 1, len - 1));
+}
+
 bool ext4_blocks_in_fs(ext2_filsys fs, blk64_t b, blk64_t n)
 {
 	return b >= fs->super->s_first_data_block && b < ext2fs_blocks_count(fs->super) &&
@@ -243,6 +250,8 @@ static void ext4_cleanup(struct scrub_ctx *ctx)
 		ext2fs_free_block_bitmap(st->claimed);
 	if (st->metadata)
 		ext2fs_free_block_bitmap(st->metadata);
+	if (st->badblocks)
+		ext2fs_free_block_bitmap(st->badblocks);
 	ext4_bulk_free(st);
 	ext4_xattr_refs_release(st);
 	free(st->jruns);
@@ -394,6 +403,22 @@ static const char *sb_backup_bad(ext2_filsys fs, const struct ext2_super_block *
 	return NULL;
 }
 
+/*
+ * A backup that was never written: all zero but for s_overhead_clusters,
+ * which the kernel writes into every backup at mount
+ * (ext4_update_overhead(), without looking at the magic).  e2fsck neither
+ * reads nor reports such a backup (check_backup_super_block() skips one
+ * without the magic): redundancy lost, not damage to what is there.
+ */
+static bool sb_backup_unwritten(const unsigned char *b)
+{
+	struct ext2_super_block copy;
+
+	memcpy(&copy, b, sizeof(copy));
+	copy.s_overhead_clusters = 0;
+	return ext4_all_zero(&copy, sizeof(copy));
+}
+
 static bool sb_backup_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 				unsigned char *const *bufs)
 {
@@ -445,9 +470,14 @@ static void check_superblocks(struct scrub_ctx *ctx)
 		}
 		why = sb_backup_bad(fs, primary, (void *)bbuf, g);
 		if (why) {
+			bool unwritten = sb_backup_unwritten(bbuf);
 			struct ext4_suspect *s = ext4_suspect_add(ctx, CHECK_EXT4_SB_BACKUP, 0,
 				sb_backup_still_bad, "backup superblock in group %u (block %llu): %s",
-				g, (unsigned long long)b, why);
+				g, (unsigned long long)b, unwritten ? "never written (all zero: "
+				"an image that kept the primary's metadata only, as e2image -r "
+				"makes); there is no backup to recover from" : why);
+
+			s->warn = unwritten;
 			ext4_suspect_block(s, b);
 			ext4_suspect_block(s, pblk);
 			s->arg[0] = g;
@@ -472,16 +502,14 @@ static uint32_t bitmap_bits(ext2_filsys fs, dgrp_t g, enum bitmap_kind k)
 			   EXT2FS_CLUSTER_RATIO(fs) - 1) >> fs->cluster_ratio_bits);
 }
 
-/* What is wrong with group g's descriptor (as now in fs->group_desc), or NULL. */
-static const char *gd_bad(ext2_filsys fs, dgrp_t g)
+/* What is wrong with group g's descriptor's fields, its checksum aside, or NULL. */
+static const char *gd_fields_bad(ext2_filsys fs, dgrp_t g)
 {
 	blk64_t first = ext2fs_group_first_block2(fs, g), last = ext2fs_group_last_block2(fs, g);
 	blk64_t bb = ext2fs_block_bitmap_loc(fs, g), ib = ext2fs_inode_bitmap_loc(fs, g);
 	blk64_t it = ext2fs_inode_table_loc(fs, g);
 	bool flex = ext2fs_has_feature_flex_bg(fs->super);
 
-	if (!ext2fs_group_desc_csum_verify(fs, g))
-		return "checksum does not match";
 	if (!ext4_blocks_in_fs(fs, bb, 1) || !ext4_blocks_in_fs(fs, ib, 1) ||
 	    !ext4_blocks_in_fs(fs, it, fs->inode_blocks_per_group))
 		return "a bitmap or the inode table is outside the filesystem";
@@ -497,6 +525,28 @@ static const char *gd_bad(ext2_filsys fs, dgrp_t g)
 	if (ext2fs_bg_itable_unused(fs, g) > fs->super->s_inodes_per_group)
 		return "more unused inode-table entries than the group has";
 	return NULL;
+}
+
+/* What is wrong with group g's descriptor (as now in fs->group_desc), or NULL. */
+static const char *gd_bad(ext2_filsys fs, dgrp_t g)
+{
+	if (!ext2fs_group_desc_csum_verify(fs, g))
+		return "checksum does not match";
+	return gd_fields_bad(fs, g);
+}
+
+/*
+ * Is the checksum all that is wrong with group g's descriptor?  That is
+ * what e2fsck rewrites without calling the filesystem damaged (a latched,
+ * preen-safe problem; its -n run exits 0), as after tune2fs enables
+ * uninit_bg.  Not with BLOCK_UNINIT or INODE_UNINIT: the checksum is what
+ * vouches for them, and without it the bitmaps are read from blocks never
+ * written (e2fsck: "Padding at end of inode bitmap is not set").
+ */
+static bool gd_csum_alone(ext2_filsys fs, dgrp_t g)
+{
+	return !gd_fields_bad(fs, g) && !ext2fs_bg_flags_test(fs, g, EXT2_BG_BLOCK_UNINIT) &&
+	       !ext2fs_bg_flags_test(fs, g, EXT2_BG_INODE_UNINIT);
 }
 
 static bool gd_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
@@ -524,12 +574,44 @@ static uint32_t count_free(const unsigned char *bm, uint32_t nbits)
 	return nbits - used;
 }
 
-/* arg: group, kind, what (0: checksum, 1: free count) */
+/* The last bit set among the first nbits of a bitmap block, or -1. */
+static int64_t last_set(const unsigned char *bm, uint32_t nbits)
+{
+	for (int64_t i = (int64_t)nbits - 1; i >= 0; i--)
+		if ((bm[i / 8] >> (i % 8)) & 1)
+			return i;
+	return -1;
+}
+
+/*
+ * An inode in use past the inode-table entries bg_itable_unused leaves in
+ * use: the kernel lowers the field as it allocates there (ext4_new_inode()),
+ * and e2fsck skips that tail ("found in group's unused inodes area").
+ */
+static const char *itable_unused_bad(ext2_filsys fs, dgrp_t g, const unsigned char *bm)
+{
+	static char why[160];
+	uint32_t used = ext4_itable_in_use(fs, g);
+	int64_t last = last_set(bm, fs->super->s_inodes_per_group);
+
+	if (!ext2fs_has_group_desc_csum(fs) || last < (int64_t)used)
+		return NULL;
+	snprintf(why, sizeof(why), "inode %llu is in use, but the group descriptor's "
+		 "itable_unused (%u) says the inodes from %llu on were never used",
+		 (unsigned long long)g * fs->super->s_inodes_per_group + (uint64_t)last + 1,
+		 ext2fs_bg_itable_unused(fs, g),
+		 (unsigned long long)g * fs->super->s_inodes_per_group + used + 1);
+	return why;
+}
+
+/* arg: group, kind, what (0: checksum, 1: free count, 2: itable_unused, inodes only) */
 static const char *bitmap_bad(ext2_filsys fs, dgrp_t g, enum bitmap_kind k,
 			      const unsigned char *bm, int what)
 {
 	static char why[128];
 
+	if (what == 2)
+		return k == BITMAP_INODE ? itable_unused_bad(fs, g, bm) : NULL;
 	if (what == 0) {
 		bool ok = k == BITMAP_BLOCK ?
 			ext2fs_block_bitmap_csum_verify(fs, g, (char *)bm,
@@ -595,12 +677,13 @@ static void check_one_bitmap(struct scrub_ctx *ctx, dgrp_t g, enum bitmap_kind k
 					   (unsigned long long)blk);
 		return;
 	}
-	for (int what = 0; what < 2; what++) {
+	for (int what = 0; what < 3; what++) {
 		const char *why = bitmap_bad(fs, g, k, buf, what);
 
 		if (!why)
 			continue;
-		const char *check = what == 1 ? CHECK_EXT4_GROUP_COUNTS :
+		const char *check = what == 2 ? CHECK_EXT4_GROUP_DESC :
+				    what == 1 ? CHECK_EXT4_GROUP_COUNTS :
 				    k == BITMAP_BLOCK ? CHECK_EXT4_BLOCK_BITMAP :
 				    CHECK_EXT4_INODE_BITMAP;
 		struct ext4_suspect *s = ext4_suspect_add(ctx, check, 0, bitmap_still_bad,
@@ -626,16 +709,21 @@ static void check_groups(struct scrub_ctx *ctx)
 
 	for (dgrp_t g = 0; g < fs->group_desc_count && !scrub_should_stop(ctx); g++) {
 		const char *why = gd_bad(fs, g);
+		bool csum_only = why && gd_csum_alone(fs, g);
 
 		if (why) {
 			struct ext4_suspect *s = ext4_suspect_add(ctx, CHECK_EXT4_GROUP_DESC, 0,
-				gd_still_bad, "group descriptor %u (in block %llu): %s", g,
-				(unsigned long long)ext4_gd_block(fs, g), why);
+				gd_still_bad, "group descriptor %u (in block %llu): %s%s", g,
+				(unsigned long long)ext4_gd_block(fs, g), why, csum_only ?
+				" (its fields are sound: e2fsck rewrites it; until then the "
+				"kernel mounts the filesystem only read-only)" : "");
 
 			ext4_suspect_block(s, ext4_gd_block(fs, g));
 			s->arg[0] = g;
+			s->warn = csum_only;
 			bad_gd++;
-			continue;	/* its bitmaps may be anywhere */
+			if (!csum_only)
+				continue;	/* its bitmaps may be anywhere */
 		}
 		check_one_bitmap(ctx, g, BITMAP_BLOCK, buf);
 		check_one_bitmap(ctx, g, BITMAP_INODE, buf);

@@ -92,6 +92,12 @@ struct ext4_suspect {
 	/* About an inode no name reached: the naming walk is not asked for it. */
 	bool no_name;
 	/*
+	 * Confirmed, a warning rather than an error: what e2fsck rewrites
+	 * without calling the filesystem damaged (a stale checksum over fields
+	 * that agree, a backup never written).
+	 */
+	bool warn;
+	/*
 	 * The inode's extent tree or block map had more blocks than the
 	 * suspect holds: the walks of its fresh copy read the others afresh.
 	 */
@@ -162,6 +168,8 @@ struct ext4_state {
 	ext2fs_block_bitmap claimed;
 	/* The group metadata alone: superblocks, descriptors, bitmaps, inode tables. */
 	ext2fs_block_bitmap metadata;
+	/* The bad-blocks inode's blocks (phase 3, inode 1 first), NULL: none. */
+	ext2fs_block_bitmap badblocks;
 	/* Inodes in use and the attribute block each names (ext4_xattr_refs.c). */
 	struct ext4_xattr_ref *xattr_refs;
 	size_t nr_xattr_refs, alloc_xattr_refs;
@@ -246,6 +254,10 @@ bool ext4_fresh_inode(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 bool ext4_fresh_tree_totals(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 			    unsigned char *const *bufs, struct ext2_inode_large *in,
 			    uint64_t *count, uint64_t *written_end);
+/* The same walk's file blocks below i_size that are mapped, into *mapped_in_size. */
+bool ext4_fresh_tree_in_size(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+			     unsigned char *const *bufs, struct ext2_inode_large *in,
+			     uint64_t *mapped_in_size);
 
 /* ---- ext4_htree.c ---- */
 
@@ -321,6 +333,15 @@ bool ext4_xref_inode(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext2_in
  */
 void ext4_xref_tree(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext2_inode_large *in,
 		    uint64_t count, uint64_t written_end, const blk64_t *tree, unsigned nr_tree);
+/*
+ * The internal journal's map, walked whole and found sound: jbd2 needs
+ * every block of its i_size, so mapped_in_size (those that are mapped)
+ * must be all of them, no hole (e2fsck: "Superblock has an invalid
+ * journal").  Blocks past the end are not judged: old mke2fs mapped one
+ * more, and e2fsck passes it.  An ext4.journal suspect.
+ */
+void ext4_xref_journal(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext2_inode_large *in,
+		       uint64_t mapped_in_size, const blk64_t *tree, unsigned nr_tree);
 
 /* ---- ext4_journal.c ---- */
 
@@ -371,6 +392,8 @@ uint64_t ext4_ea_inode_blocks(ext2_filsys fs, const void *raw, const unsigned ch
 
 /* ---- ext4.c ---- */
 
+/* Are all len bytes at p zero (a block or inode slot never written)? */
+bool ext4_all_zero(const void *p, size_t len);
 /* Are blocks [b, b + n) inside the filesystem? */
 bool ext4_blocks_in_fs(ext2_filsys fs, blk64_t b, blk64_t n);
 /* The block and the byte offset in it of inode ino in the inode table. */

@@ -625,6 +625,8 @@ static void report_suspect(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 
 	if (s->cleared)
 		str_changed(ctx, s->check, NULL, NULL, s->ino, "%s (%s)", s->msg, s->cleared);
+	else if (s->warn)
+		str_warn(ctx, s->check, dir, name, s->ino, "%s", s->msg);
 	else
 		str_error(ctx, s->check, dir, name, s->ino, "%s", s->msg);
 }

@@ -349,6 +349,8 @@ struct xwalk {
 	struct map_digest digest;
 	/* the blocks the leaves map, unwritten included; after the last written one */
 	uint64_t mapped, written_end;
+	/* the blocks mapped below i_size, whose file blocks are size_blocks */
+	uint64_t mapped_in_size, size_blocks;
 	/* an ext2/ext3 block map (walk_blockmap()), its run not yet passed on */
 	bool blockmap;
 	uint64_t run_lblk;
@@ -435,6 +437,8 @@ static void map_run(struct xwalk *w, uint64_t lblk, blk64_t pblk, uint32_t len, 
 {
 	w->next_lblk = lblk + len;
 	w->mapped += len;
+	if (lblk < w->size_blocks)
+		w->mapped_in_size += len < w->size_blocks - lblk ? len : w->size_blocks - lblk;
 	if (!uninit)
 		w->written_end = w->next_lblk;
 	digest_add(&w->digest, lblk, pblk, len, uninit);
@@ -457,7 +461,9 @@ static bool walk_node(struct xwalk *w, const unsigned char *bytes, size_t size, 
 	if (depth < 0) {
 		depth = eh->eh_depth;
 		if (depth > MAX_EXTENT_DEPTH)
-			return xbad(w, node, "extent tree depth %d", depth);
+			return xbad(w, node, "extent tree depth %d: more than the kernel "
+				    "reads (%d), it refuses the file; e2fsck -fy rebuilds the "
+				    "tree", depth, MAX_EXTENT_DEPTH);
 	} else if (eh->eh_depth != depth) {
 		return xbad(w, node, "extent node at depth %u where %d was expected",
 			    eh->eh_depth, depth);
@@ -607,6 +613,7 @@ static void xwalk_init(struct xwalk *w, ext2_filsys fs, ext2_ino_t ino,
 	w->fs = fs;
 	w->ino = ino;
 	w->gen = in->i_generation;
+	w->size_blocks = EXT2_I_SIZE(in) / fs->blocksize;
 	w->fetch = fetch;
 	w->farg = farg;
 	digest_init(&w->digest);
@@ -677,13 +684,23 @@ bool ext4_fresh_inode(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 	return in->i_generation == (uint32_t)s->arg[1];
 }
 
-/* The same, still in use and still mapped by blocks (an extent tree or a block map). */
+/*
+ * Is the inode mapped by blocks (an extent tree or a block map)?  The
+ * bad-blocks inode always is, by a block map, though it has no mode.
+ */
+static bool mapped_by_blocks(ext2_filsys fs, ext2_ino_t ino, const struct ext2_inode_large *in)
+{
+	return ino == EXT2_BAD_INO || (!(in->i_flags & EXT4_INLINE_DATA_FL) &&
+				       ext2fs_inode_has_valid_blocks2(fs, (struct ext2_inode *)in));
+}
+
+/* The same, still in use and still mapped by blocks. */
 static bool fresh_mapped_inode(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 			       unsigned char *const *bufs, struct ext2_inode_large *in)
 {
-	return ext4_fresh_inode(ctx, s, bufs, in) && inode_in_use_on_disk(in) &&
-	       !(in->i_flags & EXT4_INLINE_DATA_FL) &&
-	       ext2fs_inode_has_valid_blocks2(ext4_state(ctx)->fs, (struct ext2_inode *)in);
+	return ext4_fresh_inode(ctx, s, bufs, in) &&
+	       (inode_in_use_on_disk(in) || s->ino == EXT2_BAD_INO) &&
+	       mapped_by_blocks(ext4_state(ctx)->fs, (ext2_ino_t)s->ino, in);
 }
 
 struct ext4_suspect *ext4_inode_suspect(struct scrub_ctx *ctx, const char *check,
@@ -712,14 +729,6 @@ struct ext4_suspect *ext4_inode_suspect(struct scrub_ctx *ctx, const char *check
 	return s;
 }
 
-/* An inode slot never written (libext2fs's checksum verifier accepts it too). */
-static bool all_zero(const void *p, size_t len)
-{
-	const unsigned char *b = p;
-
-	return len == 0 || (b[0] == 0 && !memcmp(b, b + 1, len - 1));
-}
-
 static bool inode_csum_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 				 unsigned char *const *bufs)
 {
@@ -729,7 +738,7 @@ static bool inode_csum_still_bad(struct scrub_ctx *ctx, const struct ext4_suspec
 	bool bad;
 
 	memcpy(copy, bufs[0] + s->arg[0], isize);
-	bad = !ext4_inode_csum_ok(fs, (ext2_ino_t)s->ino, copy) && !all_zero(copy, isize);
+	bad = !ext4_inode_csum_ok(fs, (ext2_ino_t)s->ino, copy) && !ext4_all_zero(copy, isize);
 	free(copy);
 	/*
 	 * Still in use (arg[3] 0) or still free (arg[3] 1): the inode bitmap
@@ -753,7 +762,7 @@ static void check_unused_csum(struct scrub_ctx *ctx, ext2_ino_t ino,
 	dgrp_t g = (ino - 1) / ipg;
 
 	if ((ino - 1) % ipg >= ext4_itable_in_use(fs, g) || ext4_inode_csum_ok(fs, ino, in) ||
-	    all_zero(in, EXT2_INODE_SIZE(fs->super)))
+	    ext4_all_zero(in, EXT2_INODE_SIZE(fs->super)))
 		return;
 	struct ext4_suspect *s = ext4_inode_suspect(ctx, CHECK_EXT4_INODE_CSUM, ino, in,
 		inode_csum_still_bad, "inode checksum does not match in an unused inode (marked "
@@ -848,6 +857,18 @@ bool ext4_fresh_tree_totals(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 		return false;
 	*count = w.mapped + w.tree_blocks;
 	*written_end = w.written_end;
+	return true;
+}
+
+bool ext4_fresh_tree_in_size(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+			     unsigned char *const *bufs, struct ext2_inode_large *in,
+			     uint64_t *mapped_in_size)
+{
+	struct xwalk w;
+
+	if (!fresh_walk(ctx, s, bufs, in, &w, NULL))
+		return false;
+	*mapped_in_size = w.mapped_in_size;
 	return true;
 }
 
@@ -1614,7 +1635,31 @@ struct claim {
 	blk64_t meta;
 	bool in_journal;		/* blocks [jfirst, jlast] are also the journal's */
 	blk64_t jfirst, jlast;
+	bool in_badlist;		/* block bad_listed is in the bad-blocks inode */
+	blk64_t bad_listed;
 };
+
+/*
+ * The bad-blocks inode's blocks into st->badblocks (it comes first in the
+ * scan); another inode's that are among them into c->bad_listed (e2fsck's
+ * pass 1B: "shared with <The bad blocks inode>").
+ */
+static void claim_badlist(struct claim *c, blk64_t p, uint64_t len)
+{
+	struct ext4_state *st = ext4_state(c->ctx);
+	blk64_t first;
+
+	if (c->ino == EXT2_BAD_INO) {
+		if (!st->badblocks &&
+		    ext2fs_allocate_block_bitmap(st->fs, "bad blocks", &st->badblocks))
+			return;
+		ext2fs_mark_block_bitmap_range2(st->badblocks, p, (unsigned)len);
+	} else if (st->badblocks && !c->in_badlist && ext2fs_find_first_set_block_bitmap2(
+			   st->badblocks, p, p + len - 1, &first) == 0) {
+		c->bad_listed = first;
+		c->in_badlist = true;
+	}
+}
 
 static void claim_range(struct claim *c, blk64_t p, uint64_t len)
 {
@@ -1625,6 +1670,7 @@ static void claim_range(struct claim *c, blk64_t p, uint64_t len)
 	blk64_t first, last;
 
 	ext2fs_mark_block_bitmap_range2(st->claimed, p, (unsigned)len);
+	claim_badlist(c, p, len);
 	if (ext2fs_find_first_zero_block_bitmap2(fs->block_map, p, p + len - 1, &zero) == 0) {
 		if (!c->bad)
 			c->first_bad = zero;
@@ -1943,6 +1989,13 @@ static void check_shared(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext
 			    "this %s", (unsigned long long)c->jfirst, (unsigned long long)c->jlast,
 			    fs->super->s_journal_inum, inode_mode_name(in->i_mode));
 		shared_suspect(ctx, CHECK_EXT4_JOURNAL, ino, in, w, c->jfirst, sb.buf);
+		strbuf_reset(&sb);
+	}
+	if (c->in_badlist) {
+		strbuf_addf(&sb, "block %llu, used by this %s, is in the bad blocks list "
+			    "(inode %u)", (unsigned long long)c->bad_listed,
+			    inode_mode_name(in->i_mode), EXT2_BAD_INO);
+		shared_suspect(ctx, CHECK_EXT4_CROSSLINK, ino, in, w, c->bad_listed, sb.buf);
 	}
 	strbuf_release(&sb);
 }
@@ -2054,8 +2107,7 @@ static void check_one_inode(struct scrub_ctx *ctx, ext2_ino_t ino, struct ext2_i
 	w.node = claim_node;
 	w.leaf = claim_leaf;
 	w.larg = &c;
-	if (!(in->i_flags & EXT4_INLINE_DATA_FL) &&
-	    ext2fs_inode_has_valid_blocks2(fs, (struct ext2_inode *)in)) {
+	if (mapped_by_blocks(fs, ino, in)) {
 		/* An extent tree, or an ext2/ext3 block map (walk_blockmap()). */
 		tree_ok = xwalk_run(&w, in);
 		if (!tree_ok) {
@@ -2071,7 +2123,8 @@ static void check_one_inode(struct scrub_ctx *ctx, ext2_ino_t ino, struct ext2_i
 			struct ext4_suspect *s = ext4_inode_suspect(ctx, c.is_journal ?
 				CHECK_EXT4_JOURNAL : w.blockmap ? CHECK_EXT4_BLOCK_MAP :
 				CHECK_EXT4_EXTENT, ino, in, extent_still_bad, "%s%s %s: %s",
-				c.is_journal ? "the journal's " : "",
+				c.is_journal ? "the journal's " :
+				ino == EXT2_BAD_INO ? "the bad blocks inode's " : "",
 				w.blockmap ? "block map" : "extent tree", where, w.why);
 
 			for (unsigned i = 0; i < w.nr_tree && i < EXT4_SUSPECT_BLOCKS - 1; i++)
@@ -2081,6 +2134,8 @@ static void check_one_inode(struct scrub_ctx *ctx, ext2_ino_t ino, struct ext2_i
 			s->arg[2] = w.bad_node;
 			/* As in check_shared(): the journal's own map. */
 			s->journal_free = c.is_journal;
+		} else if (c.is_journal) {
+			ext4_xref_journal(ctx, ino, in, w.mapped_in_size, w.tree, w.nr_tree);
 		} else if (flags_ok) {
 			ext4_xref_tree(ctx, ino, in, w.mapped + w.tree_blocks, w.written_end,
 				       w.tree, w.nr_tree);

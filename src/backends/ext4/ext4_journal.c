@@ -8,7 +8,8 @@
  * geometry is the filesystem's (block size; s_maxlen no more than the
  * journal's blocks and s_first inside it), with no incompatible feature
  * jbd2 does not know, not both checksum versions, and with checksum v2 or
- * v3 the CRC32c type and a checksum that matches.  The kernel checks all
+ * v3 the CRC32c type and a checksum that matches; an internal journal's v2
+ * superblock names one user at most.  The kernel checks all
  * this at mount, so such damage exists online only when it happened after
  * the mount (the kernel rewrites the superblock from memory when the log
  * tail moves).
@@ -123,12 +124,32 @@ static const char *jsb_bad(ext2_filsys fs, const unsigned char *b, uint64_t nblo
 	return why;
 }
 
+/*
+ * The same for an internal journal, whose only user is its filesystem: a v2
+ * superblock that says more users is a v1 superblock's bytes read as v2's
+ * or damage, and e2fsck refuses it ("External journal has multiple
+ * filesystem users (unsupported)"; e2fsprogs' f_bad_local_jnl,
+ * d_corrupt_journal_nr_users).
+ */
+static const char *internal_jsb_bad(ext2_filsys fs, const unsigned char *b, uint64_t nblocks,
+				    char *why, size_t len)
+{
+	uint32_t users = jget(b, JSB_NR_USERS);
+
+	if (jsb_bad(fs, b, nblocks, why, len))
+		return why;
+	if (jget(b, JSB_BLOCKTYPE) != JSB_V2 || users <= 1)
+		return NULL;
+	snprintf(why, len, "says %u users; an internal journal has one", users);
+	return why;
+}
+
 static bool jsb_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 			  unsigned char *const *bufs)
 {
 	char why[96];
 
-	return jsb_bad(ext4_state(ctx)->fs, bufs[0], s->arg[0], why, sizeof(why));
+	return internal_jsb_bad(ext4_state(ctx)->fs, bufs[0], s->arg[0], why, sizeof(why));
 }
 
 /* ---- the internal journal's blocks --------------------------------------- */
@@ -423,7 +444,8 @@ void ext4_journal_check(struct scrub_ctx *ctx)
 		return;
 	}
 	b = ext4_block_buf(st);
-	if (ext4_read_direct(st, pblk, b) == 0 && jsb_bad(fs, b, nblocks, why, sizeof(why))) {
+	if (ext4_read_direct(st, pblk, b) == 0 &&
+	    internal_jsb_bad(fs, b, nblocks, why, sizeof(why))) {
 		struct ext4_suspect *s = ext4_suspect_add(ctx, CHECK_EXT4_JOURNAL, jino,
 			jsb_still_bad, "journal superblock (block %llu) %s",
 			(unsigned long long)pblk, why);

@@ -14,7 +14,8 @@
  *                      once, extents or inline data on a device, fifo or
  *                      socket, huge_file, casefold, verity, encrypt or
  *                      ea_inode flags without their features, casefold on a
- *                      non-directory.
+ *                      non-directory, extents on a fast symlink.
+ *   ext4.inode_field   i_file_acl_hi set without the 64bit feature.
  *   ext4.inode_size    a directory whose i_size is not a whole number of
  *                      blocks or is more than the blocks it has; a regular
  *                      file whose extent tree or block map maps written
@@ -27,7 +28,8 @@
  *                      bigalloc).
  *
  * The last two take the tree as ext4_inodes.c's scan walked it, whole, at
- * any depth (ext4_xref_tree()).
+ * any depth (ext4_xref_tree()), as ext4_xref_journal() takes the journal's:
+ * every block of its i_size mapped, no hole (ext4.journal).
  *
  * Each is a suspect for ext4_confirm.c (the live rule): the inode's block,
  * and for the tree checks the tree's blocks (the first 31 of them; a
@@ -96,7 +98,29 @@ static const char *bad_flag(ext2_filsys fs, const struct ext2_inode *in)
 		return "ENCRYPT_FL without the encrypt feature";
 	if ((f & EXT4_EA_INODE_FL) && !ext2fs_has_feature_ea_inode(sb))
 		return "EA_INODE_FL without the ea_inode feature";
+	/* Its target is in i_block, no extent header (e2fsck: "Fast symlink has EXTENT_FL"). */
+	if ((f & EXT4_EXTENTS_FL) && ext2fs_is_fast_symlink((struct ext2_inode *)in))
+		return "EXTENTS_FL on a fast symlink, whose target is in i_block";
 	return NULL;
+}
+
+/*
+ * The high half of the attribute block's number without the 64bit feature,
+ * where the kernel never reads it (ext4_iget()): e2fsck "i_file_acl_hi
+ * ... should be zero".
+ */
+static bool acl_hi_bad(ext2_filsys fs, const struct ext2_inode *in)
+{
+	return !ext2fs_has_feature_64bit(fs->super) && in->osd2.linux2.l_i_file_acl_high;
+}
+
+static bool acl_hi_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+			     unsigned char *const *bufs)
+{
+	struct ext2_inode_large in;
+
+	return ext4_fresh_inode(ctx, s, bufs, &in) &&
+	       acl_hi_bad(ext4_state(ctx)->fs, (const void *)&in);
 }
 
 static bool dtime_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
@@ -325,6 +349,10 @@ bool ext4_xref_inode(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext2_in
 		strbuf_release(&sb);
 		return false;	/* the rest reads the inode by its flags */
 	}
+	if (acl_hi_bad(fs, in))
+		ext4_inode_suspect(ctx, CHECK_EXT4_INODE_FIELD, ino, big, acl_hi_still_bad,
+				   "i_file_acl_hi is %u without the 64bit feature",
+				   in->osd2.linux2.l_i_file_acl_high);
 	if ((why = dir_size_bad(fs, in))) {
 		struct strbuf sb = STRBUF_INIT;
 
@@ -336,4 +364,40 @@ bool ext4_xref_inode(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext2_in
 		strbuf_release(&sb);
 	}
 	return true;
+}
+
+/* Does the journal's map leave a file block below its i_size unmapped? */
+static bool journal_map_bad(ext2_filsys fs, const struct ext2_inode *in, uint64_t mapped_in_size)
+{
+	return mapped_in_size != EXT2_I_SIZE(in) / fs->blocksize;
+}
+
+static bool journal_map_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+				  unsigned char *const *bufs)
+{
+	ext2_filsys fs = ext4_state(ctx)->fs;
+	struct ext2_inode_large in;
+	uint64_t mapped;
+
+	return ext4_fresh_tree_in_size(ctx, s, bufs, &in, &mapped) &&
+	       journal_map_bad(fs, (const void *)&in, mapped);
+}
+
+void ext4_xref_journal(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext2_inode_large *big,
+		       uint64_t mapped_in_size, const blk64_t *tree, unsigned nr_tree)
+{
+	ext2_filsys fs = ext4_state(ctx)->fs;
+	const struct ext2_inode *in = (const void *)big;
+	struct ext4_suspect *s;
+
+	if (!journal_map_bad(fs, in, mapped_in_size))
+		return;
+	s = ext4_inode_suspect(ctx, CHECK_EXT4_JOURNAL, ino, big, journal_map_still_bad,
+			       "the journal's %s maps %llu of the %llu blocks of its size: jbd2 "
+			       "needs every one of them, no hole", tree_name(in),
+			       (unsigned long long)mapped_in_size,
+			       (unsigned long long)(EXT2_I_SIZE(in) / fs->blocksize));
+	ext4_suspect_tree(s, tree, nr_tree);
+	/* About the journal itself (as its map's other findings): no journal to judge it. */
+	s->journal_free = true;
 }

@@ -1,0 +1,194 @@
+"""Kinds of ext4 damage e2fsck -fn finds that fscrub missed (issue 34, item
+5), each seen first on one of e2fsprogs' own regression images:
+
+* the journal: a v2 superblock of an internal journal that names more than
+  one user (f_bad_local_jnl, d_corrupt_journal_nr_users), a journal inode
+  whose map leaves a hole in its i_size (f_badjour_indblks);
+* the bad-blocks inode (inode 1): a block outside the filesystem
+  (f_badbblocks), a block a file uses too (f_bbfile);
+* one inode's fields: i_file_acl_hi without the 64bit feature
+  (f_file_acl_high), a fast symlink with EXTENTS_FL (f_fast_symlink_extents);
+* a group descriptor's itable_unused over inodes in use.
+
+Each fault is injected with debugfs -w (or a patch of the image file) on
+the unmounted image, shown by e2fsck -fn, and the image is then scrubbed
+just mounted, mounted again past the journal's commit interval, and
+read-only (test_ext4_false.scrub_in()).  The image without the fault, a
+list of bad blocks included, scrubs clean the same three ways."""
+
+import os
+import re
+import struct
+
+import pytest
+
+from faults import debugfs, _patch
+import fsimage
+from test_ext4 import e2fsck
+from test_ext4_false import MODES, scrub_in
+from test_ext4_journal import fix_jsb_checksum, journal_runs
+
+BS = 4096
+# 8192 blocks a group: a 64 MiB image has two groups (and group 1 a backup).
+MKFS = ("-g", "8192")
+# Two free blocks near the end of the filesystem, listed as bad by mkfs -l.
+BAD_BLOCKS = (16000, 16001)
+JSB_NR_USERS = 64
+
+
+@pytest.fixture
+def kinds_img(image_factory, workdir):
+    """A 64 MiB ext4 (4 KiB blocks) with a list of bad blocks, a file f of
+    three blocks and a fast symlink sl; returned unmounted."""
+    listed = os.path.join(workdir, "badblocks.txt")
+    with open(listed, "w") as fh:
+        fh.write("".join("%d\n" % b for b in BAD_BLOCKS))
+    img = image_factory("ext4", size_mb=64, mkfs_args=MKFS + ("-l", listed))
+    img.mkfs()
+    mnt = img.mount()
+    with open(os.path.join(mnt, "f"), "wb") as fh:
+        fh.write(b"f" * 3 * BS)
+    os.symlink("short", os.path.join(mnt, "sl"))
+    img.offline()
+    return img
+
+
+def ino_of(img, path):
+    return int(re.search(r"Inode: (\d+)", debugfs(img, "stat %s" % path)).group(1))
+
+
+def scrub_damaged(img, mode):
+    """e2fsck -fn calls the image damaged (exit 4; 12 where it cannot go
+    on); then fscrub's run on it mounted as mode says."""
+    assert e2fsck(img).returncode & 4
+    return scrub_in(img, mode)[1]
+
+
+def error_of(r, check, inode=None, text=None, path=None):
+    """The scrub found check's error (about inode, saying text, at path), exit 4."""
+    assert r.rc == 4, r
+    hits = [f for f in r.errors if f.check == check and (inode is None or f.inode == inode)
+            and (text is None or text in f.message) and (path is None or f.path == path)]
+    assert hits, r
+    return hits
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_clean(kinds_img, mode):
+    assert "16000, 16001" in debugfs(kinds_img, "stat <1>").replace("-", ", ")
+    assert e2fsck(kinds_img).returncode == 0
+    mnt, r = scrub_in(kinds_img, mode)
+    assert r.rc == 0 and r.errors == [] and "fscrub:" not in r.stderr, r
+    assert not r.warnings, r
+
+
+# ---- the journal ---------------------------------------------------------------
+
+@pytest.mark.parametrize("mode", MODES)
+def test_internal_journal_many_users(kinds_img, mode):
+    """d_corrupt_journal_nr_users: s_nr_users 9999 (checksum made right)."""
+    off = journal_runs(kinds_img)[0] * BS
+    _patch(kinds_img.path, off + JSB_NR_USERS, struct.pack(">I", 9999))
+    fix_jsb_checksum(kinds_img.path, off)
+    r = scrub_damaged(kinds_img, mode)
+    error_of(r, "ext4.journal", 8, "journal superblock (block %d) says 9999 users; an "
+             "internal journal has one" % (off // BS))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_journal_map_hole(kinds_img, mode):
+    """f_badjour_indblks: the journal's one extent split in two around a
+    hole of one block at file block 500 (i_block rewritten by debugfs, which
+    sets the inode's checksum)."""
+    start, n = journal_runs(kinds_img)
+    words = {0: 0xF30A | 2 << 16,              # the header: magic, 2 entries
+             3: 0, 4: 500, 5: start,            # file blocks 0-499
+             6: 501, 7: n - 501, 8: start + 501}  # 501 to the end
+    for i, v in words.items():
+        debugfs(kinds_img, "set_inode_field <8> block[%d] 0x%x" % (i, v), write=True)
+    assert "(0-499):%d-%d, (501-%d)" % (start, start + 499, n - 1) in \
+        debugfs(kinds_img, "stat <8>")
+    r = scrub_damaged(kinds_img, mode)
+    error_of(r, "ext4.journal", 8, "the journal's extent tree maps %d of the %d blocks of "
+             "its size: jbd2 needs every one of them, no hole" % (n - 1, n))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_journal_block_past_its_end_is_clean(kinds_img, mode):
+    """f_bad_local_jnl once e2fsck -fy has run: old mke2fs mapped one block
+    more than the journal's i_size, and e2fsck passes it.  Here the
+    journal's extent made one block longer over the free block after it,
+    the counts made right by e2fsck -fy."""
+    start, n = journal_runs(kinds_img)
+    assert "not in use" in debugfs(kinds_img, "testb %d" % (start + n))
+    debugfs(kinds_img, "set_inode_field <8> block[4] %d" % (n + 1), write=True)  # ee_len
+    debugfs(kinds_img, "setb %d" % (start + n), write=True)
+    fsimage.run(["e2fsck", "-fy", kinds_img.path], check=False)
+    assert "(0-%d):%d-%d" % (n, start, start + n) in debugfs(kinds_img, "stat <8>")
+    assert e2fsck(kinds_img).returncode == 0
+    mnt, r = scrub_in(kinds_img, mode)
+    assert r.rc == 0 and r.errors == [], r
+
+
+# ---- the bad-blocks inode ------------------------------------------------------
+
+@pytest.mark.parametrize("mode", MODES)
+def test_bad_block_outside(kinds_img, mode):
+    """f_badbblocks: the bad-blocks inode's second pointer past the end."""
+    debugfs(kinds_img, "set_inode_field <1> block[1] 99999", write=True)
+    r = scrub_damaged(kinds_img, mode)
+    error_of(r, "ext4.block_map", 1, "the bad blocks inode's block map pointers in the "
+             "inode: pointer 1 points to block 99999, outside the filesystem")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_bad_block_in_a_file(kinds_img, mode):
+    """f_bbfile: a block of f listed as bad (its second pointer)."""
+    ino = ino_of(kinds_img, "/f")
+    blk = int(re.search(r"\(0-2\):(\d+)-", debugfs(kinds_img, "stat /f")).group(1)) + 1
+    debugfs(kinds_img, "set_inode_field <1> block[1] %d" % blk, write=True)
+    r = scrub_damaged(kinds_img, mode)
+    error_of(r, "ext4.crosslink", ino, "block %d, used by this regular file, is in the bad "
+             "blocks list (inode 1)" % blk, os.path.join(kinds_img.mnt, "f"))
+
+
+# ---- one inode's fields ----------------------------------------------------------
+
+@pytest.mark.parametrize("mode", MODES)
+def test_file_acl_hi_without_64bit(image_factory, mode):
+    """f_file_acl_high: i_file_acl_hi 2 on a filesystem without 64bit."""
+    img = image_factory("ext4", size_mb=64, mkfs_args=MKFS + ("-O", "^64bit"))
+    img.mkfs()
+    mnt = img.mount()
+    with open(os.path.join(mnt, "motd"), "wb") as fh:
+        fh.write(b"motd\n")
+    img.offline()
+    debugfs(img, "set_inode_field /motd file_acl 0x200000000", write=True)
+    r = scrub_damaged(img, mode)
+    error_of(r, "ext4.inode_field", ino_of(img, "/motd"),
+             "i_file_acl_hi is 2 without the 64bit feature", os.path.join(img.mnt, "motd"))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_fast_symlink_with_extents_flag(kinds_img, mode):
+    """f_fast_symlink_extents: EXTENTS_FL on the fast symlink sl."""
+    debugfs(kinds_img, "set_inode_field /sl flags 0x80000", write=True)
+    r = scrub_damaged(kinds_img, mode)
+    error_of(r, "ext4.inode_flags", ino_of(kinds_img, "/sl"),
+             "flags 0x80000: EXTENTS_FL on a fast symlink", os.path.join(kinds_img.mnt, "sl"))
+
+
+# ---- a group descriptor's itable_unused ------------------------------------------
+
+@pytest.mark.parametrize("mode", MODES)
+def test_itable_unused_over_inodes_in_use(kinds_img, mode):
+    """Group 0's itable_unused says every inode from 12 on is unused, and
+    f (13) and sl (14) are in use (the descriptor's checksum made right)."""
+    ipg = int(re.search(r"Inodes per group:\s+(\d+)",
+                        fsimage.run(["dumpe2fs", "-h", kinds_img.path]).stdout).group(1))
+    debugfs(kinds_img, "set_bg 0 itable_unused %d" % (ipg - 11), write=True)
+    debugfs(kinds_img, "set_bg 0 checksum calc", write=True)
+    r = scrub_damaged(kinds_img, mode)
+    last = max(ino_of(kinds_img, "/f"), ino_of(kinds_img, "/sl"))
+    error_of(r, "ext4.group_desc", None, "inode %d is in use, but the group descriptor's "
+             "itable_unused (%d) says the inodes from 12 on were never used" % (last, ipg - 11))
