@@ -1,0 +1,119 @@
+"""btrfs without -x: every copy of every tree block read and checked by
+fscrub itself (btrfs_meta.c), no file data read.
+
+A leaf of a subvolume's tree is damaged offline in one copy (DUP on one
+device, one RAID1 mirror on two) or in both, at a byte past its header (a
+bad checksum); the image is mounted fresh, settled or read-only and
+scanned without -x.  With -n or on a read-only mount the bad copy is an
+error; otherwise the kernel's scrub of that block group rewrites it and
+the finding is Repaired, and a second run is clean.
+"""
+
+import os
+import re
+import time
+
+import pytest
+
+from conftest import run_fscrub
+import fsimage
+from fsimage import run
+from test_btrfs import MOUNTS, MiB, assert_clean, btrfs_factory, flip, mount_as  # noqa: F401
+
+
+def damaged_leaf(fs, copies):
+    """A subvolume (tree 256) of several leaves, none read by the mount; a
+    byte of its last leaf flipped in the first `copies` copies.  Returns
+    the leaf's logical address."""
+    mnt = fs.mount()
+    run(["btrfs", "subvolume", "create", os.path.join(mnt, "sv")])
+    for i in range(1500):
+        fsimage._write(os.path.join(mnt, "sv", "f%d" % i), b"x")
+    time.sleep(1.2)
+    fs.offline()
+    dump = run(["btrfs", "inspect-internal", "dump-tree", "-t", "256", fs.paths[0]]).stdout
+    bytenr = int(re.findall(r"^leaf (\d+) ", dump, re.M)[-1])
+    where = fs.locate(bytenr)
+    assert len(where) == 2, where               # DUP or RAID1: two copies
+    for path, off in where[:copies]:
+        flip(path, off + 200)                    # past the header: a bad checksum
+    return bytenr
+
+
+def tree_findings(r, severity, bytenr):
+    return [f for f in r.of(severity, "btrfs.tree") if "logical %d " % bytenr in f.message]
+
+
+@pytest.mark.parametrize("ndev", [1, 2], ids=["dup", "raid1"])
+@pytest.mark.parametrize("how", MOUNTS)
+@pytest.mark.parametrize("n", [True, False], ids=["n", "repair"])
+def test_one_bad_copy_found_without_x(btrfs_factory, ndev, how, n):
+    fs = btrfs_factory(ndev=ndev)
+    bytenr = damaged_leaf(fs, 1)
+    mount_as(fs, how)
+    r = run_fscrub(*(["-n"] if n else []), fs.mnt)
+    if n or how == "ro":
+        assert r.rc == 4, r
+        bad = tree_findings(r, "Error", bytenr)
+        assert len(bad) == 1, r
+        assert "copy 1 on devid 1" in bad[0].message, r
+        assert "subvolume 256" in bad[0].message, r
+        assert "a good copy exists, not repaired (%s)" % (
+            "-n" if n else "read-only mount") in bad[0].message, r
+        return
+    assert r.rc == 1, r
+    assert r.errors == [], r
+    fixed = tree_findings(r, "Repaired", bytenr)
+    assert len(fixed) == 1 and "corrected from a good copy" in fixed[0].message, r
+    r = run_fscrub("-v", "-n", fs.mnt)
+    assert_clean(r)
+
+
+@pytest.mark.parametrize("how", MOUNTS)
+def test_no_good_copy_is_an_error(btrfs_factory, how):
+    fs = btrfs_factory()
+    bytenr = damaged_leaf(fs, 2)
+    mount_as(fs, how)
+    r = run_fscrub(fs.mnt)
+    assert r.rc == 4, r
+    bad = tree_findings(r, "Error", bytenr)
+    assert len(bad) == 2, r
+    assert all("no good copy" in f.message for f in bad), r
+
+
+def sectors_read(dev):
+    """Sectors read from a block device so far (its sysfs stat, field 3)."""
+    with open("/sys/block/%s/stat" % os.path.basename(dev)) as f:
+        return int(f.read().split()[2])
+
+
+@pytest.mark.parametrize("ndev", [1, 2], ids=["dup", "raid1"])
+def test_clean_reads_no_file_data(btrfs_factory, ndev):
+    """64 MiB of file data: a scan without -x reads the tree blocks (every
+    copy) and none of it -- the devices' own counters say so; with -x the
+    kernel's scrub reads the data."""
+    fs = btrfs_factory(ndev=ndev)
+    mnt = fs.mount()
+    for i in range(4):
+        with open(os.path.join(mnt, "data%d" % i), "wb") as f:
+            f.write(os.urandom(16 * MiB))
+    for i in range(200):
+        fsimage._write(os.path.join(mnt, "small%d" % i), b"s" * 100)
+    time.sleep(1.2)
+    fs.offline()
+    fs.mount()
+    before = [sectors_read(d) for d in fs.devs]
+    r = run_fscrub("-v", fs.mnt)
+    after = [sectors_read(d) for d in fs.devs]
+    assert_clean(r)
+    m = re.search(r"Phase 2: (\d+) tree blocks in \d+ metadata block groups: (\d+) copies "
+                  r"read \((\d+) bytes, no file data\), 0 bad", r.stdout)
+    assert m, r
+    blocks, copies, nbytes = map(int, m.groups())
+    assert blocks > 0 and copies == 2 * blocks and nbytes == copies * 16384, r
+    read = sum(a - b for a, b in zip(after, before)) * 512
+    assert read < 16 * MiB, (read, r)            # the data is 64 MiB (128 on RAID1)
+    r = run_fscrub("-v", "-x", fs.mnt)
+    assert_clean(r)
+    scrubbed = re.findall(r"Phase 2: devid \d+ \S+: (\d+) data bytes", r.stdout)
+    assert len(scrubbed) == ndev and all(int(d) >= 64 * MiB for d in scrubbed), r
