@@ -25,9 +25,9 @@ MiB = 1 << 20
 
 
 class Btrfs:
-    """A btrfs on one or more image files (raid1 for two), mounted."""
+    """A btrfs on one or more image files (raid1 for two, or mkfs_args), mounted."""
 
-    def __init__(self, workdir, ndev=1, size_mb=300, name="bt"):
+    def __init__(self, workdir, ndev=1, size_mb=300, name="bt", mkfs_args=()):
         self.paths = [os.path.join(workdir, "%s%d.img" % (name, i)) for i in range(ndev)]
         self.mnt = os.path.join(workdir, name + ".mnt")
         self.devs = []
@@ -35,7 +35,7 @@ class Btrfs:
         for p in self.paths:
             with open(p, "wb") as f:
                 f.truncate(size_mb * MiB)
-        prof = ["-d", "raid1", "-m", "raid1"] if ndev > 1 else []
+        prof = list(mkfs_args) or (["-d", "raid1", "-m", "raid1"] if ndev > 1 else [])
         run(["mkfs.btrfs", "-f", "-q"] + prof + self.paths)
         os.makedirs(self.mnt, exist_ok=True)
 

@@ -21,7 +21,7 @@ from fsimage import run
 from test_btrfs import MOUNTS, MiB, assert_clean, btrfs_factory, flip, mount_as  # noqa: F401
 
 
-def damaged_leaf(fs, copies):
+def damaged_leaf(fs, copies, copies_expected=2):
     """A subvolume (tree 256) of several leaves, none read by the mount; a
     byte of its last leaf flipped in the first `copies` copies.  Returns
     the leaf's logical address."""
@@ -34,7 +34,7 @@ def damaged_leaf(fs, copies):
     dump = run(["btrfs", "inspect-internal", "dump-tree", "-t", "256", fs.paths[0]]).stdout
     bytenr = int(re.findall(r"^leaf (\d+) ", dump, re.M)[-1])
     where = fs.locate(bytenr)
-    assert len(where) == 2, where               # DUP or RAID1: two copies
+    assert len(where) == copies_expected, where  # DUP or RAID1: two copies
     for path, off in where[:copies]:
         flip(path, off + 200)                    # past the header: a bad checksum
     return bytenr
@@ -117,3 +117,48 @@ def test_clean_reads_no_file_data(btrfs_factory, ndev):
     assert_clean(r)
     scrubbed = re.findall(r"Phase 2: devid \d+ \S+: (\d+) data bytes", r.stdout)
     assert len(scrubbed) == ndev and all(int(d) >= 64 * MiB for d in scrubbed), r
+
+
+SCRUBBED = re.compile(r"(\d+) device ranges given to the kernel's scrub \((\d+) tree bytes, "
+                      r"(\d+) data bytes\)")
+
+
+@pytest.mark.parametrize("how", MOUNTS)
+@pytest.mark.parametrize("n", [True, False], ids=["n", "repair"])
+def test_xxhash_left_to_the_scrub_of_the_metadata(btrfs_factory, how, n):
+    """A checksum fscrub does not compute (xxhash): the kernel's scrub of
+    the metadata block groups' device ranges only finds the bad copy; it
+    reads their tree blocks and no file data."""
+    fs = btrfs_factory(mkfs_args=["--csum", "xxhash"])
+    damaged_leaf(fs, 1)
+    mount_as(fs, how)
+    r = run_fscrub("-v", *(["-n"] if n else []), fs.mnt)
+    m = SCRUBBED.search(r.stdout)
+    assert m and int(m.group(1)) > 0 and int(m.group(2)) > 0 and m.group(3) == "0", r
+    assert "0 copies read" in r.stdout, r
+    if n or how == "ro":
+        assert r.rc == 4, r
+        bad = r.of("Error", "btrfs.scrub")
+        assert bad and "not repaired (read-only scrub)" in bad[0].message, r
+        return
+    assert r.rc == 1 and not r.errors, r
+    assert r.of("Repaired", "btrfs.scrub"), r
+    assert_clean(run_fscrub("-v", "-n", fs.mnt))
+
+
+def test_raid5_metadata_left_to_the_scrub(btrfs_factory):
+    """RAID5 metadata (parity): the kernel's scrub of its block groups'
+    device ranges on every device, no file data; clean: exit 0."""
+    fs = btrfs_factory(ndev=3, mkfs_args=["-m", "raid5", "-d", "single"])
+    mnt = fs.mount()
+    for i in range(300):
+        fsimage._write(os.path.join(mnt, "f%d" % i), b"x" * 3000)
+    with open(os.path.join(mnt, "big"), "wb") as f:
+        f.write(os.urandom(8 * MiB))
+    time.sleep(1.2)
+    fs.offline()
+    fs.mount()
+    r = run_fscrub("-v", fs.mnt)
+    assert_clean(r)
+    m = SCRUBBED.search(r.stdout)
+    assert m and int(m.group(1)) >= 3 and int(m.group(2)) > 0 and m.group(3) == "0", r

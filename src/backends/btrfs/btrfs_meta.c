@@ -161,6 +161,7 @@ struct meta {
 	size_t nr_ranges, alloc_ranges, alloc_logicals;
 	atomic_ullong bytes, copies, bad_copies;
 	unsigned long long blocks, unwritten, scrubbed;
+	unsigned long long scrub_tree, scrub_data;	/* bytes the kernel's scrubs read */
 	int fd;
 };
 
@@ -643,7 +644,7 @@ static void confirm(struct meta *m, struct meta_chunk *c, struct meta_slot *s, u
 }
 
 /* BTRFS_IOC_SCRUB of the device range [start, end) on devid: its progress counters. */
-static int scrub_range(const struct meta *m, uint64_t devid, uint64_t start, uint64_t end,
+static int scrub_range(struct meta *m, uint64_t devid, uint64_t start, uint64_t end,
 		       struct btrfs_scrub_progress *p)
 {
 	struct btrfs_ioctl_scrub_args a = {
@@ -653,6 +654,9 @@ static int scrub_range(const struct meta *m, uint64_t devid, uint64_t start, uin
 	int ret = ioctl(m->ctx->mnt_fd, BTRFS_IOC_SCRUB, &a) < 0 ? -errno : 0;
 
 	*p = a.progress;
+	m->scrubbed++;
+	m->scrub_tree += p->tree_bytes_scrubbed;
+	m->scrub_data += p->data_bytes_scrubbed;
 	return ret;
 }
 
@@ -680,7 +684,6 @@ static void repair_chunk(struct meta *m, const struct meta_chunk *c)
 			continue;
 		ret = scrub_range(m, c->st[i].devid, c->st[i].offset,
 				  c->st[i].offset + stripe_bytes(c), &p);
-		m->scrubbed++;
 		if (ret < 0)
 			report_operational(m->ctx, NULL, NULL, -ret, "scrub of devid %llu from %llu",
 					   (unsigned long long)c->st[i].devid,
@@ -767,7 +770,6 @@ static void scrub_chunk(struct meta *m, const struct meta_chunk *c)
 			continue;
 		ret = scrub_range(m, d->devid, c->st[i].offset, c->st[i].offset + stripe_bytes(c),
 				  &p);
-		m->scrubbed++;
 		if (ret < 0) {
 			report_operational(m->ctx, NULL, NULL, -ret, "scrub of devid %llu %s",
 					   (unsigned long long)d->devid, d->path);
@@ -884,10 +886,12 @@ int btrfs_meta_verify(struct scrub_ctx *ctx, const struct btrfs_meta_dev *devs, 
 	judge(&m);
 	report_verbose(ctx, "Phase 2: %llu tree blocks in %zu metadata block groups: %llu copies "
 		       "read (%llu bytes, no file data), %llu bad; %llu not on disk yet (newer "
-		       "than generation %llu); %llu device ranges given to the kernel's scrub",
+		       "than generation %llu); %llu device ranges given to the kernel's scrub (%llu "
+		       "tree bytes, %llu data bytes)",
 		       m.blocks, m.nr_c, (unsigned long long)m.copies,
 		       (unsigned long long)m.bytes, (unsigned long long)m.bad_copies,
-		       m.unwritten, (unsigned long long)m.committed, m.scrubbed);
+		       m.unwritten, (unsigned long long)m.committed, m.scrubbed, m.scrub_tree,
+		       m.scrub_data);
 	meta_release(&m);
 	return 0;
 }
