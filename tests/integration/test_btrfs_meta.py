@@ -18,26 +18,8 @@ import pytest
 from conftest import run_fscrub
 import fsimage
 from fsimage import run
-from test_btrfs import MOUNTS, MiB, assert_clean, btrfs_factory, flip, mount_as  # noqa: F401
-
-
-def damaged_leaf(fs, copies, copies_expected=2):
-    """A subvolume (tree 256) of several leaves, none read by the mount; a
-    byte of its last leaf flipped in the first `copies` copies.  Returns
-    the leaf's logical address."""
-    mnt = fs.mount()
-    run(["btrfs", "subvolume", "create", os.path.join(mnt, "sv")])
-    for i in range(1500):
-        fsimage._write(os.path.join(mnt, "sv", "f%d" % i), b"x")
-    time.sleep(1.2)
-    fs.offline()
-    dump = run(["btrfs", "inspect-internal", "dump-tree", "-t", "256", fs.paths[0]]).stdout
-    bytenr = int(re.findall(r"^leaf (\d+) ", dump, re.M)[-1])
-    where = fs.locate(bytenr)
-    assert len(where) == copies_expected, where  # DUP or RAID1: two copies
-    for path, off in where[:copies]:
-        flip(path, off + 200)                    # past the header: a bad checksum
-    return bytenr
+from test_btrfs import (MOUNTS, MiB, assert_clean, btrfs_factory,  # noqa: F401
+                        damaged_leaf, mount_as)
 
 
 def tree_findings(r, severity, bytenr):

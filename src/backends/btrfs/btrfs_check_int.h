@@ -223,8 +223,6 @@ struct pass {
 	bool sb_ok;
 };
 
-/* Grow *v (of *alloc elements of size bytes) to hold need; 0 or -ENOMEM. */
-int btrfs_grow(void **v, size_t *alloc, size_t need, size_t size);
 
 /* btrfs_roots.c: keep a ROOT_REF / ROOT_BACKREF; check them all at the end. */
 int btrfs_root_ref_item(struct pass *p, const struct btrfs_tree_item *it);

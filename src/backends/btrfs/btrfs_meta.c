@@ -78,20 +78,29 @@
 /* Copies fscrub tracks per block (a bit each): RAID1C4's four and margin. */
 #define MAX_COPIES 8
 
-/* struct btrfs_header: csum[32], fsid[16], bytenr, flags, chunk_tree_uuid[16], generation, owner, nritems, level. */
+/*
+ * struct btrfs_header: csum[32], fsid[16], bytenr, flags,
+ * chunk_tree_uuid[16], generation, owner, nritems, level.
+ */
 #define H_CSUM_END 32
 #define H_FSID 32
 #define H_BYTENR 48
 #define H_GENERATION 80
 #define H_OWNER 88
 #define H_LEVEL 100
-/* btrfs_chunk: length, owner, stripe_len, type (24), ..., num_stripes (44), sub_stripes (46), stripes (48, 32 bytes each). */
+/*
+ * btrfs_chunk: length, owner, stripe_len, type (24), ..., num_stripes (44),
+ * sub_stripes (46), stripes (48, 32 bytes each: devid, offset, dev_uuid).
+ */
 #define CHUNK_TYPE 24
 #define CHUNK_NUM_STRIPES 44
 #define CHUNK_SUB_STRIPES 46
 #define CHUNK_STRIPES 48
 #define CHUNK_STRIPE_SIZE 32
-/* btrfs_extent_item: refs, generation, flags; a tree block's EXTENT_ITEM then a btrfs_tree_block_info (key, level). */
+/*
+ * btrfs_extent_item: refs, generation, flags; a tree block's EXTENT_ITEM
+ * then a btrfs_tree_block_info (key, level).
+ */
 #define EI_GENERATION 8
 #define EI_FLAGS 16
 #define EI_SIZE 24
@@ -164,22 +173,6 @@ struct meta {
 	unsigned long long scrub_tree, scrub_data;	/* bytes the kernel's scrubs read */
 	int fd;
 };
-
-static int grow(void **v, size_t *alloc, size_t need, size_t size)
-{
-	size_t n = *alloc ? *alloc : 16;
-	void *p;
-
-	if (need <= *alloc)
-		return 0;
-	while (n < need)
-		n *= 2;
-	if (!(p = realloc(*v, n * size)))
-		return -ENOMEM;
-	*v = p;
-	*alloc = n;
-	return 0;
-}
 
 static bool is_meta(uint64_t type)
 {
@@ -254,7 +247,7 @@ static int chunk_item(struct meta *m, const struct btrfs_tree_item *it)
 	n = (uint16_t)(it->data[CHUNK_NUM_STRIPES] | it->data[CHUNK_NUM_STRIPES + 1] << 8);
 	if (!n || it->len < CHUNK_STRIPES + (size_t)n * CHUNK_STRIPE_SIZE)
 		return 0;	/* the kernel's tree checker rejects such an item */
-	if (grow((void **)&m->c, &m->alloc_c, m->nr_c + 1, sizeof(*m->c)) < 0)
+	if (btrfs_grow((void **)&m->c, &m->alloc_c, m->nr_c + 1, sizeof(*m->c)) < 0)
 		return -ENOMEM;
 	c = &m->c[m->nr_c];
 	*c = (struct meta_chunk){
@@ -428,7 +421,7 @@ static bool written(const struct meta *m, const struct meta_slot *s)
 	return s->gen <= (uint32_t)m->committed;
 }
 
-/* Add the block at logical (physical phys) to the reads, merged with the last if it continues it. */
+/* Add the block at logical (at phys) to the reads: merged with the last if it continues it. */
 static int add_read(struct meta *m, uint64_t logical, uint64_t phys)
 {
 	struct io_range *last = m->nr_ranges ? &m->ranges[m->nr_ranges - 1] : NULL;
@@ -440,8 +433,9 @@ static int add_read(struct meta *m, uint64_t logical, uint64_t phys)
 		last->len += m->nodesize;
 		return 0;
 	}
-	if (grow((void **)&m->ranges, &m->alloc_ranges, m->nr_ranges + 1, sizeof(*m->ranges)) < 0 ||
-	    grow((void **)&m->logicals, &m->alloc_logicals, m->nr_ranges + 1,
+	if (btrfs_grow((void **)&m->ranges, &m->alloc_ranges, m->nr_ranges + 1,
+		       sizeof(*m->ranges)) < 0 ||
+	    btrfs_grow((void **)&m->logicals, &m->alloc_logicals, m->nr_ranges + 1,
 		 sizeof(*m->logicals)) < 0)
 		return -ENOMEM;
 	m->ranges[m->nr_ranges] = (struct io_range){ phys, m->nodesize };
@@ -513,7 +507,7 @@ static int dev_stripes(const struct meta *m, uint64_t devid, struct dev_stripe *
 		for (unsigned j = 0; m->c[i].slots && j < m->c[i].n; j++) {
 			if (m->c[i].st[j].devid != devid)
 				continue;
-			if (grow((void **)out, &alloc, n + 1, sizeof(**out)) < 0)
+			if (btrfs_grow((void **)out, &alloc, n + 1, sizeof(**out)) < 0)
 				return -ENOMEM;
 			(*out)[n++] = (struct dev_stripe){ m->c[i].st[j].offset, i, j };
 		}
