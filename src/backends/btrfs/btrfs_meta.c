@@ -624,14 +624,17 @@ static void confirm(struct meta *m, struct meta_chunk *c, struct meta_slot *s, u
 	for (unsigned k = 0; k < MAX_COPIES; k++)
 		if (s->bad & (1u << k) && reread(m, c, stripe[k], logical, buf) != META_OK)
 			bad |= (uint8_t)(1u << k);
-	if (bad != s->bad || !still_allocated(m, logical, s->gen)) {
-		str_changed(m->ctx, CHECK_BTRFS_TREE, NULL, NULL, 0,
-			    "tree block at logical %llu read bad, then %s",
-			    (unsigned long long)logical, bad != s->bad ? "good" : "was freed");
-		bad = bad != s->bad ? bad : 0;
-		if (!bad)
-			s->flags &= (uint8_t)~SLOT_USED;
+	if (bad && !still_allocated(m, logical, s->gen)) {
+		str_changed(m->ctx, CHECK_BTRFS_TREE, NULL, NULL, 0, "tree block at logical %llu "
+			    "read bad, then the extent tree no longer held it (freed)",
+			    (unsigned long long)logical);
+		bad = 0;
+	} else if (bad != s->bad) {
+		str_changed(m->ctx, CHECK_BTRFS_TREE, NULL, NULL, 0, "tree block at logical %llu: "
+			    "a copy read bad, then good", (unsigned long long)logical);
 	}
+	if (!bad)
+		s->flags &= (uint8_t)~SLOT_USED;
 	s->bad = bad;
 	if (bad && (all & ~bad))
 		s->flags |= SLOT_REPAIR;
