@@ -67,8 +67,9 @@ class Btrfs:
 
     def chunks(self):
         """[(logical, length, [(devid, physical), ...])] from the chunk tree."""
+        # attached, the other devices are found (a striped chunk tree)
         text = run(["btrfs", "inspect-internal", "dump-tree", "-t", "chunk",
-                    self.paths[0]]).stdout
+                    self.devs[0] if self.devs else self.paths[0]]).stdout
         out = []
         for m in re.finditer(r"CHUNK_ITEM (\d+)\).*?\n\s+length (\d+)(.*?)(?=\n\titem|\Z)",
                              text, re.S):
@@ -513,11 +514,13 @@ def damaged_leaf(fs, copies, copies_expected=2):
     for i in range(1500):
         fsimage._write(os.path.join(mnt, "sv", "f%d" % i), b"x")
     time.sleep(1.2)
-    fs.offline()
-    dump = run(["btrfs", "inspect-internal", "dump-tree", "-t", "256", fs.paths[0]]).stdout
+    run(["sync"])
+    # read while attached, so that every device is found (RAID10)
+    dump = run(["btrfs", "inspect-internal", "dump-tree", "-t", "256", fs.devs[0]]).stdout
     assert re.search(r"^node \d+ level 1 ", dump, re.M), dump[:2000]
     bytenr = int(re.findall(r"^leaf (\d+) ", dump, re.M)[-1])
     where = fs.locate(bytenr)
+    fs.offline()
     assert len(where) == copies_expected, where  # DUP or RAID1: two copies
     for path, off in where[:copies]:
         flip(path, off + 200)                    # past the header: a bad checksum

@@ -144,3 +144,58 @@ def test_raid5_metadata_left_to_the_scrub(btrfs_factory):
     assert_clean(r)
     m = SCRUBBED.search(r.stdout)
     assert m and int(m.group(1)) >= 3 and int(m.group(2)) > 0 and m.group(3) == "0", r
+
+
+def raid10_copies(fs, logical):
+    """Every (image, offset) holding logical in a RAID10 chunk of 4 stripes
+    (2 copies): its 64 KiB unit goes to the pair of stripes unit % 2."""
+    images = fs.devid_of_image()
+    for start, length, stripes in fs.chunks():
+        if start <= logical < start + length:
+            assert len(stripes) == 4, stripes
+            unit, within = divmod(logical - start, 64 << 10)
+            pair = stripes[2 * (unit % 2):2 * (unit % 2) + 2]
+            return [(images[d], p + (unit // 2) * (64 << 10) + within) for d, p in pair]
+    raise AssertionError("logical %d is in no chunk" % logical)
+
+
+@pytest.mark.parametrize("profile,ndev", [("raid10", 4), ("raid0", 2), ("raid1c3", 3)])
+def test_striped_and_triple_profiles_clean(btrfs_factory, profile, ndev):
+    """Metadata striped in 64 KiB units (RAID0, RAID10) or in three copies:
+    every copy is found where the chunk map puts it (a wrong mapping reads
+    another block: its bytenr is not the block's)."""
+    fs = btrfs_factory(ndev=ndev, mkfs_args=["-m", profile, "-d", "single"])
+    mnt = fs.mount()
+    for i in range(3000):
+        fsimage._write(os.path.join(mnt, "f%d" % i), b"x" * 100)
+    time.sleep(1.2)
+    fs.offline()
+    fs.mount()
+    r = run_fscrub("-v", "-n", fs.mnt)
+    assert_clean(r)
+    m = re.search(r"Phase 2: (\d+) tree blocks .*: (\d+) copies read", r.stdout)
+    copies = {"raid10": 2, "raid0": 1, "raid1c3": 3}[profile]
+    assert m and int(m.group(1)) > 20 and int(m.group(2)) == copies * int(m.group(1)), r
+
+
+@pytest.mark.parametrize("how", MOUNTS)
+@pytest.mark.parametrize("n", [True, False], ids=["n", "repair"])
+def test_raid10_one_bad_copy(btrfs_factory, how, n):
+    """RAID10 metadata on 4 devices: the leaf's 64 KiB unit on one pair of
+    stripes, one of the two copies damaged.  (A run with -n, then one
+    without, on the same mount would not do: the kernel's own read of the
+    leaf in phase 3 repairs the copy on a writable mount, -n or not.)"""
+    fs = btrfs_factory(ndev=4, mkfs_args=["-m", "raid10", "-d", "single"])
+    fs.locate = lambda logical: raid10_copies(fs, logical)
+    bytenr = damaged_leaf(fs, 1)
+    mount_as(fs, how)
+    r = run_fscrub(*(["-n"] if n else []), fs.mnt)
+    if n or how == "ro":
+        assert r.rc == 4, r
+        bad = tree_findings(r, "Error", bytenr)
+        assert len(bad) == 1 and "copy 1 on devid" in bad[0].message, r
+        assert "a good copy exists, not repaired" in bad[0].message, r
+        return
+    assert r.rc == 1 and not r.errors, r
+    assert len(tree_findings(r, "Repaired", bytenr)) == 1, r
+    assert_clean(run_fscrub("-v", "-n", fs.mnt))
