@@ -592,16 +592,22 @@ static bool still_allocated(const struct meta *m, uint64_t bytenr, uint32_t gen)
 	return found;
 }
 
-/* The copies of the block at logical that c stores: a bit per copy, and the stripe of each. */
-static unsigned copies_of(const struct meta_chunk *c, uint64_t logical, unsigned stripe[])
+/*
+ * The copies of the block at logical that c stores on a device that is
+ * there (a missing device's copy is neither good nor bad): a bit per copy,
+ * and the stripe of each.
+ */
+static unsigned copies_of(const struct meta *m, const struct meta_chunk *c, uint64_t logical,
+			  unsigned stripe[])
 {
 	unsigned mask = 0;
 
 	for (unsigned i = 0; i < c->n; i++) {
+		const struct btrfs_meta_dev *d = dev_by_id(m, c->st[i].devid);
 		uint64_t phys;
 		unsigned copy;
 
-		if (on_stripe(c, i, logical, &phys, &copy)) {
+		if (d && !d->missing && on_stripe(c, i, logical, &phys, &copy)) {
 			mask |= 1u << copy;
 			stripe[copy] = i;
 		}
@@ -618,7 +624,7 @@ static unsigned copies_of(const struct meta_chunk *c, uint64_t logical, unsigned
 static void confirm(struct meta *m, struct meta_chunk *c, struct meta_slot *s, uint64_t logical,
 		    unsigned char *buf)
 {
-	unsigned stripe[MAX_COPIES], all = copies_of(c, logical, stripe);
+	unsigned stripe[MAX_COPIES], all = copies_of(m, c, logical, stripe);
 	uint8_t bad = 0;
 
 	for (unsigned k = 0; k < MAX_COPIES; k++)
@@ -668,7 +674,7 @@ static void repair_chunk(struct meta *m, const struct meta_chunk *c)
 
 		if (!(c->slots[k].flags & SLOT_REPAIR))
 			continue;
-		copies_of(c, c->start + k * m->sectorsize, stripe);
+		copies_of(m, c, c->start + k * m->sectorsize, stripe);
 		for (unsigned j = 0; j < MAX_COPIES; j++)
 			if (c->slots[k].bad & (1u << j))
 				stripes |= (uint8_t)(1u << stripe[j]);
@@ -714,7 +720,7 @@ static void report_block(struct meta *m, const struct meta_chunk *c, const struc
 	unsigned stripe[MAX_COPIES];
 	bool good = s->flags & SLOT_REPAIR;
 
-	copies_of(c, logical, stripe);
+	copies_of(m, c, logical, stripe);
 	for (unsigned k = 0; k < MAX_COPIES; k++) {
 		enum meta_why why;
 
