@@ -1,7 +1,12 @@
 /*
- * btrfs: the kernel's own scrub, per device, with file names for its errors.
+ * btrfs: the tree blocks read on every device (without -x), or the kernel's
+ * own scrub, per device, with file names for its errors (with -x).
  *
- * Phase 2 lists the devices (BTRFS_IOC_FS_INFO, BTRFS_IOC_DEV_INFO) and runs
+ * Phase 2 lists the devices (BTRFS_IOC_FS_INFO, BTRFS_IOC_DEV_INFO).
+ * Without -x it reads no file data: every copy of every tree block is read
+ * and checked by btrfs_meta.h, which calls the kernel's scrub only for one
+ * block group's device range (a repair, RAID5/6, another checksum).  With
+ * -x it runs
  * BTRFS_IOC_SCRUB on every one of them at once, a thread per device (the
  * ioctl blocks until its device is done), read-only under -n or on a
  * read-only mount.  The main thread waits, and on SIGINT/SIGTERM sends
