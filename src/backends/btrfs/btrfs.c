@@ -1,7 +1,12 @@
 /*
- * btrfs: the kernel's own scrub, per device, with file names for its errors.
+ * btrfs: the tree blocks read on every device (without -x), or the kernel's
+ * own scrub, per device, with file names for its errors (with -x).
  *
- * Phase 2 lists the devices (BTRFS_IOC_FS_INFO, BTRFS_IOC_DEV_INFO) and runs
+ * Phase 2 lists the devices (BTRFS_IOC_FS_INFO, BTRFS_IOC_DEV_INFO).
+ * Without -x it reads no file data: every copy of every tree block is read
+ * and checked by btrfs_meta.h, which calls the kernel's scrub only for one
+ * block group's device range (a repair, RAID5/6, another checksum).  With
+ * -x it runs
  * BTRFS_IOC_SCRUB on every one of them at once, a thread per device (the
  * ioctl blocks until its device is done), read-only under -n or on a
  * read-only mount.  The main thread waits, and on SIGINT/SIGTERM sends
@@ -50,6 +55,7 @@
 #include "backends/btrfs/btrfs_bulk.h"
 #include "backends/btrfs/btrfs_check.h"
 #include "backends/btrfs/btrfs_datasum.h"
+#include "backends/btrfs/btrfs_meta.h"
 #include "backends/btrfs/btrfs_sectors.h"
 #include "backends/btrfs/btrfs_trees.h"
 #include "backends/btrfs/btrfs_xattrs.h"
@@ -630,13 +636,13 @@ static const char *tree_name(uint64_t root, char *buf, size_t size)
 }
 
 /*
- * The owners of the tree blocks in [start, start + len): their extent items'
- * inline TREE_BLOCK_REFs (BTRFS_IOC_TREE_SEARCH on the extent tree), added
- * to out as "the extent tree, subvolume 256".  False if none is known (a
- * shared block has only a SHARED_BLOCK_REF, to its parent).
+ * btrfs_meta.h: the owners of the tree blocks in [start, start + len),
+ * from their extent items' inline TREE_BLOCK_REFs (BTRFS_IOC_TREE_SEARCH on
+ * the extent tree).  False if none is known (a shared block has only a
+ * SHARED_BLOCK_REF, to its parent).
  */
-static bool tree_block_owners(struct scrub_ctx *ctx, uint64_t start, uint64_t len,
-			      struct strbuf *out)
+bool btrfs_tree_block_owners(struct scrub_ctx *ctx, uint64_t start, uint64_t len,
+			     struct strbuf *out)
 {
 	struct btrfs_ioctl_search_args sa;
 	struct btrfs_ioctl_search_key *k = &sa.key;
@@ -740,14 +746,14 @@ static void resolve_logical(struct scrub_ctx *ctx, struct btrfs_state *st, struc
 	if (e->is_data)
 		return;
 	if (e->is_tree) {	/* a "tree block L mirror M ..." line: add its owner */
-		if (tree_block_owners(ctx, e->logical, 1, &owners)) {
+		if (btrfs_tree_block_owners(ctx, e->logical, 1, &owners)) {
 			size_t n = strlen(e->tree_msg);
 
 			snprintf(e->tree_msg + n, sizeof(e->tree_msg) - n, " (in the %s)", owners.buf);
 		}
 	} else {
 		e->is_tree = true;
-		if (!tree_block_owners(ctx, e->logical, SCRUB_STRIPE_LEN, &owners))
+		if (!btrfs_tree_block_owners(ctx, e->logical, SCRUB_STRIPE_LEN, &owners))
 			strbuf_addstr(&owners, "metadata (owner unknown)");
 		snprintf(e->tree_msg, sizeof(e->tree_msg),
 			 "a tree block in the 64 KiB stripe at logical %llu, in the %s",
@@ -1187,6 +1193,36 @@ static int64_t recent_since(const struct scrub_ctx *ctx)
 	return (int64_t)now.tv_sec * 1000000000LL + now.tv_nsec - (int64_t)back * 10000000LL;
 }
 
+/*
+ * Phase 2 without -x: the tree blocks only (btrfs_meta.h), every copy on
+ * every device but a missing one; no file data is read.
+ */
+static int verify_tree_blocks(struct scrub_ctx *ctx, struct btrfs_state *st)
+{
+	struct btrfs_meta_dev *md = calloc(st->nr_devs ? st->nr_devs : 1, sizeof(*md));
+	int ret;
+
+	if (!md)
+		return -ENOMEM;
+	for (unsigned i = 0; i < st->nr_devs; i++) {
+		const struct btrfs_dev *d = &st->devs[i];
+
+		md[i] = (struct btrfs_meta_dev){
+			.devid = d->info.devid, .path = (const char *)d->info.path,
+			.missing = d->missing, .seed = d->seed,
+		};
+		memcpy(md[i].fsid, d->info.unused, sizeof(md[i].fsid));
+		if (d->missing)
+			report_missing(ctx, d);
+	}
+	if (st->readonly)
+		report_verbose(ctx, "Phase 2: tree blocks read-only (%s): nothing is repaired",
+			       ctx->opt.check_only ? "-n" : "read-only mount");
+	ret = btrfs_meta_verify(ctx, md, st->nr_devs, st->readonly);
+	free(md);
+	return ret;
+}
+
 static int btrfs_scan_metadata(struct scrub_ctx *ctx)
 {
 	struct btrfs_state *st = ctx->backend;
@@ -1194,6 +1230,8 @@ static int btrfs_scan_metadata(struct scrub_ctx *ctx)
 	int csum_bad = -1;	/* the csum tree unreadable: not known yet */
 	int ret = 0;
 
+	if (!ctx->opt.verify_data)
+		return verify_tree_blocks(ctx, st);
 	if (st->readonly)
 		report_verbose(ctx, "Phase 2: read-only scrub (%s): nothing is repaired",
 			       ctx->opt.check_only ? "-n" : "read-only mount");

@@ -194,23 +194,6 @@ void btrfs_add_finding(struct pass *p, const struct tfinding *f)
 	p->f[p->nr_f++] = *f;
 }
 
-int btrfs_grow(void **v, size_t *alloc, size_t need, size_t size)
-{
-	size_t n = *alloc ? *alloc : 64;
-	void *nv;
-
-	if (need <= *alloc)
-		return 0;
-	while (n < need)
-		n *= 2;
-	nv = realloc(*v, n * size);
-	if (!nv)
-		return -ENOMEM;
-	*v = nv;
-	*alloc = n;
-	return 0;
-}
-
 /* Read a whole key range, calling fn on every item; counts items read. */
 static int read_tree(struct pass *p, uint64_t tree, struct btrfs_tkey min, struct btrfs_tkey max,
 		     int (*fn)(struct pass *, uint64_t, const struct btrfs_tree_item *),

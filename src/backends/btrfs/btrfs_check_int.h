@@ -309,9 +309,6 @@ void btrfs_qgroup_extent_item(struct pass *p, const struct btrfs_tree_item *it);
 void btrfs_qgroup_finish(struct pass *p);
 void btrfs_qgroup_release(struct pass *p);
 
-/* Grow *v (of *alloc elements of size bytes) to hold need; 0 or -ENOMEM. */
-int btrfs_grow(void **v, size_t *alloc, size_t need, size_t size);
-
 /* btrfs_roots.c: keep a ROOT_REF / ROOT_BACKREF; check them all at the end. */
 int btrfs_root_ref_item(struct pass *p, const struct btrfs_tree_item *it);
 void btrfs_check_root_refs(struct pass *p);

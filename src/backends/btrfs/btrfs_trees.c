@@ -26,6 +26,23 @@ uint64_t btrfs_inode_stamp(const unsigned char *inode_item)
 					      btrfs_get32(ctime + 8));
 }
 
+int btrfs_grow(void **v, size_t *alloc, size_t need, size_t size)
+{
+	size_t n = *alloc ? *alloc : 64;
+	void *nv;
+
+	if (need <= *alloc)
+		return 0;
+	while (n < need)
+		n *= 2;
+	nv = realloc(*v, n * size);
+	if (!nv)
+		return -ENOMEM;
+	*v = nv;
+	*alloc = n;
+	return 0;
+}
+
 uint64_t btrfs_get64(const unsigned char *p)
 {
 	uint64_t v = 0;

@@ -87,6 +87,13 @@ uint32_t btrfs_get32(const unsigned char *p);
  */
 uint64_t btrfs_inode_stamp(const unsigned char *inode_item);
 
+/*
+ * Grow *v (of *alloc elements of size bytes, doubling) to hold need; 0 or
+ * -ENOMEM (then *v and *alloc are as they were).  For the btrfs modules'
+ * arrays of records.
+ */
+int btrfs_grow(void **v, size_t *alloc, size_t need, size_t size);
+
 /* Key order: <0, 0, >0. */
 int btrfs_key_cmp(const struct btrfs_tkey *a, const struct btrfs_tkey *b);
 
