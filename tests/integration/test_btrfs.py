@@ -478,10 +478,10 @@ def test_raid1_data_repair(btrfs_factory):
     assert "not repaired (read-only scrub)" in r.of("Error", "btrfs.scrub")[0].message, r
     fs.offline()
     assert sha(good) == before
-    # Not asserted: the bad copy left as it was.  The scrub is read-only,
-    # but data is verified only with -x now, and -x's phase 5 then reads the
-    # damaged file through the VFS, whose read repair rewrites the bad copy
-    # on a writable mount even under -n (reported to the lead, issue 36).
+    # -n repairs nothing: the scrub is read-only, and phase 5 does not read
+    # the damaged file again through btrfs, whose read repair would rewrite
+    # the bad copy from the good one (before: it did, under -n -x).
+    assert sha(bad) == bad_before
     fs.mount()
     r = run_fscrub("-x", fs.mnt)
     assert r.rc == 1, r

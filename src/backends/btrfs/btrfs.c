@@ -78,6 +78,7 @@
 
 #include "checks.h"
 #include "context.h"
+#include "inokey.h"
 #include "mountpoint.h"
 #include "report.h"
 #include "strbuf.h"
@@ -138,6 +139,9 @@ struct btrfs_state {
 	struct btrfs_bulk *bulk;	/* the walk's bulk records (NULL: none) */
 	bool scrub_whole;		/* phase 2 scrubbed every device to its end */
 	struct btrfs_unsummed unsummed;	/* phase 3: the files without data checksums */
+	/* files the scrub found damaged: under -n phase 5 does not read them (read repair) */
+	struct subvol_ino *damaged;
+	size_t nr_damaged, alloc_damaged;
 
 	int kmsg_fd;
 	pthread_t kmsg_thread;
@@ -822,6 +826,21 @@ struct bad_run {
 	const char *what;
 };
 
+/* Keep a damaged file's (subvolume, inode); on no memory it is not kept, and may be read. */
+static void note_damaged(struct btrfs_state *st, uint64_t root, uint64_t ino)
+{
+	if (st->nr_damaged == st->alloc_damaged) {
+		size_t n = st->alloc_damaged ? 2 * st->alloc_damaged : 16;
+		struct subvol_ino *v = realloc(st->damaged, n * sizeof(*v));
+
+		if (!v)
+			return;
+		st->damaged = v;
+		st->alloc_damaged = n;
+	}
+	st->damaged[st->nr_damaged++] = (struct subvol_ino){ root, ino };
+}
+
 /*
  * A bad sector: the file that holds it (LOGICAL_INO_V2 gives the file
  * offset of that very sector), reported with that offset.
@@ -842,6 +861,7 @@ static void report_bad_sector(uint64_t logical, void *arg)
 		return;
 	}
 	e.length = b->st->sectors.sectorsize;
+	note_damaged(b->st, e.root, e.inode);
 	if (!file_path(b->ctx, b->st, e.root, e.inode, &path))
 		strbuf_addf(&path, "<subvolume %llu>/?", (unsigned long long)e.root);
 	on_dev(&on, b->dev->name);
@@ -887,6 +907,7 @@ static void report_log_error(struct scrub_ctx *ctx, struct btrfs_state *st, stru
 	resolve_logical(ctx, st, e);
 	on_dev(&on, e->devname);
 	if (e->is_data && e->inode) {
+		note_damaged(st, e->root, e->inode);
 		if (!file_path(ctx, st, e->root, e->inode, &path)) {
 			if (e->root != st->mnt_root)
 				strbuf_addf(&path, "<subvolume %llu>/", (unsigned long long)e->root);
@@ -1116,7 +1137,11 @@ static bool scrubbable(struct scrub_ctx *ctx, const struct btrfs_dev *d)
  * not have named each damaged file (no /dev/kmsg, messages rate-limited
  * or not kept), and a read names it (EIO).
  */
-static bool scrub_was_whole(const struct btrfs_state *st)
+/*
+ * Did phase 2's scrub read every device to its end (and, unless
+ * errors_ok, find nothing)?
+ */
+static bool scrub_was_whole(const struct btrfs_state *st, bool errors_ok)
 {
 	if (!st->nr_devs || scrub_cancelled)
 		return false;
@@ -1124,7 +1149,8 @@ static bool scrub_was_whole(const struct btrfs_state *st)
 		const struct btrfs_scrub_progress *p = &st->devs[i].scrub.progress;
 
 		if (!st->devs[i].whole ||
-		    p->read_errors + p->csum_errors + p->verify_errors + p->super_errors)
+		    (!errors_ok && p->read_errors + p->csum_errors + p->verify_errors +
+				   p->super_errors))
 			return false;
 	}
 	return true;
@@ -1288,9 +1314,34 @@ static int btrfs_scan_metadata(struct scrub_ctx *ctx)
 				   "filesystem (see 'btrfs scrub status'); not scrubbing");
 		ret = 0;
 	}
-	st->scrub_whole = scrub_was_whole(st);
+	/*
+	 * Under -n a scrub that found errors covered the checksummed data as
+	 * well: they are named from the device (btrfs_sectors.c), and reading
+	 * the damaged files again through btrfs would repair them from a good
+	 * copy -- its read repair writes, -n or not.  Without -n phase 5 reads
+	 * every file again, and what it repairs is said.
+	 */
+	st->scrub_whole = scrub_was_whole(st, ctx->opt.check_only);
 	report_log_errors(ctx, st);
 	return ret;
+}
+
+/*
+ * Under -n: the files the scrub found damaged out of phase 5's list.
+ * Read through btrfs, a bad copy with a good one would be rewritten (read
+ * repair); they are reported already.  A recent file may be among them.
+ */
+static void drop_damaged(struct btrfs_state *st, struct subvol_ino *v, size_t *nr)
+{
+	size_t kept = 0;
+
+	if (st->nr_damaged)
+		qsort(st->damaged, st->nr_damaged, sizeof(*st->damaged), subvol_ino_cmp);
+	for (size_t i = 0; i < *nr; i++)
+		if (!st->nr_damaged || !bsearch(&v[i], st->damaged, st->nr_damaged,
+						sizeof(*st->damaged), subvol_ino_cmp))
+			v[kept++] = v[i];
+	*nr = kept;
 }
 
 /* The data_left hook: see backend.h and btrfs_datasum.h. */
@@ -1300,7 +1351,9 @@ static int btrfs_data_left(struct scrub_ctx *ctx, struct subvol_ino **left, size
 	struct btrfs_state *st = ctx->backend;
 
 	if (!st->scrub_whole) {
-		*why = "the kernel's scrub did not cover every device, or found errors";
+		*why = ctx->opt.check_only ? "the kernel's scrub did not cover every device"
+					   : "the kernel's scrub did not cover every device, or "
+					     "found errors";
 		return -EAGAIN;
 	}
 	if (!btrfs_unsummed_take(&st->unsummed, left, nr)) {
@@ -1308,6 +1361,8 @@ static int btrfs_data_left(struct scrub_ctx *ctx, struct subvol_ino **left, size
 		       "could see them, are not known";
 		return -EAGAIN;
 	}
+	if (ctx->opt.check_only)
+		drop_damaged(st, *left, nr);
 	return 0;
 }
 
@@ -1390,6 +1445,7 @@ static void btrfs_cleanup(struct scrub_ctx *ctx)
 		return;
 	btrfs_bulk_free(st->bulk);
 	btrfs_unsummed_release(&st->unsummed);
+	free(st->damaged);
 	kmsg_stop(st);
 	if (st->kmsg_fd >= 0)
 		close(st->kmsg_fd);

@@ -884,7 +884,13 @@ int btrfs_meta_verify(struct scrub_ctx *ctx, const struct btrfs_meta_dev *devs, 
 	    (ret = read_all_extents(&m)) < 0 || (ret = fs_facts(&m)) < 0 ||
 	    (ret = read_devices(&m)) < 0) {
 		meta_release(&m);
-		return ret;
+		if (ret != -ENOENT)
+			return ret;
+		/* rescue=ignorebadroots: a tree the kernel could not load is not there */
+		str_info(ctx, CHECK_BTRFS_TREE, NULL, NULL, 0,
+			 "the extent tree is not loaded on this mount: the tree blocks are not "
+			 "listed, and their copies are not read");
+		return 0;
 	}
 	judge(&m);
 	report_verbose(ctx, "Phase 2: %llu tree blocks in %zu metadata block groups: %llu copies "
