@@ -606,103 +606,6 @@ bool btrfs_file_path(struct scrub_ctx *ctx, uint64_t root, uint64_t inode, struc
 	return file_path(ctx, ctx->backend, root, inode, out);
 }
 
-/* Names of the trees a tree block can belong to. */
-static const char *tree_name(uint64_t root, char *buf, size_t size)
-{
-	switch (root) {
-	case BTRFS_ROOT_TREE_OBJECTID: return "root tree";
-	case BTRFS_EXTENT_TREE_OBJECTID: return "extent tree";
-	case BTRFS_CHUNK_TREE_OBJECTID: return "chunk tree";
-	case BTRFS_DEV_TREE_OBJECTID: return "device tree";
-	case BTRFS_FS_TREE_OBJECTID: return "top-level subvolume (fs tree 5)";
-	case BTRFS_CSUM_TREE_OBJECTID: return "checksum tree";
-	case BTRFS_QUOTA_TREE_OBJECTID: return "quota tree";
-	case BTRFS_UUID_TREE_OBJECTID: return "uuid tree";
-	case BTRFS_FREE_SPACE_TREE_OBJECTID: return "free space tree";
-	case BTRFS_DATA_RELOC_TREE_OBJECTID: return "data relocation tree";
-	}
-	if (root >= BTRFS_FIRST_FREE_OBJECTID && root <= BTRFS_LAST_FREE_OBJECTID) {
-		snprintf(buf, size, "subvolume %llu", (unsigned long long)root);
-		return buf;
-	}
-	snprintf(buf, size, "tree %llu", (unsigned long long)root);
-	return buf;
-}
-
-/*
- * The owners of the tree blocks in [start, start + len): their extent items'
- * inline TREE_BLOCK_REFs (BTRFS_IOC_TREE_SEARCH on the extent tree), added
- * to out as "the extent tree, subvolume 256".  False if none is known (a
- * shared block has only a SHARED_BLOCK_REF, to its parent).
- */
-static bool tree_block_owners(struct scrub_ctx *ctx, uint64_t start, uint64_t len,
-			      struct strbuf *out)
-{
-	struct btrfs_ioctl_search_args sa;
-	struct btrfs_ioctl_search_key *k = &sa.key;
-	uint64_t seen[16];
-	unsigned nr_seen = 0;
-	size_t pos = 0;
-
-	memset(&sa, 0, sizeof(sa));
-	k->tree_id = BTRFS_EXTENT_TREE_OBJECTID;
-	k->min_objectid = start;
-	k->max_objectid = start + len - 1;
-	k->min_type = BTRFS_EXTENT_ITEM_KEY;
-	k->max_type = BTRFS_METADATA_ITEM_KEY;
-	k->max_offset = (uint64_t)-1;
-	k->max_transid = (uint64_t)-1;
-	k->nr_items = 64;
-	if (ioctl(ctx->mnt_fd, BTRFS_IOC_TREE_SEARCH, &sa) < 0)
-		return false;
-	for (uint32_t i = 0; i < k->nr_items; i++) {
-		struct btrfs_ioctl_search_header h;
-		const unsigned char *item;
-		size_t off;
-
-		if (pos + sizeof(h) > sizeof(sa.buf))
-			break;
-		memcpy(&h, sa.buf + pos, sizeof(h));
-		item = (const unsigned char *)sa.buf + pos + sizeof(h);
-		pos += sizeof(h) + h.len;
-		if (pos > sizeof(sa.buf))
-			break;
-		off = sizeof(struct btrfs_extent_item);
-		if (h.type == BTRFS_EXTENT_ITEM_KEY)
-			off += sizeof(struct btrfs_tree_block_info);
-		else if (h.type != BTRFS_METADATA_ITEM_KEY)
-			continue;
-		if (h.type == BTRFS_EXTENT_ITEM_KEY && h.len >= sizeof(struct btrfs_extent_item)) {
-			struct btrfs_extent_item ei;
-
-			memcpy(&ei, item, sizeof(ei));
-			if (!(ei.flags & BTRFS_EXTENT_FLAG_TREE_BLOCK))
-				continue;	/* data */
-		}
-		/* Inline refs: a type byte and a little-endian u64 offset. */
-		while (off + 9 <= h.len) {
-			uint64_t v = 0;
-			unsigned j;
-
-			for (int b = 7; b >= 0; b--)
-				v = (v << 8) | item[off + 1 + b];
-			if (item[off] == BTRFS_TREE_BLOCK_REF_KEY) {
-				for (j = 0; j < nr_seen && seen[j] != v; j++)
-					;
-				if (j == nr_seen && nr_seen < 16) {
-					char nb[48];
-
-					seen[nr_seen++] = v;
-					strbuf_addf(out, "%s%s", nr_seen > 1 ? ", " : "",
-						    tree_name(v, nb, sizeof(nb)));
-				}
-			}
-			off += 9;
-		}
-	}
-	return nr_seen > 0;
-}
-
 /*
  * What held an error the kernel logged without details (with a good copy
  * it says only "fixed up error at logical L", L the 64 KiB stripe):
@@ -740,14 +643,14 @@ static void resolve_logical(struct scrub_ctx *ctx, struct btrfs_state *st, struc
 	if (e->is_data)
 		return;
 	if (e->is_tree) {	/* a "tree block L mirror M ..." line: add its owner */
-		if (tree_block_owners(ctx, e->logical, 1, &owners)) {
+		if (btrfs_tree_block_owners(ctx->mnt_fd, e->logical, 1, &owners)) {
 			size_t n = strlen(e->tree_msg);
 
 			snprintf(e->tree_msg + n, sizeof(e->tree_msg) - n, " (in the %s)", owners.buf);
 		}
 	} else {
 		e->is_tree = true;
-		if (!tree_block_owners(ctx, e->logical, SCRUB_STRIPE_LEN, &owners))
+		if (!btrfs_tree_block_owners(ctx->mnt_fd, e->logical, SCRUB_STRIPE_LEN, &owners))
 			strbuf_addstr(&owners, "metadata (owner unknown)");
 		snprintf(e->tree_msg, sizeof(e->tree_msg),
 			 "a tree block in the 64 KiB stripe at logical %llu, in the %s",

@@ -1,0 +1,325 @@
+/*
+ * ext4_locate: the owners of a range of an ext4 device, for fscrub locate
+ * (locate.h).
+ *
+ * The kernel's GETFSMAP on ext4 names free space and each kind of
+ * metadata (superblocks, descriptors, bitmaps, inode tables, the journal)
+ * from its own bitmaps, current and not the disk's; the blocks of files
+ * it leaves "unknown".  Those are looked up here: the inode tables are
+ * read with libext2fs through the block device's page cache, where ext4
+ * keeps its metadata buffers (so a recent change is seen; see ext4_bulk.c),
+ * each inode in use has its extent tree (or block map) walked, and the
+ * inodes that map a wanted block are the owners.  ext4 allocates a file's
+ * blocks near its inode, in the same flex group, so the groups of the
+ * block's flex group are read first, and the others only for blocks not
+ * found there: a targeted pass, not a whole scan, in the common case.  A
+ * file is named by its handle (the inode number and generation just
+ * read), which also says whether the kernel still has that inode.
+ */
+#include <errno.h>
+#include <linux/fsmap.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sysmacros.h>
+
+#include <ext2fs/ext2fs.h>
+
+#include "backends/ext4/ext4.h"
+#include "fsmap.h"
+#include "locate.h"
+
+/* At most this many blocks are looked for in the inode tables per range: 4 MiB of flags. */
+#define MAX_SEARCH_BLOCKS (4u << 20)
+/* FILEID_INO32_GEN: the handle ext4 encodes, (u32 ino, u32 gen). */
+#define HANDLE_INO32_GEN 1
+
+/* ext4's GETFSMAP owner codes (fs/ext4/fsmap.h) beyond the generic ones. */
+#define EXT4_OWN_FS FMR_OWNER('X', 1)
+#define EXT4_OWN_LOG FMR_OWNER('X', 2)
+#define EXT4_OWN_INODES FMR_OWNER('X', 5)
+#define EXT4_OWN_GDT FMR_OWNER('f', 1)
+#define EXT4_OWN_RESV_GDT FMR_OWNER('f', 2)
+#define EXT4_OWN_BLKBM FMR_OWNER('f', 3)
+#define EXT4_OWN_INOBM FMR_OWNER('f', 4)
+
+/* The blocks GETFSMAP leaves unknown, looked for in the inode tables. */
+struct search {
+	const struct loc_fs *lfs;
+	ext2_filsys fs;
+	uint64_t off, end;		/* the bytes asked about */
+	blk64_t lo, hi;			/* [lo, hi): the blocks spanned by unknown pieces */
+	unsigned char *want;		/* per block of [lo, hi): 1 wanted, 0 not or found */
+	uint64_t left;			/* blocks still wanted */
+	struct loc_owners *out;
+	int ret;
+};
+
+static const char *ext4_owner_name(uint64_t owner)
+{
+	switch (owner) {
+	case EXT4_OWN_FS: return "the superblock";
+	case EXT4_OWN_LOG: return "the journal";
+	case EXT4_OWN_GDT: return "the group descriptors";
+	case EXT4_OWN_RESV_GDT: return "the reserved group descriptor blocks";
+	case EXT4_OWN_BLKBM: return "a block bitmap";
+	case EXT4_OWN_INOBM: return "an inode bitmap";
+	default: return NULL;
+	}
+}
+
+/* The inode whose slot is at the start of inode-table block b, or 0. */
+static ext2_ino_t itable_first_ino(ext2_filsys fs, blk64_t b)
+{
+	unsigned per_block = fs->blocksize / EXT2_INODE_SIZE(fs->super);
+
+	for (dgrp_t g = 0; g < fs->group_desc_count; g++) {
+		blk64_t it = ext2fs_inode_table_loc(fs, g);
+
+		if (it && b >= it && b - it < fs->inode_blocks_per_group)
+			return g * fs->super->s_inodes_per_group + (ext2_ino_t)(b - it) * per_block + 1;
+	}
+	return 0;
+}
+
+/* "the inode table of group 0 (the slots of inodes 17-32)": a piece of inode tables. */
+static void itable_what(ext2_filsys fs, uint64_t off, uint64_t len, struct strbuf *sb)
+{
+	blk64_t first = off / fs->blocksize, last = (off + len - 1) / fs->blocksize;
+	ext2_ino_t a = itable_first_ino(fs, first), b = itable_first_ino(fs, last);
+	unsigned per_block = fs->blocksize / EXT2_INODE_SIZE(fs->super);
+
+	if (!a || !b) {
+		strbuf_addstr(sb, "an inode table");
+		return;
+	}
+	strbuf_addf(sb, "the inode table of group %u (the slots of inodes %u-%u)",
+		    (a - 1) / fs->super->s_inodes_per_group, a, b + per_block - 1);
+}
+
+/* A piece of a file (or metadata of inode ino) found in the tables. */
+static void found(struct search *s, ext2_ino_t ino, const struct ext2_inode_large *in,
+		  blk64_t pblk, uint64_t lblk, uint64_t n, const char *meta)
+{
+	uint64_t bs = s->fs->blocksize, a = pblk * bs, e = (pblk + n) * bs;
+	uint32_t handle[2] = { ino, in->i_generation };
+	struct loc_owner *o;
+
+	a = a > s->off ? a : s->off;
+	e = e < s->end ? e : s->end;
+	for (blk64_t b = a / bs; b < (e + bs - 1) / bs; b++) {
+		if (b >= s->lo && b < s->hi && s->want[b - s->lo]) {
+			s->want[b - s->lo] = 0;
+			s->left--;
+		}
+	}
+	if (ino < EXT2_FIRST_INO(s->fs->super) && ino != EXT2_ROOT_INO && !meta)
+		meta = "blocks of a reserved inode";
+	if (meta) {
+		o = loc_owner_add(s->out, LOC_META, a, e - a, meta, NULL);
+	} else {
+		o = loc_owner_add(s->out, LOC_FILE, a, e - a, "data",
+				  loc_handle_path(s->lfs, HANDLE_INO32_GEN, handle, sizeof(handle)));
+		o->file_off = lblk * bs + (a - pblk * bs);
+	}
+	o->ino = ino;
+}
+
+/* Does [pblk, pblk + n) meet a wanted block? */
+static bool wanted(const struct search *s, blk64_t pblk, uint64_t n)
+{
+	blk64_t a = pblk > s->lo ? pblk : s->lo, e = pblk + n < s->hi ? pblk + n : s->hi;
+
+	for (blk64_t b = a; b < e; b++)
+		if (s->want[b - s->lo])
+			return true;
+	return false;
+}
+
+static void extents_of(struct search *s, ext2_ino_t ino, struct ext2_inode_large *in)
+{
+	ext2_extent_handle_t h;
+	struct ext2fs_extent e;
+	errcode_t err;
+	int op = EXT2_EXTENT_ROOT;
+
+	if (ext2fs_extent_open2(s->fs, ino, (struct ext2_inode *)in, &h))
+		return;
+	while (!(err = ext2fs_extent_get(h, op, &e))) {
+		op = EXT2_EXTENT_NEXT;
+		if (!(e.e_flags & EXT2_EXTENT_FLAGS_LEAF)) {
+			/* An index entry: e_pblk is the tree block below it. */
+			if (!(e.e_flags & EXT2_EXTENT_FLAGS_SECOND_VISIT) && wanted(s, e.e_pblk, 1))
+				found(s, ino, in, e.e_pblk, 0, 1, "the extent tree of an inode");
+		} else if (e.e_len && wanted(s, e.e_pblk, e.e_len)) {
+			found(s, ino, in, e.e_pblk, e.e_lblk, e.e_len, NULL);
+		}
+	}
+	ext2fs_extent_free(h);
+}
+
+struct blockmap {
+	struct search *s;
+	ext2_ino_t ino;
+	struct ext2_inode_large *in;
+};
+
+static int block_fn(ext2_filsys fs, blk64_t *blocknr, e2_blkcnt_t blockcnt, blk64_t ref_blk,
+		    int ref_offset, void *priv)
+{
+	struct blockmap *m = priv;
+
+	(void)fs, (void)ref_blk, (void)ref_offset;
+	if (wanted(m->s, *blocknr, 1))
+		found(m->s, m->ino, m->in, *blocknr, blockcnt < 0 ? 0 : (uint64_t)blockcnt, 1,
+		      blockcnt < 0 ? "an indirect block of an inode" : NULL);
+	return m->s->left ? 0 : BLOCK_ABORT;
+}
+
+static void inode_blocks(struct search *s, ext2_ino_t ino, struct ext2_inode_large *in)
+{
+	blk64_t acl = ext2fs_file_acl_block(s->fs, (struct ext2_inode *)in);
+	struct blockmap m = { s, ino, in };
+
+	if (!in->i_links_count || in->i_dtime)
+		return;
+	if (acl && wanted(s, acl, 1))
+		found(s, ino, in, acl, 0, 1, "the extended attribute block of an inode");
+	if (!ext2fs_inode_has_valid_blocks2(s->fs, (struct ext2_inode *)in))
+		return;
+	if (in->i_flags & EXT4_EXTENTS_FL)
+		extents_of(s, ino, in);
+	else
+		ext2fs_block_iterate3(s->fs, ino, BLOCK_FLAG_READ_ONLY, NULL, block_fn, &m);
+}
+
+/* Inodes of groups [g, g_end) read, until nothing is wanted. */
+static void scan_groups(struct search *s, ext2_inode_scan scan, dgrp_t g, dgrp_t g_end)
+{
+	ext2_ino_t last = g_end * s->fs->super->s_inodes_per_group, ino;
+	size_t size = sizeof(struct ext2_inode_large);
+	struct ext2_inode_large *in = xcalloc(1, EXT2_INODE_SIZE(s->fs->super) > size ?
+					      EXT2_INODE_SIZE(s->fs->super) : size);
+
+	if (ext2fs_inode_scan_goto_blockgroup(scan, g)) {
+		free(in);
+		return;
+	}
+	while (s->left) {
+		errcode_t err = ext2fs_get_next_inode_full(scan, &ino, (struct ext2_inode *)in,
+							   EXT2_INODE_SIZE(s->fs->super));
+
+		if (err == EXT2_ET_INODE_CSUM_INVALID ||
+		    err == EXT2_ET_INODE_IS_GARBAGE)
+			continue;
+		if (err || !ino || ino > last)
+			break;
+		inode_blocks(s, ino, in);
+	}
+	free(in);
+}
+
+/* The flex group of the first wanted block, then every other group. */
+static void search_inodes(struct search *s)
+{
+	ext2_filsys fs = s->fs;
+	unsigned flex = ext2fs_has_feature_flex_bg(fs->super) ?
+			1u << fs->super->s_log_groups_per_flex : 1;
+	dgrp_t g = ext2fs_group_of_blk2(fs, s->lo) / flex * flex;
+	dgrp_t g_end = g + flex < fs->group_desc_count ? g + flex : fs->group_desc_count;
+	ext2_inode_scan scan;
+
+	if (ext2fs_open_inode_scan(fs, 0, &scan)) {
+		s->ret = -EIO;
+		return;
+	}
+	ext2fs_inode_scan_flags(scan, EXT2_SF_SKIP_MISSING_ITABLE | EXT2_SF_DO_LAZY, 0);
+	scan_groups(s, scan, g, g_end);
+	if (g)
+		scan_groups(s, scan, 0, g);
+	if (g_end < fs->group_desc_count)
+		scan_groups(s, scan, g_end, fs->group_desc_count);
+	ext2fs_close_inode_scan(scan);
+}
+
+/* One GETFSMAP record, clipped: named, or its blocks wanted. */
+static void take_record(const struct fsmap *m, void *arg)
+{
+	struct search *s = arg;
+	uint64_t a = m->fmr_physical > s->off ? m->fmr_physical : s->off;
+	uint64_t e = m->fmr_physical + m->fmr_length < s->end ?
+		     m->fmr_physical + m->fmr_length : s->end;
+	struct strbuf what = STRBUF_INIT;
+	uint64_t bs = s->fs->blocksize;
+
+	if (e <= a)
+		return;
+	if (m->fmr_owner == FMR_OWN_FREE) {
+		loc_owner_add(s->out, LOC_FREE, a, e - a, "free space", NULL);
+	} else if (m->fmr_owner == FMR_OWN_UNKNOWN) {
+		for (blk64_t b = a / bs; b < (e + bs - 1) / bs; b++)
+			if (b >= s->lo && b < s->hi && !s->want[b - s->lo]) {
+				s->want[b - s->lo] = 1;
+				s->left++;
+			}
+	} else if (m->fmr_owner == EXT4_OWN_INODES) {
+		itable_what(s->fs, a, e - a, &what);
+		loc_owner_add(s->out, LOC_META, a, e - a, what.buf, NULL);
+	} else {
+		const char *name = ext4_owner_name(m->fmr_owner);
+
+		loc_owner_add(s->out, LOC_META, a, e - a, name ? name : "filesystem metadata", NULL);
+	}
+	strbuf_release(&what);
+}
+
+/* What is still wanted after the search: allocated, owner not found. */
+static void left_unknown(struct search *s)
+{
+	uint64_t bs = s->fs->blocksize;
+
+	for (blk64_t b = s->lo; b < s->hi; b++) {
+		uint64_t a, e;
+
+		if (!s->want[b - s->lo])
+			continue;
+		a = b * bs > s->off ? b * bs : s->off;
+		e = (b + 1) * bs < s->end ? (b + 1) * bs : s->end;
+		loc_owner_add(s->out, LOC_UNKNOWN, a, e - a,
+			      "allocated, but no inode in use maps it", NULL);
+	}
+}
+
+static int open_fs(const struct loc_fs *lfs, ext2_filsys *fs)
+{
+	/* Read-only, no MMP (it writes), checksums judged by the scan, not here. */
+	errcode_t err = ext2fs_open2(lfs->devpath, NULL, EXT2_FLAG_64BITS | EXT2_FLAG_SKIP_MMP |
+				     EXT2_FLAG_IGNORE_CSUM_ERRORS, 0, 0, unix_io_manager, fs);
+
+	return err ? -EIO : 0;
+}
+
+int locate_ext4(const struct loc_fs *lfs, uint64_t off, uint64_t len, struct loc_owners *out)
+{
+	struct search s = { .lfs = lfs, .off = off, .end = off + len, .out = out };
+	int ret = open_fs(lfs, &s.fs);
+
+	if (ret)
+		return ret;
+	s.lo = off / s.fs->blocksize;
+	s.hi = (off + len + s.fs->blocksize - 1) / s.fs->blocksize;
+	if (s.hi - s.lo > MAX_SEARCH_BLOCKS)
+		s.hi = s.lo + MAX_SEARCH_BLOCKS;
+	s.end = s.end < s.hi * s.fs->blocksize ? s.end : s.hi * s.fs->blocksize;
+	s.want = xcalloc(1, s.hi - s.lo);
+	ret = fsmap_query(lfs->fd, fsmap_dev(major(lfs->devno), minor(lfs->devno)), off,
+			  s.end - 1, take_record, &s);
+	if (!ret && s.left)
+		search_inodes(&s);
+	if (!ret)
+		ret = s.ret;
+	if (!ret)
+		left_unknown(&s);
+	free(s.want);
+	ext2fs_close_free(&s.fs);
+	return ret;
+}

@@ -1,0 +1,82 @@
+/*
+ * locate: who owns a range of bytes of a mounted filesystem's device, for
+ * fscrub locate (cmd_locate.c).
+ *
+ * One function per filesystem fills a list of owners, each a piece of the
+ * range: a file's data (its inode, its offset in the file, its path when
+ * one can be found), metadata (what it is; the inode it belongs to, if
+ * one), free space, or allocated space whose owner is not known.  The
+ * pieces the filesystem does not cover (past its end, a btrfs device's
+ * unallocated space is free, not uncovered) are left out; the caller says
+ * they are not part of it.
+ *
+ *   XFS    GETFSMAP (watch_media.h): the reverse-mapping btree names
+ *          every owner; paths by XFS's file handles.
+ *   ext4   GETFSMAP names metadata and free space and leaves file blocks
+ *          "unknown"; those are looked up in the inode tables and extent
+ *          trees read from the device (backends/ext4/ext4_locate.c),
+ *          starting with the flex group that holds them, and named by
+ *          ext4's file handles.
+ *   btrfs  the device extent and the chunk that hold the byte give its
+ *          logical address; LOGICAL_INO_V2 names the files of data, the
+ *          extent tree the tree of metadata (backends/btrfs/btrfs_locate.c).
+ *
+ * Library code: nothing printed; functions return 0 or a negative errno.
+ */
+#ifndef FSCRUB_LOCATE_H
+#define FSCRUB_LOCATE_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "strbuf.h"
+
+enum loc_kind {
+	LOC_FILE,	/* a file's data (or attribute fork: what says so) */
+	LOC_META,	/* filesystem metadata; ino set if it is one inode's */
+	LOC_FREE,	/* free space */
+	LOC_UNKNOWN,	/* allocated, owner not found */
+};
+
+struct loc_owner {
+	enum loc_kind kind;
+	uint64_t off, len;	/* bytes of the filesystem's device */
+	uint64_t ino;		/* the inode (LOC_FILE, an inode's metadata), else 0 */
+	uint64_t root;		/* btrfs: the subvolume of ino; else 0 */
+	uint64_t file_off;	/* LOC_FILE: the file's byte at off */
+	char *path;		/* LOC_FILE: its path, NULL if none was found */
+	char *what;		/* what it is, for people: "data", "the journal", ... */
+};
+
+struct loc_owners {
+	struct loc_owner *v;
+	size_t n;
+};
+
+/* The mounted filesystem asked about. */
+struct loc_fs {
+	const char *target;	/* its mount point */
+	const char *fstype;
+	const char *devpath;	/* the device, as /dev/NAME */
+	dev_t devno;		/* the device */
+	int fd;			/* its root directory, O_RDONLY */
+};
+
+/* Append an owner; what is copied (NULL: none); path is taken (may be NULL). */
+struct loc_owner *loc_owner_add(struct loc_owners *o, enum loc_kind kind, uint64_t off,
+				uint64_t len, const char *what, char *path);
+void loc_owners_release(struct loc_owners *o);
+
+/*
+ * The path of a file by its handle (type and bytes as name_to_handle_at()
+ * gives them) on fs: malloc'ed, NULL if the inode cannot be opened (freed,
+ * another generation, no permission).
+ */
+char *loc_handle_path(const struct loc_fs *fs, int type, const void *handle, size_t len);
+
+/* The owners of [off, off + len) of fs's device, appended to out in device order. */
+int locate_xfs(const struct loc_fs *fs, uint64_t off, uint64_t len, struct loc_owners *out);
+int locate_ext4(const struct loc_fs *fs, uint64_t off, uint64_t len, struct loc_owners *out);
+int locate_btrfs(const struct loc_fs *fs, uint64_t off, uint64_t len, struct loc_owners *out);
+
+#endif
