@@ -262,7 +262,7 @@ static void say_owners(struct walker *w, const char *chain, const char *name,
 	qsort(o->v, o->n, sizeof(*o->v), owner_cmp);
 	for (size_t i = 0; i < o->n; i++) {
 		if (o->v[i].off > at)
-			say_none(w, chain, name, at, o->v[i].off - at, depth, " (not in the filesystem)");
+			say_none(w, chain, name, at, o->v[i].off - at, depth, " (outside the filesystem)");
 		text_owner(w, &o->v[i], depth);
 		json_owner(w, chain, name, m, &o->v[i]);
 		if (o->v[i].kind == LOC_FILE)
@@ -274,7 +274,7 @@ static void say_owners(struct walker *w, const char *chain, const char *name,
 			follow_loops(w, chain, &o->v[i], depth + 1);
 	}
 	if (at < off + len)
-		say_none(w, chain, name, at, off + len - at, depth, " (past the filesystem's end)");
+		say_none(w, chain, name, at, off + len - at, depth, " (outside the filesystem)");
 }
 
 /* The filesystem mounted from name: asked about [off, off + len). */
@@ -287,7 +287,14 @@ static void ask_fs(struct walker *w, const char *chain, const char *name, dev_t 
 			     .devno = devno };
 	int ret;
 
-	snprintf(devpath, sizeof(devpath), "/dev/%s", name);
+	struct stat st;
+
+	/* The mount's source is the device's node; /dev/NAME where it is not one. */
+	if (m->source[0] == '/' && stat(m->source, &st) == 0 && S_ISBLK(st.st_mode) &&
+	    st.st_rdev == devno)
+		fs.devpath = m->source;
+	else
+		snprintf(devpath, sizeof(devpath), "/dev/%s", name);
 	indent(w, depth);
 	strbuf_addf(&w->text, "%s bytes %llu-%llu: %s mounted on ", name, (unsigned long long)off,
 		    (unsigned long long)(off + len - 1), m->fstype);
@@ -302,6 +309,8 @@ static void ask_fs(struct walker *w, const char *chain, const char *name, dev_t 
 		ret = locate_btrfs(&fs, off, len, &o);
 	else
 		ret = locate_ext4(&fs, off, len, &o);
+	if (!ret && strcmp(m->fstype, "btrfs"))
+		loc_name_by_walk(&fs, &o);
 	if (fs.fd >= 0)
 		close(fs.fd);
 	if (ret) {

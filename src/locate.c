@@ -7,13 +7,16 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <fts.h>
 #include <linux/fsmap.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <xfs/xfs.h>
 
 #include "fserror.h"
+#include "fsmap.h"
 #include "watch_media.h"
 
 struct loc_owner *loc_owner_add(struct loc_owners *o, enum loc_kind kind, uint64_t off,
@@ -68,7 +71,15 @@ static void xfs_owner(const struct loc_fs *fs, const struct media_owner *m,
 	enum loc_kind kind = LOC_META;
 	char *path = NULL;
 
-	media_owner_describe(m, &what);
+	if (media_owner_is_inode(m) && !(m->flags & FMR_OF_EXTENT_MAP))
+		strbuf_addstr(&what, m->flags & FMR_OF_ATTR_FORK ? "attribute fork" : "data");
+	else if (m->owner == FMR_OWN_UNKNOWN)
+		strbuf_addstr(&what, "allocated space: an XFS without the reverse-mapping "
+			      "btree (mkfs.xfs -m rmapbt=1) does not say whose");
+	else if (fsmap_xfs_owner_name(m->owner))
+		strbuf_addstr(&what, fsmap_xfs_owner_name(m->owner));
+	else
+		media_owner_describe(m, &what);
 	if (media_owner_is_inode(m) && !(m->flags & FMR_OF_EXTENT_MAP)) {
 		struct fserror_event ev = { 0 };
 
@@ -98,3 +109,50 @@ int locate_xfs(const struct loc_fs *fs, uint64_t off, uint64_t len, struct loc_o
 	media_owners_release(&m);
 	return ret;
 }
+
+/* Is o a file whose path is missing, or shows another inode (a disconnected handle: "/")? */
+static bool needs_name(const struct loc_fs *fs, const struct loc_owner *o)
+{
+	struct stat st;
+
+	if (o->kind != LOC_FILE || !o->ino)
+		return false;
+	return !o->path || strncmp(o->path, fs->target, strlen(fs->target)) ||
+	       lstat(o->path, &st) < 0 || st.st_dev != fs->devno || st.st_ino != o->ino;
+}
+
+/* Give every owner of inode ino that needs a name this path. */
+static size_t name_owners(const struct loc_fs *fs, struct loc_owners *o, ino_t ino,
+			  const char *path)
+{
+	size_t named = 0;
+
+	for (size_t i = 0; i < o->n; i++) {
+		if (o->v[i].ino != ino || !needs_name(fs, &o->v[i]))
+			continue;
+		free(o->v[i].path);
+		o->v[i].path = xstrdup(path);
+		named++;
+	}
+	return named;
+}
+
+void loc_name_by_walk(const struct loc_fs *fs, struct loc_owners *o)
+{
+	char *roots[] = { (char *)fs->target, NULL };
+	size_t left = 0;
+	FTSENT *e;
+	FTS *fts;
+
+	for (size_t i = 0; i < o->n; i++)
+		left += needs_name(fs, &o->v[i]);
+	if (!left || !(fts = fts_open(roots, FTS_PHYSICAL | FTS_XDEV | FTS_NOCHDIR, NULL)))
+		return;
+	while (left && (e = fts_read(fts))) {
+		if (e->fts_info == FTS_DP || !e->fts_statp)
+			continue;
+		left -= name_owners(fs, o, e->fts_statp->st_ino, e->fts_path);
+	}
+	fts_close(fts);
+}
+

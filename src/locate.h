@@ -74,6 +74,15 @@ void loc_owners_release(struct loc_owners *o);
  */
 char *loc_handle_path(const struct loc_fs *fs, int type, const void *handle, size_t len);
 
+/*
+ * Paths for the files among o that have none, or one that shows another
+ * inode (a file opened by its handle on a fresh mount is not connected to
+ * its directory: /proc/self/fd says "/"): the mounted tree below
+ * fs->target is walked (not across mounts) until each is found.  A file
+ * no name reaches keeps path NULL.
+ */
+void loc_name_by_walk(const struct loc_fs *fs, struct loc_owners *o);
+
 /* The owners of [off, off + len) of fs's device, appended to out in device order. */
 int locate_xfs(const struct loc_fs *fs, uint64_t off, uint64_t len, struct loc_owners *out);
 int locate_ext4(const struct loc_fs *fs, uint64_t off, uint64_t len, struct loc_owners *out);

@@ -112,7 +112,9 @@ static void found(struct search *s, ext2_ino_t ino, const struct ext2_inode_larg
 			s->left--;
 		}
 	}
-	if (ino < EXT2_FIRST_INO(s->fs->super) && ino != EXT2_ROOT_INO && !meta)
+	if (ino == EXT2_JOURNAL_INO && !meta)
+		meta = "the journal";
+	else if (ino < EXT2_FIRST_INO(s->fs->super) && ino != EXT2_ROOT_INO && !meta)
 		meta = "blocks of a reserved inode";
 	if (meta) {
 		o = loc_owner_add(s->out, LOC_META, a, e - a, meta, NULL);
