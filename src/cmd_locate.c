@@ -259,7 +259,8 @@ static void say_owners(struct walker *w, const char *chain, const char *name,
 {
 	uint64_t at = off;
 
-	qsort(o->v, o->n, sizeof(*o->v), owner_cmp);
+	if (o->n)
+		qsort(o->v, o->n, sizeof(*o->v), owner_cmp);
 	for (size_t i = 0; i < o->n; i++) {
 		if (o->v[i].off > at)
 			say_none(w, chain, name, at, o->v[i].off - at, depth, " (outside the filesystem)");
