@@ -310,6 +310,8 @@ static void ask_fs(struct walker *w, const char *chain, const char *name, dev_t 
 		ret = locate_btrfs(&fs, off, len, &o);
 	else
 		ret = locate_ext4(&fs, off, len, &o);
+	if (!ret && !strcmp(m->fstype, "xfs"))
+		loc_fiemap_walk(&fs, &o);
 	if (!ret && strcmp(m->fstype, "btrfs"))
 		loc_name_by_walk(&fs, &o);
 	if (fs.fd >= 0)

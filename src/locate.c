@@ -8,9 +8,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fts.h>
+#include <linux/fiemap.h>
+#include <linux/fs.h>
 #include <linux/fsmap.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xfs/xfs.h>
@@ -74,8 +77,9 @@ static void xfs_owner(const struct loc_fs *fs, const struct media_owner *m,
 	if (media_owner_is_inode(m) && !(m->flags & FMR_OF_EXTENT_MAP))
 		strbuf_addstr(&what, m->flags & FMR_OF_ATTR_FORK ? "attribute fork" : "data");
 	else if (m->owner == FMR_OWN_UNKNOWN)
-		strbuf_addstr(&what, "allocated space: an XFS without the reverse-mapping "
-			      "btree (mkfs.xfs -m rmapbt=1) does not say whose");
+		strbuf_addstr(&what, "allocated, but no file maps it: metadata, whose kind an "
+			      "XFS without the reverse-mapping btree (mkfs.xfs -m rmapbt=1) "
+			      "does not say");
 	else if (fsmap_xfs_owner_name(m->owner))
 		strbuf_addstr(&what, fsmap_xfs_owner_name(m->owner));
 	else
@@ -154,5 +158,119 @@ void loc_name_by_walk(const struct loc_fs *fs, struct loc_owners *o)
 		left -= name_owners(fs, o, e->fts_statp->st_ino, e->fts_path);
 	}
 	fts_close(fts);
+}
+
+/* FIEMAP extents asked per call: 256 of 56 bytes. */
+#define FIEMAP_BATCH 256
+
+/* Is [a, a + n) part of an unknown owner of o (those of the first nr_unknown)? */
+static bool meets_unknown(const struct loc_owners *o, size_t nr, uint64_t a, uint64_t n)
+{
+	for (size_t i = 0; i < nr; i++)
+		if (o->v[i].kind == LOC_UNKNOWN && a < o->v[i].off + o->v[i].len &&
+		    o->v[i].off < a + n)
+			return true;
+	return false;
+}
+
+/* One extent of the file at path: a file owner for each unknown piece it meets. */
+static void take_extent(struct loc_owners *o, size_t nr, const struct fiemap_extent *e,
+			const char *path, ino_t ino)
+{
+	if (e->fe_flags & (FIEMAP_EXTENT_UNKNOWN | FIEMAP_EXTENT_DELALLOC |
+			   FIEMAP_EXTENT_ENCODED | FIEMAP_EXTENT_DATA_INLINE))
+		return;
+	for (size_t i = 0; i < nr; i++) {
+		const struct loc_owner *u = &o->v[i];
+		uint64_t a = e->fe_physical > u->off ? e->fe_physical : u->off;
+		uint64_t b = e->fe_physical + e->fe_length < u->off + u->len ?
+			     e->fe_physical + e->fe_length : u->off + u->len;
+		struct loc_owner *f;
+
+		if (u->kind != LOC_UNKNOWN || b <= a)
+			continue;
+		f = loc_owner_add(o, LOC_FILE, a, b - a, "data", xstrdup(path));
+		f->ino = ino;
+		f->file_off = e->fe_logical + (a - e->fe_physical);
+	}
+}
+
+/* The extents of the file at path (no FIEMAP_FLAG_SYNC: nothing is written). */
+static void map_file(struct loc_owners *o, size_t nr, const char *path, ino_t ino,
+		     struct fiemap *fm)
+{
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOATIME | O_CLOEXEC);
+	uint64_t start = 0;
+
+	if (fd < 0)
+		return;
+	for (;;) {
+		memset(fm, 0, sizeof(*fm));
+		fm->fm_start = start;
+		fm->fm_length = FIEMAP_MAX_OFFSET - start;
+		fm->fm_extent_count = FIEMAP_BATCH;
+		if (ioctl(fd, FS_IOC_FIEMAP, fm) < 0 || !fm->fm_mapped_extents)
+			break;
+		for (uint32_t i = 0; i < fm->fm_mapped_extents; i++)
+			if (meets_unknown(o, nr, fm->fm_extents[i].fe_physical,
+					  fm->fm_extents[i].fe_length))
+				take_extent(o, nr, &fm->fm_extents[i], path, ino);
+		if (fm->fm_extents[fm->fm_mapped_extents - 1].fe_flags & FIEMAP_EXTENT_LAST)
+			break;
+		start = fm->fm_extents[fm->fm_mapped_extents - 1].fe_logical +
+			fm->fm_extents[fm->fm_mapped_extents - 1].fe_length;
+	}
+	close(fd);
+}
+
+/* The unknown owners of o[0, nr), less what the file owners after them cover. */
+static void trim_unknown(struct loc_owners *o, size_t nr)
+{
+	for (size_t i = 0; i < nr; i++) {
+		struct loc_owner *u = &o->v[i];
+
+		for (size_t j = nr; j < o->n && u->kind == LOC_UNKNOWN && u->len; j++) {
+			const struct loc_owner *f = &o->v[j];
+
+			if (f->off <= u->off && f->off + f->len > u->off) {
+				uint64_t e = f->off + f->len < u->off + u->len ?
+					     f->off + f->len : u->off + u->len;
+
+				u->len -= e - u->off;
+				u->off = e;
+				j = nr - 1;	/* from the first file again: they are unordered */
+			}
+		}
+	}
+	for (size_t i = 0; i < o->n;) {
+		if (o->v[i].kind == LOC_UNKNOWN && !o->v[i].len) {
+			free(o->v[i].what);
+			memmove(&o->v[i], &o->v[i + 1], (o->n - i - 1) * sizeof(*o->v));
+			o->n--;
+		} else {
+			i++;
+		}
+	}
+}
+
+void loc_fiemap_walk(const struct loc_fs *fs, struct loc_owners *o)
+{
+	char *roots[] = { (char *)fs->target, NULL };
+	size_t nr = o->n;
+	struct fiemap *fm;
+	FTSENT *e;
+	FTS *fts;
+
+	if (!meets_unknown(o, nr, 0, UINT64_MAX) ||
+	    !(fts = fts_open(roots, FTS_PHYSICAL | FTS_XDEV | FTS_NOCHDIR, NULL)))
+		return;
+	fm = xcalloc(1, sizeof(*fm) + FIEMAP_BATCH * sizeof(struct fiemap_extent));
+	while ((e = fts_read(fts))) {
+		if ((e->fts_info == FTS_F || e->fts_info == FTS_D) && e->fts_statp->st_blocks)
+			map_file(o, nr, e->fts_path, e->fts_statp->st_ino, fm);
+	}
+	free(fm);
+	fts_close(fts);
+	trim_unknown(o, nr);
 }
 

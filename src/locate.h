@@ -83,6 +83,17 @@ char *loc_handle_path(const struct loc_fs *fs, int type, const void *handle, siz
  */
 void loc_name_by_walk(const struct loc_fs *fs, struct loc_owners *o);
 
+/*
+ * For the LOC_UNKNOWN owners of o (an XFS without the reverse-mapping
+ * btree does not say whose its allocated space is): every file and
+ * directory below fs->target (not across mounts) is mapped with FIEMAP
+ * (without FIEMAP_FLAG_SYNC: nothing is written), and the parts of those
+ * owners a file maps become file owners.  What no file maps stays
+ * unknown.  A whole walk: slow on a big filesystem, the price of having no
+ * reverse map.
+ */
+void loc_fiemap_walk(const struct loc_fs *fs, struct loc_owners *o);
+
 /* The owners of [off, off + len) of fs's device, appended to out in device order. */
 int locate_xfs(const struct loc_fs *fs, uint64_t off, uint64_t len, struct loc_owners *out);
 int locate_ext4(const struct loc_fs *fs, uint64_t off, uint64_t len, struct loc_owners *out);

@@ -336,3 +336,19 @@ def test_bad_input(image_factory, workdir):
     finally:
         run(["losetup", "-d", dev])
     assert p.returncode == 0 and "not part of any mounted filesystem" in p.stdout, p
+
+
+@pytest.mark.parametrize("how", MOUNTS)
+def test_xfs_without_rmapbt(image_factory, how):
+    """No reverse map: the files are mapped with FIEMAP, metadata is not resolved (exit 8)."""
+    img, data = made(image_factory, "xfs", how, mkfs_args=("-m", "rmapbt=0"))
+    at = find_on_disk(img.path, data)
+    path = os.path.join(img.mnt, "dir", "payload")
+    p = locate(img.dev, "%d+8" % ((at + 4096) // 512))
+    assert p.returncode == 4, p
+    assert "file %s (inode %d), data bytes 4096-8191" % (path, os.stat(path).st_ino) \
+        in p.stdout, p.stdout
+    p = locate(img.dev, 0)
+    assert p.returncode == 8, p
+    assert "not resolved: allocated, but no file maps it" in p.stdout
+    assert "reverse-mapping btree" in p.stdout
