@@ -59,11 +59,13 @@ def find_on_disk(image_path, data, base=0):
     return base + at
 
 
-def made(image_factory, fstype, how, size_mb=None, mkfs_args=()):
-    """A filesystem with /dir/payload written, unmounted, then mounted as how."""
-    img = image_factory(fstype, size_mb=size_mb or {"xfs": 300}.get(fstype, 200),
-                        mkfs_args=mkfs_args)
+def made(image_factory, fstype, how, size_mb=None, mkfs=None):
+    """A filesystem with /dir/payload written, unmounted, then mounted as how;
+    mkfs: a command to make it instead of the fixture's (the image's path appended)."""
+    img = image_factory(fstype, size_mb=size_mb or {"xfs": 300}.get(fstype, 200))
     img.mkfs()
+    if mkfs:
+        run(list(mkfs) + [img.path])
     mnt = img.mount()
     os.mkdir(os.path.join(mnt, "dir"))
     data = write_payload(os.path.join(mnt, "dir", "payload"))
@@ -341,7 +343,8 @@ def test_bad_input(image_factory, workdir):
 @pytest.mark.parametrize("how", MOUNTS)
 def test_xfs_without_rmapbt(image_factory, how):
     """No reverse map: the files are mapped with FIEMAP, metadata is not resolved (exit 8)."""
-    img, data = made(image_factory, "xfs", how, mkfs_args=("-m", "rmapbt=0"))
+    img, data = made(image_factory, "xfs", how,
+                     mkfs=("mkfs.xfs", "-f", "-q", "-m", "rmapbt=0"))
     at = find_on_disk(img.path, data)
     path = os.path.join(img.mnt, "dir", "payload")
     p = locate(img.dev, "%d+8" % ((at + 4096) // 512))
