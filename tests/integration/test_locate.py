@@ -233,7 +233,7 @@ def test_partition_table(workdir, loopdev, mounts):
     name = os.path.basename(dev) + "p2"
     if not os.path.exists("/sys/class/block/" + name):
         pytest.skip("this kernel reads no MBR partition table (CONFIG_MSDOS_PARTITION); "
-                    "test_blockstack covers the mapping")
+                    "test_locate_vm runs it in the VM, test_blockstack the mapping")
     with open("/sys/class/block/%s/dev" % name) as f:
         major, minor = map(int, f.read().split(":"))
     part = os.path.join(workdir, name)
