@@ -123,7 +123,21 @@ static bool known_fs(const char *fstype)
 	       !strcmp(fstype, "ext2") || !strcmp(fstype, "btrfs");
 }
 
-/* The mount of the filesystem on device devno, or NULL. */
+/* Is devno one of the devices of the btrfs filesystem mounted at m? */
+static bool btrfs_member(const struct fsmount *m, dev_t devno)
+{
+	int fd = open(m->target, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	uint64_t devid, size;
+	bool yes;
+
+	if (fd < 0)
+		return false;
+	yes = locate_btrfs_device(fd, devno, &devid, &size) == 0;
+	close(fd);
+	return yes;
+}
+
+/* The mount of the filesystem on device devno (or one of whose devices it is), or NULL. */
 static const struct fsmount *mount_of(const struct walker *w, dev_t devno)
 {
 	for (size_t i = 0; i < w->mounts.nr; i++) {
@@ -135,6 +149,9 @@ static const struct fsmount *mount_of(const struct walker *w, dev_t devno)
 		     st.st_rdev == devno))
 			return m;
 	}
+	for (size_t i = 0; i < w->mounts.nr; i++)
+		if (!strcmp(w->mounts.v[i].fstype, "btrfs") && btrfs_member(&w->mounts.v[i], devno))
+			return &w->mounts.v[i];
 	return NULL;
 }
 

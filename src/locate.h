@@ -98,5 +98,11 @@ void loc_fiemap_walk(const struct loc_fs *fs, struct loc_owners *o);
 int locate_xfs(const struct loc_fs *fs, uint64_t off, uint64_t len, struct loc_owners *out);
 int locate_ext4(const struct loc_fs *fs, uint64_t off, uint64_t len, struct loc_owners *out);
 int locate_btrfs(const struct loc_fs *fs, uint64_t off, uint64_t len, struct loc_owners *out);
+/*
+ * Is block device devno one of the devices of the btrfs filesystem of fd
+ * (BTRFS_IOC_DEV_INFO: a filesystem of several devices is mounted from
+ * one of them)?  0 with its devid and size, -ENODEV, or another -errno.
+ */
+int locate_btrfs_device(int fd, dev_t devno, uint64_t *devid, uint64_t *size);
 
 #endif

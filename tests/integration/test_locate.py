@@ -355,3 +355,23 @@ def test_xfs_without_rmapbt(image_factory, how):
     assert p.returncode == 8, p
     assert "not resolved: allocated, but no file maps it" in p.stdout
     assert "reverse-mapping btree" in p.stdout
+
+
+def test_btrfs_second_device(workdir, loopdev, mounts):
+    """RAID1 on two devices, mounted from the first: the second's copy names the file too."""
+    imgs = [os.path.join(workdir, n) for n in ("a.img", "b.img")]
+    for p in imgs:
+        with open(p, "wb") as f:
+            f.truncate(300 * 2**20)
+    devs = [loopdev(p) for p in imgs]
+    run(["mkfs.btrfs", "-q", "-f", "-d", "raid1", "-m", "raid1"] + devs)
+    mnt = mounts(devs[0], os.path.join(workdir, "mnt"))
+    data = write_payload(os.path.join(mnt, "payload"))
+    run(["sync"])
+    for img, dev in zip(imgs, devs):
+        at = find_on_disk(img, data)
+        p, j = locate_json(dev, "%d+8" % ((at + 4096) // 512))
+        assert p.returncode == 4, p
+        [o] = file_owners(j)
+        assert (o["path"], o["file_offset"], o["device"]) == \
+            (mnt + "/payload", 4096, os.path.basename(dev)), o

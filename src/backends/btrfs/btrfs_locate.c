@@ -55,6 +55,26 @@ struct bloc {
 	unsigned char *buf;		/* LOGICAL_BUF */
 };
 
+int locate_btrfs_device(int fd, dev_t devno, uint64_t *devid, uint64_t *size)
+{
+	struct btrfs_ioctl_fs_info_args fi = { 0 };
+
+	if (ioctl(fd, BTRFS_IOC_FS_INFO, &fi) < 0)
+		return -errno;
+	for (uint64_t id = 1; id <= fi.max_id; id++) {
+		struct btrfs_ioctl_dev_info_args di = { .devid = id };
+		struct stat st;
+
+		if (ioctl(fd, BTRFS_IOC_DEV_INFO, &di) < 0 ||
+		    stat((const char *)di.path, &st) < 0 || st.st_rdev != devno)
+			continue;
+		*devid = id;
+		*size = di.total_bytes;
+		return 0;
+	}
+	return -ENODEV;
+}
+
 /* The devid of the filesystem's device fs->devno, its size, the geometry. */
 static int find_device(struct bloc *b)
 {
@@ -67,18 +87,7 @@ static int find_device(struct bloc *b)
 	b->sectorsize = fi.sectorsize;
 	if (ioctl(b->lfs->fd, BTRFS_IOC_INO_LOOKUP, &lk) == 0)
 		b->mnt_root = lk.treeid;
-	for (uint64_t id = 1; id <= fi.max_id; id++) {
-		struct btrfs_ioctl_dev_info_args di = { .devid = id };
-		struct stat st;
-
-		if (ioctl(b->lfs->fd, BTRFS_IOC_DEV_INFO, &di) < 0 ||
-		    stat((const char *)di.path, &st) < 0 || st.st_rdev != b->lfs->devno)
-			continue;
-		b->devid = id;
-		b->total = di.total_bytes;
-		return 0;
-	}
-	return -ENODEV;
+	return locate_btrfs_device(b->lfs->fd, b->lfs->devno, &b->devid, &b->total);
 }
 
 /* The device's DEV_EXTENTs that end after off and start before end. */
