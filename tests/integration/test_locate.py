@@ -375,3 +375,26 @@ def test_btrfs_second_device(workdir, loopdev, mounts):
         [o] = file_owners(j)
         assert (o["path"], o["file_offset"], o["device"]) == \
             (mnt + "/payload", 4096, os.path.basename(dev)), o
+
+
+@pytest.mark.parametrize("how", MOUNTS)
+def test_ext4_extent_tree_block(image_factory, how):
+    """A file of hundreds of extents: its extent tree's blocks are its metadata."""
+    img = image_factory("ext4", size_mb=200)
+    img.mkfs()
+    mnt = img.mount()
+    fd = os.open(os.path.join(mnt, "frag"), os.O_WRONLY | os.O_CREAT, 0o644)
+    for i in range(0, 800, 2):  # every other 4 KiB: one extent each
+        os.pwrite(fd, b"x" * 4096, i * 4096)
+    os.fsync(fd)
+    os.close(fd)
+    img.umount()
+    mnt = img.mount_as(how)
+    out = run(["debugfs", "-R", "stat /frag", img.dev]).stdout
+    etbs = [int(b) for b in re.findall(r"\(ETB\d+\):(\d+)", out)]
+    assert etbs, out
+    bs = int(re.search(r"Block size:\s+(\d+)", run(["dumpe2fs", "-h", img.dev]).stdout).group(1))
+    ino = os.stat(os.path.join(mnt, "frag")).st_ino
+    p = locate(img.dev, etbs[-1] * bs // 512)
+    assert p.returncode == 0, p
+    assert "metadata: the extent tree of an inode (inode %d)" % ino in p.stdout, p.stdout
