@@ -579,6 +579,7 @@ int cmd_locate(int argc, char **argv)
 		ret = run(&w, &opt, argv[optind], &rl, name);
 		fsmounts_release(&w.mounts);
 	}
+	locate_ext4_release();
 	bstack_loops_release(&w.loops);
 	range_list_release(&rl);
 	strbuf_release(&w.text);

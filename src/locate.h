@@ -97,6 +97,8 @@ void loc_fiemap_walk(const struct loc_fs *fs, struct loc_owners *o);
 /* The owners of [off, off + len) of fs's device, appended to out in device order. */
 int locate_xfs(const struct loc_fs *fs, uint64_t off, uint64_t len, struct loc_owners *out);
 int locate_ext4(const struct loc_fs *fs, uint64_t off, uint64_t len, struct loc_owners *out);
+/* Close the ext4 filesystem locate_ext4() keeps open between ranges, and its index. */
+void locate_ext4_release(void);
 int locate_btrfs(const struct loc_fs *fs, uint64_t off, uint64_t len, struct loc_owners *out);
 /*
  * Is block device devno one of the devices of the btrfs filesystem of fd

@@ -398,3 +398,22 @@ def test_ext4_extent_tree_block(image_factory, how):
     p = locate(img.dev, etbs[-1] * bs // 512)
     assert p.returncode == 0, p
     assert "metadata: the extent tree of an inode (inode %d)" % ino in p.stdout, p.stdout
+
+
+@pytest.mark.parametrize("fstype", ["ext4", "xfs", "btrfs"])
+def test_many_sectors(image_factory, workdir, fstype):
+    """--from with more sectors than ext4's targeted passes: the index answers the rest."""
+    img = image_factory(fstype, size_mb={"xfs": 300}.get(fstype, 200))
+    img.mkfs()
+    mnt = img.mount()
+    datas = [write_payload(os.path.join(mnt, "f%d" % i), 16384) for i in range(12)]
+    img.umount()
+    img.mount_as("fresh")
+    lst = os.path.join(workdir, "list")
+    with open(lst, "w") as f:
+        for d in datas:
+            f.write("%d+2\n" % ((find_on_disk(img.path, d) + 4096) // 512))
+    p, j = locate_json("--from", lst, img.dev)
+    assert p.returncode == 4, p
+    got = [[(o["path"], o["file_offset"]) for o in r["owners"]] for r in j["ranges"]]
+    assert got == [[(os.path.join(mnt, "f%d" % i), 4096)] for i in range(12)], got

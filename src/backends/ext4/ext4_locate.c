@@ -15,6 +15,14 @@
  * found there: a targeted pass, not a whole scan, in the common case.  A
  * file is named by its handle (the inode number and generation just
  * read), which also says whether the kernel still has that inode.
+ *
+ * Many ranges in one run (--from with a thousand sectors) would read the
+ * same inode tables again and again: after TARGETED_SEARCHES targeted
+ * passes the whole filesystem's map (every extent, tree block, indirect
+ * and attribute block, with its inode) is read once into a sorted index,
+ * as debugfs icheck does for a list of blocks, and each later range is a
+ * binary search.  The filesystem stays open between ranges of one run
+ * (locate_ext4_release() closes it).
  */
 #include <errno.h>
 #include <linux/fsmap.h>
@@ -42,6 +50,34 @@
 #define EXT4_OWN_BLKBM FMR_OWNER('f', 3)
 #define EXT4_OWN_INOBM FMR_OWNER('f', 4)
 
+/* Targeted passes before the whole map is indexed: a handful of sectors stay cheap. */
+#define TARGETED_SEARCHES 4
+/* The longest extent ext4 maps (32768 blocks): how far back an index search looks. */
+#define MAX_EXTENT_BLOCKS 32768
+
+/* One mapping of the whole-filesystem index. */
+struct ext4_rec {
+	blk64_t pblk;
+	uint64_t lblk, n;
+	ext2_ino_t ino;
+	uint32_t gen;
+	const char *meta;	/* NULL: a file's data; else what the block is to the inode */
+};
+
+struct ext4_index {
+	struct ext4_rec *v;
+	size_t n, alloc;
+};
+
+/* The filesystem open between the ranges of one run, and its index once built. */
+static struct {
+	dev_t devno;
+	ext2_filsys fs;
+	unsigned searches;
+	bool indexed;
+	struct ext4_index idx;
+} cache;
+
 /* The blocks GETFSMAP leaves unknown, looked for in the inode tables. */
 struct search {
 	const struct loc_fs *lfs;
@@ -51,6 +87,7 @@ struct search {
 	unsigned char *want;		/* per block of [lo, hi): 1 wanted, 0 not or found */
 	uint64_t left;			/* blocks still wanted */
 	struct loc_owners *out;
+	struct ext4_index *index;	/* building the index: every block is wanted, kept here */
 	int ret;
 };
 
@@ -97,12 +134,23 @@ static void itable_what(ext2_filsys fs, uint64_t off, uint64_t len, struct strbu
 }
 
 /* A piece of a file (or metadata of inode ino) found in the tables. */
-static void found(struct search *s, ext2_ino_t ino, const struct ext2_inode_large *in,
-		  blk64_t pblk, uint64_t lblk, uint64_t n, const char *meta)
+static void found_gen(struct search *s, ext2_ino_t ino, uint32_t gen, blk64_t pblk,
+		      uint64_t lblk, uint64_t n, const char *meta)
 {
 	uint64_t bs = s->fs->blocksize, a = pblk * bs, e = (pblk + n) * bs;
-	uint32_t handle[2] = { ino, in->i_generation };
+	uint32_t handle[2] = { ino, gen };
 	struct loc_owner *o;
+
+	if (s->index) {
+		struct ext4_index *x = s->index;
+
+		if (x->n == x->alloc) {
+			x->alloc = x->alloc ? 2 * x->alloc : 4096;
+			x->v = xrealloc(x->v, x->alloc * sizeof(*x->v));
+		}
+		x->v[x->n++] = (struct ext4_rec){ pblk, lblk, n, ino, gen, meta };
+		return;
+	}
 
 	a = a > s->off ? a : s->off;
 	e = e < s->end ? e : s->end;
@@ -126,9 +174,17 @@ static void found(struct search *s, ext2_ino_t ino, const struct ext2_inode_larg
 	o->ino = ino;
 }
 
-/* Does [pblk, pblk + n) meet a wanted block? */
+static void found(struct search *s, ext2_ino_t ino, const struct ext2_inode_large *in,
+		  blk64_t pblk, uint64_t lblk, uint64_t n, const char *meta)
+{
+	found_gen(s, ino, in->i_generation, pblk, lblk, n, meta);
+}
+
+/* Does [pblk, pblk + n) meet a wanted block?  (Every block, while indexing.) */
 static bool wanted(const struct search *s, blk64_t pblk, uint64_t n)
 {
+	if (s->index)
+		return true;
 	blk64_t a = pblk > s->lo ? pblk : s->lo, e = pblk + n < s->hi ? pblk + n : s->hi;
 
 	for (blk64_t b = a; b < e; b++)
@@ -291,13 +347,81 @@ static void left_unknown(struct search *s)
 	}
 }
 
+/* The filesystem of lfs, open from an earlier range or opened now. */
 static int open_fs(const struct loc_fs *lfs, ext2_filsys *fs)
 {
-	/* Read-only, no MMP (it writes), checksums judged by the scan, not here. */
-	errcode_t err = ext2fs_open2(lfs->devpath, NULL, EXT2_FLAG_64BITS | EXT2_FLAG_SKIP_MMP |
-				     EXT2_FLAG_IGNORE_CSUM_ERRORS, 0, 0, unix_io_manager, fs);
+	errcode_t err;
 
-	return err ? -EIO : 0;
+	if (cache.fs && cache.devno == lfs->devno) {
+		*fs = cache.fs;
+		return 0;
+	}
+	locate_ext4_release();
+	/* Read-only, no MMP (it writes), checksums judged by the scan, not here. */
+	err = ext2fs_open2(lfs->devpath, NULL, EXT2_FLAG_64BITS | EXT2_FLAG_SKIP_MMP |
+			   EXT2_FLAG_IGNORE_CSUM_ERRORS, 0, 0, unix_io_manager, &cache.fs);
+	if (err) {
+		cache.fs = NULL;
+		return -EIO;
+	}
+	cache.devno = lfs->devno;
+	*fs = cache.fs;
+	return 0;
+}
+
+void locate_ext4_release(void)
+{
+	if (cache.fs)
+		ext2fs_close_free(&cache.fs);
+	free(cache.idx.v);
+	memset(&cache, 0, sizeof(cache));
+}
+
+static int rec_cmp(const void *a, const void *b)
+{
+	const struct ext4_rec *x = a, *y = b;
+
+	return x->pblk < y->pblk ? -1 : x->pblk > y->pblk;
+}
+
+/* Every inode's blocks into the index, sorted by block. */
+static void build_index(struct search *s)
+{
+	struct search all = { .lfs = s->lfs, .fs = s->fs, .left = 1, .index = &cache.idx };
+	ext2_inode_scan scan;
+
+	if (ext2fs_open_inode_scan(s->fs, 0, &scan)) {
+		s->ret = -EIO;
+		return;
+	}
+	ext2fs_inode_scan_flags(scan, EXT2_SF_SKIP_MISSING_ITABLE | EXT2_SF_DO_LAZY, 0);
+	scan_groups(&all, scan, 0, s->fs->group_desc_count);
+	ext2fs_close_inode_scan(scan);
+	if (cache.idx.n)
+		qsort(cache.idx.v, cache.idx.n, sizeof(*cache.idx.v), rec_cmp);
+	cache.indexed = true;
+}
+
+/* The wanted blocks of s from the index. */
+static void index_lookup(struct search *s)
+{
+	const struct ext4_index *x = &cache.idx;
+	size_t lo = 0, hi = x->n;
+
+	while (lo < hi) {	/* the first record that starts at or after s->hi */
+		size_t mid = (lo + hi) / 2;
+
+		if (x->v[mid].pblk < s->hi)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	while (lo-- > 0 && x->v[lo].pblk + MAX_EXTENT_BLOCKS > s->lo) {
+		const struct ext4_rec *r = &x->v[lo];
+
+		if (wanted(s, r->pblk, r->n))
+			found_gen(s, r->ino, r->gen, r->pblk, r->lblk, r->n, r->meta);
+	}
 }
 
 int locate_ext4(const struct loc_fs *lfs, uint64_t off, uint64_t len, struct loc_owners *out)
@@ -315,13 +439,16 @@ int locate_ext4(const struct loc_fs *lfs, uint64_t off, uint64_t len, struct loc
 	s.want = xcalloc(1, s.hi - s.lo);
 	ret = fsmap_query(lfs->fd, fsmap_dev(major(lfs->devno), minor(lfs->devno)), off,
 			  s.end - 1, take_record, &s);
-	if (!ret && s.left)
+	if (!ret && s.left && ++cache.searches <= TARGETED_SEARCHES)
 		search_inodes(&s);
+	else if (!ret && s.left && !cache.indexed)
+		build_index(&s);
+	if (!ret && s.left && cache.indexed)
+		index_lookup(&s);
 	if (!ret)
 		ret = s.ret;
 	if (!ret)
 		left_unknown(&s);
 	free(s.want);
-	ext2fs_close_free(&s.fs);
 	return ret;
 }
