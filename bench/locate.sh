@@ -14,7 +14,8 @@
 #   xfs       xfs_io -c "fsmap -d S S" per sector, one xfs_io
 # and the answers compared sector by sector: the owning inode (a file, or
 # the metadata of one inode, such as an extent tree block) or none (free
-# space, filesystem metadata).  Every disagreement is printed; the script
+# space, filesystem metadata; icheck's reserved inodes, the journal and
+# the resize inode, count as filesystem metadata, as GETFSMAP calls them).  Every disagreement is printed; the script
 # fails on any.
 #
 # Everything it mounts or attaches is undone on exit, failure or Ctrl-C.
@@ -94,8 +95,11 @@ log, bs, lst = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 found = {}
 for m in re.finditer(r"^(\d+)\s+(\d+|<block not found>)", open(log).read(), re.M):
     found[int(m.group(1))] = 0 if m.group(2).startswith("<") else int(m.group(2))
+# Inodes 1-10 but the root are ext4's own (the journal, the resize inode whose
+# blocks are the reserved descriptors): filesystem metadata, no file's.
 for s in open(lst).read().split():
-    print(s, found.get(int(s) * 512 // bs, "?"))
+    ino = found.get(int(s) * 512 // bs, "?")
+    print(s, 0 if ino != "?" and ino < 11 and ino != 2 else ino)
 EOF
 }
 

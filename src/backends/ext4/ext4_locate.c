@@ -11,14 +11,15 @@
  * each inode in use has its extent tree (or block map) walked, and the
  * inodes that map a wanted block are the owners.  ext4 allocates a file's
  * blocks near its inode, in the same flex group, so the groups of the
- * block's flex group are read first, and the others only for blocks not
- * found there: a targeted pass, not a whole scan, in the common case.  A
+ * block's flex group are read first: a targeted pass, not a whole scan, in
+ * the common case; blocks not found there are looked up in the index of
+ * the whole filesystem (below), read once.  A
  * file is named by its handle (the inode number and generation just
  * read), which also says whether the kernel still has that inode.
  *
  * Many ranges in one run (--from with a thousand sectors) would read the
  * same inode tables again and again: after TARGETED_SEARCHES targeted
- * passes the whole filesystem's map (every extent, tree block, indirect
+ * passes (or the first that fails) the whole filesystem's map (every extent, tree block, indirect
  * and attribute block, with its inode) is read once into a sorted index,
  * as debugfs icheck does for a list of blocks, and each later range is a
  * binary search.  The filesystem stays open between ranges of one run
@@ -276,8 +277,8 @@ static void scan_groups(struct search *s, ext2_inode_scan scan, dgrp_t g, dgrp_t
 	free(in);
 }
 
-/* The flex group of the first wanted block, then every other group. */
-static void search_inodes(struct search *s)
+/* The inodes of the flex group of the first wanted block. */
+static void search_flex_group(struct search *s)
 {
 	ext2_filsys fs = s->fs;
 	unsigned flex = ext2fs_has_feature_flex_bg(fs->super) ?
@@ -292,10 +293,6 @@ static void search_inodes(struct search *s)
 	}
 	ext2fs_inode_scan_flags(scan, EXT2_SF_SKIP_MISSING_ITABLE | EXT2_SF_DO_LAZY, 0);
 	scan_groups(s, scan, g, g_end);
-	if (g)
-		scan_groups(s, scan, 0, g);
-	if (g_end < fs->group_desc_count)
-		scan_groups(s, scan, g_end, fs->group_desc_count);
 	ext2fs_close_inode_scan(scan);
 }
 
@@ -439,9 +436,9 @@ int locate_ext4(const struct loc_fs *lfs, uint64_t off, uint64_t len, struct loc
 	s.want = xcalloc(1, s.hi - s.lo);
 	ret = fsmap_query(lfs->fd, fsmap_dev(major(lfs->devno), minor(lfs->devno)), off,
 			  s.end - 1, take_record, &s);
-	if (!ret && s.left && ++cache.searches <= TARGETED_SEARCHES)
-		search_inodes(&s);
-	else if (!ret && s.left && !cache.indexed)
+	if (!ret && s.left && !cache.indexed && ++cache.searches <= TARGETED_SEARCHES)
+		search_flex_group(&s);
+	if (!ret && !s.ret && s.left && !cache.indexed)
 		build_index(&s);
 	if (!ret && s.left && cache.indexed)
 		index_lookup(&s);
