@@ -20,6 +20,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,12 +47,31 @@ struct loc_opts {
 	const char *from;
 };
 
+/*
+ * A file owner whose path is not known yet: its text line holds the mark
+ * PATH_MARK, index, PATH_MARK; its JSON object a null "path".  All of them
+ * are named by one walk of each filesystem at the end (a walk per range
+ * would walk a million-file tree a thousand times).
+ */
+struct pending {
+	const struct fsmount *m;
+	dev_t devno;
+	uint64_t ino;
+	json_object *j;
+	char *path;
+};
+
+/* Stands for a pending path in the text: a byte no escaped name contains. */
+#define PATH_MARK '\001'
+
 struct walker {
 	struct bstack bs;
 	struct fsmount_list mounts;
 	struct bstack_loops loops;
 	struct strbuf text;		/* the current range's report */
 	json_object *owners;		/* the current range's owners */
+	struct pending *pending;
+	size_t nr_pending;
 	int code;
 };
 
@@ -196,11 +216,11 @@ static void walk(struct walker *w, const char *chain, const char *name, uint64_t
 
 /* A file that backs loop devices: its range followed up through each. */
 static void follow_loops(struct walker *w, const char *chain, const struct loc_owner *o,
-			 int depth)
+			 dev_t devno, int depth)
 {
-	struct stat a, b;
+	struct stat a = { .st_dev = devno, .st_ino = o->ino }, b;
 
-	if (!o->path || stat(o->path, &a) < 0)
+	if (o->path && stat(o->path, &a) < 0)
 		return;
 	for (size_t i = 0; i < w->loops.n; i++) {
 		const struct bstack_loop *l = &w->loops.v[i];
@@ -216,17 +236,25 @@ static void follow_loops(struct walker *w, const char *chain, const struct loc_o
 	}
 }
 
-static void text_owner(struct walker *w, const struct loc_owner *o, int depth)
+/* The path of o in the text, or a mark for the pending path number pend. */
+static void text_path(struct walker *w, const struct loc_owner *o, size_t pend)
+{
+	if (pend != SIZE_MAX)
+		strbuf_addf(&w->text, "%c%zu%c", PATH_MARK, pend, PATH_MARK);
+	else if (o->path)
+		names_escape(&w->text, o->path, strlen(o->path));
+	else
+		strbuf_addstr(&w->text, "(no path found)");
+}
+
+static void text_owner(struct walker *w, const struct loc_owner *o, int depth, size_t pend)
 {
 	indent(w, depth);
 	strbuf_addf(&w->text, "bytes %llu-%llu: ", (unsigned long long)o->off,
 		    (unsigned long long)(o->off + o->len - 1));
 	if (o->kind == LOC_FILE) {
 		strbuf_addstr(&w->text, "file ");
-		if (o->path)
-			names_escape(&w->text, o->path, strlen(o->path));
-		else
-			strbuf_addstr(&w->text, "(no path found)");
+		text_path(w, o, pend);
 		strbuf_addf(&w->text, " (inode %llu", (unsigned long long)o->ino);
 		if (o->root)
 			strbuf_addf(&w->text, ", subvolume %llu", (unsigned long long)o->root);
@@ -242,8 +270,8 @@ static void text_owner(struct walker *w, const struct loc_owner *o, int depth)
 	strbuf_addch(&w->text, '\n');
 }
 
-static void json_owner(struct walker *w, const char *chain, const char *name,
-		       const struct fsmount *m, const struct loc_owner *o)
+static json_object *json_owner(struct walker *w, const char *chain, const char *name,
+			       const struct fsmount *m, const struct loc_owner *o)
 {
 	json_object *j = owner_base(chain, name, o->off, o->len, kind_name(o->kind));
 
@@ -260,6 +288,20 @@ static void json_owner(struct walker *w, const char *chain, const char *name,
 				       json_object_new_int64((int64_t)o->file_off));
 	}
 	json_object_array_add(w->owners, j);
+	return j;
+}
+
+/* A file owner of the filesystem at m without a path: pending, its number; else SIZE_MAX. */
+static size_t pend(struct walker *w, const struct fsmount *m, dev_t devno,
+		   const struct loc_owner *o)
+{
+	struct loc_fs fs = { .target = m->target, .devno = devno };
+
+	if (!strcmp(m->fstype, "btrfs") || !loc_needs_name(&fs, o))
+		return SIZE_MAX;
+	w->pending = xrealloc(w->pending, (w->nr_pending + 1) * sizeof(*w->pending));
+	w->pending[w->nr_pending] = (struct pending){ .m = m, .devno = devno, .ino = o->ino };
+	return w->nr_pending++;
 }
 
 static int owner_cmp(const void *a, const void *b)
@@ -270,7 +312,7 @@ static int owner_cmp(const void *a, const void *b)
 }
 
 /* The owners a filesystem gave, in device order, with what it does not cover. */
-static void say_owners(struct walker *w, const char *chain, const char *name,
+static void say_owners(struct walker *w, const char *chain, const char *name, dev_t devno,
 		       const struct fsmount *m, struct loc_owners *o, uint64_t off,
 		       uint64_t len, int depth)
 {
@@ -281,15 +323,20 @@ static void say_owners(struct walker *w, const char *chain, const char *name,
 	for (size_t i = 0; i < o->n; i++) {
 		if (o->v[i].off > at)
 			say_none(w, chain, name, at, o->v[i].off - at, depth, " (outside the filesystem)");
-		text_owner(w, &o->v[i], depth);
-		json_owner(w, chain, name, m, &o->v[i]);
+		size_t p = pend(w, m, devno, &o->v[i]);
+		json_object *j;
+
+		text_owner(w, &o->v[i], depth, p);
+		j = json_owner(w, chain, name, m, &o->v[i]);
+		if (p != SIZE_MAX)
+			w->pending[p].j = j;
 		if (o->v[i].kind == LOC_FILE)
 			w->code |= EXIT_UNCORRECTED;
 		else if (o->v[i].kind == LOC_UNKNOWN)
 			w->code |= EXIT_OPERATIONAL;
 		at = o->v[i].off + o->v[i].len > at ? o->v[i].off + o->v[i].len : at;
 		if (o->v[i].kind == LOC_FILE)
-			follow_loops(w, chain, &o->v[i], depth + 1);
+			follow_loops(w, chain, &o->v[i], devno, depth + 1);
 	}
 	if (at < off + len)
 		say_none(w, chain, name, at, off + len - at, depth, " (outside the filesystem)");
@@ -329,8 +376,6 @@ static void ask_fs(struct walker *w, const char *chain, const char *name, dev_t 
 		ret = locate_ext4(&fs, off, len, &o);
 	if (!ret && !strcmp(m->fstype, "xfs"))
 		loc_fiemap_walk(&fs, &o);
-	if (!ret && strcmp(m->fstype, "btrfs"))
-		loc_name_by_walk(&fs, &o);
 	if (fs.fd >= 0)
 		close(fs.fd);
 	if (ret) {
@@ -338,7 +383,7 @@ static void ask_fs(struct walker *w, const char *chain, const char *name, dev_t 
 			strerror(-ret));
 		w->code |= EXIT_OPERATIONAL;
 	} else {
-		say_owners(w, chain, name, m, &o, off, len, depth + 1);
+		say_owners(w, chain, name, devno, m, &o, off, len, depth + 1);
 	}
 	loc_owners_release(&o);
 }
@@ -400,27 +445,91 @@ static void walk(struct walker *w, const char *chain, const char *name, uint64_t
 	strbuf_release(&here);
 }
 
-/* One range of the device: its report printed, or added to ranges. */
-static void one_range(struct walker *w, const struct loc_opts *opt, const char *name,
-		      const char *arg, uint64_t off, uint64_t len, json_object *ranges)
+/* One range of the device: its text kept in texts, its owners added to ranges. */
+static void one_range(struct walker *w, const char *name, const char *arg, uint64_t off,
+		      uint64_t len, json_object *ranges, struct strbuf *text)
 {
-	json_object *r;
+	json_object *r = json_object_new_object();
 
 	strbuf_reset(&w->text);
 	w->owners = json_object_new_array();
 	walk(w, "", name, off, len, 0);
-	if (!opt->json) {
-		printf("%s (bytes %llu-%llu):\n%s", arg, (unsigned long long)off,
-		       (unsigned long long)(off + len - 1), w->text.buf);
-		json_object_put(w->owners);
-		return;
-	}
-	r = json_object_new_object();
+	strbuf_addf(text, "%s (bytes %llu-%llu):\n%s", arg, (unsigned long long)off,
+		    (unsigned long long)(off + len - 1), w->text.buf);
 	json_object_object_add(r, "range", json_object_new_string(arg));
 	json_object_object_add(r, "offset", json_object_new_int64((int64_t)off));
 	json_object_object_add(r, "length", json_object_new_int64((int64_t)len));
 	json_object_object_add(r, "owners", w->owners);
 	json_object_array_add(ranges, r);
+}
+
+/* The pending paths of the filesystem at m, by one walk of it. */
+static void name_mount(struct walker *w, const struct fsmount *m)
+{
+	struct loc_owners o = { 0 };
+	struct loc_fs fs = { .target = m->target };
+
+	for (size_t i = 0; i < w->nr_pending; i++) {
+		if (w->pending[i].m != m)
+			continue;
+		fs.devno = w->pending[i].devno;
+		loc_owner_add(&o, LOC_FILE, 0, 0, NULL, NULL)->ino = w->pending[i].ino;
+	}
+	loc_name_by_walk(&fs, &o);
+	for (size_t i = 0, k = 0; i < w->nr_pending; i++) {
+		if (w->pending[i].m != m)
+			continue;
+		w->pending[i].path = o.v[k].path;
+		o.v[k++].path = NULL;
+		if (w->pending[i].path)
+			json_object_object_add(w->pending[i].j, "path",
+					       json_object_new_string(w->pending[i].path));
+	}
+	loc_owners_release(&o);
+}
+
+/* Every pending path named, a walk per filesystem. */
+static void name_pending(struct walker *w)
+{
+	for (size_t i = 0; i < w->mounts.nr; i++)
+		for (size_t k = 0; k < w->nr_pending; k++)
+			if (w->pending[k].m == &w->mounts.v[i]) {
+				name_mount(w, &w->mounts.v[i]);
+				break;
+			}
+}
+
+/* text with each pending mark replaced by its path (escaped), written to stdout. */
+static void print_text(const struct walker *w, const char *text)
+{
+	struct strbuf out = STRBUF_INIT;
+
+	for (const char *p = text; *p; p++) {
+		char *end;
+		size_t k;
+
+		if (*p != PATH_MARK) {
+			strbuf_addch(&out, *p);
+			continue;
+		}
+		k = strtoul(p + 1, &end, 10);
+		if (k < w->nr_pending && w->pending[k].path)
+			names_escape(&out, w->pending[k].path, strlen(w->pending[k].path));
+		else
+			strbuf_addstr(&out, "(no path found)");
+		p = end;	/* the closing mark */
+	}
+	fputs(out.buf, stdout);
+	strbuf_release(&out);
+}
+
+static void pending_release(struct walker *w)
+{
+	for (size_t i = 0; i < w->nr_pending; i++)
+		free(w->pending[i].path);
+	free(w->pending);
+	w->pending = NULL;
+	w->nr_pending = 0;
 }
 
 /* Every range argument (and --from's lines) checked before anything is asked. */
@@ -540,9 +649,11 @@ static int run(struct walker *w, const struct loc_opts *opt, const char *dev,
 	       const struct range_list *rl, const char *name)
 {
 	json_object *top = json_object_new_object(), *ranges = json_object_new_array();
+	struct strbuf text = STRBUF_INIT;
 
 	for (size_t i = 0; i < rl->n; i++)
-		one_range(w, opt, name, rl->arg[i], rl->off[i], rl->len[i], ranges);
+		one_range(w, name, rl->arg[i], rl->off[i], rl->len[i], ranges, &text);
+	name_pending(w);
 	json_object_object_add(top, "device", json_object_new_string(dev));
 	json_object_object_add(top, "unit", json_object_new_int64((int64_t)opt->unit));
 	json_object_object_add(top, "ranges", ranges);
@@ -550,7 +661,11 @@ static int run(struct walker *w, const struct loc_opts *opt, const char *dev,
 	if (opt->json)
 		printf("%s\n", json_object_to_json_string_ext(top, JSON_C_TO_STRING_PRETTY |
 							       JSON_C_TO_STRING_NOSLASHESCAPE));
+	else
+		print_text(w, text.buf);
 	json_object_put(top);
+	strbuf_release(&text);
+	pending_release(w);
 	if (fflush(stdout) || ferror(stdout))
 		w->code |= EXIT_OPERATIONAL;
 	return w->code;

@@ -114,8 +114,7 @@ int locate_xfs(const struct loc_fs *fs, uint64_t off, uint64_t len, struct loc_o
 	return ret;
 }
 
-/* Is o a file whose path is missing, or shows another inode (a disconnected handle: "/")? */
-static bool needs_name(const struct loc_fs *fs, const struct loc_owner *o)
+bool loc_needs_name(const struct loc_fs *fs, const struct loc_owner *o)
 {
 	struct stat st;
 
@@ -132,7 +131,7 @@ static size_t name_owners(const struct loc_fs *fs, struct loc_owners *o, ino_t i
 	size_t named = 0;
 
 	for (size_t i = 0; i < o->n; i++) {
-		if (o->v[i].ino != ino || !needs_name(fs, &o->v[i]))
+		if (o->v[i].ino != ino || !loc_needs_name(fs, &o->v[i]))
 			continue;
 		free(o->v[i].path);
 		o->v[i].path = xstrdup(path);
@@ -149,7 +148,7 @@ void loc_name_by_walk(const struct loc_fs *fs, struct loc_owners *o)
 	FTS *fts;
 
 	for (size_t i = 0; i < o->n; i++)
-		left += needs_name(fs, &o->v[i]);
+		left += loc_needs_name(fs, &o->v[i]);
 	if (!left || !(fts = fts_open(roots, FTS_PHYSICAL | FTS_XDEV | FTS_NOCHDIR, NULL)))
 		return;
 	while (left && (e = fts_read(fts))) {

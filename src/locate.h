@@ -26,6 +26,7 @@
 #ifndef FSCRUB_LOCATE_H
 #define FSCRUB_LOCATE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -82,6 +83,11 @@ char *loc_handle_path(const struct loc_fs *fs, int type, const void *handle, siz
  * no name reaches keeps path NULL.
  */
 void loc_name_by_walk(const struct loc_fs *fs, struct loc_owners *o);
+/*
+ * Is o a file whose path is missing, or shows another inode than its own
+ * (a file opened by handle on a fresh mount: "/")?
+ */
+bool loc_needs_name(const struct loc_fs *fs, const struct loc_owner *o);
 
 /*
  * For the LOC_UNKNOWN owners of o (an XFS without the reverse-mapping
