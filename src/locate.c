@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <fts.h>
 #include <linux/fiemap.h>
 #include <linux/fs.h>
@@ -124,39 +125,119 @@ bool loc_needs_name(const struct loc_fs *fs, const struct loc_owner *o)
 	       lstat(o->path, &st) < 0 || st.st_dev != fs->devno || st.st_ino != o->ino;
 }
 
-/* Give every owner of inode ino that needs a name this path. */
-static size_t name_owners(const struct loc_fs *fs, struct loc_owners *o, ino_t ino,
-			  const char *path)
-{
-	size_t named = 0;
+/* Directories deeper than this are not walked for names (a loop of bind mounts). */
+#define NAME_WALK_DEPTH 256
 
-	for (size_t i = 0; i < o->n; i++) {
-		if (o->v[i].ino != ino || !loc_needs_name(fs, &o->v[i]))
-			continue;
-		free(o->v[i].path);
-		o->v[i].path = xstrdup(path);
-		named++;
+/* The owners still to be named, by inode number, and the path being walked. */
+struct namewalk {
+	const struct loc_fs *fs;
+	struct loc_owners *o;
+	size_t *by_ino;		/* indexes into o->v, sorted by inode */
+	size_t n, left;
+	struct strbuf path;
+};
+
+static int by_ino_cmp(const void *a, const void *b, void *owners)
+{
+	const struct loc_owners *o = owners;
+	uint64_t x = o->v[*(const size_t *)a].ino, y = o->v[*(const size_t *)b].ino;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The directory entry d_ino at nw->path: every unnamed owner of that inode named. */
+static void name_entry(struct namewalk *nw, uint64_t ino)
+{
+	size_t lo = 0, hi = nw->n;
+
+	while (lo < hi) {	/* the first owner of inode >= ino */
+		size_t mid = (lo + hi) / 2;
+
+		if (nw->o->v[nw->by_ino[mid]].ino < ino)
+			lo = mid + 1;
+		else
+			hi = mid;
 	}
-	return named;
+	for (; lo < nw->n && nw->o->v[nw->by_ino[lo]].ino == ino; lo++) {
+		struct loc_owner *ow = &nw->o->v[nw->by_ino[lo]];
+
+		if (ow->path)
+			continue;
+		ow->path = xstrdup(nw->path.buf);
+		nw->left--;
+	}
+}
+
+/* A subdirectory of the same filesystem, opened without touching its atime; or -1. */
+static int open_subdir(const struct namewalk *nw, int dfd, const char *name)
+{
+	int fl = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+	int fd = openat(dfd, name, fl | O_NOATIME);
+	struct stat st;
+
+	if (fd < 0 && errno == EPERM)
+		fd = openat(dfd, name, fl);
+	if (fd >= 0 && (fstat(fd, &st) < 0 || st.st_dev != nw->fs->devno)) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+/*
+ * The entries of directory dfd (closed here): their inode numbers from
+ * readdir, with no stat of each file; subdirectories walked in turn.
+ */
+static void walk_names(struct namewalk *nw, int dfd, int depth)
+{
+	DIR *d = fdopendir(dfd);
+	struct dirent *de;
+
+	if (!d) {
+		close(dfd);
+		return;
+	}
+	while (nw->left && (de = readdir(d))) {
+		size_t len = nw->path.len;
+		int sub;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		strbuf_addf(&nw->path, "%s%s", len && nw->path.buf[len - 1] == '/' ? "" : "/",
+			    de->d_name);
+		name_entry(nw, de->d_ino);
+		if ((de->d_type == DT_DIR || de->d_type == DT_UNKNOWN) && depth < NAME_WALK_DEPTH &&
+		    (sub = open_subdir(nw, dirfd(d), de->d_name)) >= 0)
+			walk_names(nw, sub, depth + 1);
+		nw->path.buf[nw->path.len = len] = 0;
+	}
+	closedir(d);
 }
 
 void loc_name_by_walk(const struct loc_fs *fs, struct loc_owners *o)
 {
-	char *roots[] = { (char *)fs->target, NULL };
-	size_t left = 0;
-	FTSENT *e;
-	FTS *fts;
+	struct namewalk nw = { .fs = fs, .o = o, .path = STRBUF_INIT };
+	int root;
 
-	for (size_t i = 0; i < o->n; i++)
-		left += loc_needs_name(fs, &o->v[i]);
-	if (!left || !(fts = fts_open(roots, FTS_PHYSICAL | FTS_XDEV | FTS_NOCHDIR, NULL)))
-		return;
-	while (left && (e = fts_read(fts))) {
-		if (e->fts_info == FTS_DP || !e->fts_statp)
+	nw.by_ino = xcalloc(o->n ? o->n : 1, sizeof(*nw.by_ino));
+	for (size_t i = 0; i < o->n; i++) {
+		if (!loc_needs_name(fs, &o->v[i]))
 			continue;
-		left -= name_owners(fs, o, e->fts_statp->st_ino, e->fts_path);
+		free(o->v[i].path);
+		o->v[i].path = NULL;
+		nw.by_ino[nw.n++] = i;
 	}
-	fts_close(fts);
+	nw.left = nw.n;
+	if (nw.n)
+		qsort_r(nw.by_ino, nw.n, sizeof(*nw.by_ino), by_ino_cmp, o);
+	strbuf_addstr(&nw.path, fs->target);
+	root = open(fs->target, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (nw.left && root >= 0)
+		walk_names(&nw, root, 0);
+	else if (root >= 0)
+		close(root);
+	strbuf_release(&nw.path);
+	free(nw.by_ino);
 }
 
 /* FIEMAP extents asked per call: 256 of 56 bytes. */

@@ -79,8 +79,10 @@ char *loc_handle_path(const struct loc_fs *fs, int type, const void *handle, siz
  * Paths for the files among o that have none, or one that shows another
  * inode (a file opened by its handle on a fresh mount is not connected to
  * its directory: /proc/self/fd says "/"): the mounted tree below
- * fs->target is walked (not across mounts) until each is found.  A file
- * no name reaches keeps path NULL.
+ * fs->target is walked (not across mounts) until each is found, by the
+ * inode numbers readdir gives (no stat of each file: a million-file tree
+ * costs the reading of its directories).  A file no name reaches keeps
+ * path NULL.
  */
 void loc_name_by_walk(const struct loc_fs *fs, struct loc_owners *o);
 /*
