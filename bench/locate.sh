@@ -133,27 +133,12 @@ compare() {	# OURS THEIRS FS
 
 FAILED=0
 bench_fs() {	# FS
-	local fs=$1 img=$BENCH_DIR/lo-$1.img mnt=$BENCH_DIR/lo-mnt-$1 dev size t0 ours theirs bs
+	local fs=$1 img=$BENCH_DIR/lo-$1.img mnt=$BENCH_DIR/lo-mnt-$1 dev t0 ours theirs bs
 	local list=$LOGS/$fs.sectors
 	IMAGES+=("$img")
 	MOUNTS+=("$mnt")
-	mkdir -p "$mnt"
-	mountpoint -q "$mnt" && die "$mnt is already mounted (a previous run's? umount it first)"
-	size=$((NR_TINY * 6144 / 1048576 + 1024))
-	rm -f "$img"
-	truncate -s "${size}M" "$img"
-	dev=$(losetup -f --show "$img")
-	case $fs in
-	xfs) mkfs.xfs -f -q -m rmapbt=1 "$dev";;
-	ext4) mkfs.ext4 -F -q -E lazy_itable_init=0 -N $((NR_TINY + 65536)) "$dev";;
-	esac
-	mount "$dev" "$mnt"
-	say "$fs: writing $NR_TINY tiny files"
-	mkdir "$mnt/tiny"
-	"$BIN/mkdata" tiny "$mnt/tiny" "$NR_TINY" "$TINY_DIRS"
-	sync
-	umount "$mnt"
-	mount "$dev" "$mnt"
+	tiny_fs "$fs" "$img" "$mnt"
+	dev=$DEV
 	pick_sectors "$mnt" "$dev" "$fs" "$list"
 	drop_caches
 	t0=$EPOCHREALTIME
