@@ -417,3 +417,19 @@ def test_many_sectors(image_factory, workdir, fstype):
     assert p.returncode == 4, p
     got = [[(o["path"], o["file_offset"]) for o in r["owners"]] for r in j["ranges"]]
     assert got == [[(os.path.join(mnt, "f%d" % i), 4096)] for i in range(12)], got
+
+
+def test_btrfs_subvolume_and_snapshot(image_factory):
+    """A file in a subvolume, and shared by a snapshot: each of its names is an owner."""
+    img = image_factory("btrfs", size_mb=200)
+    img.mkfs()
+    mnt = img.mount()
+    run(["btrfs", "subvolume", "create", os.path.join(mnt, "sv")])
+    data = write_payload(os.path.join(mnt, "sv", "payload"))
+    run(["btrfs", "subvolume", "snapshot", os.path.join(mnt, "sv"), os.path.join(mnt, "snap")])
+    run(["sync"])
+    at = find_on_disk(img.path, data)
+    p, j = locate_json(img.dev, "%d+8" % ((at + 4096) // 512))
+    assert p.returncode == 4, p
+    got = sorted((o["path"], o["file_offset"]) for o in file_owners(j))
+    assert got == [(mnt + "/snap/payload", 4096), (mnt + "/sv/payload", 4096)], j

@@ -497,17 +497,17 @@ static void wait_scrubs(struct scrub_ctx *ctx, struct btrfs_state *st)
 }
 
 /* Paths of (root, inode) through INO_PATHS where root is the mounted one. */
-static bool ino_path(struct scrub_ctx *ctx, struct btrfs_state *st, uint64_t root,
-		     uint64_t inode, struct strbuf *out)
+static bool ino_path(int fd, uint64_t mnt_root, uint64_t root, uint64_t inode,
+		     struct strbuf *out)
 {
 	struct btrfs_ioctl_ino_path_args a = { .inum = inode, .size = INO_PATHS_BUF };
 	struct btrfs_data_container *c;
 	bool found = false;
 
-	if (root != st->mnt_root || !(c = calloc(1, INO_PATHS_BUF)))
+	if (root != mnt_root || !(c = calloc(1, INO_PATHS_BUF)))
 		return false;
 	a.fspath = (uintptr_t)c;
-	if (ioctl(ctx->mnt_fd, BTRFS_IOC_INO_PATHS, &a) == 0 && c->elem_cnt > 0) {
+	if (ioctl(fd, BTRFS_IOC_INO_PATHS, &a) == 0 && c->elem_cnt > 0) {
 		/* val[] holds offsets of the strings from the start of val. */
 		const char *base = (const char *)c->val;
 
@@ -524,11 +524,10 @@ static bool ino_path(struct scrub_ctx *ctx, struct btrfs_state *st, uint64_t roo
  * name) with BTRFS_IOC_INO_LOOKUP for the directory's path in the parent.
  * False if the subvolume is not below the mounted one.
  */
-static bool subvol_prefix(struct scrub_ctx *ctx, struct btrfs_state *st, uint64_t root,
-			  struct strbuf *out)
+static bool subvol_prefix(int fd, uint64_t mnt_root, uint64_t root, struct strbuf *out)
 {
 	/* A subvolume nested deeper than this is not worth naming. */
-	for (int depth = 0; depth < 64 && root != st->mnt_root; depth++) {
+	for (int depth = 0; depth < 64 && root != mnt_root; depth++) {
 		struct btrfs_ioctl_search_args sa;
 		struct btrfs_ioctl_search_key *k = &sa.key;
 		struct btrfs_ioctl_search_header h;
@@ -545,7 +544,7 @@ static bool subvol_prefix(struct scrub_ctx *ctx, struct btrfs_state *st, uint64_
 		k->max_offset = (uint64_t)-1;
 		k->max_transid = (uint64_t)-1;
 		k->nr_items = 1;
-		if (ioctl(ctx->mnt_fd, BTRFS_IOC_TREE_SEARCH, &sa) < 0 || k->nr_items < 1)
+		if (ioctl(fd, BTRFS_IOC_TREE_SEARCH, &sa) < 0 || k->nr_items < 1)
 			return false;
 		memcpy(&h, sa.buf, sizeof(h));
 		if (h.len < sizeof(ref))
@@ -556,7 +555,7 @@ static bool subvol_prefix(struct scrub_ctx *ctx, struct btrfs_state *st, uint64_
 		memset(&lk, 0, sizeof(lk));
 		lk.treeid = h.offset;
 		lk.objectid = ref.dirid;
-		if (ioctl(ctx->mnt_fd, BTRFS_IOC_INO_LOOKUP, &lk) < 0)
+		if (ioctl(fd, BTRFS_IOC_INO_LOOKUP, &lk) < 0)
 			return false;
 		/* lk.name: the directory's path in the parent, "" or "a/b/" */
 		strbuf_addstr(&part, lk.name);
@@ -568,18 +567,16 @@ static bool subvol_prefix(struct scrub_ctx *ctx, struct btrfs_state *st, uint64_
 		strbuf_release(&part);
 		root = h.offset;
 	}
-	return root == st->mnt_root;
+	return root == mnt_root;
 }
 
-/* The path of (root, inode) relative to the mount, for any subvolume below it. */
-static bool file_path(struct scrub_ctx *ctx, struct btrfs_state *st, uint64_t root,
-		      uint64_t inode, struct strbuf *out)
+bool btrfs_path_in(int fd, uint64_t mnt_root, uint64_t root, uint64_t inode, struct strbuf *out)
 {
 	struct btrfs_ioctl_ino_lookup_args lk = { .treeid = root, .objectid = inode };
 	size_t n;
 
 	if (inode == BTRFS_FIRST_FREE_OBJECTID) {	/* a subvolume's top directory */
-		if (root != st->mnt_root && !subvol_prefix(ctx, st, root, out)) {
+		if (root != mnt_root && !subvol_prefix(fd, mnt_root, root, out)) {
 			strbuf_reset(out);
 			return false;
 		}
@@ -587,10 +584,10 @@ static bool file_path(struct scrub_ctx *ctx, struct btrfs_state *st, uint64_t ro
 			out->buf[--out->len] = 0;
 		return true;
 	}
-	if (root == st->mnt_root)
-		return ino_path(ctx, st, root, inode, out);
-	if (!subvol_prefix(ctx, st, root, out) ||
-	    ioctl(ctx->mnt_fd, BTRFS_IOC_INO_LOOKUP, &lk) < 0) {
+	if (root == mnt_root)
+		return ino_path(fd, mnt_root, root, inode, out);
+	if (!subvol_prefix(fd, mnt_root, root, out) ||
+	    ioctl(fd, BTRFS_IOC_INO_LOOKUP, &lk) < 0) {
 		strbuf_reset(out);
 		return false;
 	}
@@ -599,6 +596,13 @@ static bool file_path(struct scrub_ctx *ctx, struct btrfs_state *st, uint64_t ro
 		lk.name[n - 1] = 0;	/* INO_LOOKUP ends every component with '/' */
 	strbuf_addstr(out, lk.name);
 	return true;
+}
+
+/* The path of (root, inode) relative to the mount, for any subvolume below it. */
+static bool file_path(struct scrub_ctx *ctx, struct btrfs_state *st, uint64_t root,
+		      uint64_t inode, struct strbuf *out)
+{
+	return btrfs_path_in(ctx->mnt_fd, st->mnt_root, root, inode, out);
 }
 
 bool btrfs_file_path(struct scrub_ctx *ctx, uint64_t root, uint64_t inode, struct strbuf *out)

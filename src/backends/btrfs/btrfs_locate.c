@@ -10,7 +10,8 @@
  * chunk's plus its offset in the stripe; the striped profiles (RAID0, 10,
  * 5, 6) are not followed and say so.  A data chunk's logical address is
  * named by LOGICAL_INO_V2 (subvolume, inode and the file's offset of that
- * byte; one call per sector) and INO_PATHS; a metadata chunk's by the
+ * byte; one call per sector) and the scan's own naming (btrfs_path_in():
+ * INO_PATHS, and INO_LOOKUP for the subvolumes below the mounted one); a metadata chunk's by the
  * extent tree: the tree block that covers it and the tree that owns it.
  */
 #include <errno.h>
@@ -22,6 +23,7 @@
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 
+#include "backends/btrfs/btrfs_check.h"
 #include "backends/btrfs/btrfs_trees.h"
 #include "locate.h"
 
@@ -34,8 +36,6 @@ static const uint64_t sb_copies[] = { 64ULL << 10, 64ULL << 20, 256ULL << 30 };
 #define LOGICAL_BUF (64 * 1024)
 /* At most this many sectors are asked of LOGICAL_INO_V2 per range (4 GiB of 4 KiB). */
 #define MAX_DATA_SECTORS (1u << 20)
-/* INO_PATHS' answer: the first of a file's names is the one shown. */
-#define INO_PATHS_BUF 65536
 /* Profiles whose every stripe is a whole copy of the chunk. */
 #define WHOLE_COPY (BTRFS_BLOCK_GROUP_DUP | BTRFS_BLOCK_GROUP_RAID1 | \
 		    BTRFS_BLOCK_GROUP_RAID1C3 | BTRFS_BLOCK_GROUP_RAID1C4)
@@ -133,23 +133,15 @@ static uint64_t chunk_type(struct bloc *b, uint64_t start)
 	return type;
 }
 
-/* The path of (root, inode), if root is the mounted subvolume: malloc'ed or NULL. */
+/* The path of (root, inode), in any subvolume below the mounted one: malloc'ed or NULL. */
 static char *file_path(struct bloc *b, uint64_t root, uint64_t inode)
 {
-	struct btrfs_ioctl_ino_path_args a = { .inum = inode, .size = INO_PATHS_BUF };
-	struct btrfs_data_container *c;
-	struct strbuf sb = STRBUF_INIT;
+	struct strbuf rel = STRBUF_INIT, sb = STRBUF_INIT;
 
-	if (root != b->mnt_root)
-		return NULL;
-	c = xcalloc(1, INO_PATHS_BUF);
-	a.fspath = (uintptr_t)c;
-	if (ioctl(b->lfs->fd, BTRFS_IOC_INO_PATHS, &a) == 0 && c->elem_cnt > 0) {
-		/* val[] holds offsets of the strings from the start of val. */
+	if (btrfs_path_in(b->lfs->fd, b->mnt_root, root, inode, &rel))
 		strbuf_addf(&sb, "%s/%s", strcmp(b->lfs->target, "/") ? b->lfs->target : "",
-			    (const char *)c->val + c->val[0]);
-	}
-	free(c);
+			    rel.buf);
+	strbuf_release(&rel);
 	return sb.len ? strbuf_detach(&sb) : (strbuf_release(&sb), NULL);
 }
 
@@ -167,9 +159,7 @@ static void add_file(struct bloc *b, uint64_t off, uint64_t len, uint64_t root, 
 			return;
 		}
 	}
-	o = loc_owner_add(b->out, LOC_FILE, off, len,
-			  root == b->mnt_root ? "data" : "data (in another subvolume)",
-			  file_path(b, root, ino));
+	o = loc_owner_add(b->out, LOC_FILE, off, len, "data", file_path(b, root, ino));
 	o->root = root;
 	o->ino = ino;
 	o->file_off = file_off;
