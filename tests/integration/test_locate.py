@@ -433,3 +433,19 @@ def test_btrfs_subvolume_and_snapshot(image_factory):
     assert p.returncode == 4, p
     got = sorted((o["path"], o["file_offset"]) for o in file_owners(j))
     assert got == [(mnt + "/snap/payload", 4096), (mnt + "/sv/payload", 4096)], j
+
+
+@pytest.mark.parametrize("fstype", ["ext4", "xfs", "btrfs"])
+def test_live_file(image_factory, fstype):
+    """A file written on the mounted filesystem, fsync'ed but never unmounted:
+    its inode may be only in the journal and the page cache, and is found."""
+    img = image_factory(fstype, size_mb={"xfs": 300}.get(fstype, 200))
+    img.mkfs()
+    mnt = img.mount()
+    os.mkdir(os.path.join(mnt, "new"))
+    data = write_payload(os.path.join(mnt, "new", "live"), 65536)
+    at = find_on_disk(img.path, data)
+    p, j = locate_json(img.dev, "%d+8" % ((at + 8192) // 512))
+    assert p.returncode == 4, p
+    assert [(o["path"], o["file_offset"]) for o in file_owners(j)] == \
+        [(os.path.join(mnt, "new", "live"), 8192)], j
