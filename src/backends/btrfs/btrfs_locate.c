@@ -189,7 +189,9 @@ static void data_sector(struct bloc *b, uint64_t a, uint64_t e, uint64_t lg, uin
 	memset(b->buf, 0, LOGICAL_BUF);
 	ret = ioctl(b->lfs->fd, BTRFS_IOC_LOGICAL_INO_V2, &args);
 	if (ret < 0 && errno == ENOENT) {
-		add_piece(b, LOC_FREE, a, e - a, "free space (in a data chunk)");
+		/* The extent tree is the committed one: newer data shows after the next commit. */
+		add_piece(b, LOC_FREE, a, e - a,
+			  "free space (in a data chunk), as of the last transaction commit");
 		return;
 	}
 	if (ret < 0 || !c->elem_cnt) {
