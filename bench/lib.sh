@@ -143,3 +143,31 @@ vs_offline() {
 	cd "$top/tests/integration"
 	PYTHONPATH="$top/bench${PYTHONPATH:+:$PYTHONPATH}" exec /usr/bin/python3 - "$1"
 }
+
+# The million-file data set (c) of data_verify.sh on FS: IMG made, attached
+# (LOSETUP_ARGS, e.g. --direct-io=on), mkfs, NR_TINY files of 100-2000 bytes
+# in TINY_DIRS directories (BIN/mkdata tiny), sync, umount + mount on MNT.
+# Sets DEV.  The caller has added IMG and MNT to IMAGES and MOUNTS.
+tiny_fs() {	# FS IMG MNT [LOSETUP_ARGS...]
+	local fs=$1 img=$2 mnt=$3 size
+	shift 3
+	mkdir -p "$mnt"
+	mountpoint -q "$mnt" && die "$mnt is already mounted (a previous run's? umount it first)"
+	# one 4 KiB block per file, inodes, directories (as data_verify.sh)
+	size=$((NR_TINY * 6144 / 1048576 + 1024))
+	rm -f "$img"
+	truncate -s "${size}M" "$img"
+	DEV=$(losetup -f --show "$@" "$img")
+	case $fs in
+	xfs) mkfs.xfs -f -q -m rmapbt=1 "$DEV";;
+	ext4) mkfs.ext4 -F -q -E lazy_itable_init=0 -N $((NR_TINY + 65536)) "$DEV";;
+	esac
+	mount "$DEV" "$mnt"
+	say "$fs: writing $NR_TINY tiny files"
+	mkdir "$mnt/tiny"
+	"$BIN/mkdata" tiny "$mnt/tiny" "$NR_TINY" "$TINY_DIRS"
+	sync
+	umount "$mnt"
+	mount "$DEV" "$mnt"
+}
+

@@ -108,27 +108,10 @@ TABLE=$LOGS/table
 FAILED=0
 bench_fs() {	# FS
 	local fs=$1 img=$BENCH_DIR/st-$1.img mnt=$BENCH_DIR/st-mnt-$1 db=$BENCH_DIR/st-db-$1
-	local dev size r k without="" with="" mw mwi rr v
+	local r k without="" with="" mw mwi rr v
 	IMAGES+=("$img")
 	MOUNTS+=("$mnt")
-	mkdir -p "$mnt"
-	mountpoint -q "$mnt" && die "$mnt is already mounted (a previous run's? umount it first)"
-	# one 4 KiB block per file, inodes, directories (as data_verify.sh)
-	size=$((NR_TINY * 6144 / 1048576 + 1024))
-	rm -f "$img"
-	truncate -s "${size}M" "$img"
-	dev=$(losetup -f --show --direct-io=on "$img")
-	case $fs in
-	xfs) mkfs.xfs -f -q -m rmapbt=1 "$dev";;
-	ext4) mkfs.ext4 -F -q -E lazy_itable_init=0 -N $((NR_TINY + 65536)) "$dev";;
-	esac
-	mount "$dev" "$mnt"
-	say "$fs: writing $NR_TINY tiny files"
-	mkdir "$mnt/tiny"
-	"$BIN/mkdata" tiny "$mnt/tiny" "$NR_TINY" "$TINY_DIRS"
-	sync
-	umount "$mnt"
-	mount "$dev" "$mnt"
+	tiny_fs "$fs" "$img" "$mnt" --direct-io=on
 	sleep 1.2	# ctimes older than the scans
 	rm -rf "$db"
 	mkdir -p "$db"

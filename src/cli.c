@@ -67,6 +67,7 @@ void cli_usage(FILE *f)
 	      "       fscrub status [OPTIONS] [MOUNTPOINT...]\n"
 	      "       fscrub watch [OPTIONS] [MOUNTPOINT|DEVICE...]\n"
 	      "       fscrub health [OPTIONS] [MOUNTPOINT|DEVICE...]\n"
+	      "       fscrub locate [OPTIONS] DEVICE SECTOR[+COUNT|-END]...\n"
 	      "\n"
 	      "Check a mounted filesystem for corruption and media errors.\n"
 	      "\n"

@@ -102,6 +102,8 @@ int main(int argc, char **argv)
 		return cmd_watch(argc - 1, argv + 1);
 	if (argc > 1 && !strcmp(argv[1], "health"))
 		return cmd_health(argc - 1, argv + 1);
+	if (argc > 1 && !strcmp(argv[1], "locate"))
+		return cmd_locate(argc - 1, argv + 1);
 	/*
 	 * Arrays of 128 KiB and more (the per-inode and per-extent lists) in
 	 * mappings of their own, always: glibc otherwise raises the threshold

@@ -40,5 +40,7 @@ json_object *status_json_time(double t);
 int cmd_watch(int argc, char **argv);
 /* cmd_health.c: what the filesystems know of their health, now. */
 int cmd_health(int argc, char **argv);
+/* cmd_locate.c: from sectors of a device to the files and metadata they hold. */
+int cmd_locate(int argc, char **argv);
 
 #endif

@@ -507,17 +507,17 @@ static void wait_scrubs(struct scrub_ctx *ctx, struct btrfs_state *st)
 }
 
 /* Paths of (root, inode) through INO_PATHS where root is the mounted one. */
-static bool ino_path(struct scrub_ctx *ctx, struct btrfs_state *st, uint64_t root,
-		     uint64_t inode, struct strbuf *out)
+static bool ino_path(int fd, uint64_t mnt_root, uint64_t root, uint64_t inode,
+		     struct strbuf *out)
 {
 	struct btrfs_ioctl_ino_path_args a = { .inum = inode, .size = INO_PATHS_BUF };
 	struct btrfs_data_container *c;
 	bool found = false;
 
-	if (root != st->mnt_root || !(c = calloc(1, INO_PATHS_BUF)))
+	if (root != mnt_root || !(c = calloc(1, INO_PATHS_BUF)))
 		return false;
 	a.fspath = (uintptr_t)c;
-	if (ioctl(ctx->mnt_fd, BTRFS_IOC_INO_PATHS, &a) == 0 && c->elem_cnt > 0) {
+	if (ioctl(fd, BTRFS_IOC_INO_PATHS, &a) == 0 && c->elem_cnt > 0) {
 		/* val[] holds offsets of the strings from the start of val. */
 		const char *base = (const char *)c->val;
 
@@ -534,11 +534,10 @@ static bool ino_path(struct scrub_ctx *ctx, struct btrfs_state *st, uint64_t roo
  * name) with BTRFS_IOC_INO_LOOKUP for the directory's path in the parent.
  * False if the subvolume is not below the mounted one.
  */
-static bool subvol_prefix(struct scrub_ctx *ctx, struct btrfs_state *st, uint64_t root,
-			  struct strbuf *out)
+static bool subvol_prefix(int fd, uint64_t mnt_root, uint64_t root, struct strbuf *out)
 {
 	/* A subvolume nested deeper than this is not worth naming. */
-	for (int depth = 0; depth < 64 && root != st->mnt_root; depth++) {
+	for (int depth = 0; depth < 64 && root != mnt_root; depth++) {
 		struct btrfs_ioctl_search_args sa;
 		struct btrfs_ioctl_search_key *k = &sa.key;
 		struct btrfs_ioctl_search_header h;
@@ -555,7 +554,7 @@ static bool subvol_prefix(struct scrub_ctx *ctx, struct btrfs_state *st, uint64_
 		k->max_offset = (uint64_t)-1;
 		k->max_transid = (uint64_t)-1;
 		k->nr_items = 1;
-		if (ioctl(ctx->mnt_fd, BTRFS_IOC_TREE_SEARCH, &sa) < 0 || k->nr_items < 1)
+		if (ioctl(fd, BTRFS_IOC_TREE_SEARCH, &sa) < 0 || k->nr_items < 1)
 			return false;
 		memcpy(&h, sa.buf, sizeof(h));
 		if (h.len < sizeof(ref))
@@ -566,7 +565,7 @@ static bool subvol_prefix(struct scrub_ctx *ctx, struct btrfs_state *st, uint64_
 		memset(&lk, 0, sizeof(lk));
 		lk.treeid = h.offset;
 		lk.objectid = ref.dirid;
-		if (ioctl(ctx->mnt_fd, BTRFS_IOC_INO_LOOKUP, &lk) < 0)
+		if (ioctl(fd, BTRFS_IOC_INO_LOOKUP, &lk) < 0)
 			return false;
 		/* lk.name: the directory's path in the parent, "" or "a/b/" */
 		strbuf_addstr(&part, lk.name);
@@ -578,18 +577,16 @@ static bool subvol_prefix(struct scrub_ctx *ctx, struct btrfs_state *st, uint64_
 		strbuf_release(&part);
 		root = h.offset;
 	}
-	return root == st->mnt_root;
+	return root == mnt_root;
 }
 
-/* The path of (root, inode) relative to the mount, for any subvolume below it. */
-static bool file_path(struct scrub_ctx *ctx, struct btrfs_state *st, uint64_t root,
-		      uint64_t inode, struct strbuf *out)
+bool btrfs_path_in(int fd, uint64_t mnt_root, uint64_t root, uint64_t inode, struct strbuf *out)
 {
 	struct btrfs_ioctl_ino_lookup_args lk = { .treeid = root, .objectid = inode };
 	size_t n;
 
 	if (inode == BTRFS_FIRST_FREE_OBJECTID) {	/* a subvolume's top directory */
-		if (root != st->mnt_root && !subvol_prefix(ctx, st, root, out)) {
+		if (root != mnt_root && !subvol_prefix(fd, mnt_root, root, out)) {
 			strbuf_reset(out);
 			return false;
 		}
@@ -597,10 +594,10 @@ static bool file_path(struct scrub_ctx *ctx, struct btrfs_state *st, uint64_t ro
 			out->buf[--out->len] = 0;
 		return true;
 	}
-	if (root == st->mnt_root)
-		return ino_path(ctx, st, root, inode, out);
-	if (!subvol_prefix(ctx, st, root, out) ||
-	    ioctl(ctx->mnt_fd, BTRFS_IOC_INO_LOOKUP, &lk) < 0) {
+	if (root == mnt_root)
+		return ino_path(fd, mnt_root, root, inode, out);
+	if (!subvol_prefix(fd, mnt_root, root, out) ||
+	    ioctl(fd, BTRFS_IOC_INO_LOOKUP, &lk) < 0) {
 		strbuf_reset(out);
 		return false;
 	}
@@ -611,106 +608,16 @@ static bool file_path(struct scrub_ctx *ctx, struct btrfs_state *st, uint64_t ro
 	return true;
 }
 
+/* The path of (root, inode) relative to the mount, for any subvolume below it. */
+static bool file_path(struct scrub_ctx *ctx, struct btrfs_state *st, uint64_t root,
+		      uint64_t inode, struct strbuf *out)
+{
+	return btrfs_path_in(ctx->mnt_fd, st->mnt_root, root, inode, out);
+}
+
 bool btrfs_file_path(struct scrub_ctx *ctx, uint64_t root, uint64_t inode, struct strbuf *out)
 {
 	return file_path(ctx, ctx->backend, root, inode, out);
-}
-
-/* Names of the trees a tree block can belong to. */
-static const char *tree_name(uint64_t root, char *buf, size_t size)
-{
-	switch (root) {
-	case BTRFS_ROOT_TREE_OBJECTID: return "root tree";
-	case BTRFS_EXTENT_TREE_OBJECTID: return "extent tree";
-	case BTRFS_CHUNK_TREE_OBJECTID: return "chunk tree";
-	case BTRFS_DEV_TREE_OBJECTID: return "device tree";
-	case BTRFS_FS_TREE_OBJECTID: return "top-level subvolume (fs tree 5)";
-	case BTRFS_CSUM_TREE_OBJECTID: return "checksum tree";
-	case BTRFS_QUOTA_TREE_OBJECTID: return "quota tree";
-	case BTRFS_UUID_TREE_OBJECTID: return "uuid tree";
-	case BTRFS_FREE_SPACE_TREE_OBJECTID: return "free space tree";
-	case BTRFS_DATA_RELOC_TREE_OBJECTID: return "data relocation tree";
-	}
-	if (root >= BTRFS_FIRST_FREE_OBJECTID && root <= BTRFS_LAST_FREE_OBJECTID) {
-		snprintf(buf, size, "subvolume %llu", (unsigned long long)root);
-		return buf;
-	}
-	snprintf(buf, size, "tree %llu", (unsigned long long)root);
-	return buf;
-}
-
-/*
- * btrfs_meta.h: the owners of the tree blocks in [start, start + len),
- * from their extent items' inline TREE_BLOCK_REFs (BTRFS_IOC_TREE_SEARCH on
- * the extent tree).  False if none is known (a shared block has only a
- * SHARED_BLOCK_REF, to its parent).
- */
-bool btrfs_tree_block_owners(struct scrub_ctx *ctx, uint64_t start, uint64_t len,
-			     struct strbuf *out)
-{
-	struct btrfs_ioctl_search_args sa;
-	struct btrfs_ioctl_search_key *k = &sa.key;
-	uint64_t seen[16];
-	unsigned nr_seen = 0;
-	size_t pos = 0;
-
-	memset(&sa, 0, sizeof(sa));
-	k->tree_id = BTRFS_EXTENT_TREE_OBJECTID;
-	k->min_objectid = start;
-	k->max_objectid = start + len - 1;
-	k->min_type = BTRFS_EXTENT_ITEM_KEY;
-	k->max_type = BTRFS_METADATA_ITEM_KEY;
-	k->max_offset = (uint64_t)-1;
-	k->max_transid = (uint64_t)-1;
-	k->nr_items = 64;
-	if (ioctl(ctx->mnt_fd, BTRFS_IOC_TREE_SEARCH, &sa) < 0)
-		return false;
-	for (uint32_t i = 0; i < k->nr_items; i++) {
-		struct btrfs_ioctl_search_header h;
-		const unsigned char *item;
-		size_t off;
-
-		if (pos + sizeof(h) > sizeof(sa.buf))
-			break;
-		memcpy(&h, sa.buf + pos, sizeof(h));
-		item = (const unsigned char *)sa.buf + pos + sizeof(h);
-		pos += sizeof(h) + h.len;
-		if (pos > sizeof(sa.buf))
-			break;
-		off = sizeof(struct btrfs_extent_item);
-		if (h.type == BTRFS_EXTENT_ITEM_KEY)
-			off += sizeof(struct btrfs_tree_block_info);
-		else if (h.type != BTRFS_METADATA_ITEM_KEY)
-			continue;
-		if (h.type == BTRFS_EXTENT_ITEM_KEY && h.len >= sizeof(struct btrfs_extent_item)) {
-			struct btrfs_extent_item ei;
-
-			memcpy(&ei, item, sizeof(ei));
-			if (!(ei.flags & BTRFS_EXTENT_FLAG_TREE_BLOCK))
-				continue;	/* data */
-		}
-		/* Inline refs: a type byte and a little-endian u64 offset. */
-		while (off + 9 <= h.len) {
-			uint64_t v = 0;
-			unsigned j;
-
-			for (int b = 7; b >= 0; b--)
-				v = (v << 8) | item[off + 1 + b];
-			if (item[off] == BTRFS_TREE_BLOCK_REF_KEY) {
-				for (j = 0; j < nr_seen && seen[j] != v; j++)
-					;
-				if (j == nr_seen && nr_seen < 16) {
-					char nb[48];
-
-					seen[nr_seen++] = v;
-					strbuf_addf(out, "%s%s", nr_seen > 1 ? ", " : "",
-						    tree_name(v, nb, sizeof(nb)));
-				}
-			}
-			off += 9;
-		}
-	}
-	return nr_seen > 0;
 }
 
 /*
@@ -750,14 +657,14 @@ static void resolve_logical(struct scrub_ctx *ctx, struct btrfs_state *st, struc
 	if (e->is_data)
 		return;
 	if (e->is_tree) {	/* a "tree block L mirror M ..." line: add its owner */
-		if (btrfs_tree_block_owners(ctx, e->logical, 1, &owners)) {
+		if (btrfs_tree_block_owners(ctx->mnt_fd, e->logical, 1, &owners)) {
 			size_t n = strlen(e->tree_msg);
 
 			snprintf(e->tree_msg + n, sizeof(e->tree_msg) - n, " (in the %s)", owners.buf);
 		}
 	} else {
 		e->is_tree = true;
-		if (!btrfs_tree_block_owners(ctx, e->logical, SCRUB_STRIPE_LEN, &owners))
+		if (!btrfs_tree_block_owners(ctx->mnt_fd, e->logical, SCRUB_STRIPE_LEN, &owners))
 			strbuf_addstr(&owners, "metadata (owner unknown)");
 		snprintf(e->tree_msg, sizeof(e->tree_msg),
 			 "a tree block in the 64 KiB stripe at logical %llu, in the %s",

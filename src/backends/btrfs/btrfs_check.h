@@ -34,5 +34,11 @@ unsigned btrfs_commit_interval(const struct scrub_ctx *ctx);
  */
 bool btrfs_file_path(struct scrub_ctx *ctx, uint64_t root, uint64_t inode,
 		     struct strbuf *out);
+/*
+ * The same through fd, any file of the filesystem whose mounted subvolume
+ * is mnt_root (fscrub locate has no scan context).
+ */
+bool btrfs_path_in(int fd, uint64_t mnt_root, uint64_t root, uint64_t inode,
+		   struct strbuf *out);
 
 #endif

@@ -703,7 +703,7 @@ static void report_copy(struct meta *m, const struct meta_chunk *c, uint64_t log
 	unsigned copy;
 
 	on_stripe(c, i, logical, &phys, &copy);
-	if (!btrfs_tree_block_owners(m->ctx, logical, 1, &owners))
+	if (!btrfs_tree_block_owners(m->ctx->mnt_fd, logical, 1, &owners))
 		strbuf_addstr(&owners, "metadata (owner unknown)");
 	report_at(m->ctx, sev, CHECK_BTRFS_TREE, NULL, NULL, 0, __FILE__, __LINE__,
 		  "tree block at logical %llu (in the %s), copy %u on devid %llu %s at %llu: "

@@ -6,7 +6,7 @@
  * Layering: btrfs.c owns the device list and calls btrfs_meta_verify();
  * this module reads the chunk and extent trees through btrfs_trees.h, the
  * devices with O_DIRECT through ioengine.h, and names a block's trees
- * through btrfs_tree_block_owners() (btrfs.c).
+ * through btrfs_tree_block_owners() (btrfs_trees.h).
  */
 #ifndef FSCRUB_BTRFS_META_H
 #define FSCRUB_BTRFS_META_H
@@ -37,13 +37,5 @@ struct btrfs_meta_dev {
  */
 int btrfs_meta_verify(struct scrub_ctx *ctx, const struct btrfs_meta_dev *devs, unsigned nr,
 		      bool readonly);
-
-/*
- * The owners of the tree blocks in [start, start + len) from their extent
- * items' inline TREE_BLOCK_REFs, added to out ("the extent tree, subvolume
- * 256"); false if none is known (btrfs.c).
- */
-bool btrfs_tree_block_owners(struct scrub_ctx *ctx, uint64_t start, uint64_t len,
-			     struct strbuf *out);
 
 #endif

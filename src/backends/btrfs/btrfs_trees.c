@@ -14,7 +14,10 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 #include <sys/ioctl.h>
+
+#include "strbuf.h"
 
 uint64_t btrfs_inode_stamp(const unsigned char *inode_item)
 {
@@ -173,4 +176,100 @@ void btrfs_tree_close(struct btrfs_tree_reader *r)
 	r->args = NULL;
 	r->left = 0;
 	r->end = true;
+}
+
+/* Names of the trees a tree block can belong to. */
+const char *btrfs_tree_name(uint64_t root, char *buf, size_t size)
+{
+	switch (root) {
+	case BTRFS_ROOT_TREE_OBJECTID: return "root tree";
+	case BTRFS_EXTENT_TREE_OBJECTID: return "extent tree";
+	case BTRFS_CHUNK_TREE_OBJECTID: return "chunk tree";
+	case BTRFS_DEV_TREE_OBJECTID: return "device tree";
+	case BTRFS_FS_TREE_OBJECTID: return "top-level subvolume (fs tree 5)";
+	case BTRFS_CSUM_TREE_OBJECTID: return "checksum tree";
+	case BTRFS_QUOTA_TREE_OBJECTID: return "quota tree";
+	case BTRFS_UUID_TREE_OBJECTID: return "uuid tree";
+	case BTRFS_FREE_SPACE_TREE_OBJECTID: return "free space tree";
+	case BTRFS_DATA_RELOC_TREE_OBJECTID: return "data relocation tree";
+	}
+	if (root >= BTRFS_FIRST_FREE_OBJECTID && root <= BTRFS_LAST_FREE_OBJECTID) {
+		snprintf(buf, size, "subvolume %llu", (unsigned long long)root);
+		return buf;
+	}
+	snprintf(buf, size, "tree %llu", (unsigned long long)root);
+	return buf;
+}
+
+/*
+ * The owners of the tree blocks in [start, start + len): their extent items'
+ * inline TREE_BLOCK_REFs (BTRFS_IOC_TREE_SEARCH on the extent tree), added
+ * to out as "the extent tree, subvolume 256".  False if none is known (a
+ * shared block has only a SHARED_BLOCK_REF, to its parent).
+ */
+bool btrfs_tree_block_owners(int fd, uint64_t start, uint64_t len, struct strbuf *out)
+{
+	struct btrfs_ioctl_search_args sa;
+	struct btrfs_ioctl_search_key *k = &sa.key;
+	uint64_t seen[16];
+	unsigned nr_seen = 0;
+	size_t pos = 0;
+
+	memset(&sa, 0, sizeof(sa));
+	k->tree_id = BTRFS_EXTENT_TREE_OBJECTID;
+	k->min_objectid = start;
+	k->max_objectid = start + len - 1;
+	k->min_type = BTRFS_EXTENT_ITEM_KEY;
+	k->max_type = BTRFS_METADATA_ITEM_KEY;
+	k->max_offset = (uint64_t)-1;
+	k->max_transid = (uint64_t)-1;
+	k->nr_items = 64;
+	if (ioctl(fd, BTRFS_IOC_TREE_SEARCH, &sa) < 0)
+		return false;
+	for (uint32_t i = 0; i < k->nr_items; i++) {
+		struct btrfs_ioctl_search_header h;
+		const unsigned char *item;
+		size_t off;
+
+		if (pos + sizeof(h) > sizeof(sa.buf))
+			break;
+		memcpy(&h, sa.buf + pos, sizeof(h));
+		item = (const unsigned char *)sa.buf + pos + sizeof(h);
+		pos += sizeof(h) + h.len;
+		if (pos > sizeof(sa.buf))
+			break;
+		off = sizeof(struct btrfs_extent_item);
+		if (h.type == BTRFS_EXTENT_ITEM_KEY)
+			off += sizeof(struct btrfs_tree_block_info);
+		else if (h.type != BTRFS_METADATA_ITEM_KEY)
+			continue;
+		if (h.type == BTRFS_EXTENT_ITEM_KEY && h.len >= sizeof(struct btrfs_extent_item)) {
+			struct btrfs_extent_item ei;
+
+			memcpy(&ei, item, sizeof(ei));
+			if (!(ei.flags & BTRFS_EXTENT_FLAG_TREE_BLOCK))
+				continue;	/* data */
+		}
+		/* Inline refs: a type byte and a little-endian u64 offset. */
+		while (off + 9 <= h.len) {
+			uint64_t v = 0;
+			unsigned j;
+
+			for (int b = 7; b >= 0; b--)
+				v = (v << 8) | item[off + 1 + b];
+			if (item[off] == BTRFS_TREE_BLOCK_REF_KEY) {
+				for (j = 0; j < nr_seen && seen[j] != v; j++)
+					;
+				if (j == nr_seen && nr_seen < 16) {
+					char nb[48];
+
+					seen[nr_seen++] = v;
+					strbuf_addf(out, "%s%s", nr_seen > 1 ? ", " : "",
+						    btrfs_tree_name(v, nb, sizeof(nb)));
+				}
+			}
+			off += 9;
+		}
+	}
+	return nr_seen > 0;
 }

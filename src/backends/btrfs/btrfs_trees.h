@@ -97,4 +97,18 @@ int btrfs_grow(void **v, size_t *alloc, size_t need, size_t size);
 /* Key order: <0, 0, >0. */
 int btrfs_key_cmp(const struct btrfs_tkey *a, const struct btrfs_tkey *b);
 
+struct strbuf;
+
+/* A tree's name for people: "extent tree", "subvolume 257" (in buf if made). */
+const char *btrfs_tree_name(uint64_t root, char *buf, size_t size);
+
+/*
+ * The trees that own the tree blocks in [start, start + len): their
+ * extent items' inline TREE_BLOCK_REFs (BTRFS_IOC_TREE_SEARCH on the
+ * extent tree through fd), added to out as "extent tree, subvolume 256".
+ * False if none is known (a shared block has only a SHARED_BLOCK_REF, to
+ * its parent).
+ */
+bool btrfs_tree_block_owners(int fd, uint64_t start, uint64_t len, struct strbuf *out);
+
 #endif
