@@ -216,8 +216,9 @@ def test_single_device_data_error(btrfs_factory):
 def test_x_reads_only_the_files_without_checksums(btrfs_factory):
     """-x: the kernel's scrub of phase 2 verified every checksummed byte on
     every copy, so phase 5 reads only the NOCOW (NODATASUM) files; where the
-    scrub found damage, every file is read, so that each damaged file is
-    named whatever the kernel log kept."""
+    scrub found damage, without -n every file is read, so that each damaged
+    file is named whatever the kernel log kept; under -n not the damaged
+    files (read repair)."""
     fs = btrfs_factory()
     mnt = fs.mount()
     for i in range(3):
@@ -248,11 +249,20 @@ def test_x_reads_only_the_files_without_checksums(btrfs_factory):
     fs.offline()
     corrupt_data(fs)
     fs.mount()
+    victim = os.path.join(fs.mnt, "victim")
+    # -n: the scrub named the damaged file; it is not read again (where a
+    # good copy exists, btrfs's read repair would rewrite the bad one)
     r = run_fscrub("-n", "-x", "-v", fs.mnt)
+    assert r.rc == 4, r
+    assert [f.path for f in r.of("Error", "btrfs.data_csum")] == [victim], r
+    assert not r.of("Error", "data.read"), r
+    assert "reading every file" not in r.stdout, r
+    # without -n every file is read again: the damaged one fails
+    r = run_fscrub("-x", "-v", fs.mnt)
     assert r.rc == 4, r
     assert "reading every file: the kernel's scrub did not cover every device, or found " \
         "errors" in r.stdout, r
-    assert [f.path for f in r.of("Error", "data.read")] == [os.path.join(fs.mnt, "victim")], r
+    assert [f.path for f in r.of("Error", "data.read")] == [victim], r
 
 
 def mount_degraded(fs):
