@@ -170,6 +170,16 @@ struct ext4_state {
 
 static inline struct ext4_state *ext4_state(struct scrub_ctx *ctx);
 
+/*
+ * ext4.c, phase 2's steps (for tests/fuzz/fuzz_ext4.c too): the primary
+ * superblock and every backup; every group's descriptor, bitmaps and free
+ * counts.  What is wrong is queued as suspects.
+ */
+void ext4_check_superblocks(struct scrub_ctx *ctx);
+/* What is wrong with a superblock's geometry, NULL if nothing. */
+const char *ext4_sb_insane(ext2_filsys fs, const struct ext2_super_block *sb);
+void ext4_check_groups(struct scrub_ctx *ctx);
+
 /* ---- ext4_confirm.c ---- */
 
 /*
@@ -215,6 +225,20 @@ void ext4_check_inode(struct scrub_ctx *ctx, const struct backend_dir *d,
 void ext4_check_dir(struct scrub_ctx *ctx, const struct backend_dir *d);
 /* Phase 3 after the walk. */
 int ext4_scan_inodes(struct scrub_ctx *ctx);
+/*
+ * ext4_scan_inodes()'s steps, for tests/fuzz/fuzz_ext4.c too.  begin():
+ * the bitmaps as they are now, the metadata's blocks claimed, the
+ * journal's mapped, groups whose inode table is outside the filesystem
+ * left out; NULL (said) if the inodes cannot be scanned.  tables(): the
+ * inodes of the tables in order, at most max of them; after(): the
+ * directories still batched, the orphan list, the attribute blocks'
+ * reference counts, inodes reached but marked free.
+ */
+struct ext4_iscan;
+struct ext4_iscan *ext4_iscan_begin(struct scrub_ctx *ctx);
+void ext4_iscan_tables(struct scrub_ctx *ctx, struct ext4_iscan *is, unsigned long long max);
+void ext4_iscan_after(struct scrub_ctx *ctx, struct ext4_iscan *is);
+void ext4_iscan_free(struct scrub_ctx *ctx, struct ext4_iscan *is);
 
 /*
  * For an inode suspect (blocks[0] its inode-table block, arg[0] the

@@ -45,6 +45,7 @@
 #include <fcntl.h>
 #include <linux/fiemap.h>
 #include <linux/fs.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -2208,40 +2209,28 @@ static void check_orphan_list(struct scrub_ctx *ctx)
 
 /* ---- the scan ------------------------------------------------------------ */
 
-int ext4_scan_inodes(struct scrub_ctx *ctx)
+/* What the inode-table scan holds: tree blocks by level, the directories batched. */
+struct ext4_iscan {
+	struct disk_fetch df;
+	struct dir_batch db;
+	unsigned char *buf;
+};
+
+/* The bitmaps as they are now, after the walk; the metadata's blocks; the journal's. */
+static errcode_t iscan_prepare(struct scrub_ctx *ctx)
 {
 	struct ext4_state *st = ext4_state(ctx);
 	ext2_filsys fs = st->fs;
-	unsigned isize = EXT2_INODE_SIZE(fs->super);
-	struct ext2_inode_large *in = xcalloc(1, isize > sizeof(*in) ? isize : sizeof(*in));
-	struct disk_fetch df = { .st = st };
-	struct dir_batch db;
-	unsigned char *buf = ext4_block_buf(st);
-	ext2_inode_scan scan = NULL;
 	errcode_t err;
-	ext2_ino_t ino;
-	int ret = 0;
 
-	for (unsigned i = 0; i <= MAX_EXTENT_DEPTH; i++)
-		df.buf[i] = ext4_block_buf(st);
-	dir_batch_init(ctx, &db);
-	/* The bitmaps as they are now, after the walk. */
 	ext2fs_free_block_bitmap(fs->block_map);
 	fs->block_map = NULL;
 	ext2fs_free_inode_bitmap(fs->inode_map);
 	fs->inode_map = NULL;
 	if ((err = ext2fs_read_bitmaps(fs)) ||
-	    (err = ext2fs_allocate_block_bitmap(fs, "metadata", &st->metadata))) {
-		report_operational(ctx, NULL, NULL, 0, "ext4: cannot scan the inodes: %s",
-				   ext4_strerror(err));
-		ret = 0;
-		goto out;
-	}
-	if ((err = claim_metadata(st))) {
-		report_operational(ctx, NULL, NULL, 0, "ext4: cannot scan the inodes: %s",
-				   ext4_strerror(err));
-		goto out;
-	}
+	    (err = ext2fs_allocate_block_bitmap(fs, "metadata", &st->metadata)) ||
+	    (err = claim_metadata(st)))
+		return err;
 	ext4_journal_map(ctx, true);
 	/*
 	 * A descriptor that puts its inode table outside the filesystem (an
@@ -2257,14 +2246,58 @@ int ext4_scan_inodes(struct scrub_ctx *ctx)
 			 "the inode table outside the filesystem: the group's inodes are not "
 			 "checked", g);
 	}
+	return 0;
+}
+
+struct ext4_iscan *ext4_iscan_begin(struct scrub_ctx *ctx)
+{
+	struct ext4_state *st = ext4_state(ctx);
+	struct ext4_iscan *is;
+	errcode_t err = iscan_prepare(ctx);
+
+	if (err) {
+		report_operational(ctx, NULL, NULL, 0, "ext4: cannot scan the inodes: %s",
+				   ext4_strerror(err));
+		return NULL;
+	}
+	is = xcalloc(1, sizeof(*is));
+	is->df.st = st;
+	is->buf = ext4_block_buf(st);
+	for (unsigned i = 0; i <= MAX_EXTENT_DEPTH; i++)
+		is->df.buf[i] = ext4_block_buf(st);
+	dir_batch_init(ctx, &is->db);
+	return is;
+}
+
+/* One inode of the tables (in: its raw bytes). */
+static void iscan_inode(struct scrub_ctx *ctx, struct ext4_iscan *is, ext2_ino_t ino,
+			struct ext2_inode_large *in)
+{
+	if (!ext2fs_fast_test_inode_bitmap2(ext4_state(ctx)->fs->inode_map, ino)) {
+		check_unused_csum(ctx, ino, in);
+		check_unreached_marked_free(ctx, ino, in);
+		return;
+	}
+	check_one_inode(ctx, ino, in, &is->df, &is->db, is->buf);
+}
+
+void ext4_iscan_tables(struct scrub_ctx *ctx, struct ext4_iscan *is, unsigned long long max)
+{
+	ext2_filsys fs = ext4_state(ctx)->fs;
+	unsigned isize = EXT2_INODE_SIZE(fs->super);
+	struct ext2_inode_large *in = xcalloc(1, isize > sizeof(*in) ? isize : sizeof(*in));
+	ext2_inode_scan scan = NULL;
+	errcode_t err;
+	ext2_ino_t ino;
+
 	if ((err = ext2fs_open_inode_scan(fs, INODE_SCAN_BLOCKS, &scan))) {
 		report_operational(ctx, NULL, NULL, 0, "ext4: cannot scan the inodes: %s",
 				   ext4_strerror(err));
-		ret = 0;
-		goto out;
+		free(in);
+		return;
 	}
 	ext2fs_inode_scan_flags(scan, EXT2_SF_SKIP_MISSING_ITABLE, 0);
-	for (;;) {
+	for (unsigned long long n = 0; n < max; n++) {
 		if (scrub_should_stop(ctx))
 			break;
 		err = ext2fs_get_next_inode_full(scan, &ino, (struct ext2_inode *)in, (int)isize);
@@ -2277,18 +2310,41 @@ int ext4_scan_inodes(struct scrub_ctx *ctx)
 		}
 		if (!ino)
 			break;
-		if (!ext2fs_fast_test_inode_bitmap2(fs->inode_map, ino)) {
-			check_unused_csum(ctx, ino, in);
-			check_unreached_marked_free(ctx, ino, in);
-			continue;
-		}
-		check_one_inode(ctx, ino, in, &df, &db, buf);
+		iscan_inode(ctx, is, ino, in);
 	}
-	dir_batch_flush(ctx, &db);	/* before the suspects are confirmed */
+	ext2fs_close_inode_scan(scan);
+	free(in);
+}
+
+void ext4_iscan_after(struct scrub_ctx *ctx, struct ext4_iscan *is)
+{
+	dir_batch_flush(ctx, &is->db);	/* before the suspects are confirmed */
 	check_orphan_list(ctx);
 	if (!scrub_should_stop(ctx))
 		ext4_xattr_refs_check(ctx);
-	check_reached_marked_free(ctx, buf);
+	check_reached_marked_free(ctx, is->buf);
+}
+
+void ext4_iscan_free(struct scrub_ctx *ctx, struct ext4_iscan *is)
+{
+	if (!is)
+		return;
+	dir_batch_release(ctx, &is->db);	/* nothing held if the scan did not start */
+	for (unsigned i = 0; i <= MAX_EXTENT_DEPTH; i++)
+		free(is->df.buf[i]);
+	free(is->buf);
+	free(is);
+}
+
+int ext4_scan_inodes(struct scrub_ctx *ctx)
+{
+	struct ext4_state *st = ext4_state(ctx);
+	struct ext4_iscan *is = ext4_iscan_begin(ctx);
+
+	if (!is)
+		return 0;
+	ext4_iscan_tables(ctx, is, ULLONG_MAX);
+	ext4_iscan_after(ctx, is);
 	report_unreached(ctx);
 	ext4_journal_check(ctx);
 	ext4_confirm_run(ctx, true);
@@ -2297,13 +2353,6 @@ int ext4_scan_inodes(struct scrub_ctx *ctx)
 	report_verbose(ctx, "Phase 3: ext4: %llu inodes, %llu extent tree and block map blocks "
 		       "and %llu directory blocks read from the disk", st->inodes_scanned, st->extent_blocks,
 		       st->dir_blocks);
-out:
-	dir_batch_release(ctx, &db);	/* nothing held if the scan did not start */
-	if (scan)
-		ext2fs_close_inode_scan(scan);
-	for (unsigned i = 0; i <= MAX_EXTENT_DEPTH; i++)
-		free(df.buf[i]);
-	free(buf);
-	free(in);
-	return ret;
+	ext4_iscan_free(ctx, is);
+	return 0;
 }
