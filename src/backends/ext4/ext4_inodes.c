@@ -2253,9 +2253,21 @@ struct ext4_iscan *ext4_iscan_begin(struct scrub_ctx *ctx)
 {
 	struct ext4_state *st = ext4_state(ctx);
 	struct ext4_iscan *is;
-	errcode_t err = iscan_prepare(ctx);
+	const char *why = ext4_sb_insane(st->fs, st->fs->super);
+	errcode_t err;
 
-	if (err) {
+	/*
+	 * libext2fs opens a superblock whose geometry is impossible (a first
+	 * data block past the first group's start...) and then reads the
+	 * bitmaps it describes past its own buffers: phase 2 said what is
+	 * wrong with it, nothing here is read through it.
+	 */
+	if (why) {
+		str_info(ctx, CHECK_EXT4_UNCHECKED, NULL, NULL, 0, "the inode tables are not "
+			 "scanned: the superblock's geometry is impossible (%s)", why);
+		return NULL;
+	}
+	if ((err = iscan_prepare(ctx))) {
 		report_operational(ctx, NULL, NULL, 0, "ext4: cannot scan the inodes: %s",
 				   ext4_strerror(err));
 		return NULL;
