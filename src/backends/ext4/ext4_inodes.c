@@ -344,6 +344,16 @@ struct xwalk {
 	blk64_t bad_node;
 	/* every tree block read, in order */
 	blk64_t tree[EXT4_SUSPECT_BLOCKS];
+	/*
+	 * Every tree block reached, to stop at one reached twice: entries that
+	 * all point to the same node make a tree of a few blocks walk as one
+	 * of their product (five levels of 340: 4.5e12 nodes).  Freed at the
+	 * end of xwalk_run(): 16 bytes per tree block at most.
+	 */
+	struct tree_seen {
+		blk64_t *v;		/* block + 1, 0: a free slot */
+		size_t n, cap;
+	} seen;
 	unsigned nr_tree;
 	unsigned long long tree_blocks;
 	uint64_t next_lblk;
@@ -406,6 +416,41 @@ static bool extent_block_csum_ok(struct xwalk *w, const unsigned char *b)
 	return ext4_csum(w->fs, w->ino, w->gen, b, tail) == stored;
 }
 
+static void seen_put(struct tree_seen *s, blk64_t key)
+{
+	size_t i = (size_t)(key * 0x9e3779b97f4a7c15ULL) & (s->cap - 1);
+
+	while (s->v[i])
+		i = (i + 1) & (s->cap - 1);
+	s->v[i] = key;
+	s->n++;
+}
+
+/* Note tree block b reached: false if it was already. */
+static bool seen_add(struct tree_seen *s, blk64_t b)
+{
+	blk64_t key = b + 1;
+
+	if (s->cap) {
+		for (size_t i = (size_t)(key * 0x9e3779b97f4a7c15ULL) & (s->cap - 1); s->v[i];
+		     i = (i + 1) & (s->cap - 1))
+			if (s->v[i] == key)
+				return false;
+	}
+	if (2 * (s->n + 1) > s->cap) {	/* at most half full: probes stay short */
+		struct tree_seen g = { xcalloc(s->cap ? 2 * s->cap : 64, sizeof(*g.v)), 0,
+				       s->cap ? 2 * s->cap : 64 };
+
+		for (size_t i = 0; i < s->cap; i++)
+			if (s->v[i])
+				seen_put(&g, s->v[i]);
+		free(s->v);
+		*s = g;
+	}
+	seen_put(s, key);
+	return true;
+}
+
 /*
  * A tree block (an extent node or an indirect block, what), in walk order:
  * noted, looked for, read for level; NULL (w->why says so) if it cannot be.
@@ -424,6 +469,10 @@ static const unsigned char *tree_block(struct xwalk *w, blk64_t p, unsigned leve
 	w->tree_blocks++;
 	if (w->node)
 		w->node(w, p);
+	if (!seen_add(&w->seen, p)) {
+		xbad(w, p, "%s %llu is reached twice in the tree", what, (unsigned long long)p);
+		return NULL;
+	}
 	b = w->fetch(w->farg, p, level);
 	if (!b)
 		xbad(w, p, "%s %llu cannot be read", what, (unsigned long long)p);
@@ -616,9 +665,13 @@ static void xwalk_init(struct xwalk *w, ext2_filsys fs, ext2_ino_t ino,
 /* Walk an inode's whole extent tree or block map; true if nothing is wrong. */
 static bool xwalk_run(struct xwalk *w, const struct ext2_inode_large *in)
 {
-	if (!(in->i_flags & EXT4_EXTENTS_FL))
-		return walk_blockmap(w, in);
-	return walk_node(w, (const unsigned char *)in->i_block, sizeof(in->i_block), 0, -1, 0);
+	bool ok = in->i_flags & EXT4_EXTENTS_FL ?
+		  walk_node(w, (const unsigned char *)in->i_block, sizeof(in->i_block), 0, -1, 0) :
+		  walk_blockmap(w, in);
+
+	free(w->seen.v);
+	w->seen = (struct tree_seen){ 0 };
+	return ok;
 }
 
 /*
