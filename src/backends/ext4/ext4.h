@@ -171,6 +171,16 @@ struct ext4_state {
 static inline struct ext4_state *ext4_state(struct scrub_ctx *ctx);
 
 /*
+ * An inode time (seconds with the epoch bits of its _extra field, and ns)
+ * in ns since the epoch; INT64_MAX from 2262 on, where ns overflow 64 bits
+ * (ext4's times reach 2446): such a time is after any scan.
+ */
+static inline int64_t ext4_time_ns(int64_t sec, int64_t nsec)
+{
+	return sec >= INT64_MAX / 1000000000LL ? INT64_MAX : sec * 1000000000LL + nsec;
+}
+
+/*
  * ext4.c, phase 2's steps (for tests/fuzz/fuzz_ext4.c too): the primary
  * superblock and every backup; every group's descriptor, bitmaps and free
  * counts.  What is wrong is queued as suspects.

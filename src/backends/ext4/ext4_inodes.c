@@ -295,7 +295,7 @@ static int64_t inode_ctime_ns(const struct ext2_inode_large *in, unsigned isize)
 		sec += (int64_t)(in->i_ctime_extra & EXT4_EPOCH_MASK) << 32;
 		nsec = in->i_ctime_extra >> EXT4_EPOCH_BITS;
 	}
-	return sec * 1000000000LL + nsec;
+	return ext4_time_ns(sec, nsec);
 }
 
 /*
