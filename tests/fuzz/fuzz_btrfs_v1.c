@@ -67,6 +67,21 @@ struct used {
 static int dev = -1;
 static char dev_path[64];
 
+/*
+ * The scan reads the device with O_DIRECT, which a memfd takes from Linux
+ * 6.6 on: before, every input would be refused at open, silently.
+ */
+static void direct_or_die(void)
+{
+	int fd = open(dev_path, O_RDONLY | O_DIRECT);
+
+	if (fd < 0) {
+		perror("fuzz_btrfs_v1: the memfd cannot be opened with O_DIRECT (Linux >= 6.6)");
+		abort();
+	}
+	close(fd);
+}
+
 static uint64_t get64(const uint8_t *p)
 {
 	uint64_t v;
@@ -171,6 +186,7 @@ static void dev_reset(void)
 		if ((dev = memfd_create("fuzz_btrfs_v1", 0)) < 0)
 			abort();
 		snprintf(dev_path, sizeof(dev_path), "/proc/self/fd/%d", dev);
+		direct_or_die();
 	}
 	if (ftruncate(dev, 0) < 0 || ftruncate(dev, 2 * CACHE_AT + (64u << 20)) < 0)
 		abort();

@@ -30,6 +30,7 @@
  * more is not looked at) and the first MAX_INODES inodes of the tables.
  * Invariants: no crash, no undefined behaviour, no leak, no hang.
  */
+#include <fcntl.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -58,6 +59,21 @@ static int dev = -1;
 static char dev_path[64];
 static FILE *devnull;
 
+/*
+ * The scan reads the device with O_DIRECT, which a memfd takes from Linux
+ * 6.6 on: before, every input would be refused at open, silently.
+ */
+static void direct_or_die(void)
+{
+	int fd = open(dev_path, O_RDONLY | O_DIRECT);
+
+	if (fd < 0) {
+		perror("fuzz_ext4: the memfd cannot be opened with O_DIRECT (Linux >= 6.6)");
+		abort();
+	}
+	close(fd);
+}
+
 static uint32_t get_le32(const uint8_t *p)
 {
 	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
@@ -69,6 +85,7 @@ static void setup(void)
 	if ((dev = memfd_create("fuzz_ext4", 0)) < 0 || !(devnull = fopen("/dev/null", "w")))
 		abort();
 	snprintf(dev_path, sizeof(dev_path), "/proc/self/fd/%d", dev);
+	direct_or_die();
 }
 
 /* The records into the device. */
