@@ -32,13 +32,11 @@
  * Invariants: no crash, no undefined behaviour, no leak, no hang, and the
  * findings stay within the pass's array.
  */
-#include <fcntl.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <linux/btrfs.h>
@@ -47,6 +45,7 @@
 #include "backends/btrfs/btrfs_check_int.h"
 #include "crc32c.h"
 #include "fake_tree_search.h"
+#include "fuzz_dev.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -64,23 +63,7 @@ struct used {
 	uint64_t a, b, transid;
 };
 
-static int dev = -1;
-static char dev_path[64];
-
-/*
- * The scan reads the device with O_DIRECT, which a memfd takes from Linux
- * 6.6 on: before, every input would be refused at open, silently.
- */
-static void direct_or_die(void)
-{
-	int fd = open(dev_path, O_RDONLY | O_DIRECT);
-
-	if (fd < 0) {
-		perror("fuzz_btrfs_v1: the memfd cannot be opened with O_DIRECT (Linux >= 6.6)");
-		abort();
-	}
-	close(fd);
-}
+static struct fuzz_dev dev = { -1, "" };
 
 static uint64_t get64(const uint8_t *p)
 {
@@ -125,7 +108,7 @@ static void record(struct pass *p, const uint8_t *head, const uint8_t *d, uint8_
 						      key.type };
 		break;
 	default:
-		if (key.objectid < CACHE_AT && pwrite(dev, d, len, (off_t)key.objectid) < 0)
+		if (key.objectid < CACHE_AT && pwrite(dev.fd, d, len, (off_t)key.objectid) < 0)
 			abort();
 	}
 }
@@ -146,7 +129,7 @@ static void cache_pages(const uint8_t *d, size_t len, bool keep_crc)
 
 			memcpy(f + i * 4, &crc, 4);	/* little-endian, as btrfs_get32() reads */
 		}
-	if (pwrite(dev, f, pages * CACHE_PAGE, CACHE_AT) < 0)
+	if (pwrite(dev.fd, f, pages * CACHE_PAGE, CACHE_AT) < 0)
 		abort();
 	free(f);
 }
@@ -179,17 +162,12 @@ static size_t parse(struct pass *p, const uint8_t *data, size_t size, struct use
 	return nr_u;
 }
 
-/* The device emptied; its fsid, as the kernel's FS_INFO says it, is its superblock's. */
+/* The device emptied: the superblock's 64 KiB, the cache pages and past them. */
 static void dev_reset(void)
 {
-	if (dev < 0) {
-		if ((dev = memfd_create("fuzz_btrfs_v1", 0)) < 0)
-			abort();
-		snprintf(dev_path, sizeof(dev_path), "/proc/self/fd/%d", dev);
-		direct_or_die();
-	}
-	if (ftruncate(dev, 0) < 0 || ftruncate(dev, 2 * CACHE_AT + (64u << 20)) < 0)
-		abort();
+	if (dev.fd < 0)
+		fuzz_dev_open(&dev, "fuzz_btrfs_v1");
+	fuzz_dev_reset(&dev, 2 * CACHE_AT + (64u << 20));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -202,11 +180,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	dev_reset();
 	fake_tree_reset(3, 1);	/* 3 items a call: the reader's batching is used */
-	fake_tree.dev_path = dev_path;
+	fake_tree.dev_path = dev.path;
 	p->fd = 3;
 	p->f = calloc(MAX_FINDINGS, sizeof(*p->f));
 	nr_u = parse(p, data, size, u);
-	if (pread(dev, fake_tree.fsid, sizeof(fake_tree.fsid), SUPER_FSID) < 0)
+	if (pread(dev.fd, fake_tree.fsid, sizeof(fake_tree.fsid), SUPER_FSID) < 0)
 		abort();
 	if (p->f && p->v1_err >= 0) {
 		btrfs_read_super(p);

@@ -30,18 +30,17 @@
  * more is not looked at) and the first MAX_INODES inodes of the tables.
  * Invariants: no crash, no undefined behaviour, no leak, no hang.
  */
-#include <fcntl.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "backends/backend.h"
 #include "backends/ext4/ext4.h"
 #include "context.h"
+#include "fuzz_dev.h"
 #include "strbuf.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -55,24 +54,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define FLAG_NO_PHASE2 1
 #define FLAG_NO_PHASE3 2
 
-static int dev = -1;
-static char dev_path[64];
+static struct fuzz_dev dev = { -1, "" };
 static FILE *devnull;
-
-/*
- * The scan reads the device with O_DIRECT, which a memfd takes from Linux
- * 6.6 on: before, every input would be refused at open, silently.
- */
-static void direct_or_die(void)
-{
-	int fd = open(dev_path, O_RDONLY | O_DIRECT);
-
-	if (fd < 0) {
-		perror("fuzz_ext4: the memfd cannot be opened with O_DIRECT (Linux >= 6.6)");
-		abort();
-	}
-	close(fd);
-}
 
 static uint32_t get_le32(const uint8_t *p)
 {
@@ -82,17 +65,15 @@ static uint32_t get_le32(const uint8_t *p)
 static void setup(void)
 {
 	add_error_table(&et_ext2_error_table);
-	if ((dev = memfd_create("fuzz_ext4", 0)) < 0 || !(devnull = fopen("/dev/null", "w")))
+	fuzz_dev_open(&dev, "fuzz_ext4");
+	if (!(devnull = fopen("/dev/null", "w")))
 		abort();
-	snprintf(dev_path, sizeof(dev_path), "/proc/self/fd/%d", dev);
-	direct_or_die();
 }
 
 /* The records into the device. */
 static void place(const uint8_t *data, size_t size)
 {
-	if (ftruncate(dev, 0) < 0 || ftruncate(dev, (off_t)MAX_DEV) < 0)
-		abort();
+	fuzz_dev_reset(&dev, MAX_DEV);
 	while (size > RECORD_HEAD) {
 		uint64_t at = (uint64_t)get_le32(data) * KIB;
 		size_t len = (size_t)(data[4] ? data[4] : 1) * KIB;
@@ -101,7 +82,7 @@ static void place(const uint8_t *data, size_t size)
 		size -= RECORD_HEAD;
 		if (len > size)
 			len = size;
-		if (pwrite(dev, data, len, (off_t)at) < 0)
+		if (pwrite(dev.fd, data, len, (off_t)at) < 0)
 			abort();
 		data += len;
 		size -= len;
@@ -111,10 +92,10 @@ static void place(const uint8_t *data, size_t size)
 /* The backend's state as ext4_scan_fs() leaves it; false if libext2fs refuses the image. */
 static bool open_fs(struct scrub_ctx *ctx, struct ext4_state *st)
 {
-	st->direct_fd = dup(dev);
+	st->direct_fd = dup(dev.fd);
 	st->cached_fd = st->jdev_fd = -1;
 	ctx->backend = st;
-	if (ext2fs_open2(dev_path, "cache=off", EXT2_FLAG_64BITS | EXT2_FLAG_DIRECT_IO |
+	if (ext2fs_open2(dev.path, "cache=off", EXT2_FLAG_64BITS | EXT2_FLAG_DIRECT_IO |
 			 EXT2_FLAG_IGNORE_CSUM_ERRORS | EXT2_FLAG_SKIP_MMP, 0, 0,
 			 unix_io_manager, &st->fs)) {
 		st->fs = NULL;
@@ -161,7 +142,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (size < 1)
 		return 0;
-	if (dev < 0)
+	if (dev.fd < 0)
 		setup();
 	place(data + 1, size - 1);
 	ctx = xcalloc(1, sizeof(*ctx));

@@ -30,12 +30,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "backends/xfs/xfs_ondisk.h"
 #include "context.h"
 #include "crc32c.h"
+#include "fuzz_dev.h"
 
 #include <xfs/xfs_da_format.h>
 
@@ -49,7 +49,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define MAX_DEV (1ULL << 44)
 #define FLAG_KEEP_CRC 1
 
-static int dev = -1;
+static struct fuzz_dev dev = { -1, "" };
 
 static uint32_t get_le32(const uint8_t *p)
 {
@@ -188,7 +188,7 @@ static bool place(const uint8_t *data, size_t size, bool fix, struct xfs_fsop_ge
 		first = false;
 		if (fix)
 			fix_record(&g, rec, len);
-		if (pwrite(dev, rec, len, (off_t)(sector * SECTOR)) != (ssize_t)len) {
+		if (pwrite(dev.fd, rec, len, (off_t)(sector * SECTOR)) != (ssize_t)len) {
 			free(rec);
 			return false;
 		}
@@ -215,7 +215,7 @@ static void forget(struct od *od, uint32_t ag)
 /* One look at each AG, as xfs_ondisk_check() takes them. */
 static void check(struct scrub_ctx *ctx, struct xfs_state *xs)
 {
-	struct od od = { .ctx = ctx, .xs = xs, .fd = dev, .sect = xs->geo.sectsize,
+	struct od od = { .ctx = ctx, .xs = xs, .fd = dev.fd, .sect = xs->geo.sectsize,
 			 .bsize = xs->geo.blocksize };
 
 	od.ibuf_len = (size_t)XFS_INODES_PER_CHUNK * xs->geo.inodesize + 2 * od.sect;
@@ -240,10 +240,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (size < 1)
 		return 0;
-	if (dev < 0 && (dev = memfd_create("fuzz_xfs", 0)) < 0)
-		abort();
-	if (ftruncate(dev, 0) < 0 || ftruncate(dev, (off_t)MAX_DEV) < 0)
-		abort();
+	if (dev.fd < 0)
+		fuzz_dev_open(&dev, "fuzz_xfs");
+	fuzz_dev_reset(&dev, MAX_DEV);
 	ctx = calloc(1, sizeof(*ctx));
 	xs = calloc(1, sizeof(*xs));
 	if (ctx && xs && place(data + 1, size - 1, !(data[0] & FLAG_KEEP_CRC), &xs->geo) &&
