@@ -65,14 +65,6 @@ struct used {
 
 static struct fuzz_dev dev = { -1, "" };
 
-static uint64_t get64(const uint8_t *p)
-{
-	uint64_t v;
-
-	memcpy(&v, p, sizeof(v));
-	return v;
-}
-
 static int used_cmp(const void *a, const void *b)
 {
 	const struct used *x = a, *y = b;
@@ -90,7 +82,7 @@ static int item_cmp(const void *a, const void *b)
 static void record(struct pass *p, const uint8_t *head, const uint8_t *d, uint8_t len,
 		   struct used *u, size_t *nr_u)
 {
-	struct btrfs_tkey key = { get64(head + 1), head[9], get64(head + 10) };
+	struct btrfs_tkey key = { btrfs_get64(head + 1), head[9], btrfs_get64(head + 10) };
 	struct btrfs_tree_item it = { .key = key, .data = d, .len = len, .transid = 1 };
 
 	switch (head[0] & 3) {
