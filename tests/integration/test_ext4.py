@@ -380,6 +380,68 @@ def test_extent_block_zeroed(ext4img):
     assert_ext4(r, "ext4.extent_tree", f["inode"], "bad extent header magic")
 
 
+# ---- a tree that is a graph: entries that all point to the same node -------------
+
+EXT_MAGIC = 0xF30A
+EXT_ENTRIES_4K = (4096 - 12) // 12     # an extent node's room in a 4 KiB block
+
+
+def free_blocks(img, n):
+    """n free blocks of the (unmounted) image, marked in use (debugfs ffb, setb)."""
+    out = debugfs(img, "ffb %d" % n)
+    blocks = [int(b) for b in out.split(":")[1].split()]
+    assert len(blocks) == n, out
+    for b in blocks:
+        debugfs(img, "setb %d" % b, write=True)
+    return blocks
+
+
+def ext_node(depth, entries, child):
+    """An extent node of depth > 0 (or an empty leaf: entries 0) whose
+    entries all point to block child, at file blocks 0, 1, 2..."""
+    b = struct.pack("<HHHHI", EXT_MAGIC, entries, EXT_ENTRIES_4K, depth, 0)
+    b += b"".join(struct.pack("<IIHH", i, child, 0, 0) for i in range(entries))
+    return b.ljust(4096, b"\0")
+
+
+def tree_graph(img):
+    """A victim whose extent tree is five levels of a node each, every entry
+    of a node pointing to the same node below, down to an empty leaf: a few
+    blocks walked as a tree of their product.  Returns (relative path,
+    inode, the node reached twice)."""
+    rel, ino, _ = victim(img, "graph", data=b"g" * 4096)
+    bs = _ext4_sb(img)["block_size"]
+    assert bs == 4096
+    nodes = free_blocks(img, 5)         # depth 4 .. the leaf at depth 0
+    for depth, blk in zip(range(4, -1, -1), nodes):
+        _patch(img.path, blk * bs, ext_node(depth, EXT_ENTRIES_4K if depth else 0,
+                                            nodes[4 - depth + 1] if depth else 0))
+    root = struct.pack("<HHHHI", EXT_MAGIC, 4, 4, 5, 0) + b"".join(
+        struct.pack("<IIHH", i, nodes[0], 0, 0) for i in range(4))
+    # i_block, at byte 40 of the inode (no inode checksum: ^metadata_csum)
+    _patch(img.path, inode_offset(img, ino) + 40, root)
+    return rel, ino, nodes[4]
+
+
+@pytest.mark.parametrize("how", fsimage.Image.MOUNT_KINDS)
+def test_extent_tree_reaching_a_node_twice(image_factory, how):
+    """A node reached twice is an error at once, not a walk of the product
+    of the fan-outs (4 x 340^4 extent nodes): old binaries walked for hours.
+    (The same in a block map is fuzz_ext4's corpus/ext4/regress-blockmap-graph:
+    here the kernel's own FIEMAP of such a file runs for as long.)"""
+    img = image_factory("ext4", size_mb=64, mkfs_args=("-O", "^metadata_csum"))
+    img.mkfs()
+    rel, ino, twice = tree_graph(img)
+    e2fsck(img)
+    time.sleep(1.1)
+    mnt = img.mount_as(how)
+    start = time.monotonic()
+    r = run_fscrub("-v", mnt, timeout=120)
+    assert_ext4(r, "ext4.extent_tree", ino, "extent block %d is reached twice in the tree"
+                % twice, path=os.path.join(mnt, rel))
+    assert time.monotonic() - start < 60, r
+
+
 def test_orphan_inode(ext4img):
     rel, ino, _ = victim(ext4img, "orphan", data=b"o" * 10000)
     debugfs(ext4img, "unlink %s" % rel, write=True)

@@ -69,6 +69,28 @@ static bool in_search(const struct fake_item *it, const struct btrfs_ioctl_searc
 	       btrfs_key_cmp(&it->key, &hi) <= 0;
 }
 
+/* The one device of fake_tree.dev_path: FS_INFO and DEV_INFO. */
+static int fake_dev(unsigned long req, void *arg)
+{
+	if (req == BTRFS_IOC_FS_INFO) {
+		struct btrfs_ioctl_fs_info_args *fs = arg;
+
+		fs->max_id = fs->num_devices = 1;
+		memcpy(fs->fsid, fake_tree.fsid, sizeof(fs->fsid));
+		return 0;
+	}
+	{
+		struct btrfs_ioctl_dev_info_args *d = arg;
+
+		if (d->devid != 1) {
+			errno = ENODEV;
+			return -1;
+		}
+		snprintf((char *)d->path, sizeof(d->path), "%s", fake_tree.dev_path);
+		return 0;
+	}
+}
+
 int __wrap_ioctl(int fd, unsigned long req, ...);
 
 /* The fake tree's items in [min, max] of the tree asked for, as many as fit. */
@@ -83,6 +105,8 @@ int __wrap_ioctl(int fd, unsigned long req, ...)
 	va_start(ap, req);
 	a = va_arg(ap, struct btrfs_ioctl_search_args_v2 *);
 	va_end(ap);
+	if (fake_tree.dev_path && (req == BTRFS_IOC_FS_INFO || req == BTRFS_IOC_DEV_INFO))
+		return fake_dev(req, a);
 	fake_check(req == BTRFS_IOC_TREE_SEARCH_V2);
 	fake_tree.calls++;
 	if (fake_tree.err) {

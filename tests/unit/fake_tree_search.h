@@ -1,5 +1,6 @@
 /*
- * fake_tree_search.h: a fake BTRFS_IOC_TREE_SEARCH_V2 for the unit tests of
+ * fake_tree_search.h: a fake BTRFS_IOC_TREE_SEARCH_V2 (and, on demand, a
+ * one-device BTRFS_IOC_FS_INFO and BTRFS_IOC_DEV_INFO) for the unit tests of
  * the btrfs tree reader and the checks built on it.  A test binary links
  * with -Wl,--wrap=ioctl and fake_tree_search.c; its ioctl() then serves the
  * items added here, per tree, in the key range asked for, at most
@@ -28,6 +29,12 @@ struct fake_tree {
 	uint64_t transid;	/* every item's header transid */
 	int err;		/* nonzero: the ioctl fails with this errno */
 	unsigned calls;		/* ioctl calls since the reset */
+	/*
+	 * Non-NULL: BTRFS_IOC_FS_INFO answers one device (devid 1) and fsid,
+	 * BTRFS_IOC_DEV_INFO its path, dev_path (a file the test made).
+	 */
+	const char *dev_path;
+	uint8_t fsid[16];
 };
 
 extern struct fake_tree fake_tree;

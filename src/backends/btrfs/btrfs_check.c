@@ -926,8 +926,7 @@ static bool read_dev_super(const char *path, const uint8_t *fsid, void *buf)
 	return ok;
 }
 
-/* bytes_used and generation from the filesystem's primary superblock. */
-static void read_super(struct pass *p)
+void btrfs_read_super(struct pass *p)
 {
 	struct btrfs_ioctl_fs_info_args fs = { 0 };
 	void *buf = NULL;
@@ -1042,7 +1041,7 @@ static int run_pass(struct scrub_ctx *ctx, struct pass *p)
 	p->csum_size = (fs.flags & BTRFS_FS_INFO_FLAG_CSUM_INFO) && fs.csum_size ? fs.csum_size : 4;
 	if (btrfs_tree_open(&p->csr, p->fd, BTRFS_CSUM_TREE_OBJECTID, cmin, cmax) < 0)
 		return -ENOMEM;
-	read_super(p);
+	btrfs_read_super(p);
 	ret = read_tree(p, BTRFS_ROOT_TREE_OBJECTID, KEY_MIN, KEY_MAX, root_item, &p->root_items);
 	if (ret == 0)
 		ret = read_fs_trees(p);
@@ -1271,7 +1270,7 @@ static uint64_t committed_generation(struct scrub_ctx *ctx)
 {
 	struct pass probe = { .fd = ctx->mnt_fd };
 
-	read_super(&probe);
+	btrfs_read_super(&probe);
 	return probe.sb_ok ? probe.sb_generation : 0;
 }
 

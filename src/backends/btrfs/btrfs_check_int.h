@@ -328,6 +328,14 @@ void btrfs_fst_finish(struct pass *p);
 void btrfs_fst_check_groups(struct pass *p);
 
 /*
+ * btrfs_check.c: bytes_used, generation and cache_generation into p (and
+ * p->sb_ok) from the primary superblock of the first of the filesystem's
+ * devices (BTRFS_IOC_FS_INFO, BTRFS_IOC_DEV_INFO) whose magic and fsid
+ * are the filesystem's, read with O_DIRECT.
+ */
+void btrfs_read_super(struct pass *p);
+
+/*
  * btrfs_v1cache.c: keep the root tree's FREE_SPACE headers and cache
  * inodes (an item of the root tree; 0 or -ENOMEM); after the root tree
  * and the superblock, get ready to read the caches (0 or a negative errno

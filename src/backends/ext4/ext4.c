@@ -303,8 +303,7 @@ static bool sb_groups_insane(ext2_filsys fs, const struct ext2_super_block *sb)
 	return sb->s_inodes_per_group == 0 || sb->s_inodes_per_group > 8 * fs->blocksize;
 }
 
-/* What is wrong with a superblock's geometry, NULL if nothing. */
-static const char *sb_insane(ext2_filsys fs, const struct ext2_super_block *sb)
+const char *ext4_sb_insane(ext2_filsys fs, const struct ext2_super_block *sb)
 {
 	uint64_t blocks = ext2fs_blocks_count((struct ext2_super_block *)sb);
 	uint64_t groups;
@@ -341,7 +340,7 @@ static bool sb_primary_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 	ext2_filsys fs = ext4_state(ctx)->fs;
 	struct ext2_super_block *sb = (void *)(bufs[0] + s->arg[0]);
 
-	return !ext2fs_superblock_csum_verify(fs, sb) || sb_insane(fs, sb);
+	return !ext2fs_superblock_csum_verify(fs, sb) || ext4_sb_insane(fs, sb);
 }
 
 /* Features the kernel sets and clears on the primary only while mounted. */
@@ -428,7 +427,7 @@ static bool sb_backup_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect
 	return sb_backup_bad(fs, p, (void *)bufs[0], (dgrp_t)s->arg[0]) != NULL;
 }
 
-static void check_superblocks(struct scrub_ctx *ctx)
+void ext4_check_superblocks(struct scrub_ctx *ctx)
 {
 	struct ext4_state *st = ext4_state(ctx);
 	ext2_filsys fs = st->fs;
@@ -444,7 +443,7 @@ static void check_superblocks(struct scrub_ctx *ctx)
 		goto out;
 	}
 	why = !ext2fs_superblock_csum_verify(fs, (struct ext2_super_block *)primary) ?
-	      "checksum does not match" : sb_insane(fs, primary);
+	      "checksum does not match" : ext4_sb_insane(fs, primary);
 	if (why) {
 		struct ext4_suspect *s = ext4_suspect_add(ctx, CHECK_EXT4_SUPERBLOCK, 0,
 							  sb_primary_bad, "superblock: %s", why);
@@ -700,7 +699,7 @@ static void check_one_bitmap(struct scrub_ctx *ctx, dgrp_t g, enum bitmap_kind k
 	}
 }
 
-static void check_groups(struct scrub_ctx *ctx)
+void ext4_check_groups(struct scrub_ctx *ctx)
 {
 	struct ext4_state *st = ext4_state(ctx);
 	ext2_filsys fs = st->fs;
@@ -777,8 +776,8 @@ static int ext4_scan_metadata(struct scrub_ctx *ctx)
 		free(buf);
 		return 0;
 	}
-	check_superblocks(ctx);
-	check_groups(ctx);
+	ext4_check_superblocks(ctx);
+	ext4_check_groups(ctx);
 	ext4_confirm_run(ctx, false);
 	compare_statfs(ctx);
 	report_verbose(ctx, "Phase 2: ext4: superblock, %u group descriptors and their "

@@ -178,6 +178,26 @@ struct ext4_state {
 
 static inline struct ext4_state *ext4_state(struct scrub_ctx *ctx);
 
+/*
+ * An inode time (seconds with the epoch bits of its _extra field, and ns)
+ * in ns since the epoch; INT64_MAX from 2262 on, where ns overflow 64 bits
+ * (ext4's times reach 2446): such a time is after any scan.
+ */
+static inline int64_t ext4_time_ns(int64_t sec, int64_t nsec)
+{
+	return sec >= INT64_MAX / 1000000000LL ? INT64_MAX : sec * 1000000000LL + nsec;
+}
+
+/*
+ * ext4.c, phase 2's steps (for tests/fuzz/fuzz_ext4.c too): the primary
+ * superblock and every backup; every group's descriptor, bitmaps and free
+ * counts.  What is wrong is queued as suspects.
+ */
+void ext4_check_superblocks(struct scrub_ctx *ctx);
+/* What is wrong with a superblock's geometry, NULL if nothing. */
+const char *ext4_sb_insane(ext2_filsys fs, const struct ext2_super_block *sb);
+void ext4_check_groups(struct scrub_ctx *ctx);
+
 /* ---- ext4_confirm.c ---- */
 
 /*
@@ -223,6 +243,20 @@ void ext4_check_inode(struct scrub_ctx *ctx, const struct backend_dir *d,
 void ext4_check_dir(struct scrub_ctx *ctx, const struct backend_dir *d);
 /* Phase 3 after the walk. */
 int ext4_scan_inodes(struct scrub_ctx *ctx);
+/*
+ * ext4_scan_inodes()'s steps, for tests/fuzz/fuzz_ext4.c too.  begin():
+ * the bitmaps as they are now, the metadata's blocks claimed, the
+ * journal's mapped, groups whose inode table is outside the filesystem
+ * left out; NULL (said) if the inodes cannot be scanned.  tables(): the
+ * inodes of the tables in order, at most max of them; after(): the
+ * directories still batched, the orphan list, the attribute blocks'
+ * reference counts, inodes reached but marked free.
+ */
+struct ext4_iscan;
+struct ext4_iscan *ext4_iscan_begin(struct scrub_ctx *ctx);
+void ext4_iscan_tables(struct scrub_ctx *ctx, struct ext4_iscan *is, unsigned long long max);
+void ext4_iscan_after(struct scrub_ctx *ctx, struct ext4_iscan *is);
+void ext4_iscan_free(struct scrub_ctx *ctx, struct ext4_iscan *is);
 
 /*
  * For an inode suspect (blocks[0] its inode-table block, arg[0] the

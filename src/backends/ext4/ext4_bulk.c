@@ -257,7 +257,7 @@ static int64_t time_ns(const struct ext2_inode_large *in, uint32_t sec, size_t e
 		s += (int64_t)(x & EXT4_EPOCH_MASK) << 32;
 		ns = x >> EXT4_EPOCH_BITS;
 	}
-	return s * 1000000000LL + ns;
+	return ext4_time_ns(s, ns);
 }
 
 #define TIME_NS(in, f, big) \

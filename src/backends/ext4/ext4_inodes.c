@@ -45,6 +45,7 @@
 #include <fcntl.h>
 #include <linux/fiemap.h>
 #include <linux/fs.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -294,7 +295,7 @@ static int64_t inode_ctime_ns(const struct ext2_inode_large *in, unsigned isize)
 		sec += (int64_t)(in->i_ctime_extra & EXT4_EPOCH_MASK) << 32;
 		nsec = in->i_ctime_extra >> EXT4_EPOCH_BITS;
 	}
-	return sec * 1000000000LL + nsec;
+	return ext4_time_ns(sec, nsec);
 }
 
 /*
@@ -343,6 +344,16 @@ struct xwalk {
 	blk64_t bad_node;
 	/* every tree block read, in order */
 	blk64_t tree[EXT4_SUSPECT_BLOCKS];
+	/*
+	 * Every tree block reached, to stop at one reached twice: entries that
+	 * all point to the same node make a tree of a few blocks walk as one
+	 * of their product (five levels of 340: 4.5e12 nodes).  Freed at the
+	 * end of xwalk_run(): 16 bytes per tree block at most.
+	 */
+	struct tree_seen {
+		blk64_t *v;		/* block + 1, 0: a free slot */
+		size_t n, cap;
+	} seen;
 	unsigned nr_tree;
 	unsigned long long tree_blocks;
 	uint64_t next_lblk;
@@ -407,6 +418,41 @@ static bool extent_block_csum_ok(struct xwalk *w, const unsigned char *b)
 	return ext4_csum(w->fs, w->ino, w->gen, b, tail) == stored;
 }
 
+static void seen_put(struct tree_seen *s, blk64_t key)
+{
+	size_t i = (size_t)(key * 0x9e3779b97f4a7c15ULL) & (s->cap - 1);
+
+	while (s->v[i])
+		i = (i + 1) & (s->cap - 1);
+	s->v[i] = key;
+	s->n++;
+}
+
+/* Note tree block b reached: false if it was already. */
+static bool seen_add(struct tree_seen *s, blk64_t b)
+{
+	blk64_t key = b + 1;
+
+	if (s->cap) {
+		for (size_t i = (size_t)(key * 0x9e3779b97f4a7c15ULL) & (s->cap - 1); s->v[i];
+		     i = (i + 1) & (s->cap - 1))
+			if (s->v[i] == key)
+				return false;
+	}
+	if (2 * (s->n + 1) > s->cap) {	/* at most half full: probes stay short */
+		struct tree_seen g = { xcalloc(s->cap ? 2 * s->cap : 64, sizeof(*g.v)), 0,
+				       s->cap ? 2 * s->cap : 64 };
+
+		for (size_t i = 0; i < s->cap; i++)
+			if (s->v[i])
+				seen_put(&g, s->v[i]);
+		free(s->v);
+		*s = g;
+	}
+	seen_put(s, key);
+	return true;
+}
+
 /*
  * A tree block (an extent node or an indirect block, what), in walk order:
  * noted, looked for, read for level; NULL (w->why says so) if it cannot be.
@@ -425,6 +471,10 @@ static const unsigned char *tree_block(struct xwalk *w, blk64_t p, unsigned leve
 	w->tree_blocks++;
 	if (w->node)
 		w->node(w, p);
+	if (!seen_add(&w->seen, p)) {
+		xbad(w, p, "%s %llu is reached twice in the tree", what, (unsigned long long)p);
+		return NULL;
+	}
 	b = w->fetch(w->farg, p, level);
 	if (!b)
 		xbad(w, p, "%s %llu cannot be read", what, (unsigned long long)p);
@@ -622,9 +672,13 @@ static void xwalk_init(struct xwalk *w, ext2_filsys fs, ext2_ino_t ino,
 /* Walk an inode's whole extent tree or block map; true if nothing is wrong. */
 static bool xwalk_run(struct xwalk *w, const struct ext2_inode_large *in)
 {
-	if (!(in->i_flags & EXT4_EXTENTS_FL))
-		return walk_blockmap(w, in);
-	return walk_node(w, (const unsigned char *)in->i_block, sizeof(in->i_block), 0, -1, 0);
+	bool ok = in->i_flags & EXT4_EXTENTS_FL ?
+		  walk_node(w, (const unsigned char *)in->i_block, sizeof(in->i_block), 0, -1, 0) :
+		  walk_blockmap(w, in);
+
+	free(w->seen.v);
+	w->seen = (struct tree_seen){ 0 };
+	return ok;
 }
 
 /*
@@ -2263,40 +2317,28 @@ static void check_orphan_list(struct scrub_ctx *ctx)
 
 /* ---- the scan ------------------------------------------------------------ */
 
-int ext4_scan_inodes(struct scrub_ctx *ctx)
+/* What the inode-table scan holds: tree blocks by level, the directories batched. */
+struct ext4_iscan {
+	struct disk_fetch df;
+	struct dir_batch db;
+	unsigned char *buf;
+};
+
+/* The bitmaps as they are now, after the walk; the metadata's blocks; the journal's. */
+static errcode_t iscan_prepare(struct scrub_ctx *ctx)
 {
 	struct ext4_state *st = ext4_state(ctx);
 	ext2_filsys fs = st->fs;
-	unsigned isize = EXT2_INODE_SIZE(fs->super);
-	struct ext2_inode_large *in = xcalloc(1, isize > sizeof(*in) ? isize : sizeof(*in));
-	struct disk_fetch df = { .st = st };
-	struct dir_batch db;
-	unsigned char *buf = ext4_block_buf(st);
-	ext2_inode_scan scan = NULL;
 	errcode_t err;
-	ext2_ino_t ino;
-	int ret = 0;
 
-	for (unsigned i = 0; i <= MAX_EXTENT_DEPTH; i++)
-		df.buf[i] = ext4_block_buf(st);
-	dir_batch_init(ctx, &db);
-	/* The bitmaps as they are now, after the walk. */
 	ext2fs_free_block_bitmap(fs->block_map);
 	fs->block_map = NULL;
 	ext2fs_free_inode_bitmap(fs->inode_map);
 	fs->inode_map = NULL;
 	if ((err = ext2fs_read_bitmaps(fs)) ||
-	    (err = ext2fs_allocate_block_bitmap(fs, "metadata", &st->metadata))) {
-		report_operational(ctx, NULL, NULL, 0, "ext4: cannot scan the inodes: %s",
-				   ext4_strerror(err));
-		ret = 0;
-		goto out;
-	}
-	if ((err = claim_metadata(st))) {
-		report_operational(ctx, NULL, NULL, 0, "ext4: cannot scan the inodes: %s",
-				   ext4_strerror(err));
-		goto out;
-	}
+	    (err = ext2fs_allocate_block_bitmap(fs, "metadata", &st->metadata)) ||
+	    (err = claim_metadata(st)))
+		return err;
 	ext4_journal_map(ctx, true);
 	/*
 	 * A descriptor that puts its inode table outside the filesystem (an
@@ -2312,14 +2354,70 @@ int ext4_scan_inodes(struct scrub_ctx *ctx)
 			 "the inode table outside the filesystem: the group's inodes are not "
 			 "checked", g);
 	}
+	return 0;
+}
+
+struct ext4_iscan *ext4_iscan_begin(struct scrub_ctx *ctx)
+{
+	struct ext4_state *st = ext4_state(ctx);
+	struct ext4_iscan *is;
+	const char *why = ext4_sb_insane(st->fs, st->fs->super);
+	errcode_t err;
+
+	/*
+	 * libext2fs opens a superblock whose geometry is impossible (a first
+	 * data block past the first group's start...) and then reads the
+	 * bitmaps it describes past its own buffers: phase 2 said what is
+	 * wrong with it, nothing here is read through it.
+	 */
+	if (why) {
+		str_info(ctx, CHECK_EXT4_UNCHECKED, NULL, NULL, 0, "the inode tables are not "
+			 "scanned: the superblock's geometry is impossible (%s)", why);
+		return NULL;
+	}
+	if ((err = iscan_prepare(ctx))) {
+		report_operational(ctx, NULL, NULL, 0, "ext4: cannot scan the inodes: %s",
+				   ext4_strerror(err));
+		return NULL;
+	}
+	is = xcalloc(1, sizeof(*is));
+	is->df.st = st;
+	is->buf = ext4_block_buf(st);
+	for (unsigned i = 0; i <= MAX_EXTENT_DEPTH; i++)
+		is->df.buf[i] = ext4_block_buf(st);
+	dir_batch_init(ctx, &is->db);
+	return is;
+}
+
+/* One inode of the tables (in: its raw bytes). */
+static void iscan_inode(struct scrub_ctx *ctx, struct ext4_iscan *is, ext2_ino_t ino,
+			struct ext2_inode_large *in)
+{
+	if (!ext2fs_fast_test_inode_bitmap2(ext4_state(ctx)->fs->inode_map, ino)) {
+		check_unused_csum(ctx, ino, in);
+		check_unreached_marked_free(ctx, ino, in);
+		return;
+	}
+	check_one_inode(ctx, ino, in, &is->df, &is->db, is->buf);
+}
+
+void ext4_iscan_tables(struct scrub_ctx *ctx, struct ext4_iscan *is, unsigned long long max)
+{
+	ext2_filsys fs = ext4_state(ctx)->fs;
+	unsigned isize = EXT2_INODE_SIZE(fs->super);
+	struct ext2_inode_large *in = xcalloc(1, isize > sizeof(*in) ? isize : sizeof(*in));
+	ext2_inode_scan scan = NULL;
+	errcode_t err;
+	ext2_ino_t ino;
+
 	if ((err = ext2fs_open_inode_scan(fs, INODE_SCAN_BLOCKS, &scan))) {
 		report_operational(ctx, NULL, NULL, 0, "ext4: cannot scan the inodes: %s",
 				   ext4_strerror(err));
-		ret = 0;
-		goto out;
+		free(in);
+		return;
 	}
 	ext2fs_inode_scan_flags(scan, EXT2_SF_SKIP_MISSING_ITABLE, 0);
-	for (;;) {
+	for (unsigned long long n = 0; n < max; n++) {
 		if (scrub_should_stop(ctx))
 			break;
 		err = ext2fs_get_next_inode_full(scan, &ino, (struct ext2_inode *)in, (int)isize);
@@ -2332,18 +2430,41 @@ int ext4_scan_inodes(struct scrub_ctx *ctx)
 		}
 		if (!ino)
 			break;
-		if (!ext2fs_fast_test_inode_bitmap2(fs->inode_map, ino)) {
-			check_unused_csum(ctx, ino, in);
-			check_unreached_marked_free(ctx, ino, in);
-			continue;
-		}
-		check_one_inode(ctx, ino, in, &df, &db, buf);
+		iscan_inode(ctx, is, ino, in);
 	}
-	dir_batch_flush(ctx, &db);	/* before the suspects are confirmed */
+	ext2fs_close_inode_scan(scan);
+	free(in);
+}
+
+void ext4_iscan_after(struct scrub_ctx *ctx, struct ext4_iscan *is)
+{
+	dir_batch_flush(ctx, &is->db);	/* before the suspects are confirmed */
 	check_orphan_list(ctx);
 	if (!scrub_should_stop(ctx))
 		ext4_xattr_refs_check(ctx);
-	check_reached_marked_free(ctx, buf);
+	check_reached_marked_free(ctx, is->buf);
+}
+
+void ext4_iscan_free(struct scrub_ctx *ctx, struct ext4_iscan *is)
+{
+	if (!is)
+		return;
+	dir_batch_release(ctx, &is->db);	/* nothing held if the scan did not start */
+	for (unsigned i = 0; i <= MAX_EXTENT_DEPTH; i++)
+		free(is->df.buf[i]);
+	free(is->buf);
+	free(is);
+}
+
+int ext4_scan_inodes(struct scrub_ctx *ctx)
+{
+	struct ext4_state *st = ext4_state(ctx);
+	struct ext4_iscan *is = ext4_iscan_begin(ctx);
+
+	if (!is)
+		return 0;
+	ext4_iscan_tables(ctx, is, ULLONG_MAX);
+	ext4_iscan_after(ctx, is);
 	report_unreached(ctx);
 	ext4_journal_check(ctx);
 	ext4_confirm_run(ctx, true);
@@ -2352,13 +2473,6 @@ int ext4_scan_inodes(struct scrub_ctx *ctx)
 	report_verbose(ctx, "Phase 3: ext4: %llu inodes, %llu extent tree and block map blocks "
 		       "and %llu directory blocks read from the disk", st->inodes_scanned, st->extent_blocks,
 		       st->dir_blocks);
-out:
-	dir_batch_release(ctx, &db);	/* nothing held if the scan did not start */
-	if (scan)
-		ext2fs_close_inode_scan(scan);
-	for (unsigned i = 0; i <= MAX_EXTENT_DEPTH; i++)
-		free(df.buf[i]);
-	free(buf);
-	free(in);
-	return ret;
+	ext4_iscan_free(ctx, is);
+	return 0;
 }

@@ -643,7 +643,8 @@ static void bt_walk(struct od *od, struct ag_sums *sums, int type, uint32_t agno
 	if (w.ahead)
 		free(w.ahead->data);
 	free(w.ahead);
-	qsort(w.seen, w.nseen, sizeof(*w.seen), cmp_agbno);
+	if (w.nseen > 1)
+		qsort(w.seen, w.nseen, sizeof(*w.seen), cmp_agbno);
 	for (size_t i = 1; i < w.nseen; i++)
 		if (w.seen[i] == w.seen[i - 1] && (i < 2 || w.seen[i - 2] != w.seen[i]))
 			bt_problem(&w, true, "block %u is reached more than once", w.seen[i]);

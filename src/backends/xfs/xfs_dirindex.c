@@ -445,6 +445,13 @@ static int cmp_dent(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* The data entries by address (none is no array: qsort() wants one). */
+static void dents_sort(struct di *di)
+{
+	if (di->ne > 1)
+		qsort(di->e, di->ne, sizeof(*di->e), cmp_dent);
+}
+
 /* Every data block below leaf_blk (the leaf space), dir block by dir block. */
 static void data_blocks(struct di *di, uint64_t leaf_blk)
 {
@@ -469,7 +476,7 @@ static void data_blocks(struct di *di, uint64_t leaf_blk)
 					   di->blksize);
 		}
 	}
-	qsort(di->e, di->ne, sizeof(*di->e), cmp_dent);
+	dents_sort(di);
 }
 
 /* The live data entry at addr, or NULL. */
@@ -556,7 +563,7 @@ static void block_form(struct di *di, const uint8_t *b)
 	data_block(di, 0, b, XFS_DIR3_BLOCK_MAGIC, di->blksize - tail);
 	if (di->best[0] == DI_BAD)
 		return;
-	qsort(di->e, di->ne, sizeof(*di->e), cmp_dent);
+	dents_sort(di);
 	hash_entries(di, "directory", 0, b + di->blksize - tail, count, stale, false);
 	di->leaves_ok = true;
 	dents_referenced(di, false);

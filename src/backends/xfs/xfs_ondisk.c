@@ -210,8 +210,7 @@ static bool read_agf(struct od *od, uint32_t agno, uint64_t base, uint32_t lengt
 	return true;
 }
 
-/* One look at AG agno: its problems are left in od->pv. */
-static void check_ag(struct od *od, uint32_t agno)
+void od_check_ag(struct od *od, uint32_t agno)
 {
 	uint32_t length;
 	uint64_t base = ag_where(od, agno, &length);
@@ -247,8 +246,7 @@ static void check_ag(struct od *od, uint32_t agno)
 	xfs_btrees_check(od, agno, base, length, agf_ok ? &agf : NULL, agi_ok ? &agi : NULL);
 }
 
-/* The primary superblock: the UUIDs every metadata block must carry, inodes. */
-static int read_primary(struct od *od)
+int od_read_primary(struct od *od)
 {
 	const struct xfs_dsb *sb = (const void *)od->buf;
 	int ret = od_pread(od, od->buf, 0, od->sect);
@@ -298,7 +296,7 @@ static void look_release(struct od_look *l)
 static void look(struct od *od, uint32_t ag, struct od_look *l)
 {
 	xfs_ownermap_look(od->xs, ag);
-	check_ag(od, ag);
+	od_check_ag(od, ag);
 	*l = (struct od_look){
 		.ag = ag, .pv = od->pv, .pn = od->pn, .dropped = od->pdropped,
 		.agf_lsn = od->agf_lsn, .agi_lsn = od->agi_lsn,
@@ -571,7 +569,7 @@ int od_open(struct scrub_ctx *ctx, struct od *od, int *primary_err)
 		return -ENOMEM;
 	}
 	syncfs(ctx->mnt_fd);	/* the log forced: what is committed is on the disk */
-	ret = read_primary(od);
+	ret = od_read_primary(od);
 	if (ret < 0) {
 		*primary_err = ret;
 		od_release(od);

@@ -242,6 +242,15 @@ void xfs_dirindex_check(struct od *od, const struct xfs_dinode *d, uint64_t ino)
  */
 int od_open(struct scrub_ctx *ctx, struct od *od, int *primary_err);
 void od_close(struct od *od);
+/*
+ * The steps od_open() and a look take, for tests/fuzz/fuzz_xfs.c too: the
+ * primary superblock (read from od->fd at 0) into od (0, or -EINVAL if it
+ * is not one fscrub can read, or the read's negative errno); and one look
+ * at AG agno (superblock, AGF, AGI, AGFL, btrees, inode chunks), whose
+ * problems are left in od->pv.
+ */
+int od_read_primary(struct od *od);
+void od_check_ag(struct od *od, uint32_t agno);
 bool od_ag_refcounts(struct od *od, uint32_t agno, struct xref_space *sp);
 void od_wait_log_worker(struct scrub_ctx *ctx, const char *phase, size_t what,
 			const char *why);
