@@ -9,6 +9,7 @@ test skips only when something it needs is truly missing, and says what.
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -104,6 +105,37 @@ class Result:
         worst = "".join("%s\n" % f for f in self.errors + self.warnings)
         return "fscrub %s -> %d\n--- errors and warnings\n%s--- stdout\n%s--- stderr\n%s" % (
             " ".join(self.args), self.rc, worst, self.stdout, self.stderr)
+
+
+def scan_paused(args, at, while_stopped, timeout=600):
+    """Run fscrub -C FD ARGS and stop it (SIGSTOP) at its first progress
+    line for which at(phase, done) holds; while_stopped(pid) runs, then it
+    goes on (SIGCONT).  The report goes to files, not pipes: the loop reads
+    only the progress pipe, and a full report pipe would stall fscrub."""
+    args = [str(a) for a in args]
+    rfd, wfd = os.pipe()
+    out_f = tempfile.TemporaryFile("w+", errors="surrogateescape")
+    err_f = tempfile.TemporaryFile("w+", errors="surrogateescape")
+    p = subprocess.Popen([FSCRUB, "-C", str(wfd)] + args, pass_fds=(wfd,),
+                         stdout=out_f, stderr=err_f)
+    os.close(wfd)
+    stopped = False
+    with os.fdopen(rfd) as progress:
+        for line in progress:
+            phase, done = (int(x) for x in line.split()[:2])
+            if not stopped and at(phase, done):
+                p.send_signal(signal.SIGSTOP)
+                try:
+                    while_stopped(p.pid)
+                finally:
+                    p.send_signal(signal.SIGCONT)
+                stopped = True
+    p.wait(timeout=timeout)
+    out_f.seek(0)
+    err_f.seek(0)
+    out, err = out_f.read(), err_f.read()
+    check_sanitizers(err)
+    return Result(subprocess.CompletedProcess(p.args, p.returncode, out, err), args[:-1])
 
 
 def check_sanitizers(text):

@@ -11,14 +11,11 @@ rounds per filesystem."""
 
 import os
 import re
-import signal
-import subprocess
-import tempfile
 import time
 
 import pytest
 
-from conftest import FSCRUB, Result, check_sanitizers, need_fs
+from conftest import need_fs, scan_paused
 import churn
 import fsimage
 
@@ -26,33 +23,15 @@ MIN_OPS = 10000
 
 
 def frozen_scan(c, mnt, *args):
-    """Run fscrub -C; freeze it mid-walk until MIN_OPS operations ran."""
+    """Run fscrub; freeze it mid-walk until MIN_OPS operations ran."""
     start = c.ops()
-    rfd, wfd = os.pipe()
-    # The report goes to files, not pipes: this loop reads only the
-    # progress pipe, and a full report pipe would stall fscrub.
-    out_f = tempfile.TemporaryFile("w+", errors="surrogateescape")
-    err_f = tempfile.TemporaryFile("w+", errors="surrogateescape")
-    p = subprocess.Popen([FSCRUB, "-C", str(wfd)] + list(args) + [mnt], pass_fds=(wfd,),
-                         stdout=out_f, stderr=err_f)
-    os.close(wfd)
-    froze = False
-    with os.fdopen(rfd) as progress:
-        for line in progress:
-            phase, done = (int(x) for x in line.split()[:2])
-            if not froze and ((phase == 3 and done > 0) or phase >= 4):
-                p.send_signal(signal.SIGSTOP)
-                deadline = time.monotonic() + 120
-                while c.ops() - start < MIN_OPS and time.monotonic() < deadline:
-                    time.sleep(0.05)
-                p.send_signal(signal.SIGCONT)
-                froze = True
-    p.wait(timeout=600)
-    out_f.seek(0)
-    err_f.seek(0)
-    out, err = out_f.read(), err_f.read()
-    check_sanitizers(err)
-    r = Result(subprocess.CompletedProcess(p.args, p.returncode, out, err), list(args))
+
+    def churn_meanwhile(pid):
+        deadline = time.monotonic() + 120
+        while c.ops() - start < MIN_OPS and time.monotonic() < deadline:
+            time.sleep(0.05)
+    r = scan_paused(list(args) + [mnt], lambda phase, done: (phase == 3 and done > 0) or phase >= 4,
+                    churn_meanwhile)
     return c.ops() - start, r
 
 

@@ -10,13 +10,11 @@ confined process try a write and an exec and say (-v) what came of them."""
 
 import os
 import re
-import signal
 import subprocess
-import tempfile
 
 import pytest
 
-from conftest import FSCRUB, Result, check_sanitizers, need_fs, need_tools, run_fscrub
+from conftest import FSCRUB, check_sanitizers, need_fs, need_tools, run_fscrub, scan_paused
 import fsimage
 
 # CAP_DAC_READ_SEARCH 2, CAP_FOWNER 3, CAP_SYS_RAWIO 17, CAP_SYS_ADMIN 21, CAP_SYSLOG 34.
@@ -36,27 +34,13 @@ def mounted():
 
 def status_mid_walk(mnt, *args):
     """fscrub's /proc/PID/status fields, read while it is frozen in phase 3."""
-    rfd, wfd = os.pipe()
-    out_f = tempfile.TemporaryFile("w+", errors="surrogateescape")
-    err_f = tempfile.TemporaryFile("w+", errors="surrogateescape")
-    p = subprocess.Popen([FSCRUB, "-C", str(wfd)] + list(args) + [mnt], pass_fds=(wfd,),
-                         stdout=out_f, stderr=err_f)
-    os.close(wfd)
     fields = {}
-    with os.fdopen(rfd) as progress:
-        for line in progress:
-            phase = int(line.split()[0])
-            if phase >= 3 and not fields:
-                p.send_signal(signal.SIGSTOP)
-                with open("/proc/%d/status" % p.pid) as f:
-                    fields = dict(l.rstrip("\n").split(":\t", 1) for l in f if ":\t" in l)
-                p.send_signal(signal.SIGCONT)
-    p.wait(timeout=300)
-    out_f.seek(0)
-    err_f.seek(0)
-    out, err = out_f.read(), err_f.read()
-    check_sanitizers(err)
-    return fields, Result(subprocess.CompletedProcess(p.args, p.returncode, out, err), list(args))
+
+    def read_status(pid):
+        with open("/proc/%d/status" % pid) as f:
+            fields.update(l.rstrip("\n").split(":\t", 1) for l in f if ":\t" in l)
+    r = scan_paused(list(args) + [mnt], lambda phase, done: phase >= 3, read_status)
+    return fields, r
 
 
 def test_capabilities_left_mid_scan(mounted, tmp_path):
