@@ -48,28 +48,10 @@ for t in e2fsck btrfs btrfs-image xz; do
 	command -v "$t" >/dev/null || die "$t is needed (e2fsprogs, btrfs-progs, xz-utils)"
 done
 
-# Debian's sources of both packages, unpacked into $1.
-fetch_sources() {	# DIR
-	local d=$1 apt=$1/apt t
-	mkdir -p "$apt/lists/partial" "$apt/cache"
-	echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg]" \
-	     "http://deb.debian.org/debian $SUITE main" >"$apt/sources.list"
-	local o=(-o "Dir::Etc::SourceList=$apt/sources.list" -o Dir::Etc::SourceParts=/nonexistent
-		 -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt/cache")
-	say "apt-get source e2fsprogs btrfs-progs ($SUITE) into $d"
-	apt-get "${o[@]}" update >"$apt/update.log" 2>&1 ||
-		{ cat "$apt/update.log" >&2; die "apt-get update (private deb-src list) failed"; }
-	(cd "$d" && apt-get "${o[@]}" source --download-only e2fsprogs btrfs-progs) \
-		>"$apt/source.log" 2>&1 || { cat "$apt/source.log" >&2; die "apt-get source failed"; }
-	for t in "$d"/e2fsprogs_*.orig.tar.* "$d"/btrfs-progs_*.orig.tar.*; do
-		case $t in *.asc) continue ;; esac
-		tar -xf "$t" -C "$d"
-	done
-}
-
 if [ -z "$SRC" ]; then
 	SRC=$BENCH_DIR/src
-	compgen -G "$SRC/e2fsprogs-*/tests" >/dev/null || fetch_sources "$SRC"
+	say "e2fsprogs' and btrfs-progs' test images ($SUITE) in $SRC"
+	"$top/tools/fsck-test-images" "$SRC" "$SUITE" >/dev/null || die "no test images"
 fi
 [ -d "$SRC" ] || die "$SRC is not a directory"
 

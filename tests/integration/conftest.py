@@ -6,6 +6,7 @@ by $FSCRUB (default: build/fscrub).  They need root and loop devices; a
 test skips only when something it needs is truly missing, and says what.
 """
 
+import fcntl
 import os
 import re
 import shutil
@@ -136,6 +137,36 @@ def scan_paused(args, at, while_stopped, timeout=600):
     out, err = out_f.read(), err_f.read()
     check_sanitizers(err)
     return Result(subprocess.CompletedProcess(p.args, p.returncode, out, err), args[:-1])
+
+
+# e2fsprogs' and btrfs-progs' own test images (tools/fsck-test-images:
+# Debian's source packages through a private deb-src list), fetched once
+# into this cache and kept for later runs.
+FSCK_IMAGES_CACHE = os.environ.get("FSCRUB_FSCK_IMAGES", "/var/cache/fscrub-tests/fsck-images")
+_fsck_images = None
+
+
+def fsck_test_images(which):
+    """The tests directory of e2fsprogs ("e2fsprogs") or btrfs-progs'
+    tests/fsck-tests ("btrfs-progs"): E2FSPROGS_TESTS or BTRFS_PROGS_TESTS
+    if set, else fetched into FSCK_IMAGES_CACHE (one worker at a time);
+    skips, saying why, only where they cannot be had."""
+    global _fsck_images
+    env = {"e2fsprogs": "E2FSPROGS_TESTS", "btrfs-progs": "BTRFS_PROGS_TESTS"}[which]
+    if os.environ.get(env):
+        return os.environ[env]
+    if _fsck_images is None:
+        tool = os.path.join(TOP, "tools", "fsck-test-images")
+        os.makedirs(FSCK_IMAGES_CACHE, exist_ok=True)
+        with open(os.path.join(FSCK_IMAGES_CACHE, ".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            p = subprocess.run([tool, FSCK_IMAGES_CACHE], capture_output=True, text=True,
+                               timeout=900)
+        _fsck_images = p.stdout.split() if p.returncode == 0 else p.stderr.strip()
+    if isinstance(_fsck_images, str):
+        pytest.skip("e2fsprogs' and btrfs-progs' test images cannot be had (set %s, or "
+                    "let tools/fsck-test-images fetch them): %s" % (env, _fsck_images))
+    return _fsck_images[0 if which == "e2fsprogs" else 1]
 
 
 def check_sanitizers(text):

@@ -5,9 +5,9 @@ past its device's end; and the rescue mounts their public images need.
 
 Each fault is made offline with btrfs_edit.py on the unmounted image (and
 `btrfs check --readonly` must call it damaged), then the image is mounted
-fresh, settled or read-only and `fscrub -n` must exit 4 naming it.  Where
-btrfs-progs' own image is at hand (BTRFS_PROGS_TESTS=.../tests/fsck-tests),
-it is scanned too.
+fresh, settled or read-only and `fscrub -n` must exit 4 naming it.
+btrfs-progs' own image of each kind is scanned too (conftest's
+fsck_test_images(): from Debian's source package, or BTRFS_PROGS_TESTS).
 """
 
 import lzma
@@ -18,7 +18,7 @@ import subprocess
 
 import pytest
 
-from conftest import need_fs, run_fscrub
+from conftest import fsck_test_images, need_fs, run_fscrub
 import btrfs_edit as be
 from fsimage import run
 from test_btrfs_trees import btrfs_check, ino_of, mount_for, populate, populated_image
@@ -265,17 +265,11 @@ def test_qgroups_rescan_not_checked(image_factory):
     assert [f for f in r.of("Info", "btrfs.qgroup") if "rescan" in f.message], r
 
 
-# btrfs-progs' own images, when its source is at hand:
-# BTRFS_PROGS_TESTS=.../btrfs-progs-v6.2/tests/fsck-tests
-BTRFS_PROGS_TESTS = os.environ.get("BTRFS_PROGS_TESTS", "")
-
-
 def public_image(image_factory, rel):
-    """btrfs-progs' image rel restored into a fresh image file."""
-    src = os.path.join(BTRFS_PROGS_TESTS, rel)
-    if not os.path.exists(src):
-        pytest.skip("btrfs-progs' test images are not at hand: set BTRFS_PROGS_TESTS to "
-                    "the tests/fsck-tests directory of its source")
+    """btrfs-progs' image rel (conftest.fsck_test_images()) restored into a
+    fresh image file."""
+    src = os.path.join(fsck_test_images("btrfs-progs"), rel)
+    assert os.path.exists(src), src
     img = image_factory("btrfs", size_mb=1)
     if src.endswith(".raw.xz"):
         with lzma.open(src, "rb") as xz, open(img.path, "wb") as fh:

@@ -24,7 +24,7 @@ import time
 
 import pytest
 
-from conftest import run_fscrub
+from conftest import fsck_test_images, run_fscrub
 from faults import debugfs
 import fsimage
 from test_ext4 import e2fsck
@@ -288,17 +288,11 @@ def test_refused_inode_is_a_finding(refused_img, mode, fault):
         ("inode.unreadable", os.path.join(mnt, rel), ino, says)], r
 
 
-# e2fsprogs' own image of bad encryption contexts, when its source is at hand
-# (apt-get source e2fsprogs): E2FSPROGS_TESTS=.../e2fsprogs-1.47.0/tests
-E2FSPROGS_TESTS = os.environ.get("E2FSPROGS_TESTS", "")
-
-
 def public_image(image_factory, name):
-    """e2fsprogs' test image name, unpacked into an Image; skip without it."""
-    src = os.path.join(E2FSPROGS_TESTS, name, "image.gz")
-    if not os.path.exists(src):
-        pytest.skip("e2fsprogs' test images are not at hand: set E2FSPROGS_TESTS to the "
-                    "tests directory of its source")
+    """e2fsprogs' test image name (conftest.fsck_test_images()), unpacked
+    into an Image."""
+    src = os.path.join(fsck_test_images("e2fsprogs"), name, "image.gz")
+    assert os.path.exists(src), src
     img = image_factory("ext4", size_mb=1)
     with gzip.open(src, "rb") as gz, open(img.path, "wb") as fh:
         fh.write(gz.read())
