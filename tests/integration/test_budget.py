@@ -40,6 +40,7 @@ def _shares(state, mnt):
     return fs, fs["regions"]["verified_share"] if fs["regions"] else None
 
 
+@pytest.mark.slow
 def test_budget_stops_and_successive_runs_cover_everything(image_factory, state_dir,
                                                            workdir):
     img = image_factory("ext4", size_mb=256).mkfs()
@@ -77,6 +78,7 @@ def test_budget_stops_and_successive_runs_cover_everything(image_factory, state_
     assert fs["data_coverage"] is not None, fs
 
 
+@pytest.mark.slow
 def test_budget_shorter_than_a_region_goes_on(image_factory, state_dir, workdir):
     """A region the budget ends in keeps its part read (regions.h, read_to):
     the next run goes on from there, so budgets shorter than a region's

@@ -255,8 +255,16 @@ FAULTS = [leaf_wrong_entry, leaf_unsorted, leaf_missing_entry, leaf_stale_count,
           attr_wrong_hash, attr_unsorted, attr_hash_path]
 
 
+# Slow (over 10 s, left out of the sanitizer pass): blocks the kernel's
+# verifier refuses, where each of the per-name walk's 400 lookups costs the
+# kernel tens of milliseconds of system time (14.6 s of phase 3).
+SLOW = (leaf_unsorted, leaf_stale_count, node_hash_path)
+
+
 @pytest.mark.parametrize("how", MOUNTS)
-@pytest.mark.parametrize("fault", FAULTS, ids=[f.__name__ for f in FAULTS])
+@pytest.mark.parametrize("fault", [pytest.param(f, id=f.__name__,
+                                                marks=[pytest.mark.slow] if f in SLOW else [])
+                                   for f in FAULTS])
 def test_index_fault(index_image, fault, how):
     """Each fault: exit 4, every expected message at the victim's path and
     inode, nothing else; the per-name walk finds the same as the bulk one."""
