@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import FSCRUB, need_root, run_fscrub
+from conftest import FSCRUB, TOP, need_root, need_tools, run_fscrub
 import fsimage
 
 
@@ -373,3 +373,16 @@ def test_unreadable_directory_said_once(image_factory, workdir, args):
     said = [l for l in r.stderr.splitlines() if "cannot open directory" in l]
     assert said == ["fscrub: %s/lost+found: cannot open directory: Permission denied" % mnt], r
     assert "1 operational error: the scan is incomplete" in r.stdout, r
+
+
+@pytest.mark.parametrize("page", ["fscrub.8", "fscrub_all.8"])
+def test_man_page_renders_without_warnings(page):
+    """groff's warnings (a line that begins with a dot and is no macro,
+    say: it vanishes from the page) are empty for each man page."""
+    need_tools("man")
+    p = subprocess.run(["man", "--warnings", "-E", "UTF-8", "-l",
+                        os.path.join(TOP, "man", page)],
+                       capture_output=True, text=True, env=dict(os.environ, LC_ALL="C.UTF-8",
+                                                                MANWIDTH="80"))
+    assert p.returncode == 0 and p.stdout, p.stderr
+    assert p.stderr == "", p.stderr
