@@ -1370,6 +1370,13 @@ static struct tfinding *match(const struct pass *p, const struct tfinding *f,
 static size_t judge_reading(struct scrub_ctx *ctx, struct pass *prev, struct pass *cur)
 {
 	uint64_t committed = committed_generation(ctx);
+	/*
+	 * cur read leaves newer than the last commit: the filesystem was
+	 * being written as it was read, and two readings may agree by chance
+	 * (seen: an orphan csum range under churn).  Then every finding needs
+	 * a third agreeing reading, not only those whose subject moved.
+	 */
+	bool busy = committed && !(ctx->svfs.f_flag & ST_RDONLY) && cur->max_transid > committed;
 	size_t moving = 0;
 
 	for (size_t i = 0; i < cur->nr_f; i++) {
@@ -1381,7 +1388,7 @@ static size_t judge_reading(struct scrub_ctx *ctx, struct pass *prev, struct pas
 		g = match(prev, f, same);
 		if (g && g->confirmed) {
 			f->confirmed = true;
-		} else if (g && !g->agreed && subject_in_flux(ctx, f, committed)) {
+		} else if (g && !g->agreed && (busy || subject_in_flux(ctx, f, committed))) {
 			f->agreed = true;
 			moving++;
 		} else if (g && file_extent_still(ctx, f)) {
