@@ -736,15 +736,9 @@ struct bad_run {
 /* Keep a damaged file's (subvolume, inode); on no memory it is not kept, and may be read. */
 static void note_damaged(struct btrfs_state *st, uint64_t root, uint64_t ino)
 {
-	if (st->nr_damaged == st->alloc_damaged) {
-		size_t n = st->alloc_damaged ? 2 * st->alloc_damaged : 16;
-		struct subvol_ino *v = realloc(st->damaged, n * sizeof(*v));
-
-		if (!v)
-			return;
-		st->damaged = v;
-		st->alloc_damaged = n;
-	}
+	if (btrfs_grow((void **)&st->damaged, &st->alloc_damaged, st->nr_damaged + 1,
+		       sizeof(*st->damaged)) < 0)
+		return;
 	st->damaged[st->nr_damaged++] = (struct subvol_ino){ root, ino };
 }
 
