@@ -78,6 +78,7 @@ struct bt_ops {
 /* A block of the level below and its parent's keys for it. */
 struct bt_ptr {
 	uint32_t agbno;
+	uint32_t parent;	/* the block that points here, OD_BLK_HEADERS for the root */
 	uint8_t lo[BT_KEY_MAX], hi[BT_KEY_MAX];
 };
 
@@ -111,6 +112,7 @@ struct bt_walk {
 	uint32_t *seen;
 	size_t nseen, aseen;
 	const uint8_t *blk;		/* the block bt_header() read */
+	uint32_t left;			/* the block before it on its level, or NULLAGBLOCK */
 	struct bt_ahead *ahead;		/* a level's blocks read together, or NULL */
 };
 
@@ -174,6 +176,25 @@ static void bt_problem(struct bt_walk *w, bool cross, const char *fmt, ...)
 	w->bad = true;
 }
 
+/* A problem between blocks a, b and c (NULLAGBLOCK: fewer) alone. */
+static void bt_between(struct bt_walk *w, uint32_t a, uint32_t b, uint32_t c,
+		       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+static void bt_between(struct bt_walk *w, uint32_t a, uint32_t b, uint32_t c,
+		       const char *fmt, ...)
+{
+	struct strbuf sb = STRBUF_INIT;
+	va_list ap;
+
+	va_start(ap, fmt);
+	strbuf_vaddf(&sb, fmt, ap);
+	va_end(ap);
+	od_problem(w->od, 0, true, "%s %s", w->ops->name, sb.buf);
+	od_problem_blocks(w->od, a, b, c);
+	strbuf_release(&sb);
+	w->bad = true;
+}
+
 /* A record's extent [start, start + len) must lie within the AG. */
 static bool extent_ok(struct bt_walk *w, uint32_t agbno, unsigned idx, uint32_t start,
 		      uint32_t len)
@@ -188,9 +209,12 @@ static bool extent_ok(struct bt_walk *w, uint32_t agbno, unsigned idx, uint32_t 
 static void no_overlap(struct bt_walk *w, uint32_t agbno, unsigned idx, uint64_t start,
 		       uint32_t len)
 {
-	if (w->prev_end > start)
-		bt_problem(w, idx == 1, "block %u: record %u overlaps the one before it", agbno,
-			   idx);
+	/* The first against the block before it: between blocks. */
+	if (w->prev_end > start && idx == 1)
+		bt_between(w, agbno, w->left, NULLAGBLOCK,
+			   "block %u: record %u overlaps the one before it", agbno, idx);
+	else if (w->prev_end > start)
+		bt_problem(w, false, "block %u: record %u overlaps the one before it", agbno, idx);
 	w->prev_end = start + len;
 }
 
@@ -379,9 +403,9 @@ static const struct bt_ops bt_types[BT_NR] = {
 		      ino_keys, bno_cmp, ino_rec },
 };
 
-/* Block agbno's header: what it says about itself. */
-static bool bt_header(struct bt_walk *w, uint32_t agbno, const char *root, unsigned level,
-		      unsigned maxrecs)
+/* Block agbno's header (parent points to it): what it says about itself. */
+static bool bt_header(struct bt_walk *w, uint32_t agbno, uint32_t parent, const char *root,
+		      unsigned level, unsigned maxrecs)
 {
 	struct od *od = w->od;
 	struct bt_ahead *a = w->ahead;
@@ -407,7 +431,7 @@ static bool bt_header(struct bt_walk *w, uint32_t agbno, const char *root, unsig
 	if (be32toh(b->bb_magic) != w->ops->magic)
 		/* A pointer the kernel has not written back yet may lead to a block
 		 * freed and reused, for data even: between blocks. */
-		bt_problem(w, true, "%sblock %u has magic 0x%08x", root, agbno,
+		bt_between(w, agbno, parent, NULLAGBLOCK, "%sblock %u has magic 0x%08x", root, agbno,
 			   be32toh(b->bb_magic));
 	else if (!od_crc_ok(w->blk, od->bsize, XFS_BTREE_SBLOCK_CRC_OFF))
 		bt_problem(w, false, "%sblock %u fails its CRC", root, agbno);
@@ -420,8 +444,8 @@ static bool bt_header(struct bt_walk *w, uint32_t agbno, const char *root, unsig
 	else if (memcmp(&b->bb_u.s.bb_uuid, od->meta_uuid, 16))
 		bt_problem(w, false, "%sblock %u has another filesystem's UUID", root, agbno);
 	else if (be16toh(b->bb_level) != level)
-		bt_problem(w, true, "%sblock %u is at level %u, not %u", root, agbno,
-			   be16toh(b->bb_level), level);
+		bt_between(w, agbno, parent, NULLAGBLOCK, "%sblock %u is at level %u, not %u", root,
+			   agbno, be16toh(b->bb_level), level);
 	else if (numrecs > maxrecs || (!numrecs && (level || !*root)))
 		bt_problem(w, false, "%sblock %u has %u records (at most %u)", root, agbno, numrecs,
 			   maxrecs);
@@ -436,7 +460,8 @@ static void bt_siblings(struct bt_walk *w, uint32_t agbno, uint32_t left, uint32
 	uint32_t l = be32toh(b->bb_u.s.bb_leftsib), r = be32toh(b->bb_u.s.bb_rightsib);
 
 	if (l != left || r != right)
-		bt_problem(w, true, "block %u: siblings %d and %d, the level's order says %d and %d",
+		bt_between(w, agbno, left, right,
+			   "block %u: siblings %d and %d, the level's order says %d and %d",
 			   agbno, (int32_t)l, (int32_t)r, (int32_t)left, (int32_t)right);
 }
 
@@ -457,8 +482,13 @@ static void bt_keys(struct bt_walk *w, const struct bt_ptr *p, bool root, const 
 
 		if (w->have_prev && ops->cmp(w->prev, k) >= 0) {
 			/* The first against the block before it: between blocks. */
-			bt_problem(w, !i, "block %u: %s out of order at index %u", p->agbno,
-				   what, i + 1);
+			if (!i)
+				bt_between(w, p->agbno, w->left, NULLAGBLOCK,
+					   "block %u: %s out of order at index %u", p->agbno,
+					   what, i + 1);
+			else
+				bt_problem(w, false, "block %u: %s out of order at index %u",
+					   p->agbno, what, i + 1);
 			break;
 		}
 		memcpy(w->prev, k, kl);
@@ -469,14 +499,16 @@ static void bt_keys(struct bt_walk *w, const struct bt_ptr *p, bool root, const 
 	if (root || !n)
 		return;
 	if (ops->cmp(keys, p->lo))
-		bt_problem(w, true, "block %u: first key differs from its parent's", p->agbno);
+		bt_between(w, p->agbno, p->parent, NULLAGBLOCK,
+			   "block %u: first key differs from its parent's", p->agbno);
 	if (!ops->overlapping)
 		return;
 	for (unsigned i = 0; i < n; i++)
 		if (!hi || ops->cmp(keys + i * stride + kl, hi) > 0)
 			hi = keys + i * stride + kl;
 	if (ops->cmp(hi, p->hi))
-		bt_problem(w, true, "block %u: high key differs from its parent's", p->agbno);
+		bt_between(w, p->agbno, p->parent, NULLAGBLOCK,
+			   "block %u: high key differs from its parent's", p->agbno);
 }
 
 /* One block of a level: header, siblings, keys or records, children. */
@@ -498,7 +530,8 @@ static void bt_block(struct bt_walk *w, const struct bt_ptr *p, uint32_t left, u
 	w->sums->blocks[w->type]++;
 	xref_used_add(&w->sums->sp, p->agbno, 1, bt_owner[w->type],
 		      bt_used_name[w->type]);
-	if (!bt_header(w, p->agbno, root ? "root " : "", level, maxrecs))
+	w->left = left;
+	if (!bt_header(w, p->agbno, p->parent, root ? "root " : "", level, maxrecs))
 		return;
 	bt_siblings(w, p->agbno, left, right);
 	data = w->blk + BT_HDR;
@@ -535,6 +568,7 @@ static void bt_block(struct bt_walk *w, const struct bt_ptr *p, uint32_t left, u
 		}
 		c = &(*next)[(*nn)++];
 		c->agbno = child;
+		c->parent = p->agbno;
 		memcpy(c->lo, data + (size_t)i * kstride, ops->key_len);
 		if (ops->overlapping)
 			memcpy(c->hi, data + (size_t)i * kstride + ops->key_len, ops->key_len);
@@ -618,6 +652,7 @@ static void bt_walk(struct od *od, struct ag_sums *sums, int type, uint32_t agno
 	}
 	cur = xcalloc(1, sizeof(*cur));
 	cur[0].agbno = root;
+	cur[0].parent = OD_BLK_HEADERS;
 	for (unsigned level = levels; level-- > 0 && n;) {
 		struct bt_ptr *next = NULL;
 		size_t nn = 0, an = 0;

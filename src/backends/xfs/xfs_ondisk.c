@@ -23,18 +23,29 @@
  *   - a problem the second look has not, word for word, is "changed
  *     while being checked" (an info);
  *   - one about a single block is an error;
- *   - one between blocks is an info unless the AG was quiet: the kernel's
- *     counters for it (XFS_IOC_AG_GEOMETRY) did not move, the AGF and AGI
- *     LSNs on the disk did not change, and the disk's AGI counts are the
- *     kernel's.  If it was quiet, the problem waits: after all AGs, one
- *     wait for the log worker (fs.xfs.xfssyncd_centisecs, 30 s by default;
- *     it pushes everything logged to the disk), and a third look; an error
- *     only if the problem is still there and the AG still quiet.
- * The wait costs a scan half a minute only when the disk looks wrong.
+ *   - one between blocks is judged by the log (xfs_logview.c): after
+ *     syncfs, a block no log item between the tail and the head names is
+ *     on the disk as the kernel has it.  If the log names none of the
+ *     AG's blocks, a third look follows at once, and the problem is an
+ *     error if it is still there and the log still names none of them;
+ *     if the log names some, it is an info.  Other AGs may be as busy as
+ *     they like.
+ * Where the log cannot be read (an external log, a log too big or not
+ * understood), the AG's quiet is guessed from outside as before the log
+ * was read: the kernel's counters for it (XFS_IOC_AG_GEOMETRY) did not
+ * move, the AGF and AGI LSNs on the disk did not change, and the disk's
+ * AGI counts are the kernel's.  Then a problem between blocks of a quiet
+ * AG waits: after all AGs, one wait for the log worker
+ * (fs.xfs.xfssyncd_centisecs, 30 s by default; it pushes everything
+ * logged to the disk), and a third look; an error only if the problem is
+ * still there and the AG still quiet.  (The guess can be fooled: the
+ * kernel moves blocks between the free space btrees and the AGFL of an AG
+ * it merely considers for an allocation, and none of those counters move.)
  * What this cannot tell: on-disk metadata that is old but self-consistent
  * (it is checked against itself, not against the kernel's memory).
  */
 #include "backends/xfs/xfs_ondisk.h"
+#include "backends/xfs/xfs_logview.h"
 
 #include <endian.h>
 #include <errno.h>
@@ -89,7 +100,8 @@ static void od_vproblem(struct od *od, const char *check, uint64_t ino, bool cro
 {
 	struct strbuf sb = STRBUF_INIT;
 
-	if (od->pn == OD_MAX_PROBLEMS) {
+	od->last_kept = od->pn < OD_MAX_PROBLEMS;
+	if (!od->last_kept) {
 		od->pdropped++;
 		return;
 	}
@@ -98,7 +110,21 @@ static void od_vproblem(struct od *od, const char *check, uint64_t ino, bool cro
 		od->palloc = od->palloc ? 2 * od->palloc : 8;
 		od->pv = xrealloc(od->pv, od->palloc * sizeof(*od->pv));
 	}
-	od->pv[od->pn++] = (struct od_problem){ strbuf_detach(&sb), check, ino, cross };
+	od->pv[od->pn++] = (struct od_problem){
+		.msg = strbuf_detach(&sb), .check = check, .ino = ino, .cross = cross,
+	};
+}
+
+void od_problem_blocks(struct od *od, uint32_t a, uint32_t b, uint32_t c)
+{
+	struct od_problem *p = &od->pv[od->pn - 1];
+	uint32_t blk[] = { a, b, c };
+
+	if (!od->last_kept)
+		return;
+	for (unsigned i = 0; i < OD_MAX_BLKS; i++)
+		if (blk[i] != NULLAGBLOCK)
+			p->blk[p->nblk++] = blk[i];
 }
 
 void od_problem(struct od *od, uint64_t ino, bool cross, const char *fmt, ...)
@@ -356,10 +382,96 @@ static void verdict(struct od *od, const struct od_look *l, const struct od_prob
 			    l->ag, p->msg);
 }
 
+/* The internal log's blocks [bb, bb + n), for logview_read(). */
+static int od_log_read(void *arg, uint8_t *buf, uint64_t bb, uint32_t n)
+{
+	struct od *od = arg;
+
+	return od_pread(od, buf, od_fsb_offset(od, od->xs->geo.logstart) + bb * 512,
+			(size_t)n * 512);
+}
+
+/* A log written while it was read does not make sense for a moment. */
+#define OD_LOG_RETRY_NS 50000000L
+
+/* The log's view, read once for the verdicts of a look (see xfs_logview.h). */
+struct od_logcheck {
+	/*
+	 * 0: lv read; -E2BIG: a log too big to read, one written as fast as
+	 * it can be: every block is taken to be in it; else (-ENOTSUP,
+	 * -EUCLEAN, an I/O error) the log cannot judge.
+	 */
+	int ret;
+	struct logview lv;
+};
+
+static void od_logcheck_read(struct od *od, struct od_logcheck *lc)
+{
+	const struct xfs_fsop_geom *g = &od->xs->geo;
+	struct logsrc src = {
+		.read = od_log_read, .arg = od, .nbb = (uint64_t)g->logblocks * od->bsize / 512,
+		.agblocks = g->agblocks, .bb_per_block = od->bsize / 512,
+	};
+	struct timespec pause = { 0, OD_LOG_RETRY_NS };
+
+	lc->ret = -ENOTSUP;
+	lc->lv = (struct logview){ 0 };
+	if (!g->logstart)
+		return;		/* an external log */
+	for (int attempt = 0; attempt < 2; attempt++) {
+		if (attempt) {
+			logview_release(&lc->lv);
+			nanosleep(&pause, NULL);
+		}
+		lc->ret = logview_read(&src, &lc->lv);
+		if (lc->ret != -EUCLEAN)
+			break;
+	}
+}
+
+static void od_logcheck_release(struct od_logcheck *lc)
+{
+	logview_release(&lc->lv);
+}
+
+static bool od_logcheck_judges(const struct od_logcheck *lc)
+{
+	return !lc->ret || lc->ret == -E2BIG;
+}
+
+/*
+ * Does the log name a block problem p of AG ag is about (all the AG's
+ * blocks for one about many)?  The primary superblock does not count: the
+ * log worker logs it to cover an idle log, and no problem between blocks
+ * is about it.
+ */
+static bool problem_in_log(const struct od *od, uint32_t ag, const struct od_logcheck *lc,
+			   const struct od_problem *p)
+{
+	uint32_t length;
+	uint64_t base = ag_where(od, ag, &length) / 512, bpb = od->bsize / 512;
+	uint64_t sect = od->sect / 512;
+
+	if (lc->ret)
+		return true;
+	if (!p->nblk)
+		return logview_hits(&lc->lv, base + sect, (uint64_t)length * bpb - sect);
+	for (unsigned i = 0; i < p->nblk; i++) {
+		bool hit = p->blk[i] == OD_BLK_HEADERS ?
+			   logview_hits(&lc->lv, base + sect, 3 * sect) :
+			   logview_hits(&lc->lv, base + (uint64_t)p->blk[i] * bpb, bpb);
+
+		if (hit)
+			return true;
+	}
+	return false;
+}
+
 /* An AG whose problems between blocks wait for the log worker. */
 struct od_pending {
 	struct xfs_ag_geometry k0;
 	struct od_look first;		/* only the problems still pending */
+	bool by_log;			/* the log judges: no wait for the log worker */
 };
 
 /*
@@ -371,8 +483,9 @@ static bool check_ag_twice(struct od *od, uint32_t ag, struct od_pending *pend)
 	struct timespec pause = { 0, OD_PAUSE_NS };
 	struct xfs_ag_geometry k0 = { .ag_number = ag };
 	struct od_look first, again;
-	size_t kept = 0;
-	bool have_k0, q;
+	size_t kept = 0, between = 0, named = 0;
+	bool have_k0, q_ag, by_log;
+	struct od_logcheck lc;
 
 	have_k0 = ioctl(od->xs->fd, XFS_IOC_AG_GEOMETRY, &k0) == 0;
 	od->first_look = true;
@@ -385,11 +498,16 @@ static bool check_ag_twice(struct od *od, uint32_t ag, struct od_pending *pend)
 	syncfs(od->ctx->mnt_fd);
 	nanosleep(&pause, NULL);
 	look(od, ag, &again);
-	q = have_k0 && quiet(&k0, &first, &again);
+	od_logcheck_read(od, &lc);
+	by_log = od_logcheck_judges(&lc);
+	q_ag = !by_log && have_k0 && quiet(&k0, &first, &again);
 	for (size_t i = 0; i < first.pn; i++) {
 		struct od_problem *p = &first.pv[i];
 		bool same = look_find(&again, p->msg);
+		bool q = by_log ? !problem_in_log(od, ag, &lc, p) : q_ag;
 
+		between += same && p->cross;
+		named += same && p->cross && by_log && !q;
 		if (same && p->cross && q) {
 			first.pv[kept++] = *p;	/* for the third look */
 			continue;
@@ -397,6 +515,13 @@ static bool check_ag_twice(struct od *od, uint32_t ag, struct od_pending *pend)
 		verdict(od, &first, p, same && !p->cross);
 		free(p->msg);
 	}
+	od_logcheck_release(&lc);
+	if (between && by_log)
+		report_verbose(od->ctx, "Phase 2: AG %u looks wrong twice; the log names blocks of "
+			       "%zu of its %zu problems between blocks", ag, named, between);
+	else if (between)
+		report_verbose(od->ctx, "Phase 2: AG %u looks wrong twice; the log cannot say "
+			       "whether it is busy", ag);
 	if (first.dropped && again.dropped)
 		str_info(od->ctx, CHECK_XFS_ONDISK, NULL, NULL, 0,
 			 "AG %u on disk: %zu more problems are not listed", ag, again.dropped);
@@ -408,6 +533,7 @@ static bool check_ag_twice(struct od *od, uint32_t ag, struct od_pending *pend)
 	}
 	pend->k0 = k0;
 	pend->first = first;
+	pend->by_log = by_log;
 	return true;
 }
 
@@ -442,21 +568,43 @@ void od_wait_log_worker(struct scrub_ctx *ctx, const char *phase, size_t what,
 	syncfs(ctx->mnt_fd);
 }
 
-/* The third look, after the log worker pushed everything to the disk. */
+/*
+ * The third look: at once where the log judges, else after the log worker
+ * pushed everything to the disk.  A problem still there is an error if
+ * the log (read once for all) names none of its blocks, or, without the
+ * log, if its AG is still quiet.
+ */
 static void check_pending(struct od *od, struct od_pending *pend, size_t n)
 {
-	od_wait_log_worker(od->ctx, "Phase 2", n, "AGs with problems between blocks");
+	struct od_logcheck lc = { .ret = -ENOTSUP };
+	size_t guessed = 0;
+
+	for (size_t i = 0; i < n; i++)
+		guessed += !pend[i].by_log;
+	if (guessed)
+		od_wait_log_worker(od->ctx, "Phase 2", guessed,
+				   "AGs with problems between blocks and no log to judge them");
+	else
+		syncfs(od->ctx->mnt_fd);
+	if (guessed < n)
+		od_logcheck_read(od, &lc);
 	for (size_t i = 0; i < n; i++) {
 		struct od_look *first = &pend[i].first, last;
+		bool q_ag;
 
 		look(od, first->ag, &last);
-		for (size_t j = 0; j < first->pn; j++)
-			verdict(od, first, &first->pv[j],
-				look_find(&last, first->pv[j].msg) &&
-				quiet(&pend[i].k0, first, &last));
+		q_ag = !pend[i].by_log && quiet(&pend[i].k0, first, &last);
+		for (size_t j = 0; j < first->pn; j++) {
+			const struct od_problem *p = &first->pv[j];
+			bool q = pend[i].by_log ? od_logcheck_judges(&lc) &&
+						  !problem_in_log(od, first->ag, &lc, p) : q_ag;
+
+			verdict(od, first, p, look_find(&last, p->msg) && q);
+		}
 		look_release(&last);
 		look_release(first);
 	}
+	od_logcheck_release(&lc);
 }
 
 /* A thread's reader: the primary's geometry, its own buffers and looks. */

@@ -47,6 +47,8 @@ static inline uint64_t od_get64(const uint8_t *p)
 
 /* Problems one look at one AG keeps; the rest are only counted. */
 #define OD_MAX_PROBLEMS 64
+#define OD_MAX_BLKS 3
+#define OD_BLK_HEADERS UINT32_MAX
 
 struct od_problem {
 	char *msg;
@@ -56,9 +58,18 @@ struct od_problem {
 	 * Between blocks (a counter against a btree, keys, siblings, order
 	 * across blocks): a mounted XFS writes its blocks back apart, and a
 	 * block it keeps changing may stay old on the disk for as long as it
-	 * does, so such a problem is only believed of a quiet AG.
+	 * does, so such a problem is only believed of blocks the log does not
+	 * name (or, without the log, of a quiet AG).
 	 */
 	bool cross;
+	/*
+	 * The blocks a problem between blocks is about (agbnos, or
+	 * OD_BLK_HEADERS for the AG's header sectors, where a btree's root
+	 * pointer is): nblk 0 for one about many (a counter against a whole
+	 * btree), which is judged by all the AG's blocks.
+	 */
+	uint32_t blk[OD_MAX_BLKS];
+	unsigned nblk;
 };
 
 struct od {
@@ -79,6 +90,7 @@ struct od {
 	/* This look at the current AG. */
 	struct od_problem *pv;
 	size_t pn, palloc, pdropped;
+	bool last_kept;			/* the last problem made it into pv */
 	uint64_t agf_lsn, agi_lsn;	/* as read by this look, 0: not read */
 	uint32_t agi_count, agi_freecount;
 	unsigned long long blocks, inodes;	/* read by this look */
@@ -96,6 +108,11 @@ void od_problem(struct od *od, uint64_t ino, bool cross, const char *fmt, ...)
 void od_problem_id(struct od *od, const char *check, uint64_t ino, bool cross,
 		   const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
+/*
+ * The problem just added is about these blocks alone (see struct
+ * od_problem; NULLAGBLOCK ones are left out).
+ */
+void od_problem_blocks(struct od *od, uint32_t a, uint32_t b, uint32_t c);
 /* pread len bytes at off into buf (aligned): 0 or a negative errno. */
 int od_pread(struct od *od, void *buf, uint64_t off, size_t len);
 /* XFS's CRC32c of a block of len bytes whose CRC is at crc_off. */
