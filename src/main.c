@@ -15,15 +15,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "context.h"
-#include "history.h"
-#include "json_report.h"
-#include "metrics.h"
-#include "phases.h"
-#include "progress.h"
-#include "report.h"
-#include "subcmd.h"
+#include "scan/cli.h"
+#include "scan/context.h"
+#include "scan/history.h"
+#include "report/json_report.h"
+#include "report/metrics.h"
+#include "scan/phases.h"
+#include "report/progress.h"
+#include "report/report.h"
+#include "cmd/subcmd.h"
 
 /* From linux/ioprio.h, which older userspace headers lack. */
 #define IOPRIO_CLASS_IDLE 3

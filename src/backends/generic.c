@@ -21,10 +21,10 @@
 #include <string.h>
 #include <sys/statvfs.h>
 
-#include "checks.h"
-#include "context.h"
-#include "mountpoint.h"
-#include "report.h"
+#include "report/checks.h"
+#include "scan/context.h"
+#include "lib/mountpoint.h"
+#include "report/report.h"
 
 const char *statvfs_insane(const struct statvfs *sv)
 {

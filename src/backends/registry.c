@@ -4,7 +4,7 @@
 #include "backends/backend.h"
 
 #include <stddef.h>
-#include "context.h"
+#include "scan/context.h"
 #include <string.h>
 
 static const struct scrub_ops *const backends[] = {

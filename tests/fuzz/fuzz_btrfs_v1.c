@@ -43,7 +43,7 @@
 #include <linux/btrfs_tree.h>
 
 #include "backends/btrfs/btrfs_check_int.h"
-#include "crc32c.h"
+#include "lib/crc32c.h"
 #include "fake_tree_search.h"
 #include "fuzz_dev.h"
 

@@ -39,9 +39,9 @@
 
 #include "backends/backend.h"
 #include "backends/ext4/ext4.h"
-#include "context.h"
+#include "scan/context.h"
 #include "fuzz_dev.h"
-#include "strbuf.h"
+#include "lib/strbuf.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -11,7 +11,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "mountpoint.h"
+#include "lib/mountpoint.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

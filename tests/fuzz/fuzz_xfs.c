@@ -33,8 +33,8 @@
 #include <unistd.h>
 
 #include "backends/xfs/xfs_ondisk.h"
-#include "context.h"
-#include "crc32c.h"
+#include "scan/context.h"
+#include "lib/crc32c.h"
 #include "fuzz_dev.h"
 
 #include <xfs/xfs_da_format.h>

@@ -25,7 +25,7 @@
 
 #include "backends/xfs/xfs.h"	/* <xfs/xfs.h>, which xfs_log_format.h needs first */
 #include "backends/xfs/xfs_logview.h"
-#include "crc32c.h"
+#include "lib/crc32c.h"
 #include "fuzz_dev.h"
 
 #include <xfs/xfs_log_format.h>

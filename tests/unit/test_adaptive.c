@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "adaptive.h"
+#include "data/adaptive.h"
 
 #define TICK	250000000ULL		/* ns */
 #define FULL	(400.0 * (1 << 20))	/* bytes/s at full speed */

@@ -7,9 +7,9 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "advice.h"
-#include "checks.h"
-#include "strbuf.h"
+#include "report/advice.h"
+#include "report/checks.h"
+#include "lib/strbuf.h"
 
 static const struct advice_fs ext4 = { .fstype = "ext4" };
 

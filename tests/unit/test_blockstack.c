@@ -16,7 +16,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "blockstack.h"
+#include "cmd/blockstack.h"
 
 static char root[64];
 

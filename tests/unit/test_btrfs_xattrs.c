@@ -15,7 +15,7 @@
 #include <cmocka.h>
 
 #include "backends/btrfs/btrfs_xattrs.h"
-#include "strbuf.h"
+#include "lib/strbuf.h"
 
 /* The on-disk struct btrfs_dir_item: 30 bytes, name_len at 27, data_len at 25. */
 #define DI_SIZE 30

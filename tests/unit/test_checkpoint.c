@@ -21,13 +21,13 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "checkpoint.h"
-#include "context.h"
-#include "ioengine.h"
-#include "mediamap.h"
-#include "report.h"
-#include "state.h"
-#include "strbuf.h"
+#include "scan/checkpoint.h"
+#include "scan/context.h"
+#include "data/ioengine.h"
+#include "data/mediamap.h"
+#include "report/report.h"
+#include "store/state.h"
+#include "lib/strbuf.h"
 
 #define MIB (1ULL << 20)
 

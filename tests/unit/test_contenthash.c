@@ -12,8 +12,8 @@
 
 #include <cmocka.h>
 
-#include "contenthash.h"
-#include "ledger_store.h"
+#include "data/contenthash.h"
+#include "data/ledger_store.h"
 
 #define NCHUNKS 8
 

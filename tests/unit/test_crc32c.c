@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "crc32c.h"
+#include "lib/crc32c.h"
 
 static void test_check_value(void **state)
 {

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "crosslink.h"
+#include "tree/crosslink.h"
 
 #define KiB 1024ULL
 

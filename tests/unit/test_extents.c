@@ -6,7 +6,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "extents.h"
+#include "tree/extents.h"
 
 #define MiB (1ULL << 20)
 

@@ -15,8 +15,8 @@
 #include <linux/fanotify.h>
 #include <sys/fanotify.h>
 
-#include "fserror.h"
-#include "strbuf.h"
+#include "cmd/fserror.h"
+#include "lib/strbuf.h"
 
 struct collected {
 	int nr;

@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "healthmon.h"
+#include "cmd/healthmon.h"
 
 #define MAX_SEEN 32
 

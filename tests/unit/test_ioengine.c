@@ -21,7 +21,7 @@
 
 #include <cmocka.h>
 
-#include "ioengine.h"
+#include "data/ioengine.h"
 
 #define NR 48
 #define LEN 65536

@@ -19,7 +19,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "ledger_store.h"
+#include "data/ledger_store.h"
 
 static struct ledger_record sample(uint32_t nr_chunks)
 {

@@ -7,9 +7,9 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "dircache.h"
-#include "inoset.h"
-#include "linktable.h"
+#include "tree/dircache.h"
+#include "lib/inoset.h"
+#include "tree/linktable.h"
 
 struct seen {
 	unsigned n;

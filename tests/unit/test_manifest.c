@@ -20,7 +20,7 @@
 
 #include <cmocka.h>
 
-#include "manifest.h"
+#include "data/manifest.h"
 
 /* The digests of "abc" (FIPS 180 and RFC 1321 test vectors), and sha256 of "". */
 #define MD5_ABC "900150983cd24fb0d6963f7d28e17f72"

@@ -12,8 +12,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "crosslink.h"
-#include "mediamap.h"
+#include "tree/crosslink.h"
+#include "data/mediamap.h"
 
 #define KiB 1024ULL
 

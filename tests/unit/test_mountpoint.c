@@ -11,7 +11,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "mountpoint.h"
+#include "lib/mountpoint.h"
 
 static char tmpdir[64];
 static char table[128];

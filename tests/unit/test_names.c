@@ -7,7 +7,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "names.h"
+#include "lib/names.h"
 
 static void expect_escape(const char *in, size_t len, const char *want)
 {

@@ -17,8 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "outfile.h"
-#include "strbuf.h"
+#include "lib/outfile.h"
+#include "lib/strbuf.h"
 
 static char dir[] = "/tmp/fscrub-outfile-XXXXXX";
 

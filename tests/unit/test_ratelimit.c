@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "ratelimit.h"
+#include "data/ratelimit.h"
 
 static void test_parse(void **state)
 {

@@ -9,10 +9,10 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "checks.h"
-#include "context.h"
-#include "report.h"
-#include "strbuf.h"
+#include "report/checks.h"
+#include "scan/context.h"
+#include "report/report.h"
+#include "lib/strbuf.h"
 
 /* Run fn with stdout redirected, and return what it printed. */
 static char *capture(void (*fn)(struct scrub_ctx *), struct scrub_ctx *ctx)

@@ -21,10 +21,10 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "inokey.h"
-#include "report.h"
-#include "state.h"
-#include "strbuf.h"
+#include "lib/inokey.h"
+#include "report/report.h"
+#include "store/state.h"
+#include "lib/strbuf.h"
 
 static char dir[64];
 static const struct state_fs FS1 = { .uuid = "fs1", .fsroot = "/" };

@@ -13,7 +13,7 @@
 #include <errno.h>
 #include <time.h>
 
-#include "thread.h"
+#include "lib/thread.h"
 
 /* The thread's own mask, as it found it on starting. */
 static void *read_mask(void *arg)

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "unicrash.h"
+#include "tree/unicrash.h"
 
 #define CYR_A "\xd0\xb0"	/* U+0430, looks like 'a' */
 #define PAYPAL_CYR "p" CYR_A "yp" CYR_A "l"

@@ -32,11 +32,11 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "context.h"
-#include "inoset.h"
-#include "report.h"
-#include "strbuf.h"
-#include "walk.h"
+#include "scan/context.h"
+#include "lib/inoset.h"
+#include "report/report.h"
+#include "lib/strbuf.h"
+#include "tree/walk.h"
 
 #define MAX_EVENTS 256
 #define MAX_THREADS 2

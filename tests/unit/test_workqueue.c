@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <cmocka.h>
 
-#include "workqueue.h"
+#include "lib/workqueue.h"
 
 struct node {
 	struct wq_item item;

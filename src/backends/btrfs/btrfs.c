@@ -76,13 +76,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "checks.h"
-#include "context.h"
-#include "inokey.h"
-#include "mountpoint.h"
-#include "report.h"
-#include "strbuf.h"
-#include "thread.h"
+#include "report/checks.h"
+#include "scan/context.h"
+#include "lib/inokey.h"
+#include "lib/mountpoint.h"
+#include "report/report.h"
+#include "lib/strbuf.h"
+#include "lib/thread.h"
 
 /* How often the waiting main thread looks at signals and progress. */
 #define POLL_MS 200

@@ -71,10 +71,10 @@
 
 #include "backends/backend.h"
 #include "backends/btrfs/btrfs_trees.h"
-#include "context.h"
-#include "inokey.h"
-#include "report.h"
-#include "strbuf.h"
+#include "scan/context.h"
+#include "lib/inokey.h"
+#include "report/report.h"
+#include "lib/strbuf.h"
 
 /*
  * Inode numbers one tree search covers: 64, as the XFS and ext4 windows;

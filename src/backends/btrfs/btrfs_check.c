@@ -109,12 +109,12 @@
 #include "backends/btrfs/btrfs_check_int.h"
 #include "backends/btrfs/btrfs_datasum.h"
 #include "backends/btrfs/btrfs_trees.h"
-#include "checks.h"
-#include "context.h"
-#include "inokey.h"
-#include "mountpoint.h"
-#include "report.h"
-#include "strbuf.h"
+#include "report/checks.h"
+#include "scan/context.h"
+#include "lib/inokey.h"
+#include "lib/mountpoint.h"
+#include "report/report.h"
+#include "lib/strbuf.h"
 
 /* Items read between looks at cancellation: a few milliseconds' worth. */
 #define CANCEL_CHECK_ITEMS 4096

@@ -16,7 +16,7 @@
 
 #include "backends/btrfs/btrfs_names.h"
 #include "backends/btrfs/btrfs_trees.h"
-#include "report.h"
+#include "report/report.h"
 
 struct scrub_ctx;
 

@@ -9,10 +9,10 @@
 #include <sys/ioctl.h>
 
 #include "backends/btrfs/btrfs_check_int.h"
-#include "context.h"
-#include "checks.h"
-#include "report.h"
-#include "strbuf.h"
+#include "scan/context.h"
+#include "report/checks.h"
+#include "report/report.h"
+#include "lib/strbuf.h"
 
 /*
  * The path of (root, ino) for a message: under the mount if it is there,

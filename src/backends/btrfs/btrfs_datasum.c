@@ -37,8 +37,8 @@
 
 #include "backends/backend.h"
 #include "backends/btrfs/btrfs_check_int.h"
-#include "inokey.h"
-#include "stx.h"
+#include "lib/inokey.h"
+#include "lib/stx.h"
 
 /*
  * The inode item's flag for "no data checksums": bit 0 of its on-disk

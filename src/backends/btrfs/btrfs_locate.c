@@ -25,7 +25,7 @@
 
 #include "backends/btrfs/btrfs_check.h"
 #include "backends/btrfs/btrfs_trees.h"
-#include "locate.h"
+#include "cmd/owners.h"
 
 /* Where btrfs keeps its superblock copies on every device, and their size. */
 static const uint64_t sb_copies[] = { 64ULL << 10, 64ULL << 20, 256ULL << 30 };

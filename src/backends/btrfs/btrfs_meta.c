@@ -57,12 +57,12 @@
 #include <unistd.h>
 
 #include "backends/btrfs/btrfs_trees.h"
-#include "checks.h"
-#include "context.h"
-#include "crc32c.h"
-#include "ioengine.h"
-#include "report.h"
-#include "strbuf.h"
+#include "report/checks.h"
+#include "scan/context.h"
+#include "lib/crc32c.h"
+#include "data/ioengine.h"
+#include "report/report.h"
+#include "lib/strbuf.h"
 
 /*
  * 1 MiB reads: large enough that a device streams (merged neighbouring

@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "backends/btrfs/btrfs_trees.h"
-#include "crc32c.h"
+#include "lib/crc32c.h"
 
 /* Bytes read per pread(): few calls, a small buffer. */
 #define READ_RUN (1024 * 1024)

@@ -17,7 +17,7 @@
 #include <stdio.h>
 #include <sys/ioctl.h>
 
-#include "strbuf.h"
+#include "lib/strbuf.h"
 
 uint64_t btrfs_inode_stamp(const unsigned char *inode_item)
 {

@@ -42,7 +42,7 @@
 #include <unistd.h>
 
 #include "backends/btrfs/btrfs_check_int.h"
-#include "crc32c.h"
+#include "lib/crc32c.h"
 
 /* The kernel's page size, the cache's unit (x86, arm64 with 4 KiB pages). */
 #define CACHE_PAGE 4096

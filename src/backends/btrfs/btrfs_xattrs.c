@@ -21,8 +21,8 @@
 
 #include "backends/backend.h"
 #include "backends/btrfs/btrfs_trees.h"
-#include "context.h"
-#include "strbuf.h"
+#include "scan/context.h"
+#include "lib/strbuf.h"
 
 /* Layout of a dir item entry: location key (17), transid (8), data_len, name_len, type. */
 #define DI_DATA_LEN 25

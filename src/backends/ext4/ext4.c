@@ -39,12 +39,12 @@
 #include <et/com_err.h>
 
 #include "backends/backend.h"
-#include "checks.h"
-#include "context.h"
-#include "crc32c.h"
-#include "report.h"
-#include "strbuf.h"
-#include "stx.h"
+#include "report/checks.h"
+#include "scan/context.h"
+#include "lib/crc32c.h"
+#include "report/report.h"
+#include "lib/strbuf.h"
+#include "lib/stx.h"
 
 #define EXT4_STATFS_MAGIC 0xEF53	/* statfs f_type of ext2, ext3 and ext4 */
 

@@ -458,7 +458,7 @@ uint32_t ext4_csum(ext2_filsys fs, ext2_ino_t ino, uint32_t gen, const void *b, 
 /* ext2fs_inode_csum_verify()'s verdict on the inode at raw (its whole on-disk size). */
 bool ext4_inode_csum_ok(ext2_filsys fs, ext2_ino_t ino, const void *raw);
 
-#include "context.h"
+#include "scan/context.h"
 
 static inline struct ext4_state *ext4_state(struct scrub_ctx *ctx)
 {

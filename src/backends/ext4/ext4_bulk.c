@@ -61,10 +61,10 @@
 #include <ext2fs/ext3_extents.h>
 
 #include "backends/backend.h"
-#include "context.h"
-#include "report.h"
-#include "strbuf.h"
-#include "stx.h"
+#include "scan/context.h"
+#include "report/report.h"
+#include "lib/strbuf.h"
+#include "lib/stx.h"
 
 /* Inode numbers one read covers: 64, as XFS's inode chunks (16 KiB of 256-byte inodes). */
 #define BULK_WINDOW 64

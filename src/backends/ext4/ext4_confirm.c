@@ -48,12 +48,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "checks.h"
-#include "mountpoint.h"
-#include "relook.h"
-#include "report.h"
-#include "strbuf.h"
-#include "stx.h"
+#include "report/checks.h"
+#include "lib/mountpoint.h"
+#include "tree/relook.h"
+#include "report/report.h"
+#include "lib/strbuf.h"
+#include "lib/stx.h"
 
 /*
  * The wait between the two confirming reads: longer than a disk write

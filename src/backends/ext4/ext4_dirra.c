@@ -55,10 +55,10 @@
 
 #include <ext2fs/ext3_extents.h>
 
-#include "context.h"
-#include "report.h"
-#include "strbuf.h"
-#include "thread.h"
+#include "scan/context.h"
+#include "report/report.h"
+#include "lib/strbuf.h"
+#include "lib/thread.h"
 
 /* Inode-table blocks per read: 1 MiB of 4 KiB blocks, one request, 4096 inodes of 256 bytes. */
 #define DIRRA_CHUNK_BLOCKS 256

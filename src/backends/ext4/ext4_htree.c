@@ -34,9 +34,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checks.h"
-#include "report.h"
-#include "strbuf.h"
+#include "report/checks.h"
+#include "report/report.h"
+#include "lib/strbuf.h"
 
 /* Hashes are even: the low bit of an index entry's hash marks a collision run. */
 #define HASH_MASK (~(uint32_t)1)

@@ -54,12 +54,12 @@
 #include <unistd.h>
 
 #include "backends/backend.h"
-#include "checks.h"
-#include "crc32c.h"
-#include "ioengine.h"
-#include "report.h"
-#include "strbuf.h"
-#include "stx.h"
+#include "report/checks.h"
+#include "lib/crc32c.h"
+#include "data/ioengine.h"
+#include "report/report.h"
+#include "lib/strbuf.h"
+#include "lib/stx.h"
 
 /* Inode-table blocks per read of the inode scan: 8 MiB at 4 KiB blocks. */
 #define INODE_SCAN_BLOCKS 2048

@@ -48,11 +48,11 @@
 
 #include <blkid/blkid.h>
 
-#include "checks.h"
-#include "context.h"
-#include "crc32c.h"
-#include "report.h"
-#include "strbuf.h"
+#include "report/checks.h"
+#include "scan/context.h"
+#include "lib/crc32c.h"
+#include "report/report.h"
+#include "lib/strbuf.h"
 
 /* The kernel's journal_superblock_t (include/linux/jbd2.h): big-endian. */
 #define JSB_MAGIC		0xc03b3998U

@@ -34,8 +34,8 @@
 #include <ext2fs/ext2fs.h>
 
 #include "backends/ext4/ext4.h"
-#include "fsmap.h"
-#include "locate.h"
+#include "lib/fsmap.h"
+#include "cmd/owners.h"
 
 /* At most this many blocks are looked for in the inode tables per range: 4 MiB of flags. */
 #define MAX_SEARCH_BLOCKS (4u << 20)

@@ -43,9 +43,9 @@
 
 #include <ext2fs/ext2_ext_attr.h>
 
-#include "checks.h"
-#include "report.h"
-#include "strbuf.h"
+#include "report/checks.h"
+#include "report/report.h"
+#include "lib/strbuf.h"
 
 /* Inodes named in a message: the first few say enough. */
 #define NAMED_USERS 3

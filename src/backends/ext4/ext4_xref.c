@@ -41,9 +41,9 @@
 
 #include <stdlib.h>
 
-#include "checks.h"
-#include "context.h"
-#include "strbuf.h"
+#include "report/checks.h"
+#include "scan/context.h"
+#include "lib/strbuf.h"
 
 /* Reserved inodes (the journal, resize...) have their own rules; the root is checked. */
 static bool reserved(ext2_filsys fs, ext2_ino_t ino)

@@ -29,14 +29,14 @@
 #include <sys/ioctl.h>
 #include <sys/statvfs.h>
 
-#include "checks.h"
-#include "context.h"
-#include "fsmap.h"
-#include "inoset.h"
-#include "report.h"
-#include "strbuf.h"
-#include "stx.h"
-#include "workqueue.h"
+#include "report/checks.h"
+#include "scan/context.h"
+#include "lib/fsmap.h"
+#include "lib/inoset.h"
+#include "report/report.h"
+#include "lib/strbuf.h"
+#include "lib/stx.h"
+#include "lib/workqueue.h"
 
 #ifndef XFS_SUPER_MAGIC
 #define XFS_SUPER_MAGIC 0x58465342	/* "XFSB" */

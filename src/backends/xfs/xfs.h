@@ -48,7 +48,7 @@
 #include <stdint.h>
 #include <xfs/xfs.h>
 
-#include "report.h"
+#include "report/report.h"
 
 struct scrub_ctx;
 struct dir_node;
@@ -305,7 +305,7 @@ void xfs_names_release(struct scrub_ctx *ctx, struct xfs_names *nl);
 /* Free the deferred findings (cleanup). */
 void xfs_inodes_release(struct scrub_ctx *ctx);
 
-#include "context.h"
+#include "scan/context.h"
 
 static inline struct xfs_state *xfs_state(const struct scrub_ctx *ctx)
 {

@@ -26,8 +26,8 @@
 #include <sys/ioctl.h>
 
 #include "backends/backend.h"
-#include "context.h"
-#include "strbuf.h"
+#include "scan/context.h"
+#include "lib/strbuf.h"
 
 /*
  * The kernel's limit per call (XFS_XATTR_LIST_MAX, 64 KiB): the largest

@@ -47,9 +47,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checks.h"
-#include "ioengine.h"
-#include "strbuf.h"
+#include "report/checks.h"
+#include "data/ioengine.h"
+#include "lib/strbuf.h"
 
 /* Deeper than any btree of an AG of at most 2^31 blocks can grow. */
 #define BT_MAX_LEVELS 9

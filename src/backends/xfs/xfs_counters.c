@@ -38,10 +38,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "checks.h"
-#include "context.h"
-#include "report.h"
-#include "strbuf.h"
+#include "report/checks.h"
+#include "scan/context.h"
+#include "report/report.h"
+#include "lib/strbuf.h"
 
 /* XFS_ICOUNT_BATCH in the kernel: each CPU folds its delta past 128. */
 #define CNT_ICOUNT_BATCH 128

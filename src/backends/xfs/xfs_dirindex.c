@@ -47,9 +47,9 @@
 
 #include <xfs/xfs_da_format.h>
 
-#include "checks.h"
-#include "context.h"
-#include "strbuf.h"
+#include "report/checks.h"
+#include "scan/context.h"
+#include "lib/strbuf.h"
 
 /* A fork read whole for its index: 16 MiB holds a directory of ~300 000 names. */
 #define DI_MAX_BYTES (16u << 20)

@@ -73,14 +73,14 @@
 #include <unistd.h>
 
 #include "backends/backend.h"
-#include "checks.h"
-#include "context.h"
-#include "dircache.h"
-#include "fsmap.h"
-#include "inoset.h"
-#include "report.h"
-#include "strbuf.h"
-#include "stx.h"
+#include "report/checks.h"
+#include "scan/context.h"
+#include "tree/dircache.h"
+#include "lib/fsmap.h"
+#include "lib/inoset.h"
+#include "report/report.h"
+#include "lib/strbuf.h"
+#include "lib/stx.h"
 
 /* 512 records of 192 bytes: ~100 KiB per thread, a few ioctls per AG. */
 #define BULKSTAT_BATCH 512

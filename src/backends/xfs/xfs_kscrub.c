@@ -46,11 +46,11 @@
 #include <time.h>
 
 #include "backends/backend.h"
-#include "checks.h"
-#include "context.h"
-#include "report.h"
-#include "strbuf.h"
-#include "stx.h"
+#include "report/checks.h"
+#include "scan/context.h"
+#include "report/report.h"
+#include "lib/strbuf.h"
+#include "lib/stx.h"
 
 /* Types newer than the xfslibs-dev 6.1 headers (the kernel's ABI numbers). */
 #define KS_TYPE_QUOTACHECK	25	/* Linux 6.9 */

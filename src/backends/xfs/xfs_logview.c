@@ -31,8 +31,8 @@
 #include <string.h>
 
 #include "backends/xfs/xfs.h"	/* <xfs/xfs.h>, which xfs_log_format.h needs first */
-#include "crc32c.h"
-#include "strbuf.h"
+#include "lib/crc32c.h"
+#include "lib/strbuf.h"
 
 #include <xfs/xfs_log_format.h>
 

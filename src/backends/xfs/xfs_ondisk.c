@@ -58,11 +58,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "checks.h"
-#include "crc32c.h"
-#include "context.h"
-#include "report.h"
-#include "strbuf.h"
+#include "report/checks.h"
+#include "lib/crc32c.h"
+#include "scan/context.h"
+#include "report/report.h"
+#include "lib/strbuf.h"
 
 /* O_DIRECT wants buffers aligned to the device's logical block size. */
 #define OD_ALIGN 4096

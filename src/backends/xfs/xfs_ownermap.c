@@ -65,13 +65,13 @@
 #include <time.h>
 
 #include "backends/backend.h"
-#include "context.h"
-#include "crc32c.h"
-#include "fsmap.h"
-#include "ledger.h"
-#include "report.h"
-#include "strbuf.h"
-#include "thread.h"
+#include "scan/context.h"
+#include "lib/crc32c.h"
+#include "lib/fsmap.h"
+#include "data/ledger.h"
+#include "report/report.h"
+#include "lib/strbuf.h"
+#include "lib/thread.h"
 
 /* Record flags, in the top bits of len (a length of 2^27 blocks is left to FIEMAP). */
 #define OM_UNWRITTEN (1u << 31)

@@ -43,10 +43,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "checks.h"
-#include "context.h"
-#include "report.h"
-#include "strbuf.h"
+#include "report/checks.h"
+#include "scan/context.h"
+#include "report/report.h"
+#include "lib/strbuf.h"
 
 #ifndef PRJQUOTA
 #define PRJQUOTA 2

@@ -54,12 +54,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "checks.h"
-#include "context.h"
-#include "crosslink.h"
-#include "inoset.h"
-#include "report.h"
-#include "strbuf.h"
+#include "report/checks.h"
+#include "scan/context.h"
+#include "tree/crosslink.h"
+#include "lib/inoset.h"
+#include "report/report.h"
+#include "lib/strbuf.h"
 
 /* Differences per AG, and in all: the first say enough. */
 #define REFC_MAX_PER_AG 8

@@ -62,11 +62,11 @@
 #include <sys/ioctl.h>
 
 #include "backends/backend.h"
-#include "checks.h"
-#include "context.h"
-#include "report.h"
-#include "strbuf.h"
-#include "stx.h"
+#include "report/checks.h"
+#include "scan/context.h"
+#include "report/report.h"
+#include "lib/strbuf.h"
+#include "lib/stx.h"
 
 /* Entries held per thread: 256 statx copies, ~70 KiB. */
 #define XFS_WALKSTAT_MAX 256

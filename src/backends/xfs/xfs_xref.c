@@ -50,9 +50,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checks.h"
-#include "context.h"
-#include "strbuf.h"
+#include "report/checks.h"
+#include "scan/context.h"
+#include "lib/strbuf.h"
 
 /* Problems of one kind per AG: the first few say enough. */
 #define XREF_MAX_SAID 8
