@@ -17,7 +17,7 @@
  *     another target type is refused with -EOPNOTSUPP;
  *   - a loop device: <sysfs>/class/block/LOOP/loop/backing_file, offset
  *     and sizelimit: the backing file's byte maps to the loop device's,
- *     once the caller has found that byte in the file (locate.c, through
+ *     once the caller has found that byte in the file (cmd/locate.c, through
  *     the filesystem that holds the file).
  *
  * Offsets and lengths are bytes.  Library code: nothing is printed; each

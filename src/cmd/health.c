@@ -1,5 +1,5 @@
 /*
- * cmd_health: fscrub health [--json] [-v] [MOUNTPOINT...]
+ * health: fscrub health [--json] [-v] [MOUNTPOINT...]
  *
  * For each filesystem (those named, or every mounted ext4, XFS and btrfs),
  * read what the kernel already knows of its health (health.h: ext4's

@@ -1,12 +1,12 @@
 /*
- * cmd_locate: fscrub locate [--json] [--unit 512|4096|bytes] [--from FILE]
+ * locate: fscrub locate [--json] [--unit 512|4096|bytes] [--from FILE]
  *             DEVICE [SECTOR[+COUNT|-END]...]
  *
  * From a bad sector that a disk, the kernel log or md reported, to what it
  * holds: for each range of DEVICE, the range is followed up the block
  * stack (blockstack.h: partitions, md RAID1, device-mapper linear, loop
  * devices on files) to every device a filesystem is mounted from, and
- * each filesystem says who owns its part (locate.h): files with their
+ * each filesystem says who owns its part (owners.h): files with their
  * inode and byte range, metadata and its kind, free space.  A file that
  * is the backing file of a loop device is followed up through that loop
  * device in turn.  What no mounted filesystem covers is said to be "not

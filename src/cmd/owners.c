@@ -1,5 +1,5 @@
 /*
- * locate: owners of a device range; see locate.h.  The XFS case and what
+ * owners: who owns a device range; see owners.h.  The XFS case and what
  * every filesystem shares (the owner list, paths from file handles); ext4
  * and btrfs have their own files in their backends' folders.
  */

@@ -1,6 +1,6 @@
 /*
- * locate: who owns a range of bytes of a mounted filesystem's device, for
- * fscrub locate (cmd_locate.c).
+ * owners: who owns a range of bytes of a mounted filesystem's device, for
+ * fscrub locate (cmd/locate.c).
  *
  * One function per filesystem fills a list of owners, each a piece of the
  * range: a file's data (its inode, its offset in the file, its path when

@@ -1,5 +1,5 @@
 /*
- * cmd_watch: fscrub watch [OPTIONS] [MOUNTPOINT...], the daemon that turns
+ * watch: fscrub watch [OPTIONS] [MOUNTPOINT...], the daemon that turns
  * the kernel's error signals into checks between scheduled scrubs.
  *
  * Sources, per filesystem (those named, or every mounted ext4, XFS and

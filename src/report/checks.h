@@ -24,7 +24,7 @@
 #define CHECK_NAME_DUPLICATE	"name.duplicate"
 #define CHECK_NAME_ENCODING	"name.encoding"	/* warning: not valid UTF-8 */
 #define CHECK_NAME_CONTROL	"name.control"	/* warning: control characters */
-/* ... names that deceive (name_check.c); warnings but casefold_twin */
+/* ... names that deceive (tree/name_check.c); warnings but casefold_twin */
 #define CHECK_NAME_NFC_TWIN	"name.nfc_twin"	/* two names, one text in NFC and NFD */
 #define CHECK_NAME_NFKC_TWIN	"name.nfkc_twin"	/* two names equal after NFKC */
 #define CHECK_NAME_CONFUSABLE	"name.confusable"	/* two names with one confusable skeleton */
@@ -68,14 +68,14 @@
 #define CHECK_SUMMARY_COUNTS	"summary.counts"	/* info: counted vs statfs */
 #define CHECK_WALK_SUBMOUNT	"walk.submount"	/* info: a mount inside was not entered */
 #define CHECK_WALK_MOVED	"walk.moved"	/* info: a directory moved away while queued */
-/* btrfs (backends/btrfs.c) */
+/* btrfs (backends/btrfs/btrfs.c) */
 #define CHECK_BTRFS_SCRUB	"btrfs.scrub"	/* a device's scrub counters: errors left / corrected */
 #define CHECK_BTRFS_DATA_CSUM	"btrfs.data_csum"	/* a file's data failed its checksum */
 #define CHECK_BTRFS_TREE	"btrfs.tree"	/* a tree (metadata) block failed its checks */
 #define CHECK_BTRFS_DEV_STATS	"btrfs.dev_stats"	/* warning: nonzero device error counters */
 #define CHECK_BTRFS_NO_KMSG	"btrfs.no_kmsg"	/* info: the kernel log cannot be read */
 #define CHECK_BTRFS_MISSING_DEVICE "btrfs.missing_device"	/* mounted degraded: a device is missing */
-/* btrfs logical trees (backends/btrfs_check.c) */
+/* btrfs logical trees (backends/btrfs/btrfs_check.c) */
 #define CHECK_BTRFS_EXTENT_REFS	"btrfs.extent_refs"	/* data extent refs != its back refs != file extent items */
 #define CHECK_BTRFS_CROSSLINK	"btrfs.crosslink"	/* a file uses a data extent whose back refs name other files */
 #define CHECK_BTRFS_ROOT_REF	"btrfs.root_ref"	/* ROOT_REF / ROOT_BACKREF / directory entry disagree */
@@ -105,7 +105,7 @@
 #define CHECK_XFS_RMAP_EXTRA	"xfs.rmap_extra"	/* a reverse mapping without its extent */
 #define CHECK_XFS_FSMAP_COUNTS	"xfs.fsmap_counts"	/* free space by GETFSMAP vs the counters */
 #define CHECK_XFS_ONDISK	"xfs.ondisk"	/* an AG header, btree block, counter or inode on the disk is bad */
-/* ... cross-referenced with each other (src/backends/xfs_xref.c) */
+/* ... cross-referenced with each other (backends/xfs/xfs_xref.c) */
 #define CHECK_XFS_INODE_ALLOC	"xfs.inode_alloc"	/* inode in use but free in the inobt, or the reverse */
 #define CHECK_XFS_UNLINKED	"xfs.unlinked"	/* an AGI unlinked list: linked, free, looping inodes */
 #define CHECK_XFS_SPACE		"xfs.space"	/* blocks free and used, used twice, or owned by none */
@@ -114,16 +114,16 @@
 #define CHECK_XFS_SB_SECONDARY	"xfs.sb_secondary"	/* a secondary superblock differs from the primary */
 #define CHECK_XFS_COUNTERS	"xfs.counters"	/* the kernel's inode counters != its AGs' sums */
 #define CHECK_XFS_QUOTA		"xfs.quota"	/* quota usage != what the id's inodes add up to */
-/* ... name indexes of directories and attribute forks (src/backends/xfs/xfs_dirindex.c) */
+/* ... name indexes of directories and attribute forks (backends/xfs/xfs_dirindex.c) */
 #define CHECK_XFS_DIR_HASH	"xfs.dir_hash"	/* a dir2 hash entry, leaf or da node against the names */
 #define CHECK_XFS_DIR_FREE	"xfs.dir_free"	/* a best-free table or free index against the data blocks */
 #define CHECK_XFS_ATTR_HASH	"xfs.attr_hash"	/* an attr leaf entry's hash, order, or a da node's */
-/* The checksum ledger and manifests (src/ledger.c): -x */
+/* The checksum ledger and manifests (data/ledger.c): -x */
 #define CHECK_LEDGER_BITROT	"ledger.bitrot"	/* content changed, size and times did not */
 #define CHECK_LEDGER_RECORD	"ledger.record"	/* not stored; open for writing; hidden */
 #define CHECK_MANIFEST_MISMATCH	"manifest.mismatch"	/* content differs from --manifest's digest */
 #define CHECK_MANIFEST_MISSING	"manifest.missing"	/* info: files listed but not on this fs */
-/* ext4 backend (src/backends/ext4*.c): on-disk metadata read from the device */
+/* ext4 backend (backends/ext4/ext4*.c): on-disk metadata read from the device */
 #define CHECK_EXT4_UNCHECKED	"ext4.unchecked"	/* info: part of the ext4 checks cannot be done */
 #define CHECK_EXT4_SUPERBLOCK	"ext4.superblock"	/* primary superblock checksum or geometry */
 #define CHECK_EXT4_SB_BACKUP	"ext4.sb_backup"	/* a backup superblock disagrees or is damaged */
@@ -144,7 +144,7 @@
 #define CHECK_EXT4_NLINK	"ext4.nlink"	/* on-disk link count != the kernel's */
 #define CHECK_EXT4_BLOCK_IN_USE	"ext4.block_in_use"	/* a used block is free in the bitmap */
 #define CHECK_EXT4_CROSSLINK	"ext4.crosslink"	/* an inode's block is also group metadata */
-/* ... inode cores against their type, features and extent trees (ext4_xref.c) */
+/* ... inode cores against their type, features and extent trees (backends/ext4/ext4_xref.c) */
 #define CHECK_EXT4_INODE_DTIME	"ext4.inode_dtime"	/* a linked inode with a deletion time */
 #define CHECK_EXT4_INODE_FLAGS	"ext4.inode_flags"	/* flags the type or the features forbid */
 #define CHECK_EXT4_INODE_FIELD	"ext4.inode_field"	/* a field the features forbid */

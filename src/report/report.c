@@ -62,7 +62,7 @@ void report_path(struct scrub_ctx *ctx, struct strbuf *out,
 	}
 }
 
-/* "src/walk.c" -> "walk.c", "src/backends/generic.c" -> "backends/generic.c" */
+/* "src/tree/walk.c" -> "tree/walk.c", "src/backends/generic.c" -> "backends/generic.c" */
 static const char *source_name(const char *file)
 {
 	const char *p = strstr(file, "src/");

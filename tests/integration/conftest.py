@@ -212,7 +212,7 @@ def _record_run(result):
 
 
 def escaped(path):
-    """A path as fscrub prints it (see names_escape in src/names.c)."""
+    """A path as fscrub prints it (see names_escape in src/lib/names.c)."""
     if isinstance(path, str):
         path = path.encode("utf-8", "surrogateescape")
     out = []
@@ -241,7 +241,7 @@ def _utf8_len(b, i):
     return 0
 
 
-# What names_cp_needs_escape() in src/names.c escapes besides the controls:
+# What names_cp_needs_escape() in src/lib/names.c escapes besides the controls:
 # bidi controls, invisible characters, joiners, variation selectors, tags.
 _ESCAPED_RANGES = ((0x202a, 0x202e), (0x2066, 0x2069), (0x00ad, 0x00ad), (0x034f, 0x034f),
                    (0x061c, 0x061c), (0x115f, 0x1160), (0x17b4, 0x17b5), (0x180e, 0x180e),

@@ -704,7 +704,7 @@ def test_walk_enters_subvolumes_not_other_mounts(btrfs_factory, cleanups):
 # ----------------------------------------------------------------------------
 # Inode numbers repeat in every subvolume and snapshot (each has its own
 # st_dev and numbers its inodes from 256): every table of inodes is keyed
-# by (st_dev, inode), never by the number alone (src/inokey.h).
+# by (st_dev, inode), never by the number alone (src/lib/inokey.h).
 # ----------------------------------------------------------------------------
 
 def same_numbers(mnt, nocow=False):

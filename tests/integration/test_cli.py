@@ -76,10 +76,10 @@ def test_help_and_version():
 
 
 def test_every_check_id_has_a_man_page_entry():
-    """Each check id of src/checks.h is the tag of an entry (.TP) of
+    """Each check id of src/report/checks.h is the tag of an entry (.TP) of
     fscrub(8), alone or beside others ('.B a ", " b')."""
     top = os.path.join(os.path.dirname(__file__), "..", "..")
-    with open(os.path.join(top, "src", "checks.h")) as f:
+    with open(os.path.join(top, "src", "report", "checks.h")) as f:
         ids = set(re.findall(r'#define CHECK_\w+\s+"([^"]+)"', f.read()))
     with open(os.path.join(top, "man", "fscrub.8")) as f:
         tags = " ".join(re.findall(r"^\.TP\n\.BR? (.*)$", f.read(), re.M))
@@ -90,7 +90,7 @@ def test_every_check_id_has_a_man_page_entry():
 
 
 TOP = os.path.join(os.path.dirname(__file__), "..", "..")
-# A row of src/advice.c's table: { CHECK_X, ADVICE_Y, NULL or "text" "text" },
+# A row of src/report/advice.c's table: { CHECK_X, ADVICE_Y, NULL or "text" "text" },
 ADVICE_ROW = re.compile(r'\{\s*(CHECK_\w+),\s*ADVICE_(\w+),\s*(NULL|(?:"(?:[^"\\]|\\.)*"\s*)+)\s*\}')
 # The offline checker's sentence is made for the filesystem at hand; fscrub(8) says it so.
 MAN_OFFLINE = "Unmount and run the filesystem's offline checker (WHAT TO DO)."
@@ -101,11 +101,11 @@ def c_string(literals):
 
 
 def advice_table():
-    """{check id: (action, sentence)} from src/advice.c, the sentence as
+    """{check id: (action, sentence)} from src/report/advice.c, the sentence as
     fscrub(8) gives it (the action's own where the row has none)."""
-    with open(os.path.join(TOP, "src", "checks.h")) as f:
+    with open(os.path.join(TOP, "src", "report", "checks.h")) as f:
         ids = dict(re.findall(r'#define (CHECK_\w+)\s+"([^"]+)"', f.read()))
-    with open(os.path.join(TOP, "src", "advice.c")) as f:
+    with open(os.path.join(TOP, "src", "report", "advice.c")) as f:
         src = f.read()
     defaults = {a: c_string(t) for a, t in re.findall(
         r'^\t\[ADVICE_(\w+)\] = ((?:"(?:[^"\\]|\\.)*"\s*)+),$',
@@ -134,8 +134,8 @@ def man_entries():
 
 
 def test_every_check_id_has_advice_and_the_man_page_says_it():
-    """Issue 39: each check id of src/checks.h has its own row in
-    src/advice.c (an id added without one fails here, though fscrub gives
+    """Issue 39: each check id of src/report/checks.h has its own row in
+    src/report/advice.c (an id added without one fails here, though fscrub gives
     it its class's advice by prefix), and its fscrub(8) entry says that
     row's sentence after "Advice:"."""
     ids, table = advice_table()
@@ -336,7 +336,7 @@ def test_unprivileged_falls_back_to_the_generic_checks(image_factory, workdir, f
             f.write("x" * 5000)
     for dirpath, dirnames, filenames in os.walk(mnt):
         os.chmod(dirpath, 0o755)    # lost+found is 0700
-    time.sleep(1.1)   # past the changed-during-scan margin (src/phases.c)
+    time.sleep(1.1)   # past the changed-during-scan margin (src/scan/phases.c)
     r = run_unprivileged("-n", "-v", mnt)
     assert r.rc == 0 and r.errors == [] and r.warnings == [], r
     said = [l for l in r.stderr.splitlines() if needs in l]
@@ -367,7 +367,7 @@ def test_unreadable_directory_said_once(image_factory, workdir, args):
     os.chmod(workdir, 0o755)        # mkdtemp's 0700 would keep nobody out
     with open(os.path.join(mnt, "f"), "w") as f:
         f.write("x" * 5000)
-    time.sleep(1.1)   # past the changed-during-scan margin (src/phases.c)
+    time.sleep(1.1)   # past the changed-during-scan margin (src/scan/phases.c)
     r = run_unprivileged(*args, mnt)
     assert r.rc == 8, r
     said = [l for l in r.stderr.splitlines() if "cannot open directory" in l]

@@ -1,4 +1,4 @@
-"""Least privilege (src/confine.c): once phase 1 has opened the mount, its
+"""Least privilege (src/scan/confine.c): once phase 1 has opened the mount, its
 devices and the run history, a scan keeps five capabilities, may write
 only in the directories it writes its results to, and cannot run a
 program, mount, trace or load a module -- so that a parser bug reached by

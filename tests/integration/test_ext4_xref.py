@@ -1,5 +1,5 @@
 """ext4 inode cores that e2fsck -fn's pass 1 rejects but every block-level
-check passes (src/backends/ext4_xref.c): a linked inode with a deletion
+check passes (src/backends/ext4/ext4_xref.c): a linked inode with a deletion
 time, flags the type or the features forbid, a directory size that is not
 its blocks, a file's size before blocks it has written, i_blocks against
 the extent tree; and an attribute block's

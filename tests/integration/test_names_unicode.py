@@ -1,4 +1,4 @@
-"""Names that deceive (src/name_check.c, src/unicrash.c): look-alike pairs in
+"""Names that deceive (src/tree/name_check.c, src/tree/unicrash.c): look-alike pairs in
 one directory (name.nfc_twin, name.nfkc_twin, name.confusable), one name
 alone (name.bidi, name.invisible, name.mixed_script, name.option_like), the
 same for one inode's attribute names and for the filesystem label, and twins

@@ -2,7 +2,7 @@
 
 With -x, the device reads in physical order start at the beginning of
 phase 3 from the space map (GETFSMAP), while the walk runs; phase 5 joins
-them and reads what the walk mapped besides (src/devverify.h).  The order
+them and reads what the walk mapped besides (src/data/devverify.h).  The order
 of events is shown without wall-clock thresholds: the JSON report gives
 each phase's start ("began_seconds"), and FSCRUB_DEBUG_OVERLAP_WAIT=1 makes
 phase 3 wait for the early reads before it ends, so that the -v line's

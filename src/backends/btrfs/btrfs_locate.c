@@ -1,6 +1,6 @@
 /*
  * btrfs_locate: the owners of a range of one btrfs device, for fscrub
- * locate (locate.h).
+ * locate (cmd/owners.h).
  *
  * A byte of a device is a superblock copy (64 KiB, 64 MiB, 256 GiB), the
  * unused first MiB, unallocated space, or part of a device extent: a

@@ -1,6 +1,6 @@
 /*
  * ext4_locate: the owners of a range of an ext4 device, for fscrub locate
- * (locate.h).
+ * (cmd/owners.h).
  *
  * The kernel's GETFSMAP on ext4 names free space and each kind of
  * metadata (superblocks, descriptors, bitmaps, inode tables, the journal)
