@@ -10,14 +10,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "scan/checkpoint.h"
+#include "data/checkpoint.h"
 #include "report/checks.h"
 #include "scan/context.h"
 #include "lib/inoset.h"
 #include "data/ledger.h"
 #include "report/progress.h"
 #include "data/ratelimit.h"
-#include "scan/regions.h"
+#include "data/regions.h"
 #include "report/report.h"
 #include "lib/strbuf.h"
 #include "lib/stx.h"

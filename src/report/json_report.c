@@ -12,11 +12,11 @@
 
 #include "report/advice.h"
 #include "backends/backend.h"
-#include "scan/checkpoint.h"
+#include "data/checkpoint.h"
 #include "scan/context.h"
 #include "lib/jsonfmt.h"
 #include "lib/outfile.h"
-#include "scan/regions.h"
+#include "data/regions.h"
 #include "report/report.h"
 #include "lib/strbuf.h"
 

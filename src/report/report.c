@@ -14,7 +14,7 @@
 
 #include "report/advice.h"
 #include "backends/backend.h"
-#include "scan/checkpoint.h"
+#include "data/checkpoint.h"
 #include "report/checks.h"
 #include "scan/context.h"
 #include "tree/dircache.h"
@@ -22,7 +22,7 @@
 #include "report/json_report.h"
 #include "lib/names.h"
 #include "report/progress.h"
-#include "scan/regions.h"
+#include "data/regions.h"
 #include "store/state.h"
 #include "lib/strbuf.h"
 

@@ -5,8 +5,8 @@
  */
 #include "scan/context.h"
 
-#include "scan/checkpoint.h"
-#include "scan/regions.h"
+#include "data/checkpoint.h"
+#include "data/regions.h"
 #include "store/state.h"
 
 #include <stdlib.h>

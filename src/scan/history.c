@@ -13,12 +13,12 @@
 #include <unistd.h>
 
 #include "backends/backend.h"
-#include "scan/checkpoint.h"
+#include "data/checkpoint.h"
 #include "scan/context.h"
 #include "lib/inokey.h"
 #include "data/ledger_store.h"
 #include "lib/jsonfmt.h"
-#include "scan/regions.h"
+#include "data/regions.h"
 #include "report/report.h"
 #include "store/state.h"
 #include "lib/strbuf.h"

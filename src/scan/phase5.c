@@ -33,7 +33,7 @@
 #include <string.h>
 
 #include "backends/backend.h"
-#include "scan/checkpoint.h"
+#include "data/checkpoint.h"
 #include "report/checks.h"
 #include "scan/context.h"
 #include "tree/crosslink.h"
@@ -43,7 +43,7 @@
 #include "lib/inoset.h"
 #include "data/ledger.h"
 #include "data/ratelimit.h"
-#include "scan/regions.h"
+#include "data/regions.h"
 #include "report/report.h"
 #include "lib/strbuf.h"
 #include "tree/walk.h"

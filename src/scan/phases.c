@@ -11,7 +11,7 @@
 #include <time.h>
 
 #include "backends/backend.h"
-#include "scan/checkpoint.h"
+#include "data/checkpoint.h"
 #include "scan/confine.h"
 #include "scan/context.h"
 #include "tree/crosslink.h"

@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "scan/backend_core.h"
+#include "tree/backend_core.h"
 #include "report/checks.h"
 #include "tree/crosslink.h"
 #include "tree/extents.h"

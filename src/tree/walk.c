@@ -13,7 +13,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "scan/backend_core.h"
+#include "tree/backend_core.h"
 #include "backends/backend.h"
 #include "report/checks.h"
 #include "lib/inokey.h"

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/xattr.h>
 
-#include "scan/backend_core.h"
+#include "tree/backend_core.h"
 #include "report/checks.h"
 #include "data/ledger_store.h"
 #include "tree/name_check.h"

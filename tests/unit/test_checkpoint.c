@@ -21,9 +21,9 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "scan/checkpoint.h"
+#include "data/checkpoint.h"
 #include "scan/context.h"
-#include "data/ioengine.h"
+#include "lib/ioengine.h"
 #include "data/mediamap.h"
 #include "report/report.h"
 #include "store/state.h"

@@ -21,7 +21,7 @@
 
 #include <cmocka.h>
 
-#include "data/ioengine.h"
+#include "lib/ioengine.h"
 
 #define NR 48
 #define LEN 65536

@@ -60,7 +60,7 @@
 #include "report/checks.h"
 #include "scan/context.h"
 #include "lib/crc32c.h"
-#include "data/ioengine.h"
+#include "lib/ioengine.h"
 #include "report/report.h"
 #include "lib/strbuf.h"
 

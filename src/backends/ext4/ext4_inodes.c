@@ -56,7 +56,7 @@
 #include "backends/backend.h"
 #include "report/checks.h"
 #include "lib/crc32c.h"
-#include "data/ioengine.h"
+#include "lib/ioengine.h"
 #include "report/report.h"
 #include "lib/strbuf.h"
 #include "lib/stx.h"

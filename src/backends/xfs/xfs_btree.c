@@ -48,7 +48,7 @@
 #include <string.h>
 
 #include "report/checks.h"
-#include "data/ioengine.h"
+#include "lib/ioengine.h"
 #include "lib/strbuf.h"
 
 /* Deeper than any btree of an AG of at most 2^31 blocks can grow. */

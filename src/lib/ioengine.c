@@ -6,7 +6,7 @@
  * filters of service managers and containers, old kernels): a failing
  * io_uring_queue_init() is not an error, the pool does the same work.
  */
-#include "data/ioengine.h"
+#include "lib/ioengine.h"
 
 #include <errno.h>
 #include <liburing.h>

@@ -4,7 +4,7 @@
  * that no backend needs the walk's or the extent list's internals.  The
  * core's side of the hooks that take those types is here too.
  */
-#include "scan/backend_core.h"
+#include "tree/backend_core.h"
 
 #include <stdlib.h>
 

@@ -1,7 +1,7 @@
 /*
  * regions: rotating media scans; see regions.h.
  */
-#include "scan/regions.h"
+#include "data/regions.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -11,7 +11,7 @@
 #include "scan/context.h"
 #include "tree/crosslink.h"
 #include "lib/inokey.h"
-#include "data/ioengine.h"
+#include "lib/ioengine.h"
 #include "report/report.h"
 #include "store/state.h"
 #include "lib/strbuf.h"

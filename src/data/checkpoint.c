@@ -13,7 +13,7 @@
  * A file's dev is 0 for the mount root's own st_dev, which may be another
  * number after a reboot (a loop device, a disk found in another order).
  */
-#include "scan/checkpoint.h"
+#include "data/checkpoint.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -26,7 +26,7 @@
 #include <time.h>
 
 #include "scan/context.h"
-#include "data/ioengine.h"
+#include "lib/ioengine.h"
 #include "data/ledger_store.h"
 #include "data/mediamap.h"
 #include "report/report.h"
