@@ -1,9 +1,10 @@
 /*
  * fscrub: check a mounted, live filesystem for corruption and media errors.
  *
- * main() parses the command line, sets up signals and the background
- * priority, runs the phases (phases.c) and leaves with the fsck(8) exit
- * code that report.c computed from what was found.
+ * main() runs a subcommand (cmd/) when argv[1] names one; otherwise it
+ * parses the command line, sets up signals and the background priority,
+ * runs the phases (scan/phases.c) and leaves with the fsck(8) exit code
+ * that report/report.c computed from what was found.
  */
 #include <errno.h>
 #include <malloc.h>
@@ -86,24 +87,38 @@ static int write_outputs(struct scrub_ctx *ctx, int code, const struct timespec 
 	return code;
 }
 
+/*
+ * The subcommands, each its own small program with its own options
+ * (cmd/subcmd.h), run when argv[1] names one; anything else is a scan.
+ */
+static const struct subcmd {
+	const char *name;
+	int (*run)(int argc, char **argv);
+} subcmds[] = {
+	{ "status", cmd_status },
+	{ "watch", cmd_watch },
+	{ "health", cmd_health },
+	{ "locate", cmd_locate },
+};
+
+static const struct subcmd *find_subcmd(const char *name)
+{
+	for (size_t i = 0; i < sizeof(subcmds) / sizeof(subcmds[0]); i++)
+		if (!strcmp(subcmds[i].name, name))
+			return &subcmds[i];
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
+	const struct subcmd *cmd;
 	struct scrub_ctx ctx;
 	struct timespec start;
 	int ret, err;
 
-	/*
-	 * Subcommands have their own options: fscrub status ..., fscrub
-	 * watch ..., fscrub health ...; a directory named so is ./status.
-	 */
-	if (argc > 1 && !strcmp(argv[1], "status"))
-		return cmd_status(argc - 1, argv + 1);
-	if (argc > 1 && !strcmp(argv[1], "watch"))
-		return cmd_watch(argc - 1, argv + 1);
-	if (argc > 1 && !strcmp(argv[1], "health"))
-		return cmd_health(argc - 1, argv + 1);
-	if (argc > 1 && !strcmp(argv[1], "locate"))
-		return cmd_locate(argc - 1, argv + 1);
+	/* A subcommand's name: a directory named so is ./status. */
+	if (argc > 1 && (cmd = find_subcmd(argv[1])))
+		return cmd->run(argc - 1, argv + 1);
 	/*
 	 * Arrays of 128 KiB and more (the per-inode and per-extent lists) in
 	 * mappings of their own, always: glibc otherwise raises the threshold

@@ -1,5 +1,5 @@
 /*
- * status: the status subcommand; see status.h.  Filesystems are named as
+ * status: the status subcommand; see subcmd.h.  Filesystems are named as
  * for a scan (a mount point or a mounted device) and found in the store
  * by their UUID and the mount's root in them, as the scan recorded them;
  * without one, every filesystem in the store is shown, most recently

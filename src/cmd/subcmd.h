@@ -1,8 +1,9 @@
 /*
  * subcmd: fscrub's subcommands, each its own small program with its own
- * options, run by main() when argv[1] names it (fscrub status ...,
- * fscrub watch ..., fscrub health ...).  argv[0] is the subcommand's name.  Each returns
- * the exit status.
+ * options in cmd/NAME.c, run by main() from its table of subcommands
+ * when argv[1] names one (fscrub status ..., fscrub watch ..., fscrub
+ * health ..., fscrub locate ...).  argv[0] is the subcommand's name.
+ * Each returns the exit status.
  */
 #ifndef FSCRUB_SUBCMD_H
 #define FSCRUB_SUBCMD_H
@@ -36,11 +37,11 @@ int status_fs_key(const char *arg, struct mount_info *mi, char *uuid, size_t len
 json_object *status_run_json(const struct state_run *r);
 /* status.c: Unix time t as ISO 8601 UTC; NULL (JSON null) for t <= 0. */
 json_object *status_json_time(double t);
-/* cmd_watch.c: the error-event daemon. */
+/* watch.c: the error-event daemon. */
 int cmd_watch(int argc, char **argv);
-/* cmd_health.c: what the filesystems know of their health, now. */
+/* health.c: what the filesystems know of their health, now. */
 int cmd_health(int argc, char **argv);
-/* cmd_locate.c: from sectors of a device to the files and metadata they hold. */
+/* locate.c: from sectors of a device to the files and metadata they hold. */
 int cmd_locate(int argc, char **argv);
 
 #endif

@@ -642,7 +642,7 @@ static bool same_version(const struct statx *a, const struct ledger_file *f)
 
 /*
  * A file that phase 3 saw as it is now, whose ctime falls in the second
- * before the scan began (phases.c: changed_since_ns is the start less
+ * before the scan began (scan/phase3.c: changed_since_ns is the start less
  * 1 s).  Coarse timestamps cannot tell such a change from one during the
  * scan, so it is skipped like one, but it is not one: it was written just
  * before the run (the usual case right after copying files in), and the

@@ -336,7 +336,7 @@ def test_unprivileged_falls_back_to_the_generic_checks(image_factory, workdir, f
             f.write("x" * 5000)
     for dirpath, dirnames, filenames in os.walk(mnt):
         os.chmod(dirpath, 0o755)    # lost+found is 0700
-    time.sleep(1.1)   # past the changed-during-scan margin (src/scan/phases.c)
+    time.sleep(1.1)   # past the changed-during-scan margin (src/scan/phase3.c)
     r = run_unprivileged("-n", "-v", mnt)
     assert r.rc == 0 and r.errors == [] and r.warnings == [], r
     said = [l for l in r.stderr.splitlines() if needs in l]
@@ -367,7 +367,7 @@ def test_unreadable_directory_said_once(image_factory, workdir, args):
     os.chmod(workdir, 0o755)        # mkdtemp's 0700 would keep nobody out
     with open(os.path.join(mnt, "f"), "w") as f:
         f.write("x" * 5000)
-    time.sleep(1.1)   # past the changed-during-scan margin (src/scan/phases.c)
+    time.sleep(1.1)   # past the changed-during-scan margin (src/scan/phase3.c)
     r = run_unprivileged(*args, mnt)
     assert r.rc == 8, r
     said = [l for l in r.stderr.splitlines() if "cannot open directory" in l]

@@ -35,7 +35,7 @@ def prepared(image_factory):
 
 def scrub_faulty(img, *args):
     # An inode whose ctime is less than 1 s older than the scan counts as
-    # changed during it (see phase 3 in src/scan/phases.c), and the injectors
+    # changed during it (see src/scan/phase3.c), and the injectors
     # have just created their victims: let them age past that.
     time.sleep(1.1)
     mnt = img.mount()

@@ -38,7 +38,7 @@ def covered(image_factory, cleanups, workdir):
     os.link(os.path.join(mnt, "top", "file"), os.path.join(mnt, "cov", "link2"))
     mount(cleanups, "-t", "tmpfs", "fscrub-cover", os.path.join(mnt, "cov"))
     os.mkfifo(os.path.join(mnt, "cov", "inside\ntmpfs"))
-    time.sleep(1.1)   # past the changed-during-scan margin (src/scan/phases.c)
+    time.sleep(1.1)   # past the changed-during-scan margin (src/scan/phase3.c)
     return mnt
 
 
@@ -70,7 +70,7 @@ def test_bind_mount_of_a_subdirectory(image_factory, cleanups, workdir):
     with open(os.path.join(mnt, "outside"), "w") as f:
         f.write("x\n")
     os.link(os.path.join(mnt, "outside"), os.path.join(mnt, "sub", "inside"))
-    time.sleep(1.1)   # past the changed-during-scan margin (src/scan/phases.c)
+    time.sleep(1.1)   # past the changed-during-scan margin (src/scan/phase3.c)
     bind = os.path.join(workdir, "bind")
     os.mkdir(bind)
     mount(cleanups, "--bind", os.path.join(mnt, "sub"), bind)
@@ -96,7 +96,7 @@ def test_ext4_bind_mount_of_a_subdirectory_summarises_unreached(image_factory, c
         os.makedirs(os.path.join(mnt, "else", str(d)))
         for i in range(100):
             open(os.path.join(mnt, "else", str(d), str(i)), "w").close()
-    time.sleep(1.1)   # past the changed-during-scan margin (src/scan/phases.c)
+    time.sleep(1.1)   # past the changed-during-scan margin (src/scan/phase3.c)
     bind = os.path.join(workdir, "bind")
     os.mkdir(bind)
     mount(cleanups, "--bind", os.path.join(mnt, "sub"), bind)
@@ -162,7 +162,7 @@ def test_encrypted_directory_without_its_key(image_factory):
     fscrypt_ioctl(mnt, FS_IOC_REMOVE_ENCRYPTION_KEY, rm)
     assert struct.unpack("=I", rm[40:44])[0] == 0     # fully removed, nothing busy
     assert not os.path.exists(os.path.join(locked, "file0"))    # names are encoded now
-    time.sleep(1.1)   # past the changed-during-scan margin (src/scan/phases.c)
+    time.sleep(1.1)   # past the changed-during-scan margin (src/scan/phase3.c)
     for args in (["-n", "-v"], ["-n", "-v", "-x"]):
         r = run_fscrub(*args, mnt)
         assert r.rc == 0 and r.errors == [] and r.warnings == [], r
@@ -236,7 +236,7 @@ def test_covered_device_argument_scrubs_the_device(image_factory, cleanups, work
         os.makedirs(os.path.join(other.mount(), "x"))
         mount(cleanups, "--bind", os.path.join(other.mnt, "x"), img.mnt)
     os.mkfifo(os.path.join(img.mnt, "on the cover"))
-    time.sleep(1.1)   # past the changed-during-scan margin (src/scan/phases.c)
+    time.sleep(1.1)   # past the changed-during-scan margin (src/scan/phase3.c)
     before = mountinfo_lines(workdir)
     assert len(before) == 2 + (cover != "tmpfs"), before
     r = run_fscrub("-n", "-v", img.dev)
