@@ -1,4 +1,4 @@
-"""btrfs's logical trees, checked online (src/backends/btrfs_check.c).
+"""btrfs's logical trees, checked online (src/backends/btrfs/btrfs_check.c).
 
 Faults are made with btrfs_edit.py on the unmounted image (the edit is
 proven by `btrfs check --readonly` naming the same problem), then the image

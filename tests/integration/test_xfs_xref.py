@@ -1,4 +1,4 @@
-"""XFS damage that only cross-referencing finds (src/backends/xfs_xref.c):
+"""XFS damage that only cross-referencing finds (src/backends/xfs/xfs_xref.c):
 each block passes its own checks, but two of them disagree -- an inode in
 use that its inobt record calls free, a linked inode (or one whose link count was
 made 0 too, but which a name reaches) on an AGI unlinked list, a free extent over a file's blocks or a btree block, a secondary
