@@ -112,7 +112,8 @@ struct bt_walk {
 	uint32_t *seen;
 	size_t nseen, aseen;
 	const uint8_t *blk;		/* the block bt_header() read */
-	uint32_t left;			/* the block before it on its level, or NULLAGBLOCK */
+	/* the block in hand, its parent, and its neighbours on the level with theirs */
+	uint32_t here[2], left[2], right[2];	/* NULLAGBLOCK: none */
 	struct bt_ahead *ahead;		/* a level's blocks read together, or NULL */
 };
 
@@ -176,12 +177,15 @@ static void bt_problem(struct bt_walk *w, bool cross, const char *fmt, ...)
 	w->bad = true;
 }
 
-/* A problem between blocks a, b and c (NULLAGBLOCK: fewer) alone. */
-static void bt_between(struct bt_walk *w, uint32_t a, uint32_t b, uint32_t c,
-		       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/*
+ * A problem between blocks alone: the n of blk (NULLAGBLOCK ones left
+ * out).  The level's order, which siblings and the order across blocks
+ * are held against, comes from the parents: they are among the blocks.
+ */
+static void bt_between(struct bt_walk *w, const uint32_t *blk, unsigned n, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 
-static void bt_between(struct bt_walk *w, uint32_t a, uint32_t b, uint32_t c,
-		       const char *fmt, ...)
+static void bt_between(struct bt_walk *w, const uint32_t *blk, unsigned n, const char *fmt, ...)
 {
 	struct strbuf sb = STRBUF_INIT;
 	va_list ap;
@@ -190,7 +194,7 @@ static void bt_between(struct bt_walk *w, uint32_t a, uint32_t b, uint32_t c,
 	strbuf_vaddf(&sb, fmt, ap);
 	va_end(ap);
 	od_problem(w->od, 0, true, "%s %s", w->ops->name, sb.buf);
-	od_problem_blocks(w->od, a, b, c);
+	od_problem_blocks(w->od, blk, n);
 	strbuf_release(&sb);
 	w->bad = true;
 }
@@ -211,7 +215,7 @@ static void no_overlap(struct bt_walk *w, uint32_t agbno, unsigned idx, uint64_t
 {
 	/* The first against the block before it: between blocks. */
 	if (w->prev_end > start && idx == 1)
-		bt_between(w, agbno, w->left, NULLAGBLOCK,
+		bt_between(w, (const uint32_t[]){ agbno, w->here[1], w->left[0], w->left[1] }, 4,
 			   "block %u: record %u overlaps the one before it", agbno, idx);
 	else if (w->prev_end > start)
 		bt_problem(w, false, "block %u: record %u overlaps the one before it", agbno, idx);
@@ -431,8 +435,8 @@ static bool bt_header(struct bt_walk *w, uint32_t agbno, uint32_t parent, const 
 	if (be32toh(b->bb_magic) != w->ops->magic)
 		/* A pointer the kernel has not written back yet may lead to a block
 		 * freed and reused, for data even: between blocks. */
-		bt_between(w, agbno, parent, NULLAGBLOCK, "%sblock %u has magic 0x%08x", root, agbno,
-			   be32toh(b->bb_magic));
+		bt_between(w, (const uint32_t[]){ agbno, parent }, 2, "%sblock %u has magic 0x%08x",
+			   root, agbno, be32toh(b->bb_magic));
 	else if (!od_crc_ok(w->blk, od->bsize, XFS_BTREE_SBLOCK_CRC_OFF))
 		bt_problem(w, false, "%sblock %u fails its CRC", root, agbno);
 	else if (be64toh(b->bb_u.s.bb_blkno) != off / 512)
@@ -444,8 +448,8 @@ static bool bt_header(struct bt_walk *w, uint32_t agbno, uint32_t parent, const 
 	else if (memcmp(&b->bb_u.s.bb_uuid, od->meta_uuid, 16))
 		bt_problem(w, false, "%sblock %u has another filesystem's UUID", root, agbno);
 	else if (be16toh(b->bb_level) != level)
-		bt_between(w, agbno, parent, NULLAGBLOCK, "%sblock %u is at level %u, not %u", root,
-			   agbno, be16toh(b->bb_level), level);
+		bt_between(w, (const uint32_t[]){ agbno, parent }, 2, "%sblock %u is at level %u, not %u",
+			   root, agbno, be16toh(b->bb_level), level);
 	else if (numrecs > maxrecs || (!numrecs && (level || !*root)))
 		bt_problem(w, false, "%sblock %u has %u records (at most %u)", root, agbno, numrecs,
 			   maxrecs);
@@ -460,7 +464,8 @@ static void bt_siblings(struct bt_walk *w, uint32_t agbno, uint32_t left, uint32
 	uint32_t l = be32toh(b->bb_u.s.bb_leftsib), r = be32toh(b->bb_u.s.bb_rightsib);
 
 	if (l != left || r != right)
-		bt_between(w, agbno, left, right,
+		bt_between(w, (const uint32_t[]){ agbno, w->here[1], w->left[0], w->left[1],
+						  w->right[0], w->right[1] }, 6,
 			   "block %u: siblings %d and %d, the level's order says %d and %d",
 			   agbno, (int32_t)l, (int32_t)r, (int32_t)left, (int32_t)right);
 }
@@ -483,7 +488,8 @@ static void bt_keys(struct bt_walk *w, const struct bt_ptr *p, bool root, const 
 		if (w->have_prev && ops->cmp(w->prev, k) >= 0) {
 			/* The first against the block before it: between blocks. */
 			if (!i)
-				bt_between(w, p->agbno, w->left, NULLAGBLOCK,
+				bt_between(w, (const uint32_t[]){ p->agbno, p->parent, w->left[0],
+								  w->left[1] }, 4,
 					   "block %u: %s out of order at index %u", p->agbno,
 					   what, i + 1);
 			else
@@ -499,7 +505,7 @@ static void bt_keys(struct bt_walk *w, const struct bt_ptr *p, bool root, const 
 	if (root || !n)
 		return;
 	if (ops->cmp(keys, p->lo))
-		bt_between(w, p->agbno, p->parent, NULLAGBLOCK,
+		bt_between(w, (const uint32_t[]){ p->agbno, p->parent }, 2,
 			   "block %u: first key differs from its parent's", p->agbno);
 	if (!ops->overlapping)
 		return;
@@ -507,14 +513,17 @@ static void bt_keys(struct bt_walk *w, const struct bt_ptr *p, bool root, const 
 		if (!hi || ops->cmp(keys + i * stride + kl, hi) > 0)
 			hi = keys + i * stride + kl;
 	if (ops->cmp(hi, p->hi))
-		bt_between(w, p->agbno, p->parent, NULLAGBLOCK,
+		bt_between(w, (const uint32_t[]){ p->agbno, p->parent }, 2,
 			   "block %u: high key differs from its parent's", p->agbno);
 }
 
 /* One block of a level: header, siblings, keys or records, children. */
-static void bt_block(struct bt_walk *w, const struct bt_ptr *p, uint32_t left, uint32_t right,
-		     unsigned level, bool root, struct bt_ptr **next, size_t *nn, size_t *an)
+static void bt_block(struct bt_walk *w, const struct bt_ptr *p, const struct bt_ptr *lp,
+		     const struct bt_ptr *rp, unsigned level, bool root, struct bt_ptr **next,
+		     size_t *nn, size_t *an)
 {
+	uint32_t left = lp ? lp->agbno : NULLAGBLOCK, right = rp ? rp->agbno : NULLAGBLOCK;
+
 	struct od *od = w->od;
 	const struct bt_ops *ops = w->ops;
 	size_t kstride = ops->key_len * (ops->overlapping ? 2 : 1);
@@ -530,7 +539,12 @@ static void bt_block(struct bt_walk *w, const struct bt_ptr *p, uint32_t left, u
 	w->sums->blocks[w->type]++;
 	xref_used_add(&w->sums->sp, p->agbno, 1, bt_owner[w->type],
 		      bt_used_name[w->type]);
-	w->left = left;
+	w->here[0] = p->agbno;
+	w->here[1] = p->parent;
+	w->left[0] = left;
+	w->left[1] = lp ? lp->parent : NULLAGBLOCK;
+	w->right[0] = right;
+	w->right[1] = rp ? rp->parent : NULLAGBLOCK;
 	if (!bt_header(w, p->agbno, p->parent, root ? "root " : "", level, maxrecs))
 		return;
 	bt_siblings(w, p->agbno, left, right);
@@ -662,9 +676,8 @@ static void bt_walk(struct od *od, struct ag_sums *sums, int type, uint32_t agno
 		for (size_t i = 0; i < n && w.nseen < length; i++) {
 			if (i % BT_AHEAD == 0 && n >= BT_AHEAD_MIN)
 				bt_read_ahead(&w, cur + i, n - i < BT_AHEAD ? n - i : BT_AHEAD);
-			bt_block(&w, &cur[i], i ? cur[i - 1].agbno : NULLAGBLOCK,
-				 i + 1 < n ? cur[i + 1].agbno : NULLAGBLOCK, level,
-				 level + 1 == levels, &next, &nn, &an);
+			bt_block(&w, &cur[i], i ? &cur[i - 1] : NULL, i + 1 < n ? &cur[i + 1] : NULL,
+				 level, level + 1 == levels, &next, &nn, &an);
 		}
 		free(cur);
 		cur = next;

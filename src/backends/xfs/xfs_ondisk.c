@@ -115,16 +115,20 @@ static void od_vproblem(struct od *od, const char *check, uint64_t ino, bool cro
 	};
 }
 
-void od_problem_blocks(struct od *od, uint32_t a, uint32_t b, uint32_t c)
+void od_problem_blocks(struct od *od, const uint32_t *blk, unsigned n)
 {
 	struct od_problem *p = &od->pv[od->pn - 1];
-	uint32_t blk[] = { a, b, c };
 
 	if (!od->last_kept)
 		return;
-	for (unsigned i = 0; i < OD_MAX_BLKS; i++)
-		if (blk[i] != NULLAGBLOCK)
+	for (unsigned i = 0; i < n && p->nblk < OD_MAX_BLKS; i++) {
+		bool seen = blk[i] == NULLAGBLOCK;
+
+		for (unsigned j = 0; j < p->nblk && !seen; j++)
+			seen = p->blk[j] == blk[i];
+		if (!seen)
 			p->blk[p->nblk++] = blk[i];
+	}
 }
 
 void od_problem(struct od *od, uint64_t ino, bool cross, const char *fmt, ...)

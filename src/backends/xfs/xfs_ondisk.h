@@ -47,8 +47,9 @@ static inline uint64_t od_get64(const uint8_t *p)
 
 /* Problems one look at one AG keeps; the rest are only counted. */
 #define OD_MAX_PROBLEMS 64
-#define OD_MAX_BLKS 3
-#define OD_BLK_HEADERS UINT32_MAX
+#define OD_MAX_BLKS 6
+/* not NULLAGBLOCK (UINT32_MAX), which means no block; no AG has this many */
+#define OD_BLK_HEADERS (UINT32_MAX - 1)
 
 struct od_problem {
 	char *msg;
@@ -109,10 +110,11 @@ void od_problem_id(struct od *od, const char *check, uint64_t ino, bool cross,
 		   const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
 /*
- * The problem just added is about these blocks alone (see struct
- * od_problem; NULLAGBLOCK ones are left out).
+ * The problem just added is about these n blocks alone (see struct
+ * od_problem; NULLAGBLOCK ones and repeats are left out; at most
+ * OD_MAX_BLKS).
  */
-void od_problem_blocks(struct od *od, uint32_t a, uint32_t b, uint32_t c);
+void od_problem_blocks(struct od *od, const uint32_t *blk, unsigned n);
 /* pread len bytes at off into buf (aligned): 0 or a negative errno. */
 int od_pread(struct od *od, void *buf, uint64_t off, size_t len);
 /* XFS's CRC32c of a block of len bytes whose CRC is at crc_off. */
