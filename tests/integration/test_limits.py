@@ -22,6 +22,23 @@ def tmpfs(workdir, cleanups, name, opts="size=2g"):
     return mnt
 
 
+def test_peak_rss_is_fscrubs_own(workdir, cleanups):
+    """-T's peak RSS is fscrub's own: Linux keeps ru_maxrss across
+    execve(), so a run started by a big process (a test runner that had
+    grown to 2 GiB) reported its parent's."""
+    mnt = tmpfs(workdir, cleanups, "small", "size=64m")
+    with open(os.path.join(mnt, "f"), "w") as fh:
+        fh.write("x")
+    ballast = bytearray(768 << 20)
+    for i in range(0, len(ballast), 4096):      # resident, not just reserved
+        ballast[i] = 1
+    r = run_fscrub("-T", "-v", mnt)
+    del ballast
+    assert r.rc == 0, r
+    peaks = [float(m) for m in re.findall(r"peak RSS ([\d.]+) MiB", r.stdout)]
+    assert peaks and max(peaks) < 384, r
+
+
 def test_chain_20000_deep(workdir, cleanups):
     mnt = tmpfs(workdir, cleanups, "deep")
     fd = os.open(mnt, os.O_RDONLY)
