@@ -160,21 +160,37 @@ static int cmp_u64(uint64_t a, uint64_t b)
 	return a < b ? -1 : a > b;
 }
 
-/* cross: the problem is between blocks (see struct od_problem). */
+/* A problem of this btree; blk: the n blocks it is between alone (see bt_between()). */
+static void bt_vproblem(struct bt_walk *w, bool cross, const uint32_t *blk, unsigned n,
+			const char *fmt, va_list ap) __attribute__((format(printf, 5, 0)));
+
+static void bt_vproblem(struct bt_walk *w, bool cross, const uint32_t *blk, unsigned n,
+			const char *fmt, va_list ap)
+{
+	struct strbuf sb = STRBUF_INIT;
+
+	strbuf_vaddf(&sb, fmt, ap);
+	od_problem(w->od, 0, cross, "%s %s", w->ops->name, sb.buf);
+	if (n)
+		od_problem_blocks(w->od, blk, n);
+	strbuf_release(&sb);
+	w->bad = true;
+}
+
+/*
+ * cross: the problem is between blocks (see struct od_problem), judged
+ * by every block of the AG.
+ */
 static void bt_problem(struct bt_walk *w, bool cross, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
 static void bt_problem(struct bt_walk *w, bool cross, const char *fmt, ...)
 {
-	struct strbuf sb = STRBUF_INIT;
 	va_list ap;
 
 	va_start(ap, fmt);
-	strbuf_vaddf(&sb, fmt, ap);
+	bt_vproblem(w, cross, NULL, 0, fmt, ap);
 	va_end(ap);
-	od_problem(w->od, 0, cross, "%s %s", w->ops->name, sb.buf);
-	strbuf_release(&sb);
-	w->bad = true;
 }
 
 /*
@@ -187,16 +203,11 @@ static void bt_between(struct bt_walk *w, const uint32_t *blk, unsigned n, const
 
 static void bt_between(struct bt_walk *w, const uint32_t *blk, unsigned n, const char *fmt, ...)
 {
-	struct strbuf sb = STRBUF_INIT;
 	va_list ap;
 
 	va_start(ap, fmt);
-	strbuf_vaddf(&sb, fmt, ap);
+	bt_vproblem(w, true, blk, n, fmt, ap);
 	va_end(ap);
-	od_problem(w->od, 0, true, "%s %s", w->ops->name, sb.buf);
-	od_problem_blocks(w->od, blk, n);
-	strbuf_release(&sb);
-	w->bad = true;
 }
 
 /* A record's extent [start, start + len) must lie within the AG. */
