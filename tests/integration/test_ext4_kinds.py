@@ -8,12 +8,18 @@
   (f_badbblocks), a block a file uses too (f_bbfile);
 * one inode's fields: i_file_acl_hi without the 64bit feature
   (f_file_acl_high), a fast symlink with EXTENTS_FL (f_fast_symlink_extents);
-* a group descriptor's itable_unused over inodes in use.
+* a group descriptor's itable_unused over inodes in use;
+* the superblock: a quota inode number past the last inode
+  (f_quota_invalid_inum); the MMP block's magic or checksum
+  (m_mmp_bad_magic, m_mmp_bad_csum).
 
 Each fault is injected with debugfs -w (or a patch of the image file) on
 the unmounted image, shown by e2fsck -fn, and the image is then scrubbed
 just mounted, mounted again past the journal's commit interval, and
-read-only (test_ext4_false.scrub_in()).  The image without the fault, a
+read-only (test_ext4_false.scrub_in()).  Where the kernel refuses a
+read-write mount of the damage (a quota inode it cannot open, an MMP
+block it cannot verify), the test says so and scrubs it read-only, just
+mounted and remounted past the commit interval (RO_MODES).  The image without the fault, a
 list of bad blocks included, scrubs clean the same three ways."""
 
 import os
@@ -34,6 +40,8 @@ MKFS = ("-g", "8192")
 # Two free blocks near the end of the filesystem, listed as bad by mkfs -l.
 BAD_BLOCKS = (16000, 16001)
 JSB_NR_USERS = 64
+# The mounts of damage the kernel will not mount read-write.
+RO_MODES = ["ro", "ro_settled"]
 
 
 @pytest.fixture
@@ -192,3 +200,58 @@ def test_itable_unused_over_inodes_in_use(kinds_img, mode):
     last = max(ino_of(kinds_img, "/f"), ino_of(kinds_img, "/sl"))
     error_of(r, "ext4.group_desc", None, "inode %d is in use, but the group descriptor's "
              "itable_unused (%d) says the inodes from 12 on were never used" % (last, ipg - 11))
+
+
+# ---- the superblock and the MMP block ---------------------------------------------
+
+def refused_rw(img):
+    """The kernel refuses the image read-write (and leaves nothing mounted)."""
+    with pytest.raises(RuntimeError):
+        img.mount()
+    img.offline()
+
+
+@pytest.mark.parametrize("mode", RO_MODES)
+def test_quota_inode_past_the_last(image_factory, mode):
+    """f_quota_invalid_inum: the user quota inode 808464432 (0x30303030)
+    with the quota feature."""
+    img = image_factory("ext4", size_mb=16, mkfs_args=("-O", "quota"))
+    img.mkfs()
+    debugfs(img, "ssv usr_quota_inum 808464432", write=True)
+    refused_rw(img)
+    r = scrub_damaged(img, mode)
+    error_of(r, "ext4.superblock", None, "superblock: the user quota inode is 808464432, "
+             "which is past the last inode")
+
+
+@pytest.fixture
+def mmp_img(image_factory):
+    """A 16 MiB ext4 with the mmp feature (metadata_csum), unmounted; its
+    MMP block's number as img.mmp."""
+    img = image_factory("ext4", size_mb=16, mkfs_args=("-O", "mmp"))
+    img.mkfs()
+    img.mmp = int(re.search(r"MMP block number:\s+(\d+)",
+                            fsimage.run(["dumpe2fs", "-h", img.path]).stdout).group(1))
+    return img
+
+
+# struct mmp_struct: mmp_magic first, mmp_checksum in its last 4 bytes of 1024.
+MMP_MAGIC_OFF, MMP_CSUM_OFF = 0, 1020
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_mmp_clean(mmp_img, mode):
+    """A sound MMP block, which kmmpd rewrites on a read-write mount."""
+    mnt, r = scrub_in(mmp_img, mode)
+    assert r.rc == 0 and r.errors == [] and not r.of(check="ext4.mmp"), r
+
+
+@pytest.mark.parametrize("mode", RO_MODES)
+@pytest.mark.parametrize("field,off,says", [("magic", MMP_MAGIC_OFF, "bad magic number"),
+                                            ("csum", MMP_CSUM_OFF, "checksum does not match")])
+def test_mmp_damaged(mmp_img, mode, field, off, says):
+    """m_mmp_bad_magic, m_mmp_bad_csum: one word of the MMP block overwritten."""
+    _patch(mmp_img.path, mmp_img.mmp * BS + off, struct.pack("<I", 0x12345678))
+    refused_rw(mmp_img)
+    r = scrub_damaged(mmp_img, mode)
+    error_of(r, "ext4.mmp", None, "MMP block %d: %s" % (mmp_img.mmp, says))
