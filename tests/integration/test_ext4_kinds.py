@@ -5,7 +5,9 @@
   one user (f_bad_local_jnl, d_corrupt_journal_nr_users), a journal inode
   whose map leaves a hole in its i_size (f_badjour_indblks);
 * the bad-blocks inode (inode 1): a block outside the filesystem
-  (f_badbblocks), a block a file uses too (f_bbfile);
+  (f_badbblocks), a block a file uses too (f_bbfile), group 0's
+  descriptors, a bitmap or an inode table block (f_badprimary,
+  f_badtable);
 * one inode's fields: i_file_acl_hi without the 64bit feature
   (f_file_acl_high), a fast symlink with EXTENTS_FL (f_fast_symlink_extents);
 * a group descriptor's itable_unused over inodes in use;
@@ -158,6 +160,51 @@ def test_bad_block_in_a_file(kinds_img, mode):
     r = scrub_damaged(kinds_img, mode)
     error_of(r, "ext4.crosslink", ino, "block %d, used by this regular file, is in the bad "
              "blocks list (inode 1)" % blk, os.path.join(kinds_img.mnt, "f"))
+
+
+def group_layout(img, what, group=0):
+    """A block of group's layout in dumpe2fs: what is "Primary superblock",
+    "Group descriptors", "Block bitmap", "Inode bitmap", "Inode table" or
+    "Backup superblock" (the first block of a range)."""
+    out = fsimage.run(["dumpe2fs", img.path]).stdout
+    part = out.split("Group %d:" % group, 1)[1].split("\nGroup ", 1)[0]
+    return int(re.search(r"%s at (\d+)" % what, part).group(1))
+
+
+def list_bad(img, blk):
+    """blk made the bad-blocks inode's second entry in place of 16001, which
+    is freed (e2fsck then sees only what blk is)."""
+    debugfs(img, "set_inode_field <1> block[1] %d" % blk, write=True)
+    debugfs(img, "freeb %d" % BAD_BLOCKS[1], write=True)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("what,owner,plus", [
+    ("Group descriptors", "the superblock or group descriptors in group 0", 0),
+    ("Block bitmap", "the block bitmap of group 0", 0),
+    ("Inode bitmap", "the inode bitmap of group 0", 0),
+    ("Inode table", "the inode table of group 0", 1)])
+def test_bad_block_is_metadata(kinds_img, mode, what, owner, plus):
+    """f_badprimary, f_badtable: group 0's descriptors, a bitmap or an inode
+    table block in the bad blocks list."""
+    blk = group_layout(kinds_img, what) + plus
+    list_bad(kinds_img, blk)
+    r = scrub_damaged(kinds_img, mode)
+    error_of(r, "ext4.crosslink", 1, "block %d, %s, is in the bad blocks list: the kernel "
+             "uses it as metadata all the same" % (blk, owner))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_bad_block_backup_superblock_is_clean(kinds_img, mode):
+    """A backup superblock may be listed as bad: mke2fs lists it and warns,
+    e2fsck passes it."""
+    backup = group_layout(kinds_img, "Backup superblock", 1)
+    list_bad(kinds_img, backup)
+    fsimage.run(["e2fsck", "-fy", kinds_img.path], check=False)  # the free counts
+    assert "(1):%d" % backup in debugfs(kinds_img, "stat <1>"), "e2fsck unlisted it"
+    assert e2fsck(kinds_img).returncode == 0
+    mnt, r = scrub_in(kinds_img, mode)
+    assert r.rc == 0 and r.errors == [], r
 
 
 # ---- one inode's fields ----------------------------------------------------------

@@ -2011,6 +2011,59 @@ static struct ext4_suspect *shared_suspect(struct scrub_ctx *ctx, const char *ch
 	return s;
 }
 
+/* Is b a block or inode bitmap, or in an inode table, of any group? */
+static bool group_table_block(ext2_filsys fs, blk64_t b)
+{
+	for (dgrp_t g = 0; g < fs->group_desc_count; g++) {
+		blk64_t it = ext2fs_inode_table_loc(fs, g);
+
+		if (b == ext2fs_block_bitmap_loc(fs, g) || b == ext2fs_inode_bitmap_loc(fs, g) ||
+		    (it && b >= it && b - it < fs->inode_blocks_per_group))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * e2fsck's pass 1 on the bad-blocks inode: the first listed block that is
+ * group 0's superblock or descriptors, a bitmap or an inode table block
+ * ("The primary superblock (1) is on the bad block list", "Group 0's
+ * block bitmap (3) is bad"), else 0.  The kernel reads and writes it as
+ * metadata all the same.  A backup superblock or its descriptors may be
+ * listed: mke2fs lists them and only warns.
+ */
+static blk64_t badlisted_metadata(const struct ext4_state *st)
+{
+	ext2_filsys fs = st->fs;
+	blk64_t b = fs->super->s_first_data_block, end = ext2fs_blocks_count(fs->super) - 1, hit;
+
+	while (st->badblocks && b <= end &&
+	       ext2fs_find_first_set_block_bitmap2(st->badblocks, b, end, &hit) == 0) {
+		if (ext2fs_test_block_bitmap2(st->metadata, hit) &&
+		    (ext2fs_group_of_blk2(fs, hit) == 0 || group_table_block(fs, hit)))
+			return hit;
+		b = hit + 1;
+	}
+	return 0;
+}
+
+/* The bad-blocks inode's list against the metadata (see badlisted_metadata()). */
+static void check_badlist(struct scrub_ctx *ctx, const struct ext2_inode_large *in,
+			  const struct xwalk *w)
+{
+	ext2_filsys fs = ext4_state(ctx)->fs;
+	blk64_t b = badlisted_metadata(ext4_state(ctx));
+	struct strbuf sb = STRBUF_INIT;
+	char owner[64];
+
+	if (!b || !ext4_metadata_owner(fs, b, owner, sizeof(owner)))
+		return;
+	strbuf_addf(&sb, "block %llu, %s, is in the bad blocks list: the kernel uses it as "
+		    "metadata all the same", (unsigned long long)b, owner);
+	shared_suspect(ctx, CHECK_EXT4_CROSSLINK, EXT2_BAD_INO, in, w, b, sb.buf);
+	strbuf_release(&sb);
+}
+
 /*
  * e2fsck's pass 1B for the blocks that never move while mounted: an
  * inode's block that is also group metadata, or the journal's (the
@@ -2025,6 +2078,8 @@ static void check_shared(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext
 	struct strbuf sb = STRBUF_INIT;
 	char owner[64];
 
+	if (c->ino == EXT2_BAD_INO)
+		check_badlist(ctx, in, w);
 	if (ctx->quirks & QUIRK_BLOCKS_SHARED)
 		return;		/* shared_blocks: said in phase 1 */
 	if (c->in_meta && ext4_metadata_owner(fs, c->meta, owner, sizeof(owner))) {
