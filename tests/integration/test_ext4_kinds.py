@@ -11,6 +11,9 @@
 * one inode's fields: i_file_acl_hi without the 64bit feature
   (f_file_acl_high), a fast symlink with EXTENTS_FL (f_fast_symlink_extents);
 * a group descriptor's itable_unused over inodes in use;
+* an inode with no links, marked in use, on no orphan list (f_badorphan:
+  "part of a corrupted orphan linked list", "deleted inode has zero
+  dtime"); a file held open after its last name went is on one, clean;
 * the superblock: a quota inode number past the last inode
   (f_quota_invalid_inum); the MMP block's magic or checksum
   (m_mmp_bad_magic, m_mmp_bad_csum).
@@ -27,9 +30,11 @@ list of bad blocks included, scrubs clean the same three ways."""
 import os
 import re
 import struct
+import time
 
 import pytest
 
+from conftest import run_fscrub
 from faults import debugfs, _patch
 import fsimage
 from test_ext4 import e2fsck
@@ -302,3 +307,47 @@ def test_mmp_damaged(mmp_img, mode, field, off, says):
     refused_rw(mmp_img)
     r = scrub_damaged(mmp_img, mode)
     error_of(r, "ext4.mmp", None, "MMP block %d: %s" % (mmp_img.mmp, says))
+
+
+# ---- inodes with no links on no orphan list --------------------------------------
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtime", [0, 11])
+def test_unlisted_orphan(kinds_img, mode, dtime):
+    """f_badorphan: f's name removed and its link count made 0, its dtime 0
+    ("deleted inode has zero dtime") or 11, an orphan-list link that no
+    list reaches ("part of a corrupted orphan linked list")."""
+    ino = ino_of(kinds_img, "/f")
+    debugfs(kinds_img, "unlink /f", write=True)
+    debugfs(kinds_img, "set_inode_field <%d> links_count 0" % ino, write=True)
+    debugfs(kinds_img, "set_inode_field <%d> dtime %d" % (ino, dtime), write=True)
+    r = scrub_damaged(kinds_img, mode)
+    error_of(r, "ext4.orphan_list", ino, "regular file of %d bytes, owner 0:0, has no links "
+             "and is marked in use in the inode bitmap of group 0, but is on no orphan list "
+             "(dtime %d): nothing will free it" % (3 * BS, dtime))
+
+
+@pytest.mark.parametrize("feature", ["^orphan_file", "orphan_file"])
+def test_open_unlinked_is_clean(image_factory, feature):
+    """Files held open after their names went are on the superblock's
+    orphan list, or in the orphan file: no finding, on the live mount."""
+    img = image_factory("ext4", size_mb=64, mkfs_args=MKFS + ("-O", feature))
+    img.mkfs()
+    mnt = img.mount()
+    held = []
+    for i in range(3):
+        path = os.path.join(mnt, "gone%d" % i)
+        fh = open(path, "wb")
+        fh.write(b"g" * BS)
+        held.append(fh)
+        os.unlink(path)
+    try:
+        for fh in held:
+            fh.flush()
+            os.fsync(fh.fileno())
+        time.sleep(1.1)     # older than the "changed during the scan" window
+        r = run_fscrub("-n", "-v", mnt)
+    finally:
+        for fh in held:
+            fh.close()
+    assert r.rc == 0 and r.errors == [] and not r.of(check="ext4.orphan_list"), r

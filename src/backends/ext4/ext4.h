@@ -22,6 +22,8 @@
  *   ext4_htree.c    an htree directory's index judged whole, from the
  *                   scan's reads of its blocks: hash ranges, references.
  *   ext4_xref.c     the inode-core checks of e2fsck's pass 1.
+ *   ext4_orphans.c  the inodes the disk lists as orphans (the superblock's
+ *                   list, the orphan file), for the inode scan.
  *   ext4_journal.c  the journal: its superblock, the internal journal's
  *                   blocks (which other inodes must not claim), an
  *                   external journal device's header.
@@ -170,6 +172,8 @@ struct ext4_state {
 	ext2fs_block_bitmap metadata;
 	/* The bad-blocks inode's blocks (phase 3, inode 1 first), NULL: none. */
 	ext2fs_block_bitmap badblocks;
+	/* The inodes the disk lists as orphans (ext4_orphans.c), NULL: not known. */
+	ext2fs_inode_bitmap orphans;
 	/* Inodes in use and the attribute block each names (ext4_xattr_refs.c). */
 	struct ext4_xattr_ref *xattr_refs;
 	size_t nr_xattr_refs, alloc_xattr_refs;
@@ -405,6 +409,13 @@ void ext4_journal_check(struct scrub_ctx *ctx);
  * NULL if it is none.
  */
 const char *ext4_metadata_owner(ext2_filsys fs, blk64_t b, char *buf, size_t len);
+
+/* ---- ext4_orphans.c ---- */
+
+/* Before the inode scan: the superblock's orphan list and the orphan file into st->orphans. */
+void ext4_orphans_collect(struct scrub_ctx *ctx);
+/* Does the disk list inode ino as an orphan?  True when the orphans are not known. */
+bool ext4_orphan_listed(const struct ext4_state *st, ext2_ino_t ino);
 
 /* ---- ext4_xattr_refs.c ---- */
 

@@ -1931,6 +1931,71 @@ static bool deleted_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *
 }
 
 /*
+ * Blocks and arg[2] as fresh_inode_bit(), arg[3] the first read's dtime.
+ * Still no links, the same inode with the same dtime (joining or leaving
+ * the orphan list rewrites it), still marked in use.
+ */
+static bool unlisted_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+			       unsigned char *const *bufs)
+{
+	ext2_filsys fs = ext4_state(ctx)->fs;
+	struct ext2_inode_large in;
+
+	return ext4_fresh_inode(ctx, s, bufs, &in) && in.i_links_count == 0 && in.i_mode &&
+	       in.i_dtime == s->arg[3] && fresh_inode_bit(fs, s, bufs) == 1;
+}
+
+/*
+ * The kernel's view: an inode it has open (unlinked, not yet on the disk's
+ * list) comes back by handle; one with no links that it does not hold is
+ * ESTALE ("no longer in use"), which is the damage itself.
+ */
+static const char *unlisted_kernel_view(struct scrub_ctx *ctx, const struct ext4_suspect *s)
+{
+	int fd = open_inode(ctx, (ext2_ino_t)s->ino, (uint32_t)s->arg[1], O_PATH);
+
+	if (fd >= 0) {
+		close(fd);
+		return "the kernel holds it open, unlinked";
+	}
+	return errno == ESTALE ? NULL : "the kernel cannot be asked for the inode by handle";
+}
+
+/*
+ * e2fsck's pass 1 "Inodes that were part of a corrupted orphan linked list
+ * found", "Deleted inode has zero dtime": an inode with no links, marked
+ * in use, that neither the superblock's orphan list nor the orphan file
+ * names.  The kernel puts an inode on one of them in the transaction that
+ * takes its last link and takes it off in the one that frees it; off both
+ * it is freed by no one, its blocks lost.  Its dtime is an orphan-list
+ * link (below the inode count) or 0; a time is check_deleted_marked_used()'s.
+ */
+static void check_unlisted_orphan(struct scrub_ctx *ctx, ext2_ino_t ino,
+				  const struct ext2_inode_large *in)
+{
+	struct ext4_state *st = ext4_state(ctx);
+	ext2_filsys fs = st->fs;
+	uint32_t ipg = fs->super->s_inodes_per_group;
+	struct ext4_suspect *s;
+
+	if (in->i_links_count || !in->i_mode || in->i_dtime > fs->super->s_inodes_count ||
+	    special_inode(fs, ino, in) || ext4_orphan_listed(st, ino) ||
+	    inode_recent(ctx, in, EXT2_INODE_SIZE(fs->super)))
+		return;
+	s = ext4_inode_suspect(ctx, CHECK_EXT4_ORPHAN_LIST, ino, in, unlisted_still_bad,
+		"%s of %llu bytes, owner %u:%u, has no links and is marked in use in the inode "
+		"bitmap of group %u, but is on no orphan list (dtime %u): nothing will free it",
+		inode_mode_name(in->i_mode), (unsigned long long)EXT2_I_SIZE(in), inode_uid(*in),
+		inode_gid(*in), (ino - 1) / ipg, in->i_dtime);
+	ext4_suspect_block(s, ext2fs_inode_bitmap_loc(fs, (ino - 1) / ipg));
+	ext4_suspect_block(s, ext4_gd_block(fs, (ino - 1) / ipg));
+	s->arg[2] = (ino - 1) % ipg;
+	s->arg[3] = in->i_dtime;
+	s->kernel_view = unlisted_kernel_view;
+	s->no_name = true;
+}
+
+/*
  * e2fsck's pass 5 "inode bitmap differences: -N": a deleted inode (no
  * links, a deletion time) still marked in use.  The kernel sets the
  * deletion time and clears the bit in one transaction (ext4_evict_inode),
@@ -2202,6 +2267,7 @@ static void check_one_inode(struct scrub_ctx *ctx, ext2_ino_t ino, struct ext2_i
 		s->arg[2] = (ino - 1) % ipg;
 		return;		/* nothing else in it can be trusted */
 	}
+	check_unlisted_orphan(ctx, ino, in);
 	if (in->i_links_count == 0 && in->i_dtime) {
 		/* A dtime below the inode count links the orphan list: open, unlinked. */
 		if (in->i_dtime > fs->super->s_inodes_count)
@@ -2394,6 +2460,7 @@ static errcode_t iscan_prepare(struct scrub_ctx *ctx)
 	    (err = ext2fs_allocate_block_bitmap(fs, "metadata", &st->metadata)) ||
 	    (err = claim_metadata(st)))
 		return err;
+	ext4_orphans_collect(ctx);
 	ext4_journal_map(ctx, true);
 	/*
 	 * A descriptor that puts its inode table outside the filesystem (an
