@@ -153,5 +153,6 @@
 #define CHECK_EXT4_INODE_BLOCKS	"ext4.inode_blocks"	/* i_blocks != what the extent tree maps */
 #define CHECK_EXT4_JOURNAL	"ext4.journal"	/* the journal: superblock, blocks, external device */
 #define CHECK_EXT4_XATTR_REFCOUNT "ext4.xattr_refcount" /* attribute block count != its users */
+#define CHECK_EXT4_QUOTA	"ext4.quota"	/* a quota file's usage != what the inodes use */
 
 #endif

@@ -11,6 +11,8 @@
 * one inode's fields: i_file_acl_hi without the 64bit feature
   (f_file_acl_high), a fast symlink with EXTENTS_FL (f_fast_symlink_extents);
 * a group descriptor's itable_unused over inodes in use;
+* quota: a file's owner changed without its usage moving in the quota
+  files (f_quota: "Usage inconsistent for ID 0");
 * an inode with no links, marked in use, on no orphan list (f_badorphan:
   "part of a corrupted orphan linked list", "deleted inode has zero
   dtime"); a file held open after its last name went is on one, clean;
@@ -351,3 +353,54 @@ def test_open_unlinked_is_clean(image_factory, feature):
         for fh in held:
             fh.close()
     assert r.rc == 0 and r.errors == [] and not r.of(check="ext4.orphan_list"), r
+
+
+# ---- quota usage -------------------------------------------------------------------
+
+@pytest.fixture
+def quota_img(image_factory, workdir):
+    """A 16 MiB ext4 with the quota feature made from a directory (mke2fs
+    -d): a (3 blocks, root's) and d/b (one block, d and b 100:200); the
+    quota files then made right by e2fsck -fy (mke2fs -d leaves them
+    empty).  This kernel mounts it read-only only (no CONFIG_QFMT_V2)."""
+    src = os.path.join(workdir, "quota-src")
+    os.makedirs(os.path.join(src, "d"))
+    for name, size in (("a", 3 * BS), ("d/b", 100)):
+        with open(os.path.join(src, name), "wb") as fh:
+            fh.write(b"q" * size)
+    for name in ("d", "d/b"):
+        os.chown(os.path.join(src, name), 100, 200)
+    img = image_factory("ext4", size_mb=16, mkfs_args=("-O", "quota", "-d", src))
+    img.mkfs()
+    fsimage.run(["e2fsck", "-fy", img.path], check=False)
+    assert e2fsck(img).returncode == 0
+    return img
+
+
+@pytest.mark.parametrize("mode", RO_MODES)
+def test_quota_clean(quota_img, mode):
+    mnt, r = scrub_in(quota_img, mode)
+    assert r.rc == 0 and r.errors == [] and not r.of(check="ext4.quota"), r
+
+
+@pytest.mark.parametrize("mode", RO_MODES)
+def test_quota_usage_wrong(quota_img, mode):
+    """f_quota: a's owner made 100 offline, the quota files left as they
+    were: user 0 has a's blocks and inode in its quota, user 100 not."""
+    def said():     # e2fsck's quota warnings go to stderr
+        p = fsimage.run(["e2fsck", "-fn", quota_img.path], check=False)
+        return p.stdout + p.stderr
+
+    sectors = int(re.search(r"Blockcount: (\d+)", debugfs(quota_img, "stat /a")).group(1))
+    assert "QUOTA" not in said()
+    debugfs(quota_img, "set_inode_field /a uid 100", write=True)
+    used0 = re.search(r"ID 0:actual \((\d+), (\d+)\)", said())
+    assert used0
+    r = scrub_damaged(quota_img, mode)
+    space0, inodes0 = int(used0.group(1)), int(used0.group(2))
+    hits = error_of(r, "ext4.quota", 3, "user quota of id 0: the quota file says %d bytes in "
+                    "%d inodes, the inodes use %d bytes in %d" % (
+                        space0 + sectors * 512, inodes0 + 1, space0, inodes0))
+    assert hits[0].path == quota_img.mnt, r
+    error_of(r, "ext4.quota", 3, "user quota of id 100: the quota file says")
+    assert not [f for f in r.errors if "group quota" in f.message], r

@@ -255,6 +255,7 @@ static void ext4_cleanup(struct scrub_ctx *ctx)
 		ext2fs_free_block_bitmap(st->badblocks);
 	if (st->orphans)
 		ext2fs_free_inode_bitmap(st->orphans);
+	ext4_quota_release(st);
 	ext4_bulk_free(st);
 	ext4_xattr_refs_release(st);
 	free(st->jruns);

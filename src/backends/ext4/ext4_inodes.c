@@ -2268,6 +2268,8 @@ static void check_one_inode(struct scrub_ctx *ctx, ext2_ino_t ino, struct ext2_i
 		return;		/* nothing else in it can be trusted */
 	}
 	check_unlisted_orphan(ctx, ino, in);
+	if (!(in->i_links_count == 0 && in->i_dtime > fs->super->s_inodes_count))
+		ext4_quota_note(ctx, ino, in, inode_recent(ctx, in, EXT2_INODE_SIZE(fs->super)));
 	if (in->i_links_count == 0 && in->i_dtime) {
 		/* A dtime below the inode count links the orphan list: open, unlinked. */
 		if (in->i_dtime > fs->super->s_inodes_count)
@@ -2461,6 +2463,7 @@ static errcode_t iscan_prepare(struct scrub_ctx *ctx)
 	    (err = claim_metadata(st)))
 		return err;
 	ext4_orphans_collect(ctx);
+	ext4_quota_begin(ctx);
 	ext4_journal_map(ctx, true);
 	/*
 	 * A descriptor that puts its inode table outside the filesystem (an
@@ -2564,6 +2567,7 @@ void ext4_iscan_after(struct scrub_ctx *ctx, struct ext4_iscan *is)
 	check_orphan_list(ctx);
 	if (!scrub_should_stop(ctx))
 		ext4_xattr_refs_check(ctx);
+	ext4_quota_check(ctx);
 	check_reached_marked_free(ctx, is->buf);
 }
 
