@@ -329,6 +329,19 @@ def test_unlisted_orphan(kinds_img, mode, dtime):
              "(dtime %d): nothing will free it" % (3 * BS, dtime))
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_linked_inode_with_orphan_link(kinds_img, mode):
+    """A file in use whose dtime is an orphan-list link (11) that no list
+    reaches: e2fsck's "was part of the orphaned inode list", "is in use,
+    but has dtime set"."""
+    ino = ino_of(kinds_img, "/f")
+    debugfs(kinds_img, "set_inode_field /f dtime 11", write=True)
+    r = scrub_damaged(kinds_img, mode)
+    error_of(r, "ext4.orphan_list", ino, "regular file, link count 1, has an orphan-list link "
+             "as its deletion time (dtime 11), but is on no orphan list",
+             os.path.join(kinds_img.mnt, "f"))
+
+
 @pytest.mark.parametrize("feature", ["^orphan_file", "orphan_file"])
 def test_open_unlinked_is_clean(image_factory, feature):
     """Files held open after their names went are on the superblock's

@@ -1931,8 +1931,18 @@ static bool deleted_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *
 }
 
 /*
+ * Does the inode's dtime say it is an orphan (a list link, or 0 with no
+ * links)?  Both but for 0 with links, an inode in ordinary use.
+ */
+static bool orphan_by_dtime(ext2_filsys fs, const struct ext2_inode_large *in)
+{
+	return in->i_mode && in->i_dtime <= fs->super->s_inodes_count &&
+	       (in->i_links_count == 0 || in->i_dtime);
+}
+
+/*
  * Blocks and arg[2] as fresh_inode_bit(), arg[3] the first read's dtime.
- * Still no links, the same inode with the same dtime (joining or leaving
+ * The same inode, still an orphan by the same dtime (joining or leaving
  * the orphan list rewrites it), still marked in use.
  */
 static bool unlisted_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
@@ -1941,7 +1951,7 @@ static bool unlisted_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect 
 	ext2_filsys fs = ext4_state(ctx)->fs;
 	struct ext2_inode_large in;
 
-	return ext4_fresh_inode(ctx, s, bufs, &in) && in.i_links_count == 0 && in.i_mode &&
+	return ext4_fresh_inode(ctx, s, bufs, &in) && orphan_by_dtime(fs, &in) &&
 	       in.i_dtime == s->arg[3] && fresh_inode_bit(fs, s, bufs) == 1;
 }
 
@@ -1963,12 +1973,15 @@ static const char *unlisted_kernel_view(struct scrub_ctx *ctx, const struct ext4
 
 /*
  * e2fsck's pass 1 "Inodes that were part of a corrupted orphan linked list
- * found", "Deleted inode has zero dtime": an inode with no links, marked
- * in use, that neither the superblock's orphan list nor the orphan file
- * names.  The kernel puts an inode on one of them in the transaction that
- * takes its last link and takes it off in the one that frees it; off both
- * it is freed by no one, its blocks lost.  Its dtime is an orphan-list
- * link (below the inode count) or 0; a time is check_deleted_marked_used()'s.
+ * found", "Deleted inode has zero dtime": an inode marked in use that its
+ * dtime makes an orphan (orphan_by_dtime()) and that neither the
+ * superblock's orphan list nor the orphan file names.  The kernel puts an
+ * inode on one of them in the transaction that takes its last link (or
+ * starts a truncate) and takes it off in the one that frees it (or ends
+ * the truncate); off both, one with no links is freed by no one, its
+ * blocks lost, and one with links keeps a list link as its dtime (e2fsck:
+ * "is in use, but has dtime set").  A dtime above the inode count is a
+ * time: check_deleted_marked_used()'s, or ext4_xref.c's with links.
  */
 static void check_unlisted_orphan(struct scrub_ctx *ctx, ext2_ino_t ino,
 				  const struct ext2_inode_large *in)
@@ -1978,21 +1991,29 @@ static void check_unlisted_orphan(struct scrub_ctx *ctx, ext2_ino_t ino,
 	uint32_t ipg = fs->super->s_inodes_per_group;
 	struct ext4_suspect *s;
 
-	if (in->i_links_count || !in->i_mode || in->i_dtime > fs->super->s_inodes_count ||
-	    special_inode(fs, ino, in) || ext4_orphan_listed(st, ino) ||
-	    inode_recent(ctx, in, EXT2_INODE_SIZE(fs->super)))
+	if (!orphan_by_dtime(fs, in) || special_inode(fs, ino, in) ||
+	    ext4_orphan_listed(st, ino) || inode_recent(ctx, in, EXT2_INODE_SIZE(fs->super)))
 		return;
-	s = ext4_inode_suspect(ctx, CHECK_EXT4_ORPHAN_LIST, ino, in, unlisted_still_bad,
-		"%s of %llu bytes, owner %u:%u, has no links and is marked in use in the inode "
-		"bitmap of group %u, but is on no orphan list (dtime %u): nothing will free it",
-		inode_mode_name(in->i_mode), (unsigned long long)EXT2_I_SIZE(in), inode_uid(*in),
-		inode_gid(*in), (ino - 1) / ipg, in->i_dtime);
+	if (in->i_links_count)
+		s = ext4_inode_suspect(ctx, CHECK_EXT4_ORPHAN_LIST, ino, in, unlisted_still_bad,
+			"%s, link count %u, has an orphan-list link as its deletion time (dtime %u), "
+			"but is on no orphan list", inode_mode_name(in->i_mode),
+			in->i_links_count, in->i_dtime);
+	else
+		s = ext4_inode_suspect(ctx, CHECK_EXT4_ORPHAN_LIST, ino, in, unlisted_still_bad,
+			"%s of %llu bytes, owner %u:%u, has no links and is marked in use in the "
+			"inode bitmap of group %u, but is on no orphan list (dtime %u): nothing will "
+			"free it", inode_mode_name(in->i_mode), (unsigned long long)EXT2_I_SIZE(in),
+			inode_uid(*in), inode_gid(*in), (ino - 1) / ipg, in->i_dtime);
 	ext4_suspect_block(s, ext2fs_inode_bitmap_loc(fs, (ino - 1) / ipg));
 	ext4_suspect_block(s, ext4_gd_block(fs, (ino - 1) / ipg));
 	s->arg[2] = (ino - 1) % ipg;
 	s->arg[3] = in->i_dtime;
-	s->kernel_view = unlisted_kernel_view;
-	s->no_name = true;
+	/* The kernel holding an unlinked inode open is its own orphan; a linked one says nothing. */
+	if (!in->i_links_count) {
+		s->kernel_view = unlisted_kernel_view;
+		s->no_name = true;
+	}
 }
 
 /*
