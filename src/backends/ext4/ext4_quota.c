@@ -248,14 +248,20 @@ static bool qtree_find(const struct qfile *q, uint32_t id, uint64_t *pos, bool *
 	return qblock(q, qb) != NULL;
 }
 
-/* Every id in the tree below quota block qb at depth into tab (usage from the file). */
+/*
+ * Every id in the tree below quota block qb at depth into tab (usage from
+ * the file).  Each block is read once (seen: a bit per quota block): a
+ * leaf holds several ids' entries, and a damaged tree whose references
+ * all name one block would otherwise be walked 256^4 times.
+ */
 static void qtree_collect(const struct qfile *q, uint32_t qb, unsigned depth,
-			  struct quota_tab *tab)
+			  struct quota_tab *tab, unsigned char *seen)
 {
 	const unsigned char *b = qblock(q, qb);
 
-	if (!b || qb == 0)
+	if (!b || qb == 0 || (seen[qb / 8] >> (qb % 8) & 1))
 		return;
+	seen[qb / 8] |= (unsigned char)(1u << (qb % 8));
 	if (depth == QT_DEPTH) {
 		for (unsigned off = QT_LEAF_HEADER; off + QT_ENTRY <= QT_BLOCK; off += QT_ENTRY)
 			if (!ext4_all_zero(b + off, QT_ENTRY))
@@ -263,7 +269,7 @@ static void qtree_collect(const struct qfile *q, uint32_t qb, unsigned depth,
 		return;
 	}
 	for (unsigned i = 0; i < QT_BLOCK / 4; i++)
-		qtree_collect(q, le32_at(b + i * 4), depth + 1, tab);
+		qtree_collect(q, le32_at(b + i * 4), depth + 1, tab, seen);
 }
 
 /* ---- the comparison -------------------------------------------------------- */
@@ -359,7 +365,10 @@ static void check_type(struct scrub_ctx *ctx, unsigned t)
 		str_info(ctx, CHECK_EXT4_UNCHECKED, NULL, NULL, 0, "the %s quota file (inode %u) "
 			 "cannot be read: %s", type_names[t], ino, ext4_strerror(err));
 	} else {
-		qtree_collect(&q, QT_ROOT, 0, tab);	/* the file's ids join the counted */
+		unsigned char *seen = xcalloc(1, q.size / QT_BLOCK / 8 + 1);
+
+		qtree_collect(&q, QT_ROOT, 0, tab, seen);	/* the file's ids join the counted */
+		free(seen);
 		for (size_t i = 0; i < tab->cap; i++)
 			if (tab->v[i].used)
 				compare_id(ctx, &q, t, &tab->v[i]);
