@@ -342,9 +342,8 @@ const char *ext4_sb_insane(ext2_filsys fs, const struct ext2_super_block *sb)
  * A quota inode number that is neither the reserved one of its type (3,
  * 4; ext4 keeps project quota in an ordinary inode) nor an ordinary inode
  * of the filesystem, with the quota feature (e2fsck: "Invalid user quota
- * inode").  The kernel
- * reads these at a read-write mount with the quota feature and refuses
- * the mount; a read-only mount never opens them.
+ * inode").  The kernel reads these at a read-write mount with the quota
+ * feature and refuses the mount; a read-only mount never opens them.
  */
 static const char *sb_quota_inum_bad(const struct ext2_super_block *sb, char *why, size_t len)
 {
@@ -385,7 +384,7 @@ static const char *sb_primary_why(ext2_filsys fs, const struct ext2_super_block 
 static bool sb_primary_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 			   unsigned char *const *bufs)
 {
-	char why[96];
+	char why[96];	/* sb_quota_inum_bad()'s longest message, with a 10-digit number */
 
 	return sb_primary_why(ext4_state(ctx)->fs, (void *)(bufs[0] + s->arg[0]), why,
 			      sizeof(why));
@@ -484,7 +483,7 @@ void ext4_check_superblocks(struct scrub_ctx *ctx)
 	blk64_t pblk = sb_block(fs, &off);
 	const struct ext2_super_block *primary = (void *)(pbuf + off);
 	const char *why;
-	char whybuf[96];
+	char whybuf[96];	/* as sb_primary_bad()'s */
 	int ret;
 
 	if ((ret = ext4_read_direct(st, pblk, pbuf)) < 0) {
