@@ -127,6 +127,7 @@
 #define CHECK_EXT4_UNCHECKED	"ext4.unchecked"	/* info: part of the ext4 checks cannot be done */
 #define CHECK_EXT4_SUPERBLOCK	"ext4.superblock"	/* primary superblock checksum or geometry */
 #define CHECK_EXT4_SB_BACKUP	"ext4.sb_backup"	/* a backup superblock disagrees or is damaged */
+#define CHECK_EXT4_MMP		"ext4.mmp"	/* the multiple-mount protection block */
 #define CHECK_EXT4_GROUP_DESC	"ext4.group_desc"	/* group descriptor checksum or locations */
 #define CHECK_EXT4_BLOCK_BITMAP	"ext4.block_bitmap"	/* block bitmap checksum (info: unclaimed blocks) */
 #define CHECK_EXT4_INODE_BITMAP	"ext4.inode_bitmap"	/* inode bitmap checksum */
@@ -152,5 +153,6 @@
 #define CHECK_EXT4_INODE_BLOCKS	"ext4.inode_blocks"	/* i_blocks != what the extent tree maps */
 #define CHECK_EXT4_JOURNAL	"ext4.journal"	/* the journal: superblock, blocks, external device */
 #define CHECK_EXT4_XATTR_REFCOUNT "ext4.xattr_refcount" /* attribute block count != its users */
+#define CHECK_EXT4_QUOTA	"ext4.quota"	/* a quota file's usage != what the inodes use */
 
 #endif

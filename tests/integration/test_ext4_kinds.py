@@ -5,23 +5,38 @@
   one user (f_bad_local_jnl, d_corrupt_journal_nr_users), a journal inode
   whose map leaves a hole in its i_size (f_badjour_indblks);
 * the bad-blocks inode (inode 1): a block outside the filesystem
-  (f_badbblocks), a block a file uses too (f_bbfile);
+  (f_badbblocks), a block a file uses too (f_bbfile), group 0's
+  descriptors, a bitmap or an inode table block (f_badprimary,
+  f_badtable);
 * one inode's fields: i_file_acl_hi without the 64bit feature
   (f_file_acl_high), a fast symlink with EXTENTS_FL (f_fast_symlink_extents);
-* a group descriptor's itable_unused over inodes in use.
+* a group descriptor's itable_unused over inodes in use;
+* quota: a file's owner changed without its usage moving in the quota
+  files (f_quota: "Usage inconsistent for ID 0");
+* an inode with no links, marked in use, on no orphan list (f_badorphan:
+  "part of a corrupted orphan linked list", "deleted inode has zero
+  dtime"); a file held open after its last name went is on one, clean;
+* the superblock: a quota inode number past the last inode
+  (f_quota_invalid_inum); the MMP block's magic or checksum
+  (m_mmp_bad_magic, m_mmp_bad_csum).
 
 Each fault is injected with debugfs -w (or a patch of the image file) on
 the unmounted image, shown by e2fsck -fn, and the image is then scrubbed
 just mounted, mounted again past the journal's commit interval, and
-read-only (test_ext4_false.scrub_in()).  The image without the fault, a
+read-only (test_ext4_false.scrub_in()).  Where the kernel refuses a
+read-write mount of the damage (a quota inode it cannot open, an MMP
+block it cannot verify), the test says so and scrubs it read-only, just
+mounted and remounted past the commit interval (RO_MODES).  The image without the fault, a
 list of bad blocks included, scrubs clean the same three ways."""
 
 import os
 import re
 import struct
+import time
 
 import pytest
 
+from conftest import run_fscrub
 from faults import debugfs, _patch
 import fsimage
 from test_ext4 import e2fsck
@@ -34,6 +49,8 @@ MKFS = ("-g", "8192")
 # Two free blocks near the end of the filesystem, listed as bad by mkfs -l.
 BAD_BLOCKS = (16000, 16001)
 JSB_NR_USERS = 64
+# The mounts of damage the kernel will not mount read-write.
+RO_MODES = ["ro", "ro_settled"]
 
 
 @pytest.fixture
@@ -152,6 +169,51 @@ def test_bad_block_in_a_file(kinds_img, mode):
              "blocks list (inode 1)" % blk, os.path.join(kinds_img.mnt, "f"))
 
 
+def group_layout(img, what, group=0):
+    """A block of group's layout in dumpe2fs: what is "Primary superblock",
+    "Group descriptors", "Block bitmap", "Inode bitmap", "Inode table" or
+    "Backup superblock" (the first block of a range)."""
+    out = fsimage.run(["dumpe2fs", img.path]).stdout
+    part = out.split("Group %d:" % group, 1)[1].split("\nGroup ", 1)[0]
+    return int(re.search(r"%s at (\d+)" % what, part).group(1))
+
+
+def list_bad(img, blk):
+    """blk made the bad-blocks inode's second entry in place of 16001, which
+    is freed (e2fsck then sees only what blk is)."""
+    debugfs(img, "set_inode_field <1> block[1] %d" % blk, write=True)
+    debugfs(img, "freeb %d" % BAD_BLOCKS[1], write=True)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("what,owner,plus", [
+    ("Group descriptors", "the superblock or group descriptors in group 0", 0),
+    ("Block bitmap", "the block bitmap of group 0", 0),
+    ("Inode bitmap", "the inode bitmap of group 0", 0),
+    ("Inode table", "the inode table of group 0", 1)])
+def test_bad_block_is_metadata(kinds_img, mode, what, owner, plus):
+    """f_badprimary, f_badtable: group 0's descriptors, a bitmap or an inode
+    table block in the bad blocks list."""
+    blk = group_layout(kinds_img, what) + plus
+    list_bad(kinds_img, blk)
+    r = scrub_damaged(kinds_img, mode)
+    error_of(r, "ext4.crosslink", 1, "block %d, %s, is in the bad blocks list: the kernel "
+             "uses it as metadata all the same" % (blk, owner))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_bad_block_backup_superblock_is_clean(kinds_img, mode):
+    """A backup superblock may be listed as bad: mke2fs lists it and warns,
+    e2fsck passes it."""
+    backup = group_layout(kinds_img, "Backup superblock", 1)
+    list_bad(kinds_img, backup)
+    fsimage.run(["e2fsck", "-fy", kinds_img.path], check=False)  # the free counts
+    assert "(1):%d" % backup in debugfs(kinds_img, "stat <1>"), "e2fsck unlisted it"
+    assert e2fsck(kinds_img).returncode == 0
+    mnt, r = scrub_in(kinds_img, mode)
+    assert r.rc == 0 and r.errors == [], r
+
+
 # ---- one inode's fields ----------------------------------------------------------
 
 @pytest.mark.parametrize("mode", MODES)
@@ -192,3 +254,166 @@ def test_itable_unused_over_inodes_in_use(kinds_img, mode):
     last = max(ino_of(kinds_img, "/f"), ino_of(kinds_img, "/sl"))
     error_of(r, "ext4.group_desc", None, "inode %d is in use, but the group descriptor's "
              "itable_unused (%d) says the inodes from 12 on were never used" % (last, ipg - 11))
+
+
+# ---- the superblock and the MMP block ---------------------------------------------
+
+def refused_rw(img):
+    """The kernel refuses the image read-write (and leaves nothing mounted)."""
+    with pytest.raises(RuntimeError):
+        img.mount()
+    img.offline()
+
+
+@pytest.mark.parametrize("mode", RO_MODES)
+def test_quota_inode_past_the_last(image_factory, mode):
+    """f_quota_invalid_inum: the user quota inode 808464432 (0x30303030)
+    with the quota feature."""
+    img = image_factory("ext4", size_mb=16, mkfs_args=("-O", "quota"))
+    img.mkfs()
+    debugfs(img, "ssv usr_quota_inum 808464432", write=True)
+    refused_rw(img)
+    r = scrub_damaged(img, mode)
+    error_of(r, "ext4.superblock", None, "superblock: the user quota inode is 808464432, "
+             "which is past the last inode")
+
+
+@pytest.fixture
+def mmp_img(image_factory):
+    """A 16 MiB ext4 with the mmp feature (metadata_csum), unmounted; its
+    MMP block's number as img.mmp."""
+    img = image_factory("ext4", size_mb=16, mkfs_args=("-O", "mmp"))
+    img.mkfs()
+    img.mmp = int(re.search(r"MMP block number:\s+(\d+)",
+                            fsimage.run(["dumpe2fs", "-h", img.path]).stdout).group(1))
+    return img
+
+
+# struct mmp_struct: mmp_magic first, mmp_checksum in its last 4 bytes of 1024.
+MMP_MAGIC_OFF, MMP_CSUM_OFF = 0, 1020
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_mmp_clean(mmp_img, mode):
+    """A sound MMP block, which kmmpd rewrites on a read-write mount."""
+    mnt, r = scrub_in(mmp_img, mode)
+    assert r.rc == 0 and r.errors == [] and not r.of(check="ext4.mmp"), r
+
+
+@pytest.mark.parametrize("mode", RO_MODES)
+@pytest.mark.parametrize("field,off,says", [("magic", MMP_MAGIC_OFF, "bad magic number"),
+                                            ("csum", MMP_CSUM_OFF, "checksum does not match")])
+def test_mmp_damaged(mmp_img, mode, field, off, says):
+    """m_mmp_bad_magic, m_mmp_bad_csum: one word of the MMP block overwritten."""
+    _patch(mmp_img.path, mmp_img.mmp * BS + off, struct.pack("<I", 0x12345678))
+    refused_rw(mmp_img)
+    r = scrub_damaged(mmp_img, mode)
+    error_of(r, "ext4.mmp", None, "MMP block %d: %s" % (mmp_img.mmp, says))
+
+
+# ---- inodes with no links on no orphan list --------------------------------------
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtime", [0, 11])
+def test_unlisted_orphan(kinds_img, mode, dtime):
+    """f_badorphan: f's name removed and its link count made 0, its dtime 0
+    ("deleted inode has zero dtime") or 11, an orphan-list link that no
+    list reaches ("part of a corrupted orphan linked list")."""
+    ino = ino_of(kinds_img, "/f")
+    debugfs(kinds_img, "unlink /f", write=True)
+    debugfs(kinds_img, "set_inode_field <%d> links_count 0" % ino, write=True)
+    debugfs(kinds_img, "set_inode_field <%d> dtime %d" % (ino, dtime), write=True)
+    r = scrub_damaged(kinds_img, mode)
+    error_of(r, "ext4.orphan_list", ino, "regular file of %d bytes, owner 0:0, has no links "
+             "and is marked in use in the inode bitmap of group 0, but is on no orphan list "
+             "(dtime %d): nothing will free it" % (3 * BS, dtime))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_linked_inode_with_orphan_link(kinds_img, mode):
+    """A file in use whose dtime is an orphan-list link (11) that no list
+    reaches: e2fsck's "was part of the orphaned inode list", "is in use,
+    but has dtime set"."""
+    ino = ino_of(kinds_img, "/f")
+    debugfs(kinds_img, "set_inode_field /f dtime 11", write=True)
+    r = scrub_damaged(kinds_img, mode)
+    error_of(r, "ext4.orphan_list", ino, "regular file, link count 1, has an orphan-list link "
+             "as its deletion time (dtime 11), but is on no orphan list",
+             os.path.join(kinds_img.mnt, "f"))
+
+
+@pytest.mark.parametrize("feature", ["^orphan_file", "orphan_file"])
+def test_open_unlinked_is_clean(image_factory, feature):
+    """Files held open after their names went are on the superblock's
+    orphan list, or in the orphan file: no finding, on the live mount."""
+    img = image_factory("ext4", size_mb=64, mkfs_args=MKFS + ("-O", feature))
+    img.mkfs()
+    mnt = img.mount()
+    held = []
+    for i in range(3):
+        path = os.path.join(mnt, "gone%d" % i)
+        fh = open(path, "wb")
+        fh.write(b"g" * BS)
+        held.append(fh)
+        os.unlink(path)
+    try:
+        for fh in held:
+            fh.flush()
+            os.fsync(fh.fileno())
+        time.sleep(1.1)     # older than the "changed during the scan" window
+        r = run_fscrub("-n", "-v", mnt)
+    finally:
+        for fh in held:
+            fh.close()
+    assert r.rc == 0 and r.errors == [] and not r.of(check="ext4.orphan_list"), r
+
+
+# ---- quota usage -------------------------------------------------------------------
+
+@pytest.fixture
+def quota_img(image_factory, workdir):
+    """A 16 MiB ext4 with the quota feature made from a directory (mke2fs
+    -d): a (3 blocks, root's) and d/b (one block, d and b 100:200); the
+    quota files then made right by e2fsck -fy (mke2fs -d leaves them
+    empty).  This kernel mounts it read-only only (no CONFIG_QFMT_V2)."""
+    src = os.path.join(workdir, "quota-src")
+    os.makedirs(os.path.join(src, "d"))
+    for name, size in (("a", 3 * BS), ("d/b", 100)):
+        with open(os.path.join(src, name), "wb") as fh:
+            fh.write(b"q" * size)
+    for name in ("d", "d/b"):
+        os.chown(os.path.join(src, name), 100, 200)
+    img = image_factory("ext4", size_mb=16, mkfs_args=("-O", "quota", "-d", src))
+    img.mkfs()
+    fsimage.run(["e2fsck", "-fy", img.path], check=False)
+    assert e2fsck(img).returncode == 0
+    return img
+
+
+@pytest.mark.parametrize("mode", RO_MODES)
+def test_quota_clean(quota_img, mode):
+    mnt, r = scrub_in(quota_img, mode)
+    assert r.rc == 0 and r.errors == [] and not r.of(check="ext4.quota"), r
+
+
+@pytest.mark.parametrize("mode", RO_MODES)
+def test_quota_usage_wrong(quota_img, mode):
+    """f_quota: a's owner made 100 offline, the quota files left as they
+    were: user 0 has a's blocks and inode in its quota, user 100 not."""
+    def said():     # e2fsck's quota warnings go to stderr
+        p = fsimage.run(["e2fsck", "-fn", quota_img.path], check=False)
+        return p.stdout + p.stderr
+
+    sectors = int(re.search(r"Blockcount: (\d+)", debugfs(quota_img, "stat /a")).group(1))
+    assert "QUOTA" not in said()
+    debugfs(quota_img, "set_inode_field /a uid 100", write=True)
+    used0 = re.search(r"ID 0:actual \((\d+), (\d+)\)", said())
+    assert used0
+    r = scrub_damaged(quota_img, mode)
+    space0, inodes0 = int(used0.group(1)), int(used0.group(2))
+    hits = error_of(r, "ext4.quota", 3, "user quota of id 0: the quota file says %d bytes in "
+                    "%d inodes, the inodes use %d bytes in %d" % (
+                        space0 + sectors * 512, inodes0 + 1, space0, inodes0))
+    assert hits[0].path == quota_img.mnt, r
+    error_of(r, "ext4.quota", 3, "user quota of id 100: the quota file says")
+    assert not [f for f in r.errors if "group quota" in f.message], r

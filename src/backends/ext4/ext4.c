@@ -27,6 +27,7 @@
  */
 #include "backends/ext4/ext4.h"
 
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fsmap.h>
@@ -252,6 +253,9 @@ static void ext4_cleanup(struct scrub_ctx *ctx)
 		ext2fs_free_block_bitmap(st->metadata);
 	if (st->badblocks)
 		ext2fs_free_block_bitmap(st->badblocks);
+	if (st->orphans)
+		ext2fs_free_inode_bitmap(st->orphans);
+	ext4_quota_release(st);
 	ext4_bulk_free(st);
 	ext4_xattr_refs_release(st);
 	free(st->jruns);
@@ -334,13 +338,56 @@ const char *ext4_sb_insane(ext2_filsys fs, const struct ext2_super_block *sb)
 	return NULL;
 }
 
+/*
+ * A quota inode number that is neither the reserved one of its type (3,
+ * 4; ext4 keeps project quota in an ordinary inode) nor an ordinary inode
+ * of the filesystem, with the quota feature (e2fsck: "Invalid user quota
+ * inode").  The kernel reads these at a read-write mount with the quota
+ * feature and refuses the mount; a read-only mount never opens them.
+ */
+static const char *sb_quota_inum_bad(const struct ext2_super_block *sb, char *why, size_t len)
+{
+	static const char *const names[] = { "user", "group", "project" };
+	const uint32_t inums[] = { sb->s_usr_quota_inum, sb->s_grp_quota_inum,
+				   sb->s_prj_quota_inum };
+
+	/* Without the feature neither the kernel nor e2fsck's verdict (exit 0) reads them. */
+	if (!ext2fs_has_feature_quota((struct ext2_super_block *)sb))
+		return NULL;
+	for (unsigned t = 0; t < 3; t++) {
+		uint32_t ino = inums[t];
+		bool reserved = ino == EXT4_USR_QUOTA_INO || ino == EXT4_GRP_QUOTA_INO;
+
+		if (ino && ((ino < EXT2_FIRST_INO(sb) && !reserved) || ino > sb->s_inodes_count)) {
+			snprintf(why, len, "the %s quota inode is %u, which is %s", names[t], ino,
+				 ino > sb->s_inodes_count ? "past the last inode" :
+				 "a reserved inode of another use");
+			return why;
+		}
+	}
+	return NULL;
+}
+
+/* What is wrong with the primary superblock (why: room for the message), NULL if nothing. */
+static const char *sb_primary_why(ext2_filsys fs, const struct ext2_super_block *sb,
+				  char *why, size_t len)
+{
+	const char *insane;
+
+	if (!ext2fs_superblock_csum_verify(fs, (struct ext2_super_block *)sb))
+		return "checksum does not match";
+	if ((insane = ext4_sb_insane(fs, sb)))
+		return insane;
+	return sb_quota_inum_bad(sb, why, len);
+}
+
 static bool sb_primary_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
 			   unsigned char *const *bufs)
 {
-	ext2_filsys fs = ext4_state(ctx)->fs;
-	struct ext2_super_block *sb = (void *)(bufs[0] + s->arg[0]);
+	char why[96];	/* sb_quota_inum_bad()'s longest message, with a 10-digit number */
 
-	return !ext2fs_superblock_csum_verify(fs, sb) || ext4_sb_insane(fs, sb);
+	return sb_primary_why(ext4_state(ctx)->fs, (void *)(bufs[0] + s->arg[0]), why,
+			      sizeof(why));
 }
 
 /* Features the kernel sets and clears on the primary only while mounted. */
@@ -436,20 +483,22 @@ void ext4_check_superblocks(struct scrub_ctx *ctx)
 	blk64_t pblk = sb_block(fs, &off);
 	const struct ext2_super_block *primary = (void *)(pbuf + off);
 	const char *why;
+	char whybuf[96];	/* as sb_primary_bad()'s */
 	int ret;
 
 	if ((ret = ext4_read_direct(st, pblk, pbuf)) < 0) {
 		report_operational(ctx, NULL, NULL, -ret, "cannot read the superblock");
 		goto out;
 	}
-	why = !ext2fs_superblock_csum_verify(fs, (struct ext2_super_block *)primary) ?
-	      "checksum does not match" : ext4_sb_insane(fs, primary);
+	why = sb_primary_why(fs, primary, whybuf, sizeof(whybuf));
 	if (why) {
 		struct ext4_suspect *s = ext4_suspect_add(ctx, CHECK_EXT4_SUPERBLOCK, 0,
 							  sb_primary_bad, "superblock: %s", why);
 		ext4_suspect_block(s, pblk);
 		s->arg[0] = off;
-		goto out;	/* backups are compared with a good primary only */
+		/* Backups are compared with a primary of sound checksum and geometry only. */
+		if (why != whybuf)
+			goto out;
 	}
 	for (dgrp_t g = 1; g < fs->group_desc_count && !scrub_should_stop(ctx); g++) {
 		blk64_t b;
@@ -486,6 +535,63 @@ void ext4_check_superblocks(struct scrub_ctx *ctx)
 out:
 	free(pbuf);
 	free(bbuf);
+}
+
+/* ---- phase 2: the MMP block --------------------------------------------- */
+
+/*
+ * What is wrong with the multiple-mount protection block's bytes, NULL if
+ * nothing.  kmmpd rewrites the block whole every update interval of a
+ * read-write mount (magic, sequence, checksum), and a read-write mount
+ * refuses a block it cannot verify: what fails twice was not written so.
+ */
+static const char *mmp_bad(ext2_filsys fs, unsigned char *b)
+{
+	struct mmp_struct *mmp = (void *)b;
+
+	if (le32toh(mmp->mmp_magic) != EXT4_MMP_MAGIC)
+		return "bad magic number";
+	if (!ext2fs_mmp_csum_verify(fs, mmp))
+		return "checksum does not match";
+	return NULL;
+}
+
+static bool mmp_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+			  unsigned char *const *bufs)
+{
+	(void)s;	/* its one block is bufs[0] */
+	return mmp_bad(ext4_state(ctx)->fs, bufs[0]);
+}
+
+/* The MMP block the superblock names (the mmp feature): inside the filesystem, sound. */
+static void check_mmp(struct scrub_ctx *ctx)
+{
+	struct ext4_state *st = ext4_state(ctx);
+	ext2_filsys fs = st->fs;
+	blk64_t blk = fs->super->s_mmp_block;
+	unsigned char *buf;
+	const char *why;
+	int ret;
+
+	if (!ext2fs_has_feature_mmp(fs->super))
+		return;
+	if (!ext4_blocks_in_fs(fs, blk, 1)) {
+		str_error(ctx, CHECK_EXT4_MMP, NULL, NULL, 0, "the superblock's MMP block %llu "
+			  "is outside the filesystem", (unsigned long long)blk);
+		return;
+	}
+	buf = ext4_block_buf(st);
+	if ((ret = ext4_read_direct(st, blk, buf)) < 0)
+		report_operational(ctx, NULL, NULL, -ret, "reading the MMP block %llu",
+				   (unsigned long long)blk);
+	else if ((why = mmp_bad(fs, buf))) {
+		struct ext4_suspect *s = ext4_suspect_add(ctx, CHECK_EXT4_MMP, 0, mmp_still_bad,
+			"MMP block %llu: %s", (unsigned long long)blk, why);
+
+		ext4_suspect_block(s, blk);
+		s->journal_free = true;		/* never journalled: kmmpd writes it in place */
+	}
+	free(buf);
 }
 
 /* ---- phase 2: group descriptors and bitmaps ------------------------------ */
@@ -777,6 +883,7 @@ static int ext4_scan_metadata(struct scrub_ctx *ctx)
 		return 0;
 	}
 	ext4_check_superblocks(ctx);
+	check_mmp(ctx);
 	ext4_check_groups(ctx);
 	ext4_confirm_run(ctx, false);
 	compare_statfs(ctx);

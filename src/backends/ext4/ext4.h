@@ -22,6 +22,9 @@
  *   ext4_htree.c    an htree directory's index judged whole, from the
  *                   scan's reads of its blocks: hash ranges, references.
  *   ext4_xref.c     the inode-core checks of e2fsck's pass 1.
+ *   ext4_orphans.c  the inodes the disk lists as orphans (the superblock's
+ *                   list, the orphan file), for the inode scan.
+ *   ext4_quota.c    the quota files' usage against the inode scan's count.
  *   ext4_journal.c  the journal: its superblock, the internal journal's
  *                   blocks (which other inodes must not claim), an
  *                   external journal device's header.
@@ -128,6 +131,7 @@ struct ext4_run {
 struct ext4_bulk;
 struct ext4_dirra;
 struct ext4_xattr_ref;
+struct ext4_quota;
 
 struct ext4_state {
 	ext2_filsys fs;
@@ -170,6 +174,10 @@ struct ext4_state {
 	ext2fs_block_bitmap metadata;
 	/* The bad-blocks inode's blocks (phase 3, inode 1 first), NULL: none. */
 	ext2fs_block_bitmap badblocks;
+	/* The inodes the disk lists as orphans (ext4_orphans.c), NULL: not known. */
+	ext2fs_inode_bitmap orphans;
+	/* Usage by user, group and project (ext4_quota.c), NULL: not checked. */
+	struct ext4_quota *quota;
 	/* Inodes in use and the attribute block each names (ext4_xattr_refs.c). */
 	struct ext4_xattr_ref *xattr_refs;
 	size_t nr_xattr_refs, alloc_xattr_refs;
@@ -357,6 +365,8 @@ void ext4_dirra_stop(struct scrub_ctx *ctx, bool say);
  * judged).
  */
 bool ext4_xref_inode(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext2_inode_large *in);
+/* The bytes i_blocks says the inode uses (both halves, huge_file's unit). */
+uint64_t ext4_inode_bytes(ext2_filsys fs, const struct ext2_inode_large *in);
 /*
  * The same for what the inode's extent tree or block map maps, walked
  * whole and found sound (ext4_inodes.c): count, the blocks its leaves map (unwritten
@@ -405,6 +415,27 @@ void ext4_journal_check(struct scrub_ctx *ctx);
  * NULL if it is none.
  */
 const char *ext4_metadata_owner(ext2_filsys fs, blk64_t b, char *buf, size_t len);
+
+/* ---- ext4_orphans.c ---- */
+
+/* Before the inode scan: the superblock's orphan list and the orphan file into st->orphans. */
+void ext4_orphans_collect(struct scrub_ctx *ctx);
+/* Does the disk list inode ino as an orphan?  True when the orphans are not known. */
+bool ext4_orphan_listed(const struct ext4_state *st, ext2_ino_t ino);
+
+/* ---- ext4_quota.c ---- */
+
+/* User, group, project. */
+#define EXT4_QUOTA_TYPES 3
+
+/* Before the inode scan: with the quota feature, st->quota to count into. */
+void ext4_quota_begin(struct scrub_ctx *ctx);
+/* The inode scan: inode ino is in use (recent: it changed during the scan). */
+void ext4_quota_note(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext2_inode_large *in,
+		     bool recent);
+/* After the scan: every quota file's usage against the count; suspects. */
+void ext4_quota_check(struct scrub_ctx *ctx);
+void ext4_quota_release(struct ext4_state *st);
 
 /* ---- ext4_xattr_refs.c ---- */
 

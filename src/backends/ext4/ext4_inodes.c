@@ -1931,6 +1931,92 @@ static bool deleted_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *
 }
 
 /*
+ * Does the inode's dtime say it is an orphan (a list link, or 0 with no
+ * links)?  Both but for 0 with links, an inode in ordinary use.
+ */
+static bool orphan_by_dtime(ext2_filsys fs, const struct ext2_inode_large *in)
+{
+	return in->i_mode && in->i_dtime <= fs->super->s_inodes_count &&
+	       (in->i_links_count == 0 || in->i_dtime);
+}
+
+/*
+ * Blocks and arg[2] as fresh_inode_bit(), arg[3] the first read's dtime.
+ * The same inode, still an orphan by the same dtime (joining or leaving
+ * the orphan list rewrites it), still marked in use.
+ */
+static bool unlisted_still_bad(struct scrub_ctx *ctx, const struct ext4_suspect *s,
+			       unsigned char *const *bufs)
+{
+	ext2_filsys fs = ext4_state(ctx)->fs;
+	struct ext2_inode_large in;
+
+	return ext4_fresh_inode(ctx, s, bufs, &in) && orphan_by_dtime(fs, &in) &&
+	       in.i_dtime == s->arg[3] && fresh_inode_bit(fs, s, bufs) == 1;
+}
+
+/*
+ * The kernel's view: an inode it has open (unlinked, not yet on the disk's
+ * list) comes back by handle; one with no links that it does not hold is
+ * ESTALE ("no longer in use"), which is the damage itself.
+ */
+static const char *unlisted_kernel_view(struct scrub_ctx *ctx, const struct ext4_suspect *s)
+{
+	int fd = open_inode(ctx, (ext2_ino_t)s->ino, (uint32_t)s->arg[1], O_PATH);
+
+	if (fd >= 0) {
+		close(fd);
+		return "the kernel holds it open, unlinked";
+	}
+	return errno == ESTALE ? NULL : "the kernel cannot be asked for the inode by handle";
+}
+
+/*
+ * e2fsck's pass 1 "Inodes that were part of a corrupted orphan linked list
+ * found", "Deleted inode has zero dtime": an inode marked in use that its
+ * dtime makes an orphan (orphan_by_dtime()) and that neither the
+ * superblock's orphan list nor the orphan file names.  The kernel puts an
+ * inode on one of them in the transaction that takes its last link (or
+ * starts a truncate) and takes it off in the one that frees it (or ends
+ * the truncate); off both, one with no links is freed by no one, its
+ * blocks lost, and one with links keeps a list link as its dtime (e2fsck:
+ * "is in use, but has dtime set").  A dtime above the inode count is a
+ * time: check_deleted_marked_used()'s, or ext4_xref.c's with links.
+ */
+static void check_unlisted_orphan(struct scrub_ctx *ctx, ext2_ino_t ino,
+				  const struct ext2_inode_large *in)
+{
+	struct ext4_state *st = ext4_state(ctx);
+	ext2_filsys fs = st->fs;
+	uint32_t ipg = fs->super->s_inodes_per_group;
+	struct ext4_suspect *s;
+
+	if (!orphan_by_dtime(fs, in) || special_inode(fs, ino, in) ||
+	    ext4_orphan_listed(st, ino) || inode_recent(ctx, in, EXT2_INODE_SIZE(fs->super)))
+		return;
+	if (in->i_links_count)
+		s = ext4_inode_suspect(ctx, CHECK_EXT4_ORPHAN_LIST, ino, in, unlisted_still_bad,
+			"%s, link count %u, has an orphan-list link as its deletion time (dtime %u), "
+			"but is on no orphan list", inode_mode_name(in->i_mode),
+			in->i_links_count, in->i_dtime);
+	else
+		s = ext4_inode_suspect(ctx, CHECK_EXT4_ORPHAN_LIST, ino, in, unlisted_still_bad,
+			"%s of %llu bytes, owner %u:%u, has no links and is marked in use in the "
+			"inode bitmap of group %u, but is on no orphan list (dtime %u): nothing will "
+			"free it", inode_mode_name(in->i_mode), (unsigned long long)EXT2_I_SIZE(in),
+			inode_uid(*in), inode_gid(*in), (ino - 1) / ipg, in->i_dtime);
+	ext4_suspect_block(s, ext2fs_inode_bitmap_loc(fs, (ino - 1) / ipg));
+	ext4_suspect_block(s, ext4_gd_block(fs, (ino - 1) / ipg));
+	s->arg[2] = (ino - 1) % ipg;
+	s->arg[3] = in->i_dtime;
+	/* The kernel holding an unlinked inode open is its own orphan; a linked one says nothing. */
+	if (!in->i_links_count) {
+		s->kernel_view = unlisted_kernel_view;
+		s->no_name = true;
+	}
+}
+
+/*
  * e2fsck's pass 5 "inode bitmap differences: -N": a deleted inode (no
  * links, a deletion time) still marked in use.  The kernel sets the
  * deletion time and clears the bit in one transaction (ext4_evict_inode),
@@ -2011,6 +2097,59 @@ static struct ext4_suspect *shared_suspect(struct scrub_ctx *ctx, const char *ch
 	return s;
 }
 
+/* Is b a block or inode bitmap, or in an inode table, of any group? */
+static bool group_table_block(ext2_filsys fs, blk64_t b)
+{
+	for (dgrp_t g = 0; g < fs->group_desc_count; g++) {
+		blk64_t it = ext2fs_inode_table_loc(fs, g);
+
+		if (b == ext2fs_block_bitmap_loc(fs, g) || b == ext2fs_inode_bitmap_loc(fs, g) ||
+		    (it && b >= it && b - it < fs->inode_blocks_per_group))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * e2fsck's pass 1 on the bad-blocks inode: the first listed block that is
+ * group 0's superblock or descriptors, a bitmap or an inode table block
+ * ("The primary superblock (1) is on the bad block list", "Group 0's
+ * block bitmap (3) is bad"), else 0.  The kernel reads and writes it as
+ * metadata all the same.  A backup superblock or its descriptors may be
+ * listed: mke2fs lists them and only warns.
+ */
+static blk64_t badlisted_metadata(const struct ext4_state *st)
+{
+	ext2_filsys fs = st->fs;
+	blk64_t b = fs->super->s_first_data_block, end = ext2fs_blocks_count(fs->super) - 1, hit;
+
+	while (st->badblocks && b <= end &&
+	       ext2fs_find_first_set_block_bitmap2(st->badblocks, b, end, &hit) == 0) {
+		if (ext2fs_test_block_bitmap2(st->metadata, hit) &&
+		    (ext2fs_group_of_blk2(fs, hit) == 0 || group_table_block(fs, hit)))
+			return hit;
+		b = hit + 1;
+	}
+	return 0;
+}
+
+/* The bad-blocks inode's list against the metadata (see badlisted_metadata()). */
+static void check_badlist(struct scrub_ctx *ctx, const struct ext2_inode_large *in,
+			  const struct xwalk *w)
+{
+	ext2_filsys fs = ext4_state(ctx)->fs;
+	blk64_t b = badlisted_metadata(ext4_state(ctx));
+	struct strbuf sb = STRBUF_INIT;
+	char owner[64];
+
+	if (!b || !ext4_metadata_owner(fs, b, owner, sizeof(owner)))
+		return;
+	strbuf_addf(&sb, "block %llu, %s, is in the bad blocks list: the kernel uses it as "
+		    "metadata all the same", (unsigned long long)b, owner);
+	shared_suspect(ctx, CHECK_EXT4_CROSSLINK, EXT2_BAD_INO, in, w, b, sb.buf);
+	strbuf_release(&sb);
+}
+
 /*
  * e2fsck's pass 1B for the blocks that never move while mounted: an
  * inode's block that is also group metadata, or the journal's (the
@@ -2025,6 +2164,8 @@ static void check_shared(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext
 	struct strbuf sb = STRBUF_INIT;
 	char owner[64];
 
+	if (c->ino == EXT2_BAD_INO)
+		check_badlist(ctx, in, w);
 	if (ctx->quirks & QUIRK_BLOCKS_SHARED)
 		return;		/* shared_blocks: said in phase 1 */
 	if (c->in_meta && ext4_metadata_owner(fs, c->meta, owner, sizeof(owner))) {
@@ -2147,6 +2288,9 @@ static void check_one_inode(struct scrub_ctx *ctx, ext2_ino_t ino, struct ext2_i
 		s->arg[2] = (ino - 1) % ipg;
 		return;		/* nothing else in it can be trusted */
 	}
+	check_unlisted_orphan(ctx, ino, in);
+	if (!(in->i_links_count == 0 && in->i_dtime > fs->super->s_inodes_count))
+		ext4_quota_note(ctx, ino, in, inode_recent(ctx, in, EXT2_INODE_SIZE(fs->super)));
 	if (in->i_links_count == 0 && in->i_dtime) {
 		/* A dtime below the inode count links the orphan list: open, unlinked. */
 		if (in->i_dtime > fs->super->s_inodes_count)
@@ -2339,6 +2483,8 @@ static errcode_t iscan_prepare(struct scrub_ctx *ctx)
 	    (err = ext2fs_allocate_block_bitmap(fs, "metadata", &st->metadata)) ||
 	    (err = claim_metadata(st)))
 		return err;
+	ext4_orphans_collect(ctx);
+	ext4_quota_begin(ctx);
 	ext4_journal_map(ctx, true);
 	/*
 	 * A descriptor that puts its inode table outside the filesystem (an
@@ -2442,6 +2588,7 @@ void ext4_iscan_after(struct scrub_ctx *ctx, struct ext4_iscan *is)
 	check_orphan_list(ctx);
 	if (!scrub_should_stop(ctx))
 		ext4_xattr_refs_check(ctx);
+	ext4_quota_check(ctx);
 	check_reached_marked_free(ctx, is->buf);
 }
 

@@ -67,6 +67,11 @@ static uint64_t inode_sectors(ext2_filsys fs, const struct ext2_inode *in)
 	return b;
 }
 
+uint64_t ext4_inode_bytes(ext2_filsys fs, const struct ext2_inode_large *in)
+{
+	return inode_sectors(fs, (const struct ext2_inode *)in) * 512;
+}
+
 /* The first flag the type or the features forbid, or NULL. */
 static const char *bad_flag(ext2_filsys fs, const struct ext2_inode *in)
 {
