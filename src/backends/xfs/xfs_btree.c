@@ -170,9 +170,10 @@ static void bt_vproblem(struct bt_walk *w, bool cross, const uint32_t *blk, unsi
 	struct strbuf sb = STRBUF_INIT;
 
 	strbuf_vaddf(&sb, fmt, ap);
-	od_problem(w->od, 0, cross, "%s %s", w->ops->name, sb.buf);
 	if (n)
-		od_problem_blocks(w->od, blk, n);
+		od_problem_between(w->od, blk, n, "%s %s", w->ops->name, sb.buf);
+	else
+		od_problem(w->od, 0, cross, "%s %s", w->ops->name, sb.buf);
 	strbuf_release(&sb);
 	w->bad = true;
 }

@@ -95,32 +95,9 @@ int od_pread(struct od *od, void *buf, uint64_t off, size_t len)
 	return (size_t)n == len ? 0 : -EIO;
 }
 
-static void od_vproblem(struct od *od, const char *check, uint64_t ino, bool cross,
-			const char *fmt, va_list ap)
+/* Add blocks blk[0..n) to p: NULLAGBLOCK ones and repeats left out. */
+static void problem_add_blocks(struct od_problem *p, const uint32_t *blk, unsigned n)
 {
-	struct strbuf sb = STRBUF_INIT;
-
-	od->last_kept = od->pn < OD_MAX_PROBLEMS;
-	if (!od->last_kept) {
-		od->pdropped++;
-		return;
-	}
-	strbuf_vaddf(&sb, fmt, ap);
-	if (od->pn == od->palloc) {
-		od->palloc = od->palloc ? 2 * od->palloc : 8;
-		od->pv = xrealloc(od->pv, od->palloc * sizeof(*od->pv));
-	}
-	od->pv[od->pn++] = (struct od_problem){
-		.msg = strbuf_detach(&sb), .check = check, .ino = ino, .cross = cross,
-	};
-}
-
-void od_problem_blocks(struct od *od, const uint32_t *blk, unsigned n)
-{
-	struct od_problem *p = &od->pv[od->pn - 1];
-
-	if (!od->last_kept)
-		return;
 	for (unsigned i = 0; i < n && p->nblk < OD_MAX_BLKS; i++) {
 		bool seen = blk[i] == NULLAGBLOCK;
 
@@ -131,12 +108,41 @@ void od_problem_blocks(struct od *od, const uint32_t *blk, unsigned n)
 	}
 }
 
+static void od_vproblem(struct od *od, const char *check, uint64_t ino, bool cross,
+			const uint32_t *blk, unsigned n, const char *fmt, va_list ap)
+{
+	struct strbuf sb = STRBUF_INIT;
+
+	if (od->pn == OD_MAX_PROBLEMS) {
+		od->pdropped++;
+		return;
+	}
+	strbuf_vaddf(&sb, fmt, ap);
+	if (od->pn == od->palloc) {
+		od->palloc = od->palloc ? 2 * od->palloc : 8;
+		od->pv = xrealloc(od->pv, od->palloc * sizeof(*od->pv));
+	}
+	od->pv[od->pn] = (struct od_problem){
+		.msg = strbuf_detach(&sb), .check = check, .ino = ino, .cross = cross,
+	};
+	problem_add_blocks(&od->pv[od->pn++], blk, n);
+}
+
 void od_problem(struct od *od, uint64_t ino, bool cross, const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
-	od_vproblem(od, NULL, ino, cross, fmt, ap);
+	od_vproblem(od, NULL, ino, cross, NULL, 0, fmt, ap);
+	va_end(ap);
+}
+
+void od_problem_between(struct od *od, const uint32_t *blk, unsigned n, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	od_vproblem(od, NULL, 0, true, blk, n, fmt, ap);
 	va_end(ap);
 }
 
@@ -146,7 +152,7 @@ void od_problem_id(struct od *od, const char *check, uint64_t ino, bool cross,
 	va_list ap;
 
 	va_start(ap, fmt);
-	od_vproblem(od, check, ino, cross, fmt, ap);
+	od_vproblem(od, check, ino, cross, NULL, 0, fmt, ap);
 	va_end(ap);
 }
 
@@ -488,8 +494,8 @@ static bool check_ag_twice(struct od *od, uint32_t ag, struct od_pending *pend)
 	struct xfs_ag_geometry k0 = { .ag_number = ag };
 	struct od_look first, again;
 	size_t kept = 0, between = 0, named = 0;
-	bool have_k0, q_ag, by_log;
-	struct od_logcheck lc;
+	bool have_k0, q_ag, by_log, same[OD_MAX_PROBLEMS];
+	struct od_logcheck lc = { .ret = -ENOTSUP };
 
 	have_k0 = ioctl(od->xs->fd, XFS_IOC_AG_GEOMETRY, &k0) == 0;
 	od->first_look = true;
@@ -502,21 +508,25 @@ static bool check_ag_twice(struct od *od, uint32_t ag, struct od_pending *pend)
 	syncfs(od->ctx->mnt_fd);
 	nanosleep(&pause, NULL);
 	look(od, ag, &again);
-	od_logcheck_read(od, &lc);
+	for (size_t i = 0; i < first.pn; i++) {
+		same[i] = look_find(&again, first.pv[i].msg);
+		between += same[i] && first.pv[i].cross;
+	}
+	/* The log is read only for problems between blocks seen twice. */
+	if (between)
+		od_logcheck_read(od, &lc);
 	by_log = od_logcheck_judges(&lc);
 	q_ag = !by_log && have_k0 && quiet(&k0, &first, &again);
 	for (size_t i = 0; i < first.pn; i++) {
 		struct od_problem *p = &first.pv[i];
-		bool same = look_find(&again, p->msg);
 		bool q = by_log ? !problem_in_log(od, ag, &lc, p) : q_ag;
 
-		between += same && p->cross;
-		named += same && p->cross && by_log && !q;
-		if (same && p->cross && q) {
+		named += same[i] && p->cross && by_log && !q;
+		if (same[i] && p->cross && q) {
 			first.pv[kept++] = *p;	/* for the third look */
 			continue;
 		}
-		verdict(od, &first, p, same && !p->cross);
+		verdict(od, &first, p, same[i] && !p->cross);
 		free(p->msg);
 	}
 	od_logcheck_release(&lc);
@@ -575,12 +585,13 @@ void od_wait_log_worker(struct scrub_ctx *ctx, const char *phase, size_t what,
 /*
  * The third look: at once where the log judges, else after the log worker
  * pushed everything to the disk.  A problem still there is an error if
- * the log (read once for all) names none of its blocks, or, without the
- * log, if its AG is still quiet.
+ * the log, read once after all the third looks, names none of its blocks,
+ * or, without the log, if its AG is still quiet.
  */
 static void check_pending(struct od *od, struct od_pending *pend, size_t n)
 {
 	struct od_logcheck lc = { .ret = -ENOTSUP };
+	struct od_look *last = xcalloc(n, sizeof(*last));
 	size_t guessed = 0;
 
 	for (size_t i = 0; i < n; i++)
@@ -590,24 +601,24 @@ static void check_pending(struct od *od, struct od_pending *pend, size_t n)
 				   "AGs with problems between blocks and no log to judge them");
 	else
 		syncfs(od->ctx->mnt_fd);
+	for (size_t i = 0; i < n; i++)
+		look(od, pend[i].first.ag, &last[i]);
 	if (guessed < n)
 		od_logcheck_read(od, &lc);
 	for (size_t i = 0; i < n; i++) {
-		struct od_look *first = &pend[i].first, last;
-		bool q_ag;
+		struct od_look *first = &pend[i].first;
+		bool q_ag = !pend[i].by_log && quiet(&pend[i].k0, first, &last[i]);
 
-		look(od, first->ag, &last);
-		q_ag = !pend[i].by_log && quiet(&pend[i].k0, first, &last);
 		for (size_t j = 0; j < first->pn; j++) {
 			const struct od_problem *p = &first->pv[j];
-			bool q = pend[i].by_log ? od_logcheck_judges(&lc) &&
-						  !problem_in_log(od, first->ag, &lc, p) : q_ag;
+			bool q = pend[i].by_log ? !problem_in_log(od, first->ag, &lc, p) : q_ag;
 
-			verdict(od, first, p, look_find(&last, p->msg) && q);
+			verdict(od, first, p, look_find(&last[i], p->msg) && q);
 		}
-		look_release(&last);
+		look_release(&last[i]);
 		look_release(first);
 	}
+	free(last);
 	od_logcheck_release(&lc);
 }
 

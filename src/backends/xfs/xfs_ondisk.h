@@ -91,7 +91,6 @@ struct od {
 	/* This look at the current AG. */
 	struct od_problem *pv;
 	size_t pn, palloc, pdropped;
-	bool last_kept;			/* the last problem made it into pv */
 	uint64_t agf_lsn, agi_lsn;	/* as read by this look, 0: not read */
 	uint32_t agi_count, agi_freecount;
 	unsigned long long blocks, inodes;	/* read by this look */
@@ -110,11 +109,12 @@ void od_problem_id(struct od *od, const char *check, uint64_t ino, bool cross,
 		   const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
 /*
- * The problem just added is about these n blocks alone (see struct
- * od_problem; NULLAGBLOCK ones and repeats are left out; at most
- * OD_MAX_BLKS).
+ * A problem between the n blocks of blk alone (cross; see struct
+ * od_problem: NULLAGBLOCK ones and repeats are left out, at most
+ * OD_MAX_BLKS kept).
  */
-void od_problem_blocks(struct od *od, const uint32_t *blk, unsigned n);
+void od_problem_between(struct od *od, const uint32_t *blk, unsigned n, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 /* pread len bytes at off into buf (aligned): 0 or a negative errno. */
 int od_pread(struct od *od, void *buf, uint64_t off, size_t len);
 /* XFS's CRC32c of a block of len bytes whose CRC is at crc_off. */
