@@ -120,7 +120,7 @@ static int bb_cycle(struct cursor *c, uint64_t bb, uint32_t *cycle)
 }
 
 /* Where the cycle number drops: *head (nbb when the pass ended at the ring's end). */
-static int find_head(struct cursor *c, uint64_t *head, uint32_t *cycle)
+static int find_head(struct cursor *c, uint64_t *head)
 {
 	uint64_t lo = 0, hi = c->src->nbb - 1;
 	uint32_t c0, cl, cm;
@@ -130,7 +130,6 @@ static int find_head(struct cursor *c, uint64_t *head, uint32_t *cycle)
 		ret = bb_cycle(c, hi, &cl);
 	if (ret < 0)
 		return ret;
-	*cycle = c0;
 	if (c0 == cl) {
 		*head = c->src->nbb;
 		return 0;
@@ -351,6 +350,7 @@ static void add_span(struct walk *w, uint16_t type, uint64_t daddr, uint64_t bbs
 static void format_blocks(struct walk *w, const uint8_t *f, uint32_t len)
 {
 	const struct logsrc *src = w->src;
+	uint64_t agno, agbno, blocks;
 	int64_t blkno;
 	int32_t ilen;
 
@@ -380,12 +380,11 @@ static void format_blocks(struct walk *w, const uint8_t *f, uint32_t len)
 	case XFS_LI_ICREATE:
 		if (len < offsetof(struct xfs_icreate_log, icl_gen))
 			return;
-		add_span(w, XFS_LI_ICREATE, ((uint64_t)get_be32(f + offsetof(struct xfs_icreate_log, icl_ag)) *
-				     src->agblocks +
-			     get_be32(f + offsetof(struct xfs_icreate_log, icl_agbno))) *
-				    src->bb_per_block,
-			 (uint64_t)get_be32(f + offsetof(struct xfs_icreate_log, icl_length)) *
-				 src->bb_per_block);
+		agno = get_be32(f + offsetof(struct xfs_icreate_log, icl_ag));
+		agbno = get_be32(f + offsetof(struct xfs_icreate_log, icl_agbno));
+		blocks = get_be32(f + offsetof(struct xfs_icreate_log, icl_length));
+		add_span(w, XFS_LI_ICREATE, (agno * src->agblocks + agbno) * src->bb_per_block,
+			 blocks * src->bb_per_block);
 		return;
 	}
 }
@@ -517,7 +516,6 @@ int logview_read(const struct logsrc *src, struct logview *lv)
 	struct record last = { 0 }, r = { 0 };
 	struct walk w = { .lv = lv, .src = src };
 	uint64_t head;
-	uint32_t cycle;
 	int ret;
 
 	*lv = (struct logview){ 0 };
@@ -528,7 +526,7 @@ int logview_read(const struct logsrc *src, struct logview *lv)
 		c.win = NULL;
 	last.buf = malloc((size_t)MAX_REC_BBS * BB);
 	r.buf = malloc((size_t)MAX_REC_BBS * BB);
-	ret = c.win && last.buf && r.buf ? find_head(&c, &head, &cycle) : -ENOMEM;
+	ret = c.win && last.buf && r.buf ? find_head(&c, &head) : -ENOMEM;
 	if (!ret)
 		ret = find_last(&c, head % src->nbb, &last);
 	if (!ret) {
