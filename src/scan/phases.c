@@ -62,7 +62,6 @@ static const struct phase phases[] = {
 struct phase_clock {
 	struct timespec wall;
 	struct rusage ru;
-	double peak_mib;	/* the peak RSS so far */
 };
 
 /*
@@ -89,7 +88,6 @@ static void clock_now(struct phase_clock *c)
 {
 	clock_gettime(CLOCK_MONOTONIC, &c->wall);
 	getrusage(RUSAGE_SELF, &c->ru);
-	c->peak_mib = peak_rss_mib(&c->ru);
 }
 
 static double tv_sec(const struct timeval *a, const struct timeval *b)
@@ -117,18 +115,19 @@ static void account_phase(struct scrub_ctx *ctx, int n, const struct phase *p,
 	double user = tv_sec(&a->ru.ru_utime, &b->ru.ru_utime);
 	double sys = tv_sec(&a->ru.ru_stime, &b->ru.ru_stime);
 	const char *early = began != &a->wall ? " (from its first reads, during phase 3)" : "";
+	double peak;
 
 	json_report_phase(ctx, n, p->title, ts_sec(run, began), wall, user, sys, items, p->unit);
 	history_phase(ctx, n, p->title, wall, user, sys, items);
 	if (!ctx->opt.timing)
 		return;
+	peak = peak_rss_mib(&b->ru);	/* a high-water mark: now is the phase's end */
 	if (p->unit[0])
 		report_text(ctx, "Phase %d: wall %.3fs%s, user %.3fs, system %.3fs, peak RSS "
-			    "%.1f MiB, %llu %s", n, wall, early, user, sys, b->peak_mib, items,
-			    p->unit);
+			    "%.1f MiB, %llu %s", n, wall, early, user, sys, peak, items, p->unit);
 	else
 		report_text(ctx, "Phase %d: wall %.3fs%s, user %.3fs, system %.3fs, peak RSS "
-			    "%.1f MiB", n, wall, early, user, sys, b->peak_mib);
+			    "%.1f MiB", n, wall, early, user, sys, peak);
 }
 
 /* What a phase will count to, from statfs now: inodes or bytes in use. */
