@@ -1144,7 +1144,7 @@ bool xfs_refcountbt_read(struct od *od, uint32_t agno, uint64_t base, uint32_t l
 
 	bt_walk(od, &s, BT_REFC, agno, base, length, be32toh(agf->agf_refcount_root),
 		be32toh(agf->agf_refcount_level));
-	free(s.sp.used.v);
+	sp->used = s.sp.used;	/* the btree's blocks, for the log to be asked of */
 	sp->refc = s.sp.refc;
 	sp->cow = s.sp.cow;
 	sp->refc_ok = s.clean[BT_REFC];

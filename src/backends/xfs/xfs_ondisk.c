@@ -477,6 +477,38 @@ static bool problem_in_log(const struct od *od, uint32_t ag, const struct od_log
 	return false;
 }
 
+struct od_logcheck *od_log_open(struct od *od)
+{
+	struct od_logcheck *lc = xcalloc(1, sizeof(*lc));
+
+	od_logcheck_read(od, lc);
+	return lc;
+}
+
+int od_log_names(const struct od *od, const struct od_logcheck *lc, uint32_t agno,
+		 const struct xref_exts *blks)
+{
+	uint32_t length;
+	uint64_t base = ag_where(od, agno, &length) / 512, bpb = od->bsize / 512;
+
+	if (!od_logcheck_judges(lc))
+		return -1;
+	if (lc->ret)
+		return 1;	/* -E2BIG: every block is taken to be in it */
+	for (size_t i = 0; i < blks->n; i++)
+		if (logview_hits(&lc->lv, base + (uint64_t)blks->v[i].start * bpb,
+				 (uint64_t)blks->v[i].len * bpb))
+			return 1;
+	return 0;
+}
+
+void od_log_close(struct od_logcheck *lc)
+{
+	if (lc)
+		od_logcheck_release(lc);
+	free(lc);
+}
+
 /* An AG whose problems between blocks wait for the log worker. */
 struct od_pending {
 	struct xfs_ag_geometry k0;

@@ -256,8 +256,9 @@ void xfs_dirindex_check(struct od *od, const struct xfs_dinode *d, uint64_t ino)
  * (od_open: 0, or a negative errno, and nothing to release; *primary_err
  * is set too if the primary superblock is what failed), one AG's
  * refcountbt as it is on the disk now (false if its AGF or the btree
- * cannot be read whole and clean: phase 2 says why), and the wait for
- * the log worker to push what the kernel logged to the disk.
+ * cannot be read whole and clean: phase 2 says why; the btree's blocks
+ * in sp->used), and the wait for the log worker to push what the kernel
+ * logged to the disk.
  */
 int od_open(struct scrub_ctx *ctx, struct od *od, int *primary_err);
 void od_close(struct od *od);
@@ -273,6 +274,19 @@ void od_check_ag(struct od *od, uint32_t agno);
 bool od_ag_refcounts(struct od *od, uint32_t agno, struct xref_space *sp);
 void od_wait_log_worker(struct scrub_ctx *ctx, const char *phase, size_t what,
 			const char *why);
+
+/*
+ * The on-disk log's view (xfs_logview.h), read now through od: does it
+ * name one of AG agno's blocks in blks?  1 yes, 0 none (what the disk
+ * holds of them is what the kernel has), or -1 when the log cannot say
+ * (an external log, one this reader does not know or cannot parse).  A
+ * log too big to read names every block.
+ */
+struct od_logcheck;
+struct od_logcheck *od_log_open(struct od *od);
+int od_log_names(const struct od *od, const struct od_logcheck *lc, uint32_t agno,
+		 const struct xref_exts *blks);
+void od_log_close(struct od_logcheck *lc);
 
 /*
  * xfs_ownermap.c, phase 2: look() forgets what an earlier look at the AG

@@ -24,17 +24,21 @@
  * refcountbt re-read from the disk, every owner of the range opened by
  * handle and mapped afresh (FIEMAP_FLAG_SYNC), its ctime unchanged from
  * before to after and older than the scan.  The kernel writes the btree
- * blocks it logged back later than syncfs forces the log, so what is
- * still there waits for the log worker (xfs_ondisk.c) and a third look.
- * A block the kernel keeps relogging may stay old on the disk even so:
- * last, the kernel's own view must be the disk's -- FIEMAP's shared flag
- * comes from the refcountbt the kernel holds, so blocks of two owners it
- * does not call shared have no record there either, and the one owner's
- * block it calls shared has one (it asks only of files with the reflink
- * flag); a count that differs otherwise, or that no owner can answer
- * for, is believed only of an AG whose counters
- * (XFS_IOC_AG_GEOMETRY) did not move since the sweep.  Only what passes
- * all of this is an error, the rest "changed".
+ * blocks it logged back later than syncfs forces the log: what is still
+ * there is asked of the on-disk log (xfs_logview.h).  If no item in it
+ * names a block of the AG's refcountbt, the disk holds the btree the
+ * kernel has: a third look at once, the log asked again, and what still
+ * differs is damage, however busy the AG is.  Where the log names one (or
+ * cannot be read: an external log), the third look waits for the log
+ * worker (xfs_ondisk.c), and a block the kernel keeps relogging may stay
+ * old on the disk even so: last, the kernel's own view must be the
+ * disk's -- FIEMAP's shared flag comes from the refcountbt the kernel
+ * holds, so blocks of two owners it does not call shared have no record
+ * there either, and the one owner's block it calls shared has one (it
+ * asks only of files with the reflink flag); a count that differs
+ * otherwise, or that no owner can answer for, is believed only of an AG
+ * whose counters (XFS_IOC_AG_GEOMETRY) did not move since the sweep.
+ * Only what passes all of this is an error, the rest "changed".
  *
  * Cost: one pass over the walk's extents per AG, and for the AG in hand
  * 32 bytes per extent in it plus the sweep's edges (16) and runs (32);
@@ -80,6 +84,15 @@ struct refc_suspect {
 	struct xfs_ag_geometry k0;	/* the kernel's counters of the AG, at the sweep */
 	bool have_k0;
 	bool shared, unshared;	/* the owners' fresh FIEMAP flags over the range */
+	struct xref_exts blocks;	/* the AG's refcountbt blocks at the last look */
+	int log;		/* what the log said of them: LOG_* */
+};
+
+/* A suspect's refcountbt blocks in the on-disk log (od_log_names()). */
+enum {
+	LOG_UNASKED,	/* not asked, or the log cannot say */
+	LOG_CLEAR,	/* named by no item: the disk holds what the kernel has */
+	LOG_NAMED,	/* the kernel may have newer copies of them */
 };
 
 struct refc_check {
@@ -310,8 +323,34 @@ static int recheck(struct refc_check *rc, struct refc_suspect *s, const struct x
 	return ret;
 }
 
-/* One more look at every suspect still there; AGs re-read once each. */
-static void look_again(struct refc_check *rc, struct od *od)
+/* The blocks of the refcountbt as sp was read, kept with s for the log. */
+static void keep_blocks(struct refc_suspect *s, const struct xref_space *sp)
+{
+	free(s->blocks.v);
+	s->blocks = (struct xref_exts){ 0 };
+	for (size_t i = 0; i < sp->used.n; i++)
+		xref_exts_add(&s->blocks, sp->used.v[i].start, sp->used.v[i].len, 0, 0);
+}
+
+/* Which suspects still there a look or a question to the log is for. */
+static bool any_still(const struct refc_suspect *s)
+{
+	return s->verdict == 1;
+}
+
+static bool clear_still(const struct refc_suspect *s)
+{
+	return s->verdict == 1 && s->log == LOG_CLEAR;
+}
+
+static bool unclear_still(const struct refc_suspect *s)
+{
+	return s->verdict == 1 && s->log != LOG_CLEAR;
+}
+
+/* One more look at the suspects pick() picks; AGs re-read once each. */
+static void look_again(struct refc_check *rc, struct od *od,
+		       bool (*pick)(const struct refc_suspect *))
 {
 	struct xref_space sp = { 0 };
 	bool have_ag = false, ok = false;
@@ -320,7 +359,7 @@ static void look_again(struct refc_check *rc, struct od *od)
 	for (size_t i = 0; i < rc->nr_sus && !scrub_should_stop(rc->ctx); i++) {
 		struct refc_suspect *s = &rc->sus[i];
 
-		if (s->verdict != 1)
+		if (!pick(s))
 			continue;
 		if (!have_ag || ag != s->ag) {
 			xref_space_release(&sp);
@@ -330,8 +369,42 @@ static void look_again(struct refc_check *rc, struct od *od)
 		}
 		/* A btree that cannot be read whole now: phase 2 says why. */
 		s->verdict = ok ? recheck(rc, s, &sp) : -1;
+		if (ok)
+			keep_blocks(s, &sp);
 	}
 	xref_space_release(&sp);
+}
+
+/*
+ * Asks the on-disk log about the suspects pick() picks, after their last
+ * look: does an item between its tail and head name a block of their
+ * AG's refcountbt as that look read it?  Returns how many it names none
+ * of (LOG_CLEAR).  Why the refcountbt's blocks alone: a block the kernel
+ * changed, split off, joined or freed since it was last written back is
+ * in a logged transaction (a freed one as a cancelled buffer item) until
+ * the AGF and every other block of that transaction are written back, and
+ * a block added to the btree is reached through a parent whose pointer
+ * changed.  So if no block reached from the disk's AGF is named, the
+ * disk's refcountbt is the kernel's, however the AGF itself is relogged.
+ */
+static size_t ask_log(struct refc_check *rc, struct od *od,
+		      bool (*pick)(const struct refc_suspect *))
+{
+	struct od_logcheck *lc = od_log_open(od);
+	size_t clear = 0;
+
+	for (size_t i = 0; i < rc->nr_sus; i++) {
+		struct refc_suspect *s = &rc->sus[i];
+		int named;
+
+		if (!pick(s))
+			continue;
+		named = od_log_names(od, lc, s->ag, &s->blocks);
+		s->log = named < 0 ? LOG_UNASKED : named ? LOG_NAMED : LOG_CLEAR;
+		clear += s->log == LOG_CLEAR;
+	}
+	od_log_close(lc);
+	return clear;
 }
 
 /*
@@ -339,8 +412,10 @@ static void look_again(struct refc_check *rc, struct od *od)
  * the refcountbt the kernel has in memory: blocks of two owners that it
  * does not call shared have no record there either, and a block it calls
  * shared has one.  A count that differs otherwise (or with no owner to
- * ask) may be a block the kernel keeps relogging and has not written
- * back: believed only of an AG whose counters did not move.
+ * ask) is the kernel's too if the log names none of the btree's blocks;
+ * where the log cannot say, it may be a block the kernel keeps relogging
+ * and has not written back: believed only of an AG whose counters did
+ * not move.
  */
 static bool kernel_agrees(struct refc_check *rc, const struct refc_suspect *s)
 {
@@ -350,6 +425,8 @@ static bool kernel_agrees(struct refc_check *rc, const struct refc_suspect *s)
 		return !s->shared;
 	/* Not shared is no answer: FIEMAP asks only of files with the reflink flag. */
 	if (s->d.want == 1 && s->shared && !s->unshared)
+		return true;
+	if (s->log == LOG_CLEAR)
 		return true;
 	return s->have_k0 && ioctl(rc->xs->fd, XFS_IOC_AG_GEOMETRY, &k) == 0 &&
 	       k.ag_freeblks == s->k0.ag_freeblks && k.ag_icount == s->k0.ag_icount &&
@@ -362,6 +439,15 @@ static size_t still_there(const struct refc_check *rc)
 
 	for (size_t i = 0; i < rc->nr_sus; i++)
 		n += rc->sus[i].verdict == 1;
+	return n;
+}
+
+static size_t unclear(const struct refc_check *rc)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < rc->nr_sus; i++)
+		n += unclear_still(&rc->sus[i]);
 	return n;
 }
 
@@ -464,13 +550,23 @@ struct refc_check *xfs_refcount_collect(struct scrub_ctx *ctx, struct xfs_names 
 	if (rc->nr_sus) {
 		syncfs(ctx->mnt_fd);
 		nanosleep(&pause, NULL);
-		look_again(rc, &od);
+		look_again(rc, &od, any_still);
 		drop_uncounted(rc);
 	}
-	if (still_there(rc)) {
-		od_wait_log_worker(ctx, "Phase 3", still_there(rc),
-				   "ranges whose reference counts differ from the files' extents");
-		look_again(rc, &od);
+	/*
+	 * The third look: at once where the log names none of the btree's
+	 * blocks (and it is asked again after it), else after the log worker.
+	 */
+	if (still_there(rc) && ask_log(rc, &od, any_still)) {
+		syncfs(ctx->mnt_fd);
+		look_again(rc, &od, clear_still);
+		ask_log(rc, &od, clear_still);
+	}
+	if (unclear(rc)) {
+		od_wait_log_worker(ctx, "Phase 3", unclear(rc),
+				   "ranges whose reference counts differ from the files' extents, "
+				   "the log naming their refcountbt's blocks or unread");
+		look_again(rc, &od, unclear_still);
 	}
 	for (size_t i = 0; i < rc->nr_sus; i++)
 		if (rc->sus[i].verdict == 1 && !kernel_agrees(rc, &rc->sus[i]))
@@ -555,8 +651,10 @@ void xfs_refcount_report(struct refc_check *rc, struct xfs_names *names)
 		str_info(rc->ctx, CHECK_XFS_REFCOUNT, NULL, NULL, 0,
 			 "more than %d reference count mismatches: only the first are examined",
 			 REFC_MAX_SUSPECTS);
-	for (size_t i = 0; i < rc->nr_sus; i++)
+	for (size_t i = 0; i < rc->nr_sus; i++) {
 		free(rc->sus[i].owners);
+		free(rc->sus[i].blocks.v);
+	}
 	free(rc->sus);
 	free(rc->unmapped);
 	free(rc);
