@@ -23,9 +23,18 @@
  * AGFL and btree blocks less the reserve pool, the per-AG metadata
  * reservations (no interface shows them) and delayed allocations.
  *
- * The live rule: a mismatch is looked at again after syncfs and a pause;
- * only the same figures, all of them unchanged, are an error, anything
- * that moved is an info "changed while being checked".
+ * The live rule.  A look is whole only if the filesystem-wide figures
+ * read the same before and after the AGs are read (else a file made or
+ * removed between them tears it: taken again, a few times).  A mismatch
+ * is looked at again after syncfs and a pause, and once more after a
+ * longer one.  What is damage is the difference, not the figures: a
+ * superblock that lied at mount leaves the kernel's counters off by the
+ * same number however many files come and go, while a race between the
+ * reads gives a difference that does not stay.  So the same difference
+ * in statfs's figure in every whole look (and the FSCOUNTS figure past
+ * its slack in each) is an error, however the counts moved; a mismatch
+ * that goes away or changes, or looks that stay torn, an info "changed
+ * while being checked".
  */
 #include "backends/xfs/xfs.h"
 
@@ -45,8 +54,12 @@
 
 /* XFS_ICOUNT_BATCH in the kernel: each CPU folds its delta past 128. */
 #define CNT_ICOUNT_BATCH 128
-/* The pause between the looks: long enough for a transaction in flight. */
+/* The pauses between the looks: long enough for a transaction in flight. */
 #define CNT_PAUSE_NS 500000000L
+#define CNT_LAST_PAUSE_NS 1500000000L
+/* Tries at a whole look, and the pause between them. */
+#define CNT_TRIES 8
+#define CNT_RETRY_NS 20000000L
 
 struct cnt_look {
 	unsigned long long allocino;	/* FSCOUNTS */
@@ -55,15 +68,31 @@ struct cnt_look {
 	bool used_ok;			/* statfs's figure can be compared */
 };
 
-/* 0, or a negative errno when a counter cannot be read. */
-static int look(struct scrub_ctx *ctx, struct cnt_look *l)
+/* The filesystem-wide figures of l, read now. */
+static int look_fs(const struct xfs_state *xs, struct cnt_look *l)
 {
-	struct xfs_state *xs = xfs_state(ctx);
 	struct xfs_fsop_counts c;
 	struct statvfs sv;
 
-	memset(l, 0, sizeof(*l));
 	if (ioctl(xs->fd, XFS_IOC_FSCOUNTS, &c) < 0 || fstatvfs(xs->fd, &sv) < 0)
+		return -errno;
+	l->allocino = c.allocino;
+	/* f_ffree is clamped at 0 (a full filesystem): then it says nothing. */
+	l->used_ok = sv.f_ffree > 0 && sv.f_files >= sv.f_ffree;
+	l->used = sv.f_files - sv.f_ffree;
+	return 0;
+}
+
+/*
+ * One try: the filesystem's figures, every AG's, the filesystem's again.
+ * 1 whole, 0 torn (the filesystem's moved meanwhile), or a negative errno.
+ */
+static int look_once(const struct xfs_state *xs, struct cnt_look *l)
+{
+	struct cnt_look after;
+
+	memset(l, 0, sizeof(*l));
+	if (look_fs(xs, l) < 0)
 		return -errno;
 	for (uint32_t ag = 0; ag < xs->geo.agcount; ag++) {
 		struct xfs_ag_geometry a = { .ag_number = ag };
@@ -73,11 +102,24 @@ static int look(struct scrub_ctx *ctx, struct cnt_look *l)
 		l->ag_icount += a.ag_icount;
 		l->ag_ifree += a.ag_ifree;
 	}
-	l->allocino = c.allocino;
-	/* f_ffree is clamped at 0 (a full filesystem): then it says nothing. */
-	l->used_ok = sv.f_ffree > 0 && sv.f_files >= sv.f_ffree;
-	l->used = sv.f_files - sv.f_ffree;
-	return 0;
+	if (look_fs(xs, &after) < 0)
+		return -errno;
+	return after.allocino == l->allocino && after.used == l->used &&
+	       after.used_ok == l->used_ok;
+}
+
+/* 1 a whole look in l, 0 every try torn, or a negative errno. */
+static int look(struct scrub_ctx *ctx, struct cnt_look *l)
+{
+	struct timespec pause = { 0, CNT_RETRY_NS };
+	int ret = 0;
+
+	for (int i = 0; i < CNT_TRIES && !ret; i++) {
+		if (i)
+			nanosleep(&pause, NULL);
+		ret = look_once(xfs_state(ctx), l);
+	}
+	return ret;
 }
 
 /*
@@ -123,32 +165,55 @@ static bool mismatch(const struct cnt_look *l, bool project, struct strbuf *why)
 	return bad;
 }
 
-static bool same(const struct cnt_look *a, const struct cnt_look *b)
+/* statfs's in-use figure less the AGs' (0 when it cannot be compared). */
+static long long used_diff(const struct cnt_look *l, bool project)
 {
-	return a->allocino == b->allocino && a->used == b->used && a->used_ok == b->used_ok &&
-	       a->ag_icount == b->ag_icount && a->ag_ifree == b->ag_ifree;
+	if (project || !l->used_ok || l->ag_icount < l->ag_ifree)
+		return 0;
+	return (long long)l->used - (long long)(l->ag_icount - l->ag_ifree);
+}
+
+/* Both looks wrong in the same way: the same difference, the same parts. */
+static bool same_wrong(const struct cnt_look *a, const struct cnt_look *b, bool project)
+{
+	bool fa = absdiff(a->allocino, a->ag_icount) > icount_slack();
+	bool fb = absdiff(b->allocino, b->ag_icount) > icount_slack();
+
+	return fa == fb && used_diff(a, project) == used_diff(b, project);
+}
+
+/*
+ * Looks again after syncfs and pause_ns: true if that look is whole and
+ * wrong as first is (why then says how).
+ */
+static bool wrong_again(struct scrub_ctx *ctx, const struct cnt_look *first, long pause_ns,
+			bool project, struct strbuf *why)
+{
+	struct timespec pause = { pause_ns / 1000000000L, pause_ns % 1000000000L };
+	struct cnt_look again;
+
+	syncfs(ctx->mnt_fd);
+	nanosleep(&pause, NULL);
+	return look(ctx, &again) == 1 && mismatch(&again, project, why) &&
+	       same_wrong(first, &again, project);
 }
 
 void xfs_counters_check(struct scrub_ctx *ctx)
 {
 	struct xfs_state *xs = xfs_state(ctx);
-	struct timespec pause = { 0, CNT_PAUSE_NS };
-	struct cnt_look first, again;
+	struct cnt_look first;
 	struct strbuf why = STRBUF_INIT;
 	bool project = statfs_is_project(xs->fd);
 
-	if (look(ctx, &first) < 0 || !mismatch(&first, project, &why))
+	if (look(ctx, &first) != 1 || !mismatch(&first, project, &why))
 		goto out;
-	syncfs(ctx->mnt_fd);
-	nanosleep(&pause, NULL);
-	if (look(ctx, &again) < 0)
-		goto out;
-	if (!same(&first, &again) || !mismatch(&again, project, &why))
-		str_changed(ctx, CHECK_XFS_COUNTERS, NULL, NULL, 0, "summary counters: %s",
-			    why.len ? why.buf : "a mismatch that went away");
-	else
+	if (wrong_again(ctx, &first, CNT_PAUSE_NS, project, &why) &&
+	    wrong_again(ctx, &first, CNT_LAST_PAUSE_NS, project, &why))
 		str_error(ctx, CHECK_XFS_COUNTERS, NULL, NULL, 0,
 			  "summary counters: %s (xfs_repair: sb_icount, sb_ifree)", why.buf);
+	else
+		str_changed(ctx, CHECK_XFS_COUNTERS, NULL, NULL, 0, "summary counters: %s",
+			    why.len ? why.buf : "a mismatch that went away");
 out:
 	strbuf_release(&why);
 }
