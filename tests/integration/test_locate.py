@@ -377,6 +377,116 @@ def test_btrfs_second_device(workdir, loopdev, mounts):
             (mnt + "/payload", 4096, os.path.basename(dev)), o
 
 
+BLOCK = 4096
+STRIPE = 64 * 1024      # btrfs's stripe_len
+
+
+def marked_payload(path, blocks):
+    """A file of *blocks* 4 KiB blocks, each starting with its own number,
+    so that each can be found on any device whatever the layout."""
+    data = b"".join(b"FSCRUB-BLOCK-%08d-" % k + os.urandom(BLOCK - 22) for k in range(blocks))
+    with open(path, "wb") as f:
+        f.write(data)
+        os.fsync(f.fileno())
+    return data
+
+
+def marked_blocks(image_path):
+    """{device offset: block number} of every marked block on the image."""
+    found = {}
+    with open(image_path, "rb") as f:
+        disk = f.read()
+    for m in re.finditer(rb"FSCRUB-BLOCK-(\d{8})-", disk):
+        if m.start() % BLOCK == 0:
+            found[m.start()] = int(m.group(1))
+    return found
+
+
+def data_chunk_stripes(dev):
+    """[(devid, device offset)] of the stripes of the filesystem's first
+    data chunk, in stripe order, as btrfs-progs reads the chunk tree."""
+    out = run(["btrfs", "inspect-internal", "dump-tree", "-t", "chunk", dev]).stdout
+    stripes, in_data = [], False
+    for line in out.splitlines():
+        if " CHUNK_ITEM " in line:
+            if stripes:
+                break
+            in_data = False
+        elif " type DATA" in line:
+            in_data = True
+        m = re.search(r"stripe \d+ devid (\d+) offset (\d+)", line)
+        if in_data and m:
+            stripes.append((int(m.group(1)), int(m.group(2))))
+    assert stripes, out
+    return stripes
+
+
+def xor(pieces):
+    out = bytearray(len(pieces[0]))
+    for p in pieces:
+        for i, b in enumerate(p):
+            out[i] ^= b
+    return bytes(out)
+
+
+@pytest.mark.parametrize("profile,ndev", [("raid0", 2), ("raid10", 4), ("raid5", 3),
+                                          ("raid6", 4)])
+def test_btrfs_striped_data(workdir, loopdev, mounts, profile, ndev):
+    """Data striped over the devices (RAID0, RAID10, RAID5, RAID6): every
+    block of a file, found on each device by the number written into it,
+    is named with its file offset by locate on that device; on RAID5/6 the
+    piece of the payload's first row that is not data is named parity, and
+    the P piece is the XOR of the row's data pieces, as read from the
+    devices."""
+    imgs = [os.path.join(workdir, "d%d.img" % i) for i in range(ndev)]
+    for p in imgs:
+        with open(p, "wb") as f:
+            f.truncate(300 * 2**20)
+    devs = [loopdev(p) for p in imgs]
+    run(["mkfs.btrfs", "-q", "-f", "-d", profile, "-m", "raid1"] + devs)
+    mnt = os.path.join(workdir, "mnt")
+    try:
+        mounts(devs[0], mnt)
+        data = marked_payload(os.path.join(mnt, "payload"), 96)
+        run(["btrfs", "filesystem", "sync", mnt])
+        run(["sync"])
+        seen = set()
+        for img, dev in zip(imgs, devs):
+            found = marked_blocks(img)
+            assert found, "no block of the payload on %s" % dev
+            for at, k in sorted(found.items())[:24]:
+                p, j = locate_json(dev, "%d+8" % (at // 512))
+                assert p.returncode == 4, p
+                [o] = file_owners(j)
+                assert (o["path"], o["file_offset"], o["length"]) == \
+                    (mnt + "/payload", k * BLOCK, BLOCK), (dev, at, o)
+                seen.add(k)
+        assert len(seen) >= 24, seen
+        if profile in ("raid5", "raid6"):
+            # The payload's first row: its f-th piece on every device.
+            stripes = data_chunk_stripes(devs[0])
+            at = min(marked_blocks(imgs[stripes[0][0] - 1]))
+            f = (at - stripes[0][1]) // STRIPE
+            kinds, pieces = [], []
+            for devid, offset in stripes:
+                img, dev, row = imgs[devid - 1], devs[devid - 1], offset + f * STRIPE
+                p, j = locate_json(dev, "%d+%d" % (row // 512, STRIPE // 512))
+                whats = {o["what"] for r in j["ranges"] for o in r["owners"]}
+                kinds.append("P" if any("parity (P)" in w for w in whats) else
+                             "Q" if any("parity (Q)" in w for w in whats) else "data")
+                with open(img, "rb") as fh:
+                    fh.seek(row)
+                    pieces.append(fh.read(STRIPE))
+            want = ["P"] if profile == "raid5" else ["P", "Q"]
+            assert sorted(k for k in kinds if k != "data") == want, kinds
+            assert xor([pc for pc, k in zip(pieces, kinds) if k == "data"]) == \
+                pieces[kinds.index("P")], kinds
+    finally:
+        subprocess.run(["umount", mnt], capture_output=True)
+        for dev in devs:
+            subprocess.run(["btrfs", "device", "scan", "--forget", dev], capture_output=True)
+
+
 @pytest.mark.parametrize("how", MOUNTS)
 def test_ext4_extent_tree_block(image_factory, how):
     """A file of hundreds of extents: its extent tree's blocks are its metadata."""

@@ -7,8 +7,17 @@
  * stripe of a chunk (the device tree's DEV_EXTENT items say which, the
  * chunk tree's CHUNK_ITEM how it is laid out).  In a SINGLE, DUP or RAID1*
  * chunk every stripe is a whole copy, so the byte's logical address is the
- * chunk's plus its offset in the stripe; the striped profiles (RAID0, 10,
- * 5, 6) are not followed and say so.  A data chunk's logical address is
+ * chunk's plus its offset in the stripe.  The striped profiles cut the
+ * chunk into stripe_len pieces (64 KiB) dealt round the stripes: the
+ * device's f-th piece of stripe i holds, in RAID0, logical piece
+ * f * num_stripes + i; in RAID10 (sub_stripes copies of each piece side
+ * by side) f * (num_stripes / sub_stripes) + i / sub_stripes; in RAID5/6
+ * the f-th full stripe, whose data pieces start at stripe f mod
+ * num_stripes and are followed by its parity (P, and Q for RAID6), as the
+ * kernel's btrfs_map_block() deals them: piece p of the full stripe on
+ * stripe (f + p) mod num_stripes, so stripe i holds data piece
+ * (i - f) mod num_stripes if that is below the data stripes, else parity,
+ * which belongs to no file.  A data chunk's logical address is
  * named by LOGICAL_INO_V2 (subvolume, inode and the file's offset of that
  * byte; one call per sector) and the scan's own naming (btrfs_path_in():
  * INO_PATHS, and INO_LOOKUP for the subvolumes below the mounted one); a metadata chunk's by the
@@ -117,20 +126,52 @@ static int read_dev_extents(struct bloc *b, uint64_t off, uint64_t end)
 	return got;
 }
 
-/* The type (BTRFS_BLOCK_GROUP_*) of the chunk at logical start, or 0. */
-static uint64_t chunk_type(struct bloc *b, uint64_t start)
+/* How the chunk a device extent belongs to is laid out. */
+struct chunk_layout {
+	uint64_t type;		/* BTRFS_BLOCK_GROUP_*, 0: not found */
+	uint64_t stripe_len;
+	uint32_t nr, sub;	/* stripes, and copies side by side (RAID10) */
+	uint32_t index;		/* the stripe that is this device extent */
+};
+
+/* The stripe of the chunk item it on device devid at phys, or nr if none. */
+static uint32_t stripe_index(const struct btrfs_tree_item *it, uint32_t nr, uint64_t devid,
+			     uint64_t phys)
 {
-	struct btrfs_tkey k = { BTRFS_FIRST_CHUNK_TREE_OBJECTID, BTRFS_CHUNK_ITEM_KEY, start };
+	for (uint32_t i = 0; i < nr; i++) {
+		const unsigned char *s = it->data + offsetof(struct btrfs_chunk, stripe) +
+					 (size_t)i * sizeof(struct btrfs_stripe);
+
+		if (btrfs_get64(s + offsetof(struct btrfs_stripe, devid)) == devid &&
+		    btrfs_get64(s + offsetof(struct btrfs_stripe, offset)) == phys)
+			return i;
+	}
+	return nr;
+}
+
+/* The layout of the chunk of device extent d (type 0 if it cannot be read). */
+static struct chunk_layout chunk_layout(struct bloc *b, const struct dev_extent *d)
+{
+	struct btrfs_tkey k = { BTRFS_FIRST_CHUNK_TREE_OBJECTID, BTRFS_CHUNK_ITEM_KEY, d->chunk };
+	struct chunk_layout l = { 0 };
 	struct btrfs_tree_reader r;
 	struct btrfs_tree_item it;
-	uint64_t type = 0;
 
 	if (btrfs_tree_open(&r, b->lfs->fd, BTRFS_CHUNK_TREE_OBJECTID, k, k) < 0)
-		return 0;
-	if (btrfs_tree_next(&r, &it) > 0 && it.len >= offsetof(struct btrfs_chunk, stripe))
-		type = btrfs_get64(it.data + offsetof(struct btrfs_chunk, type));
+		return l;
+	if (btrfs_tree_next(&r, &it) > 0 && it.len >= offsetof(struct btrfs_chunk, stripe)) {
+		l.nr = btrfs_get16(it.data + offsetof(struct btrfs_chunk, num_stripes));
+		l.sub = btrfs_get16(it.data + offsetof(struct btrfs_chunk, sub_stripes));
+		l.stripe_len = btrfs_get64(it.data + offsetof(struct btrfs_chunk, stripe_len));
+		/* The item must hold its stripes, and a stripe_len to divide by. */
+		if (l.nr && l.stripe_len && it.len >= offsetof(struct btrfs_chunk, stripe) +
+		    (size_t)l.nr * sizeof(struct btrfs_stripe)) {
+			l.index = stripe_index(&it, l.nr, b->devid, d->phys);
+			l.type = btrfs_get64(it.data + offsetof(struct btrfs_chunk, type));
+		}
+	}
 	btrfs_tree_close(&r);
-	return type;
+	return l;
 }
 
 /* The path of (root, inode), in any subvolume below the mounted one: malloc'ed or NULL. */
@@ -289,20 +330,96 @@ static void meta_piece(struct bloc *b, uint64_t pos, uint64_t n, uint64_t lg)
 			  "free space (in a metadata chunk)");
 }
 
-/* [pos, pos + n) inside device extent d. */
-static void chunk_piece(struct bloc *b, const struct dev_extent *d, uint64_t pos, uint64_t n)
+/* [pos, pos + n) of a chunk of this type, at logical lg. */
+static void logical_piece(struct bloc *b, uint64_t type, uint64_t pos, uint64_t n, uint64_t lg)
 {
-	uint64_t type = chunk_type(b, d->chunk), lg = d->chunk + (pos - d->phys);
-
-	if (type & BTRFS_BLOCK_GROUP_PROFILE_MASK & ~WHOLE_COPY)
-		add_piece(b, LOC_UNKNOWN, pos, n,
-			  "a striped chunk (RAID0, RAID10, RAID5 or RAID6): not supported");
-	else if (type & BTRFS_BLOCK_GROUP_DATA)
+	if (type & BTRFS_BLOCK_GROUP_DATA)
 		data_piece(b, pos, n, lg);
 	else if (type & (BTRFS_BLOCK_GROUP_METADATA | BTRFS_BLOCK_GROUP_SYSTEM))
 		meta_piece(b, pos, n, lg);
 	else
 		add_piece(b, LOC_UNKNOWN, pos, n, "a chunk of unknown type");
+}
+
+/*
+ * The logical address of the device's f-th stripe_len piece of stripe
+ * l->index, of the chunk at logical chunk; false for RAID5/6 parity, which
+ * *parity then names (0: P, 1: Q) with the full stripe's logical start in *lg.
+ */
+static bool striped_logical(const struct chunk_layout *l, uint64_t chunk, uint64_t f,
+			    uint64_t *lg, int *parity)
+{
+	uint64_t piece;
+
+	if (l->type & BTRFS_BLOCK_GROUP_RAID0) {
+		piece = f * l->nr + l->index;
+	} else if (l->type & BTRFS_BLOCK_GROUP_RAID10) {
+		uint32_t sub = l->sub ? l->sub : 2;	/* RAID10's copies of a piece */
+
+		piece = f * (l->nr / sub) + l->index / sub;
+	} else {
+		uint32_t data = l->nr - ((l->type & BTRFS_BLOCK_GROUP_RAID6) ? 2 : 1);
+		uint32_t p = (uint32_t)((l->index + l->nr - f % l->nr) % l->nr);
+
+		if (p >= data) {
+			*parity = (int)(p - data);
+			*lg = chunk + f * data * l->stripe_len;
+			return false;
+		}
+		piece = f * data + p;
+	}
+	*lg = chunk + piece * l->stripe_len;
+	return true;
+}
+
+/* [pos, pos + n) of device extent d, a stripe of a striped chunk laid out as l. */
+static void striped_piece(struct bloc *b, const struct dev_extent *d,
+			  const struct chunk_layout *l, uint64_t pos, uint64_t n)
+{
+	static const char *const parity_name[] = { "P", "Q" };
+	uint64_t end = pos + n;
+
+	for (uint64_t a = pos; a < end;) {
+		uint64_t f = (a - d->phys) / l->stripe_len, in = (a - d->phys) % l->stripe_len;
+		uint64_t e = a + (l->stripe_len - in) < end ? a + (l->stripe_len - in) : end;
+		uint64_t lg;
+		int parity;
+
+		if (striped_logical(l, d->chunk, f, &lg, &parity)) {
+			logical_piece(b, l->type, a, e - a, lg + in);
+		} else {
+			struct strbuf what = STRBUF_INIT;
+
+			strbuf_addf(&what, "RAID%s parity (%s) of logical %llu",
+				    (l->type & BTRFS_BLOCK_GROUP_RAID6) ? "6" : "5",
+				    parity_name[parity & 1], (unsigned long long)lg);
+			add_piece(b, LOC_META, a, e - a, what.buf);
+			strbuf_release(&what);
+		}
+		a = e;
+	}
+}
+
+/* Striped profiles this file follows (see the header). */
+#define STRIPED (BTRFS_BLOCK_GROUP_RAID0 | BTRFS_BLOCK_GROUP_RAID10 | \
+		 BTRFS_BLOCK_GROUP_RAID5 | BTRFS_BLOCK_GROUP_RAID6)
+
+/* [pos, pos + n) inside device extent d. */
+static void chunk_piece(struct bloc *b, const struct dev_extent *d, uint64_t pos, uint64_t n)
+{
+	struct chunk_layout l = chunk_layout(b, d);
+	uint64_t profile = l.type & BTRFS_BLOCK_GROUP_PROFILE_MASK;
+
+	if (!l.type || (profile & ~(WHOLE_COPY | STRIPED)))
+		add_piece(b, LOC_UNKNOWN, pos, n, l.type ? "a chunk of an unknown profile" :
+			  "a chunk whose item cannot be read");
+	else if (!(profile & STRIPED))
+		logical_piece(b, l.type, pos, n, d->chunk + (pos - d->phys));
+	else if (l.index == l.nr || ((profile & (BTRFS_BLOCK_GROUP_RAID5 | BTRFS_BLOCK_GROUP_RAID6)) &&
+				     l.nr < ((profile & BTRFS_BLOCK_GROUP_RAID6) ? 3u : 2u)))
+		add_piece(b, LOC_UNKNOWN, pos, n, "a stripe its chunk item does not list");
+	else
+		striped_piece(b, d, &l, pos, n);
 }
 
 /* The superblock copy at pos, or -1; *next: the first copy after pos. */

@@ -61,6 +61,11 @@ uint32_t btrfs_get32(const unsigned char *p)
 	       (uint32_t)p[3] << 24;
 }
 
+uint16_t btrfs_get16(const unsigned char *p)
+{
+	return (uint16_t)(p[0] | p[1] << 8);
+}
+
 int btrfs_key_cmp(const struct btrfs_tkey *a, const struct btrfs_tkey *b)
 {
 	if (a->objectid != b->objectid)

@@ -78,6 +78,7 @@ void btrfs_tree_close(struct btrfs_tree_reader *r);
 /* Little-endian fields of an item's bytes (no alignment needed). */
 uint64_t btrfs_get64(const unsigned char *p);
 uint32_t btrfs_get32(const unsigned char *p);
+uint16_t btrfs_get16(const unsigned char *p);
 
 /*
  * A fingerprint of an INODE_ITEM's data (at least sizeof(struct
