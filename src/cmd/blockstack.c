@@ -5,6 +5,7 @@
  * kernel cannot build (md, device-mapper).
  */
 #include "cmd/blockstack.h"
+#include "cmd/mdlayout.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -187,40 +188,107 @@ int bstack_partitions(const struct bstack *b, const char *name, uint64_t off, ui
 	return 0;
 }
 
-int bstack_md_map(const char *level, uint64_t data_off, uint64_t size, uint64_t off,
-		  uint64_t len, uint64_t *uoff, uint64_t *ulen)
+/* md/dev-X/size (KiB) of every member of md: false if any differs from the first. */
+static bool members_even(const struct bstack *b, const char *md)
 {
-	uint64_t a, n;
+	struct strbuf dir = STRBUF_INIT;
+	uint64_t first = 0, size;
+	struct dirent *de;
+	bool even = true;
+	DIR *d;
 
-	if (strcmp(level, "raid1"))
-		return -EOPNOTSUPP;
-	if (!clip(off, len, data_off, size, &a, &n))
-		return -ENOENT;
-	*uoff = a - data_off;
-	*ulen = n;
-	return 0;
+	strbuf_addf(&dir, "%s/class/block/%s/md", b->sysfs, md);
+	d = opendir(dir.buf);
+	strbuf_release(&dir);
+	if (!d)
+		return false;
+	while (even && (de = readdir(d))) {
+		if (strncmp(de->d_name, "dev-", 4) ||
+		    read_u64f(b, &size, "class/block/%s/md/%s/size", md, de->d_name))
+			continue;
+		even = !first || size == first;
+		first = size;
+	}
+	closedir(d);
+	return even;
 }
 
-/* md array md holding lower: the range it sees, or a line in unsupported. */
-static int md_holder(const struct bstack *b, const char *md, const char *lower, uint64_t off,
-		     uint64_t len, struct bstack_hops *out, struct strbuf *unsupported)
+/* An md file of md as a number; absent (RAID1 has no chunk), 0. */
+static uint64_t md_number(const struct bstack *b, const char *md, const char *file)
 {
-	char level[32], path[BSTACK_NAME_MAX + 32];
-	uint64_t data_off, size, uoff, ulen;
+	uint64_t v = 0;
+
+	if (read_u64f(b, &v, "class/block/%s/md/%s", md, file))
+		v = 0;
+	return v;
+}
+
+/* The geometry of md and of its member lower; -ENOENT if lower holds no slot (a spare). */
+static int md_geometry(const struct bstack *b, const char *md, const char *lower,
+		       struct md_geom *g, char *level, size_t level_len)
+{
+	char path[BSTACK_NAME_MAX + 32], slot[32];
+	uint64_t data_off;
 	int ret;
 
 	snprintf(path, sizeof(path), "class/block/%s/md/level", md);
-	if ((ret = read_line(b, path, level, sizeof(level))) ||
-	    (ret = read_u64f(b, &data_off, "class/block/%s/md/dev-%s/offset", md, lower)) ||
-	    (ret = bstack_size_of(b, md, &size)))
+	if ((ret = read_line(b, path, level, level_len)))
 		return ret;
-	ret = bstack_md_map(level, data_off * SYSFS_SECTOR, size, off, len, &uoff, &ulen);
-	if (ret == -EOPNOTSUPP)
-		strbuf_addf(unsupported, "%s: md %s is not supported (only raid1 is followed)\n",
-			    md, level);
-	else if (!ret)
-		hop_add(out, md, uoff, ulen, "md raid1");
-	return ret == -ENOENT || ret == -EOPNOTSUPP ? 0 : ret;
+	if ((ret = md_level(level, g)))
+		return ret;
+	snprintf(path, sizeof(path), "class/block/%s/md/dev-%s/slot", md, lower);
+	if ((ret = read_u64f(b, &data_off, "class/block/%s/md/dev-%s/offset", md, lower)) ||
+	    (ret = bstack_size_of(b, md, &g->size)) ||
+	    (ret = read_line(b, path, slot, sizeof(slot))))
+		return ret;
+	if (!strcmp(slot, "none"))
+		return -ENOENT;
+	g->slot = (unsigned)strtoul(slot, NULL, 10);
+	g->data_off = data_off * SYSFS_SECTOR;
+	g->layout = (unsigned)md_number(b, md, "layout");
+	g->chunk = md_number(b, md, "chunk_size");
+	g->disks = (unsigned)md_number(b, md, "raid_disks");
+	g->uneven = g->level == 0 && !members_even(b, md);
+	return 0;
+}
+
+struct md_hops {
+	struct bstack_hops *out;
+	const char *md;
+	const char *how;
+};
+
+/* A piece of a member: the array's bytes, or the parity of a row. */
+static void md_hop(const struct md_piece *p, void *arg)
+{
+	struct md_hops *h = arg;
+
+	hop_add(h->out, h->md, p->array_off, p->parity ? p->row_len : p->len, h->how);
+	h->out->v[h->out->n - 1].parity = p->parity ? p->which : 0;
+}
+
+/* md array md holding lower: the ranges it sees, or a line in unsupported. */
+static int md_holder(const struct bstack *b, const char *md, const char *lower, uint64_t off,
+		     uint64_t len, struct bstack_hops *out, struct strbuf *unsupported)
+{
+	static const char *const how[] = { [0] = "md raid0", [1] = "md raid1", [4] = "md raid4",
+					   [5] = "md raid5", [6] = "md raid6", [10] = "md raid10" };
+	struct md_geom g = { 0 };
+	char level[32] = "";
+	int ret = md_geometry(b, md, lower, &g, level, sizeof(level));
+	struct md_hops h = { out, md, NULL };
+
+	if (!ret) {
+		h.how = how[g.level];
+		ret = md_map(&g, off, len, md_hop, &h);
+	}
+	if (ret == -EOPNOTSUPP || ret == -EINVAL)
+		strbuf_addf(unsupported, "%s: md %s%s is not supported (%s)\n", md, level,
+			    g.uneven ? " over members of other sizes" : "",
+			    ret == -EINVAL ? "a geometry that makes no sense" :
+			    "RAID0 of one size, RAID1, RAID4/5/6 with rotating or fixed "
+			    "parity and RAID10's near copies are followed");
+	return ret == -ENOENT || ret == -EOPNOTSUPP || ret == -EINVAL ? 0 : ret;
 }
 
 /* Device-mapper device dm holding lower (devno): its table's linear segments. */

@@ -9,9 +9,11 @@
  *
  *   - a partition: <sysfs>/class/block/DISK/PART/start and size, in
  *     512-byte sectors;
- *   - md: <sysfs>/class/block/MD/md/level and md/dev-LOWER/offset (the
- *     member's data offset); RAID1 maps each mirror 1:1, other levels
- *     are refused with -EOPNOTSUPP (their layout is not followed);
+ *   - md: <sysfs>/class/block/MD/md/ level, layout, chunk_size,
+ *     raid_disks, and dev-LOWER/slot and offset (the member's place and
+ *     data offset): RAID1 maps each mirror 1:1, the striped levels as
+ *     mdlayout.h deals their chunks (a piece of RAID4/5/6 parity is a hop
+ *     that ends there); layouts not followed are said so;
  *   - device-mapper: the table's "linear" segments (DM_TABLE_STATUS gives
  *     the table; bstack_dm_map() reads its text); a lower device used by
  *     another target type is refused with -EOPNOTSUPP;
@@ -46,6 +48,11 @@ struct bstack_hop {
 	char name[BSTACK_NAME_MAX];
 	uint64_t off, len;
 	const char *how;	/* "partition", "md raid1", "dm linear", "loop" */
+	/*
+	 * Parity of an md row ('P' or 'Q', else 0): the lower range holds
+	 * none of the device above; off and len are the row's bytes there.
+	 */
+	char parity;
 };
 
 struct bstack_hops {
@@ -79,14 +86,6 @@ int bstack_partitions(const struct bstack *b, const char *name, uint64_t off, ui
 int bstack_holders(const struct bstack *b, const char *name, dev_t devno, uint64_t off,
 		   uint64_t len, struct bstack_hops *out, struct strbuf *unsupported);
 
-/*
- * md array md, of level level ("raid1"), member lower at data offset
- * data_off (bytes), array size size: the range the array sees of the
- * member's [off, off + len), clipped, into *uoff, *ulen.  -ENOENT: outside
- * the array's data; -EOPNOTSUPP: a level whose layout is not followed.
- */
-int bstack_md_map(const char *level, uint64_t data_off, uint64_t size, uint64_t off,
-		  uint64_t len, uint64_t *uoff, uint64_t *ulen);
 
 /*
  * A device-mapper table as DM_TABLE_STATUS or "dmsetup table" gives it

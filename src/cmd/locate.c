@@ -214,6 +214,28 @@ static void say_none(struct walker *w, const char *chain, const char *name, uint
 static void walk(struct walker *w, const char *chain, const char *name, uint64_t off,
 		 uint64_t len, int depth);
 
+/*
+ * Parity of an md row on the lower device name: no file's bytes (a bad
+ * sector there loses nothing while the rest of the row reads; the array's
+ * next check or resync rewrites it).
+ */
+static void say_parity(struct walker *w, const char *chain, const char *name, uint64_t off,
+		       uint64_t len, const struct bstack_hop *h, int depth)
+{
+	struct strbuf what = STRBUF_INIT;
+	json_object *o;
+
+	strbuf_addf(&what, "%s parity (%c) of %s bytes %llu-%llu", h->how, h->parity, h->name,
+		    (unsigned long long)h->off, (unsigned long long)(h->off + h->len - 1));
+	indent(w, depth);
+	strbuf_addf(&w->text, "%s bytes %llu-%llu: %s: no file holds it\n", name,
+		    (unsigned long long)off, (unsigned long long)(off + len - 1), what.buf);
+	o = owner_base(chain, name, off, len, "parity");
+	json_object_object_add(o, "what", json_object_new_string(what.buf));
+	json_object_array_add(w->owners, o);
+	strbuf_release(&what);
+}
+
 /* A file that backs loop devices: its range followed up through each. */
 static void follow_loops(struct walker *w, const char *chain, const struct loc_owner *o,
 			 dev_t devno, int depth)
@@ -410,6 +432,10 @@ static bool walk_up(struct walker *w, const char *chain, const char *name, dev_t
 		w->code |= EXIT_OPERATIONAL;
 	}
 	for (size_t i = 0; i < hops.n; i++) {
+		if (hops.v[i].parity) {
+			say_parity(w, chain, name, off, len, &hops.v[i], depth);
+			continue;
+		}
 		indent(w, depth);
 		strbuf_addf(&w->text, "%s (%s) bytes %llu-%llu\n", hops.v[i].name, hops.v[i].how,
 			    (unsigned long long)hops.v[i].off,

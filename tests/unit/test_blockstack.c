@@ -59,19 +59,38 @@ static int setup(void **state)
 	put("class/block/sda/sda2/size", "2097152\n");
 	put("class/block/sda/queue/rotational", "0\n");	/* not a partition */
 	put("class/block/sda1/dev", "8:1\n");
-	/* md0 (raid1) on sdb, data offset 2048 sectors; md1 (raid5) on sdc. */
+	/*
+	 * md0 (raid1) on sdb, data offset 2048 sectors; md1 (raid6 in a DDF
+	 * layout, not followed) on sdc; md2 (raid5, left-symmetric, chunks of
+	 * 64 KiB) on sdd (slot 1), sde (slot 0) and sdf (slot 2).
+	 */
 	put("class/block/sdb/dev", "8:16\n");
 	put("class/block/sdb/holders/md0", "");
 	put("class/block/md0/dev", "9:0\n");
 	put("class/block/md0/size", "1000000\n");
 	put("class/block/md0/md/level", "raid1\n");
 	put("class/block/md0/md/dev-sdb/offset", "2048\n");
+	put("class/block/md0/md/dev-sdb/slot", "0\n");
 	put("class/block/sdc/dev", "8:32\n");
 	put("class/block/sdc/holders/md1", "");
 	put("class/block/md1/dev", "9:1\n");
 	put("class/block/md1/size", "1000000\n");
-	put("class/block/md1/md/level", "raid5\n");
+	put("class/block/md1/md/level", "raid6\n");
+	put("class/block/md1/md/layout", "8\n");
+	put("class/block/md1/md/chunk_size", "65536\n");
+	put("class/block/md1/md/raid_disks", "4\n");
 	put("class/block/md1/md/dev-sdc/offset", "2048\n");
+	put("class/block/md1/md/dev-sdc/slot", "2\n");
+	put("class/block/sdd/dev", "8:48\n");
+	put("class/block/sdd/holders/md2", "");
+	put("class/block/md2/dev", "9:2\n");
+	put("class/block/md2/size", "1000000\n");
+	put("class/block/md2/md/level", "raid5\n");
+	put("class/block/md2/md/layout", "2\n");
+	put("class/block/md2/md/chunk_size", "65536\n");
+	put("class/block/md2/md/raid_disks", "3\n");
+	put("class/block/md2/md/dev-sdd/offset", "2048\n");
+	put("class/block/md2/md/dev-sdd/slot", "1\n");
 	/* loop0 on a file from byte 1 MiB, at most 8 MiB; loop1 unbound. */
 	put("class/block/loop0/dev", "7:0\n");
 	put("class/block/loop0/size", "16384\n");
@@ -145,7 +164,6 @@ static void test_md(void **state)
 	struct bstack b = { root };
 	struct bstack_hops h = { 0 };
 	struct strbuf un = STRBUF_INIT;
-	uint64_t o, l;
 
 	(void)state;
 	assert_int_equal(bstack_holders(&b, "sdb", makedev(8, 16), 4096ULL * 512, 1024, &h, &un),
@@ -158,15 +176,27 @@ static void test_md(void **state)
 	/* Before the data offset: the member's superblock, no array byte. */
 	assert_int_equal(bstack_holders(&b, "sdb", makedev(8, 16), 0, 512, &h, &un), 0);
 	assert_int_equal(h.n, 0);
-	/* raid5: said to be unsupported, not mapped. */
+	/* raid6 in a DDF layout: said to be unsupported, not mapped. */
 	assert_int_equal(bstack_holders(&b, "sdc", makedev(8, 32), 4096ULL * 512, 512, &h, &un),
 			 0);
 	assert_int_equal(h.n, 0);
-	assert_non_null(strstr(un.buf, "md1: md raid5 is not supported"));
+	assert_non_null(strstr(un.buf, "md1: md raid6 is not supported"));
 	strbuf_release(&un);
-	assert_int_equal(bstack_md_map("raid10", 0, 100, 0, 1, &o, &l), -EOPNOTSUPP);
-	assert_int_equal(bstack_md_map("raid1", 1024, 4096, 1024 + 4000, 200, &o, &l), 0);
-	assert_true(o == 4000 && l == 96);
+	/*
+	 * raid5 left-symmetric over 3 members, rows D0 D1 P / D3 P D2 / P D4 D5:
+	 * slot 1's first 64 KiB of data is D1 (array bytes 64 KiB on), its
+	 * second parity of row 1 (array bytes 128-256 KiB), its third D4; a
+	 * range over all three gives the three pieces in order.
+	 */
+	assert_int_equal(bstack_holders(&b, "sdd", makedev(8, 48), 2048ULL * 512 + 4096,
+					3 * 65536 - 4096, &h, &un), 0);
+	assert_int_equal(h.n, 3);
+	assert_true(h.v[0].off == 65536 + 4096 && h.v[0].len == 65536 - 4096 && !h.v[0].parity);
+	assert_string_equal(h.v[0].how, "md raid5");
+	assert_true(h.v[1].off == 2 * 65536 && h.v[1].len == 2 * 65536 && h.v[1].parity == 'P');
+	assert_true(h.v[2].off == 4 * 65536 && h.v[2].len == 65536 && !h.v[2].parity);
+	assert_int_equal(un.len, 0);
+	bstack_hops_release(&h);
 }
 
 static void test_dm(void **state)
