@@ -142,3 +142,5 @@ def test_bad_block_in_unloaded_tree(image_factory):
             if "tree block at logical %d (the checksum tree" % leaf in f.message
             and "bad checksum in every copy, read twice" in f.message]
     assert len(hits) == 1, r
+    # the data whose checksums were in that leaf is not "without checksums"
+    assert not r.of("Error", "btrfs.csum"), r

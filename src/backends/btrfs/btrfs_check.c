@@ -1091,6 +1091,61 @@ static int read_extents(struct pass *p)
 	return 0;
 }
 
+/*
+ * The tree whose every item a finding of kind k needs to have seen: a
+ * count or an absence (0: none; then an item found is the evidence).
+ */
+static uint64_t needs_whole(enum finding_kind k)
+{
+	switch (k) {
+	case F_REFS_SUM: case F_REF_COUNT: case F_NO_BACKREF: case F_CROSSLINK:
+	case F_NO_EXTENT: case F_BG_USED: case F_BYTES_USED: case F_CSUM_ORPHAN:
+	case F_CHUNK_NO_BG: case F_CHUNK_BG_DIFF: case F_QGROUP_RFER: case F_QGROUP_EXCL:
+		return BTRFS_EXTENT_TREE_OBJECTID;
+	case F_CSUM_MISSING: case F_CSUM_COMPRESSED:
+		return BTRFS_CSUM_TREE_OBJECTID;
+	case F_FST_COUNT:
+		return BTRFS_FREE_SPACE_TREE_OBJECTID;
+	case F_STRIPE_NO_DEV_EXTENT: case F_DEV_BYTES_USED:
+		return BTRFS_DEV_TREE_OBJECTID;
+	default:
+		return 0;
+	}
+}
+
+/* Did the walk from the devices skip a subtree of tree (or, for the extent tree, the block group tree)? */
+static bool read_in_part(const struct pass *p, uint64_t tree)
+{
+	for (unsigned i = 0; i < p->devlog.nr; i++)
+		if (p->devlog.bad[i].tree == tree ||
+		    (tree == BTRFS_EXTENT_TREE_OBJECTID &&
+		     p->devlog.bad[i].tree == BTRFS_BLOCK_GROUP_TREE_OBJECTID))
+			return true;
+	return p->devlog.more > 0;	/* which trees is not known: all are suspect */
+}
+
+/*
+ * A tree read from the devices in part (a block bad in every copy: its
+ * subtree skipped, btrfs_devtree.h) says nothing of what it lacks: the
+ * findings that count its items or miss one are dropped, as for a
+ * subvolume the kernel refuses a block of; the block is the finding
+ * (report_devtrees()).
+ */
+static void drop_incomplete(struct pass *p)
+{
+	size_t keep = 0;
+
+	if (!p->devlog.nr)
+		return;
+	for (size_t i = 0; i < p->nr_f; i++) {
+		uint64_t tree = needs_whole(p->f[i].kind);
+
+		if (!tree || !read_in_part(p, tree))
+			p->f[keep++] = p->f[i];
+	}
+	p->nr_f = keep;
+}
+
 static int run_pass(struct scrub_ctx *ctx, struct pass *p)
 {
 	struct btrfs_ioctl_fs_info_args fs = { .flags = BTRFS_FS_INFO_FLAG_CSUM_INFO };
@@ -1145,6 +1200,7 @@ static int run_pass(struct scrub_ctx *ctx, struct pass *p)
 	else if (ret < 0)
 		return ret;
 	btrfs_check_root_refs(p);
+	drop_incomplete(p);
 	fold_snapshot_findings(p);
 	return 0;
 }
@@ -1182,7 +1238,8 @@ static void report_devtrees(struct scrub_ctx *ctx, const struct btrfs_devtree_lo
 			strbuf_addstr(&where, "the tree's root");
 		str_error(ctx, CHECK_BTRFS_TREE, NULL, NULL, 0, "tree block at logical %llu (the "
 			  "%s, level %u, %s), read from the devices: %s in every copy, read twice; "
-			  "the blocks below it are not read", (unsigned long long)b->logical,
+			  "the blocks below it are not read, and what needs the whole tree is not "
+			  "checked", (unsigned long long)b->logical,
 			  btrfs_tree_name(b->tree, buf, sizeof(buf)), b->level, where.buf,
 			  btrfs_devtree_why(b->why));
 		strbuf_release(&where);
