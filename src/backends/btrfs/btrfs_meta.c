@@ -54,13 +54,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "backends/btrfs/btrfs_chunkmap.h"
+#include "backends/btrfs/btrfs_devtree.h"
 #include "backends/btrfs/btrfs_trees.h"
 #include "report/checks.h"
 #include "scan/context.h"
 #include "lib/ioengine.h"
+#include "lib/mountpoint.h"
 #include "report/report.h"
 #include "lib/strbuf.h"
 
@@ -82,6 +85,8 @@
 #define EI_SIZE 24
 #define TBI_LEVEL 17
 #define TBI_SIZE 18
+/* Levels 0-7: the deepest tree btrfs builds (BTRFS_MAX_LEVEL, not in the uapi headers). */
+#define MAX_TREE_LEVEL 8
 /* An inline back reference of a tree block: a type byte and a u64. */
 #define IREF_SIZE 9
 /* The superblock: at 64 KiB on every device; its generation at byte 72. */
@@ -217,6 +222,9 @@ static void extent_item(struct meta *m, struct meta_chunk *c, const struct btrfs
 	    bytenr - c->g.start + m->nodesize > c->g.len || (bytenr - c->g.start) % m->sectorsize)
 		return;
 	if (it->key.type == BTRFS_METADATA_ITEM_KEY) {
+		/* a level past the deepest tree is phase 3's finding (btrfs.extent_item) */
+		if (it->key.offset >= MAX_TREE_LEVEL)
+			return;
 		level = (uint8_t)it->key.offset;
 	} else if (it->key.type == BTRFS_EXTENT_ITEM_KEY &&
 		   btrfs_get64(d + EI_FLAGS) & BTRFS_EXTENT_FLAG_TREE_BLOCK &&
@@ -247,11 +255,21 @@ static int read_extents(struct meta *m, struct btrfs_tree_reader *r, struct meta
 	return ret;
 }
 
+/*
+ * The extent tree's items over each checked block group.  On a read-only
+ * rescue= mount that left the extent tree unloaded, it is read from the
+ * devices (btrfs_devtree.h says why only there; its bad blocks are phase
+ * 3's findings, which reads it again).
+ */
 static int read_all_extents(struct meta *m)
 {
 	const struct btrfs_tkey zero = { 0, 0, 0 };
+	struct btrfs_devtree_log log = { 0 };
 	struct btrfs_tree_reader r;
 	int ret = btrfs_tree_open(&r, m->ctx->mnt_fd, BTRFS_EXTENT_TREE_OBJECTID, zero, zero);
+
+	if ((m->ctx->svfs.f_flag & ST_RDONLY) && mount_option(m->ctx->table_mnt_id, "rescue", NULL))
+		btrfs_tree_fallback(&r, &log);
 
 	for (size_t i = 0; ret >= 0 && i < m->nr_c; i++)
 		if (m->c[i].slots)

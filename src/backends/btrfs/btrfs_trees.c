@@ -142,7 +142,8 @@ static int from_devices(struct btrfs_tree_reader *r)
 	int ret = btrfs_devtree_open(&r->dev, r->fd, r->tree, r->next, r->max, r->devlog);
 
 	if (ret < 0) {
-		r->devlog->err = ret;
+		if (ret != -ENOENT)	/* ENOENT: no ROOT_ITEM, no such tree */
+			r->devlog->err = ret;
 		return -ENOENT;		/* as unloaded as before */
 	}
 	return 0;
