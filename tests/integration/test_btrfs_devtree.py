@@ -8,7 +8,7 @@ checks.  btrfs-progs' images whose damage is in such a tree (conftest's
 fsck_test_images(): from Debian's source package, or BTRFS_PROGS_TESTS)
 must be found with the check id of `btrfs check`'s complaint; a clean one
 must stay clean.  Faults made offline with btrfs_edit.py: in the csum tree
-(which plain `ro` loads and rescue=all does not: both paths must find the
+(which fresh, settled and `ro` mounts load and rescue=all does not: both paths must find the
 same), in an extent tree leaf (which the kernel refuses, so only the
 rescue mount reads it), and a csum tree block bad in every copy.
 """
@@ -69,9 +69,11 @@ def findings(r, check):
     return sorted((f.path, f.inode, f.message) for f in r.of("Error", check))
 
 
-def test_csum_fault_both_paths(image_factory):
-    """A csum item of "big" deleted: plain ro reads the csum tree through
-    the kernel's search, rescue=all from the devices; the same errors."""
+@pytest.mark.parametrize("how", ["fresh", "settled", "ro"])
+def test_csum_fault_both_paths(image_factory, how):
+    """A csum item of "big" deleted: a fresh, settled or read-only mount
+    reads the csum tree through the kernel's search, rescue=all from the
+    devices; the same errors."""
     img = populated_image(image_factory)
     with be.BtrfsImage(img.path) as ed:
         items = csum_items(ed)
@@ -79,14 +81,14 @@ def test_csum_fault_both_paths(image_factory):
         ed.delete_item(items[0])
     rc, out = btrfs_check(img.path)
     assert rc != 0, out
-    mnt, ro = scan(img, "ro")
-    assert ro.rc == 4 and findings(ro, "btrfs.csum"), ro
-    assert not [f for f in ro.of("Info", "btrfs.tree") if DEVREAD in f.message], ro
+    mnt, search = scan(img, how)
+    assert search.rc == 4 and findings(search, "btrfs.csum"), search
+    assert not [f for f in search.of("Info", "btrfs.tree") if DEVREAD in f.message], search
     _, rescue = scan(img, "rescue")
     assert rescue.rc == 4 and "fscrub:" not in rescue.stderr, rescue
     assert [f for f in rescue.of("Info", "btrfs.tree")
             if DEVREAD in f.message and "checksum tree" in f.message], rescue
-    assert findings(rescue, "btrfs.csum") == findings(ro, "btrfs.csum"), (ro, rescue)
+    assert findings(rescue, "btrfs.csum") == findings(search, "btrfs.csum"), (search, rescue)
 
 
 def extent_item_of(ed, bytenr):
