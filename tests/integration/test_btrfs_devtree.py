@@ -8,8 +8,8 @@ checks.  btrfs-progs' images whose damage is in such a tree (conftest's
 fsck_test_images(): from Debian's source package, or BTRFS_PROGS_TESTS)
 must be found with the check id of `btrfs check`'s complaint; a clean one
 must stay clean.  Faults made offline with btrfs_edit.py: in the csum tree
-(which fresh, settled and `ro` mounts load and rescue=all does not: both paths must find the
-same), in an extent tree leaf (which the kernel refuses, so only the
+(which fresh, settled and `ro` mounts load and rescue=all does not: both
+paths must find the same), in an extent tree leaf (which the kernel refuses, so only the
 rescue mount reads it), and a csum tree block bad in every copy.
 """
 
