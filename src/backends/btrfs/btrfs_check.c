@@ -53,7 +53,11 @@
  *
  * A rescue= mount may leave trees unloaded (ignorebadroots: those the
  * kernel could not read; ignoredatacsums: the csum tree), which a tree
- * search then does not find (ENOENT): what needs them is not checked, an
+ * search then does not find (ENOENT).  Such a mount is read-only, and the
+ * readers then walk the tree from the devices instead (btrfs_devtree.h),
+ * feeding the same callbacks; a block bad in every copy is an error and
+ * the findings that need the whole tree are dropped (drop_incomplete()).
+ * Where even that cannot be done, what needs the tree is not checked, an
  * info says so once (report_unread_trees()), and the rest is.
  *
  * The live-filesystem rule: btrfs applies extent reference changes at

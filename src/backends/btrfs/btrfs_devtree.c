@@ -367,8 +367,7 @@ static bool advance(struct btrfs_devtree *t)
 	return false;
 }
 
-static void fill_item(const struct btrfs_devtree *t, const struct dt_level *v, uint32_t i,
-		      struct btrfs_tree_item *it)
+static void fill_item(const struct dt_level *v, uint32_t i, struct btrfs_tree_item *it)
 {
 	const unsigned char *item = v->buf + BTRFS_H_SIZE + (size_t)i * ITEM_SIZE;
 
@@ -376,7 +375,6 @@ static void fill_item(const struct btrfs_devtree *t, const struct dt_level *v, u
 	it->transid = btrfs_get64(v->buf + BTRFS_H_GENERATION);
 	it->len = btrfs_get32(item + ITEM_LEN);
 	it->data = v->buf + BTRFS_H_SIZE + btrfs_get32(item + ITEM_OFF);
-	(void)t;
 }
 
 int btrfs_devtree_next(struct btrfs_devtree *t, struct btrfs_tree_item *it)
@@ -388,7 +386,7 @@ int btrfs_devtree_next(struct btrfs_devtree *t, struct btrfs_tree_item *it)
 			t->done = !advance(t);
 			continue;
 		}
-		fill_item(t, v, v->slot++, it);
+		fill_item(v, v->slot++, it);
 		if (t->have_last && btrfs_key_cmp(&it->key, &t->last) <= 0) {
 			/* a leaf out of order with the one before: not a loop, a finding */
 			log_bad(t, v->logical, t->lv[1].logical, 0, BTRFS_BLOCK_KEY);

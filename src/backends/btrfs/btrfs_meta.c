@@ -34,6 +34,9 @@
  * running now are not on the disk yet: those newer than the superblock's
  * generation, read after the extent tree, are left out.
  *
+ * On a read-only rescue= mount that left the extent tree unloaded, the
+ * extent tree is read from the devices (btrfs_devtree.h).
+ *
  * What is not checked here: block groups with RAID5/6 metadata (parity
  * would have to be recomputed) and filesystems with an xxhash, sha256 or
  * blake2 checksum get the kernel's scrub of those block groups' device
