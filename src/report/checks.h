@@ -87,6 +87,7 @@
 #define CHECK_BTRFS_ORPHAN	"btrfs.orphan"	/* no name reaches a linked inode; unlinked one not on the orphan list */
 #define CHECK_BTRFS_NBYTES	"btrfs.nbytes"	/* inode nbytes != the bytes of its file extents */
 #define CHECK_BTRFS_FILE_EXTENT	"btrfs.file_extent"	/* file extents overlap, or leave a hole uncovered */
+#define CHECK_BTRFS_EXTENT_ITEM	"btrfs.extent_item"	/* an extent item's generation, inline reference type or level */
 #define CHECK_BTRFS_BG_USED	"btrfs.bg_used"	/* block group used != its extent items */
 #define CHECK_BTRFS_BYTES_USED	"btrfs.bytes_used"	/* superblock bytes_used != the block groups' used */
 #define CHECK_BTRFS_CHUNK	"btrfs.chunk"	/* chunks vs device extents vs block groups; DEV_ITEM bytes_used; extents past the device */

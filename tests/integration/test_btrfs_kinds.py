@@ -305,20 +305,6 @@ def test_public_image_found(image_factory, rel, mode, check, text):
     assert [f for f in r.of("Error", check) if text in f.message], r
 
 
-@pytest.mark.parametrize("rel", [
-    "046-ino-cache-clean/ino-cache-enabled.raw.xz",
-    "044-invalid-extent-item-generation/bad_extent_item_gen_for_data.img.xz",
-    "050-invalid-block-group-used/default.img.xz",
-    "053-bad-metadata-level/default.img.xz",
-    "027-bad-extent-inline-ref-type/bad-extent-inline-ref-type.raw.xz",
-])
-def test_public_image_rescue_without_extent_tree(image_factory, rel):
-    """Images the kernel mounts only with rescue=all, leaving the extent tree
-    unloaded: said once (an info), every other check runs, no operational
-    error (was exit 8); 046, clean, has its inode cache's inode, which no
-    directory names (was a false btrfs.orphan once the check ran)."""
-    img = public_image(image_factory, rel)
-    _, r = scan(img, "rescue")
-    assert r.rc == 0 and "fscrub:" not in r.stderr, r
-    assert len([f for f in r.of("Info", "btrfs.extent_refs")
-                if "extent tree is not loaded" in f.message]) == 1, r
+# The images rescue=all mounts with the extent or csum tree unloaded (027, 044,
+# 045, 046, 050, 053): test_btrfs_devtree.py, which reads those trees from the
+# devices.

@@ -1256,24 +1256,28 @@ def break_tree_root(img, tree):
 def test_rescue_mount_without_the_extent_tree(image, what):
     """The extent tree's root bad in both copies: only ro,rescue=all mounts,
     and the kernel leaves the extent tree unloaded (the tree search finds no
-    such tree).  What needs it is said once (an info) and not checked; the
-    fs trees are: a clean image exits 0, an inode's nbytes off exits 4.
+    such tree).  fscrub reads it from the devices (btrfs_devtree.c): the
+    root is the damage, a btrfs.tree error, and what needs the whole tree
+    is not checked (no extent reference or block group finding from an
+    empty extent tree); the fs trees are: an inode's nbytes off is found.
     Before, the tree check stopped at the missing tree ("inode scan: No such
-    file or directory", exit 8) and nothing else was checked."""
+    file or directory", exit 8) and nothing else was checked; then the
+    root's damage was an info only."""
     if what:
         check, suffix, text = inject(image, what)
     break_tree_root(image, be.EXTENT_TREE)
     with pytest.raises(RuntimeError):
         image.mount("ro")
-    mnt, r = rescue_scan(image, 4 if what else 0)
-    said = [f for f in r.of("Info", "btrfs.extent_refs") if "extent tree" in f.message and
-            "not loaded on this rescue= mount" in f.message]
-    assert len(said) == 1, r.stdout
+    mnt, r = rescue_scan(image, 4)
+    root = [f for f in r.of("Error", "btrfs.tree") if "(the extent tree, level" in f.message and
+            "the tree's root" in f.message and "bad checksum in every copy" in f.message]
+    assert len(root) == 1, r.stdout
+    assert not r.of("Error", "btrfs.extent_refs") and not r.of("Error", "btrfs.bg_used"), r.stdout
     if what:
         assert [f for f in r.of("Error", check) if text in f.message and
                 f.path == mnt + suffix], r.stdout
     else:
-        assert not r.of("Error"), r.stdout
+        assert len(r.of("Error")) == 1, r.stdout
 
 
 def test_unreadable_csum_tree_is_the_finding(image_factory):

@@ -53,7 +53,11 @@
  *
  * A rescue= mount may leave trees unloaded (ignorebadroots: those the
  * kernel could not read; ignoredatacsums: the csum tree), which a tree
- * search then does not find (ENOENT): what needs them is not checked, an
+ * search then does not find (ENOENT).  Such a mount is read-only, and the
+ * readers then walk the tree from the devices instead (btrfs_devtree.h),
+ * feeding the same callbacks; a block bad in every copy is an error and
+ * the findings that need the whole tree are dropped (drop_incomplete()).
+ * Where even that cannot be done, what needs the tree is not checked, an
  * info says so once (report_unread_trees()), and the rest is.
  *
  * The live-filesystem rule: btrfs applies extent reference changes at
@@ -144,6 +148,8 @@
 #define IREF_OFFSET_SIZE (1 + 8)	/* tree block refs, owner refs */
 /* Simple-quota owner reference (not in older uapi headers). */
 #define EXTENT_OWNER_REF_KEY 172
+/* The deepest tree btrfs builds has levels 0-7 (BTRFS_MAX_LEVEL, not in the uapi headers). */
+#define MAX_TREE_LEVEL 8
 /* Where the regular/prealloc fields start in a file extent item. */
 #define FE_DISK_BYTENR 21
 #define FE_OFFSET 37
@@ -203,6 +209,7 @@ static int read_tree(struct pass *p, uint64_t tree, struct btrfs_tkey min, struc
 	struct btrfs_tree_item it;
 	int ret = btrfs_tree_open(&r, p->fd, tree, min, max);
 
+	btrfs_pass_fallback(p, &r);
 	while (ret == 0) {
 		/* A signal or -a stops the check within this many items. */
 		if (r.items % CANCEL_CHECK_ITEMS == 0 && scrub_should_stop(p->ctx)) {
@@ -219,6 +226,12 @@ static int read_tree(struct pass *p, uint64_t tree, struct btrfs_tkey min, struc
 	p->calls += r.calls;
 	btrfs_tree_close(&r);
 	return ret;
+}
+
+void btrfs_pass_fallback(struct pass *p, struct btrfs_tree_reader *r)
+{
+	if (p->devread)
+		btrfs_tree_fallback(r, &p->devlog);
 }
 
 int btrfs_read_tree(struct pass *p, uint64_t tree, struct btrfs_tkey min, struct btrfs_tkey max,
@@ -787,12 +800,79 @@ static int inline_refs(struct pass *p, const struct btrfs_tree_item *it)
 	return 0;
 }
 
+/* Where the inline references from byte off on stop being ones of a known type (len: none). */
+static size_t bad_iref(const struct btrfs_tree_item *it, size_t off)
+{
+	while (off < it->len) {
+		size_t size;
+
+		switch (it->data[off]) {
+		case BTRFS_EXTENT_DATA_REF_KEY: size = IREF_DATA_SIZE; break;
+		case BTRFS_SHARED_DATA_REF_KEY: size = IREF_SHARED_DATA_SIZE; break;
+		case EXTENT_OWNER_REF_KEY:
+		case BTRFS_TREE_BLOCK_REF_KEY:
+		case BTRFS_SHARED_BLOCK_REF_KEY: size = IREF_OFFSET_SIZE; break;
+		default: return off;
+		}
+		if (off + size > it->len)
+			return off;	/* runs past the item */
+		off += size;
+	}
+	return it->len;
+}
+
+/*
+ * An extent item's own fields, as the kernel's tree checker judges them
+ * (it refuses the leaf: on a rescue= mount the extent tree is then read
+ * from the devices) and `btrfs check` does: a generation past the
+ * superblock's next transaction ("invalid generation for extent"; on a
+ * live filesystem one no newer than its leaf is a transaction committed
+ * since the superblock was read), an inline reference of no known type
+ * ("corrupt extent record"), a METADATA_ITEM's level past the deepest
+ * tree ("bad backref level").
+ */
+static void check_extent_fields(struct pass *p, const struct btrfs_tree_item *it)
+{
+	const struct btrfs_tkey *k = &it->key;
+	bool meta = k->type == BTRFS_METADATA_ITEM_KEY;
+	uint64_t gen, flags;
+	size_t off = sizeof(struct btrfs_extent_item), bad;
+	struct tfinding f;
+
+	if ((!meta && k->type != BTRFS_EXTENT_ITEM_KEY) || it->len < off)
+		return;
+	gen = btrfs_get64(it->data + offsetof(struct btrfs_extent_item, generation));
+	flags = btrfs_get64(it->data + offsetof(struct btrfs_extent_item, flags));
+	f = (struct tfinding){ .logical = k->objectid, .len = meta ? p->nodesize : k->offset,
+			       .transid = it->transid, .stamp = gen };
+	if (meta && k->offset >= MAX_TREE_LEVEL) {
+		f.kind = F_EXTENT_LEVEL;
+		f.a = k->offset;
+		btrfs_add_finding(p, &f);
+	}
+	if (p->sb_ok && gen > p->sb_generation + 1 && gen > it->transid) {
+		f.kind = F_EXTENT_GEN;
+		f.a = gen;
+		f.b = p->sb_generation;
+		btrfs_add_finding(p, &f);
+	}
+	if (!meta && flags & BTRFS_EXTENT_FLAG_TREE_BLOCK)
+		off += sizeof(struct btrfs_tree_block_info);
+	if ((bad = bad_iref(it, off)) < it->len) {
+		f.kind = F_EXTENT_IREF;
+		f.a = it->data[bad];
+		f.b = bad;
+		btrfs_add_finding(p, &f);
+	}
+}
+
 static int extent_item(struct pass *p, uint64_t tree, const struct btrfs_tree_item *it)
 {
 	const struct btrfs_tkey *k = &it->key;
 
 	(void)tree;
 	btrfs_qgroup_extent_item(p, it);
+	check_extent_fields(p, it);
 	if (p->in_data && k->objectid != p->d_bytenr)
 		data_extent_done(p);
 	switch (k->type) {
@@ -1015,6 +1095,61 @@ static int read_extents(struct pass *p)
 	return 0;
 }
 
+/*
+ * The tree whose every item a finding of kind k needs to have seen: a
+ * count or an absence (0: none; then an item found is the evidence).
+ */
+static uint64_t needs_whole(enum finding_kind k)
+{
+	switch (k) {
+	case F_REFS_SUM: case F_REF_COUNT: case F_NO_BACKREF: case F_CROSSLINK:
+	case F_NO_EXTENT: case F_BG_USED: case F_BYTES_USED: case F_CSUM_ORPHAN:
+	case F_CHUNK_NO_BG: case F_CHUNK_BG_DIFF: case F_QGROUP_RFER: case F_QGROUP_EXCL:
+		return BTRFS_EXTENT_TREE_OBJECTID;
+	case F_CSUM_MISSING: case F_CSUM_COMPRESSED:
+		return BTRFS_CSUM_TREE_OBJECTID;
+	case F_FST_COUNT:
+		return BTRFS_FREE_SPACE_TREE_OBJECTID;
+	case F_STRIPE_NO_DEV_EXTENT: case F_DEV_BYTES_USED:
+		return BTRFS_DEV_TREE_OBJECTID;
+	default:
+		return 0;
+	}
+}
+
+/* Did the walk from the devices skip a subtree of tree (or, for the extent tree, the block group tree)? */
+static bool read_in_part(const struct pass *p, uint64_t tree)
+{
+	for (unsigned i = 0; i < p->devlog.nr; i++)
+		if (p->devlog.bad[i].tree == tree ||
+		    (tree == BTRFS_EXTENT_TREE_OBJECTID &&
+		     p->devlog.bad[i].tree == BTRFS_BLOCK_GROUP_TREE_OBJECTID))
+			return true;
+	return p->devlog.more > 0;	/* which trees is not known: all are suspect */
+}
+
+/*
+ * A tree read from the devices in part (a block bad in every copy: its
+ * subtree skipped, btrfs_devtree.h) says nothing of what it lacks: the
+ * findings that count its items or miss one are dropped, as for a
+ * subvolume the kernel refuses a block of; the block is the finding
+ * (report_devtrees()).
+ */
+static void drop_incomplete(struct pass *p)
+{
+	size_t keep = 0;
+
+	if (!p->devlog.nr)
+		return;
+	for (size_t i = 0; i < p->nr_f; i++) {
+		uint64_t tree = needs_whole(p->f[i].kind);
+
+		if (!tree || !read_in_part(p, tree))
+			p->f[keep++] = p->f[i];
+	}
+	p->nr_f = keep;
+}
+
 static int run_pass(struct scrub_ctx *ctx, struct pass *p)
 {
 	struct btrfs_ioctl_fs_info_args fs = { .flags = BTRFS_FS_INFO_FLAG_CSUM_INFO };
@@ -1027,6 +1162,8 @@ static int run_pass(struct scrub_ctx *ctx, struct pass *p)
 	p->ctx = ctx;
 	p->fd = ctx->mnt_fd;
 	p->rescue = mount_option(ctx->table_mnt_id, "rescue", NULL);
+	/* only read-only: btrfs_devtree.h says why (a rescue= mount always is) */
+	p->devread = p->rescue && (ctx->svfs.f_flag & ST_RDONLY);
 	p->pending_at = UINT64_MAX;
 	if (!(p->f = calloc(MAX_FINDINGS, sizeof(*p->f))))
 		return -ENOMEM;
@@ -1041,13 +1178,15 @@ static int run_pass(struct scrub_ctx *ctx, struct pass *p)
 	p->csum_size = (fs.flags & BTRFS_FS_INFO_FLAG_CSUM_INFO) && fs.csum_size ? fs.csum_size : 4;
 	if (btrfs_tree_open(&p->csr, p->fd, BTRFS_CSUM_TREE_OBJECTID, cmin, cmax) < 0)
 		return -ENOMEM;
+	btrfs_pass_fallback(p, &p->csr);
 	btrfs_read_super(p);
 	ret = read_tree(p, BTRFS_ROOT_TREE_OBJECTID, KEY_MIN, KEY_MAX, root_item, &p->root_items);
 	if (ret == 0)
 		ret = read_fs_trees(p);
-	if (ret == 0 && p->fst)
-		ret = btrfs_tree_open(&p->fsr, p->fd, BTRFS_FREE_SPACE_TREE_OBJECTID, KEY_MIN,
-				      KEY_MAX);
+	if (ret == 0 && p->fst && (ret = btrfs_tree_open(&p->fsr, p->fd,
+							 BTRFS_FREE_SPACE_TREE_OBJECTID, KEY_MIN,
+							 KEY_MAX)) == 0)
+		btrfs_pass_fallback(p, &p->fsr);
 	else if (ret == 0)
 		ret = btrfs_v1_open(p);
 	if (ret < 0)
@@ -1065,11 +1204,55 @@ static int run_pass(struct scrub_ctx *ctx, struct pass *p)
 	else if (ret < 0)
 		return ret;
 	btrfs_check_root_refs(p);
+	drop_incomplete(p);
 	fold_snapshot_findings(p);
 	return 0;
 }
 
 /* ---- reporting ---- */
+
+/*
+ * The trees read from the devices because this rescue= mount left them
+ * unloaded (btrfs_devtree.h): said once; each block no copy of which
+ * passed its checks, read twice on a read-only mount, is an error (its
+ * subtree was not read).
+ */
+static void report_devtrees(struct scrub_ctx *ctx, const struct btrfs_devtree_log *log)
+{
+	struct strbuf names = STRBUF_INIT;
+	char buf[32];
+
+	for (unsigned i = 0; i < log->nr_trees; i++)
+		strbuf_addf(&names, "%s%s", i ? ", " : "",
+			    btrfs_tree_name(log->trees[i], buf, sizeof(buf)));
+	if (log->nr_trees)
+		str_info(ctx, CHECK_BTRFS_TREE, NULL, NULL, 0, "not loaded on this rescue= mount, "
+			 "read from the devices instead (%llu blocks): %s", log->blocks, names.buf);
+	if (log->err < 0)
+		str_info(ctx, CHECK_BTRFS_TREE, NULL, NULL, 0, "a tree this rescue= mount left "
+			 "unloaded cannot be read from the devices either: %s", strerror(-log->err));
+	for (unsigned i = 0; i < log->nr; i++) {
+		const struct btrfs_devtree_bad *b = &log->bad[i];
+		struct strbuf where = STRBUF_INIT;
+
+		if (b->parent)
+			strbuf_addf(&where, "pointed at by the node at logical %llu",
+				    (unsigned long long)b->parent);
+		else
+			strbuf_addstr(&where, "the tree's root");
+		str_error(ctx, CHECK_BTRFS_TREE, NULL, NULL, 0, "tree block at logical %llu (the "
+			  "%s, level %u, %s), read from the devices: %s in every copy, read twice; "
+			  "the blocks below it are not read, and what needs the whole tree is not "
+			  "checked", (unsigned long long)b->logical,
+			  btrfs_tree_name(b->tree, buf, sizeof(buf)), b->level, where.buf,
+			  btrfs_devtree_why(b->why));
+		strbuf_release(&where);
+	}
+	if (log->more)
+		str_error(ctx, CHECK_BTRFS_TREE, NULL, NULL, 0, "and %llu more tree blocks read "
+			  "from the devices fail their checks", log->more);
+	strbuf_release(&names);
+}
 
 /*
  * The trees the first pass could not read alongside the others, said once.
@@ -1124,6 +1307,7 @@ static void report_unread_trees(struct scrub_ctx *ctx, const struct pass *p)
 			  "at it", strerror(-p->csr_err));
 	else if (p->csr_err < 0)
 		report_operational(ctx, NULL, NULL, -p->csr_err, "cannot read the btrfs csum tree");
+	report_devtrees(ctx, &p->devlog);
 }
 
 /* Quotas on, and their qgroups not checked: why, once. */

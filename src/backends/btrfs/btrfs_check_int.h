@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backends/btrfs/btrfs_devtree.h"
 #include "backends/btrfs/btrfs_names.h"
 #include "backends/btrfs/btrfs_trees.h"
 #include "report/report.h"
@@ -39,6 +40,11 @@ enum finding_kind {
 	F_CSUM_UNEXPECTED,	/* nodatasum file data with csum items */
 	F_CSUM_ORPHAN,		/* csum items over bytes no data extent holds */
 	F_CSUM_COMPRESSED,	/* a compressed extent of a nodatasum file without csums */
+	F_CSUM_OVERLAP,		/* a csum item begins before the one before it ends (a: its end) */
+	/* an extent item's own fields (btrfs_check.c: check_extent_fields()) */
+	F_EXTENT_GEN,		/* generation past the superblock's (a: it, b: the superblock's) */
+	F_EXTENT_IREF,		/* an inline reference of no known type (a: type, b: where) */
+	F_EXTENT_LEVEL,		/* a METADATA_ITEM's level past the deepest tree (a: it) */
 	F_FST_USED_FREE,	/* the free space tree calls an extent's bytes free */
 	F_FST_COUNT,		/* a FREE_SPACE_INFO's extent count != its free ranges */
 	F_FST_NO_BG,		/* a FREE_SPACE_INFO past the last block group */
@@ -211,6 +217,12 @@ struct pass {
 	int fd;
 	bool rescue;			/* a rescue= mount: trees may be unloaded */
 	unsigned unloaded;		/* enum unloaded_tree */
+	/*
+	 * A read-only rescue= mount: an unloaded tree is read from the
+	 * devices instead (btrfs_tree_fallback()); what that met.
+	 */
+	bool devread;
+	struct btrfs_devtree_log devlog;
 	uint32_t nodesize;
 	struct fs_root *roots;
 	size_t nr_roots, alloc_roots;
@@ -239,6 +251,7 @@ struct pass {
 	bool no_holes;			/* the no-holes feature: holes have no items */
 	unsigned long long csum_items;
 	uint64_t cs_done;		/* the end of the last data extent checked */
+	uint64_t cs_last_end;		/* the end of the last csum item read */
 	uint64_t orphan_start, orphan_end, orphan_transid;	/* csums without extent */
 	/* the free space tree, read alongside the extent tree */
 	bool fst;
@@ -290,6 +303,9 @@ struct pass {
 	unsigned long long quota_items;
 	bool sb_ok;
 };
+
+/* btrfs_check.c: on a read-only rescue= mount, let r read an unloaded tree from the devices. */
+void btrfs_pass_fallback(struct pass *p, struct btrfs_tree_reader *r);
 
 /*
  * btrfs_check.c: read a whole tree, calling fn on every item (a signal

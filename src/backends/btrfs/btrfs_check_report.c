@@ -52,7 +52,11 @@ static const char *check_of(enum finding_kind k)
 	case F_CSUM_MISSING:
 	case F_CSUM_UNEXPECTED:
 	case F_CSUM_ORPHAN:
-	case F_CSUM_COMPRESSED: return CHECK_BTRFS_CSUM;
+	case F_CSUM_COMPRESSED:
+	case F_CSUM_OVERLAP: return CHECK_BTRFS_CSUM;
+	case F_EXTENT_GEN:
+	case F_EXTENT_IREF:
+	case F_EXTENT_LEVEL: return CHECK_BTRFS_EXTENT_ITEM;
 	case F_FST_USED_FREE:
 	case F_FST_COUNT:
 	case F_FST_NO_BG: return CHECK_BTRFS_FREE_SPACE_TREE;
@@ -160,6 +164,24 @@ static void describe(struct scrub_ctx *ctx, const struct tfinding *f, struct str
 			    "%llu (%llu bytes) has no checksum items from logical %llu on; the file "
 			    "is nodatasum, but compressed data is always checksummed: a bad byte "
 			    "in it cannot be told before it is decompressed", fo, a, len, lg);
+		break;
+	case F_CSUM_OVERLAP:
+		strbuf_addf(m, "the checksum item at logical %llu (%llu bytes) begins before the "
+			    "one before it ends (at %llu): two items checksum the same sectors",
+			    lg, len, a);
+		break;
+	case F_EXTENT_GEN:
+		strbuf_addf(m, "extent item at logical %llu (%llu bytes): generation %llu, past "
+			    "the superblock's %llu and the transaction after it", lg, len, a, b);
+		break;
+	case F_EXTENT_IREF:
+		strbuf_addf(m, "extent item at logical %llu (%llu bytes): its inline back "
+			    "reference at byte %llu is of unknown type %llu or runs past the item",
+			    lg, len, b, a);
+		break;
+	case F_EXTENT_LEVEL:
+		strbuf_addf(m, "tree block at logical %llu: its METADATA_ITEM gives level %llu, "
+			    "a tree has at most 8 (0-7)", lg, a);
 		break;
 	case F_FST_NO_BG:
 		strbuf_addf(m, "the free space tree describes a block group at logical %llu "

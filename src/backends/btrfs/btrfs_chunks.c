@@ -231,6 +231,7 @@ static int read_dev_tree(struct pass *p, struct chunk_state *st)
 	struct btrfs_tree_item it;
 	int ret = btrfs_tree_open(&r, p->fd, BTRFS_DEV_TREE_OBJECTID, lo, hi);
 
+	btrfs_pass_fallback(p, &r);
 	while (ret == 0 && (ret = btrfs_tree_next(&r, &it)) > 0) {
 		ret = 0;
 		if (it.key.type == BTRFS_DEV_EXTENT_KEY && it.len >= DEV_EXTENT_SIZE)

@@ -17,7 +17,8 @@
  * come in logical order, so the gap before each one is known when it
  * arrives; csum items wholly inside a gap are judged as they are read and
  * not kept, so memory stays the items that reach the current extent.
- * Adjacent orphan pieces are reported as one range.
+ * Adjacent orphan pieces are reported as one range.  Items that overlap
+ * the one before are reported as they are read.
  */
 #include <errno.h>
 #include <linux/btrfs_tree.h>
@@ -63,6 +64,22 @@ static void orphan_piece(struct pass *p, const struct csum_iv *c, uint64_t befor
 }
 
 /*
+ * A csum item that begins before the one before it ends: two checksums of
+ * the same sectors (`btrfs check`: "csum overlap"; the kernel merges and
+ * splits csum items so that never happens).
+ */
+static void csum_overlap(struct pass *p, const struct csum_iv *c)
+{
+	if (c->start < p->cs_last_end)
+		btrfs_add_finding(p, &(struct tfinding){
+			.kind = F_CSUM_OVERLAP, .logical = c->start, .len = c->end - c->start,
+			.a = p->cs_last_end, .transid = c->transid, .stamp = c->transid,
+		});
+	if (c->end > p->cs_last_end)
+		p->cs_last_end = c->end;
+}
+
+/*
  * Keep the csum items that reach [start, end): drop older, read ahead.
  * Bytes of csum items below start and above p->cs_done (the end of the
  * previous data extent) are orphans.
@@ -93,6 +110,7 @@ static void csum_advance(struct pass *p, uint64_t start, uint64_t end)
 			.start = it.key.offset, .transid = it.transid,
 			.end = it.key.offset + (uint64_t)(it.len / p->csum_size) * p->sectorsize,
 		};
+		csum_overlap(p, &c);
 		orphan_piece(p, &c, start);
 		if (c.end <= start)
 			continue;	/* wholly before the extent: judged, not kept */

@@ -34,6 +34,9 @@
  * running now are not on the disk yet: those newer than the superblock's
  * generation, read after the extent tree, are left out.
  *
+ * On a read-only rescue= mount that left the extent tree unloaded, the
+ * extent tree is read from the devices (btrfs_devtree.h).
+ *
  * What is not checked here: block groups with RAID5/6 metadata (parity
  * would have to be recomputed) and filesystems with an xxhash, sha256 or
  * blake2 checksum get the kernel's scrub of those block groups' device
@@ -54,13 +57,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "backends/btrfs/btrfs_chunkmap.h"
+#include "backends/btrfs/btrfs_devtree.h"
 #include "backends/btrfs/btrfs_trees.h"
 #include "report/checks.h"
 #include "scan/context.h"
-#include "lib/crc32c.h"
 #include "lib/ioengine.h"
+#include "lib/mountpoint.h"
 #include "report/report.h"
 #include "lib/strbuf.h"
 
@@ -73,30 +79,6 @@
 #define META_DEPTH 8
 /* O_DIRECT alignment: every block device's logical block divides 4 KiB. */
 #define META_ALIGN 4096
-/* The striping unit of RAID0 / RAID10 (BTRFS_STRIPE_LEN, not in the uapi headers). */
-#define STRIPE_LEN (64 * 1024)
-/* Copies fscrub tracks per block (a bit each): RAID1C4's four and margin. */
-#define MAX_COPIES 8
-
-/*
- * struct btrfs_header: csum[32], fsid[16], bytenr, flags,
- * chunk_tree_uuid[16], generation, owner, nritems, level.
- */
-#define H_CSUM_END 32
-#define H_FSID 32
-#define H_BYTENR 48
-#define H_GENERATION 80
-#define H_OWNER 88
-#define H_LEVEL 100
-/*
- * btrfs_chunk: length, owner, stripe_len, type (24), ..., num_stripes (44),
- * sub_stripes (46), stripes (48, 32 bytes each: devid, offset, dev_uuid).
- */
-#define CHUNK_TYPE 24
-#define CHUNK_NUM_STRIPES 44
-#define CHUNK_SUB_STRIPES 46
-#define CHUNK_STRIPES 48
-#define CHUNK_STRIPE_SIZE 32
 /*
  * btrfs_extent_item: refs, generation, flags; a tree block's EXTENT_ITEM
  * then a btrfs_tree_block_info (key, level).
@@ -106,6 +88,8 @@
 #define EI_SIZE 24
 #define TBI_LEVEL 17
 #define TBI_SIZE 18
+/* Levels 0-7: the deepest tree btrfs builds (BTRFS_MAX_LEVEL, not in the uapi headers). */
+#define MAX_TREE_LEVEL 8
 /* An inline back reference of a tree block: a type byte and a u64. */
 #define IREF_SIZE 9
 /* The superblock: at 64 KiB on every device; its generation at byte 72. */
@@ -127,19 +111,15 @@ struct meta_slot {
 	uint8_t flags;		/* SLOT_* */
 };
 
-struct meta_stripe {
-	uint64_t devid, offset;
-};
-
 struct meta_chunk {
-	uint64_t start, len, type;
-	uint16_t n, sub;
-	struct meta_stripe *st;
+	struct btrfs_cmap_chunk g;
 	struct meta_slot *slots;	/* len / sectorsize; NULL: the kernel's scrub checks it */
 };
 
-enum meta_why { META_OK, META_READ_ERR, META_CSUM, META_BYTENR, META_FSID, META_GEN,
-		META_LEVEL, META_OWNER };
+enum meta_why { META_OK = BTRFS_BLOCK_OK, META_READ_ERR = BTRFS_BLOCK_READ_ERR,
+		META_CSUM = BTRFS_BLOCK_CSUM, META_BYTENR = BTRFS_BLOCK_BYTENR,
+		META_FSID = BTRFS_BLOCK_FSID, META_GEN = BTRFS_BLOCK_GEN,
+		META_LEVEL = BTRFS_BLOCK_LEVEL, META_OWNER = BTRFS_BLOCK_OWNER };
 
 static const char *const why_text[] = {
 	[META_OK] = "good", [META_READ_ERR] = "read error", [META_CSUM] = "bad checksum",
@@ -174,97 +154,26 @@ struct meta {
 	int fd;
 };
 
-static bool is_meta(uint64_t type)
-{
-	return type & (BTRFS_BLOCK_GROUP_METADATA | BTRFS_BLOCK_GROUP_SYSTEM);
-}
-
-/* Profiles fscrub reads itself; RAID5/6 (parity) is left to the kernel's scrub. */
-static bool readable_profile(const struct meta_chunk *c)
-{
-	if (c->type & (BTRFS_BLOCK_GROUP_RAID5 | BTRFS_BLOCK_GROUP_RAID6))
-		return false;
-	if (c->type & BTRFS_BLOCK_GROUP_RAID10)
-		return c->sub && c->sub <= MAX_COPIES && c->n % c->sub == 0;
-	return c->n && c->n <= MAX_COPIES;
-}
-
-/* The bytes each stripe of c holds on its device (the kernel's btrfs_calc_stripe_length()). */
-static uint64_t stripe_bytes(const struct meta_chunk *c)
-{
-	if (c->type & BTRFS_BLOCK_GROUP_RAID0)
-		return c->len / c->n;
-	if (c->type & BTRFS_BLOCK_GROUP_RAID10)
-		return c->len / (c->n / c->sub);
-	if (c->type & BTRFS_BLOCK_GROUP_RAID5)
-		return c->len / (c->n - 1u);
-	if (c->type & BTRFS_BLOCK_GROUP_RAID6)
-		return c->len / (c->n - 2u);
-	return c->len;
-}
-
-/*
- * Where stripe i of c holds a copy of the block at logical: its physical
- * offset and which copy it is.  False if the stripe holds none (RAID0 and
- * RAID10 spread 64 KiB units over their stripes; a tree block never
- * crosses one).
- */
-static bool on_stripe(const struct meta_chunk *c, unsigned i, uint64_t logical, uint64_t *phys,
-		      unsigned *copy)
-{
-	uint64_t off = logical - c->start, nr = off / STRIPE_LEN;
-	unsigned groups;
-
-	*copy = 0;
-	if (c->type & BTRFS_BLOCK_GROUP_RAID0) {
-		if (nr % c->n != i)
-			return false;
-		*phys = c->st[i].offset + nr / c->n * STRIPE_LEN + off % STRIPE_LEN;
-		return true;
-	}
-	if (c->type & BTRFS_BLOCK_GROUP_RAID10) {
-		groups = c->n / c->sub;
-		if (nr % groups != i / c->sub)
-			return false;
-		*phys = c->st[i].offset + nr / groups * STRIPE_LEN + off % STRIPE_LEN;
-		*copy = i % c->sub;
-		return true;
-	}
-	*phys = c->st[i].offset + off;	/* single, DUP, RAID1*: every stripe a whole copy */
-	*copy = i;
-	return true;
-}
-
 /* ---- the chunk tree and the extent tree ---- */
 
 static int chunk_item(struct meta *m, const struct btrfs_tree_item *it)
 {
 	struct meta_chunk *c;
-	uint16_t n;
+	int ret;
 
-	if (it->len < CHUNK_STRIPES || !is_meta(btrfs_get64(it->data + CHUNK_TYPE)))
-		return 0;
-	n = (uint16_t)(it->data[CHUNK_NUM_STRIPES] | it->data[CHUNK_NUM_STRIPES + 1] << 8);
-	if (!n || it->len < CHUNK_STRIPES + (size_t)n * CHUNK_STRIPE_SIZE)
-		return 0;	/* the kernel's tree checker rejects such an item */
 	if (btrfs_grow((void **)&m->c, &m->alloc_c, m->nr_c + 1, sizeof(*m->c)) < 0)
 		return -ENOMEM;
 	c = &m->c[m->nr_c];
-	*c = (struct meta_chunk){
-		.start = it->key.offset, .len = btrfs_get64(it->data),
-		.type = btrfs_get64(it->data + CHUNK_TYPE), .n = n,
-		.sub = (uint16_t)(it->data[CHUNK_SUB_STRIPES] | it->data[CHUNK_SUB_STRIPES + 1] << 8),
-	};
-	if (!(c->st = calloc(n, sizeof(*c->st))))
-		return -ENOMEM;
-	m->nr_c++;
-	for (unsigned i = 0; i < n; i++) {
-		const unsigned char *s = it->data + CHUNK_STRIPES + (size_t)i * CHUNK_STRIPE_SIZE;
-
-		c->st[i] = (struct meta_stripe){ btrfs_get64(s), btrfs_get64(s + 8) };
+	*c = (struct meta_chunk){ 0 };
+	if ((ret = btrfs_cmap_parse(it, &c->g)) <= 0)
+		return ret;
+	if (!btrfs_cmap_is_meta(c->g.type)) {
+		free(c->g.st);
+		return 0;
 	}
-	if (m->crc32c && readable_profile(c) &&
-	    !(c->slots = calloc(c->len / m->sectorsize, sizeof(*c->slots))))
+	m->nr_c++;
+	if (m->crc32c && btrfs_cmap_readable(&c->g) &&
+	    !(c->slots = calloc(c->g.len / m->sectorsize, sizeof(*c->slots))))
 		return -ENOMEM;
 	return 0;
 }
@@ -312,10 +221,13 @@ static void extent_item(struct meta *m, struct meta_chunk *c, const struct btrfs
 	size_t refs = EI_SIZE;
 	uint8_t level;
 
-	if (it->len < EI_SIZE || bytenr < c->start || bytenr - c->start + m->nodesize > c->len ||
-	    (bytenr - c->start) % m->sectorsize)
+	if (it->len < EI_SIZE || bytenr < c->g.start ||
+	    bytenr - c->g.start + m->nodesize > c->g.len || (bytenr - c->g.start) % m->sectorsize)
 		return;
 	if (it->key.type == BTRFS_METADATA_ITEM_KEY) {
+		/* a level past the deepest tree is phase 3's finding (btrfs.extent_item) */
+		if (it->key.offset >= MAX_TREE_LEVEL)
+			return;
 		level = (uint8_t)it->key.offset;
 	} else if (it->key.type == BTRFS_EXTENT_ITEM_KEY &&
 		   btrfs_get64(d + EI_FLAGS) & BTRFS_EXTENT_FLAG_TREE_BLOCK &&
@@ -325,7 +237,7 @@ static void extent_item(struct meta *m, struct meta_chunk *c, const struct btrfs
 	} else {
 		return;
 	}
-	s = &c->slots[(bytenr - c->start) / m->sectorsize];
+	s = &c->slots[(bytenr - c->g.start) / m->sectorsize];
 	s->gen = (uint32_t)btrfs_get64(d + EI_GENERATION);
 	s->level = level;
 	s->owner = sole_owner(d, it->len, refs);
@@ -335,8 +247,8 @@ static void extent_item(struct meta *m, struct meta_chunk *c, const struct btrfs
 
 static int read_extents(struct meta *m, struct btrfs_tree_reader *r, struct meta_chunk *c)
 {
-	const struct btrfs_tkey min = { c->start, 0, 0 };
-	const struct btrfs_tkey max = { c->start + c->len - 1, UINT8_MAX, UINT64_MAX };
+	const struct btrfs_tkey min = { c->g.start, 0, 0 };
+	const struct btrfs_tkey max = { c->g.start + c->g.len - 1, UINT8_MAX, UINT64_MAX };
 	struct btrfs_tree_item it;
 	int ret;
 
@@ -346,11 +258,21 @@ static int read_extents(struct meta *m, struct btrfs_tree_reader *r, struct meta
 	return ret;
 }
 
+/*
+ * The extent tree's items over each checked block group.  On a read-only
+ * rescue= mount that left the extent tree unloaded, it is read from the
+ * devices (btrfs_devtree.h says why only there; its bad blocks are phase
+ * 3's findings, which reads it again).
+ */
 static int read_all_extents(struct meta *m)
 {
 	const struct btrfs_tkey zero = { 0, 0, 0 };
+	struct btrfs_devtree_log log = { 0 };
 	struct btrfs_tree_reader r;
 	int ret = btrfs_tree_open(&r, m->ctx->mnt_fd, BTRFS_EXTENT_TREE_OBJECTID, zero, zero);
+
+	if ((m->ctx->svfs.f_flag & ST_RDONLY) && mount_option(m->ctx->table_mnt_id, "rescue", NULL))
+		btrfs_tree_fallback(&r, &log);
 
 	for (size_t i = 0; ret >= 0 && i < m->nr_c; i++)
 		if (m->c[i].slots)
@@ -364,17 +286,15 @@ static int read_all_extents(struct meta *m)
 static enum meta_why check_block(const struct meta *m, const unsigned char *b, uint64_t logical,
 				 const uint8_t *fsid, const struct meta_slot *s)
 {
-	if (~crc32c(0xffffffff, b + H_CSUM_END, m->nodesize - H_CSUM_END) != btrfs_get32(b))
-		return META_CSUM;
-	if (btrfs_get64(b + H_BYTENR) != logical)
-		return META_BYTENR;
-	if (memcmp(b + H_FSID, fsid, BTRFS_FSID_SIZE))
-		return META_FSID;
-	if ((uint32_t)btrfs_get64(b + H_GENERATION) != s->gen)
+	enum meta_why why = (enum meta_why)btrfs_block_header(b, m->nodesize, logical, fsid);
+
+	if (why != META_OK)
+		return why;
+	if ((uint32_t)btrfs_get64(b + BTRFS_H_GENERATION) != s->gen)
 		return META_GEN;
-	if (b[H_LEVEL] != s->level)
+	if (b[BTRFS_H_LEVEL] != s->level)
 		return META_LEVEL;
-	if (s->owner && btrfs_get64(b + H_OWNER) != s->owner)
+	if (s->owner && btrfs_get64(b + BTRFS_H_OWNER) != s->owner)
 		return META_OWNER;
 	return META_OK;
 }
@@ -382,7 +302,7 @@ static enum meta_why check_block(const struct meta *m, const unsigned char *b, u
 static struct meta_slot *slot_of(const struct meta *m, const struct meta_chunk *c,
 				 uint64_t logical)
 {
-	return &c->slots[(logical - c->start) / m->sectorsize];
+	return &c->slots[(logical - c->g.start) / m->sectorsize];
 }
 
 /* ioengine's done(): check each block of a read of the current stripe. */
@@ -397,7 +317,7 @@ static void read_done(void *arg, const struct io_range *r, char *buf, int64_t re
 		uint64_t phys;
 		unsigned copy;
 
-		on_stripe(m->cur, m->cur_stripe, logical, &phys, &copy);
+		btrfs_cmap_on_stripe(&m->cur->g, m->cur_stripe, logical, &phys, &copy);
 		atomic_fetch_add(&m->copies, 1);
 		if (res < (int64_t)(at + m->nodesize) ||
 		    check_block(m, (unsigned char *)buf + at, logical, m->cur_fsid, s) != META_OK) {
@@ -425,11 +345,11 @@ static bool written(const struct meta *m, const struct meta_slot *s)
 static int add_read(struct meta *m, uint64_t logical, uint64_t phys)
 {
 	struct io_range *last = m->nr_ranges ? &m->ranges[m->nr_ranges - 1] : NULL;
-	bool striped = m->cur->type & (BTRFS_BLOCK_GROUP_RAID0 | BTRFS_BLOCK_GROUP_RAID10);
+	bool striped = m->cur->g.type & (BTRFS_BLOCK_GROUP_RAID0 | BTRFS_BLOCK_GROUP_RAID10);
 
 	if (last && last->off + last->len == phys && last->len + m->nodesize <= META_READ &&
 	    m->logicals[m->nr_ranges - 1] + last->len == logical &&
-	    (!striped || phys % STRIPE_LEN)) {
+	    (!striped || phys % BTRFS_CMAP_STRIPE_LEN)) {
 		last->len += m->nodesize;
 		return 0;
 	}
@@ -447,7 +367,7 @@ static int add_read(struct meta *m, uint64_t logical, uint64_t phys)
 static int read_stripe(struct meta *m, const struct meta_chunk *c, unsigned i,
 		       const uint8_t *fsid)
 {
-	size_t nslots = c->len / m->sectorsize;
+	size_t nslots = c->g.len / m->sectorsize;
 	int ret = 0;
 	struct io_job job = {
 		.fd = m->fd, .depth = META_DEPTH, .max_len = META_READ, .align = META_ALIGN,
@@ -460,10 +380,11 @@ static int read_stripe(struct meta *m, const struct meta_chunk *c, unsigned i,
 	m->cur_fsid = fsid;
 	m->nr_ranges = 0;
 	for (size_t k = 0; k < nslots && ret == 0; k++) {
-		uint64_t logical = c->start + k * m->sectorsize, phys;
+		uint64_t logical = c->g.start + k * m->sectorsize, phys;
 		unsigned copy;
 
-		if (!(c->slots[k].flags & SLOT_USED) || !on_stripe(c, i, logical, &phys, &copy))
+		if (!(c->slots[k].flags & SLOT_USED) ||
+		    !btrfs_cmap_on_stripe(&c->g, i, logical, &phys, &copy))
 			continue;
 		if (written(m, &c->slots[k]))
 			ret = add_read(m, logical, phys);
@@ -504,12 +425,12 @@ static int dev_stripes(const struct meta *m, uint64_t devid, struct dev_stripe *
 
 	*out = NULL;
 	for (size_t i = 0; i < m->nr_c; i++)
-		for (unsigned j = 0; m->c[i].slots && j < m->c[i].n; j++) {
-			if (m->c[i].st[j].devid != devid)
+		for (unsigned j = 0; m->c[i].slots && j < m->c[i].g.n; j++) {
+			if (m->c[i].g.st[j].devid != devid)
 				continue;
 			if (btrfs_grow((void **)out, &alloc, n + 1, sizeof(**out)) < 0)
 				return -ENOMEM;
-			(*out)[n++] = (struct dev_stripe){ m->c[i].st[j].offset, i, j };
+			(*out)[n++] = (struct dev_stripe){ m->c[i].g.st[j].offset, i, j };
 		}
 	if (n)
 		qsort(*out, n, sizeof(**out), cmp_dev_stripe);
@@ -553,13 +474,13 @@ static const struct btrfs_meta_dev *dev_by_id(const struct meta *m, uint64_t dev
 static enum meta_why reread(const struct meta *m, const struct meta_chunk *c, unsigned i,
 			    uint64_t logical, unsigned char *buf)
 {
-	const struct btrfs_meta_dev *d = dev_by_id(m, c->st[i].devid);
+	const struct btrfs_meta_dev *d = dev_by_id(m, c->g.st[i].devid);
 	enum meta_why why = META_READ_ERR;
 	uint64_t phys;
 	unsigned copy;
 	int fd;
 
-	if (!d || d->missing || !on_stripe(c, i, logical, &phys, &copy))
+	if (!d || d->missing || !btrfs_cmap_on_stripe(&c->g, i, logical, &phys, &copy))
 		return META_OK;		/* not read: not judged */
 	if ((fd = open(d->path, O_RDONLY | O_DIRECT | O_CLOEXEC)) < 0)
 		return META_READ_ERR;
@@ -602,12 +523,12 @@ static unsigned copies_of(const struct meta *m, const struct meta_chunk *c, uint
 {
 	unsigned mask = 0;
 
-	for (unsigned i = 0; i < c->n; i++) {
-		const struct btrfs_meta_dev *d = dev_by_id(m, c->st[i].devid);
+	for (unsigned i = 0; i < c->g.n; i++) {
+		const struct btrfs_meta_dev *d = dev_by_id(m, c->g.st[i].devid);
 		uint64_t phys;
 		unsigned copy;
 
-		if (d && !d->missing && on_stripe(c, i, logical, &phys, &copy)) {
+		if (d && !d->missing && btrfs_cmap_on_stripe(&c->g, i, logical, &phys, &copy)) {
 			mask |= 1u << copy;
 			stripe[copy] = i;
 		}
@@ -624,10 +545,10 @@ static unsigned copies_of(const struct meta *m, const struct meta_chunk *c, uint
 static void confirm(struct meta *m, struct meta_chunk *c, struct meta_slot *s, uint64_t logical,
 		    unsigned char *buf)
 {
-	unsigned stripe[MAX_COPIES], all = copies_of(m, c, logical, stripe);
+	unsigned stripe[BTRFS_CMAP_MAX_COPIES], all = copies_of(m, c, logical, stripe);
 	uint8_t bad = 0;
 
-	for (unsigned k = 0; k < MAX_COPIES; k++)
+	for (unsigned k = 0; k < BTRFS_CMAP_MAX_COPIES; k++)
 		if (s->bad & (1u << k) && reread(m, c, stripe[k], logical, buf) != META_OK)
 			bad |= (uint8_t)(1u << k);
 	if (bad && !still_allocated(m, logical, s->gen)) {
@@ -666,49 +587,49 @@ static int scrub_range(struct meta *m, uint64_t devid, uint64_t start, uint64_t 
 /* Repair: the kernel's scrub of each stripe of c holding a bad copy that has a good one. */
 static void repair_chunk(struct meta *m, const struct meta_chunk *c)
 {
-	size_t nslots = c->len / m->sectorsize;
+	size_t nslots = c->g.len / m->sectorsize;
 	uint8_t stripes = 0;
 
 	for (size_t k = 0; k < nslots; k++) {
-		unsigned stripe[MAX_COPIES];
+		unsigned stripe[BTRFS_CMAP_MAX_COPIES];
 
 		if (!(c->slots[k].flags & SLOT_REPAIR))
 			continue;
-		copies_of(m, c, c->start + k * m->sectorsize, stripe);
-		for (unsigned j = 0; j < MAX_COPIES; j++)
+		copies_of(m, c, c->g.start + k * m->sectorsize, stripe);
+		for (unsigned j = 0; j < BTRFS_CMAP_MAX_COPIES; j++)
 			if (c->slots[k].bad & (1u << j))
 				stripes |= (uint8_t)(1u << stripe[j]);
 	}
-	for (unsigned i = 0; i < c->n && i < MAX_COPIES; i++) {
+	for (unsigned i = 0; i < c->g.n && i < BTRFS_CMAP_MAX_COPIES; i++) {
 		struct btrfs_scrub_progress p;
 		int ret;
 
 		if (!(stripes & (1u << i)))
 			continue;
-		ret = scrub_range(m, c->st[i].devid, c->st[i].offset,
-				  c->st[i].offset + stripe_bytes(c), &p);
+		ret = scrub_range(m, c->g.st[i].devid, c->g.st[i].offset,
+				  c->g.st[i].offset + btrfs_cmap_stripe_bytes(&c->g), &p);
 		if (ret < 0)
 			report_operational(m->ctx, NULL, NULL, -ret, "scrub of devid %llu from %llu",
-					   (unsigned long long)c->st[i].devid,
-					   (unsigned long long)c->st[i].offset);
+					   (unsigned long long)c->g.st[i].devid,
+					   (unsigned long long)c->g.st[i].offset);
 	}
 }
 
 static void report_copy(struct meta *m, const struct meta_chunk *c, uint64_t logical,
 			unsigned i, enum meta_why why, enum severity sev, const char *what)
 {
-	const struct btrfs_meta_dev *d = dev_by_id(m, c->st[i].devid);
+	const struct btrfs_meta_dev *d = dev_by_id(m, c->g.st[i].devid);
 	struct strbuf owners = STRBUF_INIT;
 	uint64_t phys = 0;
 	unsigned copy;
 
-	on_stripe(c, i, logical, &phys, &copy);
+	btrfs_cmap_on_stripe(&c->g, i, logical, &phys, &copy);
 	if (!btrfs_tree_block_owners(m->ctx->mnt_fd, logical, 1, &owners))
 		strbuf_addstr(&owners, "metadata (owner unknown)");
 	report_at(m->ctx, sev, CHECK_BTRFS_TREE, NULL, NULL, 0, __FILE__, __LINE__,
 		  "tree block at logical %llu (in the %s), copy %u on devid %llu %s at %llu: "
 		  "%s, %s", (unsigned long long)logical, owners.buf, copy + 1,
-		  (unsigned long long)c->st[i].devid, d ? d->path : "?",
+		  (unsigned long long)c->g.st[i].devid, d ? d->path : "?",
 		  (unsigned long long)phys, why_text[why], what);
 	strbuf_release(&owners);
 }
@@ -717,11 +638,11 @@ static void report_copy(struct meta *m, const struct meta_chunk *c, uint64_t log
 static void report_block(struct meta *m, const struct meta_chunk *c, const struct meta_slot *s,
 			 uint64_t logical, unsigned char *buf)
 {
-	unsigned stripe[MAX_COPIES];
+	unsigned stripe[BTRFS_CMAP_MAX_COPIES];
 	bool good = s->flags & SLOT_REPAIR;
 
 	copies_of(m, c, logical, stripe);
-	for (unsigned k = 0; k < MAX_COPIES; k++) {
+	for (unsigned k = 0; k < BTRFS_CMAP_MAX_COPIES; k++) {
 		enum meta_why why;
 
 		if (!(s->bad & (1u << k)))
@@ -744,34 +665,35 @@ static void report_block(struct meta *m, const struct meta_chunk *c, const struc
 
 static void judge_chunk(struct meta *m, struct meta_chunk *c, unsigned char *buf)
 {
-	size_t nslots = c->len / m->sectorsize;
+	size_t nslots = c->g.len / m->sectorsize;
 	bool repair = false;
 
 	for (size_t k = 0; k < nslots && !scrub_should_stop(m->ctx); k++)
 		if (c->slots[k].bad && c->slots[k].flags & SLOT_USED) {
-			confirm(m, c, &c->slots[k], c->start + k * m->sectorsize, buf);
+			confirm(m, c, &c->slots[k], c->g.start + k * m->sectorsize, buf);
 			repair |= c->slots[k].flags & SLOT_REPAIR;
 		}
 	if (repair && !m->readonly)
 		repair_chunk(m, c);
 	for (size_t k = 0; k < nslots; k++)
 		if (c->slots[k].bad && c->slots[k].flags & SLOT_USED)
-			report_block(m, c, &c->slots[k], c->start + k * m->sectorsize, buf);
+			report_block(m, c, &c->slots[k], c->g.start + k * m->sectorsize, buf);
 }
 
 /* ---- the block groups fscrub leaves to the kernel's scrub ---- */
 
 static void scrub_chunk(struct meta *m, const struct meta_chunk *c)
 {
-	for (unsigned i = 0; i < c->n && !scrub_should_stop(m->ctx); i++) {
-		const struct btrfs_meta_dev *d = dev_by_id(m, c->st[i].devid);
+	for (unsigned i = 0; i < c->g.n && !scrub_should_stop(m->ctx); i++) {
+		const struct btrfs_meta_dev *d = dev_by_id(m, c->g.st[i].devid);
 		struct btrfs_scrub_progress p;
 		unsigned long long found;
 		int ret;
 
 		if (!d || d->missing || d->seed)
 			continue;
-		ret = scrub_range(m, d->devid, c->st[i].offset, c->st[i].offset + stripe_bytes(c),
+		ret = scrub_range(m, d->devid, c->g.st[i].offset,
+				  c->g.st[i].offset + btrfs_cmap_stripe_bytes(&c->g),
 				  &p);
 		if (ret < 0) {
 			report_operational(m->ctx, NULL, NULL, -ret, "scrub of devid %llu %s",
@@ -784,7 +706,7 @@ static void scrub_chunk(struct meta *m, const struct meta_chunk *c)
 				  "devid %llu %s: %llu tree block errors in the block group at "
 				  "logical %llu%s", (unsigned long long)d->devid, d->path,
 				  m->readonly ? found : (unsigned long long)p.uncorrectable_errors,
-				  (unsigned long long)c->start,
+				  (unsigned long long)c->g.start,
 				  m->readonly ? ", not repaired (read-only scrub)" : "");
 		if (!m->readonly && p.corrected_errors)
 			str_repaired(m->ctx, CHECK_BTRFS_SCRUB, NULL, NULL, 0,
@@ -832,7 +754,7 @@ static int fs_facts(struct meta *m)
 static void meta_release(struct meta *m)
 {
 	for (size_t i = 0; i < m->nr_c; i++) {
-		free(m->c[i].st);
+		free(m->c[i].g.st);
 		free(m->c[i].slots);
 	}
 	free(m->c);

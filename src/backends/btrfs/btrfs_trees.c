@@ -8,6 +8,8 @@
  */
 #include "backends/btrfs/btrfs_trees.h"
 
+#include "backends/btrfs/btrfs_devtree.h"
+
 #include <errno.h>
 #include <linux/btrfs.h>
 #include <linux/btrfs_tree.h>
@@ -129,16 +131,52 @@ static int refill(struct btrfs_tree_reader *r)
 	return 0;
 }
 
+void btrfs_tree_fallback(struct btrfs_tree_reader *r, struct btrfs_devtree_log *log)
+{
+	r->devlog = log;
+}
+
+bool btrfs_tree_from_devices(const struct btrfs_tree_reader *r)
+{
+	return r->dev != NULL;
+}
+
+/* The tree is not loaded: read it from the devices from the cursor on. */
+static int from_devices(struct btrfs_tree_reader *r)
+{
+	int ret = btrfs_devtree_open(&r->dev, r->fd, r->tree, r->next, r->max, r->devlog);
+
+	if (ret < 0) {
+		if (ret != -ENOENT)	/* ENOENT: no ROOT_ITEM, no such tree */
+			r->devlog->err = ret;
+		return -ENOENT;		/* as unloaded as before */
+	}
+	return 0;
+}
+
+static int next_from_devices(struct btrfs_tree_reader *r, struct btrfs_tree_item *it)
+{
+	int ret = btrfs_devtree_next(r->dev, it);
+
+	if (ret > 0)
+		r->items++;
+	return ret;
+}
+
 int btrfs_tree_next(struct btrfs_tree_reader *r, struct btrfs_tree_item *it)
 {
 	struct btrfs_ioctl_search_args_v2 *a = r->args;
 	struct btrfs_ioctl_search_header h;
 	int ret;
 
+	if (r->dev)
+		return next_from_devices(r, it);
 	if (!r->left) {
 		if (r->end)
 			return 0;
 		ret = refill(r);
+		if (ret == -ENOENT && r->devlog && (ret = from_devices(r)) == 0)
+			return next_from_devices(r, it);
 		if (ret < 0)
 			return ret;
 		if (!r->left)
@@ -167,6 +205,8 @@ int btrfs_tree_next(struct btrfs_tree_reader *r, struct btrfs_tree_item *it)
 void btrfs_tree_seek(struct btrfs_tree_reader *r, uint64_t tree, struct btrfs_tkey min,
 		     struct btrfs_tkey max)
 {
+	btrfs_devtree_close(r->dev);
+	r->dev = NULL;
 	r->tree = tree;
 	r->next = min;
 	r->max = max;
@@ -177,6 +217,8 @@ void btrfs_tree_seek(struct btrfs_tree_reader *r, uint64_t tree, struct btrfs_tk
 
 void btrfs_tree_close(struct btrfs_tree_reader *r)
 {
+	btrfs_devtree_close(r->dev);
+	r->dev = NULL;
 	free(r->args);
 	r->args = NULL;
 	r->left = 0;

@@ -51,7 +51,13 @@ struct btrfs_tree_reader {
 	uint32_t left;			/* items not yet returned from the buffer */
 	bool end;			/* no refill: the range is exhausted */
 	unsigned long long items, calls;	/* counters, for -v */
+	/* btrfs_tree_fallback(): read an unloaded tree from the devices */
+	struct btrfs_devtree_log *devlog;
+	struct btrfs_devtree *dev;	/* doing so (btrfs_devtree.h) */
 };
+
+struct btrfs_devtree_log;
+struct btrfs_devtree;
 
 /*
  * Start reading tree (a tree id: BTRFS_EXTENT_TREE_OBJECTID, a subvolume's
@@ -72,6 +78,16 @@ int btrfs_tree_next(struct btrfs_tree_reader *r, struct btrfs_tree_item *it);
  */
 void btrfs_tree_seek(struct btrfs_tree_reader *r, uint64_t tree, struct btrfs_tkey min,
 		     struct btrfs_tkey max);
+/*
+ * On a read-only mount only (btrfs_devtree.h says why): when the kernel
+ * has not loaded r's tree (a rescue= mount; the search fails with ENOENT),
+ * read it from the devices instead, its bad blocks kept in log.  Then
+ * btrfs_tree_next() fails with -ENOENT only if the tree does not exist or
+ * cannot be read so (log->err says why).
+ */
+void btrfs_tree_fallback(struct btrfs_tree_reader *r, struct btrfs_devtree_log *log);
+/* Is r reading its tree from the devices (btrfs_tree_fallback())? */
+bool btrfs_tree_from_devices(const struct btrfs_tree_reader *r);
 /* Free the buffer; the counters stay readable. */
 void btrfs_tree_close(struct btrfs_tree_reader *r);
 
