@@ -505,7 +505,10 @@ void ext4_eainode_note_body(struct scrub_ctx *ctx, ext2_ino_t ino,
  */
 unsigned ext4_eainode_note_block(struct scrub_ctx *ctx, blk64_t blk, ext2_ino_t owner,
 				 uint32_t gen, const unsigned char *b);
-/* An attribute block could not be read: the references are not all known. */
+/*
+ * An attribute block could not be read, or is not noted (an open, unlinked
+ * inode's): the references and the quota charges are not all known.
+ */
 void ext4_eainode_unknown(struct scrub_ctx *ctx);
 /*
  * After ext4_xattr_refs_check(): the counts, unattached EA inodes, the

@@ -34,8 +34,10 @@
  * that moved during the scan is in a recent transaction.
  *
  * Memory: 32 bytes per EA inode in use and 32 per entry that names one.
- * An attribute block that cannot be read leaves the counts unknown: the
- * counts and unattached EA inodes are then not judged (-v says so).
+ * An attribute block that cannot be read, or an open unlinked inode's
+ * (on the superblock's orphan list, which the scan passes by), leaves the
+ * counts unknown: the counts and unattached EA inodes are then not judged
+ * (-v says so).
  */
 #include "backends/ext4/ext4.h"
 
@@ -605,6 +607,6 @@ void ext4_eainode_check(struct scrub_ctx *ctx)
 	free(buf);
 	report_verbose(ctx, "Phase 3: ext4: %zu EA inodes and the %zu extended attributes that "
 		       "name them checked%s", ea->n, ea->nr_refs, ea->incomplete ? " (their "
-		       "reference counts not judged: an attribute block could not be read)" : "");
+		       "reference counts not judged: an attribute block was not read)" : "");
 	ext4_eainode_release(st);
 }

@@ -2297,6 +2297,8 @@ static void check_one_inode(struct scrub_ctx *ctx, ext2_ino_t ino, struct ext2_i
 		/* A dtime below the inode count links the orphan list: open, unlinked. */
 		if (in->i_dtime > fs->super->s_inodes_count)
 			check_deleted_marked_used(ctx, ino, in);
+		else if (ext2fs_file_acl_block(fs, (struct ext2_inode *)in))
+			ext4_eainode_unknown(ctx);	/* its block's EA inodes are not noted */
 		return;
 	}
 	bool flags_ok = ext4_xref_inode(ctx, ino, in);

@@ -410,7 +410,7 @@ static void check_type(struct scrub_ctx *ctx, unsigned t)
 	}
 	if (tab->unknown) {
 		report_verbose(ctx, "Phase 3: ext4: %s quota usage is not judged: an attribute "
-			       "block that may name EA inodes could not be read", type_names[t]);
+			       "block that may name EA inodes was not read", type_names[t]);
 		return;
 	}
 	if ((err = qfile_read(st->fs, ino, &q))) {
