@@ -24,16 +24,15 @@ clean ea_inode images; its damaged ones exit 4."""
 
 import os
 import re
-import time
 
 import pytest
 
-from conftest import run_fscrub
 from faults import debugfs, _patch
 import fsimage
 from test_ext4 import e2fsck
 from test_ext4_false import MODES, scrub_in, public_image
-from test_ext4_kinds import RO_MODES, error_of
+from test_ext4_kinds import (RO_MODES, error_of, quota_made_right, scrub_quota_clean,
+                              scrub_while_held)
 
 # Over a 4 KiB block: each value lives in an EA inode of its own.
 BIG = 10000
@@ -209,13 +208,7 @@ def test_open_unlinked_is_clean(image_factory, feature):
         path = os.path.join(mnt, "ea", name)
         held.append(open(path, "rb"))
         os.unlink(path)
-    try:
-        os.sync()
-        time.sleep(1.1)     # older than the "changed during the scan" window
-        r = run_fscrub("-n", "-v", mnt)
-    finally:
-        for fh in held:
-            fh.close()
+    r = scrub_while_held(mnt, held)
     assert r.rc == 0 and r.errors == [] and not r.of(check="ext4.ea_inode"), r
 
 
@@ -226,16 +219,13 @@ def eaq_img(eai_img):
     """eai_img with the quota feature added offline, its usage made right
     by e2fsck -fy (e2fsck's own accounting of EA inodes)."""
     fsimage.run(["tune2fs", "-O", "quota", eai_img.path])
-    fsimage.run(["e2fsck", "-fy", eai_img.path], check=False)
-    assert e2fsck(eai_img).returncode == 0
-    return eai_img
+    return quota_made_right(eai_img)
 
 
 @pytest.mark.parametrize("mode", RO_MODES)
 def test_quota_clean(eaq_img, mode):
     """Before: "quota usage is not checked with the ea_inode feature"."""
-    mnt, r = scrub_in(eaq_img, mode)
-    assert r.rc == 0 and r.errors == [] and not r.of(check="ext4.quota"), r
+    r = scrub_quota_clean(eaq_img, mode)
     assert "quota usage is not checked" not in r.stdout, r
 
 
