@@ -176,6 +176,7 @@ static const struct advice_row advice_table[] = {
 	{ CHECK_EXT4_JOURNAL, ADVICE_OFFLINE, NULL },
 	{ CHECK_EXT4_XATTR_REFCOUNT, ADVICE_OFFLINE, NULL },
 	{ CHECK_EXT4_QUOTA, ADVICE_OFFLINE, NULL },
+	{ CHECK_EXT4_EA_INODE, ADVICE_OFFLINE, NULL },
 };
 
 /* A finding's sentence when its row has none (offline: composed, offline_text()). */

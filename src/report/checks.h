@@ -155,5 +155,6 @@
 #define CHECK_EXT4_JOURNAL	"ext4.journal"	/* the journal: superblock, blocks, external device */
 #define CHECK_EXT4_XATTR_REFCOUNT "ext4.xattr_refcount" /* attribute block count != its users */
 #define CHECK_EXT4_QUOTA	"ext4.quota"	/* a quota file's usage != what the inodes use */
+#define CHECK_EXT4_EA_INODE	"ext4.ea_inode"	/* EA inode: count, unattached, target, hash */
 
 #endif

@@ -258,6 +258,7 @@ static void ext4_cleanup(struct scrub_ctx *ctx)
 	ext4_quota_release(st);
 	ext4_bulk_free(st);
 	ext4_xattr_refs_release(st);
+	ext4_eainode_release(st);
 	free(st->jruns);
 	if (st->jdev_fd >= 0)
 		close(st->jdev_fd);

@@ -25,6 +25,9 @@
  *   ext4_orphans.c  the inodes the disk lists as orphans (the superblock's
  *                   list, the orphan file), for the inode scan.
  *   ext4_quota.c    the quota files' usage against the inode scan's count.
+ *   ext4_eainode.c  EA inodes (ea_inode feature): their reference counts
+ *                   against the entries that name them, unattached ones,
+ *                   the entries' targets and hashes.
  *   ext4_journal.c  the journal: its superblock, the internal journal's
  *                   blocks (which other inodes must not claim), an
  *                   external journal device's header.
@@ -176,6 +179,8 @@ struct ext4_state {
 	ext2fs_block_bitmap badblocks;
 	/* The inodes the disk lists as orphans (ext4_orphans.c), NULL: not known. */
 	ext2fs_inode_bitmap orphans;
+	/* EA inodes and the entries that name them (ext4_eainode.c), NULL: no ea_inode. */
+	struct ext4_eainodes *ea;
 	/* Usage by user, group and project (ext4_quota.c), NULL: not checked. */
 	struct ext4_quota *quota;
 	/* Inodes in use and the attribute block each names (ext4_xattr_refs.c). */
@@ -433,14 +438,23 @@ void ext4_quota_begin(struct scrub_ctx *ctx);
 /* The inode scan: inode ino is in use (recent: it changed during the scan). */
 void ext4_quota_note(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext2_inode_large *in,
 		     bool recent);
+/* An inode's user, group and project ids. */
+void ext4_quota_ids(ext2_filsys fs, const struct ext2_inode_large *in,
+		    uint32_t ids[EXT4_QUOTA_TYPES]);
+/* After the scan, before the check: n more inodes (EA inodes) charged to the ids. */
+void ext4_quota_charge_inodes(struct scrub_ctx *ctx, const uint32_t ids[EXT4_QUOTA_TYPES],
+			      unsigned n);
+/* An attribute block could not be read: what it charges is unknown, nothing is judged. */
+void ext4_quota_unknown(struct scrub_ctx *ctx);
 /* After the scan: every quota file's usage against the count; suspects. */
 void ext4_quota_check(struct scrub_ctx *ctx);
 void ext4_quota_release(struct ext4_state *st);
 
 /* ---- ext4_xattr_refs.c ---- */
 
-/* The inode scan: inode ino, in use, keeps its attributes in block blk. */
-void ext4_xattr_refs_note(struct ext4_state *st, ext2_ino_t ino, blk64_t blk);
+/* The inode scan: inode ino (in), in use, keeps its attributes in block blk. */
+void ext4_xattr_refs_note(struct ext4_state *st, ext2_ino_t ino,
+			  const struct ext2_inode_large *in, blk64_t blk);
 /*
  * After the scan: each noted block's reference count against the inodes
  * that name it (suspects and infos); frees the notes.
@@ -454,6 +468,54 @@ void ext4_xattr_refs_release(struct ext4_state *st);
  * or NULL for none (a block without an attribute header counts nothing).
  */
 uint64_t ext4_ea_inode_blocks(ext2_filsys fs, const void *raw, const unsigned char *acl);
+/*
+ * Where the attribute entries in an inode's body begin (past their magic),
+ * as an offset in raw (its EXT2_INODE_SIZE bytes), or 0: none.
+ */
+unsigned ext4_ibody_entries(ext2_filsys fs, const void *raw);
+/* An attribute entry that names an EA inode (host byte order). */
+struct ext4_ea_entry {
+	uint32_t inum, value_size, e_hash;
+	/* The name's hash, with unsigned and with signed chars (e_hash's start). */
+	uint32_t name_hash, name_hash_signed;
+};
+typedef void (*ext4_ea_entry_fn)(void *arg, const struct ext4_ea_entry *e);
+/*
+ * The entries from p up to end (or the 4 zero bytes that end them) that
+ * name an EA inode: fn (if not NULL) is called for each; returns how many.
+ * An entry whose name would cross end stops the walk.
+ */
+unsigned ext4_ea_entries(const unsigned char *p, const unsigned char *end,
+			 ext4_ea_entry_fn fn, void *arg);
+
+/* ---- ext4_eainode.c ---- */
+
+/* Before the inode scan: with the ea_inode feature, st->ea to note into. */
+void ext4_eainode_begin(struct scrub_ctx *ctx);
+/* The inode scan: inode ino, in use (the bitmap), has EXT4_EA_INODE_FL. */
+void ext4_eainode_note_inode(struct scrub_ctx *ctx, ext2_ino_t ino,
+			     const struct ext2_inode_large *in);
+/* The inode scan: inode ino, in use, not deleted: the entries in its body. */
+void ext4_eainode_note_body(struct scrub_ctx *ctx, ext2_ino_t ino,
+			    const struct ext2_inode_large *in);
+/*
+ * After the scan (ext4_xattr_refs.c): attribute block blk (its bytes in b,
+ * a sound header), first named by inode owner of generation gen: its
+ * entries that name EA inodes, one reference each.  Returns how many.
+ */
+unsigned ext4_eainode_note_block(struct scrub_ctx *ctx, blk64_t blk, ext2_ino_t owner,
+				 uint32_t gen, const unsigned char *b);
+/*
+ * An attribute block could not be read, or is not noted (an open, unlinked
+ * inode's): the references and the quota charges are not all known.
+ */
+void ext4_eainode_unknown(struct scrub_ctx *ctx);
+/*
+ * After ext4_xattr_refs_check(): the counts, unattached EA inodes, the
+ * entries' targets and hashes (ext4.ea_inode suspects); frees the notes.
+ */
+void ext4_eainode_check(struct scrub_ctx *ctx);
+void ext4_eainode_release(struct ext4_state *st);
 
 /* ---- ext4.c ---- */
 

@@ -2289,12 +2289,16 @@ static void check_one_inode(struct scrub_ctx *ctx, ext2_ino_t ino, struct ext2_i
 		return;		/* nothing else in it can be trusted */
 	}
 	check_unlisted_orphan(ctx, ino, in);
-	if (!(in->i_links_count == 0 && in->i_dtime > fs->super->s_inodes_count))
+	if (!(in->i_links_count == 0 && in->i_dtime > fs->super->s_inodes_count)) {
 		ext4_quota_note(ctx, ino, in, inode_recent(ctx, in, EXT2_INODE_SIZE(fs->super)));
+		ext4_eainode_note_body(ctx, ino, in);
+	}
 	if (in->i_links_count == 0 && in->i_dtime) {
 		/* A dtime below the inode count links the orphan list: open, unlinked. */
 		if (in->i_dtime > fs->super->s_inodes_count)
 			check_deleted_marked_used(ctx, ino, in);
+		else if (ext2fs_file_acl_block(fs, (struct ext2_inode *)in))
+			ext4_eainode_unknown(ctx);	/* its block's EA inodes are not noted */
 		return;
 	}
 	bool flags_ok = ext4_xref_inode(ctx, ino, in);
@@ -2342,7 +2346,7 @@ static void check_one_inode(struct scrub_ctx *ctx, ext2_ino_t ino, struct ext2_i
 	blk64_t acl = ext2fs_file_acl_block(fs, (struct ext2_inode *)in);
 	if (acl && acl >= fs->super->s_first_data_block && acl < ext2fs_blocks_count(fs->super)) {
 		claim_range(&c, acl, 1);
-		ext4_xattr_refs_note(st, ino, acl);
+		ext4_xattr_refs_note(st, ino, in, acl);
 	}
 
 	if (c.bad && tree_ok && !inode_recent(ctx, in, EXT2_INODE_SIZE(fs->super))) {
@@ -2485,6 +2489,7 @@ static errcode_t iscan_prepare(struct scrub_ctx *ctx)
 		return err;
 	ext4_orphans_collect(ctx);
 	ext4_quota_begin(ctx);
+	ext4_eainode_begin(ctx);
 	ext4_journal_map(ctx, true);
 	/*
 	 * A descriptor that puts its inode table outside the filesystem (an
@@ -2544,6 +2549,8 @@ static void iscan_inode(struct scrub_ctx *ctx, struct ext4_iscan *is, ext2_ino_t
 		check_unreached_marked_free(ctx, ino, in);
 		return;
 	}
+	if ((in->i_flags & EXT4_EA_INODE_FL) && in->i_links_count)
+		ext4_eainode_note_inode(ctx, ino, in);
 	check_one_inode(ctx, ino, in, &is->df, &is->db, is->buf);
 }
 
@@ -2588,6 +2595,8 @@ void ext4_iscan_after(struct scrub_ctx *ctx, struct ext4_iscan *is)
 	check_orphan_list(ctx);
 	if (!scrub_should_stop(ctx))
 		ext4_xattr_refs_check(ctx);
+	if (!scrub_should_stop(ctx))
+		ext4_eainode_check(ctx);	/* after the attribute blocks' entries are noted */
 	ext4_quota_check(ctx);
 	check_reached_marked_free(ctx, is->buf);
 }

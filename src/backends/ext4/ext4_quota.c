@@ -8,7 +8,13 @@
  * The inode scan hands every inode in use to ext4_quota_note(): its bytes
  * (i_blocks) and one inode go to its user, group and project, as e2fsck
  * counts them (the root and ordinary inodes; not the project quota or
- * orphan file inodes, not EA inodes).  ext4_quota_check() then reads each
+ * orphan file inodes, not EA inodes).  With the ea_inode feature the
+ * kernel charges an EA inode to each inode whose attributes name it, not
+ * to itself (ext4_xattr_inode_alloc_quota(): one inode and the value's
+ * blocks, which i_blocks already holds), and so does e2fsck: an owner
+ * counts one inode more per entry that names an EA inode, in its body
+ * here, in its attribute block through ext4_quota_charge_inodes() when
+ * ext4_xattr_refs.c reads that block after the scan.  ext4_quota_check() then reads each
  * quota file -- the kernel's v2 format: 1 KiB quota blocks, a radix tree
  * of depth 4 over the 32-bit id from block 1, leaf blocks of 72-byte
  * entries -- and compares every id either side names.
@@ -55,6 +61,8 @@ struct quota_tab {
 	struct quota_use *v;
 	size_t n, cap;
 	bool changed;		/* an inode of this type changed during the scan */
+	/* An attribute block that names EA inodes could not be read: charges unknown. */
+	bool unknown;
 };
 
 struct ext4_quota {
@@ -107,28 +115,73 @@ static struct quota_use *tab_get(struct quota_tab *t, uint32_t id)
 	return u;
 }
 
+void ext4_quota_ids(ext2_filsys fs, const struct ext2_inode_large *in,
+		    uint32_t ids[EXT4_QUOTA_TYPES])
+{
+	bool has_projid = EXT2_INODE_SIZE(fs->super) > EXT2_GOOD_OLD_INODE_SIZE &&
+			  in->i_extra_isize >= offsetof(struct ext2_inode_large, i_projid) + 4 -
+					       EXT2_GOOD_OLD_INODE_SIZE;
+
+	ids[0] = inode_uid(*in);
+	ids[1] = inode_gid(*in);
+	ids[2] = has_projid ? in->i_projid : 0;
+}
+
+/* Charge space bytes and inodes inodes to the ids; recent: they changed during the scan. */
+static void charge(struct ext4_quota *q, const uint32_t ids[EXT4_QUOTA_TYPES], uint64_t space,
+		   uint64_t inodes, bool recent)
+{
+	for (unsigned t = 0; t < EXT4_QUOTA_TYPES; t++) {
+		struct quota_use *u = tab_get(&q->tab[t], ids[t]);
+
+		u->space += space;
+		u->inodes += inodes;
+		q->tab[t].changed |= recent;
+	}
+}
+
+/* The entries in the inode's body that name an EA inode (raw: its on-disk bytes). */
+static unsigned ibody_ea_inodes(ext2_filsys fs, const struct ext2_inode_large *in)
+{
+	const unsigned char *raw = (const unsigned char *)in;
+	unsigned off;
+
+	if (!ext2fs_has_feature_ea_inode(fs->super) || !(off = ext4_ibody_entries(fs, raw)))
+		return 0;
+	return ext4_ea_entries(raw + off, raw + EXT2_INODE_SIZE(fs->super), NULL, NULL);
+}
+
 void ext4_quota_note(struct scrub_ctx *ctx, ext2_ino_t ino, const struct ext2_inode_large *in,
 		     bool recent)
 {
 	struct ext4_state *st = ext4_state(ctx);
 	struct ext2_super_block *sb = st->fs->super;
-	bool has_projid = EXT2_INODE_SIZE(sb) > EXT2_GOOD_OLD_INODE_SIZE &&
-			  in->i_extra_isize >= offsetof(struct ext2_inode_large, i_projid) + 4 -
-					       EXT2_GOOD_OLD_INODE_SIZE;
-	uint32_t ids[EXT4_QUOTA_TYPES] = { inode_uid(*in), inode_gid(*in),
-					   has_projid ? in->i_projid : 0 };
+	uint32_t ids[EXT4_QUOTA_TYPES];
 
 	if (!st->quota || (ino != EXT2_ROOT_INO && ino < EXT2_FIRST_INODE(sb)) ||
 	    ino == sb->s_prj_quota_inum || ino == sb->s_orphan_file_inum ||
 	    (in->i_flags & EXT4_EA_INODE_FL))
 		return;
-	for (unsigned t = 0; t < EXT4_QUOTA_TYPES; t++) {
-		struct quota_use *u = tab_get(&st->quota->tab[t], ids[t]);
+	ext4_quota_ids(st->fs, in, ids);
+	charge(st->quota, ids, ext4_inode_bytes(st->fs, in), 1 + ibody_ea_inodes(st->fs, in),
+	       recent);
+}
 
-		u->space += ext4_inode_bytes(st->fs, in);
-		u->inodes++;
-		st->quota->tab[t].changed |= recent;
-	}
+void ext4_quota_charge_inodes(struct scrub_ctx *ctx, const uint32_t ids[EXT4_QUOTA_TYPES],
+			      unsigned n)
+{
+	struct ext4_state *st = ext4_state(ctx);
+
+	if (st->quota)
+		charge(st->quota, ids, 0, n, false);
+}
+
+void ext4_quota_unknown(struct scrub_ctx *ctx)
+{
+	struct ext4_state *st = ext4_state(ctx);
+
+	for (unsigned t = 0; st->quota && t < EXT4_QUOTA_TYPES; t++)
+		st->quota->tab[t].unknown = true;
 }
 
 void ext4_quota_begin(struct scrub_ctx *ctx)
@@ -137,12 +190,6 @@ void ext4_quota_begin(struct scrub_ctx *ctx)
 
 	if (!ext2fs_has_feature_quota(st->fs->super))
 		return;
-	/* The EA inodes' values are charged to their owners in a way not counted here. */
-	if (ext2fs_has_feature_ea_inode(st->fs->super)) {
-		report_verbose(ctx, "Phase 3: ext4: quota usage is not checked with the ea_inode "
-			       "feature");
-		return;
-	}
 	st->quota = xcalloc(1, sizeof(*st->quota));
 }
 
@@ -359,6 +406,11 @@ static void check_type(struct scrub_ctx *ctx, unsigned t)
 	if (tab->changed) {
 		report_verbose(ctx, "Phase 3: ext4: %s quota usage is not judged: inodes changed "
 			       "during the scan", type_names[t]);
+		return;
+	}
+	if (tab->unknown) {
+		report_verbose(ctx, "Phase 3: ext4: %s quota usage is not judged: an attribute "
+			       "block that may name EA inodes was not read", type_names[t]);
 		return;
 	}
 	if ((err = qfile_read(st->fs, ino, &q))) {

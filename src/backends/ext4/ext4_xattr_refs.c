@@ -50,19 +50,30 @@
 /* Inodes named in a message: the first few say enough. */
 #define NAMED_USERS 3
 
+/*
+ * One inode that names an attribute block: 32 bytes per inode with one.
+ * Its generation and quota ids are for the EA inodes the block's entries
+ * name (ext4_eainode.c, ext4_quota.c).
+ */
 struct ext4_xattr_ref {
 	blk64_t blk;
 	ext2_ino_t ino;
+	uint32_t gen;
+	uint32_t ids[EXT4_QUOTA_TYPES];
 };
 
-void ext4_xattr_refs_note(struct ext4_state *st, ext2_ino_t ino, blk64_t blk)
+void ext4_xattr_refs_note(struct ext4_state *st, ext2_ino_t ino,
+			  const struct ext2_inode_large *in, blk64_t blk)
 {
+	struct ext4_xattr_ref r = { .blk = blk, .ino = ino, .gen = in->i_generation };
+
+	ext4_quota_ids(st->fs, in, r.ids);
 	if (st->nr_xattr_refs == st->alloc_xattr_refs) {
 		st->alloc_xattr_refs = st->alloc_xattr_refs ? 2 * st->alloc_xattr_refs : 64;
 		st->xattr_refs = xrealloc(st->xattr_refs,
 					  st->alloc_xattr_refs * sizeof(*st->xattr_refs));
 	}
-	st->xattr_refs[st->nr_xattr_refs++] = (struct ext4_xattr_ref){ blk, ino };
+	st->xattr_refs[st->nr_xattr_refs++] = r;
 }
 
 void ext4_xattr_refs_release(struct ext4_state *st)
@@ -92,20 +103,27 @@ static bool xattr_header(const unsigned char *b, uint32_t *refcount)
 }
 
 /*
- * The blocks charged for the EA-inode values among the entries from p up
- * to end (or the 4 zero bytes that end them): ceil(size / cluster)
- * clusters each.  The kernel's ext4_xattr_inode_alloc_quota() charges
- * them to the referring inode's i_blocks (dquot_alloc_block(), quota on or
- * off), again for every inode that refers to a value shared through one EA
- * inode with a reference count; e2fsck's pass 1 expects the same.  An old
- * Lustre-style reference (its hash not the value's), which e2fsck charges
- * nothing, is not told apart.
+ * An entry's name hash, as ext4 starts e_hash (a 5-bit rotate and xor per
+ * name byte); signed_chars: the old signed-char variant, which e2fsck also
+ * accepts.
  */
-static uint64_t ea_entries_blocks(ext2_filsys fs, const unsigned char *p,
-				  const unsigned char *end)
+static uint32_t name_hash(const unsigned char *name, unsigned len, bool signed_chars)
 {
-	uint64_t clusters = 0, csize = EXT2_CLUSTER_SIZE(fs->super);
+	uint32_t h = 0;
+
+	for (unsigned i = 0; i < len; i++) {
+		uint32_t c = signed_chars ? (uint32_t)(int32_t)(signed char)name[i] : name[i];
+
+		h = (h << 5) ^ (h >> 27) ^ c;
+	}
+	return h;
+}
+
+unsigned ext4_ea_entries(const unsigned char *p, const unsigned char *end,
+			 ext4_ea_entry_fn fn, void *arg)
+{
 	struct ext2_ext_attr_entry e;
+	unsigned n = 0;
 	uint32_t first;
 
 	while (p + sizeof(e) <= end) {
@@ -113,16 +131,61 @@ static uint64_t ea_entries_blocks(ext2_filsys fs, const unsigned char *p,
 		if (!first)
 			break;
 		memcpy(&e, p, sizeof(e));
-		if (e.e_value_inum)
-			clusters += (le32toh(e.e_value_size) + csize - 1) / csize;
+		if (p + sizeof(e) + e.e_name_len > end)
+			break;
+		if (e.e_value_inum) {
+			const unsigned char *name = p + sizeof(e);
+			struct ext4_ea_entry x = {
+				.inum = le32toh(e.e_value_inum),
+				.value_size = le32toh(e.e_value_size),
+				.e_hash = le32toh(e.e_hash),
+				.name_hash = name_hash(name, e.e_name_len, false),
+				.name_hash_signed = name_hash(name, e.e_name_len, true),
+			};
+
+			n++;
+			if (fn)
+				fn(arg, &x);
+		}
 		p += EXT2_EXT_ATTR_LEN(e.e_name_len);
 	}
-	return EXT2FS_C2B(fs, clusters);
+	return n;
 }
 
-/* Where the attributes in the inode's body begin (past their magic), or 0: none. */
-static unsigned ibody_entries(ext2_filsys fs, const unsigned char *raw)
+/*
+ * The blocks charged for one EA-inode value: ceil(size / cluster)
+ * clusters.  The kernel's ext4_xattr_inode_alloc_quota() charges them to
+ * the referring inode's i_blocks (dquot_alloc_block(), quota on or off),
+ * again for every inode that refers to a value shared through one EA
+ * inode with a reference count; e2fsck's pass 1 expects the same.  An old
+ * Lustre-style reference (its hash not the value's), which e2fsck charges
+ * nothing, is not told apart.
+ */
+struct ea_charge {
+	ext2_filsys fs;
+	uint64_t clusters;
+};
+
+static void charge_entry(void *arg, const struct ext4_ea_entry *e)
 {
+	struct ea_charge *c = arg;
+	uint64_t csize = EXT2_CLUSTER_SIZE(c->fs->super);
+
+	c->clusters += (e->value_size + csize - 1) / csize;
+}
+
+static uint64_t ea_entries_blocks(ext2_filsys fs, const unsigned char *p,
+				  const unsigned char *end)
+{
+	struct ea_charge c = { fs, 0 };
+
+	ext4_ea_entries(p, end, charge_entry, &c);
+	return EXT2FS_C2B(fs, c.clusters);
+}
+
+unsigned ext4_ibody_entries(ext2_filsys fs, const void *rawp)
+{
+	const unsigned char *raw = rawp;
 	unsigned isize = EXT2_INODE_SIZE(fs->super), off;
 	uint16_t extra;
 	uint32_t magic;
@@ -139,7 +202,7 @@ static unsigned ibody_entries(ext2_filsys fs, const unsigned char *raw)
 
 uint64_t ext4_ea_inode_blocks(ext2_filsys fs, const void *raw, const unsigned char *acl)
 {
-	unsigned off = ibody_entries(fs, raw);
+	unsigned off = ext4_ibody_entries(fs, raw);
 	uint64_t blocks = 0;
 	uint32_t count;
 
@@ -224,6 +287,26 @@ static void low_count(struct scrub_ctx *ctx, const struct ext4_xattr_ref *refs, 
 			     "confirmed";
 }
 
+/*
+ * The EA inodes the block's entries name: one reference each for the block
+ * (however many inodes share it: the kernel takes one per block, and
+ * e2fsck counts the block once), and one inode each charged to the quota
+ * of every sharer (the kernel's ext4_xattr_inode_alloc_quota() for each,
+ * e2fsck's ea_block_quota_inodes).
+ */
+static void ea_inode_users(struct scrub_ctx *ctx, const struct ext4_xattr_ref *refs, size_t n,
+			   const unsigned char *buf)
+{
+	struct ext4_state *st = ext4_state(ctx);
+	unsigned k;
+
+	if (!ext2fs_has_feature_ea_inode(st->fs->super))
+		return;
+	k = ext4_eainode_note_block(ctx, refs[0].blk, refs[0].ino, refs[0].gen, buf);
+	for (size_t i = 0; k && i < n; i++)
+		ext4_quota_charge_inodes(ctx, refs[i].ids, k);
+}
+
 /* One attribute block and the n inodes that name it (sorted by number). */
 static void judge_block(struct scrub_ctx *ctx, const struct ext4_xattr_ref *refs, size_t n,
 			unsigned char *buf)
@@ -234,9 +317,11 @@ static void judge_block(struct scrub_ctx *ctx, const struct ext4_xattr_ref *refs
 
 	if (ext4_read_direct(st, refs[0].blk, buf) < 0 || !xattr_header(buf, &count)) {
 		st->xattr_blocks_unjudged++;
+		ext4_eainode_unknown(ctx);
 		return;
 	}
 	st->xattr_blocks_judged++;
+	ea_inode_users(ctx, refs, n, buf);
 	if (count == n)
 		return;
 	name_users(&users, refs, n);
