@@ -1,0 +1,173 @@
+"""fscrub watch: the block layer's I/O errors in the kernel log, followed
+down to the files.
+
+A filesystem on a loop device whose backing file lives on eiofs (the FUSE
+file of test_media.py that fails chosen byte ranges with EIO) is watched
+by a real `fscrub watch`; the range under a known file is then switched on
+and the file read with O_DIRECT (the page cache would hide it), so that
+the kernel logs `I/O error, dev loopN, sector S ...`.  The watcher must
+map the sector to the file, record an event naming the file, its inode
+and byte range (checked through `fscrub status --json`), and report the
+bytes that still fail as media.file.  A line forged into /dev/kmsg by
+userspace is no event; an error in free space is a free-space event.
+
+The kernel rate-limits these lines (10 in 5 s, for the whole machine):
+where a neighbour's test used them up, the read is repeated until the
+watcher has heard one, within a bound.
+"""
+
+import json
+import os
+import re
+import subprocess
+import time
+
+import pytest
+
+from conftest import FSCRUB, check_sanitizers
+from test_media import bad_media  # noqa: F401 (a fixture)
+from test_watch import watcher  # noqa: F401 (a fixture)
+import fsimage
+
+# The watcher listens to every mounted filesystem: never beside other tests.
+pytestmark = pytest.mark.alone
+
+BLOCK = 4096
+HEARD_TIMEOUT = 30      # seconds for the kernel to log a line the watcher maps
+OPTS = {"ext4": ["errors=continue"], "xfs": ["nouuid"]}
+
+
+def victim(image_factory, fstype):
+    """An image with d/victim (256 KiB, one extent) and a 64 KiB hole punched
+    in d/holed: (img, victim's extent, a free device offset)."""
+    img = image_factory(fstype, size_mb=300).mkfs()
+    mnt = img.mount()
+    os.mkdir(os.path.join(mnt, "d"))
+    for name, size in (("victim", 256 << 10), ("holed", 192 << 10)):
+        with open(os.path.join(mnt, "d", name), "wb") as f:
+            f.write(os.urandom(size))
+            f.flush()
+            os.fsync(f.fileno())
+    [ext] = fsimage.fiemap(os.path.join(mnt, "d", "victim"))
+    [hol] = fsimage.fiemap(os.path.join(mnt, "d", "holed"))
+    subprocess.run(["fallocate", "--punch-hole", "-o", "64KiB", "-l", "64KiB",
+                    os.path.join(mnt, "d", "holed")], check=True)
+    subprocess.run(["sync"], check=True)
+    return img, ext, hol["physical"] + (64 << 10)
+
+
+def mount_as(m, fstype, how):
+    """The eiofs-backed filesystem as fsimage.Image.MOUNT_KINDS names it."""
+    if how == "ro":
+        fsimage.run(["mount", "-o", "remount,ro", m.mnt])
+    elif how == "settled":
+        time.sleep(fsimage.Image.SETTLE_S)
+        fsimage._umount(m.mnt)
+        m.mounted = False
+        fsimage.mount(fstype, m.dev, m.mnt, OPTS.get(fstype, []))
+        m.mounted = True
+
+
+def read_direct(path, off):
+    """One O_DIRECT read of BLOCK bytes at off: True if it failed with EIO."""
+    r = subprocess.run(["dd", "if=" + path, "of=/dev/null", "iflag=direct", "bs=%d" % BLOCK,
+                        "skip=%d" % (off // BLOCK), "count=1"], capture_output=True)
+    return r.returncode != 0
+
+
+def read_until_heard(w, path, off, pattern):
+    """Read path at off directly until the watcher's stderr has pattern."""
+    deadline = time.monotonic() + HEARD_TIMEOUT
+    while True:
+        assert read_direct(path, off), "the read of %s at %d did not fail" % (path, off)
+        try:
+            return w.wait_for(pattern, timeout=2)
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+
+
+def wait_stdout(w, pattern, timeout=10):
+    """pattern in the watcher's stdout (its findings come after its log lines)."""
+    deadline = time.monotonic() + timeout
+    while not re.search(pattern, w.stdout(), re.M):
+        assert time.monotonic() < deadline, (pattern, w.stdout(), w.stderr())
+        time.sleep(0.02)
+
+
+def events(workdir, mnt):
+    p = subprocess.run([FSCRUB, "status", "--state-dir", os.path.join(workdir, "state"),
+                        "--json", mnt], capture_output=True, text=True)
+    check_sanitizers(p.stderr)
+    [fs] = json.loads(p.stdout)["filesystems"]
+    return p.returncode, fs["events"]
+
+
+def start(watcher, m):  # noqa: F811
+    w = watcher("-v", "--on-error", "true", "--min-interval", "0", m.mnt)
+    dev = os.path.basename(m.dev)
+    w.wait_for(r"^fscrub watch: (watching )?%s \(\w+\): (only|also) block-layer errors of %s "
+               r"and the devices under it in the kernel log$" % (re.escape(m.mnt), dev))
+    return w
+
+
+@pytest.mark.parametrize("how", fsimage.Image.MOUNT_KINDS)
+@pytest.mark.parametrize("fstype", ["ext4", "xfs"])
+def test_io_error_names_the_file(image_factory, bad_media, watcher, workdir,  # noqa: F811
+                                 fstype, how):
+    img, ext, _ = victim(image_factory, fstype)
+    bad = ext["physical"] + (64 << 10)          # the file's bytes 65536-69631
+    m = bad_media(img, [(bad, BLOCK)], armed=False)
+    mount_as(m, fstype, how)
+    f = os.path.join(m.mnt, "d", "victim")
+    ino = os.stat(f).st_ino
+    w = start(watcher, m)
+    m.arm()
+    mm, ff = re.escape(m.mnt), re.escape(f)
+    read_until_heard(w, f, 64 << 10, r"^fscrub watch: %s: kernel log: request error on %s "
+                     r"\(sector %d\)" % (mm, os.path.basename(m.dev), bad // 512))
+    w.wait_for(r"^fscrub watch: %s: kernel log: device bytes %d-%d: file %s \(inode %d\), "
+               r"data bytes 65536-69631$" % (mm, bad, bad + BLOCK - 1, ff, ino))
+    w.wait_for(r"^fscrub watch: %s: checked %s \(inode %d\): bytes 65536-69631 read "
+               r"directly, 1 unreadable block$" % (mm, ff, ino))
+    wait_stdout(w, r"^Error: %s \(inode %d\): bytes 65536-69631 cannot be read: "
+                r"Input/output error \[media\.file\]$" % (ff, ino))
+    # the watcher's own re-read, and the reads repeated, are folded into one
+    assert len(re.findall(r"kernel log: device bytes", w.stderr())) == 1, w.stderr()
+    assert w.stop() == 0
+    rc, evs = events(workdir, m.mnt)
+    assert rc == 4
+    got = [(e["kind"], e["inode"], e["path"], e["offset"], e["length"]) for e in evs]
+    assert got == [("blk_file", ino, f, 65536, BLOCK)], got
+
+
+@pytest.mark.parametrize("how", fsimage.Image.MOUNT_KINDS)
+@pytest.mark.parametrize("fstype", ["ext4", "xfs"])
+def test_forged_line_ignored_free_space_event(image_factory, bad_media, watcher,  # noqa: F811
+                                              workdir, fstype, how):
+    """A line written to /dev/kmsg by userspace, naming the file's sector,
+    is no event; then a real error in free space (read from the loop
+    device itself) is the free-space event and warning, and the only one."""
+    img, ext, free = victim(image_factory, fstype)
+    bad = ext["physical"] + (64 << 10)
+    m = bad_media(img, [(bad, BLOCK), (free, BLOCK)], armed=False)
+    mount_as(m, fstype, how)
+    w = start(watcher, m)
+    m.arm()
+    dev = os.path.basename(m.dev)
+    with open("/dev/kmsg", "w") as k:
+        k.write("<3>I/O error, dev %s, sector %d op 0x0:(READ) flags 0x0 phys_seg 1 "
+                "prio class 2\n" % (dev, bad // 512))
+    mm = re.escape(m.mnt)
+    read_until_heard(w, m.dev, free, r"^fscrub watch: %s: kernel log: request error on %s "
+                     r"\(sector %d\)" % (mm, dev, free // 512))
+    w.wait_for(r"^fscrub watch: %s: kernel log: device bytes %d-%d: free space$"
+               % (mm, free, free + BLOCK - 1))
+    wait_stdout(w, r"^Warning: %s: device %s bytes %d-%d \(free space\) cannot be read; no "
+                r"file holds them \[media\.unowned\]$" % (mm, re.escape(m.dev), free,
+                                                          free + BLOCK - 1))
+    assert "d/victim" not in w.stderr() + w.stdout()
+    assert w.stop() == 0
+    rc, evs = events(workdir, m.mnt)
+    got = [(e["kind"], e["inode"], e["path"], e["offset"], e["length"]) for e in evs]
+    assert got == [("blk_free", None, None, free, BLOCK)], got
