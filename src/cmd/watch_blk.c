@@ -85,7 +85,7 @@ void blk_follow_walk(struct blk_follow *f, const struct blk_hooks *h, const char
 
 	if (depth > MAX_DEPTH || bstack_devno_of(&f->bs, name, &devno))
 		return;		/* gone since the line was logged, or no block device */
-	if (h->ours(devno, h->arg))
+	if (h->ours(devno, h->arg) && !kmsg_recent_seen(&f->hits, name, off, len, mono_now()))
 		h->hit(devno, name, off, len, e, depth, h->arg);
 	if (!bstack_partitions(&f->bs, name, off, len, &hops))
 		bstack_holders(&f->bs, name, devno, off, len, &hops, &unsupported);

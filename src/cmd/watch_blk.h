@@ -13,7 +13,9 @@
  *
  * One range is acted on once per KMSG_QUIET_S (kmsg_recent_seen()): a
  * failing disk logs a line for every retry, and the watcher's own re-read
- * of a bad range logs it again.  Records the watcher did not read before
+ * of a bad range logs it again.  So is one range of a watched device
+ * reached by lines of two devices (a loop device's error, and the error of
+ * the device under the file behind it).  Records the watcher did not read before
  * the kernel's ring buffer overwrote them are said, with their number, as
  * the gap in the sequence numbers is found.
  *
@@ -35,7 +37,8 @@ struct blk_follow {
 	int fd;				/* /dev/kmsg, O_NONBLOCK; -1: not followed */
 	uint64_t next_seq;		/* the sequence number expected next ... */
 	bool started;			/* ... once a record was read */
-	struct kmsg_recent recent;
+	struct kmsg_recent recent;	/* the lines' ranges, as logged */
+	struct kmsg_recent hits;	/* the ranges of our devices they reached */
 	struct bstack bs;
 };
 

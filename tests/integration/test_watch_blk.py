@@ -38,14 +38,20 @@ OPTS = {"ext4": ["errors=continue"], "xfs": ["nouuid"]}
 
 
 def victim(image_factory, fstype):
-    """An image with d/victim (256 KiB, one extent) and a 64 KiB hole punched
-    in d/holed: (img, victim's extent, a free device offset)."""
+    """An image with d/victim (256 KiB of random bytes, one extent) and a
+    64 KiB hole punched in d/holed: (img, the device offset of the victim's
+    byte 65536, a free device offset).  btrfs: FIEMAP gives logical
+    addresses, so the victim's bytes are found in the image, and its free
+    space is the device's last block (no chunk is allocated there in an
+    image of this size; a punched extent stays allocated)."""
     img = image_factory(fstype, size_mb=300).mkfs()
     mnt = img.mount()
     os.mkdir(os.path.join(mnt, "d"))
+    data = {}
     for name, size in (("victim", 256 << 10), ("holed", 192 << 10)):
+        data[name] = os.urandom(size)
         with open(os.path.join(mnt, "d", name), "wb") as f:
-            f.write(os.urandom(size))
+            f.write(data[name])
             f.flush()
             os.fsync(f.fileno())
     [ext] = fsimage.fiemap(os.path.join(mnt, "d", "victim"))
@@ -53,7 +59,14 @@ def victim(image_factory, fstype):
     subprocess.run(["fallocate", "--punch-hole", "-o", "64KiB", "-l", "64KiB",
                     os.path.join(mnt, "d", "holed")], check=True)
     subprocess.run(["sync"], check=True)
-    return img, ext, hol["physical"] + (64 << 10)
+    if fstype != "btrfs":
+        return img, ext["physical"] + (64 << 10), hol["physical"] + (64 << 10)
+    img.offline()
+    with open(img.path, "rb") as f:
+        disk = f.read()
+    at = disk.find(data["victim"][64 << 10:(64 << 10) + BLOCK])
+    assert at >= 0 and at % BLOCK == 0, "the victim's bytes are not in the image"
+    return img, at, len(disk) - BLOCK
 
 
 def mount_as(m, fstype, how):
@@ -112,11 +125,10 @@ def start(watcher, m):  # noqa: F811
 
 
 @pytest.mark.parametrize("how", fsimage.Image.MOUNT_KINDS)
-@pytest.mark.parametrize("fstype", ["ext4", "xfs"])
+@pytest.mark.parametrize("fstype", ["ext4", "xfs", "btrfs"])
 def test_io_error_names_the_file(image_factory, bad_media, watcher, workdir,  # noqa: F811
                                  fstype, how):
-    img, ext, _ = victim(image_factory, fstype)
-    bad = ext["physical"] + (64 << 10)          # the file's bytes 65536-69631
+    img, bad, _ = victim(image_factory, fstype)    # bad: the file's bytes 65536-69631
     m = bad_media(img, [(bad, BLOCK)], armed=False)
     mount_as(m, fstype, how)
     f = os.path.join(m.mnt, "d", "victim")
@@ -142,14 +154,13 @@ def test_io_error_names_the_file(image_factory, bad_media, watcher, workdir,  # 
 
 
 @pytest.mark.parametrize("how", fsimage.Image.MOUNT_KINDS)
-@pytest.mark.parametrize("fstype", ["ext4", "xfs"])
+@pytest.mark.parametrize("fstype", ["ext4", "xfs", "btrfs"])
 def test_forged_line_ignored_free_space_event(image_factory, bad_media, watcher,  # noqa: F811
                                               workdir, fstype, how):
     """A line written to /dev/kmsg by userspace, naming the file's sector,
     is no event; then a real error in free space (read from the loop
     device itself) is the free-space event and warning, and the only one."""
-    img, ext, free = victim(image_factory, fstype)
-    bad = ext["physical"] + (64 << 10)
+    img, bad, free = victim(image_factory, fstype)
     m = bad_media(img, [(bad, BLOCK), (free, BLOCK)], armed=False)
     mount_as(m, fstype, how)
     w = start(watcher, m)
@@ -161,13 +172,57 @@ def test_forged_line_ignored_free_space_event(image_factory, bad_media, watcher,
     mm = re.escape(m.mnt)
     read_until_heard(w, m.dev, free, r"^fscrub watch: %s: kernel log: request error on %s "
                      r"\(sector %d\)" % (mm, dev, free // 512))
-    w.wait_for(r"^fscrub watch: %s: kernel log: device bytes %d-%d: free space$"
-               % (mm, free, free + BLOCK - 1))
-    wait_stdout(w, r"^Warning: %s: device %s bytes %d-%d \(free space\) cannot be read; no "
+    # btrfs: a device's space no chunk holds is its "unallocated space"
+    free_is = "unallocated space" if fstype == "btrfs" else "free space"
+    w.wait_for(r"^fscrub watch: %s: kernel log: device bytes %d-%d: %s$"
+               % (mm, free, free + BLOCK - 1, free_is))
+    wait_stdout(w, r"^Warning: %s: device %s bytes %d-%d \(%s\) cannot be read; no "
                 r"file holds them \[media\.unowned\]$" % (mm, re.escape(m.dev), free,
-                                                          free + BLOCK - 1))
+                                                          free + BLOCK - 1, free_is))
     assert "d/victim" not in w.stderr() + w.stdout()
     assert w.stop() == 0
     rc, evs = events(workdir, m.mnt)
     got = [(e["kind"], e["inode"], e["path"], e["offset"], e["length"]) for e in evs]
     assert got == [("blk_free", None, None, free, BLOCK)], got
+
+
+def test_no_kernel_log_access_said_once(image_factory, watcher, workdir):  # noqa: F811
+    """Without CAP_SYSLOG under kernel.dmesg_restrict /dev/kmsg cannot be
+    read: said once as an info, and the filesystem is watched with its
+    other sources (ext4: FAN_FS_ERROR)."""
+    with open("/proc/sys/kernel/dmesg_restrict") as f:
+        if f.read().strip() != "1":
+            pytest.skip("kernel.dmesg_restrict is 0: /dev/kmsg is readable without CAP_SYSLOG")
+    img = image_factory("ext4", size_mb=64).mkfs()
+    mnt = img.mount()
+    state = os.path.join(workdir, "state")
+    os.makedirs(state, exist_ok=True)
+    err_path = os.path.join(workdir, "nosyslog.err")
+    with open(err_path, "w") as err:
+        proc = subprocess.Popen(["setpriv", "--bounding-set", "-syslog", "--inh-caps", "-syslog",
+                                 "--", FSCRUB, "watch", "-v", "--state-dir", state, mnt],
+                                stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        deadline = time.monotonic() + 10
+        want = r"^fscrub watch: %s \(ext4\): FAN_FS_ERROR$" % re.escape("watching " + mnt)
+        while time.monotonic() < deadline:
+            with open(err_path) as f:
+                text = f.read()
+            if re.search(want, text, re.M):
+                break
+            assert proc.poll() is None, text
+            time.sleep(0.05)
+        time.sleep(0.3)
+        assert proc.poll() is None, text
+        said = re.findall(r"^fscrub watch: info: cannot read the kernel log \(/dev/kmsg: "
+                          r"Operation not permitted; CAP_SYSLOG is needed under "
+                          r"kernel\.dmesg_restrict\): block-layer errors are not followed$",
+                          text, re.M)
+        assert len(said) == 1, text
+        assert re.search(want, text, re.M) and "block-layer errors of" not in text, text
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    with open(err_path) as f:
+        check_sanitizers(f.read())
+    assert proc.returncode == 0
