@@ -25,6 +25,7 @@ import time
 import pytest
 
 from conftest import FSCRUB, check_sanitizers
+from test_locate import loopdev, mounts  # noqa: F401 (fixtures)
 from test_media import bad_media  # noqa: F401 (a fixture)
 from test_watch import watcher  # noqa: F401 (a fixture)
 import fsimage
@@ -226,3 +227,62 @@ def test_no_kernel_log_access_said_once(image_factory, watcher, workdir):  # noq
     with open(err_path) as f:
         check_sanitizers(f.read())
     assert proc.returncode == 0
+
+
+def test_loop_on_a_file_of_a_watched_fs(image_factory, bad_media, loopdev, mounts,  # noqa: F811
+                                        watcher, workdir):
+    """An ext4 (upper) on a loop device whose backing file lives on another
+    watched ext4 (lower, on eiofs): an error on the lower device under the
+    backing file names that file on the lower filesystem, and is followed up
+    through the loop device to the upper filesystem's file; the upper loop
+    device's own line for the same bytes is folded into it (one event
+    each)."""
+    img = image_factory("ext4", size_mb=200).mkfs()
+    lmnt = img.mount()
+    upper = os.path.join(lmnt, "upper.img")
+    with open(upper, "wb") as f:
+        f.truncate(64 << 20)
+    fsimage.run(["mkfs.ext4", "-q", "-F", "-b", "4096", upper])     # blocks on pages
+    udev = loopdev(upper)
+    umnt = mounts(udev, os.path.join(workdir, "upper.mnt"))
+    with open(os.path.join(umnt, "inner"), "wb") as f:
+        f.write(os.urandom(64 << 10))
+        os.fsync(f.fileno())
+    [inner_ext] = fsimage.fiemap(os.path.join(umnt, "inner"))
+    uat = inner_ext["physical"]         # the inner file's byte 0 in upper.img
+    subprocess.run(["umount", umnt], check=True)
+    subprocess.run(["losetup", "-d", udev], check=True)
+    [ext] = [e for e in fsimage.fiemap(upper) if e["logical"] <= uat < e["logical"] + e["length"]]
+    lat = ext["physical"] + uat - ext["logical"]
+    m = bad_media(img, [(lat, BLOCK)], armed=False)
+    upper = os.path.join(m.mnt, "upper.img")
+    udev = loopdev(upper)
+    umnt = mounts(udev, os.path.join(workdir, "upper.mnt"))
+    inner = os.path.join(umnt, "inner")
+    ino, uino = os.stat(inner).st_ino, os.stat(upper).st_ino
+    w = watcher("-v", "--on-error", "true", "--min-interval", "0", m.mnt, umnt)
+    for mnt, dev in ((m.mnt, m.dev), (umnt, udev)):
+        w.wait_for(r"^fscrub watch: %s \(ext4\): also block-layer errors of %s "
+                   % (re.escape(mnt), os.path.basename(dev)))
+    m.arm()
+    lname, uname = os.path.basename(m.dev), os.path.basename(udev)
+    read_until_heard(w, inner, 0, r"^fscrub watch: %s: kernel log: request error on %s "
+                     r"\(sector %d\): %s bytes %d-%d$" % (re.escape(umnt), lname, lat // 512,
+                                                          uname, uat, uat + BLOCK - 1))
+    w.wait_for(r"^fscrub watch: %s: kernel log: device bytes %d-%d: file %s \(inode %d\), "
+               r"data bytes %d-%d$" % (re.escape(m.mnt), lat, lat + BLOCK - 1,
+                                       re.escape(upper), uino, uat, uat + BLOCK - 1))
+    w.wait_for(r"^fscrub watch: %s: kernel log: device bytes %d-%d: file %s \(inode %d\), "
+               r"data bytes 0-4095$" % (re.escape(umnt), uat, uat + BLOCK - 1,
+                                        re.escape(inner), ino))
+    wait_stdout(w, r"^Error: %s \(inode %d\): bytes 0-4095 cannot be read: Input/output "
+                r"error \[media\.file\]$" % (re.escape(inner), ino))
+    time.sleep(0.5)     # the upper loop device's own lines, folded
+    assert len(re.findall(r"kernel log: device bytes %d-" % uat, w.stderr())) == 1, w.stderr()
+    assert w.stop() == 0
+    _, evs = events(workdir, umnt)
+    assert [(e["kind"], e["inode"], e["path"], e["offset"]) for e in evs] == \
+        [("blk_file", ino, inner, 0)], evs
+    _, evs = events(workdir, m.mnt)
+    assert [(e["kind"], e["inode"], e["path"], e["offset"]) for e in evs] == \
+        [("blk_file", uino, upper, uat)], evs
