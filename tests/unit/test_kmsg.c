@@ -20,23 +20,32 @@ static int parse(const char *rec, struct kmsg_error *e)
 	return kmsg_parse(rec, strlen(rec), e);
 }
 
+/* rec is an error line of format on dev at first (in unit). */
+static void expect(const char *rec, const char *dev, uint64_t first, enum kmsg_unit unit,
+		   const char *format)
+{
+	struct kmsg_error e;
+
+	assert_int_equal(parse(rec, &e), 1);
+	assert_string_equal(e.dev, dev);
+	assert_int_equal(e.first, first);
+	assert_int_equal(e.unit, unit);
+	assert_string_equal(e.format, format);
+}
+
 static void test_request_error(void **state)
 {
 	struct kmsg_error e;
 
 	(void)state;
-	assert_int_equal(parse("3,2054188,35255942874,-;I/O error, dev loop0, sector 1088 op "
-			       "0x0:(READ) flags 0x800 phys_seg 1 prio class 2\n", &e), 1);
-	assert_string_equal(e.dev, "loop0");
-	assert_int_equal(e.first, 1088);
-	assert_int_equal(e.unit, KMSG_SECTOR);
+	expect("3,2054188,35255942874,-;I/O error, dev loop0, sector 1088 op 0x0:(READ) flags "
+	       "0x800 phys_seg 1 prio class 2\n", "loop0", 1088, KMSG_SECTOR, "request");
+	assert_int_equal(parse("3,2054188,1,-;I/O error, dev loop0, sector 8 op 0x0:(READ)\n", &e),
+			 1);
 	assert_int_equal(e.seq, 2054188);
-	assert_string_equal(e.format, "request");
-	assert_int_equal(parse("3,7,1,-;critical medium error, dev sdb, sector 123456789 op "
-			       "0x1:(WRITE) flags 0x0 phys_seg 1 prio class 0\n"
-			       " SUBSYSTEM=block\n DEVICE=+block:sdb\n", &e), 1);
-	assert_string_equal(e.dev, "sdb");
-	assert_int_equal(e.first, 123456789);
+	expect("3,7,1,-;critical medium error, dev sdb, sector 123456789 op 0x1:(WRITE) flags 0x0 "
+	       "phys_seg 1 prio class 0\n SUBSYSTEM=block\n DEVICE=+block:sdb\n", "sdb",
+	       123456789, KMSG_SECTOR, "request");
 	/* a failed discard or flush is no bad sector */
 	assert_int_equal(parse("3,8,1,-;I/O error, dev sdb, sector 0 op 0x3:(DISCARD) flags 0x0 "
 			       "phys_seg 1 prio class 0\n", &e), 0);
@@ -44,28 +53,15 @@ static void test_request_error(void **state)
 
 static void test_other_formats(void **state)
 {
-	struct kmsg_error e;
-
 	(void)state;
-	assert_int_equal(parse("3,9,1,-;Buffer I/O error on dev sda1, logical block 4242, "
-			       "async page read\n", &e), 1);
-	assert_string_equal(e.dev, "sda1");
-	assert_int_equal(e.first, 4242);
-	assert_int_equal(e.unit, KMSG_BLOCK);
-	assert_int_equal(parse("3,10,1,-;md/raid1:md0: sda1: unrecoverable I/O read error for "
-			       "block 2048\n", &e), 1);
-	assert_string_equal(e.dev, "md0");
-	assert_int_equal(e.first, 2048);
-	assert_string_equal(e.format, "md raid1");
-	assert_int_equal(parse("6,11,1,-;md/raid1:md127: redirecting sector 96 to other "
-			       "mirror: sdb1\n", &e), 1);
-	assert_string_equal(e.dev, "md127");
-	assert_int_equal(e.first, 96);
-	assert_int_equal(parse("3,12,1,-;device-mapper: integrity: dm-3: Checksum failed at "
-			       "sector 0x1f00\n", &e), 1);
-	assert_string_equal(e.dev, "dm-3");
-	assert_int_equal(e.first, 0x1f00);
-	assert_string_equal(e.format, "dm-integrity");
+	expect("3,9,1,-;Buffer I/O error on dev sda1, logical block 4242, async page read\n",
+	       "sda1", 4242, KMSG_BLOCK, "buffer");
+	expect("3,10,1,-;md/raid1:md0: sda1: unrecoverable I/O read error for block 2048\n", "md0",
+	       2048, KMSG_SECTOR, "md raid1");
+	expect("6,11,1,-;md/raid1:md127: redirecting sector 96 to other mirror: sdb1\n", "md127",
+	       96, KMSG_SECTOR, "md raid1");
+	expect("3,12,1,-;device-mapper: integrity: dm-3: Checksum failed at sector 0x1f00\n",
+	       "dm-3", 0x1f00, KMSG_SECTOR, "dm-integrity");
 }
 
 static void test_forged_and_others_skipped(void **state)
