@@ -187,6 +187,37 @@ def test_forged_line_ignored_free_space_event(image_factory, bad_media, watcher,
     assert got == [("blk_free", None, None, free, BLOCK)], got
 
 
+# The superblock's block: ext4's at byte 1024 (in block 0 with 4 KiB blocks, block 1 with
+# 1 KiB ones), XFS's at 0 (with the AG headers), btrfs's primary copy at 64 KiB.
+SUPER = {"ext4": 0, "xfs": 0, "btrfs": 64 << 10}
+
+
+@pytest.mark.parametrize("how", fsimage.Image.MOUNT_KINDS)
+@pytest.mark.parametrize("fstype", ["ext4", "xfs", "btrfs"])
+def test_metadata_is_an_error(image_factory, bad_media, watcher, workdir,  # noqa: F811
+                              fstype, how):
+    """An error under the superblock, read from the loop device: metadata
+    events (no file), and the bytes that still fail are media.metadata."""
+    img, _, _ = victim(image_factory, fstype)
+    at = SUPER[fstype]
+    m = bad_media(img, [(at, BLOCK)], armed=False)
+    mount_as(m, fstype, how)
+    w = start(watcher, m)
+    m.arm()
+    mm, dev = re.escape(m.mnt), os.path.basename(m.dev)
+    read_until_heard(w, m.dev, at, r"^fscrub watch: %s: kernel log: request error on %s "
+                     r"\(sector %d\)" % (mm, dev, at // 512))
+    w.wait_for(r"^fscrub watch: %s: kernel log: device bytes \d+-\d+: metadata: " % mm)
+    wait_stdout(w, r"^Error: %s: device %s bytes \d+-\d+ \(metadata: [^\n]+\) cannot be "
+                r"read: Input/output error \[media\.metadata\]$" % (mm, re.escape(m.dev)))
+    assert w.stop() == 0
+    rc, evs = events(workdir, m.mnt)
+    kinds = [e["kind"] for e in evs]
+    assert rc == 4 and "blk_metadata" in kinds and "blk_file" not in kinds, evs
+    for e in evs:
+        assert e["path"] is None and at <= e["offset"] < at + BLOCK and e["length"], evs
+
+
 def test_no_kernel_log_access_said_once(image_factory, watcher, workdir):  # noqa: F811
     """Without CAP_SYSLOG under kernel.dmesg_restrict /dev/kmsg cannot be
     read: said once as an info, and the filesystem is watched with its
