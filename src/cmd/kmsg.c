@@ -147,6 +147,15 @@ int kmsg_parse(const char *rec, size_t len, struct kmsg_error *out)
 	return 1;
 }
 
+uint64_t kmsg_seq_read(struct kmsg_seq *s, uint64_t seq)
+{
+	uint64_t missed = s->started && seq > s->next ? seq - s->next : 0;
+
+	s->next = seq + 1;
+	s->started = true;
+	return missed;
+}
+
 bool kmsg_recent_seen(struct kmsg_recent *r, const char *dev, uint64_t off, uint64_t len,
 		      double now)
 {

@@ -61,6 +61,15 @@ struct kmsg_error {
  */
 int kmsg_parse(const char *rec, size_t len, struct kmsg_error *out);
 
+/* The sequence numbers read: a gap is records the ring buffer overwrote before they were read. */
+struct kmsg_seq {
+	uint64_t next;		/* the number expected next ... */
+	bool started;		/* ... once a record was read */
+};
+
+/* The record numbered seq was read: how many before it were missed (0 for the first). */
+uint64_t kmsg_seq_read(struct kmsg_seq *s, uint64_t seq);
+
 /*
  * The errors already acted on, so that a storm (a failing disk logs the
  * same range for every retry, and the watcher's own re-read logs it again)

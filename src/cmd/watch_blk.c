@@ -115,13 +115,12 @@ static void on_error(struct blk_follow *f, const struct blk_hooks *h, const stru
 /* A gap in the sequence numbers: records the ring buffer overwrote before they were read. */
 static void say_missed(struct blk_follow *f, uint64_t seq)
 {
-	if (f->started && seq > f->next_seq)
+	uint64_t missed = kmsg_seq_read(&f->seq, seq);
+
+	if (missed)
 		fprintf(stderr, "fscrub watch: kernel log: %llu record%s overwritten before "
 			"fscrub read %s: block-layer errors among them were missed\n",
-			(unsigned long long)(seq - f->next_seq), seq - f->next_seq == 1 ? "" : "s",
-			seq - f->next_seq == 1 ? "it" : "them");
-	f->next_seq = seq + 1;
-	f->started = true;
+			(unsigned long long)missed, missed == 1 ? "" : "s", missed == 1 ? "it" : "them");
 }
 
 void blk_follow_read(struct blk_follow *f, const struct blk_hooks *h)

@@ -35,8 +35,7 @@
 
 struct blk_follow {
 	int fd;				/* /dev/kmsg, O_NONBLOCK; -1: not followed */
-	uint64_t next_seq;		/* the sequence number expected next ... */
-	bool started;			/* ... once a record was read */
+	struct kmsg_seq seq;		/* the records read, for the ones missed */
 	struct kmsg_recent recent;	/* the lines' ranges, as logged */
 	struct kmsg_recent hits;	/* the ranges of our devices they reached */
 	struct bstack bs;

@@ -2,7 +2,8 @@
  * Unit tests for kmsg.c: the block layer's, buffer heads', md RAID1's and
  * dm-integrity's error lines parsed from /dev/kmsg records as the kernels
  * of 6.1 to 6.18 write them; userspace's forged lines and other lines
- * skipped; a storm of lines for one range acted on once per quiet time.
+ * skipped; a storm of lines for one range acted on once per quiet time;
+ * the records the ring buffer overwrote counted from the sequence numbers.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -96,6 +97,18 @@ static void test_storm_folded(void **state)
 	assert_false(kmsg_recent_seen(&r, "loop0", 4096, 4096, 100.0 + KMSG_QUIET_S));
 }
 
+static void test_records_missed(void **state)
+{
+	struct kmsg_seq s = { 0 };
+
+	(void)state;
+	assert_int_equal(kmsg_seq_read(&s, 500), 0);	/* the first read: nothing before counts */
+	assert_int_equal(kmsg_seq_read(&s, 501), 0);
+	assert_int_equal(kmsg_seq_read(&s, 502), 0);
+	assert_int_equal(kmsg_seq_read(&s, 910), 407);	/* the ring wrapped: 503-909 lost */
+	assert_int_equal(kmsg_seq_read(&s, 911), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -103,6 +116,7 @@ int main(void)
 		cmocka_unit_test(test_other_formats),
 		cmocka_unit_test(test_forged_and_others_skipped),
 		cmocka_unit_test(test_storm_folded),
+		cmocka_unit_test(test_records_missed),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
