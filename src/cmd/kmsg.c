@@ -114,7 +114,7 @@ static bool integrity_error(const char *msg, struct kmsg_error *e)
 	if (!skip(&p, "device-mapper: integrity: ") || !devname(&p, ": ", e->dev) ||
 	    !skip(&p, ": Checksum failed at sector 0x") || !number(&p, 16, &e->first))
 		return false;
-	e->unit = KMSG_SECTOR;
+	e->unit = KMSG_INTEGRITY_SECTOR;
 	e->format = "dm-integrity";
 	return true;
 }

@@ -22,9 +22,10 @@
  *     unrecoverable I/O read error for block 2048" and "md/raid1:md0:
  *     redirecting sector 2048 to other mirror: sda1", a sector of the
  *     array md0;
- *   - dm-integrity's "device-mapper: integrity: dm-3: Checksum failed at
- *     sector 0x1f00" (drivers/md/dm-integrity.c), a sector of the device
- *     named, in hexadecimal.
+ *   - dm-integrity's "device-mapper: integrity: sdb1: Checksum failed at
+ *     sector 0x1f00" (drivers/md/dm-integrity.c): the device named is the
+ *     one under the integrity target (the bio was remapped to it), the
+ *     sector, in hexadecimal, is the integrity device's own.
  * Other lines are none of these and are skipped.
  *
  * Library code: nothing printed; the watcher says what was found.
@@ -42,6 +43,7 @@
 enum kmsg_unit {
 	KMSG_SECTOR,		/* first is a 512-byte sector */
 	KMSG_BLOCK,		/* first is a block of the device's block size */
+	KMSG_INTEGRITY_SECTOR,	/* a 512-byte sector of the device that holds dev */
 };
 
 /* A block-layer error line: the device and where. */

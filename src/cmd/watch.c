@@ -1200,7 +1200,7 @@ static void blk_hit(dev_t devno, const char *name, uint64_t off, uint64_t len,
 	locate_ext4_release();	/* no filesystem is kept open between events */
 	fprintf(stderr, "fscrub watch: %s: kernel log: %s error on %s (%s %llu): %s bytes "
 		"%llu-%llu\n", w->m.target, e->format, e->dev,
-		e->unit == KMSG_SECTOR ? "sector" : "block", (unsigned long long)e->first, name,
+		e->unit == KMSG_BLOCK ? "block" : "sector", (unsigned long long)e->first, name,
 		(unsigned long long)off, (unsigned long long)(off + len - 1));
 	if (ret) {
 		fprintf(stderr, "fscrub watch: %s: kernel log: the bytes are not mapped to "

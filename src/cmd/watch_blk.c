@@ -4,6 +4,7 @@
  */
 #include "cmd/watch_blk.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
@@ -99,17 +100,44 @@ void blk_follow_walk(struct blk_follow *f, const struct blk_hooks *h, const char
 	strbuf_release(&unsupported);
 }
 
+/*
+ * dm-integrity names the device under it (the bio was remapped there) and
+ * its own sector: the one device that holds dev (its sysfs holders), into
+ * out; false if there is not exactly one.
+ */
+static bool only_holder(const struct blk_follow *f, const char *dev, char *out, size_t len)
+{
+	char path[KMSG_NAME_MAX + 64];
+	struct dirent *de;
+	int n = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "%s/class/block/%s/holders", f->bs.sysfs, dev);
+	if (!(d = opendir(path)))
+		return false;
+	out[0] = 0;
+	while ((de = readdir(d)))
+		if (de->d_name[0] != '.' && n++ == 0 && strlen(de->d_name) < len)
+			memcpy(out, de->d_name, strlen(de->d_name) + 1);
+	closedir(d);
+	return n == 1 && out[0];
+}
+
 /* One error line: its bytes, once per KMSG_QUIET_S, walked. */
 static void on_error(struct blk_follow *f, const struct blk_hooks *h, const struct kmsg_error *e)
 {
-	uint64_t unit = e->unit == KMSG_SECTOR ? 512 : block_size(e->dev);
-	uint64_t len = e->unit == KMSG_SECTOR ? REQUEST_BYTES : unit;
+	uint64_t unit = e->unit == KMSG_BLOCK ? block_size(e->dev) : 512;
+	uint64_t len = e->unit == KMSG_BLOCK ? unit : REQUEST_BYTES;
+	char dev[KMSG_NAME_MAX];
 
+	memcpy(dev, e->dev, sizeof(dev));
+	if (e->unit == KMSG_INTEGRITY_SECTOR && !only_holder(f, e->dev, dev, sizeof(dev)))
+		return;		/* the integrity device is gone, or not known */
 	if (!unit || e->first > (UINT64_MAX - len) / unit)
 		return;		/* the device is gone, or the line is not a real one */
-	if (kmsg_recent_seen(&f->recent, e->dev, e->first * unit, len, mono_now()))
+	if (kmsg_recent_seen(&f->recent, dev, e->first * unit, len, mono_now()))
 		return;
-	blk_follow_walk(f, h, e->dev, e->first * unit, len, e, 0);
+	blk_follow_walk(f, h, dev, e->first * unit, len, e, 0);
 }
 
 /* A gap in the sequence numbers: records the ring buffer overwrote before they were read. */

@@ -61,8 +61,9 @@ static void test_other_formats(void **state)
 	       2048, KMSG_SECTOR, "md raid1");
 	expect("6,11,1,-;md/raid1:md127: redirecting sector 96 to other mirror: sdb1\n", "md127",
 	       96, KMSG_SECTOR, "md raid1");
-	expect("3,12,1,-;device-mapper: integrity: dm-3: Checksum failed at sector 0x1f00\n",
-	       "dm-3", 0x1f00, KMSG_SECTOR, "dm-integrity");
+	/* the device under the integrity target, and a sector of the target */
+	expect("3,12,1,-;device-mapper: integrity: sdb1: Checksum failed at sector 0x1f00\n",
+	       "sdb1", 0x1f00, KMSG_INTEGRITY_SECTOR, "dm-integrity");
 }
 
 static void test_forged_and_others_skipped(void **state)
