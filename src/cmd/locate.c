@@ -143,34 +143,11 @@ static bool known_fs(const char *fstype)
 	       !strcmp(fstype, "ext2") || !strcmp(fstype, "btrfs");
 }
 
-/* Is devno one of the devices of the btrfs filesystem mounted at m? */
-static bool btrfs_member(const struct fsmount *m, dev_t devno)
-{
-	int fd = open(m->target, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	uint64_t devid, size;
-	bool yes;
-
-	if (fd < 0)
-		return false;
-	yes = locate_btrfs_device(fd, devno, &devid, &size) == 0;
-	close(fd);
-	return yes;
-}
-
 /* The mount of the filesystem on device devno (or one of whose devices it is), or NULL. */
 static const struct fsmount *mount_of(const struct walker *w, dev_t devno)
 {
-	for (size_t i = 0; i < w->mounts.nr; i++) {
-		const struct fsmount *m = &w->mounts.v[i];
-		struct stat st;
-
-		if (m->devno == devno ||
-		    (m->source[0] == '/' && stat(m->source, &st) == 0 && S_ISBLK(st.st_mode) &&
-		     st.st_rdev == devno))
-			return m;
-	}
 	for (size_t i = 0; i < w->mounts.nr; i++)
-		if (!strcmp(w->mounts.v[i].fstype, "btrfs") && btrfs_member(&w->mounts.v[i], devno))
+		if (loc_mount_has_device(&w->mounts.v[i], devno))
 			return &w->mounts.v[i];
 	return NULL;
 }
@@ -370,36 +347,16 @@ static void ask_fs(struct walker *w, const char *chain, const char *name, dev_t 
 {
 	char devpath[BSTACK_NAME_MAX + 8];
 	struct loc_owners o = { 0 };
-	struct loc_fs fs = { .target = m->target, .fstype = m->fstype, .devpath = devpath,
-			     .devno = devno };
+	struct loc_fs fs = { .target = m->target, .fstype = m->fstype, .devno = devno,
+			     .devpath = loc_devpath(m, devno, name, devpath, sizeof(devpath)) };
 	int ret;
 
-	struct stat st;
-
-	/* The mount's source is the device's node; /dev/NAME where it is not one. */
-	if (m->source[0] == '/' && stat(m->source, &st) == 0 && S_ISBLK(st.st_mode) &&
-	    st.st_rdev == devno)
-		fs.devpath = m->source;
-	else
-		snprintf(devpath, sizeof(devpath), "/dev/%s", name);
 	indent(w, depth);
 	strbuf_addf(&w->text, "%s bytes %llu-%llu: %s mounted on ", name, (unsigned long long)off,
 		    (unsigned long long)(off + len - 1), m->fstype);
 	names_escape(&w->text, m->target, strlen(m->target));
 	strbuf_addch(&w->text, '\n');
-	fs.fd = open(m->target, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fs.fd < 0)
-		ret = -errno;
-	else if (!strcmp(m->fstype, "xfs"))
-		ret = locate_xfs(&fs, off, len, &o);
-	else if (!strcmp(m->fstype, "btrfs"))
-		ret = locate_btrfs(&fs, off, len, &o);
-	else
-		ret = locate_ext4(&fs, off, len, &o);
-	if (!ret && !strcmp(m->fstype, "xfs"))
-		loc_fiemap_walk(&fs, &o);
-	if (fs.fd >= 0)
-		close(fs.fd);
+	ret = loc_owners_of(&fs, off, len, &o);
 	if (ret) {
 		fprintf(stderr, "fscrub locate: cannot map %s on '%s': %s\n", name, m->target,
 			strerror(-ret));

@@ -12,6 +12,7 @@
 #include <linux/fiemap.h>
 #include <linux/fs.h>
 #include <linux/fsmap.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -33,6 +34,57 @@ struct loc_owner *loc_owner_add(struct loc_owners *o, enum loc_kind kind, uint64
 	*p = (struct loc_owner){ .kind = kind, .off = off, .len = len, .path = path,
 				 .what = what ? xstrdup(what) : NULL };
 	return p;
+}
+
+bool loc_mount_has_device(const struct fsmount *m, dev_t devno)
+{
+	struct stat st;
+	uint64_t devid, size;
+	bool yes;
+	int fd;
+
+	if (m->devno == devno ||
+	    (m->source[0] == '/' && stat(m->source, &st) == 0 && S_ISBLK(st.st_mode) &&
+	     st.st_rdev == devno))
+		return true;
+	if (strcmp(m->fstype, "btrfs") ||
+	    (fd = open(m->target, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return false;
+	yes = locate_btrfs_device(fd, devno, &devid, &size) == 0;
+	close(fd);
+	return yes;
+}
+
+const char *loc_devpath(const struct fsmount *m, dev_t devno, const char *name, char *buf,
+			size_t len)
+{
+	struct stat st;
+
+	if (m->source[0] == '/' && stat(m->source, &st) == 0 && S_ISBLK(st.st_mode) &&
+	    st.st_rdev == devno)
+		return m->source;
+	snprintf(buf, len, "/dev/%s", name);
+	return buf;
+}
+
+int loc_owners_of(struct loc_fs *fs, uint64_t off, uint64_t len, struct loc_owners *out)
+{
+	int ret;
+
+	fs->fd = open(fs->target, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fs->fd < 0)
+		return -errno;
+	if (!strcmp(fs->fstype, "xfs"))
+		ret = locate_xfs(fs, off, len, out);
+	else if (!strcmp(fs->fstype, "btrfs"))
+		ret = locate_btrfs(fs, off, len, out);
+	else
+		ret = locate_ext4(fs, off, len, out);
+	if (!ret && !strcmp(fs->fstype, "xfs"))
+		loc_fiemap_walk(fs, out);
+	close(fs->fd);
+	fs->fd = -1;
+	return ret;
 }
 
 void loc_owners_release(struct loc_owners *o)

@@ -30,6 +30,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "lib/fsmounts.h"
 #include "lib/strbuf.h"
 
 enum loc_kind {
@@ -101,6 +102,26 @@ bool loc_needs_name(const struct loc_fs *fs, const struct loc_owner *o);
  * reverse map.
  */
 void loc_fiemap_walk(const struct loc_fs *fs, struct loc_owners *o);
+
+/*
+ * Is devno the device the filesystem of m is mounted from: its device
+ * number, its source's node, or (btrfs) one of its devices?
+ */
+bool loc_mount_has_device(const struct fsmount *m, dev_t devno);
+
+/*
+ * The device path of fs for the mount m: m's source where it is devno's
+ * node, else /dev/name, written to buf of len bytes.
+ */
+const char *loc_devpath(const struct fsmount *m, dev_t devno, const char *name, char *buf,
+			size_t len);
+
+/*
+ * The owners of [off, off + len) of fs's device by its type (locate_xfs(),
+ * locate_btrfs(), else locate_ext4()), an XFS's unknown owners looked for
+ * by loc_fiemap_walk(); fs->fd is opened and closed here.
+ */
+int loc_owners_of(struct loc_fs *fs, uint64_t off, uint64_t len, struct loc_owners *out);
 
 /* The owners of [off, off + len) of fs's device, appended to out in device order. */
 int locate_xfs(const struct loc_fs *fs, uint64_t off, uint64_t len, struct loc_owners *out);

@@ -302,6 +302,8 @@ static void open_event(const struct state_event *e, void *arg)
 		json_object_object_add(j, "error_count", json_u64(e->error_count));
 		json_object_object_add(j, "inode", e->ino ? json_u64(e->ino) : NULL);
 		json_object_object_add(j, "path", json_escaped_string(e->path));
+		json_object_object_add(j, "offset", e->range_len ? json_u64(e->range_off) : NULL);
+		json_object_object_add(j, "length", e->range_len ? json_u64(e->range_len) : NULL);
 		json_object_array_add(o->list, j);
 		return;
 	}
@@ -315,6 +317,9 @@ static void open_event(const struct state_event *e, void *arg)
 		strbuf_addstr(o->text, ", ");
 		names_escape(o->text, e->path, strlen(e->path));
 	}
+	if (e->range_len)
+		strbuf_addf(o->text, ", bytes %llu-%llu", (unsigned long long)e->range_off,
+			    (unsigned long long)(e->range_off + e->range_len - 1));
 	strbuf_addch(o->text, '\n');
 }
 

@@ -12,7 +12,12 @@
  *     type: ext4 from Linux 5.16, XFS from 7.0; the filesystem is marked
  *     with FAN_MARK_FILESYSTEM in one notification group;
  *   - btrfs: the device error counters (health.h), polled every
- *     --poll-interval seconds; a counter that rose is an event.
+ *     --poll-interval seconds; a counter that rose is an event;
+ *   - every type: the kernel log's block-layer error lines (watch_blk.h,
+ *     kmsg.h) for a device under the filesystem: the sectors are mapped
+ *     to their owners as fscrub locate maps them (owners.h), an event
+ *     recorded for each, a file's bytes read again directly, metadata's
+ *     and free space's from the device.
  * The others are listed as not watched, with the reason.
  *
  * On an event: one line on stderr (the journal under systemd) with what the
@@ -74,6 +79,8 @@
 #include "lib/strbuf.h"
 #include "cmd/subcmd.h"
 #include "cmd/watch_media.h"
+#include "cmd/owners.h"
+#include "cmd/watch_blk.h"
 
 /* One scrub per filesystem per hour at most: a failing disk sends many events. */
 #define DEFAULT_MIN_INTERVAL 3600
@@ -115,6 +122,7 @@ struct watched {
 	double last_start;		/* ... at this CLOCK_MONOTONIC time */
 	char uuid[48];			/* the run history's key (status_fs_key()) ... */
 	char *fsroot;			/* ... NULL: not known, events not recorded */
+	bool blk;			/* its devices' errors followed in the kernel log */
 	unsigned long long nr_events;	/* since the watcher started */
 };
 
@@ -126,6 +134,8 @@ struct watch {
 	int mi_fd;			/* /proc/self/mountinfo, or -1 */
 	char **named;			/* the mount points named, or NULL: all */
 	size_t nr_named;
+	struct blk_follow blk;		/* the kernel log; blk.fd -1: not followed */
+	struct blk_hooks hooks;		/* what its errors do, for blk_follow_walk() */
 };
 
 static volatile sig_atomic_t watch_stop;
@@ -197,6 +207,7 @@ struct event_info {
 	unsigned error_count;		/* errors the kernel folded into the event */
 	uint64_t ino;			/* 0: none */
 	const char *path;		/* NULL: not resolved */
+	uint64_t range_off, range_len;	/* the bytes it names; range_len 0: none */
 };
 
 static void set_env(const struct watched *w, const struct event_info *e, const char *unit)
@@ -297,6 +308,7 @@ static void watch_record_event(const struct watch *wt, const struct watched *w,
 	struct state_event ev = {
 		.time = wall_now(), .kind = e->kind, .error = e->error,
 		.error_count = e->error_count, .ino = e->ino, .path = e->path,
+		.range_off = e->range_off, .range_len = e->range_len,
 	};
 	struct strbuf err = STRBUF_INIT;
 	struct state *s;
@@ -338,7 +350,7 @@ static void watch_write_metrics(const struct watch *wt)
 	for (size_t i = 0; i < wt->nr; i++) {
 		const struct watched *w = &wt->w[i];
 
-		if (w->how == WATCH_NONE)
+		if (w->how == WATCH_NONE && !w->blk)
 			continue;
 		strbuf_addstr(&sb, "fscrub_watch_events_total{");
 		metrics_add_label(&sb, "mountpoint", w->m.target, true);
@@ -387,8 +399,9 @@ static bool is_corruption(int err)
 	       err == ESTALE;
 }
 
-static void finding(const char *check, const char *path, const char *name, uint64_t ino,
-		    const char *what, int err)
+/* A finding on stdout in the report's format: "Error: PATH (inode N): WHAT[: errno] [check]". */
+static void say_finding(const char *sev, const char *check, const char *path, const char *name,
+			uint64_t ino, const char *what, int err)
 {
 	struct strbuf sb = STRBUF_INIT;
 
@@ -397,11 +410,17 @@ static void finding(const char *check, const char *path, const char *name, uint6
 		strbuf_addch(&sb, '/');
 		names_escape(&sb, name, strlen(name));
 	}
-	printf("Error: %s", sb.buf);
+	printf("%s: %s", sev, sb.buf);
 	if (ino)
 		printf(" (inode %llu)", (unsigned long long)ino);
-	printf(": %s: %s [%s]\n", what, strerror(err), check);
+	printf(": %s%s%s [%s]\n", what, err ? ": " : "", err ? strerror(err) : "", check);
 	strbuf_release(&sb);
+}
+
+static void finding(const char *check, const char *path, const char *name, uint64_t ino,
+		    const char *what, int err)
+{
+	say_finding("Error", check, path, name, ino, what, err);
 }
 
 /* Every entry of the directory dfd: statx()ed; returns the errors found. */
@@ -493,10 +512,12 @@ static void watch_probe(struct watched *w, int fd, const char *path, uint64_t in
 /*
  * The bytes [off, off+len) of the file behind the O_PATH descriptor fd,
  * read again directly (O_DIRECT: from the device, not the page cache), as
- * a media error said they are unreadable; logs what it found.
+ * a media error said they are unreadable; logs what it found.  With
+ * from_log (a kernel log line, which the kernel may log for an error that
+ * passed), bytes that read now are said as an info.
  */
 static void watch_read_range(struct watched *w, int fd, const char *path, uint64_t ino,
-			     uint64_t off, uint64_t len)
+			     uint64_t off, uint64_t len, bool from_log)
 {
 	uint64_t bad_lo = 0, bad_hi = 0, pos;
 	unsigned errors = 0;
@@ -538,6 +559,15 @@ static void watch_read_range(struct watched *w, int fd, const char *path, uint64
 		strbuf_addf(&what, "bytes %llu-%llu cannot be read", (unsigned long long)bad_lo,
 			    (unsigned long long)bad_hi);
 		finding(CHECK_MEDIA_FILE, path, NULL, ino, what.buf, bad_err);
+		strbuf_release(&what);
+		fflush(stdout);
+	} else if (from_log) {
+		struct strbuf what = STRBUF_INIT;
+
+		strbuf_addf(&what, "bytes %llu-%llu read now, after the kernel logged an I/O "
+			    "error there (it passed, or lay further into the failed request)",
+			    (unsigned long long)off, (unsigned long long)(off + len - 1));
+		say_finding("Info", CHECK_MEDIA_RECOVERED, path, NULL, ino, what.buf, 0);
 		strbuf_release(&what);
 		fflush(stdout);
 	}
@@ -828,6 +858,19 @@ static bool hm_describe(const struct hm_ctx *c, const struct healthmon_event *ev
  */
 #define MEDIA_PARTS_MAX 64
 
+/*
+ * The device bytes [off, off + len) of w, about to be read again for an
+ * event of another source: the kernel log's lines for that read are not
+ * new events (kmsg_recent_seen() folds them in).
+ */
+static void blk_quiet(struct watch *wt, const struct watched *w, uint64_t off, uint64_t len)
+{
+	char name[BSTACK_NAME_MAX];
+
+	if (wt->blk.fd >= 0 && !bstack_name_of(&wt->blk.bs, w->m.devno, name, sizeof(name)))
+		kmsg_recent_seen(&wt->blk.recent, name, off, len, now_s());
+}
+
 /* One inode that owns part of a media error: resolved, recorded, checked. */
 static void hm_media_inode(struct hm_ctx *c, const struct media_owner *o, struct event_info *e)
 {
@@ -842,8 +885,10 @@ static void hm_media_inode(struct hm_ctx *c, const struct media_owner *o, struct
 	else
 		fprintf(stderr, ", path not resolved: %s\n", strerror(-fd));
 	watch_record_event(c->wt, w, e);
-	if (fd >= 0 && media_owner_is_data(o))
-		watch_read_range(w, fd, path.buf, o->owner, o->file_off, o->len);
+	if (fd >= 0 && media_owner_is_data(o)) {
+		blk_quiet(c->wt, w, o->dev_off, o->len);
+		watch_read_range(w, fd, path.buf, o->owner, o->file_off, o->len, false);
+	}
 	else if (fd >= 0)
 		watch_probe(w, fd, path.buf, o->owner);
 	if (fd >= 0)
@@ -975,6 +1020,237 @@ static void read_healthmon(struct watch *wt, struct watched *w)
 	w->hm_fd = -1;
 }
 
+/* ---- the kernel log's block-layer errors ---- */
+
+/* The watched filesystem whose devices the kernel log is followed for, on devno; or NULL. */
+static struct watched *blk_watched(struct watch *wt, dev_t devno)
+{
+	for (size_t i = 0; i < wt->nr; i++)
+		if (wt->w[i].blk && loc_mount_has_device(&wt->w[i].m, devno))
+			return &wt->w[i];
+	return NULL;
+}
+
+static bool blk_ours(dev_t devno, void *arg)
+{
+	return blk_watched(arg, devno) != NULL;
+}
+
+/*
+ * How many READ_STEP blocks of the device at devpath, from off for len
+ * bytes, fail to read directly (O_DIRECT: the device, not the page cache);
+ * -errno if the device cannot be opened.
+ */
+static int blk_device_reread(const char *devpath, uint64_t off, uint64_t len)
+{
+	int fd = open(devpath, O_RDONLY | O_DIRECT | O_CLOEXEC), bad = 0;
+	void *buf = NULL;
+
+	if (fd < 0 || posix_memalign(&buf, READ_STEP, READ_STEP)) {
+		int err = fd < 0 ? -errno : -ENOMEM;
+
+		if (fd >= 0)
+			close(fd);
+		return err;
+	}
+	for (uint64_t pos = off - off % READ_STEP; pos < off + len; pos += READ_STEP)
+		bad += pread(fd, buf, READ_STEP, (off_t)pos) < 0 && is_corruption(errno);
+	free(buf);
+	close(fd);
+	return bad;
+}
+
+/*
+ * Metadata, free space or an owner not found: the device bytes read again
+ * directly.  Metadata that still fails is an error; free space or an owner
+ * not found a warning; what reads now an info.
+ */
+static void blk_device_owner(const struct watched *w, const struct loc_fs *fs,
+			     const struct loc_owner *o)
+{
+	struct strbuf what = STRBUF_INIT;
+	int bad = blk_device_reread(fs->devpath, o->off, o->len);
+
+	strbuf_addf(&what, "device %s bytes %llu-%llu (%s%s", fs->devpath,
+		    (unsigned long long)o->off, (unsigned long long)(o->off + o->len - 1),
+		    o->kind == LOC_META ? "metadata: " : o->kind == LOC_UNKNOWN ? "owner not found: " :
+		    "", o->what ? o->what : "free space");
+	if (o->kind == LOC_META && o->ino)
+		strbuf_addf(&what, " of inode %llu", (unsigned long long)o->ino);
+	strbuf_addch(&what, ')');
+	if (bad < 0)
+		fprintf(stderr, "fscrub watch: %s: cannot read %s again: %s\n", w->m.target,
+			what.buf, strerror(-bad));
+	else if (!bad)
+		strbuf_addstr(&what, " read now, after the kernel logged an I/O error there");
+	else
+		strbuf_addstr(&what, o->kind == LOC_META ? " cannot be read" :
+			      " cannot be read; no file holds them");
+	if (bad >= 0)
+		say_finding(!bad ? "Info" : o->kind == LOC_META ? "Error" : "Warning",
+			    !bad ? CHECK_MEDIA_RECOVERED : o->kind == LOC_META ?
+			    CHECK_MEDIA_METADATA : CHECK_MEDIA_UNOWNED, w->m.target, NULL, 0,
+			    what.buf, bad && o->kind == LOC_META ? EIO : 0);
+	fflush(stdout);
+	strbuf_release(&what);
+}
+
+/* A file that backs loop devices: its bytes followed up through each (cmd/locate.c too). */
+static void blk_follow_loops(struct watch *wt, const struct loc_owner *o,
+			     const struct kmsg_error *e, int depth)
+{
+	struct bstack_loops loops = { 0 };
+	struct stat a, b;
+
+	if (!o->path || stat(o->path, &a) < 0 || bstack_loops(&wt->blk.bs, &loops))
+		return;
+	for (size_t i = 0; i < loops.n; i++) {
+		uint64_t uoff, ulen;
+
+		if (stat(loops.v[i].backing, &b) == 0 && a.st_dev == b.st_dev &&
+		    a.st_ino == b.st_ino &&
+		    bstack_loop_map(&loops.v[i], o->file_off, o->len, &uoff, &ulen))
+			blk_follow_walk(&wt->blk, &wt->hooks, loops.v[i].name, uoff, ulen, e,
+					depth + 1);
+	}
+	bstack_loops_release(&loops);
+}
+
+/* A file's data under the error: its bytes read again directly. */
+static void blk_file_owner(struct watched *w, const struct loc_owner *o)
+{
+	struct stat st;
+	int fd = o->path ? open(o->path, O_PATH | O_NOFOLLOW | O_CLOEXEC) : -1;
+
+	if (fd >= 0 && (fstat(fd, &st) < 0 || st.st_ino != o->ino)) {
+		close(fd);
+		fd = -1;
+	}
+	if (fd < 0) {
+		fprintf(stderr, "fscrub watch: %s: inode %llu is not checked: no path to it "
+			"was found\n", w->m.target, (unsigned long long)o->ino);
+		return;
+	}
+	if (!strcmp(o->what, "data"))
+		watch_read_range(w, fd, o->path, o->ino, o->file_off, o->len, true);
+	else
+		watch_probe(w, fd, o->path, o->ino);
+	close(fd);
+}
+
+static const char *const blk_kinds[] = {
+	[LOC_FILE] = "blk_file", [LOC_META] = "blk_metadata", [LOC_FREE] = "blk_free",
+	[LOC_UNKNOWN] = "blk_unknown",
+};
+
+/* One owner of the bytes of an error line: said, recorded, checked. */
+static void blk_owner(struct watch *wt, struct watched *w, const struct loc_fs *fs,
+		      const struct loc_owner *o, const struct kmsg_error *e, int depth)
+{
+	bool file = o->kind == LOC_FILE;
+	struct event_info ev = {
+		.kind = blk_kinds[o->kind], .error = EIO, .error_count = 1, .ino = o->ino,
+		.path = file ? o->path : NULL, .range_off = file ? o->file_off : o->off,
+		.range_len = o->len,
+	};
+
+	fprintf(stderr, "fscrub watch: %s: kernel log: device bytes %llu-%llu: ", w->m.target,
+		(unsigned long long)o->off, (unsigned long long)(o->off + o->len - 1));
+	if (file)
+		fprintf(stderr, "file %s (inode %llu), %s bytes %llu-%llu\n",
+			o->path ? o->path : "(no path found)", (unsigned long long)o->ino, o->what,
+			(unsigned long long)o->file_off,
+			(unsigned long long)(o->file_off + o->len - 1));
+	else
+		fprintf(stderr, "%s%s\n", o->kind == LOC_META ? "metadata: " : "",
+			o->what ? o->what : "free space");
+	watch_record_event(wt, w, &ev);
+	if (file) {
+		blk_file_owner(w, o);
+		blk_follow_loops(wt, o, e, depth);
+	} else {
+		blk_device_owner(w, fs, o);
+	}
+}
+
+/* The files among o named (a walk of the filesystem, only when one has no path). */
+static void blk_name_files(const struct loc_fs *fs, struct loc_owners *o)
+{
+	for (size_t i = 0; i < o->n; i++)
+		if (strcmp(fs->fstype, "btrfs") && loc_needs_name(fs, &o->v[i])) {
+			loc_name_by_walk(fs, o);
+			return;
+		}
+}
+
+/* The bytes [off, off + len) of devno, a device of a watched filesystem, from the line e. */
+static void blk_hit(dev_t devno, const char *name, uint64_t off, uint64_t len,
+		    const struct kmsg_error *e, int depth, void *arg)
+{
+	struct watch *wt = arg;
+	struct watched *w = blk_watched(wt, devno);
+	char devpath[BSTACK_NAME_MAX + 8];
+	struct loc_fs fs = { .target = w->m.target, .fstype = w->m.fstype, .devno = devno,
+			     .devpath = loc_devpath(&w->m, devno, name, devpath, sizeof(devpath)) };
+	struct event_info ev = { .kind = "blk_error", .error = EIO, .error_count = 1,
+				 .range_off = off, .range_len = len };
+	struct loc_owners o = { 0 };
+	int ret = loc_owners_of(&fs, off, len, &o);
+
+	locate_ext4_release();	/* no filesystem is kept open between events */
+	fprintf(stderr, "fscrub watch: %s: kernel log: %s error on %s (%s %llu): %s bytes "
+		"%llu-%llu\n", w->m.target, e->format, e->dev,
+		e->unit == KMSG_BLOCK ? "block" : "sector", (unsigned long long)e->first, name,
+		(unsigned long long)off, (unsigned long long)(off + len - 1));
+	if (ret) {
+		fprintf(stderr, "fscrub watch: %s: kernel log: the bytes are not mapped to "
+			"files: %s\n", w->m.target, strerror(-ret));
+		watch_record_event(wt, w, &ev);
+	}
+	blk_name_files(&fs, &o);
+	for (size_t i = 0; i < o.n; i++)
+		blk_owner(wt, w, &fs, &o.v[i], e, depth);
+	w->nr_events++;
+	watch_write_metrics(wt);
+	trigger(wt, w, &ev);
+	loc_owners_release(&o);
+}
+
+/*
+ * The kernel log, if it can be read: followed from now.  Without access
+ * (CAP_SYSLOG under kernel.dmesg_restrict) it is said once, and the other
+ * sources go on.
+ */
+static void setup_kmsg(struct watch *wt)
+{
+	int ret = blk_follow_open(&wt->blk);
+
+	wt->hooks = (struct blk_hooks){ .ours = blk_ours, .hit = blk_hit, .arg = wt };
+	if (ret)
+		fprintf(stderr, "fscrub watch: info: cannot read the kernel log (/dev/kmsg: %s%s): "
+			"block-layer errors are not followed\n", strerror(-ret),
+			ret == -EPERM ? "; CAP_SYSLOG is needed under kernel.dmesg_restrict" : "");
+}
+
+/* w's device, if the kernel log is followed: its errors are w's events. */
+static void setup_blk(struct watch *wt, struct watched *w)
+{
+	char name[BSTACK_NAME_MAX];
+	struct stat st;
+	dev_t devno = w->m.devno;
+
+	if (wt->blk.fd < 0)
+		return;
+	if (w->m.source[0] == '/' && stat(w->m.source, &st) == 0 && S_ISBLK(st.st_mode))
+		devno = st.st_rdev;	/* btrfs: st_dev is not a block device's */
+	if (bstack_name_of(&wt->blk.bs, devno, name, sizeof(name)))
+		return;
+	w->blk = true;
+	fprintf(stderr, "fscrub watch: %s%s (%s): %sblock-layer errors of %s and the devices "
+		"under it in the kernel log\n", w->how == WATCH_NONE ? "watching " : "",
+		w->m.target, w->m.fstype, w->how == WATCH_NONE ? "only " : "also ", name);
+}
+
 /* ---- setup ---- */
 
 static bool watchable(const char *fstype)
@@ -1092,6 +1368,7 @@ static void setup_one(struct watch *wt, struct watched *w, const struct fsmount 
 		setup_btrfs(wt, w, root);
 	else if (strcmp(m->fstype, "xfs") || setup_healthmon(wt, w, root))
 		setup_fanotify(wt, w);
+	setup_blk(wt, w);
 	close(root);
 }
 
@@ -1157,7 +1434,7 @@ static size_t nr_watching(const struct watch *wt)
 	size_t n = 0;
 
 	for (size_t i = 0; i < wt->nr; i++)
-		n += wt->w[i].how != WATCH_NONE;
+		n += wt->w[i].how != WATCH_NONE || wt->w[i].blk;
 	return n;
 }
 
@@ -1180,10 +1457,10 @@ static void rescan(struct watch *wt)
 
 		if (still_there(wt, w, &now))
 			continue;
-		if (w->how != WATCH_NONE)
+		if (w->how != WATCH_NONE || w->blk)
 			fprintf(stderr, "fscrub watch: no longer watching %s (%s): unmounted\n",
 				w->m.target, w->m.fstype);
-		changed |= w->how != WATCH_NONE;
+		changed |= w->how != WATCH_NONE || w->blk;
 		watched_release(w);
 		memmove(w, w + 1, (wt->nr - i - 1) * sizeof(*w));
 		wt->nr--;
@@ -1195,7 +1472,7 @@ static void rescan(struct watch *wt)
 		wt->w = xrealloc(wt->w, (wt->nr + 1) * sizeof(*wt->w));
 		memset(&wt->w[wt->nr], 0, sizeof(wt->w[0]));
 		setup_one(wt, &wt->w[wt->nr], &now.v[i]);
-		changed |= wt->w[wt->nr].how != WATCH_NONE;
+		changed |= wt->w[wt->nr].how != WATCH_NONE || wt->w[wt->nr].blk;
 		wt->nr++;
 	}
 	fsmounts_release(&now);
@@ -1224,14 +1501,16 @@ static bool any_btrfs(const struct watch *wt)
 	return false;
 }
 
-/* The descriptors to wait on: fanotify, the mount table, each health monitor. */
+/* The descriptors to wait on: fanotify, the mount table, the kernel log, each health monitor. */
+#define POLL_FIXED 3
 static size_t poll_set(const struct watch *wt, struct pollfd **pfd)
 {
 	size_t n = 0;
 
-	*pfd = xrealloc(*pfd, (wt->nr + 2) * sizeof(**pfd));
+	*pfd = xrealloc(*pfd, (wt->nr + POLL_FIXED) * sizeof(**pfd));
 	(*pfd)[n++] = (struct pollfd){ .fd = wt->fan_fd, .events = POLLIN };
 	(*pfd)[n++] = (struct pollfd){ .fd = wt->mi_fd, .events = POLLPRI };
+	(*pfd)[n++] = (struct pollfd){ .fd = wt->blk.fd, .events = POLLIN };
 	for (size_t i = 0; i < wt->nr; i++)
 		(*pfd)[n++] = (struct pollfd){ .fd = wt->w[i].hm_fd, .events = POLLIN };
 	return n;
@@ -1252,9 +1531,11 @@ static void dispatch(struct watch *wt, const struct pollfd *pfd, size_t n)
 {
 	if (pfd[0].revents & POLLIN)
 		read_events(wt);
-	for (size_t k = 2; k < n; k++)
-		if (pfd[k].revents && wt->w[k - 2].hm_fd >= 0)
-			read_healthmon(wt, &wt->w[k - 2]);
+	if (pfd[2].revents)
+		blk_follow_read(&wt->blk, &wt->hooks);
+	for (size_t k = POLL_FIXED; k < n; k++)
+		if (pfd[k].revents && wt->w[k - POLL_FIXED].hm_fd >= 0)
+			read_healthmon(wt, &wt->w[k - POLL_FIXED]);
 	if (pfd[1].revents & (POLLPRI | POLLERR))
 		rescan(wt);
 }
@@ -1435,6 +1716,7 @@ static void release(struct watch *wt)
 		close(wt->fan_fd);
 	if (wt->mi_fd >= 0)
 		close(wt->mi_fd);
+	blk_follow_close(&wt->blk);
 }
 
 /* With mount points named, only they are watched when they come back. */
@@ -1452,7 +1734,7 @@ int cmd_watch(int argc, char **argv)
 	struct watch wt = {
 		.opt = { .min_interval = DEFAULT_MIN_INTERVAL,
 			 .poll_interval = DEFAULT_POLL_INTERVAL, .state_dir = state_default_dir() },
-		.fan_fd = -1, .mi_fd = -1,
+		.fan_fd = -1, .mi_fd = -1, .blk = { .fd = -1 },
 	};
 	struct fsmount_list list;
 	size_t nr_watched = 0;
@@ -1467,6 +1749,7 @@ int cmd_watch(int argc, char **argv)
 	remember_named(&wt, &list, argc - optind);
 	/* before the list is made: a mount that comes meanwhile makes poll() return */
 	open_mountinfo(&wt);
+	setup_kmsg(&wt);
 	wt.w = xcalloc(list.nr ? list.nr : 1, sizeof(*wt.w));
 	wt.nr = list.nr;
 	for (size_t i = 0; i < list.nr; i++)

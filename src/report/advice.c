@@ -77,6 +77,9 @@ static const struct advice_row advice_table[] = {
 	{ CHECK_MEDIA_UNOWNED, ADVICE_RECHECK,
 	  "No file is damaged: check the device's health (smartctl -a) and replace it if "
 	  "unreadable sectors keep appearing." },
+	{ CHECK_MEDIA_RECOVERED, ADVICE_RECHECK,
+	  "Nothing is lost: check the device's health (smartctl -a); errors that come back "
+	  "mean it is failing." },
 	{ CHECK_STATFS_COUNTERS, ADVICE_OFFLINE, NULL },
 	{ CHECK_SUMMARY_COUNTS, ADVICE_NONE, NULL },
 	{ CHECK_WALK_SUBMOUNT, ADVICE_NONE, "Nothing to do: scrub that mount on its own." },

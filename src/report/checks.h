@@ -63,6 +63,8 @@
 #define CHECK_MEDIA_FILE	"media.file"	/* unreadable device blocks in a file's data */
 #define CHECK_MEDIA_METADATA	"media.metadata"	/* ... in filesystem metadata */
 #define CHECK_MEDIA_UNOWNED	"media.unowned"	/* warning: ... in free space, or not confirmed */
+/* info (fscrub watch): the kernel logged an I/O error there, and it reads now */
+#define CHECK_MEDIA_RECOVERED	"media.recovered"
 /* filesystem-wide */
 #define CHECK_STATFS_COUNTERS	"statfs.counters"	/* free > total in statfs */
 #define CHECK_SUMMARY_COUNTS	"summary.counts"	/* info: counted vs statfs */

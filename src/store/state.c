@@ -145,6 +145,15 @@ static const char schema_v7[] =
 	"ALTER TABLE runs ADD COLUMN unconfirmed INTEGER;"
 	"PRAGMA user_version = 7;";
 
+/*
+ * Version 8: the bytes an event names (a block-layer error's file bytes,
+ * or device bytes for metadata and free space); NULL for events without.
+ */
+static const char schema_v8[] =
+	"ALTER TABLE events ADD COLUMN range_off INTEGER;"
+	"ALTER TABLE events ADD COLUMN range_len INTEGER;"
+	"PRAGMA user_version = 8;";
+
 static int fail(struct state *s, struct strbuf *err, const char *what)
 {
 	if (err)
@@ -204,7 +213,7 @@ static int setup_schema(struct state *s, struct strbuf *err)
 	if ((v == 0 && exec(s, schema_v1)) || (v >= 0 && v < 2 && exec(s, schema_v2)) ||
 	    (v >= 0 && v < 3 && exec(s, schema_v3)) || (v >= 0 && v < 4 && exec(s, schema_v4)) ||
 	    (v >= 0 && v < 5 && exec(s, schema_v5)) || (v >= 0 && v < 6 && exec(s, schema_v6)) ||
-	    (v >= 0 && v < 7 && exec(s, schema_v7))) {
+	    (v >= 0 && v < 7 && exec(s, schema_v7)) || (v >= 0 && v < 8 && exec(s, schema_v8))) {
 		fail(s, err, "cannot create the tables of the state database");
 		exec(s, "ROLLBACK");
 		return -EIO;
@@ -1056,7 +1065,8 @@ int state_add_event(struct state *s, const struct state_fs *fs, const struct sta
 	sqlite3_stmt *st;
 
 	if (sqlite3_prepare_v2(s->db, "INSERT INTO events (uuid, fsroot, time, kind, errno, "
-			       "error_count, ino, path) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+			       "error_count, ino, path, range_off, range_len) "
+			       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
 			       -1, &st, NULL) != SQLITE_OK)
 		return fail(s, err, "cannot write the event to the state database");
 	bind_text(st, 1, fs->uuid);
@@ -1067,6 +1077,10 @@ int state_add_event(struct state *s, const struct state_fs *fs, const struct sta
 	bind_u64(st, 6, e->error_count);
 	bind_u64(st, 7, e->ino);
 	bind_text(st, 8, e->path);
+	if (e->range_len) {
+		bind_u64(st, 9, e->range_off);
+		bind_u64(st, 10, e->range_len);
+	}
 	if (step_done(st))
 		return fail(s, err, "cannot write the event to the state database");
 	return 0;
@@ -1078,11 +1092,14 @@ int state_add_event(struct state *s, const struct state_fs *fs, const struct sta
  * complete run that started after it answers it (the one in progress when
  * the event came does not).
  */
-static const char events_sql[] =
-	"SELECT time, kind, errno, error_count, ino, path FROM events "
-	"WHERE uuid = ?1 AND fsroot = ?2 AND time >= (SELECT coalesce(max(started), 0) "
-	"      FROM runs WHERE uuid = ?1 AND fsroot = ?2 AND status = 'complete') "
-	"ORDER BY time";
+#define EVENTS_SQL(range) \
+	"SELECT time, kind, errno, error_count, ino, path" range " FROM events " \
+	"WHERE uuid = ?1 AND fsroot = ?2 AND time >= (SELECT coalesce(max(started), 0) " \
+	"      FROM runs WHERE uuid = ?1 AND fsroot = ?2 AND status = 'complete') " \
+	"ORDER BY time"
+static const char events_sql[] = EVENTS_SQL(", range_off, range_len");
+/* Before version 8: no ranges. */
+static const char events_sql_v7[] = EVENTS_SQL(", 0, 0");
 
 int state_each_event(struct state *s, const struct state_fs *fs,
 		     void (*fn)(const struct state_event *e, void *arg), void *arg)
@@ -1093,7 +1110,8 @@ int state_each_event(struct state *s, const struct state_fs *fs,
 	/* A version 1 database, read by status before any watcher wrote it: no events. */
 	if (s->version < 2)
 		return 0;
-	if (sqlite3_prepare_v2(s->db, events_sql, -1, &st, NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(s->db, s->version >= 8 ? events_sql : events_sql_v7, -1, &st,
+			       NULL) != SQLITE_OK)
 		return -EIO;
 	bind_text(st, 1, fs->uuid);
 	bind_text(st, 2, fs->fsroot);
@@ -1105,6 +1123,8 @@ int state_each_event(struct state *s, const struct state_fs *fs,
 			.error_count = column_u64(st, 3),
 			.ino = column_u64(st, 4),
 			.path = (const char *)sqlite3_column_text(st, 5),
+			.range_off = column_u64(st, 6),
+			.range_len = column_u64(st, 7),
 		};
 
 		fn(&e, arg);

@@ -30,7 +30,9 @@
  *   events    (uuid, fsroot, time, kind, errno, error_count, ino, path):
  *             what fscrub watch heard from the kernel (version 2); kind is
  *             "fs_error" (FAN_FS_ERROR) or "btrfs_dev_stats" (a device
- *             error counter rose), ino 0 and path NULL when not known
+ *             error counter rose), ino 0 and path NULL when not known;
+ *             range_off and range_len (version 8) the bytes a block-layer
+ *             error names (blk_file: the file's; else the device's)
  *   region_sizes (uuid, size): the device region size of a filesystem,
  *             chosen on its first -x run with the store and kept (version 3)
  *   regions   (uuid, start, length, allocated, verified, run, read_to,
@@ -66,7 +68,8 @@
  * writing (version 2 added events to version 1, version 3 the regions,
  * version 4 the subvolume of findings and rescanned files, version 5 the
  * checkpoints, version 6 the regions' parts read, version 7 the runs'
- * unconfirmed findings); a database opened read-only is not upgraded, and reads of a
+ * unconfirmed findings, version 8 the byte range of events); a database
+ * opened read-only is not upgraded, and reads of a
  * table it lacks find nothing.  A database newer than this code knows is
  * refused for writing.
  *
@@ -93,7 +96,7 @@ struct subvol_ino;
  * so at most some 30 MiB however broken the filesystem.
  */
 #define STATE_MAX_FINDINGS	100000
-#define STATE_SCHEMA_VERSION	7
+#define STATE_SCHEMA_VERSION	8
 
 /* What the history is kept by: the filesystem's UUID and the mount's root in it. */
 struct state_fs {
@@ -156,6 +159,8 @@ struct state_event {
 	unsigned long long error_count;	/* errors the kernel folded into it */
 	uint64_t ino;			/* 0: none */
 	const char *path;
+	/* the bytes it names: a file's (with ino), else the device's; range_len 0: none */
+	uint64_t range_off, range_len;
 };
 
 /*

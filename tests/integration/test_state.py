@@ -100,7 +100,7 @@ def test_history_text_and_json(tmpfs, state_dir):
     # the phases, and the options as JSON, are in the database as documented
     db = sqlite3.connect(os.path.join(state_dir, "state.sqlite"))
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 7
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 8
     titles = [t for (t,) in db.execute("SELECT title FROM phases WHERE run = ? ORDER BY phase",
                                        (x["id"],))]
     assert titles[0] == "Find the filesystem" and "Verify file data" in titles, titles
@@ -530,7 +530,7 @@ def test_upgrade_from_version_1(tmpfs, state_dir):
 
     assert run_fscrub("--state-dir", state_dir, tmpfs.mnt).rc == 0
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone() == (7,)
+    assert db.execute("PRAGMA user_version").fetchone() == (8,)
     assert [r[0] for r in db.execute("SELECT id FROM runs ORDER BY id")] == [1, 2]
     # version 4: the subvolume of findings and rescanned files; the rows of
     # before are the mount's own subvolume (0)
@@ -545,6 +545,7 @@ def test_upgrade_from_version_1(tmpfs, state_dir):
     assert db.execute("SELECT count(*) FROM regions WHERE read_to > 0 OR partial IS NOT NULL"
                       ).fetchone() == (0,)
     # an event after the last complete run began: open, an error for the exit status
+    # version 8: the events' byte range (a kernel log line's), NULL for the others
     db.execute("INSERT INTO events (uuid, fsroot, time, kind, errno, error_count, ino, path) "
                "VALUES (?, '/', ?, 'fs_error', 117, 1, 12, ?)",
                (uuid, time.time(), tmpfs.mnt + "/dir"))
@@ -555,6 +556,7 @@ def test_upgrade_from_version_1(tmpfs, state_dir):
     assert rc == 4 and fs["open_events"] == 1 and fs["open_errors"] == 0, j
     assert (fs["events"][0]["kind"], fs["events"][0]["errno"], fs["events"][0]["inode"],
             fs["events"][0]["path"]) == ("fs_error", 117, 12, tmpfs.mnt + "/dir")
+    assert (fs["events"][0]["offset"], fs["events"][0]["length"]) == (None, None), j
     # a complete run that starts after it answers it
     assert run_fscrub("--state-dir", state_dir, tmpfs.mnt).rc == 0
     rc, j = status_json(state_dir, tmpfs.mnt)

@@ -104,11 +104,12 @@ static void test_store_upgrade(void **unused)
 	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
 	/*
 	 * a version 4 store: no checkpoints, regions without the parts read (6),
-	 * runs without their unconfirmed findings (7)
+	 * runs without their unconfirmed findings (7), events without ranges (8)
 	 */
 	assert_int_equal(sqlite3_exec(db, "DROP TABLE checkpoints; ALTER TABLE regions DROP "
 				      "COLUMN read_to; ALTER TABLE regions DROP COLUMN partial; "
-				      "ALTER TABLE runs DROP COLUMN unconfirmed; "
+				      "ALTER TABLE runs DROP COLUMN unconfirmed; ALTER TABLE events "
+				      "DROP COLUMN range_off; ALTER TABLE events DROP COLUMN range_len; "
 				      "PRAGMA user_version = 4", NULL, NULL, NULL), SQLITE_OK);
 	sqlite3_close(db);
 	s = open_state(false);
