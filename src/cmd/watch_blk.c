@@ -93,9 +93,13 @@ void blk_follow_walk(struct blk_follow *f, const struct blk_hooks *h, const char
 	if (unsupported.len)
 		fprintf(stderr, "fscrub watch: kernel log: %s sector %llu: not followed: %s",
 			e->dev, (unsigned long long)e->first, unsupported.buf);
-	for (size_t i = 0; i < hops.n; i++)
+	for (size_t i = 0; i < hops.n; i++) {
+		/* md parity holds no byte of the array: its row is not where the error is. */
+		if (hops.v[i].parity)
+			continue;
 		blk_follow_walk(f, h, hops.v[i].name, hops.v[i].off, hops.v[i].len, e,
 				depth + 1);
+	}
 	bstack_hops_release(&hops);
 	strbuf_release(&unsupported);
 }
