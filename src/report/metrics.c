@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "backends/backend.h"
+#include "report/advice.h"
 #include "scan/context.h"
 #include "lib/names.h"
 #include "lib/outfile.h"
@@ -113,6 +114,22 @@ static void add_history(struct scrub_ctx *ctx, struct strbuf *body, const char *
 	state_summary_release(&sum);
 }
 
+/*
+ * What the last run's findings ask of the user (advice.h, fscrub(8) WHAT
+ * TO DO): a series per action, 1 if a finding asked for it, so that an
+ * alert can page for "restore files" or "replace the disk" apart from
+ * "run the offline checker".
+ */
+static void add_actions(struct strbuf *body, const char *labels, unsigned actions)
+{
+	strbuf_addstr(body, "# HELP fscrub_last_run_action Actions the last scrub's findings "
+		      "ask for: 1 if a finding asked for it (fscrub(8), WHAT TO DO).\n"
+		      "# TYPE fscrub_last_run_action gauge\n");
+	for (int a = ADVICE_NONE + 1; a < ADVICE_ACTIONS; a++)
+		strbuf_addf(body, "fscrub_last_run_action{%s,action=\"%s\"} %d\n", labels,
+			    advice_action_name((enum advice_action)a), !!(actions & (1u << a)));
+}
+
 int metrics_write(struct scrub_ctx *ctx, int exit_code, double duration)
 {
 	struct strbuf labels = STRBUF_INIT, body = STRBUF_INIT;
@@ -148,6 +165,7 @@ int metrics_write(struct scrub_ctx *ctx, int exit_code, double duration)
 		   "Inodes the last scrub checked.", (double)s->inodes);
 	add_metric(&body, labels.buf, "last_run_bytes_checked",
 		   "File data bytes the last scrub read back (-x).", (double)s->bytes_read);
+	add_actions(&body, labels.buf, atomic_load(&ctx->advice_actions));
 
 	add_history(ctx, &body, labels.buf, now);
 

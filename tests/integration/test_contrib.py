@@ -149,7 +149,7 @@ def test_promtool_check_and_test_rules():
     need_tools("promtool")
     p = subprocess.run(["promtool", "check", "rules", RULES], capture_output=True, text=True)
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "SUCCESS: 7 rules found" in p.stdout, p.stdout
+    assert "SUCCESS: 9 rules found" in p.stdout, p.stdout
     p = subprocess.run(["promtool", "test", "rules", os.path.basename(RULES_TEST)],
                        capture_output=True, text=True, cwd=os.path.dirname(RULES_TEST))
     assert p.returncode == 0 and "SUCCESS" in p.stdout, p.stdout + p.stderr

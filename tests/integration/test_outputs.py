@@ -198,6 +198,27 @@ def test_metrics(faulty_ext4, workdir):
     assert r.rc == 16 and "cannot write the metrics file" in r.stderr
 
 
+def test_metrics_actions(faulty_ext4, workdir):
+    """fscrub_last_run_action: one series per action (fscrub(8), WHAT TO
+    DO), 1 exactly for the actions the run's findings ask for, as the JSON
+    report gives them finding by finding, and 0 for the others."""
+    mnt, _, _ = faulty_ext4
+    out, rep = os.path.join(workdir, "a.prom"), os.path.join(workdir, "a.json")
+    r = run_fscrub("-x", "--metrics", out, "--json", rep, mnt)
+    assert r.rc == 4, r
+    series = {}
+    for line in open(out).read().splitlines():
+        m = re.match(r'^fscrub_last_run_action\{(.*)\} (\S+)$', line)
+        if m:
+            labels = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(1)))
+            assert {"mountpoint", "fstype", "backend"} <= set(labels), labels
+            series[labels["action"]] = float(m.group(2))
+    assert set(series) == {"rename", "recheck", "restore", "offline", "device"}, series
+    asked = {f["action"] for f in json.load(open(rep))["findings"]} - {"none"}
+    assert asked and {a for a, v in series.items() if v == 1} == asked, (series, asked)
+    assert {v for a, v in series.items() if a not in asked} == {0}, series
+
+
 def test_progress_lines(faulty_ext4):
     """-C FD on a pipe: 'PHASE DONE TOTAL MOUNTPOINT', monotonic, each
     phase ending at its total."""
