@@ -581,8 +581,29 @@ static int bg_item(struct pass *p, uint64_t tree, const struct btrfs_tree_item *
 	return 0;
 }
 
-/* Add an extent's bytes to the block group that holds it. */
-static void bg_account(struct pass *p, uint64_t start, uint64_t len, uint64_t transid)
+/* What a block group must hold for an extent of each kind (mixed groups hold both). */
+#define BG_FOR_DATA BTRFS_BLOCK_GROUP_DATA
+#define BG_FOR_TREE (BTRFS_BLOCK_GROUP_METADATA | BTRFS_BLOCK_GROUP_SYSTEM)
+
+/* A data extent or tree block in a group that holds none of its kind. */
+static void check_group_type(struct pass *p, const struct bgroup *g, uint64_t start,
+			     uint64_t len, uint64_t transid, uint64_t kind)
+{
+	if (g->flags & kind)
+		return;
+	btrfs_add_finding(p, &(struct tfinding){
+		.kind = F_EXTENT_TYPE, .logical = start, .len = len, .transid = transid,
+		.a = kind, .b = g->flags & (BG_FOR_DATA | BG_FOR_TREE),
+	});
+}
+
+/*
+ * Add an extent's bytes to the block group that holds it, which must hold
+ * extents of its kind (BG_FOR_*).  The one at a group's very start sorts
+ * before the group's item in the extent tree: its kind is not judged.
+ */
+static void bg_account(struct pass *p, uint64_t start, uint64_t len, uint64_t transid,
+		       uint64_t kind)
 {
 	size_t lo = 0, hi = p->nr_bg;
 
@@ -595,6 +616,7 @@ static void bg_account(struct pass *p, uint64_t start, uint64_t len, uint64_t tr
 			hi = mid;
 	}
 	if (lo < p->nr_bg && p->bg[lo].start <= start) {
+		check_group_type(p, &p->bg[lo], start, len, transid, kind);
 		p->bg[lo].found += len;
 		if (transid > p->bg[lo].found_transid)
 			p->bg[lo].found_transid = transid;
@@ -831,6 +853,9 @@ static size_t bad_iref(const struct btrfs_tree_item *it, size_t off)
  * ("corrupt extent record"), a METADATA_ITEM's level past the deepest
  * tree ("bad backref level").
  */
+/* btrfs's stripe length: scrub and RAID deal metadata in pieces of this. */
+#define STRIPE_LEN (64 * 1024)
+
 static void check_extent_fields(struct pass *p, const struct btrfs_tree_item *it)
 {
 	const struct btrfs_tkey *k = &it->key;
@@ -849,6 +874,13 @@ static void check_extent_fields(struct pass *p, const struct btrfs_tree_item *it
 		f.kind = F_EXTENT_LEVEL;
 		f.a = k->offset;
 		btrfs_add_finding(p, &f);
+	}
+	if ((meta || (flags & BTRFS_EXTENT_FLAG_TREE_BLOCK)) &&
+	    k->objectid / STRIPE_LEN != (k->objectid + p->nodesize - 1) / STRIPE_LEN) {
+		f.kind = F_EXTENT_STRIPE;
+		f.len = p->nodesize;
+		btrfs_add_finding(p, &f);
+		f.len = meta ? p->nodesize : k->offset;
 	}
 	if (p->sb_ok && gen > p->sb_generation + 1 && gen > it->transid) {
 		f.kind = F_EXTENT_GEN;
@@ -869,6 +901,7 @@ static void check_extent_fields(struct pass *p, const struct btrfs_tree_item *it
 static int extent_item(struct pass *p, uint64_t tree, const struct btrfs_tree_item *it)
 {
 	const struct btrfs_tkey *k = &it->key;
+	bool block;
 
 	(void)tree;
 	btrfs_qgroup_extent_item(p, it);
@@ -878,16 +911,18 @@ static int extent_item(struct pass *p, uint64_t tree, const struct btrfs_tree_it
 	switch (k->type) {
 	case BTRFS_METADATA_ITEM_KEY:
 		p->tree_blocks++;
-		bg_account(p, k->objectid, p->nodesize, it->transid);
+		bg_account(p, k->objectid, p->nodesize, it->transid, BG_FOR_TREE);
 		btrfs_fst_used(p, k->objectid, k->objectid + p->nodesize, it->transid);
 		return 0;
 	case BTRFS_EXTENT_ITEM_KEY:
 		if (it->len < sizeof(struct btrfs_extent_item))
 			return 0;
-		bg_account(p, k->objectid, k->offset, it->transid);
+		block = btrfs_get64(it->data + offsetof(struct btrfs_extent_item, flags)) &
+			BTRFS_EXTENT_FLAG_TREE_BLOCK;
+		bg_account(p, k->objectid, k->offset, it->transid,
+			   block ? BG_FOR_TREE : BG_FOR_DATA);
 		btrfs_fst_used(p, k->objectid, k->objectid + k->offset, it->transid);
-		if (btrfs_get64(it->data + offsetof(struct btrfs_extent_item, flags)) &
-		    BTRFS_EXTENT_FLAG_TREE_BLOCK) {
+		if (block) {
 			p->tree_blocks++;
 			return 0;
 		}

@@ -45,6 +45,8 @@ enum finding_kind {
 	F_EXTENT_GEN,		/* generation past the superblock's (a: it, b: the superblock's) */
 	F_EXTENT_IREF,		/* an inline reference of no known type (a: type, b: where) */
 	F_EXTENT_LEVEL,		/* a METADATA_ITEM's level past the deepest tree (a: it) */
+	F_EXTENT_STRIPE,	/* a tree block across a 64 KiB stripe boundary */
+	F_EXTENT_TYPE,		/* an extent in a block group of another type (a: its, b: the group's) */
 	F_FST_USED_FREE,	/* the free space tree calls an extent's bytes free */
 	F_FST_COUNT,		/* a FREE_SPACE_INFO's extent count != its free ranges */
 	F_FST_NO_BG,		/* a FREE_SPACE_INFO past the last block group */

@@ -5,6 +5,7 @@
 #include "backends/btrfs/btrfs_check.h"
 
 #include <linux/btrfs.h>
+#include <linux/btrfs_tree.h>
 #include <string.h>
 #include <sys/ioctl.h>
 
@@ -56,7 +57,9 @@ static const char *check_of(enum finding_kind k)
 	case F_CSUM_OVERLAP: return CHECK_BTRFS_CSUM;
 	case F_EXTENT_GEN:
 	case F_EXTENT_IREF:
-	case F_EXTENT_LEVEL: return CHECK_BTRFS_EXTENT_ITEM;
+	case F_EXTENT_LEVEL:
+	case F_EXTENT_STRIPE:
+	case F_EXTENT_TYPE: return CHECK_BTRFS_EXTENT_ITEM;
 	case F_FST_USED_FREE:
 	case F_FST_COUNT:
 	case F_FST_NO_BG: return CHECK_BTRFS_FREE_SPACE_TREE;
@@ -182,6 +185,17 @@ static void describe(struct scrub_ctx *ctx, const struct tfinding *f, struct str
 	case F_EXTENT_LEVEL:
 		strbuf_addf(m, "tree block at logical %llu: its METADATA_ITEM gives level %llu, "
 			    "a tree has at most 8 (0-7)", lg, a);
+		break;
+	case F_EXTENT_STRIPE:
+		strbuf_addf(m, "tree block at logical %llu (%llu bytes) crosses a 64 KiB stripe "
+			    "boundary (btrfs check: \"bad metadata crossing stripe boundary\"; the "
+			    "kernel never allocates one so)", lg, len);
+		break;
+	case F_EXTENT_TYPE:
+		strbuf_addf(m, "extent item at logical %llu (%llu bytes): %s in a block group "
+			    "that holds %s (btrfs check: \"type mismatch with chunk\")", lg, len,
+			    a & BTRFS_BLOCK_GROUP_DATA ? "data" : "a tree block",
+			    b & BTRFS_BLOCK_GROUP_DATA ? "data only" : "metadata only");
 		break;
 	case F_FST_NO_BG:
 		strbuf_addf(m, "the free space tree describes a block group at logical %llu "
