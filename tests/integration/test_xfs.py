@@ -461,6 +461,28 @@ def test_ondisk_cntbt_node_key(ondisk_image, fast_xfs_log_worker, how):
     assert "for the log worker" not in r.stdout, r
 
 
+@pytest.mark.parametrize("how", fsimage.Image.MOUNT_KINDS)
+def test_ondisk_rmap_record_getfsmap(ondisk_image, fast_xfs_log_worker, how):
+    """A reverse mapping of AG 0's headers marked unwritten (a flag only an
+    inode's extent may have; xfs_db fuzz keeps the block's CRC right): the
+    kernel's GETFSMAP refuses the record with EUCLEAN.  The btree block is
+    sound, so only GETFSMAP sees it: an xfs.ondisk error and exit 4, not an
+    operational error (tests/fuzz/images found the exit 8: mutant
+    20261207/xfs/15), fresh, settled and read-only."""
+    path = ["agf 0", "addr rmaproot"]
+    for _ in range(db_field(ondisk_image, "rmaplevel", "agf 0") - 1):
+        path.append("addr ptrs[1]")
+    faults.xfs_db(ondisk_image, *path, "fuzz -d recs[1].extentflag ones")
+    mnt = ondisk_image.mount_as(how)
+    time.sleep(1.1)
+    r = run_fscrub(mnt)
+    assert r.rc == 4, r
+    assert [e.message for e in errors_of(r, "xfs.ondisk") if "GETFSMAP" in e.message] == [
+        "GETFSMAP: Structure needs cleaning, read twice: the kernel refuses a block of the "
+        "free-space, reverse-mapping or reference count btrees"], r
+    assert all(e.path == mnt for e in errors_of(r, "xfs.ondisk")), r
+
+
 def test_ondisk_agf_freeblks(ondisk_image, fast_xfs_log_worker):
     """AGF 1's freeblks one too many: both free space btrees disagree."""
     free = db_field(ondisk_image, "freeblks", "agf 1")

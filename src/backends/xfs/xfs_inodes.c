@@ -1262,6 +1262,36 @@ static int sweep_by_ag(struct scrub_ctx *ctx, struct xfs_state *xs, bool rmapbt,
 	return ret;
 }
 
+static void fsmap_ignore(const struct fsmap *r, void *arg)
+{
+	(void)r;
+	(void)arg;
+}
+
+/*
+ * GETFSMAP failed.  EUCLEAN or EIO is the kernel's verifier refusing a
+ * block of the free-space, reverse-mapping or reference count btrees:
+ * damage, not a failure to check, once a second GETFSMAP over the whole
+ * device says the same; a second one that reads through saw a change.
+ */
+static void rmap_refused(struct scrub_ctx *ctx, const struct rmap_check *rc, int ret)
+{
+	if (ret != -EUCLEAN && ret != -EIO) {
+		report_operational(ctx, NULL, NULL, -ret, "FS_IOC_GETFSMAP");
+		return;
+	}
+	ret = fsmap_query(ctx->mnt_fd, rc->dev, 0, UINT64_MAX, fsmap_ignore, NULL);
+	if (ret == -EUCLEAN || ret == -EIO)
+		str_error(ctx, CHECK_XFS_ONDISK, NULL, NULL, 0,
+			  "GETFSMAP: %s, read twice: the kernel refuses a block of the "
+			  "free-space, reverse-mapping or reference count btrees", strerror(-ret));
+	else if (ret == 0)
+		str_changed(ctx, CHECK_XFS_ONDISK, NULL, NULL, 0,
+			    "GETFSMAP failed, then read through when asked again");
+	else
+		report_operational(ctx, NULL, NULL, -ret, "FS_IOC_GETFSMAP");
+}
+
 /* Read GETFSMAP and compare; false if it does not apply here. */
 static bool rmap_collect(struct scrub_ctx *ctx, struct xfs_state *xs, struct rmap_check *rc)
 {
@@ -1284,7 +1314,7 @@ static bool rmap_collect(struct scrub_ctx *ctx, struct xfs_state *xs, struct rma
 	if (rc->nr_sus)
 		qsort(rc->sus, rc->nr_sus, sizeof(*rc->sus), suspect_cmp);
 	if (ret < 0) {
-		report_operational(ctx, NULL, NULL, -ret, "FS_IOC_GETFSMAP");
+		rmap_refused(ctx, rc, ret);
 		return false;
 	}
 	if (!rmapbt) {
