@@ -60,6 +60,24 @@ static inline uint64_t stx_ns(const struct statx_timestamp *t)
 	return (uint64_t)t->tv_sec * 1000000000ULL + t->tv_nsec;
 }
 
+/*
+ * Seconds and nanoseconds since the epoch as signed nanoseconds, held at
+ * INT64_MAX or INT64_MIN beyond 2262 or before 1677, where they overflow
+ * 64 bits (XFS's bigtime reaches 2486, ext4's times 2446; a damaged inode
+ * any value): such a time is after or before any scan.
+ */
+static inline int64_t ns_of(int64_t sec, int64_t nsec)
+{
+	const int64_t ns_per_s = 1000000000;
+
+	/* nsec may be any u32 a damaged inode holds, not below one second */
+	if (sec >= (INT64_MAX - UINT32_MAX) / ns_per_s)
+		return INT64_MAX;
+	if (sec <= (INT64_MIN + UINT32_MAX) / ns_per_s)
+		return INT64_MIN;
+	return sec * ns_per_s + nsec;
+}
+
 /* The st_dev of a statx result. */
 static inline uint64_t stx_devno(const struct statx *stx)
 {

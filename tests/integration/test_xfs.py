@@ -333,6 +333,22 @@ def test_reflinked_files_not_flagged(xfs_image):
                      r.stdout), r
 
 
+def test_times_past_2262(xfs_image):
+    """Times past 2262, which XFS's bigtime holds (to 2486) and signed
+    64-bit nanoseconds do not: clean, and BULKSTAT's times converted
+    without a signed overflow (the sanitizer build reported one on
+    tests/fuzz/images' mutant 20261207/xfs/98, a fuzzed crtime)."""
+    year_2400 = 13569465600      # 2400-01-01T00:00:00Z
+    mnt = xfs_image.mount()
+    for rel in ("data/hello.txt", "small"):
+        os.utime(os.path.join(mnt, rel), (year_2400, year_2400))
+    assert os.stat(os.path.join(mnt, "small")).st_mtime == year_2400
+    xfs_image.remount()
+    time.sleep(1.1)
+    r = run_fscrub("-v", mnt)
+    assert r.rc == 0 and r.errors == [] and odd_warnings(r) == [], r
+
+
 def test_ondisk_headers(xfs_image):
     """AG 1's bnobt root block and AG 2's superblock get a bad CRC (xfs_db
     write -c crc): the kernel reads neither while the filesystem is only
