@@ -211,6 +211,10 @@ struct pass {
 	int fd;
 	bool rescue;			/* a rescue= mount: trees may be unloaded */
 	unsigned unloaded;		/* enum unloaded_tree */
+	/* the extent or block group tree refused (UNLOADED_EXTENT set too):
+	 * -EIO/-EUCLEAN read twice, -EAGAIN read through the second time */
+	int extent_err;
+	uint64_t extent_err_tree;
 	uint32_t nodesize;
 	struct fs_root *roots;
 	size_t nr_roots, alloc_roots;
