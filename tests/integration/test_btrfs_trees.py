@@ -1389,3 +1389,22 @@ def test_extent_tree_refused(image_factory, how):
             if f.message.startswith("the extent tree cannot be read (Input/output error), "
                                     "read twice: the kernel refuses a block of it")]
     assert len(hits) == 1 and hits[0].path == mnt, r.stdout
+
+
+def test_inode_time_past_int64_ns(image):
+    """An inode item's times past what signed 64-bit nanoseconds hold (2^62
+    seconds: damage, or a time set by another tool): the bulk reader
+    leaves the inode to statx, with no signed overflow (the sanitizer
+    build reported one on tests/fuzz/images' mutant 20261207/btrfs/340)."""
+    big = ino_of(image, "big")
+    with be.BtrfsImage(image.path) as ed:
+        it = ed.find(be.FS_TREE, (big, be.INODE_ITEM, 0))
+        ed.patch(it, 148, "<Q", 2 ** 62)     # otime.sec: no syscall sets it
+        ed.patch(it, 112, "<Q", 2 ** 62)     # atime.sec
+    mnt = image.mount("ro")
+    try:
+        assert os.stat(os.path.join(mnt, "big")).st_atime > 2 ** 61
+        r = run_fscrub("-n", mnt)
+    finally:
+        image.offline()
+    assert r.rc == 0, r.stdout + r.stderr
