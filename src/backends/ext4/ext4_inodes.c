@@ -2412,17 +2412,48 @@ static bool orphan_list_still_bad(struct scrub_ctx *ctx, const struct ext4_suspe
 	return !((bufs[1][s->arg[2] / 8] >> (s->arg[2] % 8)) & 1);
 }
 
+/*
+ * Brent's cycle finding on the orphan list: a mark set at the entries
+ * 1, 2, 4, 8, ... steps in; a loop comes back to a mark within twice its
+ * length and its lead-in, however many inodes the filesystem has (the
+ * walk bounded only by the inode count took seconds per 100 million).
+ */
+struct loop_watch {
+	ext2_ino_t mark;
+	unsigned long long power, since;
+};
+
+static bool loop_seen(struct loop_watch *w, ext2_ino_t ino)
+{
+	if (ino == w->mark)
+		return true;
+	if (++w->since == w->power) {
+		w->mark = ino;
+		w->power *= 2;
+		w->since = 0;
+	}
+	return false;
+}
+
 static void check_orphan_list(struct scrub_ctx *ctx)
 {
 	struct ext4_state *st = ext4_state(ctx);
 	ext2_filsys fs = st->fs;
 	uint32_t ipg = fs->super->s_inodes_per_group;
 	ext2_ino_t ino = fs->super->s_last_orphan, prev = 0;
-	unsigned long long steps = 0, limit = fs->super->s_inodes_count;
+	struct loop_watch w = { .power = 1 };
 	struct ext2_inode_large in;
 
-	while (ino && steps++ <= limit && !scrub_should_stop(ctx)) {
+	while (ino && !scrub_should_stop(ctx)) {
 		bool out = ino > fs->super->s_inodes_count;
+
+		if (loop_seen(&w, ino)) {
+			str_error(ctx, CHECK_EXT4_ORPHAN_LIST, NULL, NULL, prev,
+				  "the orphan list loops: it runs from inode %u, the superblock's, "
+				  "back to inode %u, which it passed before (this inode names it)",
+				  fs->super->s_last_orphan, ino);
+			return;
+		}
 
 		if (out || !ext2fs_fast_test_inode_bitmap2(fs->inode_map, ino)) {
 			struct ext4_suspect *s = ext4_suspect_add(ctx, CHECK_EXT4_ORPHAN_LIST, prev,
@@ -2452,11 +2483,6 @@ static void check_orphan_list(struct scrub_ctx *ctx)
 		prev = ino;
 		ino = in.i_dtime;
 	}
-	if (ino && steps > limit)
-		str_error(ctx, CHECK_EXT4_ORPHAN_LIST, NULL, NULL, prev,
-			  "the orphan list loops: it runs from inode %u, the superblock's, "
-			  "through more entries than there are inodes (this inode is one of them)",
-			  fs->super->s_last_orphan);
 }
 
 /* ---- the scan ------------------------------------------------------------ */
