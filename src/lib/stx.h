@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/sysmacros.h>
 
 struct scrub_ctx;
@@ -76,6 +77,26 @@ static inline int64_t ns_of(int64_t sec, int64_t nsec)
 	if (sec <= (INT64_MIN + UINT32_MAX) / ns_per_s)
 		return INT64_MIN;
 	return sec * ns_per_s + nsec;
+}
+
+/*
+ * The most extents a fork of the file can map: every extent but an inline
+ * or delayed one takes at least a block of the filesystem, so no more than
+ * the file has blocks (stx_blocks), nor more than the filesystem has
+ * (statvfs), with 512 to spare for the others.  Past that the map is
+ * damage, and reading on could take the kernel hours: an ext2/ext3 block
+ * map whose indirect blocks point at themselves maps a block a billion
+ * times (FIEMAP gives some 800 000 extents a second of it).  0: no bound.
+ */
+static inline unsigned long long stx_max_extents(const struct statx *stx,
+						 const struct statvfs *sv)
+{
+	unsigned long bsize = sv->f_frsize ? sv->f_frsize : sv->f_bsize;
+	unsigned long long own = stx->stx_blocks / (bsize >= 512 ? bsize / 512 : 1);
+
+	if (!sv->f_blocks)
+		return 0;
+	return (own < sv->f_blocks ? own : sv->f_blocks) + 512;
 }
 
 /* The st_dev of a statx result. */

@@ -191,7 +191,8 @@ static bool map_digest(const struct fiemap_extent *ext, size_t n, unsigned bs, u
 	return true;
 }
 
-static bool fiemap_digest(int fd, unsigned bs, uint32_t *out)
+/* FIEMAP's map of fd digested; false past max extents (stx_max_extents()). */
+static bool fiemap_digest(int fd, unsigned bs, unsigned long long max, uint32_t *out)
 {
 	struct {
 		struct fiemap fm;
@@ -199,6 +200,7 @@ static bool fiemap_digest(int fd, unsigned bs, uint32_t *out)
 	} req;
 	struct map_digest m;
 	uint64_t start = 0;
+	unsigned long long n = 0;
 
 	digest_init(&m);
 	for (;;) {
@@ -208,7 +210,8 @@ static bool fiemap_digest(int fd, unsigned bs, uint32_t *out)
 		req.fm.fm_extent_count = HOOK_FIEMAP_BATCH;
 		if (ioctl(fd, FS_IOC_FIEMAP, &req.fm) < 0)
 			return false;
-		if (!digest_extents(&m, req.ext, req.fm.fm_mapped_extents, bs))
+		n += req.fm.fm_mapped_extents;
+		if ((max && n > max) || !digest_extents(&m, req.ext, req.fm.fm_mapped_extents, bs))
 			return false;
 		if (req.fm.fm_mapped_extents < HOOK_FIEMAP_BATCH ||
 		    (req.ext[req.fm.fm_mapped_extents - 1].fe_flags & FIEMAP_EXTENT_LAST))
@@ -264,7 +267,8 @@ void ext4_check_inode(struct scrub_ctx *ctx, const struct backend_dir *d,
 		 * looks at again.
 		 */
 		if (s && e->map ? map_digest(e->map, e->nr_map, st->fs->blocksize, &h) :
-		    s && fiemap_digest(e->fd, st->fs->blocksize, &h) &&
+		    s && fiemap_digest(e->fd, st->fs->blocksize,
+				       stx_max_extents(e->stx, &ctx->svfs), &h) &&
 		    stx_get(e->fd, NULL, &after) == 0 && stx_unchanged(&after, e->stx)) {
 			atomic_store(&s->map_hash, h);
 			flags |= EXT4_SEEN_MAP;
@@ -1083,7 +1087,8 @@ static const char *map_kernel_view(struct scrub_ctx *ctx, const struct ext4_susp
 
 	if ((why = kernel_inode(ctx, s, O_RDONLY | O_NOATIME | O_NONBLOCK, &fd, &stx)))
 		return why;
-	bool same = fiemap_digest(fd, ext4_state(ctx)->fs->blocksize, &h) &&
+	bool same = fiemap_digest(fd, ext4_state(ctx)->fs->blocksize,
+				  stx_max_extents(&stx, &ctx->svfs), &h) &&
 		    h == (uint32_t)s->arg[3];
 	close(fd);
 	return same ? NULL : "FIEMAP shows a different map now";
