@@ -349,6 +349,30 @@ def test_times_past_2262(xfs_image):
     assert r.rc == 0 and r.errors == [] and odd_warnings(r) == [], r
 
 
+@pytest.mark.parametrize("how", fsimage.Image.MOUNT_KINDS)
+def test_inobt_refused_asked_twice(xfs_image, how):
+    """An AG's inobt root claims 45748 records (xfs_db write -d keeps the
+    CRC right): every BULKSTAT that reaches the AG costs the kernel a walk
+    of it and is refused.  Two refusals of an AG are the damage read
+    twice: its later requests are not made (tests/fuzz/images' mutant
+    2026120702/xfs/375 took 251 requests, over 10 s under the sanitizers),
+    and the findings are the same, fresh, settled and read-only."""
+    counts = [db_field(xfs_image, "count", "agi %d" % ag) for ag in range(1, 4)]
+    ag = 1 + counts.index(max(counts))
+    assert max(counts) > 0, counts
+    faults.xfs_db(xfs_image, "agi %d" % ag, "addr root", "write -d numrecs 45748")
+    mnt = xfs_image.mount_as(how)
+    time.sleep(1.1)
+    r = run_fscrub("-v", mnt)
+    assert r.rc == 4, r
+    assert any(e.message.startswith("AG %d: BULKSTAT stops at damaged inode metadata" % ag)
+               for e in errors_of(r, "xfs.bulkstat")), r
+    assert any(e.message.startswith("AG %d on disk: inobt root block" % ag)
+               for e in errors_of(r, "xfs.ondisk")), r
+    requests = int(re.search(r"(\d+) BULKSTAT requests since the scan began", r.stdout).group(1))
+    assert requests < 100, requests
+
+
 def test_ondisk_headers(xfs_image):
     """AG 1's bnobt root block and AG 2's superblock get a bad CRC (xfs_db
     write -c crc): the kernel reads neither while the filesystem is only
