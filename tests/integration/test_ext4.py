@@ -656,6 +656,21 @@ def test_bitmap_checksum(ext4img, kind):
     assert not r.of("Error", "ext4.group_counts"), r     # a bad bitmap is not counted
 
 
+@pytest.mark.parametrize("how", fsimage.Image.MOUNT_KINDS)
+def test_revision_too_high(ext4img, how):
+    """A superblock revision level no ext4 defines (debugfs ssv rev_level 2:
+    the kernel mounts it, read-only however asked; libext2fs will not open
+    it): an ext4.superblock error and exit 4, not an operational error
+    (exit 8 on tests/fuzz/images' mutant 2026120702/ext4/183)."""
+    debugfs(ext4img, "ssv rev_level 2", write=True)
+    time.sleep(1.1)
+    mnt = ext4img.mount_as(how)
+    r = run_fscrub("-v", mnt)
+    hits = assert_ext4(r, "ext4.superblock", None,
+                       "superblock: libext2fs cannot use it: Filesystem revision too high")
+    assert len(hits) == 1 and hits[0].path == mnt, r
+
+
 @pytest.mark.parametrize("nxt", ["free", "past_end", "sb_free", "loop", "loop2"])
 def test_orphan_list(ext4img, nxt):
     """The orphan list (superblock s_last_orphan, then each inode's i_dtime)
