@@ -29,6 +29,7 @@
 #include "data/manifest.h"
 #include "report/report.h"
 #include "lib/strbuf.h"
+#include "lib/stx.h"
 #include "tree/walk.h"
 
 /* Read size of the re-read that confirms a mismatch. */
@@ -111,7 +112,7 @@ static int cmp_chunk(const void *a, const void *b)
 
 static int64_t ts_ns(const struct statx_timestamp *t)
 {
-	return (int64_t)t->tv_sec * 1000000000 + t->tv_nsec;
+	return ns_of(t->tv_sec, t->tv_nsec);
 }
 
 static int64_t now_ns(void)

@@ -49,6 +49,7 @@
 #define CHECK_EXTENT_OVERLAP	"extent.overlap"	/* logical ranges overlap or go backwards */
 #define CHECK_EXTENT_PAST_DEVICE "extent.past_device"
 #define CHECK_EXTENT_LAST_FLAG	"extent.last_flag"	/* FIEMAP_EXTENT_LAST on an extent that is not the last */
+#define CHECK_EXTENT_COUNT	"extent.count"	/* more extents than the file's blocks or the filesystem's */
 #define CHECK_EXTENT_CROSSLINKED "extent.crosslinked"	/* device blocks claimed twice, not shared */
 #define CHECK_EXTENT_UNSUPPORTED "extent.unsupported"	/* info, once per filesystem */
 /* extended attributes */

@@ -14,6 +14,7 @@
 #include "report/checks.h"
 #include "report/report.h"
 #include "lib/strbuf.h"
+#include "lib/stx.h"
 #include "tree/walk.h"
 
 /*
@@ -67,6 +68,8 @@ enum extent_problem extent_validate(struct extent_cursor *cur,
 	for (size_t i = 0; i < n; i++) {
 		const struct fiemap_extent *x = &ext[i];
 
+		if (cur->max_extents && cur->nr_extents >= cur->max_extents)
+			return flag_problem(cur, x, EXTENT_TOO_MANY);
 		cur->nr_extents++;
 		if (cur->saw_last)
 			return flag_problem(cur, x, EXTENT_LAST_FLAG);
@@ -186,6 +189,13 @@ static void report_problem(struct walk_thread *t, const struct walk_dir *d,
 			  "%s: extent at file offset %llu follows an extent flagged as the "
 			  "last one", fork, lo);
 		break;
+	case EXTENT_TOO_MANY:
+		str_error_range(ctx, CHECK_EXTENT_COUNT, d->node, e->name, ino, lo, len,
+			  "%s: more than %llu extents, which the file's %llu blocks and the "
+			  "filesystem's allow: the map is damaged, and not read past file offset "
+			  "%llu", fork, c->max_extents,
+			  (unsigned long long)e->stx.stx_blocks, lo);
+		break;
 	case EXTENT_OK:
 		break;
 	}
@@ -214,6 +224,7 @@ static bool check_fork(struct walk_thread *t, struct extent_buf *eb,
 
 	extent_cursor_init(&cur, dev_size);
 	cur.encoded = eb->compressed;
+	cur.max_extents = stx_max_extents(&e->stx, &ctx->svfs);
 	/* A compressed file's bytes have no known place: the file is read as a file. */
 	ret = map_fork(eb, fd, flags, &cur, &p, flags || elsewhere || eb->compressed ? NULL : e,
 		       stx_changed_during_scan(ctx, &e->stx));
@@ -232,6 +243,7 @@ static bool check_fork(struct walk_thread *t, struct extent_buf *eb,
 	/* Look again from scratch before saying anything. */
 	extent_cursor_init(&cur, dev_size);
 	cur.encoded = eb->compressed;
+	cur.max_extents = stx_max_extents(&e->stx, &ctx->svfs);
 	ret = map_fork(eb, fd, flags, &cur, &p, NULL, false);
 	if (ret == 0 && p == EXTENT_OK)
 		return true;

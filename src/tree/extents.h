@@ -39,6 +39,7 @@ enum extent_problem {
 	EXTENT_OVERLAP,
 	EXTENT_PAST_DEVICE,
 	EXTENT_LAST_FLAG,
+	EXTENT_TOO_MANY,
 };
 
 /* Validation state carried across FIEMAP batches of one fork. */
@@ -50,6 +51,7 @@ struct extent_cursor {
 	bool encoded;			/* every extent is encoded (a compressed file) */
 	unsigned long long nr_extents;
 	uint64_t mapped_bytes;		/* sum of the extents' lengths */
+	unsigned long long max_extents;	/* more is EXTENT_TOO_MANY; 0: no bound */
 	/* Where the problem is, for the report. */
 	uint64_t bad_logical, bad_physical, bad_length;
 };

@@ -1346,3 +1346,69 @@ def test_leaf_the_kernel_refuses_is_a_finding(image_factory, how):
     assert len(tree) == 1 and tree[0].message.startswith(
         "the tree of subvolume 5 (the top level) cannot be read"), r
     assert "operational" not in r.stdout and "fscrub:" not in r.stderr, r
+
+
+def break_extent_leaf_order(ed):
+    """A data extent item, not first in its leaf and in a leaf after the
+    last block group item (the kernel walks the leaves up to it at mount),
+    keyed below the item before it: the kernel's tree checker refuses the
+    leaf ('bad key order') whenever a search reaches it.  Returns the leaf."""
+    items = list(ed.items(be.EXTENT_TREE))
+    last_bg = max(i for i, it in enumerate(items) if it.key[1] == be.BLOCK_GROUP_ITEM)
+    for it in items[last_bg + 1:]:
+        if it.key[1] == be.EXTENT_ITEM and it.slot > 0 and it.leaf != items[last_bg].leaf:
+            ed.set_key(it, (0, be.EXTENT_ITEM, it.key[2]))
+            return it.leaf
+    raise AssertionError("no extent leaf without block group items")
+
+
+@pytest.mark.parametrize("how", fsimage.Image.MOUNT_KINDS)
+def test_extent_tree_refused(image_factory, how):
+    """An extent tree leaf the kernel refuses (its keys out of order, the
+    checksum right): a btrfs.tree error and exit 4, not an operational
+    error in phases 2 and 3 (tests/fuzz/images found the exit 8: mutant
+    20261207/btrfs/162), fresh, settled and read-only.  4 KiB nodes: the
+    extent tree has leaves without the block group items the kernel reads
+    at mount."""
+    need_fs("btrfs")
+    image = image_factory("btrfs", size_mb=300, mkfs_args=("-n", "4096"))
+    image.mkfs()
+    mnt = image.mount()
+    populate(mnt)
+    for i in range(200):        # data extents: leaves past the block groups
+        with open(os.path.join(mnt, "extent%03d" % i), "wb") as f:
+            f.write(os.urandom(8192))
+    image.offline()
+    with be.BtrfsImage(image.path) as ed:
+        break_extent_leaf_order(ed)
+    rc, out = btrfs_check(image.path)
+    assert rc != 0, out
+    mnt = image.mount_as(how)
+    try:
+        r = run_fscrub("-n", mnt)
+    finally:
+        image.offline()
+    assert r.rc == 4, r.stdout + r.stderr
+    hits = [f for f in r.of("Error", "btrfs.tree")
+            if f.message.startswith("the extent tree cannot be read (Input/output error), "
+                                    "read twice: the kernel refuses a block of it")]
+    assert len(hits) == 1 and hits[0].path == mnt, r.stdout
+
+
+def test_inode_time_past_int64_ns(image):
+    """An inode item's times past what signed 64-bit nanoseconds hold (2^62
+    seconds: damage, or a time set by another tool): the bulk reader
+    leaves the inode to statx, with no signed overflow (the sanitizer
+    build reported one on tests/fuzz/images' mutant 20261207/btrfs/340)."""
+    big = ino_of(image, "big")
+    with be.BtrfsImage(image.path) as ed:
+        it = ed.find(be.FS_TREE, (big, be.INODE_ITEM, 0))
+        ed.patch(it, 148, "<Q", 2 ** 62)     # otime.sec: no syscall sets it
+        ed.patch(it, 112, "<Q", 2 ** 62)     # atime.sec
+    mnt = image.mount("ro")
+    try:
+        assert os.stat(os.path.join(mnt, "big")).st_atime > 2 ** 61
+        r = run_fscrub("-n", mnt)
+    finally:
+        image.offline()
+    assert r.rc == 0, r.stdout + r.stderr

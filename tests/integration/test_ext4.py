@@ -656,15 +656,34 @@ def test_bitmap_checksum(ext4img, kind):
     assert not r.of("Error", "ext4.group_counts"), r     # a bad bitmap is not counted
 
 
-@pytest.mark.parametrize("nxt", ["free", "past_end", "sb_free", "loop"])
+@pytest.mark.parametrize("how", fsimage.Image.MOUNT_KINDS)
+def test_revision_too_high(ext4img, how):
+    """A superblock revision level no ext4 defines (debugfs ssv rev_level 2:
+    the kernel mounts it, read-only however asked; libext2fs will not open
+    it): an ext4.superblock error and exit 4, not an operational error
+    (exit 8 on tests/fuzz/images' mutant 2026120702/ext4/183)."""
+    debugfs(ext4img, "ssv rev_level 2", write=True)
+    time.sleep(1.1)
+    mnt = ext4img.mount_as(how)
+    r = run_fscrub("-v", mnt)
+    hits = assert_ext4(r, "ext4.superblock", None,
+                       "superblock: libext2fs cannot use it: Filesystem revision too high")
+    assert len(hits) == 1 and hits[0].path == mnt, r
+
+
+@pytest.mark.parametrize("nxt", ["free", "past_end", "sb_free", "loop", "loop2"])
 def test_orphan_list(ext4img, nxt):
     """The orphan list (superblock s_last_orphan, then each inode's i_dtime)
     runs from a file to an inode that is free, or past the last inode, or
-    starts at a free inode, or runs from a file back to itself (debugfs ssv
-    last_orphan, sif dtime).  The kernel would process and clear the list
-    at mount, but skips orphan cleanup on a read-only device: the image is
-    attached read-only."""
-    rel, ino, _ = victim(ext4img, "orphan_list")
+    starts at a free inode, or runs from a file back to itself, or through
+    a second file back to the first (debugfs ssv last_orphan, sif dtime):
+    a loop is found where it closes, not after as many steps as there are
+    inodes.  The kernel would process and clear the list at mount, but
+    skips orphan cleanup on a read-only device: the image is attached
+    read-only."""
+    rel, ino, _ = victim(ext4img, "orphan_list", files=1)
+    sib_rel = "/" + os.path.dirname(rel) + "/sib000"
+    sib = int(re.search(r"Inode: (\d+)", debugfs(ext4img, "stat %s" % sib_rel)).group(1))
     free = int(re.search(r"Free inode found: (\d+)", debugfs(ext4img, "ffi")).group(1))
     past = int(_dumpe2fs_h(ext4img, "Inode count")) + 1
     first, nxt_ino, holder, text = {
@@ -674,11 +693,16 @@ def test_orphan_list(ext4img, nxt):
                      "which is past the last inode" % past),
         "sb_free": (free, None, None, "orphan list in the superblock starts at inode %d, "
                     "which is not in use" % free),
-        "loop": (ino, ino, ino, "the orphan list loops: it runs from inode %d" % ino),
+        "loop": (ino, ino, ino, "the orphan list loops: it runs from inode %d, the "
+                 "superblock's, back to inode %d" % (ino, ino)),
+        "loop2": (ino, sib, sib, "the orphan list loops: it runs from inode %d, the "
+                  "superblock's, back to inode %d" % (ino, ino)),
     }[nxt]
     debugfs(ext4img, "ssv last_orphan %d" % first, write=True)
     if nxt_ino is not None:
         debugfs(ext4img, "sif <%d> dtime @%d" % (ino, nxt_ino), write=True)
+    if nxt == "loop2":
+        debugfs(ext4img, "sif <%d> dtime @%d" % (sib, ino), write=True)
     assert int(_dumpe2fs_h(ext4img, "First orphan inode")) == first
     e2fsck(ext4img)
     ext4img.attach(read_only=True)

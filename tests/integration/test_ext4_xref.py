@@ -12,10 +12,12 @@ hard links, xattrs, a fragmented file) gives nothing."""
 import os
 import re
 import stat
+import struct
+import time
 
 import pytest
 
-from conftest import escaped
+from conftest import escaped, run_fscrub
 import faults
 from faults import debugfs
 import fsimage
@@ -375,3 +377,32 @@ def test_xattr_block_refcount(ext4img, count):
         assert r.rc == 0 and r.errors == [], r
         assert [f.severity for f in hits] == ["Info"] and says in hits[0].message, r
     assert re.search(r"Phase 3: ext4: \d+ attribute blocks' reference counts checked", r.stdout), r
+
+
+@pytest.mark.parametrize("how", fsimage.Image.MOUNT_KINDS)
+def test_block_map_points_at_itself(ext3img, how):
+    """A triple indirect block whose every pointer names itself (debugfs
+    setb, sif block[TIND], the block written raw: indirect blocks have no
+    checksum): FIEMAP maps that one block 256^3 times, which the kernel
+    walks for tens of seconds.  The map is stopped at the file's blocks
+    (extent.count) and the scan ends within seconds, fresh, settled and
+    read-only."""
+    rel = "bmap/many"
+    blk = int(re.search(r"Free blocks found: (\d+)", debugfs(ext3img, "ffb")).group(1))
+    debugfs(ext3img, "setb %d" % blk, write=True)
+    with open(ext3img.path, "r+b") as fh:
+        fh.seek(blk * 1024)
+        fh.write(struct.pack("<I", blk) * 256)
+    debugfs(ext3img, "sif /%s block[TIND] %d" % (rel, blk), write=True)
+    debugfs(ext3img, "sif /%s size %d" % (rel, (12 + 256 + 256 ** 2 + 256 ** 3) * 1024),
+            write=True)
+    mnt = ext3img.mount_as(how)
+    time.sleep(1.1)
+    t0 = time.monotonic()
+    r = run_fscrub("-n", mnt, timeout=60)
+    took = time.monotonic() - t0
+    assert r.rc == 4, r
+    hits = [f for f in r.errors if f.check == "extent.count"]
+    assert len(hits) == 1 and hits[0].path == os.path.join(mnt, rel), r
+    assert hits[0].message.startswith("data fork: more than "), r
+    assert took < 10, took

@@ -333,6 +333,46 @@ def test_reflinked_files_not_flagged(xfs_image):
                      r.stdout), r
 
 
+def test_times_past_2262(xfs_image):
+    """Times past 2262, which XFS's bigtime holds (to 2486) and signed
+    64-bit nanoseconds do not: clean, and BULKSTAT's times converted
+    without a signed overflow (the sanitizer build reported one on
+    tests/fuzz/images' mutant 20261207/xfs/98, a fuzzed crtime)."""
+    year_2400 = 13569465600      # 2400-01-01T00:00:00Z
+    mnt = xfs_image.mount()
+    for rel in ("data/hello.txt", "small"):
+        os.utime(os.path.join(mnt, rel), (year_2400, year_2400))
+    assert os.stat(os.path.join(mnt, "small")).st_mtime == year_2400
+    xfs_image.remount()
+    time.sleep(1.1)
+    r = run_fscrub("-v", mnt)
+    assert r.rc == 0 and r.errors == [] and odd_warnings(r) == [], r
+
+
+@pytest.mark.parametrize("how", fsimage.Image.MOUNT_KINDS)
+def test_inobt_refused_asked_twice(xfs_image, how):
+    """An AG's inobt root claims 45748 records (xfs_db write -d keeps the
+    CRC right): every BULKSTAT that reaches the AG costs the kernel a walk
+    of it and is refused.  Two refusals of an AG are the damage read
+    twice: its later requests are not made (tests/fuzz/images' mutant
+    2026120702/xfs/375 took 251 requests, over 10 s under the sanitizers),
+    and the findings are the same, fresh, settled and read-only."""
+    counts = [db_field(xfs_image, "count", "agi %d" % ag) for ag in range(1, 4)]
+    ag = 1 + counts.index(max(counts))
+    assert max(counts) > 0, counts
+    faults.xfs_db(xfs_image, "agi %d" % ag, "addr root", "write -d numrecs 45748")
+    mnt = xfs_image.mount_as(how)
+    time.sleep(1.1)
+    r = run_fscrub("-v", mnt)
+    assert r.rc == 4, r
+    assert any(e.message.startswith("AG %d: BULKSTAT stops at damaged inode metadata" % ag)
+               for e in errors_of(r, "xfs.bulkstat")), r
+    assert any(e.message.startswith("AG %d on disk: inobt root block" % ag)
+               for e in errors_of(r, "xfs.ondisk")), r
+    requests = int(re.search(r"(\d+) BULKSTAT requests since the scan began", r.stdout).group(1))
+    assert requests < 100, requests
+
+
 def test_ondisk_headers(xfs_image):
     """AG 1's bnobt root block and AG 2's superblock get a bad CRC (xfs_db
     write -c crc): the kernel reads neither while the filesystem is only
@@ -459,6 +499,28 @@ def test_ondisk_cntbt_node_key(ondisk_image, fast_xfs_log_worker, how):
     assert ("AG %d looks wrong twice; the log names blocks of 0 of its 1 problems between "
             "blocks" % ag) in r.stdout, r
     assert "for the log worker" not in r.stdout, r
+
+
+@pytest.mark.parametrize("how", fsimage.Image.MOUNT_KINDS)
+def test_ondisk_rmap_record_getfsmap(ondisk_image, fast_xfs_log_worker, how):
+    """A reverse mapping of AG 0's headers marked unwritten (a flag only an
+    inode's extent may have; xfs_db fuzz keeps the block's CRC right): the
+    kernel's GETFSMAP refuses the record with EUCLEAN.  The btree block is
+    sound, so only GETFSMAP sees it: an xfs.ondisk error and exit 4, not an
+    operational error (tests/fuzz/images found the exit 8: mutant
+    20261207/xfs/15), fresh, settled and read-only."""
+    path = ["agf 0", "addr rmaproot"]
+    for _ in range(db_field(ondisk_image, "rmaplevel", "agf 0") - 1):
+        path.append("addr ptrs[1]")
+    faults.xfs_db(ondisk_image, *path, "fuzz -d recs[1].extentflag ones")
+    mnt = ondisk_image.mount_as(how)
+    time.sleep(1.1)
+    r = run_fscrub(mnt)
+    assert r.rc == 4, r
+    assert [e.message for e in errors_of(r, "xfs.ondisk") if "GETFSMAP" in e.message] == [
+        "GETFSMAP: Structure needs cleaning, read twice: the kernel refuses a block of the "
+        "free-space, reverse-mapping or reference count btrees"], r
+    assert all(e.path == mnt for e in errors_of(r, "xfs.ondisk")), r
 
 
 def test_ondisk_agf_freeblks(ondisk_image, fast_xfs_log_worker):

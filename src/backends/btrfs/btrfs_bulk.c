@@ -75,6 +75,7 @@
 #include "lib/inokey.h"
 #include "report/report.h"
 #include "lib/strbuf.h"
+#include "lib/stx.h"
 
 /*
  * Inode numbers one tree search covers: 64, as the XFS and ext4 windows;
@@ -244,7 +245,7 @@ static int64_t time_ns(const unsigned char *ts, bool *ok)
 	if (nsec >= 1000000000U || (int64_t)sec > INT64_MAX / 1000000000LL - 1 ||
 	    (int64_t)sec < INT64_MIN / 1000000000LL + 1)
 		*ok = false;
-	return (int64_t)sec * 1000000000LL + nsec;
+	return ns_of((int64_t)sec, nsec);	/* no overflow when !*ok */
 }
 
 #define INODE_FIELD(it, f) ((it)->data + offsetof(struct btrfs_inode_item, f))

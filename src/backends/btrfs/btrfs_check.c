@@ -234,6 +234,27 @@ void btrfs_pass_fallback(struct pass *p, struct btrfs_tree_reader *r)
 		btrfs_tree_fallback(r, &p->devlog);
 }
 
+static int count_item(struct pass *p, uint64_t tree, const struct btrfs_tree_item *it)
+{
+	(void)p;
+	(void)tree;
+	(void)it;
+	return 0;
+}
+
+/*
+ * A tree the kernel refused a block of (is_damage()), read once more:
+ * the same error is damage; one that reads through now saw a change
+ * (-EAGAIN).  Other errors are the caller's.
+ */
+static int read_again(struct pass *p, uint64_t tree)
+{
+	unsigned long long items = 0;
+	int ret = read_tree(p, tree, KEY_MIN, KEY_MAX, count_item, &items);
+
+	return ret == 0 ? -EAGAIN : ret;
+}
+
 int btrfs_read_tree(struct pass *p, uint64_t tree, struct btrfs_tkey min, struct btrfs_tkey max,
 		    int (*fn)(struct pass *, uint64_t, const struct btrfs_tree_item *))
 {
@@ -1104,15 +1125,21 @@ static void pass_release(struct pass *p)
  */
 static int read_extents(struct pass *p)
 {
+	uint64_t tree = BTRFS_BLOCK_GROUP_TREE_OBJECTID;
 	int ret = 0;
 
 	if (p->bg_tree)
-		ret = read_tree(p, BTRFS_BLOCK_GROUP_TREE_OBJECTID, KEY_MIN, KEY_MAX, bg_item,
-				&p->bg_items);
+		ret = read_tree(p, tree, KEY_MIN, KEY_MAX, bg_item, &p->bg_items);
 	if (ret == 0)
-		ret = read_tree(p, BTRFS_EXTENT_TREE_OBJECTID, KEY_MIN, KEY_MAX, extent_item,
-				&p->extent_items);
-	if (ret == -ENOENT && p->rescue) {
+		ret = read_tree(p, tree = BTRFS_EXTENT_TREE_OBJECTID, KEY_MIN, KEY_MAX,
+				extent_item, &p->extent_items);
+	if (is_damage(ret)) {
+		p->extent_err = read_again(p, tree);
+		p->extent_err_tree = tree;
+		if (p->extent_err < 0 && !is_damage(p->extent_err))
+			return p->extent_err;
+	}
+	if ((ret == -ENOENT && p->rescue) || is_damage(ret)) {
 		p->unloaded |= UNLOADED_EXTENT;
 		p->nr_bg = 0;
 		btrfs_qgroup_release(p);
@@ -1295,6 +1322,15 @@ static void report_devtrees(struct scrub_ctx *ctx, const struct btrfs_devtree_lo
  * checksums of the data are lost with it).  A rescue= mount may not load
  * the csum tree at all (rescue=ignoredatacsums, ignorebadroots): an info.
  */
+/* What is not checked without the extent tree (report_unread_trees()). */
+#define EXTENT_CHECKS "data extent references, checksum items, block group and superblock " \
+	"used bytes, the free space tree and chunks against block groups are not checked"
+
+static const char *tree_name(uint64_t tree)
+{
+	return tree == BTRFS_EXTENT_TREE_OBJECTID ? "extent" : "block group";
+}
+
 static void report_unread_trees(struct scrub_ctx *ctx, const struct pass *p)
 {
 	for (size_t i = 0; i < p->nr_roots; i++) {
@@ -1315,12 +1351,20 @@ static void report_unread_trees(struct scrub_ctx *ctx, const struct pass *p)
 			  p->unreadable_skipped);
 		strbuf_release(&path);
 	}
-	if (p->unloaded & UNLOADED_EXTENT)
+	if (is_damage(p->extent_err))
+		str_error(ctx, CHECK_BTRFS_TREE, NULL, NULL, 0, "the %s tree cannot be read (%s), "
+			  "read twice: the kernel refuses a block of it (its log says which and "
+			  "why, e.g. 'corrupt leaf'); %s", tree_name(p->extent_err_tree),
+			  strerror(-p->extent_err), EXTENT_CHECKS);
+	else if (p->extent_err)
+		str_changed(ctx, CHECK_BTRFS_TREE, NULL, NULL, 0, "the %s tree was refused, then "
+			    "read through when read again; %s", tree_name(p->extent_err_tree),
+			    EXTENT_CHECKS);
+	else if (p->unloaded & UNLOADED_EXTENT)
 		str_info(ctx, CHECK_BTRFS_EXTENT_REFS, NULL, NULL, 0, "the extent tree%s is not "
 			 "loaded on this rescue= mount (the kernel could not read it, or was told "
-			 "to ignore it): data extent references, checksum items, block group and "
-			 "superblock used bytes, the free space tree and chunks against block "
-			 "groups are not checked", p->bg_tree ? " or the block group tree" : "");
+			 "to ignore it): %s", p->bg_tree ? " or the block group tree" : "",
+			 EXTENT_CHECKS);
 	if (p->unloaded & UNLOADED_DEV)
 		str_info(ctx, CHECK_BTRFS_CHUNK, NULL, NULL, 0, "the device tree is not loaded on "
 			 "this rescue= mount: chunks against device extents are not checked");

@@ -225,6 +225,10 @@ struct pass {
 	 */
 	bool devread;
 	struct btrfs_devtree_log devlog;
+	/* the extent or block group tree refused (UNLOADED_EXTENT set too):
+	 * -EIO/-EUCLEAN read twice, -EAGAIN read through the second time */
+	int extent_err;
+	uint64_t extent_err_tree;
 	uint32_t nodesize;
 	struct fs_root *roots;
 	size_t nr_roots, alloc_roots;

@@ -806,6 +806,12 @@ int btrfs_meta_verify(struct scrub_ctx *ctx, const struct btrfs_meta_dev *devs, 
 	    (ret = read_all_extents(&m)) < 0 || (ret = fs_facts(&m)) < 0 ||
 	    (ret = read_devices(&m)) < 0) {
 		meta_release(&m);
+		if (ret == -EIO || ret == -EUCLEAN) {
+			report_verbose(ctx, "Phase 2: the extent tree cannot be read (%s): the tree "
+				       "blocks are not listed, and their copies are not read (phase 3 "
+				       "reports it)", strerror(-ret));
+			return 0;
+		}
 		if (ret != -ENOENT)
 			return ret;
 		/* rescue=ignorebadroots: a tree the kernel could not load is not there */

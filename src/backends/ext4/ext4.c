@@ -153,6 +153,21 @@ static bool source_is_mounted_device(const struct scrub_ctx *ctx)
 	       minor(st.st_rdev) == ctx->root_stx.stx_dev_minor;
 }
 
+/*
+ * ext2fs_open2()'s errors that name a superblock or descriptor it will not
+ * use (a kernel that mounted it took it, or took it read-only): damage for
+ * phase 2 to report, not a failure to check.
+ */
+static bool superblock_refused(errcode_t err)
+{
+	return err == EXT2_ET_BAD_MAGIC || err == EXT2_ET_CORRUPT_SUPERBLOCK ||
+	       err == EXT2_ET_UNSUPP_FEATURE || err == EXT2_ET_RO_UNSUPP_FEATURE ||
+	       err == EXT2_ET_REV_TOO_HIGH || err == EXT2_ET_UNEXPECTED_BLOCK_SIZE ||
+	       err == EXT2_ET_BAD_DESC_SIZE || err == EXT2_ET_GDESC_BAD_BLOCK_MAP ||
+	       err == EXT2_ET_GDESC_BAD_INODE_MAP || err == EXT2_ET_GDESC_BAD_INODE_TABLE ||
+	       err == EXT2_ET_CORRUPT_JOURNAL_SB;
+}
+
 static int ext4_scan_fs(struct scrub_ctx *ctx)
 {
 	static bool error_table_added;
@@ -192,9 +207,9 @@ static int ext4_scan_fs(struct scrub_ctx *ctx)
 			   unix_io_manager, &st->fs);
 	if (err) {
 		st->fs = NULL;
-		if (err == EXT2_ET_BAD_MAGIC || err == EXT2_ET_CORRUPT_SUPERBLOCK ||
-		    err == EXT2_ET_UNSUPP_FEATURE || err == EXT2_ET_RO_UNSUPP_FEATURE) {
+		if (superblock_refused(err)) {
 			/* The superblock check of phase 2 says what is wrong. */
+			st->open_err = err;
 			report_verbose(ctx, "Phase 1: libext2fs cannot open %s: %s", ctx->source,
 				       ext4_strerror(err));
 			return 0;
@@ -879,7 +894,8 @@ static int ext4_scan_metadata(struct scrub_ctx *ctx)
 				  "superblock: bad magic number 0x%04x", sb->s_magic);
 		else
 			str_error(ctx, CHECK_EXT4_SUPERBLOCK, NULL, NULL, 0,
-				  "superblock: libext2fs cannot use it (see -v)");
+				  "superblock: libext2fs cannot use it: %s",
+				  ext4_strerror(st->open_err));
 		free(buf);
 		return 0;
 	}

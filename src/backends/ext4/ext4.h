@@ -138,6 +138,7 @@ struct ext4_quota;
 
 struct ext4_state {
 	ext2_filsys fs;
+	errcode_t open_err;		/* why fs is NULL: ext2fs_open2() refused the superblock */
 	int direct_fd;			/* the device, O_RDONLY|O_DIRECT */
 	/* The device through its page cache, for ext4_bulk.c only (else -1). */
 	int cached_fd;

@@ -191,7 +191,8 @@ static bool map_digest(const struct fiemap_extent *ext, size_t n, unsigned bs, u
 	return true;
 }
 
-static bool fiemap_digest(int fd, unsigned bs, uint32_t *out)
+/* FIEMAP's map of fd digested; false past max extents (stx_max_extents()). */
+static bool fiemap_digest(int fd, unsigned bs, unsigned long long max, uint32_t *out)
 {
 	struct {
 		struct fiemap fm;
@@ -199,6 +200,7 @@ static bool fiemap_digest(int fd, unsigned bs, uint32_t *out)
 	} req;
 	struct map_digest m;
 	uint64_t start = 0;
+	unsigned long long n = 0;
 
 	digest_init(&m);
 	for (;;) {
@@ -208,7 +210,8 @@ static bool fiemap_digest(int fd, unsigned bs, uint32_t *out)
 		req.fm.fm_extent_count = HOOK_FIEMAP_BATCH;
 		if (ioctl(fd, FS_IOC_FIEMAP, &req.fm) < 0)
 			return false;
-		if (!digest_extents(&m, req.ext, req.fm.fm_mapped_extents, bs))
+		n += req.fm.fm_mapped_extents;
+		if ((max && n > max) || !digest_extents(&m, req.ext, req.fm.fm_mapped_extents, bs))
 			return false;
 		if (req.fm.fm_mapped_extents < HOOK_FIEMAP_BATCH ||
 		    (req.ext[req.fm.fm_mapped_extents - 1].fe_flags & FIEMAP_EXTENT_LAST))
@@ -264,7 +267,8 @@ void ext4_check_inode(struct scrub_ctx *ctx, const struct backend_dir *d,
 		 * looks at again.
 		 */
 		if (s && e->map ? map_digest(e->map, e->nr_map, st->fs->blocksize, &h) :
-		    s && fiemap_digest(e->fd, st->fs->blocksize, &h) &&
+		    s && fiemap_digest(e->fd, st->fs->blocksize,
+				       stx_max_extents(e->stx, &ctx->svfs), &h) &&
 		    stx_get(e->fd, NULL, &after) == 0 && stx_unchanged(&after, e->stx)) {
 			atomic_store(&s->map_hash, h);
 			flags |= EXT4_SEEN_MAP;
@@ -1083,7 +1087,8 @@ static const char *map_kernel_view(struct scrub_ctx *ctx, const struct ext4_susp
 
 	if ((why = kernel_inode(ctx, s, O_RDONLY | O_NOATIME | O_NONBLOCK, &fd, &stx)))
 		return why;
-	bool same = fiemap_digest(fd, ext4_state(ctx)->fs->blocksize, &h) &&
+	bool same = fiemap_digest(fd, ext4_state(ctx)->fs->blocksize,
+				  stx_max_extents(&stx, &ctx->svfs), &h) &&
 		    h == (uint32_t)s->arg[3];
 	close(fd);
 	return same ? NULL : "FIEMAP shows a different map now";
@@ -2416,17 +2421,48 @@ static bool orphan_list_still_bad(struct scrub_ctx *ctx, const struct ext4_suspe
 	return !((bufs[1][s->arg[2] / 8] >> (s->arg[2] % 8)) & 1);
 }
 
+/*
+ * Brent's cycle finding on the orphan list: a mark set at the entries
+ * 1, 2, 4, 8, ... steps in; a loop comes back to a mark within twice its
+ * length and its lead-in, however many inodes the filesystem has (the
+ * walk bounded only by the inode count took seconds per 100 million).
+ */
+struct loop_watch {
+	ext2_ino_t mark;
+	unsigned long long power, since;
+};
+
+static bool loop_seen(struct loop_watch *w, ext2_ino_t ino)
+{
+	if (ino == w->mark)
+		return true;
+	if (++w->since == w->power) {
+		w->mark = ino;
+		w->power *= 2;
+		w->since = 0;
+	}
+	return false;
+}
+
 static void check_orphan_list(struct scrub_ctx *ctx)
 {
 	struct ext4_state *st = ext4_state(ctx);
 	ext2_filsys fs = st->fs;
 	uint32_t ipg = fs->super->s_inodes_per_group;
 	ext2_ino_t ino = fs->super->s_last_orphan, prev = 0;
-	unsigned long long steps = 0, limit = fs->super->s_inodes_count;
+	struct loop_watch w = { .power = 1 };
 	struct ext2_inode_large in;
 
-	while (ino && steps++ <= limit && !scrub_should_stop(ctx)) {
+	while (ino && !scrub_should_stop(ctx)) {
 		bool out = ino > fs->super->s_inodes_count;
+
+		if (loop_seen(&w, ino)) {
+			str_error(ctx, CHECK_EXT4_ORPHAN_LIST, NULL, NULL, prev,
+				  "the orphan list loops: it runs from inode %u, the superblock's, "
+				  "back to inode %u, which it passed before (this inode names it)",
+				  fs->super->s_last_orphan, ino);
+			return;
+		}
 
 		if (out || !ext2fs_fast_test_inode_bitmap2(fs->inode_map, ino)) {
 			struct ext4_suspect *s = ext4_suspect_add(ctx, CHECK_EXT4_ORPHAN_LIST, prev,
@@ -2456,11 +2492,6 @@ static void check_orphan_list(struct scrub_ctx *ctx)
 		prev = ino;
 		ino = in.i_dtime;
 	}
-	if (ino && steps > limit)
-		str_error(ctx, CHECK_EXT4_ORPHAN_LIST, NULL, NULL, prev,
-			  "the orphan list loops: it runs from inode %u, the superblock's, "
-			  "through more entries than there are inodes (this inode is one of them)",
-			  fs->super->s_last_orphan);
 }
 
 /* ---- the scan ------------------------------------------------------------ */

@@ -230,6 +230,8 @@ static int xfs_read_geometry(struct scrub_ctx *ctx)
 	xs->ags = xcalloc(xs->geo.agcount ? xs->geo.agcount : 1, sizeof(*xs->ags));
 	xs->bulkstat_corrupt_said = xcalloc(xs->geo.agcount ? xs->geo.agcount : 1,
 					    sizeof(*xs->bulkstat_corrupt_said));
+	xs->bulkstat_refused = xcalloc(xs->geo.agcount ? xs->geo.agcount : 1,
+				       sizeof(*xs->bulkstat_refused));
 	for (uint32_t ag = 0; ag < xs->geo.agcount; ag++) {
 		xs->ags[ag].ag_number = ag;
 		if (ioctl(xs->fd, XFS_IOC_AG_GEOMETRY, &xs->ags[ag]) < 0) {
@@ -415,6 +417,7 @@ static void xfs_cleanup(struct scrub_ctx *ctx)
 	pthread_mutex_destroy(&xs->lock);
 	free(xs->ags);
 	free(xs->bulkstat_corrupt_said);
+	free(xs->bulkstat_refused);
 	free(xs);
 	ctx->backend = NULL;
 }

@@ -100,6 +100,7 @@ struct xfs_state {
 	struct xfs_fsop_geom geo;
 	struct xfs_ag_geometry *ags;	/* geo.agcount of them */
 	atomic_bool *bulkstat_corrupt_said;	/* per AG: "BULKSTAT stops at damage" */
+	atomic_int *bulkstat_refused;	/* per AG: BULKSTATs refused as damaged (xfs_bulkstat_req) */
 	bool kscrub;			/* the kernel has online scrub */
 	bool krepair;			/* ... and repairs (never probed under -n) */
 	bool shut_down;			/* the kernel shut the filesystem down */
@@ -245,7 +246,10 @@ typedef void (*xfs_inode_fn)(struct scrub_ctx *ctx, const struct xfs_bulkstat *b
  * Returns 0 or a negative errno.
  */
 int xfs_bulkstat_each(struct scrub_ctx *ctx, xfs_inode_fn fn, void *arg);
-/* XFS_IOC_BULKSTAT, counted in xs->bs_requests and bs_inodes: 0 or -errno. */
+/*
+ * XFS_IOC_BULKSTAT, counted in xs->bs_requests and bs_inodes: 0 or -errno.
+ * A request that names no AG is kept to the AG of its first inode.
+ */
 int xfs_bulkstat_req(struct xfs_state *xs, struct xfs_bulkstat_req *req);
 /* One inode by number, fresh: 1 found (allocated), 0 not, or -errno. */
 int xfs_bulkstat_one(struct xfs_state *xs, uint64_t ino, struct xfs_bulkstat *bs);

@@ -288,11 +288,6 @@ void xfs_walkstat_add(struct scrub_ctx *ctx, const struct backend_dir *d, const 
 	}
 }
 
-/* A BULKSTAT timestamp in nanoseconds since the epoch. */
-static int64_t bs_ns(int64_t sec, uint32_t nsec)
-{
-	return sec * 1000000000LL + (int64_t)nsec;
-}
 
 static void record_of(const struct xfs_bulkstat *bs, struct backend_inode *r)
 {
@@ -301,10 +296,10 @@ static void record_of(const struct xfs_bulkstat *bs, struct backend_inode *r)
 		.size = bs->bs_size,
 		/* bs_blocks counts filesystem blocks; st_blocks 512-byte units. */
 		.blocks = bs->bs_blocks * (bs->bs_blksize / 512),
-		.atime_ns = bs_ns(bs->bs_atime, bs->bs_atime_nsec),
-		.mtime_ns = bs_ns(bs->bs_mtime, bs->bs_mtime_nsec),
-		.ctime_ns = bs_ns(bs->bs_ctime, bs->bs_ctime_nsec),
-		.btime_ns = bs_ns(bs->bs_btime, bs->bs_btime_nsec),
+		.atime_ns = ns_of(bs->bs_atime, bs->bs_atime_nsec),
+		.mtime_ns = ns_of(bs->bs_mtime, bs->bs_mtime_nsec),
+		.ctime_ns = ns_of(bs->bs_ctime, bs->bs_ctime_nsec),
+		.btime_ns = ns_of(bs->bs_btime, bs->bs_btime_nsec),
 		.nlink = bs->bs_nlink, .uid = bs->bs_uid, .gid = bs->bs_gid, .gen = bs->bs_gen,
 		.nextents = bs->bs_extents,
 		.mode = bs->bs_mode,
