@@ -307,13 +307,63 @@ void mount_for_each_child(struct libmnt_table *tb, int id,
 }
 
 /*
+ * The mount the table has at arg's path (its parent resolved: arg itself
+ * cannot be), into mi; false if none.
+ */
+static bool mounted_at(const char *arg, const char *mtab, struct mount_info *mi)
+{
+	char *copy = strdup(arg), *dir, *parent;
+	const char *base;
+	struct strbuf path = STRBUF_INIT;
+	struct libmnt_table *tb;
+	bool found = false;
+	int e = 0;
+
+	if (!copy)
+		return false;
+	while (strlen(copy) > 1 && copy[strlen(copy) - 1] == '/')
+		copy[strlen(copy) - 1] = 0;
+	base = strrchr(copy, '/') ? strrchr(copy, '/') + 1 : copy;
+	/* The directory arg is in: ".", "/", or its path up to the last '/'. */
+	dir = base == copy ? strdup(".") : base == copy + 1 ? strdup("/") :
+	      strndup(copy, (size_t)(base - copy - 1));
+	parent = dir ? realpath(dir, NULL) : NULL;
+	if (parent && (tb = mount_table_load(mtab, &e))) {
+		strbuf_addf(&path, "%s%s%s", parent, strcmp(parent, "/") ? "/" : "", base);
+		found = mount_find_by_target(tb, *base ? path.buf : parent, mi) == 0;
+		mount_table_free(tb);
+	}
+	free(dir);
+	free(parent);
+	free(copy);
+	strbuf_release(&path);
+	return found;
+}
+
+/*
  * stat() of the argument failed.  ENOTCONN is a FUSE mount whose daemon
  * has died (or a network mount cut off): the argument names a mount that
  * exists, which cannot be checked, an operational error (8), not a usage
- * error.
+ * error.  EIO (or EUCLEAN) on a mount point is a filesystem the kernel
+ * has shut down because it found damage (XFS does so at mount or when a
+ * metadata write fails), or whose device fails: damage that nothing online
+ * can look into further, an error (4), and what to do about it.
  */
-static int stat_failed(const char *arg, struct strbuf *err)
+static int stat_failed(const char *arg, const char *mtab, struct strbuf *err)
 {
+	int saved = errno;
+	struct mount_info mi = { 0 };
+
+	if ((saved == EIO || saved == EUCLEAN) && mounted_at(arg, mtab, &mi)) {
+		strbuf_addf(err, "'%s' (%s on %s) cannot be read: %s: the kernel has shut this "
+			    "filesystem down (it found damage: the kernel log, dmesg, says where) "
+			    "or its device fails; nothing of it can be checked online: unmount it "
+			    "and run its offline checker", arg, mi.fstype ? mi.fstype : "?",
+			    mi.source ? mi.source : "?", strerror(saved));
+		mount_info_release(&mi);
+		return 4;
+	}
+	errno = saved;
 	if (errno == ENOTCONN) {
 		strbuf_addf(err, "cannot access '%s': %s: a mount whose FUSE daemon has died "
 			    "(or whose server is gone); nothing of it can be checked; unmount it "
@@ -355,7 +405,7 @@ int mount_resolve(const char *arg, const char *mtab, struct mount_info *mi,
 
 	memset(mi, 0, sizeof(*mi));
 	if (stat(arg, &st) < 0)
-		return stat_failed(arg, err);
+		return stat_failed(arg, mtab, err);
 	if (!S_ISDIR(st.st_mode) && !S_ISBLK(st.st_mode)) {
 		strbuf_addf(err, "'%s' is not a mount point or a block device", arg);
 		return 16;

@@ -831,3 +831,23 @@ def test_ondisk_busy(ondisk_image):
     for r in runs:
         assert errors_of(r, "xfs.ondisk") == [], r
         assert "primary superblock" not in r.stdout, r
+
+
+@pytest.mark.parametrize("how", ["rw", "ro"])
+def test_shut_down_filesystem(image_factory, how):
+    """A mounted XFS the kernel has shut down (here by XFS_IOC_GOINGDOWN;
+    it does the same when it finds damage at mount or when a metadata
+    write fails): every stat of it fails with EIO.  That is damage, exit 4
+    with what to do -- not a usage error (16), as "cannot access" was --
+    named by the mount point in any spelling; a path inside it is still not
+    a mount point."""
+    img = image_factory("xfs", size_mb=300)
+    img.mkfs()
+    mnt = img.mount("ro" if how == "ro" else "")
+    fsimage.run(["xfs_io", "-x", "-c", "shutdown", mnt])
+    for arg in (mnt, mnt + "/", os.path.relpath(mnt)):
+        r = run_fscrub("-n", arg)
+        assert r.rc == 4, r
+        assert "(xfs on %s) cannot be read: Input/output error: the kernel has shut this " \
+            "filesystem down" % img.dev in r.stderr, r
+    assert run_fscrub("-n", os.path.join(mnt, "x")).rc == 16
