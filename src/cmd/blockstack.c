@@ -42,6 +42,7 @@ static void hop_add(struct bstack_hops *h, const char *name, uint64_t off, uint6
 	p->off = off;
 	p->len = len;
 	p->how = how;
+	p->parity = 0;
 }
 
 /* The first line of sysfs file <sysfs>/<path>, without its newline. */
