@@ -8,12 +8,12 @@
  * tree/dircache.h's reference counts (to keep a directory for a report's
  * path), cmd/owners.h for its locate hook, and the utilities of lib/
  * (strbuf.h, stx.h, inokey.h, inoset.h, workqueue.h, thread.h, crc32c.h,
- * mountpoint.h, fsmap.h, ioengine.h); never tree/walk.h, another header
- * of tree/ or data/, or a phase's header.  Three files cross that line
- * today (issue 37, item 4): xfs_refcount.c reads ctx->xlinks through
- * tree/crosslink.h, xfs_ownermap.c calls data/ledger.h and
- * ext4_confirm.c drives tree/relook.h.  What the core hands a backend is
- * in the backend_* types below, made for the call.
+ * mountpoint.h, fsmap.h, ioengine.h, ...); never tree/walk.h, another
+ * header of tree/ or data/, or a phase's header.  What the core hands a
+ * backend is in the backend_* types and functions below, made for the
+ * call: phase 3's extents, names for inodes found by number, whether the
+ * ledger notes every file.  `tools/layout --check-backends` holds every
+ * backend file to this list, in CI (test_cli.py).
  *
  * A backend is a struct scrub_ops: the registry picks the first whose
  * match() accepts the filesystem, or the one named with -t; "generic"
@@ -43,6 +43,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <linux/fiemap.h>
 
 struct scrub_ctx;
 struct dir_node;
@@ -323,6 +324,43 @@ size_t backend_extents_by_phys(struct scrub_ctx *ctx);
 void backend_collect_extents(struct scrub_ctx *ctx, uint64_t ino,
 			     const struct fiemap_extent *x, size_t n);
 struct backend_extent backend_extent_at(const struct scrub_ctx *ctx, size_t i);
+/*
+ * The same extents in the order the walk left them (no sort): their
+ * number, each by backend_extent_at().  backend_extents_whole(): phase 3
+ * kept the extents of every file it mapped (false: it kept none, or went
+ * past its bound); backend_unmapped_inodes(): the inodes of the mount's
+ * device whose maps it could not keep whole, sorted, malloc'ed (*n).
+ */
+size_t backend_extents_count(const struct scrub_ctx *ctx);
+bool backend_extents_whole(const struct scrub_ctx *ctx);
+uint64_t *backend_unmapped_inodes(const struct scrub_ctx *ctx, size_t *n);
+/*
+ * FIEMAP flags of an extent with no place on the device of its own, or
+ * no known length there (FIEMAP gives encoded extents' lengths
+ * uncompressed): phase 3 keeps none of these.
+ */
+#define BACKEND_NO_LOCATION (FIEMAP_EXTENT_UNKNOWN | FIEMAP_EXTENT_DELALLOC | \
+			     FIEMAP_EXTENT_DATA_INLINE | FIEMAP_EXTENT_NOT_ALIGNED | \
+			     FIEMAP_EXTENT_ENCODED)
+
+/*
+ * Names for inodes a backend found by number (phase 3's walk is over): a
+ * second walk that stops at the first name of each inode of the mount's
+ * device added, and opens nothing.  backend_names_walk() returns how many
+ * it named, or a negative errno if it could not start (reported);
+ * backend_names_get() gives an inode's directory and name (false: no name
+ * found, or under a directory the walk could not read).
+ */
+struct backend_names;
+struct backend_names *backend_names_new(struct scrub_ctx *ctx, const char *why);
+void backend_names_add(struct backend_names *bn, uint64_t ino);
+int backend_names_walk(struct backend_names *bn, size_t *asked);
+bool backend_names_get(struct backend_names *bn, uint64_t ino, const struct dir_node **dir,
+		       const char **name);
+void backend_names_free(struct backend_names *bn);
+
+/* Will phase 3's checksum ledger note every file (--record or --ledger with -x)? */
+bool backend_ledger_notes_all(const struct scrub_ctx *ctx);
 
 /* What backend_walk_tree() calls; either may be NULL. */
 struct backend_walk {

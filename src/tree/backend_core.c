@@ -8,7 +8,10 @@
 
 #include <stdlib.h>
 
+#include "data/ledger.h"
+#include "lib/stx.h"
 #include "scan/context.h"
+#include "tree/relook.h"
 #include "tree/crosslink.h"
 #include "lib/inoset.h"
 #include "lib/strbuf.h"
@@ -37,6 +40,37 @@ size_t backend_extents_by_phys(struct scrub_ctx *ctx)
 		return 0;
 	crosslink_sort(ctx);
 	return ctx->xlinks->n;
+}
+
+size_t backend_extents_count(const struct scrub_ctx *ctx)
+{
+	return backend_extents_whole(ctx) ? ctx->xlinks->n : 0;
+}
+
+bool backend_extents_whole(const struct scrub_ctx *ctx)
+{
+	return ctx->xlinks && !ctx->xlinks->overflow;
+}
+
+static int cmp_ino(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+uint64_t *backend_unmapped_inodes(const struct scrub_ctx *ctx, size_t *n)
+{
+	const struct xlink_list *l = ctx->xlinks;
+	uint64_t *v = xmalloc(((l ? l->nr_unmapped : 0) + 1) * sizeof(*v));
+
+	*n = 0;
+	for (size_t i = 0; l && i < l->nr_unmapped; i++)
+		if (l->unmapped[i].dev == l->dev)
+			v[(*n)++] = l->unmapped[i].ino;
+	if (*n)
+		qsort(v, *n, sizeof(*v), cmp_ino);
+	return v;
 }
 
 void backend_collect_extents(struct scrub_ctx *ctx, uint64_t ino,
@@ -98,4 +132,64 @@ int backend_walk_tree(struct scrub_ctx *ctx, const struct backend_walk *w, void 
 	struct scrub_stats stats = { 0 };
 
 	return walk_tree(ctx, &second_visitor, &sw, &stats, NULL);
+}
+
+/* ---- names for inodes found by number --------------------------------- */
+
+struct backend_names {
+	struct relook rl;
+	uint64_t dev;
+};
+
+struct backend_names *backend_names_new(struct scrub_ctx *ctx, const char *why)
+{
+	struct backend_names *bn = xcalloc(1, sizeof(*bn));
+
+	bn->rl = (struct relook){ .ctx = ctx, .name = why, .names_only = true };
+	bn->dev = stx_devno(&ctx->root_stx);
+	return bn;
+}
+
+void backend_names_add(struct backend_names *bn, uint64_t ino)
+{
+	relook_add(&bn->rl, (struct ino_key){ bn->dev, ino });
+}
+
+int backend_names_walk(struct backend_names *bn, size_t *asked)
+{
+	int named = 0, ret;
+
+	*asked = bn->rl.nr_files;
+	if (!bn->rl.nr_files)
+		return 0;
+	ret = relook_walk(&bn->rl);
+	if (ret < 0)
+		return ret;
+	for (size_t i = 0; i < bn->rl.nr_files; i++)
+		named += bn->rl.files[i].dir != NULL;
+	return named;
+}
+
+bool backend_names_get(struct backend_names *bn, uint64_t ino, const struct dir_node **dir,
+		       const char **name)
+{
+	struct relook_file *f = bn->rl.nr_files ?
+				relook_find(&bn->rl, (struct ino_key){ bn->dev, ino }) : NULL;
+
+	*dir = f ? f->dir : NULL;
+	*name = f && f->dir ? f->name : NULL;
+	return *dir != NULL;
+}
+
+void backend_names_free(struct backend_names *bn)
+{
+	if (!bn)
+		return;
+	relook_release(&bn->rl);
+	free(bn);
+}
+
+bool backend_ledger_notes_all(const struct scrub_ctx *ctx)
+{
+	return ledger_will_note_all(&ctx->opt);
 }

@@ -54,6 +54,7 @@
 #include <stdint.h>
 #include <linux/fiemap.h>
 
+#include "backends/backend.h"
 #include "lib/inokey.h"
 
 struct scrub_ctx;
@@ -63,9 +64,7 @@ struct scrub_ctx;
  * or whose length there is unknown (encoded: FIEMAP gives the length
  * uncompressed).
  */
-#define XLINK_NO_LOCATION (FIEMAP_EXTENT_UNKNOWN | FIEMAP_EXTENT_DELALLOC | \
-			   FIEMAP_EXTENT_DATA_INLINE | FIEMAP_EXTENT_NOT_ALIGNED | \
-			   FIEMAP_EXTENT_ENCODED)
+#define XLINK_NO_LOCATION BACKEND_NO_LOCATION
 
 /* 384 MiB of extents (a bound on the memory a user-controlled tree can take). */
 #define XLINK_MAX_EXTENTS (16ULL << 20)

@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 
 import pytest
@@ -388,3 +389,23 @@ def test_man_page_renders_without_warnings(page):
                                                                 MANWIDTH="80"))
     assert p.returncode == 0 and p.stdout, p.stderr
     assert p.stderr == "", p.stderr
+
+
+def test_backends_include_only_their_interface(tmp_path):
+    """tools/layout --check-backends: no backend file includes a core
+    header past backends/backend.h's list (issue 37, item 4); a copy of
+    src/ given one such include is refused, naming it."""
+    top = TOP
+    layout = os.path.join(top, "tools", "layout")
+    p = subprocess.run([sys.executable, layout, "--check-backends", os.path.join(top, "src")],
+                       capture_output=True, text=True)
+    assert p.returncode == 0 and not p.stdout, p
+    src = tmp_path / "src"
+    shutil.copytree(os.path.join(top, "src"), src)
+    victim = src / "backends" / "xfs" / "xfs_refcount.c"
+    victim.write_text('#include "tree/walk.h"\n' + victim.read_text())
+    p = subprocess.run([sys.executable, layout, "--check-backends", str(src)],
+                       capture_output=True, text=True)
+    assert p.returncode == 1, p
+    assert p.stdout == "src/backends/xfs/xfs_refcount.c includes tree/walk.h: not in " \
+        "backends/backend.h's interface\n", p

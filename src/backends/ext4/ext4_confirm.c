@@ -38,6 +38,7 @@
  * logged again by the next full commit.
  */
 #include "backends/ext4/ext4.h"
+#include "backends/backend.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -50,7 +51,6 @@
 
 #include "report/checks.h"
 #include "lib/mountpoint.h"
-#include "tree/relook.h"
 #include "report/report.h"
 #include "lib/strbuf.h"
 #include "lib/stx.h"
@@ -600,28 +600,28 @@ static bool wants_name(const struct ext4_suspect *s)
  * name, or under a directory the walk cannot read) is reported by number.
  */
 static void name_errors(struct scrub_ctx *ctx, const struct ext4_suspect *v, size_t n,
-			struct relook *rl)
+			struct backend_names *bn)
 {
-	size_t named = 0;
+	size_t asked;
+	int named;
 
 	for (size_t i = 0; i < n; i++)
 		if (wants_name(&v[i]))
-			relook_add(rl, (struct ino_key){ stx_devno(&ctx->root_stx), v[i].ino });
-	if (!rl->nr_files || relook_walk(rl) < 0)
-		return;
-	for (size_t i = 0; i < rl->nr_files; i++)
-		named += rl->files[i].dir != NULL;
-	report_verbose(ctx, "ext4: %zu of %zu inodes with errors named by a second walk",
-		       named, rl->nr_files);
+			backend_names_add(bn, v[i].ino);
+	named = backend_names_walk(bn, &asked);
+	if (asked && named >= 0)
+		report_verbose(ctx, "ext4: %d of %zu inodes with errors named by a second walk",
+			       named, asked);
 }
 
 static void report_suspect(struct scrub_ctx *ctx, const struct ext4_suspect *s,
-			   struct relook *rl)
+			   struct backend_names *bn)
 {
-	struct relook_file *f = !wants_name(s) ? NULL :
-		relook_find(rl, (struct ino_key){ stx_devno(&ctx->root_stx), s->ino });
-	const struct dir_node *dir = f ? f->dir : NULL;
-	const char *name = f && f->dir ? f->name : NULL;
+	const struct dir_node *dir = NULL;
+	const char *name = NULL;
+
+	if (wants_name(s))
+		backend_names_get(bn, s->ino, &dir, &name);
 
 	if (s->cleared)
 		str_changed(ctx, s->check, NULL, NULL, s->ino, "%s (%s)", s->msg, s->cleared);
@@ -635,8 +635,7 @@ void ext4_confirm_run(struct scrub_ctx *ctx, bool name_inodes)
 {
 	struct ext4_state *st = ext4_state(ctx);
 	size_t n = st->nr_suspects > MAX_SUSPECTS ? MAX_SUSPECTS : st->nr_suspects;
-	struct relook rl = { .ctx = ctx, .name = "walk that names the errors",
-			     .names_only = true };
+	struct backend_names *bn = backend_names_new(ctx, "walk that names the errors");
 
 	struct ext4_suspect **open = xcalloc(n ? n : 1, sizeof(*open));
 	bool readonly = n && fs_readonly(ctx);
@@ -657,12 +656,12 @@ void ext4_confirm_run(struct scrub_ctx *ctx, bool name_inodes)
 	}
 	free(open);
 	if (name_inodes && !scrub_should_stop(ctx))
-		name_errors(ctx, st->suspects, n, &rl);
+		name_errors(ctx, st->suspects, n, bn);
 	for (size_t i = 0; i < n; i++) {
 		if (!scrub_should_stop(ctx))
-			report_suspect(ctx, &st->suspects[i], &rl);
+			report_suspect(ctx, &st->suspects[i], bn);
 		free(st->suspects[i].msg);
 	}
-	relook_release(&rl);
+	backend_names_free(bn);
 	st->nr_suspects = 0;
 }

@@ -68,7 +68,6 @@
 #include "scan/context.h"
 #include "lib/crc32c.h"
 #include "lib/fsmap.h"
-#include "data/ledger.h"
 #include "report/report.h"
 #include "lib/strbuf.h"
 #include "lib/thread.h"
@@ -565,7 +564,7 @@ void xfs_ownermap_start(struct scrub_ctx *ctx)
 	 * Not where the walk will not ask (the ledger notes every file, or no
 	 * bulk records), and not under -b: one read at a time there.
 	 */
-	if (!om || !om_applies(ctx, xs) || o->background || ledger_will_note_all(o) ||
+	if (!om || !om_applies(ctx, xs) || o->background || backend_ledger_notes_all(ctx) ||
 	    getenv("FSCRUB_DEBUG_NO_BULK") || getenv("FSCRUB_DEBUG_LATE_FSMAP"))
 		return;
 	clock_gettime(CLOCK_REALTIME, &now);

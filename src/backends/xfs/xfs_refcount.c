@@ -4,8 +4,8 @@
  *
  * With the rmapbt, xfs_xref.c counts each AG's owners from the disk.
  * Without it an AG's look has no owners -- a file's data may lie in any
- * AG -- but the walk mapped every regular file with FIEMAP (ctx->xlinks,
- * crosslink.h).  Per AG, those extents become AG block ranges and are
+ * AG -- but the walk mapped every regular file with FIEMAP (phase 3's
+ * extents, backend_extent_at()).  Per AG, those extents become AG block ranges and are
  * swept (xfs_xref.c's xref_refcount_diff(), the comparison the rmapbt
  * variant makes): a range that two or more extents cover (a file
  * reflinked to itself counts twice) must have a refcountbt record of that
@@ -45,6 +45,7 @@
  * one refcountbt walk per AG.
  */
 #include "backends/xfs/xfs_ondisk.h"
+#include "backends/backend.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -60,7 +61,6 @@
 
 #include "report/checks.h"
 #include "scan/context.h"
-#include "tree/crosslink.h"
 #include "lib/inoset.h"
 #include "report/report.h"
 #include "lib/strbuf.h"
@@ -199,17 +199,16 @@ static void add_suspect(struct refc_check *rc, uint32_t ag, const struct ref_dif
 /* The first look at AG ag: the walk's extents against its refcountbt. */
 static void sweep_ag(struct refc_check *rc, struct od *od, uint32_t ag)
 {
-	const struct xlink_list *l = rc->ctx->xlinks;
 	struct xref_exts refs = { 0 }, unknown = { 0 };
 	struct xref_space sp = { 0 };
 	struct ref_diff d[REFC_MAX_PER_AG];
-	size_t n;
+	size_t n = backend_extents_count(rc->ctx);
 
-	for (size_t i = 0; i < l->n; i++) {
-		const struct xlink_extent *x = &l->v[i];
-		bool known = !x->recent && known_whole(rc, x->ino);
+	for (size_t i = 0; i < n; i++) {
+		struct backend_extent x = backend_extent_at(rc->ctx, i);
+		bool known = !x.recent && known_whole(rc, x.ino);
 
-		ag_part(rc->xs, x->ino, xlink_phys(x), xlink_len(x), xlink_logical(x), ag, 0, UINT32_MAX,
+		ag_part(rc->xs, x.ino, x.phys, x.len, x.logical, ag, 0, UINT32_MAX,
 			known ? &refs : &unknown);
 	}
 	if (refs.n + unknown.n > rc->max_ag_extents)
@@ -264,7 +263,7 @@ static int remap(struct refc_check *rc, uint64_t ino, uint32_t ag, uint32_t lo, 
 
 			size_t had = to->n;
 
-			if (e->fe_flags & XLINK_NO_LOCATION)
+			if (e->fe_flags & BACKEND_NO_LOCATION)
 				continue;
 			ag_part(xs, ino, e->fe_physical, e->fe_length, e->fe_logical, ag, lo, hi,
 				to);
@@ -496,7 +495,6 @@ static void drop_uncounted(struct refc_check *rc)
 /* The check applies: reflink, no rmapbt, FIEMAP offsets on the data device. */
 static bool applies(struct scrub_ctx *ctx, const struct xfs_state *xs)
 {
-	const struct xlink_list *l = ctx->xlinks;
 	const char *why = NULL;
 
 	if (!(xs->geo.flags & XFS_FSOP_GEOM_FLAGS_REFLINK) ||
@@ -504,24 +502,13 @@ static bool applies(struct scrub_ctx *ctx, const struct xfs_state *xs)
 		return false;	/* no refcountbt, or xfs_xref.c counts from the rmapbt */
 	if (!(xs->geo.flags & XFS_FSOP_GEOM_FLAGS_V5SB) || !ctx->dev_size || xs->geo.rtblocks)
 		why = "FIEMAP offsets are not offsets on the data device alone, or it is not read";
-	else if (!l || l->overflow)
+	else if (!backend_extents_whole(ctx))
 		why = "the walk did not keep every file's extents";
 	if (why)
 		report_verbose(ctx, "Phase 3: reference counts not judged: %s", why);
 	return !why;
 }
 
-static void collect_unmapped(struct refc_check *rc)
-{
-	const struct xlink_list *l = rc->ctx->xlinks;
-
-	rc->unmapped = xmalloc((l->nr_unmapped + 1) * sizeof(*rc->unmapped));
-	for (size_t i = 0; i < l->nr_unmapped; i++)
-		if (l->unmapped[i].dev == l->dev)
-			rc->unmapped[rc->nr_unmapped++] = l->unmapped[i].ino;
-	if (rc->nr_unmapped)
-		qsort(rc->unmapped, rc->nr_unmapped, sizeof(*rc->unmapped), cmp_u64);
-}
 
 struct refc_check *xfs_refcount_collect(struct scrub_ctx *ctx, struct xfs_names *names)
 {
@@ -542,7 +529,7 @@ struct refc_check *xfs_refcount_collect(struct scrub_ctx *ctx, struct xfs_names 
 	rc = xcalloc(1, sizeof(*rc));
 	rc->ctx = ctx;
 	rc->xs = xs;
-	collect_unmapped(rc);
+	rc->unmapped = backend_unmapped_inodes(ctx, &rc->nr_unmapped);
 	for (uint32_t ag = 0; ag < xs->geo.agcount && !scrub_should_stop(ctx); ag++, rc->ags++)
 		sweep_ag(rc, &od, ag);
 	for (size_t i = 0; i < rc->nr_sus; i++)
