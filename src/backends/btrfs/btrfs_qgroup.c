@@ -390,7 +390,8 @@ static int cmp_rel(const void *a, const void *b)
 static size_t info_index(const struct qgroups *q, uint64_t id)
 {
 	const struct qg_info key = { .id = id };
-	const struct qg_info *qi = bsearch(&key, q->info, q->nr_info, sizeof(*q->info), cmp_info);
+	const struct qg_info *qi = q->nr_info ? bsearch(&key, q->info, q->nr_info,
+							sizeof(*q->info), cmp_info) : NULL;
 
 	return qi ? (size_t)(qi - q->info) : SIZE_MAX;
 }
@@ -461,8 +462,11 @@ static int build_ancestors(struct qgroups *q)
 {
 	int ret;
 
-	qsort(q->info, q->nr_info, sizeof(*q->info), cmp_info);
-	qsort(q->rel, q->nr_rel, sizeof(*q->rel), cmp_rel);
+	/* (qsort() wants an array, even of none) */
+	if (q->nr_info)
+		qsort(q->info, q->nr_info, sizeof(*q->info), cmp_info);
+	if (q->nr_rel)
+		qsort(q->rel, q->nr_rel, sizeof(*q->rel), cmp_rel);
 	for (size_t i = 0; i < q->nr_info; i++) {
 		size_t from = q->nr_anc;
 
