@@ -351,6 +351,10 @@ def test_nested_qgroup_count_found(image_factory, field, how):
     assert recorded - found == 8 * KiB, figures
     if how == "ro":
         assert (recorded, found) == (counted + 8 * KiB, counted), figures
+        # the same two figures as btrfs check's ("disk:" recorded, "our:" counted)
+        report = out[out.index("Counts for qgroup id: 1/100"):]
+        for who, n in (("disk", recorded), ("our", found)):
+            assert re.search(r"%s:\s+%s %d " % (who, what, n), report), (report, figures)
 
 
 def test_qgroup_relation_cycle(image_factory):
