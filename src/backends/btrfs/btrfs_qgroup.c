@@ -35,6 +35,7 @@
  * quotas are checked.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <linux/btrfs_tree.h>
 #include <stdlib.h>
 #include <string.h>
@@ -271,21 +272,34 @@ void btrfs_qgroup_extent_item(struct pass *p, const struct btrfs_tree_item *it)
 		q->err = ret;
 }
 
-/* The tree block at bytenr among the kept extents (sorted); NULL if none. */
-static struct qg_ext *tree_block(struct qgroups *q, uint64_t bytenr)
+/*
+ * The first of the n elements (of size bytes, sorted by the uint64_t at
+ * offset off) whose key is at least key; n if none.
+ */
+static size_t first_at(const void *v, size_t n, size_t size, size_t off, uint64_t key)
 {
-	size_t lo = 0, hi = q->nr_ext;
+	size_t lo = 0, hi = n;
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
+		uint64_t k;
 
-		if (q->ext[mid].bytenr < bytenr)
+		memcpy(&k, (const char *)v + mid * size + off, sizeof(k));
+		if (k < key)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	return lo < q->nr_ext && q->ext[lo].bytenr == bytenr && q->ext[lo].tree ? &q->ext[lo]
-									      : NULL;
+	return lo;
+}
+
+/* The tree block at bytenr among the kept extents (sorted); NULL if none. */
+static struct qg_ext *tree_block(struct qgroups *q, uint64_t bytenr)
+{
+	size_t i = first_at(q->ext, q->nr_ext, sizeof(*q->ext), offsetof(struct qg_ext, bytenr),
+			    bytenr);
+
+	return i < q->nr_ext && q->ext[i].bytenr == bytenr && q->ext[i].tree ? &q->ext[i] : NULL;
 }
 
 /* Add id to the sorted set set[0..*n) of at most cap; false without room. */
@@ -399,17 +413,7 @@ static size_t info_index(const struct qgroups *q, uint64_t id)
 /* The first relation whose member is id (q->rel sorted by member). */
 static size_t first_rel(const struct qgroups *q, uint64_t id)
 {
-	size_t lo = 0, hi = q->nr_rel;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (q->rel[mid].child < id)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	return first_at(q->rel, q->nr_rel, sizeof(*q->rel), offsetof(struct qg_rel, child), id);
 }
 
 static bool in_pool(const struct qgroups *q, size_t from, size_t idx)
