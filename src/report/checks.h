@@ -95,7 +95,7 @@
 #define CHECK_BTRFS_BYTES_USED	"btrfs.bytes_used"	/* superblock bytes_used != the block groups' used */
 #define CHECK_BTRFS_CHUNK	"btrfs.chunk"	/* chunks vs device extents vs block groups; DEV_ITEM bytes_used; extents past the device */
 #define CHECK_BTRFS_INODE_FLAGS	"btrfs.inode_flags"	/* inode flags no kernel defines or sets together */
-#define CHECK_BTRFS_QGROUP	"btrfs.qgroup"	/* a level-0 qgroup's referenced / exclusive bytes != its extents */
+#define CHECK_BTRFS_QGROUP	"btrfs.qgroup"	/* a qgroup's (any level) referenced / exclusive bytes != its extents; a relation cycle */
 
 /* XFS backend */
 #define CHECK_XFS_SCRUB		"xfs.scrub"	/* the kernel's online scrub: corrupt, or repaired */

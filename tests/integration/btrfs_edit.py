@@ -71,6 +71,7 @@ FREE_SPACE_BITMAP = 200
 CHUNK_ITEM = 228
 QGROUP_STATUS = 240
 QGROUP_INFO = 242
+QGROUP_RELATION = 246
 FREE_SPACE_OBJECTID = 2 ** 64 - 11     # the v1 space cache's headers (root tree)
 CACHE_PAGE = 4096                      # the v1 cache's page (the kernel's page size)
 

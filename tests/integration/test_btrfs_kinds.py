@@ -265,6 +265,117 @@ def test_qgroups_rescan_not_checked(image_factory):
     assert [f for f in r.of("Info", "btrfs.qgroup") if "rescan" in f.message], r
 
 
+def nested_quota_image(image_factory):
+    """The quota image with a second subvolume sv2 (data of its own, and a
+    file reflinked from sv: shared between the two), the level-1 qgroup
+    1/100 over sv and sv2, the level-2 qgroup 2/1 over 1/100 and the
+    snapshot snap: 1/100 shares sv's extents with snap (referenced, not
+    exclusive), 2/1 holds them all.  Rescanned, so the kernel's figures
+    are the extents'.  Returns the image and the subvolume ids."""
+    img = quota_image(image_factory)
+    mnt = img.mount("compress=zstd")
+    sv2 = os.path.join(mnt, "sv2")
+    run(["btrfs", "subvolume", "create", sv2])
+    with open(os.path.join(sv2, "own"), "wb") as f:
+        f.write(os.urandom(300 * KiB))
+    run(["cp", "--reflink=always", os.path.join(mnt, "sv", "d", "g"), os.path.join(sv2, "g")])
+    ids = {n: int(run(["btrfs", "inspect-internal", "rootid", os.path.join(mnt, n)]
+                      ).stdout.strip()) for n in ("sv", "sv2", "snap")}
+    for q in ("1/100", "2/1"):
+        run(["btrfs", "qgroup", "create", q, mnt])
+    for member, parent in (("0/%d" % ids["sv"], "1/100"), ("0/%d" % ids["sv2"], "1/100"),
+                           ("1/100", "2/1"), ("0/%d" % ids["snap"], "2/1")):
+        run(["btrfs", "qgroup", "assign", "--no-rescan", member, parent, mnt])
+    run(["btrfs", "quota", "rescan", "-w", mnt])
+    os.sync()
+    img.offline()
+    return img, ids
+
+
+def qgroup_figures(r, mnt, qgroup):
+    """The (recorded, counted) figures of fscrub's btrfs.qgroup errors about
+    qgroup, by what they count (named on the filesystem: no subvolume is
+    theirs)."""
+    out = {}
+    for f in r.of("Error", "btrfs.qgroup"):
+        m = re.match(r"qgroup %s: (referenced|exclusive) (\d+) bytes, the extents of its "
+                     r"member subvolumes add up to (\d+)" % qgroup, f.message)
+        if m:
+            assert f.path == mnt and f.inode is None, f
+            out[m.group(1)] = (int(m.group(2)), int(m.group(3)))
+    return out
+
+
+@pytest.mark.parametrize("how", ["fresh", "settled", "ro"])
+def test_nested_qgroups_clean(image_factory, how):
+    """Qgroups of levels 1 and 2 over subvolumes, a snapshot and data shared
+    between them: every qgroup adds up (btrfs check --qgroup-report agrees),
+    exit 0 and no btrfs.qgroup; the figures are not trivially equal (1/100
+    references more than it holds alone: what it shares with snap)."""
+    img, _ = nested_quota_image(image_factory)
+    rc, out = btrfs_qgroup_check(img.path)
+    assert rc == 0 and "are different" not in out, out
+    with be.BtrfsImage(img.path) as ed:
+        q1 = ed.find(be.QUOTA_TREE, (0, be.QGROUP_INFO, 1 << 48 | 100))
+        q2 = ed.find(be.QUOTA_TREE, (0, be.QGROUP_INFO, 2 << 48 | 1))
+        assert q1.get("qgroup.excl") < q1.get("qgroup.rfer") <= q2.get("qgroup.rfer")
+        assert q2.get("qgroup.excl") > q1.get("qgroup.excl")
+    _, r = scan(img, how)
+    assert r.rc == 0 and not r.of(check="btrfs.qgroup"), r
+    # 0/5, sv, snap, sv2 and the two above: all compared (before: level 0 only)
+    assert "qgroups checked: 4 of level 0, 2 above" in r.stdout + r.stderr, r
+
+
+@pytest.mark.parametrize("how", ["fresh", "settled", "ro"])
+@pytest.mark.parametrize("field", ["qgroup.rfer", "qgroup.excl"])
+def test_nested_qgroup_count_found(image_factory, field, how):
+    """The level-1 qgroup 1/100 records 8 KiB more than its members'
+    extents: btrfs check --qgroup-report and fscrub (btrfs.qgroup naming
+    1/100 with both figures) agree, and nothing else is reported; before,
+    only level-0 qgroups were counted (exit 0)."""
+    img, _ = nested_quota_image(image_factory)
+    with be.BtrfsImage(img.path) as ed:
+        info = ed.find(be.QUOTA_TREE, (0, be.QGROUP_INFO, 1 << 48 | 100))
+        counted = info.get(field)
+        ed.set_field(info, field, counted + 8 * KiB)
+    rc, out = btrfs_qgroup_check(img.path)
+    assert "Counts for qgroup id: 1/100 are different" in out, out
+    assert out.count("are different") == 1, out
+    mnt, r = scan(img, how)
+    assert r.rc == 4, r
+    what = "referenced" if field == "qgroup.rfer" else "exclusive"
+    figures = qgroup_figures(r, mnt, "1/100")
+    assert list(figures) == [what] and len(r.of("Error")) == 1, r
+    recorded, found = figures[what]
+    # a read-write mount's own commits move both numbers alike: 8 KiB apart
+    assert recorded - found == 8 * KiB, figures
+    if how == "ro":
+        assert (recorded, found) == (counted + 8 * KiB, counted), figures
+        # the same two figures as btrfs check's ("disk:" recorded, "our:" counted)
+        report = out[out.index("Counts for qgroup id: 1/100"):]
+        for who, n in (("disk", recorded), ("our", found)):
+            assert re.search(r"%s:\s+%s %d " % (who, what, n), report), (report, figures)
+
+
+def test_qgroup_relation_cycle(image_factory):
+    """2/1's copy of its relation to 1/100 rewritten to name 2/1 itself:
+    the lower id of a relation item is the member, so 2/1 is now its own
+    member -- the only cycle relation items can make, which the kernel
+    never makes (a member's level is below its parent's).  Reported as a
+    cycle, without looping, and 2/1's figures not compared; the other
+    qgroups still add up.  Before, no relation was read (exit 0)."""
+    img, _ = nested_quota_image(image_factory)
+    q1, q2 = 1 << 48 | 100, 2 << 48 | 1
+    with be.BtrfsImage(img.path) as ed:
+        ed.set_key(ed.find(be.QUOTA_TREE, (q2, be.QGROUP_RELATION, q1)),
+                   (q2, be.QGROUP_RELATION, q2))
+    _, r = scan(img, "ro")
+    assert r.rc == 4, r
+    errors = r.of("Error")
+    assert len(errors) == 1 and errors[0].check == "btrfs.qgroup", r
+    assert errors[0].message.startswith("qgroup 2/1 is its own ancestor"), r
+
+
 def public_image(image_factory, rel):
     """btrfs-progs' image rel (conftest.fsck_test_images()) restored into a
     fresh image file."""

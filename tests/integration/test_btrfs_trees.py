@@ -697,10 +697,12 @@ def test_v1_space_cache_bitmap(v1_image):
 FICLONE = 0x40049409
 
 
-def _btrfs_churn(mnt, stop, counter, seed):
+def _btrfs_churn(mnt, stop, counter, seed, snapshots=True):
     """Until stop: write (compressible and not), overwrite inside shared
     extents, reflink, fallocate, truncate, hard-link, unlink, and take and
-    delete snapshots of a subvolume being written."""
+    delete snapshots of a subvolume being written (unless not snapshots: a
+    snapshot of a member of a higher qgroup leaves the qgroups
+    inconsistent, unchecked)."""
     import random
     rnd = random.Random(seed)
     sv = os.path.join(mnt, "work")
@@ -710,7 +712,7 @@ def _btrfs_churn(mnt, stop, counter, seed):
         n += 1
         op = rnd.randrange(10)
         try:
-            if op < 3 or len(files) < 5:
+            if op < 3 or len(files) < 5 or (op == 9 and not snapshots):
                 p = os.path.join(sv, "f%d" % n)
                 with open(p, "wb") as f:
                     f.write((b"z" * 8192 if rnd.random() < 0.5 else os.urandom(8192))
@@ -754,16 +756,28 @@ def _btrfs_churn(mnt, stop, counter, seed):
             counter.value += 1
 
 
-@pytest.mark.parametrize("mkfs_args,options", [
-    ([], "compress=zstd"),
+def nest_qgroups(mnt, subvol):
+    """The level-1 qgroup 1/100 over subvol's and 0/5, the level-2 2/1 over it."""
+    sid = run(["btrfs", "inspect-internal", "rootid", subvol]).stdout.strip()
+    for q in ("1/100", "2/1"):
+        run(["btrfs", "qgroup", "create", q, mnt])
+    for member, parent in (("0/" + sid, "1/100"), ("0/5", "1/100"), ("1/100", "2/1")):
+        run(["btrfs", "qgroup", "assign", "--no-rescan", member, parent, mnt])
+    run(["btrfs", "quota", "rescan", "-w", mnt])
+
+
+@pytest.mark.parametrize("mkfs_args,options,nested", [
+    ([], "compress=zstd", False),
     # v1 caches rewritten at every commit, read while the extent tree moves
-    (["-R", "^free-space-tree"], "compress=zstd," + V1),
+    (["-R", "^free-space-tree"], "compress=zstd," + V1, False),
     # every hole an item: truncates and writes past the end move them
-    (["-O", "^no-holes"], "compress=zstd"),
+    (["-O", "^no-holes"], "compress=zstd", False),
     # qgroups counted at every commit, snapshots made and dropped
-    (["-R", "quota"], "compress=zstd"),
-], ids=["free_space_tree", "space_cache_v1", "explicit_holes", "quotas"])
-def test_no_false_alarms_under_btrfs_churn(image_factory, mkfs_args, options):
+    (["-R", "quota"], "compress=zstd", False),
+    # and qgroups of qgroups over the churned subvolume
+    (["-R", "quota"], "compress=zstd", True),
+], ids=["free_space_tree", "space_cache_v1", "explicit_holes", "quotas", "nested_qgroups"])
+def test_no_false_alarms_under_btrfs_churn(image_factory, mkfs_args, options, nested):
     """fscrub -n, three times while the workload runs: its first passes see
     delayed references, block group counters, dropped snapshots and names in
     flux; after the forced commit none of that may be an error."""
@@ -773,9 +787,11 @@ def test_no_false_alarms_under_btrfs_churn(image_factory, mkfs_args, options):
     img.mkfs()
     mnt = img.mount(options)
     run(["btrfs", "subvolume", "create", os.path.join(mnt, "work")])
+    if nested:
+        nest_qgroups(mnt, os.path.join(mnt, "work"))
     os.mkdir(os.path.join(mnt, "snaps"))
     stop, counter = mp.Event(), mp.Value("l", 0)
-    worker = mp.Process(target=_btrfs_churn, args=(mnt, stop, counter, 7))
+    worker = mp.Process(target=_btrfs_churn, args=(mnt, stop, counter, 7, not nested))
     worker.start()
     try:
         while counter.value < 300:
@@ -792,8 +808,10 @@ def test_no_false_alarms_under_btrfs_churn(image_factory, mkfs_args, options):
             ops = [l for l in r.stderr.splitlines() if l.startswith("fscrub: ")]
             assert r.rc == 0 and not ops and not bad, r.stdout + r.stderr
             assert "btrfs trees (first pass)" in r.stdout
+            # the qgroups of every level compared while their figures move
+            assert not nested or "qgroups checked: 2 of level 0, 2 above" in r.stdout, r
             infos += len([f for f in r.findings if "changed while being checked (" in f.message])
-            print("\n".join(l for l in r.stdout.splitlines() if "v1 space caches" in l or "space_cache" in l))
+            print("\n".join(l for l in r.stdout.splitlines() if "v1 space caches" in l or "space_cache" in l or "qgroup" in l))
         print("%d btrfs tree findings were in flux" % infos)
     finally:
         stop.set()

@@ -46,8 +46,8 @@
  *     (btrfs_fst.c: btrfs.free_space_tree), or, without one, the v1 space
  *     cache of each block group is read from the device as the extents
  *     reach it (btrfs_v1cache.c: btrfs.space_cache); with quotas on, every
- *     extent's references are kept and the level-0 qgroups compared with
- *     them afterwards (btrfs_qgroup.c: btrfs.qgroup);
+ *     extent's references are kept and the qgroups, every level, compared
+ *     with them afterwards (btrfs_qgroup.c: btrfs.qgroup);
  *  5. the chunk tree and the device tree, against each other and the block
  *     groups (btrfs_chunks.c: btrfs.chunk).
  *
@@ -1402,8 +1402,8 @@ static void report_qgroups(struct scrub_ctx *ctx, const struct pass *p)
 	};
 
 	if (p->qg_state == QG_CHECKED)
-		report_verbose(ctx, "Phase 3: btrfs trees: level-0 qgroups checked (higher "
-			       "levels are not)");
+		report_verbose(ctx, "Phase 3: btrfs trees: qgroups checked: %zu of level 0, %zu "
+			       "above", p->qg_nr[0], p->qg_nr[1]);
 	else if (p->qg_state != QG_OFF)
 		str_info(ctx, CHECK_BTRFS_QGROUP, NULL, NULL, 0, "qgroups are not checked: %s",
 			 why[p->qg_state]);

@@ -72,9 +72,10 @@ enum finding_kind {
 	F_FLAGS_UNKNOWN,	/* bits no kernel defines (a: the flags, b: those bits) */
 	F_FLAGS_SYMLINK,	/* a symlink immutable or append-only */
 	F_FLAGS_COMPRESS,	/* COMPRESS and NOCOMPRESS both */
-	/* btrfs_qgroup.c: a level-0 qgroup against the extents (a: recorded, b: counted) */
+	/* btrfs_qgroup.c: a qgroup (root: its id) against the extents (a: recorded, b: counted) */
 	F_QGROUP_RFER,
 	F_QGROUP_EXCL,
+	F_QGROUP_CYCLE,		/* a qgroup its own ancestor through relation items */
 };
 
 /* Whether the qgroups are checked, and why not (btrfs_qgroup.c). */
@@ -306,6 +307,7 @@ struct pass {
 	struct qgroups *qg;
 	enum qg_state qg_state;
 	uint64_t qg_flags;		/* the QGROUP_STATUS item's */
+	size_t qg_nr[2];		/* qgroups compared: of level 0, above it */
 	unsigned long long quota_items;
 	bool sb_ok;
 };

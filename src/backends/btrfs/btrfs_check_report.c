@@ -81,11 +81,27 @@ static const char *check_of(enum finding_kind k)
 	case F_FLAGS_SYMLINK:
 	case F_FLAGS_COMPRESS: return CHECK_BTRFS_INODE_FLAGS;
 	case F_QGROUP_RFER:
-	case F_QGROUP_EXCL: return CHECK_BTRFS_QGROUP;
+	case F_QGROUP_EXCL:
+	case F_QGROUP_CYCLE: return CHECK_BTRFS_QGROUP;
 	case F_UNNAMED:
 	case F_ORPHAN_LOST: return CHECK_BTRFS_ORPHAN;
 	default: return CHECK_BTRFS_EXTENT_REFS;
 	}
+}
+
+/* The low 48 bits of a qgroup id: the subvolume, or the number at its level. */
+#define QGROUP_SUBVOLID_MASK ((1ULL << BTRFS_QGROUP_LEVEL_SHIFT) - 1)
+
+static void describe_qgroup(const struct tfinding *f, struct strbuf *m)
+{
+	unsigned long long level = f->root >> BTRFS_QGROUP_LEVEL_SHIFT;
+	unsigned long long a = f->a, b = f->b;
+
+	strbuf_addf(m, "qgroup %llu/%llu: %s %llu bytes, the extents of %s add up to %llu "
+		    "(btrfs quota rescan recounts)", level,
+		    (unsigned long long)(f->root & QGROUP_SUBVOLID_MASK),
+		    f->kind == F_QGROUP_RFER ? "referenced" : "exclusive", a,
+		    level ? "its member subvolumes" : "the subvolume", b);
 }
 
 static void describe(struct scrub_ctx *ctx, const struct tfinding *f, struct strbuf *m)
@@ -209,9 +225,13 @@ static void describe(struct scrub_ctx *ctx, const struct tfinding *f, struct str
 		break;
 	case F_QGROUP_RFER:
 	case F_QGROUP_EXCL:
-		strbuf_addf(m, "qgroup 0/%llu: %s %llu bytes, the extents of the subvolume add up "
-			    "to %llu (btrfs quota rescan recounts)", root,
-			    f->kind == F_QGROUP_RFER ? "referenced" : "exclusive", a, b);
+		describe_qgroup(f, m);
+		break;
+	case F_QGROUP_CYCLE:
+		strbuf_addf(m, "qgroup %llu/%llu is its own ancestor: its QGROUP_RELATION items "
+			    "make a cycle (the kernel only makes a member of a qgroup of a higher "
+			    "level); its figures are not checked", root >> BTRFS_QGROUP_LEVEL_SHIFT,
+			    root & QGROUP_SUBVOLID_MASK);
 		break;
 	case F_FLAGS_UNKNOWN:
 		strbuf_addf(m, "inode flags 0x%llx: bits 0x%llx are no flag any kernel defines",

@@ -1,7 +1,7 @@
 /*
- * btrfs_qgroup: each level-0 qgroup's referenced and exclusive bytes
- * against what the extent tree says (btrfs.qgroup), as `btrfs check
- * --qgroup-report` counts them.
+ * btrfs_qgroup: each qgroup's referenced and exclusive bytes against what
+ * the extent tree says (btrfs.qgroup), as `btrfs check --qgroup-report`
+ * and the kernel count them, at every level.
  *
  * Only when quotas are on (the quota tree's QGROUP_STATUS has the ON flag)
  * and the kernel trusts its numbers: no rescan running (RESCAN), not
@@ -14,18 +14,28 @@
  * with its back references: a tree or data reference names its subvolume,
  * a shared one the parent tree block, whose own references lead on up.
  * After the extent tree, each extent's set of subvolumes (fs trees only:
- * relocation trees do not count) is resolved, tree blocks' sets memoized;
- * each extent adds its bytes (a tree block: the node size) to the
- * referenced bytes of every subvolume in its set, and to the exclusive
- * bytes of the one subvolume when it is alone.  Level-0 qgroups only:
- * higher levels (a qgroup of qgroups) are not checked, nor the compressed
- * counters, nor limits.
+ * relocation trees do not count) is resolved, tree blocks' sets memoized.
+ *
+ * The quota tree's QGROUP_RELATION items (member, RELATION, parent), and
+ * the reverse, make the qgroups above level 0 (a qgroup of qgroups, 1/100
+ * over 0/257 and 0/258, 2/1 over 1/100): each level-0 qgroup's ancestors
+ * (itself, its parents, theirs...) are gathered once.  An extent adds its
+ * bytes (a tree block: the node size) to the referenced bytes of every
+ * qgroup some subvolume of its set reaches, once whatever the number of
+ * ways, and to the exclusive bytes of those that every subvolume of the
+ * set reaches.  A qgroup that is its own ancestor is reported, its
+ * figures not compared: read as the kernel reads relation items (the
+ * lower id the member), only an item relating a qgroup to itself makes
+ * one, which the kernel never writes; the walk enters each qgroup once
+ * whatever the items say.  Not checked: the compressed counters, limits.
  *
  * Memory: 32 bytes per extent and 16 per back reference, for the whole
- * extent tree, plus the memoized sets of tree blocks -- only when quotas
- * are checked.
+ * extent tree, plus the memoized sets of tree blocks; 72 bytes per qgroup,
+ * 16 per relation and 8 per (level-0 qgroup, ancestor) pair -- only when
+ * quotas are checked.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <linux/btrfs_tree.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +76,15 @@ struct qg_ext {
 struct qg_info {
 	uint64_t id, rfer, excl, transid;
 	uint64_t found_rfer, found_excl;
+	size_t first_anc, nr_anc;	/* level 0: its ancestors in the pool, itself first */
+	uint64_t mark;			/* the extent being counted (account_one()) */
+	size_t nr_reach;		/* how many of its subvolumes reach it */
+	bool cycle;			/* its own ancestor */
+};
+
+/* A QGROUP_RELATION item as (member, parent): the member's id is the lower. */
+struct qg_rel {
+	uint64_t child, parent;
 };
 
 struct qgroups {
@@ -75,8 +94,13 @@ struct qgroups {
 	size_t nr_refs, alloc_refs;
 	uint64_t *pool;		/* memoized subvolume sets, sorted, one after another */
 	size_t nr_pool, alloc_pool;
-	struct qg_info *info;
+	struct qg_info *info;		/* sorted by id (the quota tree's order) */
 	size_t nr_info, alloc_info;
+	struct qg_rel *rel;		/* sorted by member (the quota tree's order) */
+	size_t nr_rel, alloc_rel;
+	size_t *anc;			/* the level-0 qgroups' ancestors, indexes into info */
+	size_t nr_anc, alloc_anc;
+	uint64_t marks;			/* account_one()'s counter */
 	uint64_t status_transid;
 	int err;		/* -ENOMEM: the check is dropped */
 };
@@ -85,6 +109,22 @@ static bool counted_root(uint64_t id)
 {
 	return id == BTRFS_FS_TREE_OBJECTID ||
 	       (id >= BTRFS_FIRST_FREE_OBJECTID && id <= BTRFS_LAST_FREE_OBJECTID);
+}
+
+static int relation_item(struct qgroups *q, const struct btrfs_tree_item *it)
+{
+	/*
+	 * Each relation is stored twice, (member, parent) and (parent,
+	 * member); as the kernel reads them, the lower id is the member (its
+	 * level is the lower), so that copy is enough.  Equal ids: a qgroup
+	 * its own member, a cycle (ancestors() finds it).
+	 */
+	if (it->key.objectid > it->key.offset)
+		return 0;
+	if (btrfs_grow((void **)&q->rel, &q->alloc_rel, q->nr_rel + 1, sizeof(*q->rel)) < 0)
+		return -ENOMEM;
+	q->rel[q->nr_rel++] = (struct qg_rel){ it->key.objectid, it->key.offset };
+	return 0;
 }
 
 static int quota_item(struct pass *p, uint64_t tree, const struct btrfs_tree_item *it)
@@ -99,8 +139,9 @@ static int quota_item(struct pass *p, uint64_t tree, const struct btrfs_tree_ite
 		q->status_transid = it->transid;
 		return 0;
 	}
-	if (it->key.type != BTRFS_QGROUP_INFO_KEY || it->len < QINFO_SIZE ||
-	    it->key.offset >> BTRFS_QGROUP_LEVEL_SHIFT)
+	if (it->key.type == BTRFS_QGROUP_RELATION_KEY)
+		return relation_item(q, it);
+	if (it->key.type != BTRFS_QGROUP_INFO_KEY || it->len < QINFO_SIZE)
 		return 0;
 	if (btrfs_grow((void **)&q->info, &q->alloc_info, q->nr_info + 1, sizeof(*q->info)) < 0)
 		return -ENOMEM;
@@ -231,21 +272,34 @@ void btrfs_qgroup_extent_item(struct pass *p, const struct btrfs_tree_item *it)
 		q->err = ret;
 }
 
-/* The tree block at bytenr among the kept extents (sorted); NULL if none. */
-static struct qg_ext *tree_block(struct qgroups *q, uint64_t bytenr)
+/*
+ * The first of the n elements (of size bytes, sorted by the uint64_t at
+ * offset off) whose key is at least key; n if none.
+ */
+static size_t first_at(const void *v, size_t n, size_t size, size_t off, uint64_t key)
 {
-	size_t lo = 0, hi = q->nr_ext;
+	size_t lo = 0, hi = n;
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
+		uint64_t k;
 
-		if (q->ext[mid].bytenr < bytenr)
+		memcpy(&k, (const char *)v + mid * size + off, sizeof(k));
+		if (k < key)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	return lo < q->nr_ext && q->ext[lo].bytenr == bytenr && q->ext[lo].tree ? &q->ext[lo]
-									      : NULL;
+	return lo;
+}
+
+/* The tree block at bytenr among the kept extents (sorted); NULL if none. */
+static struct qg_ext *tree_block(struct qgroups *q, uint64_t bytenr)
+{
+	size_t i = first_at(q->ext, q->nr_ext, sizeof(*q->ext), offsetof(struct qg_ext, bytenr),
+			    bytenr);
+
+	return i < q->nr_ext && q->ext[i].bytenr == bytenr && q->ext[i].tree ? &q->ext[i] : NULL;
 }
 
 /* Add id to the sorted set set[0..*n) of at most cap; false without room. */
@@ -330,38 +384,169 @@ static int resolve_tree_block(struct qgroups *q, struct qg_ext *e, unsigned dept
 	return ret;
 }
 
-static struct qg_info *info_of(struct qgroups *q, uint64_t id)
+static int cmp_info(const void *a, const void *b)
 {
-	for (size_t i = 0; i < q->nr_info; i++)
-		if (q->info[i].id == id)
-			return &q->info[i];
-	return NULL;
+	uint64_t x = ((const struct qg_info *)a)->id, y = ((const struct qg_info *)b)->id;
+
+	return x < y ? -1 : x > y;
 }
 
-/* Every extent's bytes to its subvolumes' qgroups. */
+static int cmp_rel(const void *a, const void *b)
+{
+	const struct qg_rel *x = a, *y = b;
+
+	if (x->child != y->child)
+		return x->child < y->child ? -1 : 1;
+	return x->parent < y->parent ? -1 : x->parent > y->parent;
+}
+
+/* The index of qgroup id in q->info (sorted), or SIZE_MAX. */
+static size_t info_index(const struct qgroups *q, uint64_t id)
+{
+	const struct qg_info key = { .id = id };
+	const struct qg_info *qi = q->nr_info ? bsearch(&key, q->info, q->nr_info,
+							sizeof(*q->info), cmp_info) : NULL;
+
+	return qi ? (size_t)(qi - q->info) : SIZE_MAX;
+}
+
+/* The first relation whose member is id (q->rel sorted by member). */
+static size_t first_rel(const struct qgroups *q, uint64_t id)
+{
+	return first_at(q->rel, q->nr_rel, sizeof(*q->rel), offsetof(struct qg_rel, child), id);
+}
+
+static bool in_pool(const struct qgroups *q, size_t from, size_t idx)
+{
+	for (size_t k = from; k < q->nr_anc; k++)
+		if (q->anc[k] == idx)
+			return true;
+	return false;
+}
+
+/*
+ * Qgroup i's ancestors appended to the pool, itself first: the pool is the
+ * queue, each qgroup entered once, so a cycle ends; i met again as a
+ * parent is one.  A relation naming a qgroup without an info item adds
+ * nothing (the kernel drops such a relation too).
+ */
+static int ancestors(struct qgroups *q, size_t i)
+{
+	size_t from = q->nr_anc;
+
+	if (btrfs_grow((void **)&q->anc, &q->alloc_anc, q->nr_anc + 1, sizeof(*q->anc)) < 0)
+		return -ENOMEM;
+	q->anc[q->nr_anc++] = i;
+	for (size_t k = from; k < q->nr_anc; k++) {
+		uint64_t id = q->info[q->anc[k]].id;
+
+		for (size_t r = first_rel(q, id); r < q->nr_rel && q->rel[r].child == id; r++) {
+			size_t par = info_index(q, q->rel[r].parent);
+
+			if (par == i)
+				q->info[i].cycle = true;
+			if (par == SIZE_MAX || in_pool(q, from, par))
+				continue;
+			if (btrfs_grow((void **)&q->anc, &q->alloc_anc, q->nr_anc + 1,
+				       sizeof(*q->anc)) < 0)
+				return -ENOMEM;
+			q->anc[q->nr_anc++] = par;
+		}
+	}
+	q->info[i].first_anc = from;
+	q->info[i].nr_anc = q->nr_anc - from;
+	return 0;
+}
+
+/*
+ * Every qgroup's ancestors walked (a cycle found wherever it is); kept for
+ * level 0 only, where an extent's subvolumes start counting.
+ */
+static int build_ancestors(struct qgroups *q)
+{
+	int ret;
+
+	/* (qsort() wants an array, even of none) */
+	if (q->nr_info)
+		qsort(q->info, q->nr_info, sizeof(*q->info), cmp_info);
+	if (q->nr_rel)
+		qsort(q->rel, q->nr_rel, sizeof(*q->rel), cmp_rel);
+	for (size_t i = 0; i < q->nr_info; i++) {
+		size_t from = q->nr_anc;
+
+		if ((ret = ancestors(q, i)) < 0)
+			return ret;
+		if (q->info[i].id >> BTRFS_QGROUP_LEVEL_SHIFT)
+			q->nr_anc = from;
+	}
+	return 0;
+}
+
+/*
+ * One extent of the subvolumes s to the qgroups they reach: first each
+ * reached qgroup counts the subvolumes that reach it (marked with this
+ * extent's number, so nothing is cleared between extents), then each adds
+ * the bytes once -- referenced always, exclusive when all of s reach it.
+ */
+static void account_one(struct qgroups *q, const struct root_set *s, uint64_t bytes)
+{
+	uint64_t counting = ++q->marks, added = ++q->marks;
+
+	for (size_t pass = 0; pass < 2; pass++)
+		for (size_t j = 0; j < s->n; j++) {
+			size_t i = info_index(q, s->v[j]);
+
+			for (size_t k = 0; i != SIZE_MAX && k < q->info[i].nr_anc; k++) {
+				struct qg_info *qi = &q->info[q->anc[q->info[i].first_anc + k]];
+
+				if (pass == 0) {
+					qi->nr_reach = qi->mark == counting ? qi->nr_reach + 1 : 1;
+					qi->mark = counting;
+				} else if (qi->mark == counting) {
+					qi->mark = added;
+					qi->found_rfer += bytes;
+					qi->found_excl += qi->nr_reach == s->n ? bytes : 0;
+				}
+			}
+		}
+}
+
+/* Every extent's bytes to the qgroups its subvolumes reach. */
 static int account(struct qgroups *q)
 {
 	struct root_set s = { 0 };
-	int ret = 0;
+	int ret = build_ancestors(q);
 
 	for (size_t i = 0; i < q->nr_ext && ret == 0; i++) {
-		const struct qg_ext *e = &q->ext[i];
-
 		s.n = 0;
-		if ((ret = collect(q, e, &s, 0)) < 0)
-			break;
-		for (size_t j = 0; j < s.n; j++) {
-			struct qg_info *qi = info_of(q, s.v[j]);
-
-			if (!qi)
-				continue;
-			qi->found_rfer += e->bytes;
-			if (s.n == 1)
-				qi->found_excl += e->bytes;
-		}
+		if ((ret = collect(q, &q->ext[i], &s, 0)) == 0)
+			account_one(q, &s, q->ext[i].bytes);
 	}
 	free(s.v);
 	return ret;
+}
+
+static void qgroup_findings(struct pass *p, const struct qg_info *qi, uint64_t transid)
+{
+	/* A higher-level qgroup names no subvolume: no path. */
+	uint64_t ino = qi->id >> BTRFS_QGROUP_LEVEL_SHIFT ? 0 : BTRFS_FIRST_FREE_OBJECTID;
+
+	if (qi->cycle) {
+		btrfs_add_finding(p, &(struct tfinding){
+			.kind = F_QGROUP_CYCLE, .root = qi->id, .transid = transid,
+		});
+		return;
+	}
+	if (qi->rfer != qi->found_rfer)
+		btrfs_add_finding(p, &(struct tfinding){
+			.kind = F_QGROUP_RFER, .root = qi->id, .ino = ino,
+			.a = qi->rfer, .b = qi->found_rfer, .transid = transid,
+		});
+	if (qi->excl != qi->found_excl)
+		btrfs_add_finding(p, &(struct tfinding){
+			.kind = F_QGROUP_EXCL, .root = qi->id, .ino = ino,
+			.a = qi->excl, .b = qi->found_excl, .transid = transid,
+		});
 }
 
 void btrfs_qgroup_finish(struct pass *p)
@@ -374,21 +559,10 @@ void btrfs_qgroup_finish(struct pass *p)
 		q->err = account(q);
 	for (size_t i = 0; i < q->nr_info && !q->err; i++) {
 		const struct qg_info *qi = &q->info[i];
-		uint64_t transid = qi->transid > q->status_transid ? qi->transid
-								   : q->status_transid;
 
-		if (qi->rfer != qi->found_rfer)
-			btrfs_add_finding(p, &(struct tfinding){
-				.kind = F_QGROUP_RFER, .root = qi->id,
-				.ino = BTRFS_FIRST_FREE_OBJECTID, .a = qi->rfer,
-				.b = qi->found_rfer, .transid = transid,
-			});
-		if (qi->excl != qi->found_excl)
-			btrfs_add_finding(p, &(struct tfinding){
-				.kind = F_QGROUP_EXCL, .root = qi->id,
-				.ino = BTRFS_FIRST_FREE_OBJECTID, .a = qi->excl,
-				.b = qi->found_excl, .transid = transid,
-			});
+		p->qg_nr[!!(qi->id >> BTRFS_QGROUP_LEVEL_SHIFT)]++;
+		qgroup_findings(p, qi, qi->transid > q->status_transid ? qi->transid
+								: q->status_transid);
 	}
 	if (q->err)
 		p->qg_state = QG_NO_MEMORY;
@@ -405,6 +579,8 @@ void btrfs_qgroup_release(struct pass *p)
 	free(q->refs);
 	free(q->pool);
 	free(q->info);
+	free(q->rel);
+	free(q->anc);
 	free(q);
 	p->qg = NULL;
 }
