@@ -113,6 +113,7 @@
 
 #include "backends/btrfs/btrfs_check_int.h"
 #include "backends/btrfs/btrfs_datasum.h"
+#include "backends/btrfs/btrfs_readahead.h"
 #include "backends/btrfs/btrfs_trees.h"
 #include "report/checks.h"
 #include "scan/context.h"
@@ -1665,8 +1666,10 @@ struct btrfs_tree_check {
 static void *first_pass_thread(void *arg)
 {
 	struct btrfs_tree_check *c = arg;
+	struct btrfs_readahead *ra = btrfs_readahead_start(c->ctx, c->ctx->mnt_fd);
 
 	c->ret = run_pass(c->ctx, &c->p);
+	btrfs_readahead_stop(ra);
 	c->took = seconds_since(&c->t0);
 	return NULL;
 }
