@@ -1333,16 +1333,16 @@ struct btrfs_unsummed *btrfs_unsummed_of(struct scrub_ctx *ctx)
 }
 
 /*
- * Phase 3, before the walk: the bulk records' generation noted (and,
- * without -n, what was changed committed) before the tree check's first
- * pass starts reading beside the walk, so that it reads what the records
- * do, as it did when it came after them.
+ * Phase 3, before the walk: the tree check's first pass starts reading
+ * beside it.  Without -n the walk's first bulk request commits what was
+ * changed before the scan (btrfs_bulk.c) while the pass may be reading
+ * already: a change committed then is read as any change of a live
+ * filesystem is, and a finding it makes is read again (btrfs_check.c).
  */
 static void btrfs_scan_inodes_start(struct scrub_ctx *ctx)
 {
 	struct btrfs_state *st = ctx->backend;
 
-	btrfs_bulk_sync(st->bulk);
 	st->tcheck = btrfs_check_trees_start(ctx);
 }
 

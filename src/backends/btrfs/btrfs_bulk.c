@@ -31,7 +31,7 @@
  * The rule a record follows.  btrfs writes an inode's changes to its tree
  * late: the delayed-inode code keeps them in memory until the transaction
  * commits, and delayed allocation keeps size and extents until writeback.
- * So before the walk (or its first request) syncfs() runs once, which commits
+ * So the first request of the walk runs syncfs() once, which commits
  * what was changed before, and notes the generation then; a record is
  * given only for an inode whose item's transid is not newer and whose
  * ctime and mtime are older than the scan (ctx->changed_since_ns).  An
@@ -204,11 +204,11 @@ void btrfs_bulk_report(struct scrub_ctx *ctx, const struct btrfs_bulk *b)
  * one, and an inode whose changes wait in memory is read as its tree has
  * it -- a stale record, which the walk never reports from (above).
  */
-void btrfs_bulk_sync(struct btrfs_bulk *b)
+static void sync_once(struct btrfs_bulk *b)
 {
 	struct btrfs_ioctl_fs_info_args fi = { .flags = BTRFS_FS_INFO_FLAG_GENERATION };
 
-	if (!b || atomic_load(&b->synced))
+	if (atomic_load(&b->synced))
 		return;
 	pthread_mutex_lock(&b->lock);
 	if (!atomic_load(&b->synced)) {
@@ -496,7 +496,7 @@ int btrfs_bulk_inodes(struct scrub_ctx *ctx, const struct backend_dir *d,
 
 	if (!b || d->thread >= b->nr_threads)
 		return -EOPNOTSUPP;
-	btrfs_bulk_sync(b);
+	sync_once(b);
 	tree = tree_of_dir(d);
 	if (!tree)
 		return -EOPNOTSUPP;

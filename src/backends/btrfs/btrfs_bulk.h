@@ -24,12 +24,6 @@ struct btrfs_bulk;
  */
 struct btrfs_bulk *btrfs_bulk_new(struct scrub_ctx *ctx, uint32_t sectorsize);
 void btrfs_bulk_free(struct btrfs_bulk *b);
-/*
- * Once, before the first records (phase 3 calls it before the walk; the
- * first request does if it did not): commit what was changed before the
- * scan, except under -n, and note the generation.  b may be NULL.
- */
-void btrfs_bulk_sync(struct btrfs_bulk *b);
 /* After the walk, under -v: what the hooks served (nothing if never asked). */
 void btrfs_bulk_report(struct scrub_ctx *ctx, const struct btrfs_bulk *b);
 
