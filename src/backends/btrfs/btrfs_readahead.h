@@ -5,7 +5,7 @@
  * The first pass (btrfs_check.c) reads each fs tree in key order, one
  * TREE_SEARCH_V2 after another: cold, the kernel reads the leaves one at
  * a time, and that wait is most of the pass (the kernel tree's fs tree:
- * 0.67-0.94 s read so, 0.33-0.39 s by four searches of a quarter each).
+ * 0.67-0.94 s read so, 0.26-0.36 s by eight searches of an eighth each).
  * btrfs_readahead_start() cuts each fs tree's inode numbers into
  * BTRFS_RA_SLICES slices and reads all but the first (which the pass
  * itself reads at once) in threads of their own, discarding the items:
