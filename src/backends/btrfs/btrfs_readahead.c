@@ -78,15 +78,26 @@ static uint64_t probe(int fd, struct btrfs_ioctl_search_args_v2 *a, uint64_t tre
 	return ((const struct btrfs_ioctl_search_header *)a->buf)->objectid;
 }
 
-/* A number above tree's highest inode number, within 1/RA_PRECISION; 0 if none. */
+/* Twice x, at most the last inode number (a damaged tree may hold any). */
+static uint64_t doubled(uint64_t x)
+{
+	return x < BTRFS_LAST_FREE_OBJECTID / 2 ? x * 2 : BTRFS_LAST_FREE_OBJECTID;
+}
+
+/*
+ * A number at or above tree's highest inode number, within 1/RA_PRECISION
+ * of it; 0 if none.  A probe finds the first number at or after the one
+ * asked, so lo only grows and stays at most hi.
+ */
 static uint64_t top_objectid(int fd, struct btrfs_ioctl_search_args_v2 *a, uint64_t tree)
 {
 	uint64_t lo = probe(fd, a, tree, BTRFS_FIRST_FREE_OBJECTID), hi, f;
 
 	if (!lo)
 		return 0;
-	/* doubling: lo has an item at or after it, hi none */
-	for (hi = lo * 2; hi < BTRFS_LAST_FREE_OBJECTID / 2 && (f = probe(fd, a, tree, hi)); hi = f * 2)
+	/* doubling: lo has an item at or after it, hi none (or is the last number) */
+	for (hi = doubled(lo); hi < BTRFS_LAST_FREE_OBJECTID && (f = probe(fd, a, tree, hi));
+	     hi = doubled(f))
 		lo = f;
 	while (hi - lo > lo / RA_PRECISION + 1) {
 		uint64_t mid = lo + (hi - lo) / 2;
