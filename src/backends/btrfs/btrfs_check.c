@@ -1,10 +1,13 @@
 /*
  * btrfs_check: the logical cross-checks of `btrfs check`, on a mounted btrfs.
  *
- * Runs in phase 3 after the walk (the backend's scan_inodes hook), so that
- * the kernel scrub of phase 2 has vouched for the tree blocks' checksums
- * before their contents are compared.  One pass reads, with the streaming
- * reader of btrfs_trees.h (BTRFS_IOC_TREE_SEARCH_V2):
+ * Runs in phase 3, after phase 2 has vouched for the tree blocks'
+ * checksums and before their contents are compared: the first pass in a
+ * thread of its own beside the walk (btrfs_check_trees_start(), from the
+ * backend's scan_inodes_start hook; btrfs_readahead.h reads the trees
+ * ahead of it), what it found said and read again after the walk (the
+ * scan_inodes hook).  One pass reads, with the streaming reader of
+ * btrfs_trees.h (BTRFS_IOC_TREE_SEARCH_V2):
  *
  *  1. the root tree: every fs tree (5, each subvolume and snapshot, the
  *     data relocation tree), and whether it shares leaves with another
