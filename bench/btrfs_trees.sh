@@ -15,7 +15,8 @@
 # For each: mkfs.btrfs defaults, fill, sync, umount + mount, then ROUNDS
 # times, in the same run:
 #   fscrub -n -v          the whole run; the tree check's own time is its
-#                         "btrfs trees checked in" line
+#                         "btrfs trees checked in" line (its first pass
+#                         reads beside the walk: its own time, not the walk's)
 #   fscrub -n -v without the tree check (FSCRUB_DEBUG_NO_BTRFS_TREES=1)
 # then umount and ROUNDS times btrfs check --readonly on the image.  Caches
 # are warm for all (the image was just written).  A Markdown table goes to
@@ -137,7 +138,7 @@ for ds in $DATASETS; do
 	d=$(ds_desc "$ds")
 	for r in $(seq "$ROUNDS"); do
 		timed "$FSCRUB" -n -v "$mnt"
-		tree=$(sed -n 's/^Phase 3: btrfs trees checked in \([0-9.]*\) s$/\1/p' <<<"$T_OUT")
+		tree=$(sed -n 's/^Phase 3: btrfs trees checked in \([0-9.]*\) s.*$/\1/p' <<<"$T_OUT")
 		echo "| $d | fscrub -n (mounted) | $tree | $T_WALL | $T_RSS | $(summary) |"
 		grep '^Phase 3: btrfs trees (first pass)' <<<"$T_OUT" | sed "s/^/$me: $ds: /" >&2
 		timed env FSCRUB_DEBUG_NO_BTRFS_TREES=1 "$FSCRUB" -n -v "$mnt"

@@ -232,6 +232,12 @@ struct scrub_ops {
 	int (*list_xattrs)(struct scrub_ctx *ctx, const struct backend_dir *d,
 			   const struct backend_entry *e, struct strbuf *names);
 	/*
+	 * Phase 3, main thread, before the walk: start what reads alongside
+	 * it and is waited for by scan_inodes (or by cleanup, when the walk
+	 * fails and scan_inodes is not called).  NULL: nothing.
+	 */
+	void (*scan_inodes_start)(struct scrub_ctx *ctx);
+	/*
 	 * Phase 3, after the walk: inode-table level checks against what the
 	 * walk reached (backend_reached(), backend_extents_by_phys()).
 	 */

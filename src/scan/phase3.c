@@ -6,7 +6,9 @@
  * inode against its entry, link bookkeeping, extent maps, extended
  * attributes, and the backend's own per-directory and per-inode checks.
  * After the walk the backend's scan_inodes hook compares the inode table
- * it reads in bulk with what the walk reached.
+ * it reads in bulk with what the walk reached; what of that does not
+ * need the walk's products may begin before it (scan_inodes_start: btrfs
+ * reads its tree check's first pass alongside the walk).
  *
  * Bulk inode records (issue 22, first slice).  Per file the walk used to
  * cost a statx by name, an open, a statx of the open file, a FIEMAP, an
@@ -103,6 +105,9 @@ int phase3_inodes(struct scrub_ctx *ctx, unsigned long long *items)
 	if (ctx->opt.verify_data)
 		devverify_start(ctx);
 	name_check_setup(ctx);
+	/* btrfs: the tree check's first pass reads alongside the walk */
+	if (ctx->ops->scan_inodes_start)
+		ctx->ops->scan_inodes_start(ctx);
 	ret = walk_tree(ctx, &inode_check_visitor, NULL, &stats, items);
 	devverify_walk_done(ctx);
 	/* Test knob: the reads end inside phase 3, whatever the machine's speed. */

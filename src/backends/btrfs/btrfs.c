@@ -137,6 +137,7 @@ struct btrfs_state {
 	struct strbuf rescue;		/* the mount's rescue= option ("": none) */
 	uint64_t mnt_root;		/* the tree id of the mounted subvolume */
 	struct btrfs_bulk *bulk;	/* the walk's bulk records (NULL: none) */
+	struct btrfs_tree_check *tcheck;	/* the tree check's first pass, reading beside the walk */
 	bool scrub_whole;		/* phase 2 scrubbed every device to its end */
 	struct btrfs_unsummed unsummed;	/* phase 3: the files without data checksums */
 	/* files the scrub found damaged: under -n phase 5 does not read them (read repair) */
@@ -1331,11 +1332,29 @@ struct btrfs_unsummed *btrfs_unsummed_of(struct scrub_ctx *ctx)
 	return &st->unsummed;
 }
 
+/*
+ * Phase 3, before the walk: the tree check's first pass starts reading
+ * beside it.  Without -n the walk's first bulk request commits what was
+ * changed before the scan (btrfs_bulk.c) while the pass may be reading
+ * already: a change committed then is read as any change of a live
+ * filesystem is, and a finding it makes is read again (btrfs_check.c).
+ */
+static void btrfs_scan_inodes_start(struct scrub_ctx *ctx)
+{
+	struct btrfs_state *st = ctx->backend;
+
+	st->tcheck = btrfs_check_trees_start(ctx);
+}
+
 /* Phase 3, after the walk: what the bulk records served, then the tree check. */
 static int btrfs_scan_inodes(struct scrub_ctx *ctx)
 {
+	struct btrfs_state *st = ctx->backend;
+	struct btrfs_tree_check *c = st->tcheck;
+
+	st->tcheck = NULL;	/* btrfs_check_trees() frees it */
 	btrfs_bulk_report(ctx, btrfs_bulk_of(ctx));
-	return btrfs_check_trees(ctx);
+	return btrfs_check_trees(ctx, c);
 }
 
 static void btrfs_cleanup(struct scrub_ctx *ctx)
@@ -1344,6 +1363,7 @@ static void btrfs_cleanup(struct scrub_ctx *ctx)
 
 	if (!st)
 		return;
+	btrfs_check_trees_stop(st->tcheck);
 	btrfs_bulk_free(st->bulk);
 	btrfs_unsummed_release(&st->unsummed);
 	free(st->damaged);
@@ -1367,6 +1387,7 @@ const struct scrub_ops btrfs_ops = {
 	.scan_metadata = btrfs_scan_metadata,
 	.bulk_inodes = btrfs_bulk_inodes,
 	.bulk_extents = btrfs_bulk_extents,
+	.scan_inodes_start = btrfs_scan_inodes_start,
 	.scan_inodes = btrfs_scan_inodes,
 	.check_inode = btrfs_check_inode,
 	.data_checksummed = btrfs_data_checksummed,

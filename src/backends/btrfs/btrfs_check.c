@@ -1,10 +1,13 @@
 /*
  * btrfs_check: the logical cross-checks of `btrfs check`, on a mounted btrfs.
  *
- * Runs in phase 3 after the walk (the backend's scan_inodes hook), so that
- * the kernel scrub of phase 2 has vouched for the tree blocks' checksums
- * before their contents are compared.  One pass reads, with the streaming
- * reader of btrfs_trees.h (BTRFS_IOC_TREE_SEARCH_V2):
+ * Runs in phase 3, after phase 2 has vouched for the tree blocks'
+ * checksums and before their contents are compared: the first pass in a
+ * thread of its own beside the walk (btrfs_check_trees_start(), from the
+ * backend's scan_inodes_start hook; btrfs_readahead.h reads the trees
+ * ahead of it), what it found said and read again after the walk (the
+ * scan_inodes hook).  One pass reads, with the streaming reader of
+ * btrfs_trees.h (BTRFS_IOC_TREE_SEARCH_V2):
  *
  *  1. the root tree: every fs tree (5, each subvolume and snapshot, the
  *     data relocation tree), and whether it shares leaves with another
@@ -98,6 +101,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <linux/btrfs.h>
 #include <linux/btrfs_tree.h>
 #include <stddef.h>
@@ -112,6 +116,7 @@
 
 #include "backends/btrfs/btrfs_check_int.h"
 #include "backends/btrfs/btrfs_datasum.h"
+#include "backends/btrfs/btrfs_readahead.h"
 #include "backends/btrfs/btrfs_trees.h"
 #include "report/checks.h"
 #include "scan/context.h"
@@ -119,6 +124,7 @@
 #include "lib/mountpoint.h"
 #include "report/report.h"
 #include "lib/strbuf.h"
+#include "lib/thread.h"
 
 /* Items read between looks at cancellation: a few milliseconds' worth. */
 #define CANCEL_CHECK_ITEMS 4096
@@ -1729,10 +1735,80 @@ static int confirm(struct scrub_ctx *ctx, struct pass p[2], const struct timespe
 	return 0;
 }
 
-int btrfs_check_trees(struct scrub_ctx *ctx)
+/* The first pass, read alongside the walk (btrfs_check_trees_start()). */
+struct btrfs_tree_check {
+	struct scrub_ctx *ctx;
+	pthread_t thread;
+	struct pass p;
+	struct timespec t0;
+	double took;		/* the pass's own seconds, not the walk's */
+	int ret;
+};
+
+static void *first_pass_thread(void *arg)
+{
+	struct btrfs_tree_check *c = arg;
+	struct btrfs_readahead *ra = btrfs_readahead_start(c->ctx, c->ctx->mnt_fd);
+
+	c->ret = run_pass(c->ctx, &c->p);
+	btrfs_readahead_stop(ra);
+	c->took = seconds_since(&c->t0);
+	return NULL;
+}
+
+struct btrfs_tree_check *btrfs_check_trees_start(struct scrub_ctx *ctx)
+{
+	struct btrfs_tree_check *c;
+
+	if (getenv("FSCRUB_DEBUG_NO_BTRFS_TREES") || !(c = calloc(1, sizeof(*c))))
+		return NULL;	/* none, or read after the walk as before */
+	c->ctx = ctx;
+	clock_gettime(CLOCK_MONOTONIC, &c->t0);
+	if (thread_start(&c->thread, first_pass_thread, c) != 0) {
+		free(c);
+		return NULL;
+	}
+	return c;
+}
+
+void btrfs_check_trees_stop(struct btrfs_tree_check *c)
+{
+	if (!c)
+		return;
+	pthread_join(c->thread, NULL);
+	pass_release(&c->p);
+	free(c);
+}
+
+/*
+ * The first pass into p: the one read alongside the walk (c), else read
+ * now.  t0: when it began; *took: the seconds it took before now.
+ */
+static int first_pass(struct scrub_ctx *ctx, struct btrfs_tree_check *c, struct pass *p,
+		      struct timespec *t0, double *took)
+{
+	int ret;
+
+	*took = 0;
+	if (!c) {
+		clock_gettime(CLOCK_MONOTONIC, t0);
+		return run_pass(ctx, p);
+	}
+	pthread_join(c->thread, NULL);
+	*p = c->p;
+	*t0 = c->t0;
+	*took = c->took;
+	ret = c->ret;
+	free(c);
+	return ret;
+}
+
+int btrfs_check_trees(struct scrub_ctx *ctx, struct btrfs_tree_check *c)
 {
 	struct pass p[2] = { { 0 } };
-	struct timespec t0;
+	struct timespec t0, joined;
+	double took;
+	bool alongside = c != NULL;
 	int ret;
 
 	/* For bench/btrfs_trees.sh: the same run without this check. */
@@ -1740,8 +1816,8 @@ int btrfs_check_trees(struct scrub_ctx *ctx)
 		report_verbose(ctx, "Phase 3: btrfs trees not checked (FSCRUB_DEBUG_NO_BTRFS_TREES)");
 		return 0;
 	}
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	ret = run_pass(ctx, &p[0]);
+	ret = first_pass(ctx, c, &p[0], &t0, &took);
+	clock_gettime(CLOCK_MONOTONIC, &joined);
 	if (ret == 0 && !p[0].nodatasum_lost)	/* what phase 5 has left to read (-x) */
 		btrfs_unsummed_keep(btrfs_unsummed_of(ctx), p[0].nodatasum, p[0].nr_nodatasum);
 	if (ret != -ECANCELED) {
@@ -1754,6 +1830,8 @@ int btrfs_check_trees(struct scrub_ctx *ctx)
 	pass_release(&p[0]);
 	if (ret == -ECANCELED)	/* stopped: nothing to say */
 		return 0;
-	report_verbose(ctx, "Phase 3: btrfs trees checked in %.3f s", seconds_since(&t0));
+	/* the first pass's own time: beside the walk, it did not wait for it */
+	report_verbose(ctx, "Phase 3: btrfs trees checked in %.3f s%s",
+		       took + seconds_since(&joined), alongside ? " (first pass alongside the walk)" : "");
 	return ret;
 }
