@@ -15,16 +15,13 @@
  * btrfs_chunk: length, owner, stripe_len, type (24), ..., num_stripes (44),
  * sub_stripes (46), stripes (48, 32 bytes each: devid, offset, dev_uuid).
  */
+#define CHUNK_STRIPE_LEN 16
 #define CHUNK_TYPE 24
 #define CHUNK_NUM_STRIPES 44
 #define CHUNK_SUB_STRIPES 46
 #define CHUNK_STRIPES 48
 #define CHUNK_STRIPE_SIZE 32
 
-static uint16_t get16(const unsigned char *p)
-{
-	return (uint16_t)(p[0] | p[1] << 8);
-}
 
 int btrfs_cmap_parse(const struct btrfs_tree_item *it, struct btrfs_cmap_chunk *c)
 {
@@ -32,13 +29,14 @@ int btrfs_cmap_parse(const struct btrfs_tree_item *it, struct btrfs_cmap_chunk *
 
 	if (it->len < CHUNK_STRIPES)
 		return 0;
-	n = get16(it->data + CHUNK_NUM_STRIPES);
+	n = btrfs_get16(it->data + CHUNK_NUM_STRIPES);
 	if (!n || it->len < CHUNK_STRIPES + (size_t)n * CHUNK_STRIPE_SIZE)
 		return 0;	/* the kernel's tree checker rejects such an item */
 	*c = (struct btrfs_cmap_chunk){
 		.start = it->key.offset, .len = btrfs_get64(it->data),
 		.type = btrfs_get64(it->data + CHUNK_TYPE), .n = n,
-		.sub = get16(it->data + CHUNK_SUB_STRIPES),
+		.stripe_len = btrfs_get64(it->data + CHUNK_STRIPE_LEN),
+		.sub = btrfs_get16(it->data + CHUNK_SUB_STRIPES),
 	};
 	if (!(c->st = calloc(n, sizeof(*c->st))))
 		return -ENOMEM;

@@ -43,7 +43,7 @@ struct btrfs_cmap_stripe {
 };
 
 struct btrfs_cmap_chunk {
-	uint64_t start, len, type;
+	uint64_t start, len, type, stripe_len;
 	uint16_t n, sub;
 	struct btrfs_cmap_stripe *st;	/* n of them; the caller frees */
 };

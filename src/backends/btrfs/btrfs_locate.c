@@ -33,6 +33,7 @@
 #include <sys/stat.h>
 
 #include "backends/btrfs/btrfs_check.h"
+#include "backends/btrfs/btrfs_chunkmap.h"
 #include "backends/btrfs/btrfs_trees.h"
 #include "cmd/owners.h"
 
@@ -131,44 +132,31 @@ struct chunk_layout {
 	uint64_t type;		/* BTRFS_BLOCK_GROUP_*, 0: not found */
 	uint64_t stripe_len;
 	uint32_t nr, sub;	/* stripes, and copies side by side (RAID10) */
-	uint32_t index;		/* the stripe that is this device extent */
+	uint32_t index;		/* the stripe that is this device extent; nr if none */
 };
-
-/* The stripe of the chunk item it on device devid at phys, or nr if none. */
-static uint32_t stripe_index(const struct btrfs_tree_item *it, uint32_t nr, uint64_t devid,
-			     uint64_t phys)
-{
-	for (uint32_t i = 0; i < nr; i++) {
-		const unsigned char *s = it->data + offsetof(struct btrfs_chunk, stripe) +
-					 (size_t)i * sizeof(struct btrfs_stripe);
-
-		if (btrfs_get64(s + offsetof(struct btrfs_stripe, devid)) == devid &&
-		    btrfs_get64(s + offsetof(struct btrfs_stripe, offset)) == phys)
-			return i;
-	}
-	return nr;
-}
 
 /* The layout of the chunk of device extent d (type 0 if it cannot be read). */
 static struct chunk_layout chunk_layout(struct bloc *b, const struct dev_extent *d)
 {
 	struct btrfs_tkey k = { BTRFS_FIRST_CHUNK_TREE_OBJECTID, BTRFS_CHUNK_ITEM_KEY, d->chunk };
 	struct chunk_layout l = { 0 };
+	struct btrfs_cmap_chunk c;
 	struct btrfs_tree_reader r;
 	struct btrfs_tree_item it;
 
 	if (btrfs_tree_open(&r, b->lfs->fd, BTRFS_CHUNK_TREE_OBJECTID, k, k) < 0)
 		return l;
-	if (btrfs_tree_next(&r, &it) > 0 && it.len >= offsetof(struct btrfs_chunk, stripe)) {
-		l.nr = btrfs_get16(it.data + offsetof(struct btrfs_chunk, num_stripes));
-		l.sub = btrfs_get16(it.data + offsetof(struct btrfs_chunk, sub_stripes));
-		l.stripe_len = btrfs_get64(it.data + offsetof(struct btrfs_chunk, stripe_len));
-		/* The item must hold its stripes, and a stripe_len to divide by. */
-		if (l.nr && l.stripe_len && it.len >= offsetof(struct btrfs_chunk, stripe) +
-		    (size_t)l.nr * sizeof(struct btrfs_stripe)) {
-			l.index = stripe_index(&it, l.nr, b->devid, d->phys);
-			l.type = btrfs_get64(it.data + offsetof(struct btrfs_chunk, type));
-		}
+	/* A stripe_len to divide by, besides the stripes the parse asks for. */
+	if (btrfs_tree_next(&r, &it) > 0 && btrfs_cmap_parse(&it, &c) > 0) {
+		if (c.stripe_len)
+			l = (struct chunk_layout){ .type = c.type, .stripe_len = c.stripe_len,
+						   .nr = c.n, .sub = c.sub, .index = c.n };
+		for (uint32_t i = 0; l.type && i < c.n; i++)
+			if (c.st[i].devid == b->devid && c.st[i].offset == d->phys) {
+				l.index = i;
+				break;
+			}
+		free(c.st);
 	}
 	btrfs_tree_close(&r);
 	return l;
