@@ -117,11 +117,12 @@ static void test_drawn_rows(void **state)
  */
 static void place(const struct md_geom *g, uint64_t c, unsigned *disk, uint64_t *row)
 {
-	unsigned n = g->disks, np = g->level == 6 ? 2 : 1, data = n - np;
-	unsigned dd = (unsigned)(c % data);
-	uint64_t stripe = c / data;
+	unsigned n = g->disks, np = g->level == 6 ? 2 : 1, data;
+	unsigned dd;
+	uint64_t stripe;
 	int pd = 0;
 
+	/* Striping without parity first: one disk of RAID0 has no data = n - np. */
 	if (g->level == 0 || g->level == 10) {
 		uint64_t pos = g->level == 0 ? c : c * (g->layout & 0xff);
 
@@ -129,6 +130,9 @@ static void place(const struct md_geom *g, uint64_t c, unsigned *disk, uint64_t 
 		*row = pos / n;
 		return;
 	}
+	data = n - np;
+	dd = (unsigned)(c % data);
+	stripe = c / data;
 	*row = stripe;
 	if (g->level == 4) {
 		*disk = dd;
