@@ -112,7 +112,8 @@ static const struct advice_row advice_table[] = {
 	{ CHECK_BTRFS_INODE_FLAGS, ADVICE_OFFLINE, NULL },
 	{ CHECK_BTRFS_QGROUP, ADVICE_RECHECK,
 	  "Recount the quota groups while mounted: btrfs quota rescan -w MOUNTPOINT; if the "
-	  "counts stay wrong, run btrfs check --readonly on the unmounted filesystem." },
+	  "counts stay wrong, or the message names a relation cycle (a rescan does not mend "
+	  "relation items), run btrfs check --readonly on the unmounted filesystem." },
 	{ CHECK_BTRFS_EXTENT_ITEM, ADVICE_OFFLINE, NULL },
 	{ CHECK_BTRFS_BG_USED, ADVICE_OFFLINE, NULL },
 	{ CHECK_BTRFS_BYTES_USED, ADVICE_OFFLINE, NULL },
