@@ -737,7 +737,11 @@ static void report_read_error(struct walk_thread *t, struct walk_dir *d)
 	 * getdents on a directory removed while it was read (rmdir, or a
 	 * btrfs snapshot deleted under the walk) fails with ENOENT: a race.
 	 */
-	if (d->read_err == ENOENT || d->read_err == ESTALE)
+	if (d->read_err == DIRENT_LOOPS)
+		str_error(ctx, CHECK_DIR_UNREADABLE, d->node, NULL, d->before.stx_ino,
+			  "reading the directory never ends: the kernel gives the same entries "
+			  "again (a loop in its index); the entries after them are not checked");
+	else if (d->read_err == ENOENT || d->read_err == ESTALE)
 		str_changed(ctx, CHECK_WALK_MOVED, d->node, NULL, d->before.stx_ino,
 			    "directory was removed while it was read");
 	else if (errno_is_corruption(d->read_err))

@@ -20,6 +20,7 @@
 #include "report/report.h"
 #include "lib/strbuf.h"
 #include "lib/inoset.h"
+#include "lib/names.h"
 #include "data/ledger.h"
 #include "report/progress.h"
 #include "lib/workqueue.h"
@@ -148,9 +149,72 @@ static int dirent_buffer(char *buf, long n, dirent_fn fn, void *arg)
 /* Called with each getdents64 buffer before its entries are (may be NULL). */
 typedef void (*dirent_batch_fn)(void *arg, const char *buf, long n);
 
+/*
+ * A directory whose reading never ends.  A damaged index can send the
+ * kernel back to entries it already gave (a btrfs DIR_INDEX key whose
+ * offset is past INT_MAX: every getdents64 from then on returns the entry
+ * it ended the last buffer with), and every reader then loops for ever --
+ * 16 million entries in two minutes in a fuzzed image.  A stream that
+ * makes progress never gives one entry (name and d_off cookie) twice in a
+ * row, whatever changes meanwhile: a buffer that begins with the entry the
+ * last one ended with is stopped before its entries are visited (so none
+ * is counted twice).  Longer cycles -- the same position gives the same
+ * entries -- are caught by Brent's cycle detection over a hash of each
+ * buffer's entries, within two periods of the loop, in constant memory.
+ */
+struct dirent_loop {
+	uint64_t last;		/* the previous buffer's last entry */
+	uint64_t saved;		/* the buffer at the last power of two */
+	unsigned long power, lam;
+};
+
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+	h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+	return h;
+}
+
+/* An entry's identity: what the kernel wrote of it (padding left out). */
+static uint64_t dirent_key(const struct linux_dirent64 *d)
+{
+	size_t max = d->d_reclen - offsetof(struct linux_dirent64, d_name);
+	uint64_t h = name_hash(d->d_name, strnlen(d->d_name, max));
+
+	h = mix(h, d->d_ino);
+	h = mix(h, (uint64_t)d->d_off);
+	return mix(h, d->d_type);
+}
+
+static bool dirent_loops(struct dirent_loop *l, const char *buf, long n)
+{
+	uint64_t first = 0, h = 0, key = 0;
+
+	for (long pos = 0; pos < n;) {
+		const struct linux_dirent64 *d = (const struct linux_dirent64 *)(buf + pos);
+
+		key = dirent_key(d);
+		if (!pos)
+			first = key;
+		h = mix(h, key);
+		pos += d->d_reclen;
+	}
+	if (l->power && (first == l->last || h == l->saved))
+		return true;
+	l->last = key;
+	if (l->lam == l->power) {
+		l->saved = h;
+		l->power = l->power ? l->power * 2 : 1;
+		l->lam = 0;
+	}
+	l->lam++;
+	return false;
+}
+
 static int dirent_iterate_batched(int fd, char *buf, size_t bufsize, dirent_batch_fn batch,
 				  dirent_fn fn, void *arg)
 {
+	struct dirent_loop loop = { 0 };
+
 	if (lseek(fd, 0, SEEK_SET) < 0)
 		return -errno;
 	for (;;) {
@@ -160,6 +224,8 @@ static int dirent_iterate_batched(int fd, char *buf, size_t bufsize, dirent_batc
 			return -errno;
 		if (n == 0)
 			return 0;
+		if (dirent_loops(&loop, buf, n))
+			return -DIRENT_LOOPS;
 		if (batch)
 			batch(arg, buf, n);
 		int ret = dirent_buffer(buf, n, fn, arg);

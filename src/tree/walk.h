@@ -25,6 +25,7 @@
 #ifndef FSCRUB_WALK_H
 #define FSCRUB_WALK_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -123,6 +124,12 @@ int walk_tree(struct scrub_ctx *ctx, const struct walk_visitor *v, void *arg,
  * ".." included, calling fn for each; a non-zero return from fn stops the
  * iteration and is returned.  Returns 0, fn's value, or a negative errno.
  */
+/*
+ * What dirent_iterate() returns (negated) when the kernel hands back entries
+ * it already gave: the directory's reading would never end (damage).
+ * getdents64 itself never fails with ELOOP.
+ */
+#define DIRENT_LOOPS ELOOP
 typedef int (*dirent_fn)(void *arg, const char *name, size_t namelen,
 			 uint64_t d_ino, unsigned char d_type);
 int dirent_iterate(int fd, char *buf, size_t bufsize, dirent_fn fn, void *arg);

@@ -420,3 +420,93 @@ def test_public_image_found(image_factory, rel, mode, check, text):
 # The images rescue=all mounts with the extent or csum tree unloaded (027, 044,
 # 045, 046, 050, 053): test_btrfs_devtree.py, which reads those trees from the
 # devices.
+
+
+LOOP_FILES = 40
+
+
+def dir_index_past_int_max(image_factory):
+    """A directory "loop" of LOOP_FILES files whose last DIR_INDEX key has
+    its top bit set (index 2^63 + n), as a fuzzed image had it: the leaf
+    stays sorted (the directory's last key), the kernel mounts it, and
+    from that entry on every getdents64 gives the same entry again -- any
+    reader loops for ever.  Returns (image, the entry's name)."""
+    need_fs("btrfs")
+    img = image_factory("btrfs", size_mb=200)
+    img.mkfs()
+    mnt = img.mount()
+    os.mkdir(os.path.join(mnt, "loop"))
+    for i in range(LOOP_FILES):
+        open(os.path.join(mnt, "loop", "f%02d" % i), "w").close()
+    dino = os.stat(os.path.join(mnt, "loop")).st_ino
+    img.offline()
+    with be.BtrfsImage(img.path) as ed:
+        last = list(ed.items(be.FS_TREE, (dino, be.DIR_INDEX, 0), (dino, be.DIR_INDEX, 2 ** 64 - 1)))[-1]
+        name = last.data[30:].decode()
+        ed.set_key(last, (dino, be.DIR_INDEX, last.key[2] | 1 << 63))
+    return img, name
+
+
+def loop_errors(r, mnt, name):
+    """The directory's never-ending read and its index's two halves that no
+    longer agree, each an error; nothing else."""
+    errs = sorted((e.check, e.path) for e in r.errors)
+    assert errs == [("btrfs.dir_item", os.path.join(mnt, "loop")),
+                    ("btrfs.dir_item", os.path.join(mnt, "loop", name)),
+                    ("dir.unreadable", os.path.join(mnt, "loop"))], r
+    assert any("never ends" in e.message for e in r.errors), r
+
+
+@pytest.mark.parametrize("bulk", ["bulk", "no_bulk"])
+@pytest.mark.parametrize("how", ["fresh", "settled", "ro"])
+def test_directory_that_never_ends(image_factory, how, bulk):
+    """A directory whose reading never ends (the kernel gives its last
+    entry again and again) is an error naming it, and the scan goes on:
+    before, the walk read the same entry 16 million times in two minutes
+    and never finished.  No entry counted twice (no false nlink.count),
+    through bulk records and without them (FSCRUB_DEBUG_NO_BULK)."""
+    img, name = dir_index_past_int_max(image_factory)
+    mnt = mount_for(img, how)
+    try:
+        env = {"FSCRUB_DEBUG_NO_BULK": "1"} if bulk == "no_bulk" else {}
+        r = run_fscrub("-n", mnt, env=env, timeout=60)
+    finally:
+        img.offline()
+    assert r.rc == 4, r
+    loop_errors(r, mnt, name)
+
+
+def btrfs_fsid(img):
+    return run(["btrfs", "inspect-internal", "dump-super", img.path]).stdout.split(
+        "\nfsid")[1].split()[0]
+
+
+@pytest.mark.parametrize("how", ["fresh", "settled"])
+def test_damage_on_a_clone_mounted_with_a_temporary_fsid(image_factory, how):
+    """A copy of a mounted filesystem's only device mounts with a temporary
+    fsid (Linux 6.7, temp_fsid), which only the kernel knows: its disk keeps
+    the fsid it was made with.  The tree check still finds the superblock
+    (through the metadata UUID the kernel keeps), so damage is an error as
+    on any mount -- before, the superblock read as unknown and the damage
+    was excused as "changed while being checked (no commit came in time)"."""
+    img, name = dir_index_past_int_max(image_factory)
+    twin = img.copy(img.path + ".twin")
+    twin_mnt = twin.mount()
+    try:
+        mnt = mount_for(img, how)
+        try:
+            # the twin holds the disk's fsid; the damaged copy got another
+            assert os.stat(mnt).st_dev != os.stat(twin_mnt).st_dev
+            with open("/sys/fs/btrfs/%s/temp_fsid" % btrfs_fsid(img)) as f:
+                assert f.read().strip() == "0"      # the twin's: the disk's own
+            r = run_fscrub("-n", mnt, timeout=120)
+        finally:
+            img.offline()
+    finally:
+        dev = twin.dev
+        twin.umount()
+        # the registry keeps an unmounted device: forget this one only
+        run(["btrfs", "device", "scan", "--forget", dev], check=False)
+        twin.cleanup(remove=True)
+    assert r.rc == 4, r
+    loop_errors(r, mnt, name)

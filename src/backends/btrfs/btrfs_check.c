@@ -1051,26 +1051,36 @@ static void fold_snapshot_findings(struct pass *p)
 /*
  * The on-disk superblock of one device that holds this filesystem's (a
  * seed device's is the seed's own, never written again): true when buf
- * holds it, by its magic and fsid.
+ * holds it, by its magic and fsid.  The fsid is the kernel's, or the
+ * metadata UUID it keeps: a clone of a mounted filesystem's single device
+ * is mounted with a temporary fsid (Linux 6.7, temp_fsid) that only the
+ * kernel knows, while its disk keeps the one it was made with -- which the
+ * kernel then keeps as the metadata UUID.  Refused, the superblock read as
+ * unknown and every finding of the tree check waited for a commit that
+ * could never be seen, then excused as "changed while being checked".
  */
-static bool read_dev_super(const char *path, const uint8_t *fsid, void *buf)
+static bool read_dev_super(const char *path, const struct btrfs_ioctl_fs_info_args *fs,
+			   void *buf)
 {
 	/* O_DIRECT: btrfs writes the superblock past the page cache. */
 	int fd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+	const char *disk = (const char *)buf + SUPER_FSID_OFF;
 	bool ok;
 
 	if (fd < 0)
 		return false;
 	ok = pread(fd, buf, SUPER_SIZE, SUPER_OFFSET) == SUPER_SIZE &&
 	     !memcmp((char *)buf + SUPER_MAGIC_OFF, "_BHRfS_M", 8) &&
-	     !memcmp((char *)buf + SUPER_FSID_OFF, fsid, BTRFS_FSID_SIZE);
+	     (!memcmp(disk, fs->fsid, BTRFS_FSID_SIZE) ||
+	      ((fs->flags & BTRFS_FS_INFO_FLAG_METADATA_UUID) &&
+	       !memcmp(disk, fs->metadata_uuid, BTRFS_FSID_SIZE)));
 	close(fd);
 	return ok;
 }
 
 void btrfs_read_super(struct pass *p)
 {
-	struct btrfs_ioctl_fs_info_args fs = { 0 };
+	struct btrfs_ioctl_fs_info_args fs = { .flags = BTRFS_FS_INFO_FLAG_METADATA_UUID };
 	void *buf = NULL;
 	bool found = false;
 
@@ -1082,7 +1092,7 @@ void btrfs_read_super(struct pass *p)
 		struct btrfs_ioctl_dev_info_args d = { .devid = id };
 
 		if (ioctl(p->fd, BTRFS_IOC_DEV_INFO, &d) == 0 && d.path[0])
-			found = read_dev_super((const char *)d.path, fs.fsid, buf);
+			found = read_dev_super((const char *)d.path, &fs, buf);
 	}
 	if (found) {
 		p->sb_bytes_used = btrfs_get64((unsigned char *)buf + SUPER_BYTES_USED_OFF);
