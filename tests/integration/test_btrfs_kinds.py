@@ -510,3 +510,24 @@ def test_damage_on_a_clone_mounted_with_a_temporary_fsid(image_factory, how):
         twin.cleanup(remove=True)
     assert r.rc == 4, r
     loop_errors(r, mnt, name)
+
+
+@pytest.mark.parametrize("tree,name", [(7, "checksum tree"), (10, "free space tree")])
+@pytest.mark.parametrize("how", ["fresh", "settled", "ro"])
+def test_global_root_key_offset(image_factory, how, tree, name):
+    """A global tree's ROOT_ITEM key with an offset (2^63, as a fuzzed image
+    had it): the kernel mounts it but finds the tree by (id, ROOT_ITEM, 0),
+    so its searches fail with ENOENT.  An error naming the tree (btrfs
+    check refuses the image: "global root with too large of an offset"),
+    exit 4 -- before, "cannot read the btrfs csum tree", exit 8."""
+    img = populated_image(image_factory)
+    with be.BtrfsImage(img.path) as ed:
+        ed.set_key(ed.find(be.ROOT_TREE, (tree, be.ROOT_ITEM, 0)), (tree, be.ROOT_ITEM, 1 << 63))
+    mnt = mount_for(img, how)
+    try:
+        r = run_fscrub("-n", "-v", mnt)
+    finally:
+        img.offline()
+    assert r.rc == 4, r
+    assert [(e.check, e.path) for e in r.errors] == [("btrfs.tree", mnt)], r
+    assert "ROOT_ITEM of the %s has key offset %d" % (name, 1 << 63) in r.errors[0].message, r

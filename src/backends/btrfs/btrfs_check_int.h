@@ -76,6 +76,7 @@ enum finding_kind {
 	F_QGROUP_RFER,
 	F_QGROUP_EXCL,
 	F_QGROUP_CYCLE,		/* a qgroup its own ancestor through relation items */
+	F_ROOT_KEY,		/* a global tree's ROOT_ITEM key offset != 0 (logical: tree, a: it) */
 };
 
 /* Whether the qgroups are checked, and why not (btrfs_qgroup.c). */
@@ -252,10 +253,18 @@ struct pass {
 	struct btrfs_tree_reader csr;
 	bool csr_end;
 	int csr_err;
+	/*
+	 * Global trees whose ROOT_ITEM key is damaged (F_ROOT_KEY), by
+	 * objectid bit: the kernel finds them by (id, ROOT_ITEM, 0), so its
+	 * search of them fails with ENOENT -- said by the finding, not a
+	 * failure to check.
+	 */
+	uint32_t bad_root_keys;
 	struct csum_iv *cs;
 	size_t nr_cs, alloc_cs;
 	uint32_t csum_size, sectorsize;
 	bool no_holes;			/* the no-holes feature: holes have no items */
+	bool extent_tree_v2;		/* several global roots, numbered by key offset */
 	unsigned long long csum_items;
 	uint64_t cs_done;		/* the end of the last data extent checked */
 	uint64_t cs_last_end;		/* the end of the last csum item read */

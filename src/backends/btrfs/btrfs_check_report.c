@@ -83,6 +83,7 @@ static const char *check_of(enum finding_kind k)
 	case F_QGROUP_RFER:
 	case F_QGROUP_EXCL:
 	case F_QGROUP_CYCLE: return CHECK_BTRFS_QGROUP;
+	case F_ROOT_KEY: return CHECK_BTRFS_TREE;
 	case F_UNNAMED:
 	case F_ORPHAN_LOST: return CHECK_BTRFS_ORPHAN;
 	default: return CHECK_BTRFS_EXTENT_REFS;
@@ -233,6 +234,15 @@ static void describe(struct scrub_ctx *ctx, const struct tfinding *f, struct str
 			    "level); its figures are not checked", root >> BTRFS_QGROUP_LEVEL_SHIFT,
 			    root & QGROUP_SUBVOLID_MASK);
 		break;
+	case F_ROOT_KEY: {
+		char name[64];
+
+		strbuf_addf(m, "the root tree's ROOT_ITEM of the %s has key offset %llu; a global "
+			    "tree's is 0 (btrfs check: \"global root with too large of an offset\"): "
+			    "the kernel finds it by (%llu ROOT_ITEM 0), so reads of it fail",
+			    btrfs_tree_name(lg, name, sizeof(name)), a, lg);
+		break;
+	}
 	case F_FLAGS_UNKNOWN:
 		strbuf_addf(m, "inode flags 0x%llx: bits 0x%llx are no flag any kernel defines",
 			    a, b);
