@@ -531,3 +531,29 @@ def test_global_root_key_offset(image_factory, how, tree, name):
     assert r.rc == 4, r
     assert [(e.check, e.path) for e in r.errors] == [("btrfs.tree", mnt)], r
     assert "ROOT_ITEM of the %s has key offset %d" % (name, 1 << 63) in r.errors[0].message, r
+
+
+@pytest.mark.parametrize("how", ["fresh", "settled", "ro"])
+def test_system_chunk_length_past_the_devices(image_factory, how):
+    """The chunk tree's item of the system chunk with bit 44 of its length
+    set (16 TiB more, as a fuzzed image had it): the kernel mounts it (it
+    maps the system chunk from the superblock's copy), phase 2 does not
+    believe the length (before: 32 GiB of slots asked for, out of memory)
+    and phase 3 reports the chunk against its block group and device
+    extent: exit 4, btrfs.chunk errors only."""
+    img = populated_image(image_factory)
+    with be.BtrfsImage(img.path) as ed:
+        sys_chunk = [it for it in ed.items(be.CHUNK_TREE, (256, be.CHUNK_ITEM, 0),
+                                           (256, be.CHUNK_ITEM, 2 ** 64 - 1))
+                     if struct.unpack_from("<Q", it.data, 24)[0] & 2][0]
+        length = struct.unpack_from("<Q", sys_chunk.data, 0)[0]
+        ed.patch(sys_chunk, 0, "<Q", length | 1 << 44)
+    mnt = mount_for(img, how)
+    try:
+        r = run_fscrub("-n", mnt)
+    finally:
+        img.offline()
+    assert r.rc == 4, r
+    assert {e.check for e in r.errors} == {"btrfs.chunk"}, r
+    assert any("chunk at logical %d: %d bytes" % (sys_chunk.key[2], length | 1 << 44)
+               in e.message for e in r.errors), r

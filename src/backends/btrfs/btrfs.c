@@ -1137,7 +1137,7 @@ static int verify_tree_blocks(struct scrub_ctx *ctx, struct btrfs_state *st)
 
 		md[i] = (struct btrfs_meta_dev){
 			.devid = d->info.devid, .path = (const char *)d->info.path,
-			.missing = d->missing, .seed = d->seed,
+			.missing = d->missing, .seed = d->seed, .total_bytes = d->info.total_bytes,
 		};
 		memcpy(md[i].fsid, d->info.unused, sizeof(md[i].fsid));
 		if (d->missing)

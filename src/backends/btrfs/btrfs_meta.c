@@ -156,6 +156,26 @@ struct meta {
 
 /* ---- the chunk tree and the extent tree ---- */
 
+/*
+ * The longest metadata chunk whose sectors get a slot each (8 bytes per
+ * sector: 128 MiB of slots).  The kernel makes metadata chunks of at most
+ * 1 GiB (256 MiB below 50 GiB of devices; a zoned device's zone times its
+ * data stripes), so a longer one is damage, and so is one longer than all
+ * the devices together: its length is not believed (phase 3's chunk checks
+ * report it against its block group) and its blocks are not read here --
+ * a 16 TiB length in a fuzzed 64 MiB image asked for 32 GiB of slots.
+ */
+#define META_CHUNK_MAX (64ULL << 30)
+
+static bool chunk_len_believable(const struct meta *m, const struct btrfs_cmap_chunk *g)
+{
+	uint64_t devices = 0;
+
+	for (unsigned i = 0; i < m->nr_devs; i++)
+		devices += m->devs[i].total_bytes;
+	return g->len <= META_CHUNK_MAX && (!devices || g->len <= devices);
+}
+
 static int chunk_item(struct meta *m, const struct btrfs_tree_item *it)
 {
 	struct meta_chunk *c;
@@ -167,7 +187,7 @@ static int chunk_item(struct meta *m, const struct btrfs_tree_item *it)
 	*c = (struct meta_chunk){ 0 };
 	if ((ret = btrfs_cmap_parse(it, &c->g)) <= 0)
 		return ret;
-	if (!btrfs_cmap_is_meta(c->g.type)) {
+	if (!btrfs_cmap_is_meta(c->g.type) || !chunk_len_believable(m, &c->g)) {
 		free(c->g.st);
 		return 0;
 	}

@@ -24,6 +24,7 @@ struct btrfs_meta_dev {
 	bool missing;			/* mounted degraded without it: its copies are not read */
 	bool seed;			/* its blocks carry the seed's fsid, fsid below */
 	uint8_t fsid[16];		/* a seed's fsid (DEV_INFO) */
+	uint64_t total_bytes;		/* its size (DEV_INFO) */
 };
 
 /*
