@@ -396,6 +396,55 @@ static void report_pair(struct xlink_state *st, const struct pair *p)
 	strbuf_release(&other);
 }
 
+/*
+ * Pair i and the pairs after it that map the same device bytes of the same
+ * file again, against the same extent: one block named over and over by
+ * a block map that points at itself (a fuzzed ext3 image: one block 504
+ * times).  How many pairs the run holds (1: none after i).
+ */
+static size_t self_run(const struct pair *v, size_t n, size_t i)
+{
+	size_t j = i + 1;
+
+	if (v[i].a.ino != v[i].b.ino)
+		return 1;
+	while (j < n && v[j].a.ino == v[i].a.ino && v[j].b.ino == v[i].a.ino &&
+	       v[j].start == v[i].start && v[j].end == v[i].end &&
+	       xlink_logical(&v[j].a) == xlink_logical(&v[i].a) &&
+	       xlink_phys(&v[j].a) == xlink_phys(&v[i].a))
+		j++;
+	return j - i;
+}
+
+/* Such a run, said once: an error when each of its pairs was seen again. */
+static void report_self_run(struct xlink_state *st, const struct pair *p, size_t n)
+{
+	struct scrub_ctx *ctx = st->ctx;
+	struct relook_file *f = relook_find(&st->rl, xlink_key(ctx->xlinks, &p->a));
+	uint64_t off_a = xlink_logical(&p->a) + (p->start - xlink_phys(&p->a));
+	uint64_t lo = UINT64_MAX, hi = 0;
+	bool seen = f->dir && !f->changed;
+
+	for (size_t k = 0; k < n; k++) {
+		uint64_t off = xlink_logical(&p[k].b) + (p->start - xlink_phys(&p[k].b));
+
+		lo = off < lo ? off : lo;
+		hi = off > hi ? off : hi;
+		seen = seen && p[k].seen_a && p[k].seen_b;
+	}
+	if (!seen) {
+		str_changed(ctx, CHECK_EXTENT_CROSSLINKED, f->dir, f->name, p->a.ino,
+			    "device bytes %llu-%llu", (unsigned long long)p->start,
+			    (unsigned long long)(p->end - 1));
+		return;
+	}
+	str_error_range(ctx, CHECK_EXTENT_CROSSLINKED, f->dir, f->name, p->a.ino, off_a,
+			p->end - p->start, "device bytes %llu-%llu are mapped %zu times, at file "
+			"offset %llu and at %zu more from %llu to %llu", (unsigned long long)p->start,
+			(unsigned long long)(p->end - 1), n + 1, (unsigned long long)off_a, n,
+			(unsigned long long)lo, (unsigned long long)hi);
+}
+
 void crosslink_check(struct scrub_ctx *ctx)
 {
 	struct xlink_state st = { .ctx = ctx };
@@ -431,8 +480,13 @@ void crosslink_check(struct scrub_ctx *ctx)
 	report_verbose(ctx, "Phase 4: %zu cross-linked %s to look at again", st.nr_pairs,
 		       st.nr_pairs == 1 ? "extent" : "extents");
 	if (relook_walk(&st.rl) == 0)
-		for (size_t i = 0; i < st.nr_pairs && !scrub_should_stop(ctx); i++)
-			report_pair(&st, &st.pairs[i]);
+		for (size_t i = 0, run; i < st.nr_pairs && !scrub_should_stop(ctx); i += run) {
+			run = self_run(st.pairs, st.nr_pairs, i);
+			if (run > 1)
+				report_self_run(&st, &st.pairs[i], run);
+			else
+				report_pair(&st, &st.pairs[i]);
+		}
 	relook_release(&st.rl);
 	free(st.pairs);
 }

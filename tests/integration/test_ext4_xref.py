@@ -162,6 +162,12 @@ def ext3img(image_factory):
     return img
 
 
+def names_of_many(mnt):
+    """bmap/many has a hard link, bmap/dir/many2: a finding names the file
+    by either, whichever name the walk's threads reach first."""
+    return [escaped(os.path.join(mnt, rel)) for rel in ("bmap/many", "bmap/dir/many2")]
+
+
 def ind_blocks(img, rel):
     """The indirect blocks of rel, by kind (IND, DIND): debugfs stat's list."""
     out = debugfs(img, "stat /" + rel)
@@ -214,7 +220,7 @@ def test_block_mapped_files(ext3img, fault):
     assert r.rc == 4, r
     hits = [f for f in r.errors if f.check == check]
     assert [(f.inode, f.message) for f in hits] == [(ino, says)], r
-    assert hits[0].path == escaped(os.path.join(mnt, rel)), r
+    assert hits[0].path in names_of_many(mnt), r
 
 
 def test_block_mapped_directory_block(ext3img):
@@ -403,6 +409,8 @@ def test_block_map_points_at_itself(ext3img, how):
     took = time.monotonic() - t0
     assert r.rc == 4, r
     hits = [f for f in r.errors if f.check == "extent.count"]
-    assert len(hits) == 1 and hits[0].path == os.path.join(mnt, rel), r
+    assert len(hits) == 1 and hits[0].path in names_of_many(mnt), r
     assert hits[0].message.startswith("data fork: more than "), r
+    # the one block the map names over and over: said once (was 504 errors)
+    assert len([f for f in r.findings if f.check == "extent.crosslinked"]) <= 1, r
     assert took < 10, took
