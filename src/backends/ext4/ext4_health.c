@@ -2,9 +2,10 @@
  * ext4_health: the errors an ext4 filesystem recorded in its superblock
  * (s_error_count, s_first_error_*, s_last_error_*), which the kernel
  * updates on every ext4_error() and shows in /sys/fs/ext4/<device>/: the
- * backend's health hook, for fscrub health (backends/health.h).  Its
- * watch hook has no source of its own: the kernel's FAN_FS_ERROR events.  The count survives remounts until e2fsck clears it, so a
- * nonzero count is a problem even when the error is old.
+ * backend's health hook, for fscrub health (backends/health.h).  The
+ * count survives remounts until e2fsck clears it, so a nonzero count is a
+ * problem even when the error is old.  Its watch hook has no source of
+ * its own: the kernel's FAN_FS_ERROR events.
  */
 #include "backends/ext4/ext4.h"
 

@@ -18,7 +18,10 @@ struct watch_source;
 /* The health hook: the sick flags of the filesystem, each AG and the inodes. */
 int xfs_health(struct health *h);
 
-/* Which XFS sick flags a mask holds: FSGEOMETRY's, AG_GEOMETRY's, RTGROUP_GEOMETRY's, BULKSTAT's. */
+/*
+ * Which XFS sick flags a mask holds: FSGEOMETRY's, AG_GEOMETRY's,
+ * RTGROUP_GEOMETRY's, BULKSTAT's.
+ */
 enum xfs_health_flags { XFS_HEALTH_FS, XFS_HEALTH_AG, XFS_HEALTH_RTGROUP, XFS_HEALTH_INODE };
 
 /* The names of mask's set bits ("inobt finobt"; "bitN" for newer ones) appended to text. */

@@ -21,8 +21,9 @@
  * 'health-monitoring-7.0_2026-01-20'", pulled into XFS's 7.0 merge).
  *
  * It knows the ioctl and the record format, nothing of the watcher
- * (xfs_watch.c reads it for fscrub watch).  healthmon_decode() is a pure function of one record and
- * healthmon_read() of what read() returns (both unit-tested).
+ * (xfs_watch.c reads it for fscrub watch).  healthmon_decode() is a pure
+ * function of one record and healthmon_read() of what read() returns
+ * (both unit-tested).
  */
 #ifndef FSCRUB_XFS_HEALTHMON_H
 #define FSCRUB_XFS_HEALTHMON_H
