@@ -202,19 +202,38 @@ class Mounts:
 
     def __init__(self, undo):
         self.undo = undo
+        self.pending = {}       # ("loop", dev) or ("mount", mnt): its step in undo
+
+    def _later(self, key, fn):
+        self.pending[key] = fn
+        self.undo.append(fn)
+
+    def _now(self, key):
+        fn = self.pending.pop(key)
+        self.undo.remove(fn)
+        fn()
 
     def loop(self, path, *extra):
         """``losetup -f --show [EXTRA] PATH``: the loop device."""
         dev = _loop_attach(path, extra=extra)
-        self.undo.append(lambda: _losetup_detach(dev))
+        self._later(("loop", dev), lambda: _losetup_detach(dev))
         return dev
 
     def mount(self, src, mnt, *opts):
         """``mount [OPTS] SRC MNT``, MNT made if need be: MNT."""
         os.makedirs(mnt, exist_ok=True)
         run(["mount"] + list(opts) + [src, mnt])
-        self.undo.append(lambda: _umount(mnt))
+        self._later(("mount", mnt), lambda: _umount(mnt))
         return mnt
+
+    def umount(self, mnt):
+        """Unmount MNT (of mount()) now, not at the end."""
+        self._now(("mount", mnt))
+
+    def detach(self, dev):
+        """Detach DEV (of loop()) now, not at the end: a loop device's name
+        is reused at once, and must not be detached twice."""
+        self._now(("loop", dev))
 
 
 # ----------------------------------------------------------------------------
