@@ -6,9 +6,11 @@
  * Besides this header, a backend includes from the core only reporting
  * (report/report.h, report/checks.h), the context (scan/context.h),
  * tree/dircache.h's reference counts (to keep a directory for a report's
- * path), cmd/owners.h for its locate hook, and the utilities of lib/
- * (strbuf.h, stx.h, inokey.h, inoset.h, workqueue.h, thread.h, crc32c.h,
- * mountpoint.h, fsmap.h, ioengine.h, ...); never tree/walk.h, another
+ * path), cmd/owners.h for its locate hook, the subcommands' doors
+ * backends/health.h and backends/watch.h for its health and watch hooks,
+ * and the utilities of lib/ (strbuf.h, stx.h, inokey.h, inoset.h,
+ * workqueue.h, thread.h, crc32c.h, mountpoint.h, fsmap.h, ioengine.h,
+ * fserror.h, ...); never tree/walk.h, another
  * header of tree/ or data/, or a phase's header.  What the core hands a
  * backend is in the backend_* types and functions below, made for the
  * call: phase 3's extents, names for inodes found by number, whether the
@@ -51,6 +53,9 @@ struct fiemap_extent;
 struct statx;
 struct strbuf;
 struct subvol_ino;
+struct health;
+struct watch_fs;
+struct watch_source;
 
 /*
  * A directory the walk is reading, as a backend sees it; valid for the
@@ -280,6 +285,35 @@ struct scrub_ops {
 	 * whenever scan_fs was, even if it failed.
 	 */
 	void (*cleanup)(struct scrub_ctx *ctx);
+
+	/*
+	 * The hooks below serve the subcommands, not a scan: no context, no
+	 * phase.  A backend is found for them by the mount table's type
+	 * (backend_of_fstype()), and a type whose backend lacks the hook is
+	 * not supported by the subcommand.
+	 */
+	/*
+	 * fscrub health (cmd/health.c): what the kernel knows of the health
+	 * of the mounted filesystem h->m, into h (backends/health.h).  0, or
+	 * a negative errno when it cannot be read.  NULL: no health source.
+	 */
+	int (*health)(struct health *h);
+	/*
+	 * fscrub watch (cmd/watch.c, backends/watch.h), main thread: set up
+	 * the filesystem's own source of error events; root is its mount
+	 * root, open for the call.  Returns 0 with src filled in (said on
+	 * stderr: "watching ..."), WATCH_FS_ERROR when the kernel's
+	 * FAN_FS_ERROR events are to be followed instead, or a negative errno
+	 * when it cannot be watched (the reason said).  NULL: not watched
+	 * unless named, and then only by FAN_FS_ERROR.
+	 */
+	int (*watch_open)(struct watch_fs *wf, int root, struct watch_source *src);
+	/* fscrub watch: src->fd is readable (poll() said POLLIN or an error). */
+	void (*watch_read)(struct watch_fs *wf, struct watch_source *src);
+	/* fscrub watch: src->timed, and --poll-interval seconds have passed. */
+	void (*watch_poll)(struct watch_fs *wf, struct watch_source *src);
+	/* fscrub watch: the filesystem is no longer watched: free src's state, close its fd. */
+	void (*watch_close)(struct watch_source *src);
 };
 
 /* Pick the backend for ctx (by -t name if given).  NULL: unknown -t name. */
@@ -292,6 +326,14 @@ const struct scrub_ops *backend_select(const struct scrub_ctx *ctx);
 const struct scrub_ops *backend_native(const struct scrub_ctx *ctx);
 /* Find a backend by name; NULL if none. */
 const struct scrub_ops *backend_find(const char *name);
+/*
+ * The backend of a mount table's type ("xfs", "ext4", "btrfs"), for the
+ * subcommands' hooks; NULL for any other type (generic has no type).
+ */
+const struct scrub_ops *backend_of_fstype(const char *fstype);
+/* Has fstype's backend a health hook, a watch_open hook?  (fsmounts_collect()'s filters.) */
+bool backend_has_health(const char *fstype);
+bool backend_has_watch(const char *fstype);
 /* "generic, ..." for messages. */
 const char *backend_names(void);
 

@@ -1,5 +1,8 @@
 /*
- * registry: the list of backends, most specific first, generic last.
+ * registry: the list of backends, most specific first, generic last.  The
+ * scan picks one by what the filesystem is (match()); fscrub health and
+ * fscrub watch by the mount table's type, and a type whose backend has no
+ * hook for them is one they do not support.
  */
 #include "backends/backend.h"
 
@@ -49,4 +52,26 @@ const char *backend_names(void)
 		}
 	}
 	return names;
+}
+
+const struct scrub_ops *backend_of_fstype(const char *fstype)
+{
+	for (size_t i = 0; i < NR_BACKENDS; i++)
+		if (backends[i]->match && !strcmp(backends[i]->name, fstype))
+			return backends[i];
+	return NULL;
+}
+
+bool backend_has_health(const char *fstype)
+{
+	const struct scrub_ops *b = backend_of_fstype(fstype);
+
+	return b && b->health;
+}
+
+bool backend_has_watch(const char *fstype)
+{
+	const struct scrub_ops *b = backend_of_fstype(fstype);
+
+	return b && b->watch_open;
 }

@@ -1,10 +1,11 @@
 /*
  * health: fscrub health [--json] [-v] [MOUNTPOINT...]
  *
- * For each filesystem (those named, or every mounted ext4, XFS and btrfs),
- * read what the kernel already knows of its health (health.h: ext4's
- * superblock error record, XFS's sick flags, btrfs's device error
- * counters) and print it, as text or as one JSON object, with what the
+ * For each filesystem (those named, or every mounted one whose backend has
+ * a health hook: ext4, XFS and btrfs), read what the kernel already knows
+ * of its health through that hook (backends/health.h: ext4's superblock
+ * error record, XFS's sick flags, btrfs's device error counters) and
+ * print it, as text or as one JSON object, with what the
  * run history (state.h) says of the filesystem's last scan: read-only, by
  * the key status uses (status_fs_key()).  Nothing is scanned: the answer
  * takes well under a second.  Exit status: 0 all healthy (or no health
@@ -13,16 +14,14 @@
  * history could not be read, 16 usage; added together like fsck(8)'s.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
+#include "backends/backend.h"
+#include "backends/health.h"
 #include "lib/fsmounts.h"
-#include "cmd/health.h"
 #include "lib/mountpoint.h"
 #include "report/report.h"
 #include "store/state.h"
@@ -34,52 +33,6 @@ struct health_opts {
 	const char *state_dir;
 	struct state *state;		/* NULL: no database yet */
 };
-
-void health_init(struct health *h, const struct fsmount *m)
-{
-	memset(h, 0, sizeof(*h));
-	h->m = m;
-	strbuf_init(&h->text);
-	h->problems = json_object_new_array();
-	h->detail = json_object_new_object();
-}
-
-void health_release(struct health *h)
-{
-	strbuf_release(&h->text);
-	json_object_put(h->problems);
-	json_object_put(h->detail);
-}
-
-static void add_line(struct health *h, const char *prefix, const char *fmt, va_list ap)
-{
-	struct strbuf sb = STRBUF_INIT;
-
-	strbuf_vaddf(&sb, fmt, ap);
-	strbuf_addf(&h->text, "  %s%s\n", prefix, sb.buf);
-	if (*prefix)
-		json_object_array_add(h->problems, json_object_new_string(sb.buf));
-	strbuf_release(&sb);
-}
-
-void health_problem(struct health *h, const char *fmt, ...)
-{
-	va_list ap;
-
-	h->sick = true;
-	va_start(ap, fmt);
-	add_line(h, "problem: ", fmt, ap);
-	va_end(ap);
-}
-
-void health_line(struct health *h, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	add_line(h, "", fmt, ap);
-	va_end(ap);
-}
 
 static json_object *last_scan_json(const struct state_fs *fs, const struct state_summary *sum)
 {
@@ -156,26 +109,12 @@ static int health_last_scan(struct health *h, const struct health_opts *o, json_
 	return ret ? EXIT_OPERATIONAL : 0;
 }
 
-static bool has_source(const char *fstype)
-{
-	return !strcmp(fstype, "ext4") || !strcmp(fstype, "xfs") || !strcmp(fstype, "btrfs");
-}
-
-/* Read h->m's source: 0, or a negative errno. */
+/* Read h->m's source through its backend's health hook: 0, or a negative errno. */
 static int read_source(struct health *h)
 {
-	int fd, ret;
+	const struct scrub_ops *b = backend_of_fstype(h->m->fstype);
 
-	if (!strcmp(h->m->fstype, "ext4"))
-		return health_ext4(h);
-	if (!has_source(h->m->fstype))
-		return 0;
-	fd = open(h->m->target, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	ret = !strcmp(h->m->fstype, "xfs") ? health_xfs(h, fd) : health_btrfs(h, fd);
-	close(fd);
-	return ret;
+	return b && b->health ? b->health(h) : 0;
 }
 
 static const char *status_of(const struct health *h, int err)
@@ -319,7 +258,8 @@ int cmd_health(int argc, char **argv)
 
 	if ((ret = parse(argc, argv, &o)) >= 0)
 		return ret;
-	if ((ret = fsmounts_collect("health", argv + optind, argc - optind, has_source, &list)))
+	if ((ret = fsmounts_collect("health", argv + optind, argc - optind, backend_has_health,
+				    &list)))
 		return ret;
 	code = open_store(&o);
 	if (o.json)

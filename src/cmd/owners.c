@@ -20,9 +20,9 @@
 #include <unistd.h>
 #include <xfs/xfs.h>
 
-#include "cmd/fserror.h"
+#include "lib/fserror.h"
 #include "lib/fsmap.h"
-#include "cmd/watch_media.h"
+#include "backends/xfs/xfs_media.h"
 
 struct loc_owner *loc_owner_add(struct loc_owners *o, enum loc_kind kind, uint64_t off,
 				uint64_t len, const char *what, char *path)
@@ -159,7 +159,7 @@ static void xfs_owner(const struct loc_fs *fs, const struct media_owner *m,
 int locate_xfs(const struct loc_fs *fs, uint64_t off, uint64_t len, struct loc_owners *out)
 {
 	struct media_owners m = { 0 };
-	int ret = watch_media_owners(fs->fd, fs->devno, off, len, &m);
+	int ret = xfs_media_owners(fs->fd, fs->devno, off, len, &m);
 
 	for (size_t i = 0; !ret && i < m.n; i++)
 		xfs_owner(fs, &m.v[i], out);

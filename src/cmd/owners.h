@@ -10,7 +10,7 @@
  * unallocated space is free, not uncovered) are left out; the caller says
  * they are not part of it.
  *
- *   XFS    GETFSMAP (watch_media.h): the reverse-mapping btree names
+ *   XFS    GETFSMAP (backends/xfs/xfs_media.h): the reverse-mapping btree names
  *          every owner; paths by XFS's file handles.
  *   ext4   GETFSMAP names metadata and free space and leaves file blocks
  *          "unknown"; those are looked up in the inode tables and extent

@@ -2,17 +2,19 @@
  * watch: fscrub watch [OPTIONS] [MOUNTPOINT...], the daemon that turns
  * the kernel's error signals into checks between scheduled scrubs.
  *
- * Sources, per filesystem (those named, or every mounted ext4, XFS and
- * btrfs):
- *   - XFS: the health monitor (healthmon.h, Linux 7.0): metadata sick or
- *     corrupt (filesystem, group, inode), shutdowns, media errors, failed
- *     file I/O, lost events, the unmount; where the kernel has no monitor
- *     (ENOTTY, EINVAL) or another program holds it (EEXIST), fanotify;
- *   - fanotify FAN_FS_ERROR (fserror.h) where the kernel reports it for the
- *     type: ext4 from Linux 5.16, XFS from 7.0; the filesystem is marked
- *     with FAN_MARK_FILESYSTEM in one notification group;
- *   - btrfs: the device error counters (health.h), polled every
- *     --poll-interval seconds; a counter that rose is an event;
+ * Sources, per filesystem (those named, or every mounted one whose
+ * backend has a watch_open hook: ext4, XFS and btrfs), as that hook
+ * chooses (backend.h, backends/watch.h):
+ *   - the backend's own: XFS's health monitor (backends/xfs/xfs_watch.c,
+ *     Linux 7.0): metadata sick or corrupt (filesystem, group, inode),
+ *     shutdowns, media errors, failed file I/O, lost events, the unmount;
+ *     btrfs's device error counters (backends/btrfs/btrfs_health.c),
+ *     polled every --poll-interval seconds, a counter that rose an event;
+ *   - fanotify FAN_FS_ERROR (lib/fserror.h) where the backend asks for it
+ *     (ext4; XFS where the kernel has no monitor or another program holds
+ *     it) and the kernel reports it for the type: ext4 from Linux 5.16,
+ *     XFS from 7.0; the filesystem is marked with FAN_MARK_FILESYSTEM in
+ *     one notification group;
  *   - every type: the kernel log's block-layer error lines (watch_blk.h,
  *     kmsg.h) for a device under the filesystem: the sectors are mapped
  *     to their owners as fscrub locate maps them (owners.h), an event
@@ -30,9 +32,9 @@
  * and on each event; a targeted check of that inode
  * (watch_probe: a directory is read whole and every entry statx()ed, other
  * inodes statx()ed), whose findings are printed on stdout in the report's
- * format and check ids; an XFS media error names only sectors: they are
- * mapped to the files and metadata that hold them (watch_media.h), each
- * file recorded with its path and its bad bytes read again directly
+ * format and check ids; an XFS media error names only sectors: the
+ * backend maps them to the files and metadata that hold them, each file
+ * recorded with its path and its bad bytes read again directly
  * (watch_read_range); then the full scrub is started: --on-error CMD, by
  * default `systemctl start --no-block fscrub@<escaped mount>.service`, at
  * most once per filesystem per --min-interval seconds (3600).
@@ -41,7 +43,7 @@
  * mount table changed) and the list made again -- every watchable mount,
  * or, with mount points named, those of them that are mounted.  No
  * descriptor of a watched filesystem is kept open between events (the
- * mount root is opened for each event and each btrfs poll, and checked to
+ * mount root is opened for each event and each poll, and checked to
  * be the same filesystem), so the watcher never holds a filesystem busy:
  * neither the fanotify mark nor the health monitor pins the mount, and an
  * unmounted filesystem is dropped from the list.  Nothing watchable at
@@ -65,11 +67,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backends/backend.h"
+#include "backends/watch.h"
 #include "report/checks.h"
-#include "cmd/fserror.h"
+#include "lib/fserror.h"
 #include "lib/fsmounts.h"
-#include "cmd/health.h"
-#include "cmd/healthmon.h"
 #include "report/metrics.h"
 #include "lib/mountpoint.h"
 #include "lib/names.h"
@@ -78,7 +80,6 @@
 #include "store/state.h"
 #include "lib/strbuf.h"
 #include "cmd/subcmd.h"
-#include "cmd/watch_media.h"
 #include "cmd/owners.h"
 #include "cmd/watch_blk.h"
 
@@ -106,16 +107,15 @@ struct watch_opts {
 	bool verbose;
 };
 
-enum watch_how { WATCH_NONE, WATCH_FANOTIFY, WATCH_HEALTHMON, WATCH_BTRFS };
+/* How a filesystem is watched: not (but perhaps blk), FAN_FS_ERROR, its backend's own source. */
+enum watch_how { WATCH_NONE, WATCH_FANOTIFY, WATCH_OWN };
 
 struct watched {
 	struct fsmount m;		/* owned: a copy of the mount table's entry */
 	enum watch_how how;
 	uint32_t fsid[2];		/* statfs f_fsid: the same filesystem? */
-	int hm_fd;			/* WATCH_HEALTHMON: the monitor, else -1 */
-	struct healthmon_reader hm;
-	struct btrfs_devstat *stats;	/* btrfs: the last counters seen */
-	size_t nr_stats;
+	const struct scrub_ops *ops;	/* its type's backend, or NULL */
+	struct watch_source src;	/* WATCH_OWN: the backend's source; else fd -1 */
 	struct { uint64_t ino; double when; } probed[PROBED_MAX];	/* a ring */
 	unsigned next_probed;
 	bool started;			/* the scrub was started once ... */
@@ -136,6 +136,12 @@ struct watch {
 	size_t nr_named;
 	struct blk_follow blk;		/* the kernel log; blk.fd -1: not followed */
 	struct blk_hooks hooks;		/* what its errors do, for blk_follow_walk() */
+};
+
+/* One watched filesystem, as a backend's watch hook sees it (backends/watch.h). */
+struct watch_fs {
+	struct watch *wt;
+	struct watched *w;
 };
 
 static volatile sig_atomic_t watch_stop;
@@ -201,16 +207,7 @@ static void unit_name(struct strbuf *out, const char *mountpoint)
 
 /* ---- starting the scrub ---- */
 
-struct event_info {
-	const char *kind;		/* "fs_error", "btrfs_dev_stats" */
-	int error;			/* positive errno, or 0 */
-	unsigned error_count;		/* errors the kernel folded into the event */
-	uint64_t ino;			/* 0: none */
-	const char *path;		/* NULL: not resolved */
-	uint64_t range_off, range_len;	/* the bytes it names; range_len 0: none */
-};
-
-static void set_env(const struct watched *w, const struct event_info *e, const char *unit)
+static void set_env(const struct watched *w, const struct watch_event *e, const char *unit)
 {
 	char num[32];
 
@@ -226,7 +223,7 @@ static void set_env(const struct watched *w, const struct event_info *e, const c
 	setenv("FSCRUB_PATH", e->path ? e->path : "", 1);
 }
 
-static void run_on_error(struct watch *wt, const struct watched *w, const struct event_info *e)
+static void run_on_error(struct watch *wt, const struct watched *w, const struct watch_event *e)
 {
 	struct strbuf unit = STRBUF_INIT;
 	pid_t pid;
@@ -253,7 +250,7 @@ static void run_on_error(struct watch *wt, const struct watched *w, const struct
 }
 
 /* The full scrub, unless one was started less than --min-interval ago. */
-static void trigger(struct watch *wt, struct watched *w, const struct event_info *e)
+static void trigger(struct watch *wt, struct watched *w, const struct watch_event *e)
 {
 	double now = now_s();
 
@@ -302,7 +299,7 @@ static double wall_now(void)
  * and the scrub go on.
  */
 static void watch_record_event(const struct watch *wt, const struct watched *w,
-			       const struct event_info *e)
+			       const struct watch_event *e)
 {
 	struct state_fs fs = { .uuid = w->uuid, .fsroot = w->fsroot };
 	struct state_event ev = {
@@ -368,7 +365,7 @@ static void watch_write_metrics(const struct watch *wt)
 }
 
 /* An event: into the history and the metrics. */
-static void watch_count_event(struct watch *wt, struct watched *w, const struct event_info *e)
+static void watch_count_event(struct watch *wt, struct watched *w, const struct watch_event *e)
 {
 	w->nr_events++;
 	watch_record_event(wt, w, e);
@@ -611,7 +608,7 @@ static void on_fs_error(const struct fserror_event *ev, void *arg)
 	struct watch *wt = arg;
 	struct watched *w = by_fsid(wt, ev->fsid);
 	struct strbuf path = STRBUF_INIT;
-	struct event_info e = { .kind = "fs_error", .error = ev->error,
+	struct watch_event e = { .kind = "fs_error", .error = ev->error,
 				.error_count = ev->error_count, .ino = ev->ino };
 	int fd = -ENOENT, root;
 
@@ -660,364 +657,6 @@ static void read_events(struct watch *wt)
 		fprintf(stderr, "fscrub watch: a malformed fanotify event was skipped\n");
 	if (n < 0 && errno != EAGAIN && errno != EINTR)
 		fprintf(stderr, "fscrub watch: cannot read fanotify events: %s\n", strerror(errno));
-}
-
-/* A btrfs device whose counters rose since the last poll is an event. */
-static void poll_btrfs(struct watch *wt, struct watched *w)
-{
-	struct btrfs_devstat *now;
-	size_t nr;
-	bool rose = false;
-	int fd = watched_root(w), ret = fd;
-
-	if (fd >= 0) {
-		ret = health_btrfs_devstats(fd, &now, &nr);
-		close(fd);
-	}
-	if (ret) {
-		fprintf(stderr, "fscrub watch: %s: cannot read the device error counters: %s\n",
-			w->m.target, strerror(-ret));
-		return;
-	}
-	for (size_t i = 0; i < nr; i++)
-		for (size_t j = 0; j < w->nr_stats; j++) {
-			if (w->stats[j].devid != now[i].devid)
-				continue;
-			for (unsigned k = 0; k < HEALTH_BTRFS_STATS; k++) {
-				if (now[i].v[k] <= w->stats[j].v[k])
-					continue;
-				fprintf(stderr, "fscrub watch: %s: devid %llu %s: %s %llu -> %llu\n",
-					w->m.target, (unsigned long long)now[i].devid, now[i].path,
-					health_btrfs_stat_names[k],
-					(unsigned long long)w->stats[j].v[k],
-					(unsigned long long)now[i].v[k]);
-				rose = true;
-			}
-		}
-	free(w->stats);
-	w->stats = now;
-	w->nr_stats = nr;
-	if (rose) {
-		struct event_info e = { .kind = "btrfs_dev_stats" };
-
-		watch_count_event(wt, w, &e);
-		trigger(wt, w, &e);
-	}
-}
-
-/* ---- the XFS health monitor ---- */
-
-/* The path of XFS inode (ino, gen) of w, by its handle: an O_PATH descriptor or -errno. */
-static int xfs_inode_path(const struct watched *w, uint64_t ino, uint32_t gen,
-			  struct strbuf *path)
-{
-	struct fserror_event ev = { 0 };
-	uint64_t got = ino;
-	int root = watched_root(w), fd;
-
-	if (root < 0)
-		return root;
-	fserror_xfs_handle(&ev, ino, gen);
-	fd = fserror_resolve(root, &ev, path, &got);
-	close(root);
-	return fd;
-}
-
-/* "AG 3: inobt finobt": the object of a metadata event and its sick flags. */
-static void hm_object(struct strbuf *sb, const struct healthmon_event *ev)
-{
-	struct strbuf flags = STRBUF_INIT;
-
-	switch (ev->domain) {
-	case HM_DOMAIN_FS:
-		strbuf_addstr(sb, "filesystem");
-		health_xfs_flag_text(HEALTH_XFS_FS, ev->mask, &flags);
-		break;
-	case HM_DOMAIN_AG:
-		strbuf_addf(sb, "AG %u", ev->group);
-		health_xfs_flag_text(HEALTH_XFS_AG, ev->mask, &flags);
-		break;
-	case HM_DOMAIN_RTGROUP:
-		strbuf_addf(sb, "rtgroup %u", ev->group);
-		health_xfs_flag_text(HEALTH_XFS_RTGROUP, ev->mask, &flags);
-		break;
-	default:
-		strbuf_addf(sb, "inode %llu", (unsigned long long)ev->ino);
-		health_xfs_flag_text(HEALTH_XFS_INODE, ev->mask, &flags);
-		break;
-	}
-	strbuf_addf(sb, ": %s", flags.buf);
-	strbuf_release(&flags);
-}
-
-static void hm_shutdown(struct strbuf *sb, uint32_t reasons)
-{
-	static const char *const names[] = {
-		"metadata I/O error", "log I/O error", "forced unmount", "in-memory corruption",
-		"on-disk corruption", "device removed",
-	};
-
-	strbuf_addstr(sb, "shut down:");
-	for (unsigned b = 0; b < 32; b++) {
-		if (!(reasons & (1U << b)))
-			continue;
-		if (b < sizeof(names) / sizeof(names[0]))
-			strbuf_addf(sb, " %s,", names[b]);
-		else
-			strbuf_addf(sb, " reason bit %u,", b);
-	}
-	if (reasons)
-		sb->buf[--sb->len] = '\0';	/* the last comma */
-	else
-		strbuf_addstr(sb, " no reason given");
-}
-
-static const char *hm_device(enum healthmon_domain d)
-{
-	return d == HM_DOMAIN_RTDEV ? "realtime device" : d == HM_DOMAIN_LOGDEV ? "log device" :
-	       "data device";
-}
-
-/* A file range event: its kind for the history, and the line. */
-static const char *hm_filerange(struct strbuf *sb, const struct healthmon_event *ev)
-{
-	static const char *const kinds[] = {
-		[HM_TYPE_BUFREAD] = "xfs_buffered_read", [HM_TYPE_BUFWRITE] = "xfs_buffered_write",
-		[HM_TYPE_DIOREAD] = "xfs_direct_read", [HM_TYPE_DIOWRITE] = "xfs_direct_write",
-		[HM_TYPE_DATALOST] = "xfs_data_lost",
-	};
-
-	strbuf_addf(sb, "%s: %s (errno %d), inode %llu, bytes %llu-%llu",
-		    healthmon_type_name(ev->type), strerror(ev->error), ev->error,
-		    (unsigned long long)ev->ino, (unsigned long long)ev->pos,
-		    (unsigned long long)(ev->pos + ev->len - (ev->len ? 1 : 0)));
-	return kinds[ev->type];
-}
-
-struct hm_ctx {
-	struct watch *wt;
-	struct watched *w;
-};
-
-/*
- * What the event says, into e and what; false for the events that are
- * only logged (running, unmount, healthy).
- */
-static bool hm_describe(const struct hm_ctx *c, const struct healthmon_event *ev,
-			struct event_info *e, struct strbuf *what)
-{
-	switch (ev->type) {
-	case HM_TYPE_RUNNING:
-	case HM_TYPE_UNMOUNT:
-	case HM_TYPE_HEALTHY:
-		if (ev->type == HM_TYPE_UNMOUNT || c->wt->opt.verbose) {
-			strbuf_addstr(what, ev->type == HM_TYPE_RUNNING ? "health monitor running" :
-				      ev->type == HM_TYPE_UNMOUNT ? "health monitor: unmounted" :
-				      "metadata healthy: ");
-			if (ev->type == HM_TYPE_HEALTHY)
-				hm_object(what, ev);
-		}
-		return false;
-	case HM_TYPE_LOST:
-		e->kind = "xfs_lost_events";
-		e->error_count = ev->lost > UINT_MAX ? UINT_MAX : (unsigned)ev->lost;
-		strbuf_addf(what, "the kernel lost %llu health event%s",
-			    (unsigned long long)ev->lost, ev->lost == 1 ? "" : "s");
-		return true;
-	case HM_TYPE_SICK:
-	case HM_TYPE_CORRUPT:
-		e->kind = ev->type == HM_TYPE_SICK ? "xfs_sick" : "xfs_corrupt";
-		strbuf_addstr(what, ev->type == HM_TYPE_SICK ? "metadata sick: " :
-			      "metadata corrupt (a scrub found it): ");
-		hm_object(what, ev);
-		e->ino = ev->domain == HM_DOMAIN_INODE ? ev->ino : 0;
-		return true;
-	case HM_TYPE_SHUTDOWN:
-		e->kind = "xfs_shutdown";
-		hm_shutdown(what, ev->reasons);
-		return true;
-	case HM_TYPE_MEDIA_ERROR:
-		e->kind = "xfs_media_error";
-		strbuf_addf(what, "media error on the %s: 512-byte sectors %llu-%llu (%llu)",
-			    hm_device(ev->domain), (unsigned long long)ev->daddr,
-			    (unsigned long long)(ev->daddr + ev->bbcount - (ev->bbcount ? 1 : 0)),
-			    (unsigned long long)ev->bbcount);
-		return true;
-	default:
-		e->kind = hm_filerange(what, ev);
-		e->error = ev->error;
-		e->ino = ev->ino;
-		return true;
-	}
-}
-
-/*
- * At most this many parts of one media error are listed, recorded and
- * checked: a whole failed device is one event, and the scrub it starts
- * reads everything anyway.
- */
-#define MEDIA_PARTS_MAX 64
-
-/*
- * The device bytes [off, off + len) of w, about to be read again for an
- * event of another source: the kernel log's lines for that read are not
- * new events (kmsg_recent_seen() folds them in).
- */
-static void blk_quiet(struct watch *wt, const struct watched *w, uint64_t off, uint64_t len)
-{
-	char name[BSTACK_NAME_MAX];
-
-	if (wt->blk.fd >= 0 && !bstack_name_of(&wt->blk.bs, w->m.devno, name, sizeof(name)))
-		kmsg_recent_seen(&wt->blk.recent, name, off, len, now_s());
-}
-
-/* One inode that owns part of a media error: resolved, recorded, checked. */
-static void hm_media_inode(struct hm_ctx *c, const struct media_owner *o, struct event_info *e)
-{
-	struct watched *w = c->w;
-	struct strbuf path = STRBUF_INIT;
-	int fd = xfs_inode_path(w, o->owner, o->gen, &path);
-
-	e->ino = o->owner;
-	e->path = fd >= 0 ? path.buf : NULL;
-	if (fd >= 0)
-		fprintf(stderr, ", path %s\n", path.buf);
-	else
-		fprintf(stderr, ", path not resolved: %s\n", strerror(-fd));
-	watch_record_event(c->wt, w, e);
-	if (fd >= 0 && media_owner_is_data(o)) {
-		blk_quiet(c->wt, w, o->dev_off, o->len);
-		watch_read_range(w, fd, path.buf, o->owner, o->file_off, o->len, false);
-	}
-	else if (fd >= 0)
-		watch_probe(w, fd, path.buf, o->owner);
-	if (fd >= 0)
-		close(fd);
-	strbuf_release(&path);
-}
-
-/* The owners of the bad sectors of a data device media error, or -errno. */
-static int hm_media_owners(const struct watched *w, const struct healthmon_event *ev,
-			   struct media_owners *o)
-{
-	/* daddr and bbcount count 512-byte sectors whatever the device's sector size */
-	uint64_t off = ev->daddr * 512, len = ev->bbcount * 512;
-	int root, ret;
-
-	if (ev->domain != HM_DOMAIN_DATADEV)
-		return -ENODEV;
-	if (ev->bbcount > UINT64_MAX / 512 || ev->daddr > (UINT64_MAX - len) / 512)
-		return -ERANGE;
-	if ((ret = root = watched_root(w)) >= 0) {
-		ret = watch_media_owners(root, w->m.devno, off, len, o);
-		close(root);
-	}
-	return ret;
-}
-
-/*
- * A media error: what its sectors hold (GETFSMAP), a line for each part;
- * each file among the owners recorded as an event with its path and
- * checked (its data read again directly, an attribute fork or extent map
- * by a statx()).  Without a file among the owners the event is recorded
- * as the kernel gave it.  One event for the counters and the scrub.
- */
-static void hm_media_error(struct hm_ctx *c, const struct healthmon_event *ev,
-			   struct event_info *e)
-{
-	struct media_owners o = { 0 };
-	struct watched *w = c->w;
-	size_t files = 0;
-	int ret = hm_media_owners(w, ev, &o);
-
-	if (ret)
-		fprintf(stderr, "fscrub watch: %s: XFS media error: the sectors are not mapped "
-			"to files: %s\n", w->m.target, ret == -ENODEV ?
-			"they are not on the data device" : strerror(-ret));
-	for (size_t i = 0; i < o.n && i < MEDIA_PARTS_MAX; i++) {
-		struct strbuf what = STRBUF_INIT;
-
-		media_owner_describe(&o.v[i], &what);
-		fprintf(stderr, "fscrub watch: %s: XFS media error: device bytes %llu-%llu: %s",
-			w->m.target, (unsigned long long)o.v[i].dev_off,
-			(unsigned long long)(o.v[i].dev_off + o.v[i].len - 1), what.buf);
-		strbuf_release(&what);
-		if (!media_owner_is_inode(&o.v[i])) {
-			fputc('\n', stderr);
-			continue;
-		}
-		hm_media_inode(c, &o.v[i], e);
-		files++;
-	}
-	if (o.n > MEDIA_PARTS_MAX)
-		fprintf(stderr, "fscrub watch: %s: XFS media error: %zu more parts not listed\n",
-			w->m.target, o.n - MEDIA_PARTS_MAX);
-	e->ino = 0;
-	e->path = NULL;
-	if (!files)
-		watch_record_event(c->wt, w, e);
-	w->nr_events++;
-	watch_write_metrics(c->wt);
-	trigger(c->wt, w, e);
-	media_owners_release(&o);
-}
-
-/* One event of w's monitor: logged; the others as a FAN_FS_ERROR event. */
-static void on_hm_event(const struct healthmon_event *ev, void *arg)
-{
-	struct hm_ctx *c = arg;
-	struct watched *w = c->w;
-	struct event_info e = { .error_count = 1 };
-	struct strbuf what = STRBUF_INIT, path = STRBUF_INIT;
-	bool act = hm_describe(c, ev, &e, &what);
-	int fd = -ENOENT;
-
-	if (e.ino)
-		fd = xfs_inode_path(w, e.ino, ev->gen, &path);
-	if (fd >= 0)
-		e.path = path.buf;
-	if (what.len) {
-		fprintf(stderr, "fscrub watch: %s: XFS %s", w->m.target, what.buf);
-		if (e.ino && fd >= 0)
-			fprintf(stderr, ", path %s", path.buf);
-		else if (e.ino)
-			fprintf(stderr, ", path not resolved: %s", strerror(-fd));
-		fputc('\n', stderr);
-	}
-	if (act && ev->type == HM_TYPE_MEDIA_ERROR) {
-		hm_media_error(c, ev, &e);
-	} else if (act) {
-		watch_count_event(c->wt, w, &e);
-		if (fd >= 0)
-			watch_probe(w, fd, path.buf, e.ino);
-		trigger(c->wt, w, &e);
-	}
-	if (fd >= 0)
-		close(fd);
-	strbuf_release(&what);
-	strbuf_release(&path);
-}
-
-/* What w's monitor has; at its end (unmounted) or on an error, it is closed. */
-static void read_healthmon(struct watch *wt, struct watched *w)
-{
-	struct hm_ctx c = { .wt = wt, .w = w };
-	unsigned long long unknown = w->hm.unknown;
-	int ret = healthmon_read(&w->hm, w->hm_fd, on_hm_event, &c);
-
-	if (w->hm.unknown > unknown)
-		fprintf(stderr, "fscrub watch: %s: skipped %llu XFS health event%s of a type "
-			"fscrub does not know (%llu in all)\n", w->m.target, w->hm.unknown - unknown,
-			w->hm.unknown - unknown == 1 ? "" : "s", w->hm.unknown);
-	if (ret == 0 || ret == -EAGAIN || ret == -EINTR)
-		return;
-	if (ret < 0)
-		fprintf(stderr, "fscrub watch: %s: cannot read the XFS health monitor: %s\n",
-			w->m.target, strerror(-ret));
-	else if (wt->opt.verbose)
-		fprintf(stderr, "fscrub watch: %s: the XFS health monitor ended\n", w->m.target);
-	close(w->hm_fd);
-	w->hm_fd = -1;
 }
 
 /* ---- the kernel log's block-layer errors ---- */
@@ -1148,7 +787,7 @@ static void blk_owner(struct watch *wt, struct watched *w, const struct loc_fs *
 		      const struct loc_owner *o, const struct kmsg_error *e, int depth)
 {
 	bool file = o->kind == LOC_FILE;
-	struct event_info ev = {
+	struct watch_event ev = {
 		.kind = blk_kinds[o->kind], .error = EIO, .error_count = 1, .ino = o->ino,
 		.path = file ? o->path : NULL, .range_off = file ? o->file_off : o->off,
 		.range_len = o->len,
@@ -1192,7 +831,7 @@ static void blk_hit(dev_t devno, const char *name, uint64_t off, uint64_t len,
 	char devpath[BSTACK_NAME_MAX + 8];
 	struct loc_fs fs = { .target = w->m.target, .fstype = w->m.fstype, .devno = devno,
 			     .devpath = loc_devpath(&w->m, devno, name, devpath, sizeof(devpath)) };
-	struct event_info ev = { .kind = "blk_error", .error = EIO, .error_count = 1,
+	struct watch_event ev = { .kind = "blk_error", .error = EIO, .error_count = 1,
 				 .range_off = off, .range_len = len };
 	struct loc_owners o = { 0 };
 	int ret = loc_owners_of(&fs, off, len, &o);
@@ -1251,67 +890,76 @@ static void setup_blk(struct watch *wt, struct watched *w)
 		w->m.target, w->m.fstype, w->how == WATCH_NONE ? "only " : "also ", name);
 }
 
-/* ---- setup ---- */
+/* ---- what a backend's watch hooks ask of the watcher (backends/watch.h) ---- */
 
-static bool watchable(const char *fstype)
+const struct fsmount *watch_fs_mount(const struct watch_fs *wf)
 {
-	return !strcmp(fstype, "ext4") || !strcmp(fstype, "xfs") || !strcmp(fstype, "btrfs");
+	return &wf->w->m;
 }
+
+bool watch_fs_verbose(const struct watch_fs *wf)
+{
+	return wf->wt->opt.verbose;
+}
+
+unsigned long long watch_fs_poll_interval(const struct watch_fs *wf)
+{
+	return wf->wt->opt.poll_interval;
+}
+
+int watch_fs_root(const struct watch_fs *wf)
+{
+	return watched_root(wf->w);
+}
+
+void watch_fs_event(struct watch_fs *wf, const struct watch_event *e)
+{
+	watch_count_event(wf->wt, wf->w, e);
+}
+
+void watch_fs_record(struct watch_fs *wf, const struct watch_event *e)
+{
+	watch_record_event(wf->wt, wf->w, e);
+}
+
+void watch_fs_counted(struct watch_fs *wf)
+{
+	wf->w->nr_events++;
+	watch_write_metrics(wf->wt);
+}
+
+void watch_fs_trigger(struct watch_fs *wf, const struct watch_event *e)
+{
+	trigger(wf->wt, wf->w, e);
+}
+
+void watch_fs_probe(struct watch_fs *wf, int fd, const char *path, uint64_t ino)
+{
+	watch_probe(wf->w, fd, path, ino);
+}
+
+void watch_fs_read_range(struct watch_fs *wf, int fd, const char *path, uint64_t ino,
+			 uint64_t off, uint64_t len)
+{
+	watch_read_range(wf->w, fd, path, ino, off, len, false);
+}
+
+/* The kernel log's lines for that read are folded in by kmsg_recent_seen(). */
+void watch_fs_quiet(struct watch_fs *wf, uint64_t off, uint64_t len)
+{
+	char name[BSTACK_NAME_MAX];
+
+	if (wf->wt->blk.fd >= 0 &&
+	    !bstack_name_of(&wf->wt->blk.bs, wf->w->m.devno, name, sizeof(name)))
+		kmsg_recent_seen(&wf->wt->blk.recent, name, off, len, now_s());
+}
+
+/* ---- setup ---- */
 
 static bool any_type(const char *fstype)
 {
 	(void)fstype;
 	return true;
-}
-
-static int setup_btrfs(struct watch *wt, struct watched *w, int root)
-{
-	int ret = health_btrfs_devstats(root, &w->stats, &w->nr_stats);
-
-	if (ret) {
-		fprintf(stderr, "fscrub watch: not watching %s (btrfs): cannot read the device "
-			"error counters: %s\n", w->m.target, strerror(-ret));
-		return ret;
-	}
-	w->how = WATCH_BTRFS;
-	fprintf(stderr, "fscrub watch: watching %s (btrfs): device error counters every %llu s\n",
-		w->m.target, wt->opt.poll_interval);
-	return 0;
-}
-
-/*
- * XFS: its health monitor, if the kernel has one (Linux 7.0) and no other
- * program holds it.  The reason it cannot be had is said once: in -v when
- * the kernel has none (the usual case before 7.0), always otherwise.
- */
-static int setup_healthmon(struct watch *wt, struct watched *w, int root)
-{
-	int fd = healthmon_open(root);
-
-	if (fd == -ENOTTY || fd == -EINVAL) {
-		if (wt->opt.verbose)
-			fprintf(stderr, "fscrub watch: %s (xfs): this kernel has no XFS health "
-				"monitor (XFS_IOC_HEALTH_MONITOR: %s; from Linux 7.0)\n",
-				w->m.target, strerror(-fd));
-		return fd;
-	}
-	if (fd < 0) {
-		fprintf(stderr, "fscrub watch: %s (xfs): cannot open the XFS health monitor: %s%s\n",
-			w->m.target, strerror(-fd),
-			fd == -EEXIST ? " (another program, xfs_healer perhaps, has it)" : "");
-		return fd;
-	}
-	/* read() returns EAGAIN instead of waiting: poll() says when to read */
-	if (fcntl(fd, F_SETFL, O_NONBLOCK) < 0) {
-		fprintf(stderr, "fscrub watch: %s (xfs): cannot use the XFS health monitor: %s\n",
-			w->m.target, strerror(errno));
-		close(fd);
-		return -EIO;
-	}
-	w->hm_fd = fd;
-	w->how = WATCH_HEALTHMON;
-	fprintf(stderr, "fscrub watch: watching %s (xfs): XFS health monitor\n", w->m.target);
-	return 0;
 }
 
 static int setup_fanotify(struct watch *wt, struct watched *w)
@@ -1344,6 +992,24 @@ static int setup_fanotify(struct watch *wt, struct watched *w)
 	return 0;
 }
 
+/*
+ * w's own source, through its backend's watch_open hook, or the kernel's
+ * FAN_FS_ERROR events where the backend says so or has no hook (a mount
+ * named on the command line of a type fscrub does not watch: the reason is
+ * said).
+ */
+static void setup_source(struct watch *wt, struct watched *w, int root)
+{
+	struct watch_fs wf = { wt, w };
+	int ret = w->ops && w->ops->watch_open ? w->ops->watch_open(&wf, root, &w->src) :
+		  WATCH_FS_ERROR;
+
+	if (ret == 0)
+		w->how = WATCH_OWN;
+	else if (ret == WATCH_FS_ERROR)
+		setup_fanotify(wt, w);
+}
+
 /* w (zeroed) for the mount m: its sources set up, or how WATCH_NONE with the reason said. */
 static void setup_one(struct watch *wt, struct watched *w, const struct fsmount *m)
 {
@@ -1354,7 +1020,8 @@ static void setup_one(struct watch *wt, struct watched *w, const struct fsmount 
 	w->m.source = xstrdup(m->source);
 	w->m.fstype = xstrdup(m->fstype);
 	w->m.devno = m->devno;
-	w->hm_fd = -1;
+	w->ops = backend_of_fstype(m->fstype);
+	w->src.fd = -1;
 	root = open(m->target, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (root < 0 || fstatfs(root, &sfs) < 0) {
 		fprintf(stderr, "fscrub watch: not watching %s: %s\n", m->target, strerror(errno));
@@ -1364,19 +1031,15 @@ static void setup_one(struct watch *wt, struct watched *w, const struct fsmount 
 	}
 	memcpy(w->fsid, &sfs.f_fsid, sizeof(w->fsid));
 	history_key(w);
-	if (!strcmp(m->fstype, "btrfs"))
-		setup_btrfs(wt, w, root);
-	else if (strcmp(m->fstype, "xfs") || setup_healthmon(wt, w, root))
-		setup_fanotify(wt, w);
+	setup_source(wt, w, root);
 	setup_blk(wt, w);
 	close(root);
 }
 
 static void watched_release(struct watched *w)
 {
-	if (w->hm_fd >= 0)
-		close(w->hm_fd);
-	free(w->stats);
+	if (w->how == WATCH_OWN && w->ops->watch_close)
+		w->ops->watch_close(&w->src);
 	free(w->fsroot);
 	free(w->m.target);
 	free(w->m.source);
@@ -1450,7 +1113,8 @@ static void rescan(struct watch *wt)
 	size_t before = wt->nr, watching = nr_watching(wt);
 	bool changed = false;
 
-	if (fsmounts_collect("watch", NULL, 0, wt->named ? any_type : watchable, &now))
+	if (fsmounts_collect("watch", NULL, 0, wt->named ? any_type : backend_has_watch,
+			     &now))
 		return;
 	for (size_t i = wt->nr; i-- > 0;) {
 		struct watched *w = &wt->w[i];
@@ -1493,15 +1157,21 @@ static void open_mountinfo(struct watch *wt)
 
 /* ---- the loop ---- */
 
-static bool any_btrfs(const struct watch *wt)
+/* Is w's own source polled every --poll-interval seconds (btrfs's counters)? */
+static bool timed(const struct watched *w)
+{
+	return w->how == WATCH_OWN && w->src.timed && w->ops->watch_poll;
+}
+
+static bool any_timed(const struct watch *wt)
 {
 	for (size_t i = 0; i < wt->nr; i++)
-		if (wt->w[i].how == WATCH_BTRFS)
+		if (timed(&wt->w[i]))
 			return true;
 	return false;
 }
 
-/* The descriptors to wait on: fanotify, the mount table, the kernel log, each health monitor. */
+/* The descriptors to wait on: fanotify, the mount table, the kernel log, each backend's source. */
 #define POLL_FIXED 3
 static size_t poll_set(const struct watch *wt, struct pollfd **pfd)
 {
@@ -1512,7 +1182,8 @@ static size_t poll_set(const struct watch *wt, struct pollfd **pfd)
 	(*pfd)[n++] = (struct pollfd){ .fd = wt->mi_fd, .events = POLLPRI };
 	(*pfd)[n++] = (struct pollfd){ .fd = wt->blk.fd, .events = POLLIN };
 	for (size_t i = 0; i < wt->nr; i++)
-		(*pfd)[n++] = (struct pollfd){ .fd = wt->w[i].hm_fd, .events = POLLIN };
+		(*pfd)[n++] = (struct pollfd){ .fd = wt->w[i].how == WATCH_OWN ? wt->w[i].src.fd : -1,
+					       .events = POLLIN };
 	return n;
 }
 
@@ -1520,9 +1191,12 @@ static void poll_due(struct watch *wt, double *next_poll)
 {
 	if (now_s() < *next_poll)
 		return;
-	for (size_t i = 0; i < wt->nr; i++)
-		if (wt->w[i].how == WATCH_BTRFS)
-			poll_btrfs(wt, &wt->w[i]);
+	for (size_t i = 0; i < wt->nr; i++) {
+		struct watch_fs wf = { wt, &wt->w[i] };
+
+		if (timed(&wt->w[i]))
+			wt->w[i].ops->watch_poll(&wf, &wt->w[i].src);
+	}
 	*next_poll = now_s() + (double)wt->opt.poll_interval;
 }
 
@@ -1533,9 +1207,13 @@ static void dispatch(struct watch *wt, const struct pollfd *pfd, size_t n)
 		read_events(wt);
 	if (pfd[2].revents)
 		blk_follow_read(&wt->blk, &wt->hooks);
-	for (size_t k = POLL_FIXED; k < n; k++)
-		if (pfd[k].revents && wt->w[k - POLL_FIXED].hm_fd >= 0)
-			read_healthmon(wt, &wt->w[k - POLL_FIXED]);
+	for (size_t k = POLL_FIXED; k < n; k++) {
+		struct watched *w = &wt->w[k - POLL_FIXED];
+		struct watch_fs wf = { wt, w };
+
+		if (pfd[k].revents && w->how == WATCH_OWN && w->src.fd >= 0 && w->ops->watch_read)
+			w->ops->watch_read(&wf, &w->src);
+	}
 	if (pfd[1].revents & (POLLPRI | POLLERR))
 		rescan(wt);
 }
@@ -1546,10 +1224,10 @@ static int loop(struct watch *wt)
 	struct pollfd *pfd = NULL;
 
 	while (!watch_stop) {
-		bool btrfs = any_btrfs(wt);
+		bool polls = any_timed(wt);
 		size_t n = poll_set(wt, &pfd);
 		double wait = next_poll - now_s();
-		int timeout = !btrfs ? -1 : wait <= 0 ? 0 : (int)(wait * 1000) + 1;
+		int timeout = !polls ? -1 : wait <= 0 ? 0 : (int)(wait * 1000) + 1;
 		int ret = poll(pfd, n, timeout);
 
 		if (ret < 0 && errno != EINTR) {
@@ -1560,7 +1238,7 @@ static int loop(struct watch *wt)
 		reap_children();
 		if (ret > 0)
 			dispatch(wt, pfd, n);
-		if (btrfs)
+		if (polls)
 			poll_due(wt, &next_poll);
 	}
 	free(pfd);
@@ -1742,7 +1420,8 @@ int cmd_watch(int argc, char **argv)
 
 	if ((ret = parse(argc, argv, &wt.opt)) >= 0)
 		return ret;
-	if ((ret = fsmounts_collect("watch", argv + optind, argc - optind, watchable, &list)))
+	if ((ret = fsmounts_collect("watch", argv + optind, argc - optind, backend_has_watch,
+				    &list)))
 		return ret;
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	setup_signals();

@@ -7,7 +7,7 @@
  * codes, nothing of the scrub.  Used by the XFS backend (its extent maps
  * and ownership checks), the media scan's mapping of unowned bad ranges
  * (mediamap.c), fscrub watch's mapping of media error events
- * (watch_media.c) and the early reads' space map (spacemap.c).
+ * (backends/xfs/xfs_media.c) and the early reads' space map (spacemap.c).
  */
 #ifndef FSCRUB_FSMAP_H
 #define FSCRUB_FSMAP_H

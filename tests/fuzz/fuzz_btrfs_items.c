@@ -2,8 +2,9 @@
  * libFuzzer target: the btrfs tree checks that decode item payloads, on
  * arbitrary items, through the same functions the scan calls.  The items
  * are served by the fake TREE_SEARCH_V2 of the unit tests
- * (tests/unit/fake_tree_search.c, linked with -Wl,--wrap=ioctl), as the
- * kernel would hand over whatever a crafted image holds:
+ * (tests/unit/backends/btrfs/fake_tree_search.c, linked with
+ * -Wl,--wrap=ioctl), as the kernel would hand over whatever a crafted
+ * image holds:
  *
  *  - the chunk tree and the device tree to btrfs_check_chunks()
  *    (CHUNK_ITEMs and their stripes, DEV_ITEMs, DEV_EXTENTs), with block

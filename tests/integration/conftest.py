@@ -378,6 +378,14 @@ def cleanups():
 
 
 @pytest.fixture
+def mounts(cleanups):
+    """fsimage.Mounts: mounts(...).loop(path, *losetup_args) and
+    .mount(src, mnt, *mount_args), undone last first at teardown with the
+    test's other cleanups."""
+    return fsimage.Mounts(cleanups)
+
+
+@pytest.fixture
 def big_fs(image_factory):
     """ext4 on a direct-I/O loop device with 768 MiB of file data."""
     img = image_factory("ext4", size_mb=1024)

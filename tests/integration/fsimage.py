@@ -182,14 +182,58 @@ def _losetup_detach(dev, tries=10):
     run(["losetup", "-d", dev])
 
 
-def _loop_attach(path, direct_io=False, read_only=False):
-    cmd = ["losetup", "-f", "--show"]
+def _loop_attach(path, direct_io=False, read_only=False, extra=()):
+    """``losetup -f --show [EXTRA] PATH`` on a free loop device: its name."""
+    cmd = ["losetup", "-f", "--show"] + list(extra)
     if direct_io:
         cmd.append("--direct-io=on")
     if read_only:
         cmd.append("-r")
     cmd.append(path)
     return run(cmd).stdout.strip()
+
+
+class Mounts:
+    """The one helper for the loop devices and mounts a test makes beyond
+    its Image objects: each is undone by a step appended to *undo*, a list
+    of callables run last first at the end (conftest.py's ``cleanups``,
+    through its ``mounts`` fixture): a mount is unmounted (retried, then
+    lazily: _umount), a loop device detached (retried: _losetup_detach)."""
+
+    def __init__(self, undo):
+        self.undo = undo
+        self.pending = {}       # ("loop", dev) or ("mount", mnt): its step in undo
+
+    def _later(self, key, fn):
+        self.pending[key] = fn
+        self.undo.append(fn)
+
+    def _now(self, key):
+        fn = self.pending.pop(key)
+        self.undo.remove(fn)
+        fn()
+
+    def loop(self, path, *extra):
+        """``losetup -f --show [EXTRA] PATH``: the loop device."""
+        dev = _loop_attach(path, extra=extra)
+        self._later(("loop", dev), lambda: _losetup_detach(dev))
+        return dev
+
+    def mount(self, src, mnt, *opts):
+        """``mount [OPTS] SRC MNT``, MNT made if need be: MNT."""
+        os.makedirs(mnt, exist_ok=True)
+        run(["mount"] + list(opts) + [src, mnt])
+        self._later(("mount", mnt), lambda: _umount(mnt))
+        return mnt
+
+    def umount(self, mnt):
+        """Unmount MNT (of mount()) now, not at the end."""
+        self._now(("mount", mnt))
+
+    def detach(self, dev):
+        """Detach DEV (of loop()) now, not at the end: a loop device's name
+        is reused at once, and must not be detached twice."""
+        self._now(("loop", dev))
 
 
 # ----------------------------------------------------------------------------

@@ -41,7 +41,7 @@ class Btrfs:
 
     def mount(self, options=""):
         if not self.devs:
-            self.devs = [run(["losetup", "-f", "--show", p]).stdout.strip()
+            self.devs = [fsimage._loop_attach(p)
                          for p in self.paths]
         opts = ["device=%s" % d for d in self.devs[1:]] + [o for o in options.split(",") if o]
         cmd = ["mount", "-t", "btrfs"] + (["-o", ",".join(opts)] if opts else [])
@@ -265,20 +265,26 @@ def test_x_reads_only_the_files_without_checksums(btrfs_factory):
     assert [f.path for f in r.of("Error", "data.read")] == [victim], r
 
 
-def mount_degraded(fs):
-    """A two-device fs mounted -o degraded without its second device, with
-    a file written before and one after (to single chunks); its mount point."""
-    mnt = fs.mount()
-    write_victim(mnt, "before")
+def remount_degraded(fs):
+    """The two-device fs fs unmounted and mounted again -o degraded
+    without its second device (attached, scanned, then detached)."""
     fs.offline()
-    fs.devs = [run(["losetup", "-f", "--show", fs.paths[0]]).stdout.strip()]
-    gone = run(["losetup", "-f", "--show", fs.paths[1]]).stdout.strip()
+    fs.devs = [fsimage._loop_attach(fs.paths[0])]
+    gone = fsimage._loop_attach(fs.paths[1])
     fsimage._losetup_detach(gone)
     # the kernel's registry still names the detached loop device: forget it
     # (by name: without one, every unmounted btrfs device is forgotten)
     run(["btrfs", "device", "scan", "--forget", gone], check=False)
     run(["mount", "-t", "btrfs", "-o", "degraded", fs.devs[0], fs.mnt])
     fs.mounted = True
+
+
+def mount_degraded(fs):
+    """A two-device fs mounted -o degraded without its second device, with
+    a file written before and one after (to single chunks); its mount point."""
+    mnt = fs.mount()
+    write_victim(mnt, "before")
+    remount_degraded(fs)
     write_victim(mnt, "during")
     time.sleep(1.2)
     return mnt
@@ -356,7 +362,7 @@ def test_seed_device_with_a_sprout(workdir):
     devs = []
     mounted = False
     try:
-        devs.append(run(["losetup", "-f", "--show", seed]).stdout.strip())
+        devs.append(fsimage._loop_attach(seed))
         run(["mount", devs[0], mnt])
         mounted = True
         fsimage._write(os.path.join(mnt, "on-seed"), b"seed data\n" * 1000)
@@ -365,7 +371,7 @@ def test_seed_device_with_a_sprout(workdir):
         run(["btrfstune", "-S", "1", devs[0]])
         run(["mount", "-o", "ro", devs[0], mnt])
         mounted = True
-        devs.append(run(["losetup", "-f", "--show", sprout]).stdout.strip())
+        devs.append(fsimage._loop_attach(sprout))
         run(["btrfs", "device", "add", "-f", devs[1], mnt])
         run(["mount", "-o", "remount,rw", mnt])
         fsimage._write(os.path.join(mnt, "on-sprout"), b"sprout data\n" * 1000)
@@ -513,13 +519,7 @@ def test_missing_device_named_not_blank(btrfs_factory):
     where it said "devid 2 ," and "devid 2 :"."""
     fs = btrfs_factory(ndev=2)
     write_victim(fs.mount())
-    fs.offline()
-    fs.devs = [run(["losetup", "-f", "--show", fs.paths[0]]).stdout.strip()]
-    gone = run(["losetup", "-f", "--show", fs.paths[1]]).stdout.strip()
-    fsimage._losetup_detach(gone)
-    subprocess.run(["btrfs", "device", "scan", "--forget", gone], capture_output=True)
-    run(["mount", "-t", "btrfs", "-o", "degraded", fs.devs[0], fs.mnt])
-    fs.mounted = True
+    remount_degraded(fs)
     r = run_fscrub("-v", fs.mnt)
     out = r.stdout + r.stderr
     # the kernel names it "<missing disk>", or (device never scanned) nothing

@@ -1030,7 +1030,7 @@ def test_chunk_damage_refused_at_mount(image, what):
     (btrfs_verify_dev_extents) and every block group against its chunk
     (check_chunk_block_group_mappings), and refuses the filesystem: such
     damage never reaches fscrub's online check, whose logic the unit test
-    tests/unit/test_btrfs_chunks.c covers with a fake TREE_SEARCH_V2."""
+    tests/unit/backends/btrfs/test_btrfs_chunks.c covers with a fake TREE_SEARCH_V2."""
     with be.BtrfsImage(image.path) as ed:
         if what == "dev_extent_length":
             de = dev_extents(ed)[-1]

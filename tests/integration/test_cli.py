@@ -239,14 +239,11 @@ def test_unmounted_device(image_factory):
     one_line_error(run_fscrub(dev), 16, "'%s' is not mounted" % dev)
 
 
-def test_device_argument_mounted_twice(image_factory, cleanups, workdir):
+def test_device_argument_mounted_twice(image_factory, mounts, workdir):
     img = image_factory("ext4", size_mb=32)
     img.mkfs()
     mnt = img.mount()
-    other = os.path.join(workdir, "bind")
-    os.mkdir(other)
-    subprocess.run(["mount", "--bind", mnt, other], check=True)
-    cleanups.append(lambda: subprocess.run(["umount", other], check=True))
+    mounts.mount(mnt, os.path.join(workdir, "bind"), "--bind")
     r = run_fscrub(img.dev)
     assert r.rc == 0, r
     assert "is mounted in 2 places; scrubbing %s" % mnt in r.stderr, r

@@ -161,8 +161,7 @@ def extjournal(workdir, image_factory, cleanups):
     jpath = os.path.join(workdir, "journal.img")
     with open(jpath, "wb") as f:
         f.truncate(32 << 20)
-    jdev = fsimage.run(["losetup", "-f", "--show", jpath]).stdout.strip()
-    cleanups.append(lambda: fsimage.run(["losetup", "-d", jdev]))
+    jdev = fsimage.Mounts(cleanups).loop(jpath)
     fsimage.run(["mke2fs", "-q", "-F", "-O", "journal_dev", "-b", "4096", jdev])
     img = image_factory("ext4", size_mb=128, mkfs_args=("-J", "device=" + jdev))
     # image_factory's cleanup runs before the losetup -d above: unmounted first.

@@ -146,22 +146,17 @@ def test_btrfs_missing_device(btrfs_factory):  # noqa: F811
     assert [(d["devid"], d["missing"]) for d in devs] == [(1, False), (2, True)], j
 
 
-def test_no_health_source(workdir):
+def test_no_health_source(workdir, mounts):
     need_fs("tmpfs")
-    mnt = os.path.join(workdir, "tmp")
-    os.mkdir(mnt)
-    run(["mount", "-t", "tmpfs", "tmpfs", mnt])
+    mnt = mounts.mount("tmpfs", os.path.join(workdir, "tmp"), "-t", "tmpfs")
     state = os.path.join(workdir, "state")
     os.mkdir(state)
-    try:
-        p = health("--state-dir", state, mnt)
-        assert p.returncode == 0, p
-        assert p.stdout == "%s: tmpfs on tmpfs: no health source\n" \
-            "  last scan: none recorded; open: 0 errors, 0 warnings, 0 watch events\n" % mnt
-        p, j = health_json(mnt)
-        assert j["filesystems"][0]["status"] == "no health source"
-    finally:
-        run(["umount", mnt])
+    p = health("--state-dir", state, mnt)
+    assert p.returncode == 0, p
+    assert p.stdout == "%s: tmpfs on tmpfs: no health source\n" \
+        "  last scan: none recorded; open: 0 errors, 0 warnings, 0 watch events\n" % mnt
+    p, j = health_json(mnt)
+    assert j["filesystems"][0]["status"] == "no health source"
 
 
 @pytest.mark.parametrize("fstype", ["ext4", "xfs", "btrfs"])

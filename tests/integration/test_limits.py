@@ -5,7 +5,6 @@ point are in test_walk.py.)"""
 import os
 import re
 import resource
-import subprocess
 import time
 
 import pytest
@@ -15,11 +14,8 @@ import fsimage
 
 
 def tmpfs(workdir, cleanups, name, opts="size=2g"):
-    mnt = os.path.join(workdir, name)
-    os.mkdir(mnt)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "fscrub-" + name, mnt], check=True)
-    cleanups.append(lambda: subprocess.run(["umount", mnt], check=True))
-    return mnt
+    return fsimage.Mounts(cleanups).mount("fscrub-" + name, os.path.join(workdir, name),
+                                          "-t", "tmpfs", "-o", opts)
 
 
 def test_peak_rss_is_fscrubs_own(workdir, cleanups):

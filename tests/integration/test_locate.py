@@ -180,36 +180,6 @@ def test_past_the_filesystem(image_factory, fstype):
     assert [o["kind"] for o in j["ranges"][0]["owners"]] == ["none"], j
 
 
-@pytest.fixture
-def loopdev(workdir):
-    """Attach files to loop devices (losetup -f); detached afterwards."""
-    made = []
-
-    def attach(path, *extra):
-        dev = run(["losetup", "-f", "--show"] + list(extra) + [path]).stdout.strip()
-        made.append(dev)
-        return dev
-
-    yield attach
-    for dev in reversed(made):
-        subprocess.run(["losetup", "-d", dev], capture_output=True)
-
-
-@pytest.fixture
-def mounts():
-    made = []
-
-    def mount(dev, mnt, *opts):
-        os.makedirs(mnt, exist_ok=True)
-        run(["mount"] + list(opts) + [dev, mnt])
-        made.append(mnt)
-        return mnt
-
-    yield mount
-    for mnt in reversed(made):
-        subprocess.run(["umount", "-l", mnt], capture_output=True)
-
-
 def write_mbr(path, parts):
     """An MBR partition table of Linux partitions (start, sectors), as sfdisk writes one."""
     with open(path, "r+b") as f:
@@ -222,13 +192,13 @@ def write_mbr(path, parts):
         f.write(b"\x55\xaa")
 
 
-def test_partition_table(workdir, loopdev, mounts):
+def test_partition_table(workdir, mounts):
     """The filesystem in partition 2: the whole disk's sector maps to its file."""
     disk = os.path.join(workdir, "disk.img")
     with open(disk, "wb") as f:
         f.truncate(200 * 2**20)
     write_mbr(disk, [(2048, 40960), (43008, 200 * 2048 - 43008)])
-    dev = loopdev(disk, "-P")
+    dev = mounts.loop(disk, "-P")
     # Without udev there is no /dev node for the partition: one of our own.
     name = os.path.basename(dev) + "p2"
     if not os.path.exists("/sys/class/block/" + name):
@@ -239,7 +209,7 @@ def test_partition_table(workdir, loopdev, mounts):
     part = os.path.join(workdir, name)
     os.mknod(part, 0o600 | stat.S_IFBLK, os.makedev(major, minor))
     run(["mkfs.ext4", "-q", "-F", part])
-    mnt = mounts(part, os.path.join(workdir, "p2.mnt"))
+    mnt = mounts.mount(part, os.path.join(workdir, "p2.mnt"))
     data = write_payload(os.path.join(mnt, "payload"))
     at = find_on_disk(disk, data, base=43008 * 512)
     p = locate(dev, "%d+8" % (at // 512))
@@ -252,21 +222,21 @@ def test_partition_table(workdir, loopdev, mounts):
     assert [o["kind"] for r in j["ranges"] for o in r["owners"]] == ["none", "none"], j
 
 
-def test_loop_on_file(workdir, loopdev, mounts):
+def test_loop_on_file(workdir, mounts):
     """A loop device on a file of another filesystem: the lower sector names both files."""
     lower = os.path.join(workdir, "lower.img")
     with open(lower, "wb") as f:
         f.truncate(200 * 2**20)
     run(["mkfs.ext4", "-q", "-F", lower])
-    ldev = loopdev(lower)
-    lmnt = mounts(ldev, os.path.join(workdir, "lower.mnt"))
+    ldev = mounts.loop(lower)
+    lmnt = mounts.mount(ldev, os.path.join(workdir, "lower.mnt"))
     upper = os.path.join(lmnt, "upper.img")
     with open(upper, "wb") as f:
         f.write(b"\0" * 64 * 2**20)
         os.fsync(f.fileno())
     run(["mkfs.ext4", "-q", "-F", upper])
-    udev = loopdev(upper)
-    umnt = mounts(udev, os.path.join(workdir, "upper.mnt"))
+    udev = mounts.loop(upper)
+    umnt = mounts.mount(udev, os.path.join(workdir, "upper.mnt"))
     data = write_payload(os.path.join(umnt, "inner"))
     run(["sync"])
     uat = find_on_disk(upper, data)
@@ -306,7 +276,7 @@ def test_json_schema(image_factory):
     assert k["ranges"][0]["owners"] == j["ranges"][0]["owners"]
 
 
-def test_bad_input(image_factory, workdir):
+def test_bad_input(image_factory, workdir, mounts):
     img = image_factory("ext4", size_mb=64)
     img.mkfs()
     img.mount()
@@ -332,11 +302,7 @@ def test_bad_input(image_factory, workdir):
     # A device no filesystem is on: resolved, and said so.
     with open(os.path.join(workdir, "blank"), "wb") as f:
         f.truncate(8 * 2**20)
-    dev = run(["losetup", "-f", "--show", os.path.join(workdir, "blank")]).stdout.strip()
-    try:
-        p = locate(dev, 100)
-    finally:
-        run(["losetup", "-d", dev])
+    p = locate(mounts.loop(os.path.join(workdir, "blank")), 100)
     assert p.returncode == 0 and "not part of any mounted filesystem" in p.stdout, p
 
 
@@ -357,15 +323,15 @@ def test_xfs_without_rmapbt(image_factory, how):
     assert "reverse-mapping btree" in p.stdout
 
 
-def test_btrfs_second_device(workdir, loopdev, mounts):
+def test_btrfs_second_device(workdir, mounts):
     """RAID1 on two devices, mounted from the first: the second's copy names the file too."""
     imgs = [os.path.join(workdir, n) for n in ("a.img", "b.img")]
     for p in imgs:
         with open(p, "wb") as f:
             f.truncate(300 * 2**20)
-    devs = [loopdev(p) for p in imgs]
+    devs = [mounts.loop(p) for p in imgs]
     run(["mkfs.btrfs", "-q", "-f", "-d", "raid1", "-m", "raid1"] + devs)
-    mnt = mounts(devs[0], os.path.join(workdir, "mnt"))
+    mnt = mounts.mount(devs[0], os.path.join(workdir, "mnt"))
     data = write_payload(os.path.join(mnt, "payload"))
     run(["sync"])
     for img, dev in zip(imgs, devs):
@@ -431,7 +397,7 @@ def xor(pieces):
 
 @pytest.mark.parametrize("profile,ndev", [("raid0", 2), ("raid10", 4), ("raid5", 3),
                                           ("raid6", 4)])
-def test_btrfs_striped_data(workdir, loopdev, mounts, profile, ndev):
+def test_btrfs_striped_data(workdir, mounts, profile, ndev):
     """Data striped over the devices (RAID0, RAID10, RAID5, RAID6): every
     block of a file, found on each device by the number written into it,
     is named with its file offset by locate on that device; on RAID5/6 the
@@ -442,11 +408,11 @@ def test_btrfs_striped_data(workdir, loopdev, mounts, profile, ndev):
     for p in imgs:
         with open(p, "wb") as f:
             f.truncate(300 * 2**20)
-    devs = [loopdev(p) for p in imgs]
+    devs = [mounts.loop(p) for p in imgs]
     run(["mkfs.btrfs", "-q", "-f", "-d", profile, "-m", "raid1"] + devs)
     mnt = os.path.join(workdir, "mnt")
     try:
-        mounts(devs[0], mnt)
+        mounts.mount(devs[0], mnt)
         data = marked_payload(os.path.join(mnt, "payload"), 96)
         run(["btrfs", "filesystem", "sync", mnt])
         run(["sync"])

@@ -418,11 +418,10 @@ class Devices:
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="fscrub-ops-")
         self.undo = []
+        self.mounts = fsimage.Mounts(self.undo)
 
     def loop(self, img, partitions=False):
-        dev = fsimage.run(["losetup", "-f", "--show"] + (["-P"] if partitions else []) +
-                          [img]).stdout.strip()
-        self.undo.append(lambda: fsimage._losetup_detach(dev))
+        dev = self.mounts.loop(img, *(["-P"] if partitions else []))
         if partitions:
             # This kernel may not parse the table itself: partx adds the
             # partitions it reads (BLKPG), and removes them before detach.
@@ -433,11 +432,7 @@ class Devices:
         return dev
 
     def mount(self, src, name, opts=()):
-        mnt = os.path.join(self.dir, name)
-        os.makedirs(mnt, exist_ok=True)
-        fsimage.run(["mount"] + list(opts) + [src, mnt])
-        self.undo.append(lambda: fsimage._umount(mnt))
-        return mnt
+        return self.mounts.mount(src, os.path.join(self.dir, name), *opts)
 
     def cleanup(self):
         for fn in reversed(self.undo):

@@ -25,7 +25,6 @@ import time
 import pytest
 
 from conftest import FSCRUB, check_sanitizers
-from test_locate import loopdev, mounts  # noqa: F401 (fixtures)
 from test_media import bad_media  # noqa: F401 (a fixture)
 from test_watch import watcher  # noqa: F401 (a fixture)
 import fsimage
@@ -260,8 +259,7 @@ def test_no_kernel_log_access_said_once(image_factory, watcher, workdir):  # noq
     assert proc.returncode == 0
 
 
-def test_loop_on_a_file_of_a_watched_fs(image_factory, bad_media, loopdev, mounts,  # noqa: F811
-                                        watcher, workdir):
+def test_loop_on_a_file_of_a_watched_fs(image_factory, bad_media, mounts, watcher, workdir):
     """An ext4 (upper) on a loop device whose backing file lives on another
     watched ext4 (lower, on eiofs): an error on the lower device under the
     backing file names that file on the lower filesystem, and is followed up
@@ -274,21 +272,21 @@ def test_loop_on_a_file_of_a_watched_fs(image_factory, bad_media, loopdev, mount
     with open(upper, "wb") as f:
         f.truncate(64 << 20)
     fsimage.run(["mkfs.ext4", "-q", "-F", "-b", "4096", upper])     # blocks on pages
-    udev = loopdev(upper)
-    umnt = mounts(udev, os.path.join(workdir, "upper.mnt"))
+    udev = mounts.loop(upper)
+    umnt = mounts.mount(udev, os.path.join(workdir, "upper.mnt"))
     with open(os.path.join(umnt, "inner"), "wb") as f:
         f.write(os.urandom(64 << 10))
         os.fsync(f.fileno())
     [inner_ext] = fsimage.fiemap(os.path.join(umnt, "inner"))
     uat = inner_ext["physical"]         # the inner file's byte 0 in upper.img
-    subprocess.run(["umount", umnt], check=True)
-    subprocess.run(["losetup", "-d", udev], check=True)
+    mounts.umount(umnt)
+    mounts.detach(udev)
     [ext] = [e for e in fsimage.fiemap(upper) if e["logical"] <= uat < e["logical"] + e["length"]]
     lat = ext["physical"] + uat - ext["logical"]
     m = bad_media(img, [(lat, BLOCK)], armed=False)
     upper = os.path.join(m.mnt, "upper.img")
-    udev = loopdev(upper)
-    umnt = mounts(udev, os.path.join(workdir, "upper.mnt"))
+    udev = mounts.loop(upper)
+    umnt = mounts.mount(udev, os.path.join(workdir, "upper.mnt"))
     inner = os.path.join(umnt, "inner")
     ino, uino = os.stat(inner).st_ino, os.stat(upper).st_ino
     w = watcher("-v", "--on-error", "true", "--min-interval", "0", m.mnt, umnt)

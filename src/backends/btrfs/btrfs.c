@@ -55,6 +55,7 @@
 #include "backends/btrfs/btrfs_bulk.h"
 #include "backends/btrfs/btrfs_check.h"
 #include "backends/btrfs/btrfs_datasum.h"
+#include "backends/btrfs/btrfs_health.h"
 #include "backends/btrfs/btrfs_meta.h"
 #include "backends/btrfs/btrfs_sectors.h"
 #include "backends/btrfs/btrfs_trees.h"
@@ -1395,4 +1396,8 @@ const struct scrub_ops btrfs_ops = {
 	.list_xattrs = btrfs_list_xattrs,
 	.summary = btrfs_summary,
 	.cleanup = btrfs_cleanup,
+	.health = btrfs_health,
+	.watch_open = btrfs_watch_open,
+	.watch_poll = btrfs_watch_poll,
+	.watch_close = btrfs_watch_close,
 };

@@ -983,6 +983,8 @@ const struct scrub_ops ext4_ops = {
 	.space_not_data = ext4_space_not_data,
 	.summary = ext4_summary,
 	.cleanup = ext4_cleanup,
+	.health = ext4_health,
+	.watch_open = ext4_watch_open,
 };
 
 uint32_t ext4_csum(ext2_filsys fs, ext2_ino_t ino, uint32_t gen, const void *b, size_t len)

@@ -552,6 +552,17 @@ uint32_t ext4_csum(ext2_filsys fs, ext2_ino_t ino, uint32_t gen, const void *b, 
 /* ext2fs_inode_csum_verify()'s verdict on the inode at raw (its whole on-disk size). */
 bool ext4_inode_csum_ok(ext2_filsys fs, ext2_ino_t ino, const void *raw);
 
+/*
+ * The hooks for the subcommands (ext4_health.c): fscrub health reads the
+ * superblock's error record from sysfs; fscrub watch follows the kernel's
+ * FAN_FS_ERROR events (WATCH_FS_ERROR), ext4's only error events.
+ */
+struct health;
+struct watch_fs;
+struct watch_source;
+int ext4_health(struct health *h);
+int ext4_watch_open(struct watch_fs *wf, int root, struct watch_source *src);
+
 #include "scan/context.h"
 
 static inline struct ext4_state *ext4_state(struct scrub_ctx *ctx)

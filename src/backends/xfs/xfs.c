@@ -20,6 +20,7 @@
  */
 #include "backends/backend.h"
 #include "backends/xfs/xfs.h"
+#include "backends/xfs/xfs_health.h"
 
 #include <errno.h>
 #include <linux/fsmap.h>
@@ -439,6 +440,10 @@ const struct scrub_ops xfs_ops = {
 	.fsmap_owner_name = fsmap_xfs_owner_name,
 	.summary = xfs_summary,
 	.cleanup = xfs_cleanup,
+	.health = xfs_health,
+	.watch_open = xfs_watch_open,
+	.watch_read = xfs_watch_read,
+	.watch_close = xfs_watch_close,
 };
 
 /* Work items of xfs_for_each_ag(): one AG each. */

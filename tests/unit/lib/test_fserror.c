@@ -15,7 +15,7 @@
 #include <linux/fanotify.h>
 #include <sys/fanotify.h>
 
-#include "cmd/fserror.h"
+#include "lib/fserror.h"
 #include "lib/strbuf.h"
 
 struct collected {

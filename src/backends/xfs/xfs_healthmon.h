@@ -1,5 +1,5 @@
 /*
- * healthmon: the XFS health monitor (XFS_IOC_HEALTH_MONITOR, Linux 7.0).
+ * xfs_healthmon: the XFS health monitor (XFS_IOC_HEALTH_MONITOR, Linux 7.0).
  *
  * The ioctl, issued on the root directory of a mounted XFS filesystem by
  * a CAP_SYS_ADMIN process of the initial user namespace, returns a new
@@ -20,12 +20,13 @@
  * as merged in torvalds/linux 04a65666a695 ("Merge tag
  * 'health-monitoring-7.0_2026-01-20'", pulled into XFS's 7.0 merge).
  *
- * A utility: it knows the ioctl and the record format, nothing of the
- * watcher.  healthmon_decode() is a pure function of one record and
- * healthmon_read() of what read() returns (both unit-tested).
+ * It knows the ioctl and the record format, nothing of the watcher
+ * (xfs_watch.c reads it for fscrub watch).  healthmon_decode() is a pure
+ * function of one record and healthmon_read() of what read() returns
+ * (both unit-tested).
  */
-#ifndef FSCRUB_HEALTHMON_H
-#define FSCRUB_HEALTHMON_H
+#ifndef FSCRUB_XFS_HEALTHMON_H
+#define FSCRUB_XFS_HEALTHMON_H
 
 #include <stdbool.h>
 #include <stddef.h>

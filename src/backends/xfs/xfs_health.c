@@ -1,5 +1,6 @@
 /*
- * health_xfs: what the XFS kernel already knows is sick; see health.h.
+ * xfs_health: what the XFS kernel already knows is sick, for fscrub
+ * health (the backend's health hook; backends/health.h).
  *
  * XFS keeps in-memory health flags: a metadata object is marked sick when
  * a read finds it corrupt or a scrub (xfs_scrub, fscrub) fails it, and
@@ -12,7 +13,7 @@
  * BULKSTAT reads every inode cluster: on a big filesystem that is a scan,
  * so it stops after INODE_BUDGET_NS and says how far it got.
  */
-#include "cmd/health.h"
+#include "backends/xfs/xfs_health.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -20,7 +21,11 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <time.h>
+#include <unistd.h>
 #include <xfs/xfs.h>
+
+#include "backends/health.h"
+#include "lib/strbuf.h"
 
 /*
  * fscrub health answers in under a second: the inodes of one filesystem get
@@ -73,18 +78,18 @@ static json_object *flag_names(uint32_t mask, const char *const *names, size_t n
 
 #define NAMES(a) (a), sizeof(a) / sizeof((a)[0])
 
-void health_xfs_flag_text(enum health_xfs_flags which, uint32_t mask, struct strbuf *text)
+void xfs_health_flag_text(enum xfs_health_flags which, uint32_t mask, struct strbuf *text)
 {
 	json_object *arr;
 
 	switch (which) {
-	case HEALTH_XFS_FS:
+	case XFS_HEALTH_FS:
 		arr = flag_names(mask, NAMES(fs_names), text);
 		break;
-	case HEALTH_XFS_AG:
+	case XFS_HEALTH_AG:
 		arr = flag_names(mask, NAMES(ag_names), text);
 		break;
-	case HEALTH_XFS_RTGROUP:
+	case XFS_HEALTH_RTGROUP:
 		arr = flag_names(mask, NAMES(rtgroup_names), text);
 		break;
 	default:
@@ -236,14 +241,16 @@ static int inodes(struct health *h, int fd)
 	return 0;
 }
 
-int health_xfs(struct health *h, int fd)
+int xfs_health(struct health *h)
 {
 	uint32_t agcount;
-	int ret;
+	int fd = health_open_root(h), ret = fd;
 
-	if ((ret = fs_flags(h, fd, &agcount)) || (ret = ag_flags(h, fd, agcount)) ||
-	    (ret = inodes(h, fd)))
+	if (fd < 0)
 		return ret;
-	h->source = "xfs health flags";
-	return 0;
+	if (!(ret = fs_flags(h, fd, &agcount)) && !(ret = ag_flags(h, fd, agcount)) &&
+	    !(ret = inodes(h, fd)))
+		h->source = "xfs health flags";
+	close(fd);
+	return ret;
 }

@@ -1,5 +1,5 @@
 /*
- * healthmon: the XFS health monitor; see healthmon.h.
+ * xfs_healthmon: the XFS health monitor; see xfs_healthmon.h.
  *
  * The record layout (V0), offsets in bytes, every field in the machine's
  * byte order:
@@ -17,7 +17,7 @@
  * The ioctl's argument is struct xfs_health_monitor: u64 flags, u8 format
  * (0: V0), u8 pad[23] (zero), 32 bytes, passed _IOW('X', 68).
  */
-#include "cmd/healthmon.h"
+#include "backends/xfs/xfs_healthmon.h"
 
 #include <errno.h>
 #include <string.h>

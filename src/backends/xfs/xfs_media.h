@@ -1,5 +1,6 @@
 /*
- * watch_media: what the sectors of a media error hold, for fscrub watch.
+ * xfs_media: what the sectors of a media error hold, for fscrub watch
+ * (xfs_watch.c) and fscrub locate (cmd/owners.c).
  *
  * The XFS health monitor reports a media error as a range of 512-byte
  * sectors of a device, nothing more.  GETFSMAP (fsmap.h) over that range
@@ -13,8 +14,8 @@
  * Library code: no logging; the watcher says what was found and checks
  * the files.  Calls only utilities (fsmap.h, strbuf.h).
  */
-#ifndef FSCRUB_WATCH_MEDIA_H
-#define FSCRUB_WATCH_MEDIA_H
+#ifndef FSCRUB_XFS_MEDIA_H
+#define FSCRUB_XFS_MEDIA_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -46,7 +47,7 @@ struct media_owners {
  * without the reverse-mapping btree has no inode owners: its allocated
  * space is owned by "unknown".
  */
-int watch_media_owners(int root_fd, dev_t dev, uint64_t off, uint64_t len,
+int xfs_media_owners(int root_fd, dev_t dev, uint64_t off, uint64_t len,
 		       struct media_owners *out);
 
 /* Is o part of an inode: its data or attribute fork, or its extent map? */

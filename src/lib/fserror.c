@@ -1,7 +1,7 @@
 /*
  * fserror: fanotify FAN_FS_ERROR events; see fserror.h.
  */
-#include "cmd/fserror.h"
+#include "lib/fserror.h"
 
 #include <errno.h>
 #include <linux/fanotify.h>

@@ -1,11 +1,13 @@
 /*
- * health_ext4: the errors an ext4 filesystem recorded in its superblock
+ * ext4_health: the errors an ext4 filesystem recorded in its superblock
  * (s_error_count, s_first_error_*, s_last_error_*), which the kernel
- * updates on every ext4_error() and shows in /sys/fs/ext4/<device>/; see
- * health.h.  The count survives remounts until e2fsck clears it, so a
- * nonzero count is a problem even when the error is old.
+ * updates on every ext4_error() and shows in /sys/fs/ext4/<device>/: the
+ * backend's health hook, for fscrub health (backends/health.h).  The
+ * count survives remounts until e2fsck clears it, so a nonzero count is a
+ * problem even when the error is old.  Its watch hook has no source of
+ * its own: the kernel's FAN_FS_ERROR events.
  */
-#include "cmd/health.h"
+#include "backends/ext4/ext4.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -17,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backends/health.h"
+#include "backends/watch.h"
 #include "lib/fsmounts.h"
 #include "lib/jsonfmt.h"
 
@@ -88,7 +92,7 @@ static void one_error(struct health *h, const char *dir, const char *which)
 		    v[2], v[4]);
 }
 
-int health_ext4(struct health *h)
+int ext4_health(struct health *h)
 {
 	struct strbuf dir = STRBUF_INIT;
 	bool present;
@@ -116,4 +120,12 @@ int health_ext4(struct health *h)
 	one_error(h, dir.buf, "last");
 	strbuf_release(&dir);
 	return 0;
+}
+
+int ext4_watch_open(struct watch_fs *wf, int root, struct watch_source *src)
+{
+	(void)wf;
+	(void)root;
+	(void)src;
+	return WATCH_FS_ERROR;
 }

@@ -2,7 +2,7 @@
  * Unit tests for healthmon: the XFS health monitor's V0 records as read()
  * returns them, fed through a pipe in place of the monitor's descriptor.
  * The byte streams are laid out here field by field at the offsets of the
- * Linux 7.0 record (see healthmon.c), independently of the decoder: every
+ * Linux 7.0 record (see backends/xfs/xfs_healthmon.c), independently of the decoder: every
  * type, a record split across two reads, an unknown type and domain
  * (skipped and counted), lost events, and the end of file after unmount.
  */
@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "cmd/healthmon.h"
+#include "backends/xfs/xfs_healthmon.h"
 
 #define MAX_SEEN 32
 

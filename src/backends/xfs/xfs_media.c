@@ -1,7 +1,7 @@
 /*
- * watch_media: what the sectors of a media error hold; see watch_media.h.
+ * xfs_media: what the sectors of a media error hold; see xfs_media.h.
  */
-#include "cmd/watch_media.h"
+#include "backends/xfs/xfs_media.h"
 
 #include <errno.h>
 #include <linux/fsmap.h>
@@ -52,7 +52,7 @@ static uint32_t inode_gen(int fd, uint64_t ino)
 	return gen;
 }
 
-int watch_media_owners(int root_fd, dev_t dev, uint64_t off, uint64_t len,
+int xfs_media_owners(int root_fd, dev_t dev, uint64_t off, uint64_t len,
 		       struct media_owners *out)
 {
 	struct take t = { .out = out, .lo = off, .end = off + len };
