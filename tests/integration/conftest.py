@@ -207,7 +207,8 @@ def _record_run(result):
                                                   f.inode, _normalise(f.message))
                       for f in result.findings)
     with open(path, "a") as out:
-        out.write(json.dumps({"test": test, "args": _normalise(" ".join(result.args)),
+        out.write(json.dumps({"test": test, "fscrub": FSCRUB,
+                              "args": _normalise(" ".join(result.args)),
                               "rc": result.rc, "findings": findings}) + "\n")
 
 
