@@ -14,24 +14,14 @@
 #define FSCRUB_JSON_REPORT_H
 
 struct scrub_ctx;
-struct finding;
 
 /*
- * Open the output (before phase 1; a FIFO blocks until it has a reader).
- * Returns 0 or a positive errno.
+ * Open the output (before phase 1; a FIFO blocks until it has a reader)
+ * and register it with the report core (report.h): it takes every
+ * finding, infos too, and each phase's times; the end of the run writes
+ * the rest (phases, counts, statistics, exit code) and closes it, adding
+ * EXIT_OPERATIONAL if that fails.  Returns 0 or a positive errno.
  */
 int json_report_open(struct scrub_ctx *ctx);
-/* Add a finding (called with the report lock held). */
-void json_report_finding(struct scrub_ctx *ctx, const struct finding *f);
-/*
- * Record a finished phase: began, seconds from the start of phase 1 to
- * the start of its wall time (phase 5's reads may begin during phase 3:
- * devverify.h), and its wall, user and system seconds.
- */
-void json_report_phase(struct scrub_ctx *ctx, int number, const char *title, double began,
-		       double wall, double user, double sys, unsigned long long items,
-		       const char *unit);
-/* Write the rest and close.  Returns 0 or a positive errno (exit bit 8). */
-int json_report_finish(struct scrub_ctx *ctx, int exit_code);
 
 #endif

@@ -16,6 +16,7 @@
 #include "lib/outfile.h"
 #include "store/state.h"
 #include "lib/strbuf.h"
+#include "report/report.h"
 
 void metrics_add_label(struct strbuf *sb, const char *key, const char *value, bool comma)
 {
@@ -130,7 +131,8 @@ static void add_actions(struct strbuf *body, const char *labels, unsigned action
 			    advice_action_name((enum advice_action)a), !!(actions & (1u << a)));
 }
 
-int metrics_write(struct scrub_ctx *ctx, int exit_code, double duration)
+/* Returns 0 or a positive errno. */
+static int metrics_write(struct scrub_ctx *ctx, int exit_code, double duration)
 {
 	struct strbuf labels = STRBUF_INIT, body = STRBUF_INIT;
 	struct outfile out;
@@ -176,4 +178,34 @@ int metrics_write(struct scrub_ctx *ctx, int exit_code, double duration)
 	strbuf_release(&labels);
 	strbuf_release(&body);
 	return -err;
+}
+
+static double elapsed_since(const struct timespec *t)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (double)(now.tv_sec - t->tv_sec) + (double)(now.tv_nsec - t->tv_nsec) / 1e9;
+}
+
+static int metrics_end(struct scrub_ctx *ctx, void *data, int exit_code, bool fatal)
+{
+	int err = metrics_write(ctx, exit_code, elapsed_since(data));
+
+	(void)fatal;
+	if (!err)
+		return exit_code;
+	fprintf(stderr, "fscrub: cannot write the metrics file '%s': %s\n",
+		ctx->opt.metrics_path, strerror(err));
+	return exit_code | EXIT_OPERATIONAL;
+}
+
+static const struct report_sink metrics_sink = {
+	.name = "metrics",
+	.end = metrics_end,
+};
+
+void metrics_register(struct scrub_ctx *ctx, struct timespec *start)
+{
+	report_add_sink(ctx, &metrics_sink, start);
 }

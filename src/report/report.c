@@ -13,17 +13,11 @@
 #include <string.h>
 
 #include "report/advice.h"
-#include "backends/backend.h"
-#include "data/checkpoint.h"
 #include "report/checks.h"
 #include "scan/context.h"
 #include "tree/dircache.h"
 #include "lib/inokey.h"
-#include "report/json_report.h"
 #include "lib/names.h"
-#include "report/progress.h"
-#include "data/regions.h"
-#include "store/state.h"
 #include "lib/strbuf.h"
 
 static const char *severity_label[] = {
@@ -173,7 +167,81 @@ static void finding_subvol(const struct scrub_ctx *ctx, const struct dir_node *d
 	f->subvol = dir->has_subvol ? dir->subvol : 0;
 }
 
-/* Hand a finding with its path and message made to every sink. */
+void report_add_sink(struct scrub_ctx *ctx, const struct report_sink *sink, void *data)
+{
+	struct report_sinks *l = &ctx->sinks;
+
+	if (l->nr == REPORT_MAX_SINKS) {
+		fprintf(stderr, "fscrub: too many report sinks (adding '%s')\n", sink->name);
+		abort();
+	}
+	pthread_mutex_lock(&ctx->report_lock);
+	l->at[l->nr].sink = sink;
+	l->at[l->nr].data = data;
+	l->nr++;
+	pthread_mutex_unlock(&ctx->report_lock);
+}
+
+void report_remove_sink(struct scrub_ctx *ctx, const struct report_sink *sink)
+{
+	struct report_sinks *l = &ctx->sinks;
+
+	pthread_mutex_lock(&ctx->report_lock);
+	for (size_t i = 0; i < l->nr; i++) {
+		if (l->at[i].sink != sink)
+			continue;
+		memmove(&l->at[i], &l->at[i + 1], (l->nr - i - 1) * sizeof(l->at[0]));
+		l->nr--;
+		break;
+	}
+	pthread_mutex_unlock(&ctx->report_lock);
+}
+
+/* Some sink wants the findings the text report leaves out. */
+static bool sinks_want_every_finding(const struct scrub_ctx *ctx)
+{
+	for (size_t i = 0; i < ctx->sinks.nr; i++)
+		if (ctx->sinks.at[i].sink->every_finding)
+			return true;
+	return false;
+}
+
+/* A line of the text report follows (report lock held). */
+static void sinks_text_line(struct scrub_ctx *ctx)
+{
+	for (size_t i = 0; i < ctx->sinks.nr; i++)
+		if (ctx->sinks.at[i].sink->text_line)
+			ctx->sinks.at[i].sink->text_line(ctx, ctx->sinks.at[i].data);
+}
+
+void report_phase(struct scrub_ctx *ctx, const struct phase_record *p)
+{
+	for (size_t i = 0; i < ctx->sinks.nr; i++)
+		if (ctx->sinks.at[i].sink->phase)
+			ctx->sinks.at[i].sink->phase(ctx, ctx->sinks.at[i].data, p);
+}
+
+/*
+ * The last registered first; a hook may remove its own sink (at i), which
+ * moves only the ones already called.
+ */
+void report_run_stop(struct scrub_ctx *ctx)
+{
+	for (size_t i = ctx->sinks.nr; i-- > 0;)
+		if (ctx->sinks.at[i].sink->stop)
+			ctx->sinks.at[i].sink->stop(ctx, ctx->sinks.at[i].data);
+}
+
+int report_run_end(struct scrub_ctx *ctx, int code, bool fatal)
+{
+	for (size_t i = ctx->sinks.nr; i-- > 0;)
+		if (ctx->sinks.at[i].sink->end)
+			code = ctx->sinks.at[i].sink->end(ctx, ctx->sinks.at[i].data,
+							  code | report_exit_code(ctx), fatal);
+	return code | report_exit_code(ctx);
+}
+
+/* Hand a finding with its path and message made to the text report, then every sink. */
 static void deliver(struct scrub_ctx *ctx, const struct finding *f, bool print)
 {
 	struct strbuf line = STRBUF_INIT;
@@ -182,14 +250,12 @@ static void deliver(struct scrub_ctx *ctx, const struct finding *f, bool print)
 		format_text(ctx, f, &line);
 	pthread_mutex_lock(&ctx->report_lock);
 	if (print) {
-		progress_clear_line(ctx);
+		sinks_text_line(ctx);
 		emit_line(ctx, &line);
 	}
-	if (ctx->json)
-		json_report_finding(ctx, f);
-	if (ctx->state)
-		state_add_finding(ctx->state, f, check_is_content(f->check));
-	checkpoint_note_finding(ctx->checkpoint, f);
+	for (size_t i = 0; i < ctx->sinks.nr; i++)
+		if (ctx->sinks.at[i].sink->finding)
+			ctx->sinks.at[i].sink->finding(ctx, ctx->sinks.at[i].data, f);
 	pthread_mutex_unlock(&ctx->report_lock);
 	strbuf_release(&line);
 }
@@ -200,8 +266,8 @@ static void vreport(struct scrub_ctx *ctx, struct finding *f, const struct dir_n
 	struct strbuf path = STRBUF_INIT, msg = STRBUF_INIT;
 	bool print = count_finding(ctx, f);
 
-	/* JSON and the state get every finding, infos too; text gets infos only with -v. */
-	if (!print && !ctx->json && !ctx->state)
+	/* Text gets infos only with -v; some sinks (JSON, the history) get every finding. */
+	if (!print && !sinks_want_every_finding(ctx))
 		return;
 	report_path(ctx, &path, dir, name);
 	finding_subvol(ctx, dir, f);
@@ -292,7 +358,7 @@ static void vreport_text(struct scrub_ctx *ctx, const char *fmt, va_list ap)
 	strbuf_vaddf(&sb, fmt, ap);
 	strbuf_addch(&sb, '\n');
 	pthread_mutex_lock(&ctx->report_lock);
-	progress_clear_line(ctx);
+	sinks_text_line(ctx);
 	emit_line(ctx, &sb);
 	pthread_mutex_unlock(&ctx->report_lock);
 	strbuf_release(&sb);
@@ -322,99 +388,6 @@ void report_limit(void *ctx, const char *line)
 {
 	/* Only phase 5 reads at a limited rate; its -v lines all say so. */
 	report_verbose(ctx, "Phase 5: %s", line);
-}
-
-static const char *plural(unsigned long long n, const char *one, const char *many)
-{
-	return n == 1 ? one : many;
-}
-
-/* --portion, --time-budget: how much of the file data phase 5 covered. */
-static void summary_regions(struct scrub_ctx *ctx, struct strbuf *sb)
-{
-	struct region_coverage c;
-
-	if (!ctx->regions)
-		return;
-	regions_coverage(ctx->regions, &c);
-	strbuf_addf(sb, " %zu of %zu %s with file data verified (%llu of %llu bytes).", c.done,
-		    c.regions, ctx->regions->size ? plural(c.regions, "region", "regions") :
-		    plural(c.regions, "bucket of files", "buckets of files"),
-		    (unsigned long long)c.done_bytes, (unsigned long long)c.bytes);
-	if (atomic_load(&ctx->budget_spent))
-		strbuf_addstr(sb, " The time budget ended the data scan.");
-	if (c.partial)
-		strbuf_addf(sb, " %zu %s read in part: the next run goes on from there.", c.partial,
-			    plural(c.partial, "region", "regions"));
-}
-
-/*
- * Findings that changed while being checked, neither errors nor cleared:
- * never hidden behind a quiet "0 errors" (the infos themselves print with -v).
- */
-static void summary_unconfirmed(struct scrub_ctx *ctx, struct strbuf *sb)
-{
-	unsigned long long n = atomic_load(&ctx->nr_unconfirmed);
-
-	if (n)
-		strbuf_addf(sb, " %llu %s not be confirmed: the filesystem kept changing%s.", n,
-			    plural(n, "finding could", "findings could"),
-			    ctx->opt.verbose ? "" : " (-v lists them)");
-}
-
-void report_summary(struct scrub_ctx *ctx)
-{
-	struct strbuf sb = STRBUF_INIT;
-	unsigned long long errors = atomic_load(&ctx->nr_errors);
-	unsigned long long warnings = atomic_load(&ctx->nr_warnings);
-	unsigned long long operr = atomic_load(&ctx->nr_operational);
-	unsigned long long repaired = atomic_load(&ctx->nr_repaired);
-	struct advice_fs fs = report_advice_fs(ctx);
-
-	names_escape(&sb, ctx->mntpoint ? ctx->mntpoint : ctx->opt.target,
-		     strlen(ctx->mntpoint ? ctx->mntpoint : ctx->opt.target));
-	strbuf_addstr(&sb, ": ");
-	/* Phase 1 gave up (-t names another type, ...): "0 errors found" would be a lie. */
-	if (ctx->not_scanned && !scrub_cancelled) {
-		strbuf_addstr(&sb, "the scan did not run: nothing was checked.");
-		goto emit;
-	}
-	if (scrub_cancelled)
-		strbuf_addstr(&sb, "scan cancelled; so far ");
-	else if (atomic_load(&ctx->aborted))
-		strbuf_addf(&sb, "stopped after %llu %s (-a); so far ",
-			    ctx->opt.max_errors, plural(ctx->opt.max_errors, "error", "errors"));
-	strbuf_addf(&sb, "%llu %s and %llu %s found.", errors,
-		    plural(errors, "error", "errors"), warnings,
-		    plural(warnings, "warning", "warnings"));
-	if (repaired)
-		strbuf_addf(&sb, " %llu %s repaired.", repaired,
-			    plural(repaired, "problem", "problems"));
-	advice_summary(&sb, atomic_load(&ctx->advice_actions), &fs);
-	if (ctx->stats.xattr_unlisted)
-		strbuf_addf(&sb, " %llu %s more attribute names than the VFS can list: "
-			    "not checked.", ctx->stats.xattr_unlisted,
-			    plural(ctx->stats.xattr_unlisted, "inode has", "inodes have"));
-	if (ctx->opt.since && !ctx->ops->scan_data)
-		strbuf_addf(&sb, " --since %s: %llu bytes read, %llu unchanged %s not read.",
-			    ctx->opt.since, ctx->stats.bytes_read, ctx->stats.since_skipped,
-			    plural(ctx->stats.since_skipped, "file", "files"));
-	if (regions_mode(&ctx->opt))
-		summary_regions(ctx, &sb);
-	summary_unconfirmed(ctx, &sb);
-	if (ctx->opt.verbose)
-		strbuf_addf(&sb, " (%llu %s)", atomic_load(&ctx->nr_infos),
-			    plural(atomic_load(&ctx->nr_infos), "info", "infos"));
-	if (operr)
-		strbuf_addf(&sb, " %llu operational %s: the scan is incomplete.",
-			    operr, plural(operr, "error", "errors"));
-emit:
-	strbuf_addch(&sb, '\n');
-	pthread_mutex_lock(&ctx->report_lock);
-	progress_clear_line(ctx);
-	emit_line(ctx, &sb);
-	pthread_mutex_unlock(&ctx->report_lock);
-	strbuf_release(&sb);
 }
 
 int report_exit_code(const struct scrub_ctx *ctx)

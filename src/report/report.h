@@ -20,6 +20,7 @@
 
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct scrub_ctx;
@@ -145,16 +146,85 @@ void report_limit(void *ctx, const char *line);
  */
 void report_replay(struct scrub_ctx *ctx, const struct finding *f);
 
+/*
+ * Sinks: the outputs besides the text report (the JSON report, the metrics,
+ * the run history, the checkpoint, the progress reporter).  Each registers
+ * itself where the run sets it up; the report core knows none of them by
+ * name and hands each event to every sink in the order they registered:
+ * deliver() is still the one place a finding goes out, and the run history
+ * sees a finding before the checkpoint does (history_open() registers
+ * before checkpoint_begin()).  The end of a run goes the other way round,
+ * the last registered first, as the resources a later one uses are torn
+ * down first: the history is recorded before the metrics read it, and the
+ * JSON report, opened first, is written last.
+ *
+ * Sinks are added and removed only by the thread that runs the phases,
+ * before phase 1, between phases or after the last (never while a walk
+ * runs); deliver() reads the list under the report lock.
+ */
+struct phase_record {
+	int number;
+	const char *title;
+	double began;			/* seconds from the start of phase 1 */
+	double wall, user, sys;		/* seconds */
+	unsigned long long items;
+	const char *unit;
+};
+
+struct report_sink {
+	const char *name;
+	/*
+	 * Gets the infos the text report leaves out (without -v) too; with
+	 * no such sink, an info is only counted.
+	 */
+	bool every_finding;
+	/* Each hook may be NULL.  data: what the sink registered with. */
+	/* A finding, with the report lock held. */
+	void (*finding)(struct scrub_ctx *ctx, void *data, const struct finding *f);
+	/* A line of the text report is about to be written (report lock held). */
+	void (*text_line)(struct scrub_ctx *ctx, void *data);
+	/* A phase is over: its times (-T, the JSON report's "phases"). */
+	void (*phase)(struct scrub_ctx *ctx, void *data, const struct phase_record *p);
+	/* The scan is over, before its summary line: stop drawing. */
+	void (*stop)(struct scrub_ctx *ctx, void *data);
+	/*
+	 * The run is over, after the summary: write out.  exit_code is the
+	 * run's so far (report_exit_code() included), fatal whether the phases
+	 * stopped short (not by a finding).  Returns exit_code, with
+	 * EXIT_OPERATIONAL added if the output could not be written.
+	 */
+	int (*end)(struct scrub_ctx *ctx, void *data, int exit_code, bool fatal);
+};
+
+/* There are five outputs besides the text report; room for a few more. */
+#define REPORT_MAX_SINKS 8
+
+struct report_sinks {
+	size_t nr;
+	struct {
+		const struct report_sink *sink;
+		void *data;
+	} at[REPORT_MAX_SINKS];
+};
+
+/* Register sink with data (aborts past REPORT_MAX_SINKS: a programming error). */
+void report_add_sink(struct scrub_ctx *ctx, const struct report_sink *sink, void *data);
+/* Unregister sink (nothing if it is not registered). */
+void report_remove_sink(struct scrub_ctx *ctx, const struct report_sink *sink);
+/* Hand a finished phase's figures to every sink. */
+void report_phase(struct scrub_ctx *ctx, const struct phase_record *p);
+/* The scan is over: every sink's stop, the last registered first. */
+void report_run_stop(struct scrub_ctx *ctx);
+/*
+ * The run is over: every sink's end, the last registered first.  Returns
+ * the exit code: code | report_exit_code(), with what the sinks added.
+ */
+int report_run_end(struct scrub_ctx *ctx, int code, bool fatal);
+
 /* Build the printable (escaped) path of dir/name into out. */
 struct strbuf;
 void report_path(struct scrub_ctx *ctx, struct strbuf *out,
 		 const struct dir_node *dir, const char *name);
-
-/*
- * The summary line(s) at the end of a run, on stdout: the counts, then what
- * to do, the most serious action first (advice.h).
- */
-void report_summary(struct scrub_ctx *ctx);
 
 /* The filesystem the advice is about (advice.h): its type, whether it is /. */
 struct advice_fs;

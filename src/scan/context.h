@@ -19,13 +19,13 @@
 #include <sys/statvfs.h>
 #include <time.h>
 
+#include "report/report.h"
 #include "tree/dircache.h"
 
 struct scrub_ops;
 struct linktable;
 struct inoset;
 struct progress;
-struct json_report;
 struct ledger;
 struct xlink_list;
 struct state;
@@ -234,7 +234,6 @@ struct scrub_ctx {
 	struct progress *progress;	/* -C / -v status (progress.c) */
 	atomic_ullong progress_done;	/* work done in the current phase */
 	atomic_ullong progress_base;	/* ... by the runs a resumed one continues */
-	struct json_report *json;	/* --json (json_report.c) */
 	FILE *text_out;			/* the text report: stdout, or stderr with --json - */
 	struct state *state;		/* the run history (history.h), NULL if not recorded */
 	char *fs_uuid;			/* its key there, fs_identity() */
@@ -251,6 +250,7 @@ struct scrub_ctx {
 
 	/* Report state (report.c). */
 	pthread_mutex_t report_lock;
+	struct report_sinks sinks;	/* the outputs besides the text report */
 	atomic_ullong nr_errors, nr_warnings, nr_infos, nr_operational, nr_repaired;
 	atomic_uint advice_actions;	/* 1u << each advice_action of a finding (advice.h) */
 	atomic_ullong nr_unconfirmed;	/* of nr_infos: changed while being checked */

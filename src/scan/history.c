@@ -32,11 +32,15 @@ const char *history_dir(const struct scrub_ctx *ctx)
 	return geteuid() == 0 ? state_default_dir() : NULL;
 }
 
+/* The report core's handle on the run history (report.h), defined below. */
+static const struct report_sink history_sink;
+
 static void history_failed(struct scrub_ctx *ctx, const struct strbuf *why)
 {
 	fprintf(stderr, "fscrub: cannot record the run: %s; the scan goes on unrecorded "
 		"(--no-state: do not record)\n", why->buf);
 	ctx->state_failed = true;
+	report_remove_sink(ctx, &history_sink);
 	state_close(ctx->state);
 	ctx->state = NULL;
 }
@@ -57,8 +61,10 @@ void history_open(struct scrub_ctx *ctx)
 	ctx->run_started = unix_now();
 	if (!dir)
 		return;
-	if (!state_open_write(&ctx->state, dir, !ctx->opt.state_dir, &err))
+	if (!state_open_write(&ctx->state, dir, !ctx->opt.state_dir, &err)) {
+		report_add_sink(ctx, &history_sink, NULL);
 		return;
+	}
 	history_failed(ctx, &err);
 	strbuf_release(&err);
 }
@@ -181,11 +187,17 @@ void history_begin(struct scrub_ctx *ctx)
 	strbuf_release(&err);
 }
 
-void history_phase(struct scrub_ctx *ctx, int phase, const char *title, double wall,
-		   double user, double sys, unsigned long long items)
+/* Every finding, infos too, under the report lock. */
+static void history_finding(struct scrub_ctx *ctx, void *data, const struct finding *f)
 {
-	if (ctx->state)
-		state_add_phase(ctx->state, phase, title, wall, user, sys, items);
+	(void)data;
+	state_add_finding(ctx->state, f, check_is_content(f->check));
+}
+
+static void history_phase(struct scrub_ctx *ctx, void *data, const struct phase_record *p)
+{
+	(void)data;
+	state_add_phase(ctx->state, p->number, p->title, p->wall, p->user, p->sys, p->items);
 }
 
 /*
@@ -206,13 +218,15 @@ static const char *run_status(const struct scrub_ctx *ctx, bool fatal)
 	return atomic_load(&ctx->nr_operational) ? "incomplete" : "complete";
 }
 
-void history_end(struct scrub_ctx *ctx, int exit_code, bool fatal)
+/* After the summary, before the metrics (which read the store). */
+static int history_end(struct scrub_ctx *ctx, void *data, int exit_code, bool fatal)
 {
 	struct strbuf err = STRBUF_INIT;
 	struct state_run r;
 
-	if (!ctx->state || !ctx->run_id)
-		return;
+	(void)data;
+	if (!ctx->run_id)
+		return exit_code;
 	r = (struct state_run){
 		.id = ctx->run_id, .ended = unix_now(), .status = (char *)run_status(ctx, fatal),
 		.exit_code = exit_code, .backend = ctx->ops ? (char *)ctx->ops->name : NULL,
@@ -226,4 +240,13 @@ void history_end(struct scrub_ctx *ctx, int exit_code, bool fatal)
 	    state_run_end(ctx->state, &r, &err))
 		history_failed(ctx, &err);
 	strbuf_release(&err);
+	return exit_code;
 }
+
+static const struct report_sink history_sink = {
+	.name = "history",
+	.every_finding = true,
+	.finding = history_finding,
+	.phase = history_phase,
+	.end = history_end,
+};

@@ -12,6 +12,7 @@
 #include "report/checks.h"
 #include "scan/context.h"
 #include "report/report.h"
+#include "scan/summary.h"
 #include "lib/strbuf.h"
 
 /* Run fn with stdout redirected, and return what it printed. */
@@ -109,7 +110,7 @@ static void test_summary_not_scanned(void **state)
 	setup_ctx(&ctx);
 	ctx.not_scanned = true;
 	atomic_store(&ctx.nr_operational, 1);
-	assert_string_equal(capture(report_summary, &ctx),
+	assert_string_equal(capture(summary_print, &ctx),
 			    "/mnt: the scan did not run: nothing was checked.\n");
 	assert_int_equal(report_exit_code(&ctx), 8);
 	release_ctx(&ctx);
@@ -121,16 +122,16 @@ static void test_summary_and_codes(void **state)
 
 	(void)state;
 	setup_ctx(&ctx);
-	assert_string_equal(capture(report_summary, &ctx), "/mnt: 0 errors and 0 warnings found.\n");
+	assert_string_equal(capture(summary_print, &ctx), "/mnt: 0 errors and 0 warnings found.\n");
 	capture(emit_error, &ctx);
-	assert_string_equal(capture(report_summary, &ctx),
+	assert_string_equal(capture(summary_print, &ctx),
 			    "/mnt: 1 error and 0 warnings found. Unmount and run fsck -n, then fsck "
 			    "to repair.\n");
 	atomic_store(&ctx.nr_operational, 1);
 	assert_int_equal(report_exit_code(&ctx), 4 | 8);
 	scrub_cancelled = 1;
 	assert_int_equal(report_exit_code(&ctx), 4 | 8 | 32);
-	assert_non_null(strstr(capture(report_summary, &ctx), "scan cancelled"));
+	assert_non_null(strstr(capture(summary_print, &ctx), "scan cancelled"));
 	scrub_cancelled = 0;
 	release_ctx(&ctx);
 }
@@ -146,7 +147,7 @@ static void test_max_errors(void **state)
 	assert_false(scrub_should_stop(&ctx));
 	capture(emit_error, &ctx);
 	assert_true(scrub_should_stop(&ctx));
-	assert_non_null(strstr(capture(report_summary, &ctx), "stopped after 2 errors (-a)"));
+	assert_non_null(strstr(capture(summary_print, &ctx), "stopped after 2 errors (-a)"));
 	release_ctx(&ctx);
 }
 
@@ -169,15 +170,15 @@ static void test_summary_advice(void **state)
 	setup_ctx(&ctx);
 	ctx.fstype = xstrdup("ext4");
 	capture(emit_name_warning, &ctx);
-	assert_string_equal(capture(report_summary, &ctx),
+	assert_string_equal(capture(summary_print, &ctx),
 			    "/mnt: 0 errors and 1 warning found. Nothing is damaged: rename what the "
 			    "warnings name if you want to.\n");
 	capture(emit_unreadable_data, &ctx);
-	assert_string_equal(capture(report_summary, &ctx),
+	assert_string_equal(capture(summary_print, &ctx),
 			    "/mnt: 1 error and 1 warning found. Restore the damaged files from a "
 			    "backup (fscrub status lists them).\n");
 	capture(emit_error, &ctx);
-	assert_string_equal(capture(report_summary, &ctx),
+	assert_string_equal(capture(summary_print, &ctx),
 			    "/mnt: 2 errors and 1 warning found. Unmount and run e2fsck -fn, then "
 			    "e2fsck -f to repair. Then restore the damaged files from a backup "
 			    "(fscrub status lists them).\n");
@@ -191,7 +192,7 @@ static void test_summary_advice(void **state)
 			    "directory entry [dirent.ino]\n");
 	free(ctx.mntpoint);
 	ctx.mntpoint = xstrdup("/");
-	assert_non_null(strstr(capture(report_summary, &ctx), " Boot from rescue media (or with "
+	assert_non_null(strstr(capture(summary_print, &ctx), " Boot from rescue media (or with "
 			       "fsck.mode=force) and run e2fsck -fn on the unmounted filesystem"));
 	release_ctx(&ctx);
 }
@@ -206,7 +207,7 @@ static void test_repaired(void **state)
 	assert_string_equal(capture(emit_repaired, &ctx),
 			    "Repaired: /mnt/d\\tir/x (inode 7): link count set to 1 [nlink.count]\n");
 	assert_int_equal(report_exit_code(&ctx), 1);
-	assert_string_equal(capture(report_summary, &ctx),
+	assert_string_equal(capture(summary_print, &ctx),
 			    "/mnt: 0 errors and 0 warnings found. 1 problem repaired.\n");
 	capture(emit_error, &ctx);
 	assert_int_equal(report_exit_code(&ctx), 4);
