@@ -70,7 +70,7 @@
 #include "lib/fsmounts.h"
 #include "cmd/health.h"
 #include "cmd/healthmon.h"
-#include "report/metrics.h"
+#include "scan/metrics.h"
 #include "lib/mountpoint.h"
 #include "lib/names.h"
 #include "lib/outfile.h"

@@ -24,7 +24,6 @@
 #include "lib/ioengine.h"
 #include "data/ledger.h"
 #include "data/mediamap.h"
-#include "report/progress.h"
 #include "data/ratelimit.h"
 #include "data/regions.h"
 #include "report/report.h"

@@ -23,6 +23,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lib/exitcode.h"
+
 struct scrub_ctx;
 struct dir_node;
 
@@ -36,16 +38,6 @@ enum severity {
 	 * unless an error remains.
 	 */
 	SEV_REPAIRED,
-};
-
-/* fsck(8) exit code bits. */
-enum scrub_exit {
-	EXIT_CLEAN		= 0,
-	EXIT_CORRECTED		= 1,
-	EXIT_UNCORRECTED	= 4,
-	EXIT_OPERATIONAL	= 8,
-	EXIT_USAGE		= 16,
-	EXIT_CANCELLED		= 32,
 };
 
 /* One finding, as the sinks (text, JSON) receive it. */

@@ -1,5 +1,6 @@
 /*
- * context: life cycle of struct scrub_ctx.  What the phases make for each
+ * context: life cycle of struct scrub_ctx, and the rules that read it
+ * (stx_changed_during_scan(), errno_is_inode_damage()).  What the phases make for each
  * other is not released here but by phases_release() (phases.h): the
  * context knows no phase's products.
  */
@@ -7,8 +8,10 @@
 
 #include "data/checkpoint.h"
 #include "data/regions.h"
+#include "lib/stx.h"
 #include "store/state.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -70,4 +73,23 @@ void scrub_stats_add(struct scrub_stats *to, const struct scrub_stats *from)
 	to->inodes += from->inodes;
 	to->bulk += from->bulk;
 	to->bulk_maps += from->bulk_maps;
+}
+
+bool stx_changed_during_scan(const struct scrub_ctx *ctx, const struct statx *stx)
+{
+	return stx_ns(&stx->stx_ctime) >= ctx->changed_since_ns;
+}
+
+bool errno_is_inode_damage(const struct scrub_ctx *ctx, int err)
+{
+	if (errno_is_corruption(err))
+		return true;
+	return !(ctx->quirks & QUIRK_ERRORS_RELAYED) &&
+	       (err == EINVAL || err == ENODATA || (err == EPERM && geteuid() == 0));
+}
+
+bool errno_is_stat_damage(const struct scrub_ctx *ctx, int err)
+{
+	return errno_is_inode_damage(ctx, err) ||
+	       (err == ELOOP && !(ctx->quirks & QUIRK_ERRORS_RELAYED));
 }

@@ -263,6 +263,37 @@ struct scrub_ctx {
 /* Set by the SIGINT/SIGTERM handler. */
 extern volatile sig_atomic_t scrub_cancelled;
 
+/*
+ * Did this inode change since shortly before the scan began (its ctime at
+ * or after ctx->changed_since_ns, set by phase 3)?  Such an inode's
+ * oddities are races, never errors.
+ */
+bool stx_changed_during_scan(const struct scrub_ctx *ctx, const struct statx *stx);
+/*
+ * True for what a look-up, stat or open of one inode by name returns when
+ * the filesystem refuses that inode as damaged: errno_is_corruption()
+ * (stx.h), and EINVAL, ENODATA and (to root, whom permissions do not stop)
+ * EPERM -- ext4 for a bad or missing encryption context or one that differs
+ * from its directory's -- but where a daemon or a server says so
+ * (QUIRK_ERRORS_RELAYED).  Only where the call's own arguments cannot be
+ * the cause (a valid name and flags); ELOOP is the caller's to judge.
+ */
+bool errno_is_inode_damage(const struct scrub_ctx *ctx, int err);
+/*
+ * The same for a statx of one name that never follows it: ELOOP too, the
+ * kernel refused the inode (ext4: a directory linked again below itself).
+ */
+bool errno_is_stat_damage(const struct scrub_ctx *ctx, int err);
+
+/*
+ * Count work done in the current phase, ctx->progress_done (cheap;
+ * callable from any thread): what the progress reporter shows (progress.h).
+ */
+static inline void progress_add(atomic_ullong *counter, unsigned long long n)
+{
+	atomic_fetch_add_explicit(counter, n, memory_order_relaxed);
+}
+
 void scrub_ctx_init(struct scrub_ctx *ctx);
 void scrub_ctx_release(struct scrub_ctx *ctx);
 void scrub_stats_add(struct scrub_stats *to, const struct scrub_stats *from);

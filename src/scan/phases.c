@@ -25,7 +25,7 @@
 #include "tree/linktable.h"
 #include "lib/mountpoint.h"
 #include "scan/phase.h"
-#include "report/progress.h"
+#include "scan/progress.h"
 #include "report/report.h"
 
 /* A backend hook's failure is operational; the run goes on. */

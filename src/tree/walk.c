@@ -21,7 +21,6 @@
 #include "lib/strbuf.h"
 #include "lib/inoset.h"
 #include "data/ledger.h"
-#include "report/progress.h"
 #include "lib/workqueue.h"
 
 /*

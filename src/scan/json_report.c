@@ -1,7 +1,7 @@
 /*
  * json_report: the streamed JSON report; see json_report.h.
  */
-#include "report/json_report.h"
+#include "scan/json_report.h"
 
 #include <errno.h>
 #include <json-c/json.h>

@@ -1,7 +1,7 @@
 /*
  * metrics: Prometheus textfile output; see metrics.h.
  */
-#include "report/metrics.h"
+#include "scan/metrics.h"
 
 #include <errno.h>
 #include <math.h>

@@ -2,7 +2,7 @@
  * progress: the -C lines, the terminal bar and the -v status; see
  * progress.h.
  */
-#include "report/progress.h"
+#include "scan/progress.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -18,13 +18,11 @@
  * stopped and the work it need not do again.
  *
  * A background thread does the writing; the scan only adds to one atomic
- * counter (progress_add), so the walk never waits for a slow terminal.
+ * counter (progress_add(), context.h), so the walk never waits for a slow
+ * terminal.
  */
 #ifndef FSCRUB_PROGRESS_H
 #define FSCRUB_PROGRESS_H
-
-#include <stdatomic.h>
-#include <stdbool.h>
 
 struct scrub_ctx;
 
@@ -52,11 +50,5 @@ struct progress_figures {
  */
 void progress_estimate(unsigned long long base, unsigned long long done,
 		       unsigned long long total, double elapsed, struct progress_figures *out);
-
-/* Count work done in the current phase (cheap; callable from any thread). */
-static inline void progress_add(atomic_ullong *counter, unsigned long long n)
-{
-	atomic_fetch_add_explicit(counter, n, memory_order_relaxed);
-}
 
 #endif
