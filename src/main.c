@@ -106,6 +106,7 @@ int main(int argc, char **argv)
 	ret = cli_parse(argc, argv, &ctx.opt);
 	if (ret >= 0)
 		return ret;
+	report_configure(&ctx, ctx.opt.verbose, ctx.opt.debug, ctx.opt.max_errors);
 	if (ctx.opt.json_path && (err = json_report_open(&ctx))) {
 		fprintf(stderr, "fscrub: cannot write the JSON report '%s': %s\n",
 			ctx.opt.json_path, strerror(err));

@@ -615,11 +615,11 @@ void checkpoint_tick(struct scrub_ctx *ctx)
 	if (pthread_mutex_trylock(&cp->save_lock))
 		return;			/* another thread is saving */
 	atomic_store(&cp->next_due_ms, now + cp->interval_ms);
-	pthread_mutex_lock(&ctx->report_lock);
+	pthread_mutex_lock(&ctx->report.lock);
 	if (ctx->state && save(ctx, NULL))
 		fprintf(stderr, "fscrub: cannot save the checkpoint in '%s'; the scan goes on\n",
 			state_path(ctx->state));
-	pthread_mutex_unlock(&ctx->report_lock);
+	pthread_mutex_unlock(&ctx->report.lock);
 	pthread_mutex_unlock(&cp->save_lock);
 }
 

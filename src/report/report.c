@@ -1,9 +1,13 @@
 /*
  * report: classify, count and print findings; compute the exit code.
  *
- * Paths are built only here, only when something is printed, from the
- * directory node chain: the walk itself never holds a full path.  Every
- * component is escaped (names.h) so a hostile name cannot forge a line.
+ * Paths are built only when something is printed, from the directory
+ * node chain (report_where, which the context supplies): the walk itself
+ * never holds a full path.  Every component is escaped (names.h) so a
+ * hostile name cannot forge a line.
+ *
+ * The core's state is struct report, the context's first member
+ * (report_of()): this file includes nothing above report/ and lib/.
  */
 #include "report/report.h"
 
@@ -14,11 +18,10 @@
 
 #include "report/advice.h"
 #include "report/checks.h"
-#include "scan/context.h"
-#include "tree/dircache.h"
-#include "lib/inokey.h"
 #include "lib/names.h"
 #include "lib/strbuf.h"
+
+volatile sig_atomic_t scrub_cancelled;
 
 static const char *severity_label[] = {
 	[SEV_INFO] = "Info",
@@ -27,33 +30,39 @@ static const char *severity_label[] = {
 	[SEV_REPAIRED] = "Repaired",
 };
 
+void report_init(struct report *r, const struct report_where *where)
+{
+	memset(r, 0, sizeof(*r));
+	pthread_mutex_init(&r->lock, NULL);
+	r->text_out = stdout;
+	r->where = where;
+}
+
+void report_release(struct report *r)
+{
+	pthread_mutex_destroy(&r->lock);
+}
+
+void report_configure(struct scrub_ctx *ctx, bool verbose, bool debug,
+		      unsigned long long max_errors)
+{
+	struct report *r = report_of(ctx);
+
+	r->verbose = verbose;
+	r->debug = debug;
+	r->max_errors = max_errors;
+}
+
+/* Without a report_where (a fuzzer's bare context): the name alone. */
 void report_path(struct scrub_ctx *ctx, struct strbuf *out,
 		 const struct dir_node *dir, const char *name)
 {
-	const char *mnt = ctx->mntpoint ? ctx->mntpoint : "";
-	size_t depth = 0;
+	const struct report *r = report_of(ctx);
 
-	names_escape(out, mnt, strlen(mnt));
-	for (const struct dir_node *n = dir; n && n->parent; n = n->parent)
-		depth++;
-	if (depth) {
-		const struct dir_node **chain = xmalloc(depth * sizeof(*chain));
-		size_t i = depth;
-
-		for (const struct dir_node *n = dir; n && n->parent; n = n->parent)
-			chain[--i] = n;
-		for (i = 0; i < depth; i++) {
-			if (out->len == 0 || out->buf[out->len - 1] != '/')
-				strbuf_addch(out, '/');
-			names_escape(out, chain[i]->name, chain[i]->namelen);
-		}
-		free(chain);
-	}
-	if (name) {
-		if (out->len == 0 || out->buf[out->len - 1] != '/')
-			strbuf_addch(out, '/');
+	if (r->where)
+		r->where->path(ctx, out, dir, name);
+	else if (name)
 		names_escape(out, name, strlen(name));
-	}
 }
 
 /* "src/tree/walk.c" -> "tree/walk.c", "src/backends/generic.c" -> "backends/generic.c" */
@@ -65,13 +74,13 @@ static const char *source_name(const char *file)
 }
 
 /* Write one line to stdout; remember a failure so the exit code shows it. */
-static void emit_line(struct scrub_ctx *ctx, const struct strbuf *line)
+static void emit_line(struct report *r, const struct strbuf *line)
 {
-	if (ctx->output_failed)
+	if (r->output_failed)
 		return;
-	if (fwrite(line->buf, 1, line->len, ctx->text_out) != line->len ||
-	    fflush(ctx->text_out) != 0) {
-		ctx->output_failed = true;
+	if (fwrite(line->buf, 1, line->len, r->text_out) != line->len ||
+	    fflush(r->text_out) != 0) {
+		r->output_failed = true;
 		fprintf(stderr, "fscrub: unable to write the report: %s\n", strerror(errno));
 	}
 }
@@ -87,30 +96,30 @@ bool check_is_content(const char *check)
 }
 
 /* Count a finding; false if it is not to be printed (an info without -v). */
-static bool count_finding(struct scrub_ctx *ctx, const struct finding *f)
+static bool count_finding(struct report *r, const struct finding *f)
 {
 	enum severity sev = f->severity;
 	const char *check = f->check;
 
 	if (f->unconfirmed)
-		atomic_fetch_add(&ctx->nr_unconfirmed, 1);
-	atomic_fetch_or(&ctx->advice_actions, 1u << advice_action(check, sev));
+		atomic_fetch_add(&r->nr_unconfirmed, 1);
+	atomic_fetch_or(&r->advice_actions, 1u << advice_action(check, sev));
 	switch (sev) {
 	case SEV_ERROR: {
-		unsigned long long n = atomic_fetch_add(&ctx->nr_errors, 1) + 1;
+		unsigned long long n = atomic_fetch_add(&r->nr_errors, 1) + 1;
 
-		if (ctx->opt.max_errors && n >= ctx->opt.max_errors)
-			atomic_store(&ctx->aborted, true);
+		if (r->max_errors && n >= r->max_errors)
+			atomic_store(&r->aborted, true);
 		return true;
 	}
 	case SEV_WARNING:
-		atomic_fetch_add(&ctx->nr_warnings, 1);
+		atomic_fetch_add(&r->nr_warnings, 1);
 		return true;
 	case SEV_INFO:
-		atomic_fetch_add(&ctx->nr_infos, 1);
-		return ctx->opt.verbose;
+		atomic_fetch_add(&r->nr_infos, 1);
+		return r->verbose;
 	case SEV_REPAIRED:
-		atomic_fetch_add(&ctx->nr_repaired, 1);
+		atomic_fetch_add(&r->nr_repaired, 1);
 		return true;
 	}
 	return true;
@@ -118,9 +127,12 @@ static bool count_finding(struct scrub_ctx *ctx, const struct finding *f)
 
 struct advice_fs report_advice_fs(const struct scrub_ctx *ctx)
 {
-	return (struct advice_fs){
-		.fstype = ctx->fstype, .root = ctx->mntpoint && !strcmp(ctx->mntpoint, "/"),
-	};
+	const struct report *r = report_of_const(ctx);
+	struct advice_fs fs = { .fstype = NULL, .root = false };
+
+	if (r->where)
+		r->where->advice_fs(ctx, &fs);
+	return fs;
 }
 
 /* -v: what to do about a finding, on the line after it (nothing for an info). */
@@ -128,7 +140,7 @@ static void format_advice(struct scrub_ctx *ctx, const struct finding *f, struct
 {
 	struct advice_fs fs = report_advice_fs(ctx);
 
-	if (!ctx->opt.verbose || advice_action(f->check, f->severity) == ADVICE_NONE)
+	if (!report_of(ctx)->verbose || advice_action(f->check, f->severity) == ADVICE_NONE)
 		return;
 	strbuf_addstr(sb, "    Advice: ");
 	advice_text(sb, f->check, f->severity, &fs);
@@ -145,7 +157,7 @@ static void format_text(struct scrub_ctx *ctx, const struct finding *f, struct s
 	strbuf_addstr(sb, ": ");
 	strbuf_addstr(sb, f->message);
 	strbuf_addf(sb, " [%s]", f->check);
-	if (ctx->opt.debug)
+	if (report_of(ctx)->debug)
 		strbuf_addf(sb, " [%s:%d]", source_name(f->file), f->line);
 	strbuf_addch(sb, '\n');
 	format_advice(ctx, f, sb);
@@ -155,38 +167,34 @@ static void format_text(struct scrub_ctx *ctx, const struct finding *f, struct s
 static void finding_subvol(const struct scrub_ctx *ctx, const struct dir_node *dir,
 			   struct finding *f)
 {
-	uint64_t root_dev = makedev(ctx->root_stx.stx_dev_major, ctx->root_stx.stx_dev_minor);
+	const struct report *r = report_of_const(ctx);
 
-	if (!dir) {
-		f->has_subvol = true;
-		if (!stx_subvol(&ctx->root_stx, &f->subvol))
-			f->subvol = 0;
-		return;
-	}
-	f->has_subvol = dir->has_subvol || dir->dev == root_dev;
-	f->subvol = dir->has_subvol ? dir->subvol : 0;
+	if (r->where)
+		r->where->subvol(ctx, dir, f);
 }
 
 void report_add_sink(struct scrub_ctx *ctx, const struct report_sink *sink, void *data)
 {
-	struct report_sinks *l = &ctx->sinks;
+	struct report *r = report_of(ctx);
+	struct report_sinks *l = &r->sinks;
 
 	if (l->nr == REPORT_MAX_SINKS) {
 		fprintf(stderr, "fscrub: too many report sinks (adding '%s')\n", sink->name);
 		abort();
 	}
-	pthread_mutex_lock(&ctx->report_lock);
+	pthread_mutex_lock(&r->lock);
 	l->at[l->nr].sink = sink;
 	l->at[l->nr].data = data;
 	l->nr++;
-	pthread_mutex_unlock(&ctx->report_lock);
+	pthread_mutex_unlock(&r->lock);
 }
 
 void report_remove_sink(struct scrub_ctx *ctx, const struct report_sink *sink)
 {
-	struct report_sinks *l = &ctx->sinks;
+	struct report *r = report_of(ctx);
+	struct report_sinks *l = &r->sinks;
 
-	pthread_mutex_lock(&ctx->report_lock);
+	pthread_mutex_lock(&r->lock);
 	for (size_t i = 0; i < l->nr; i++) {
 		if (l->at[i].sink != sink)
 			continue;
@@ -194,14 +202,14 @@ void report_remove_sink(struct scrub_ctx *ctx, const struct report_sink *sink)
 		l->nr--;
 		break;
 	}
-	pthread_mutex_unlock(&ctx->report_lock);
+	pthread_mutex_unlock(&r->lock);
 }
 
 /* Some sink wants the findings the text report leaves out. */
-static bool sinks_want_every_finding(const struct scrub_ctx *ctx)
+static bool sinks_want_every_finding(const struct report_sinks *l)
 {
-	for (size_t i = 0; i < ctx->sinks.nr; i++)
-		if (ctx->sinks.at[i].sink->every_finding)
+	for (size_t i = 0; i < l->nr; i++)
+		if (l->at[i].sink->every_finding)
 			return true;
 	return false;
 }
@@ -209,16 +217,20 @@ static bool sinks_want_every_finding(const struct scrub_ctx *ctx)
 /* A line of the text report follows (report lock held). */
 static void sinks_text_line(struct scrub_ctx *ctx)
 {
-	for (size_t i = 0; i < ctx->sinks.nr; i++)
-		if (ctx->sinks.at[i].sink->text_line)
-			ctx->sinks.at[i].sink->text_line(ctx, ctx->sinks.at[i].data);
+	const struct report_sinks *l = &report_of(ctx)->sinks;
+
+	for (size_t i = 0; i < l->nr; i++)
+		if (l->at[i].sink->text_line)
+			l->at[i].sink->text_line(ctx, l->at[i].data);
 }
 
 void report_phase(struct scrub_ctx *ctx, const struct phase_record *p)
 {
-	for (size_t i = 0; i < ctx->sinks.nr; i++)
-		if (ctx->sinks.at[i].sink->phase)
-			ctx->sinks.at[i].sink->phase(ctx, ctx->sinks.at[i].data, p);
+	const struct report_sinks *l = &report_of(ctx)->sinks;
+
+	for (size_t i = 0; i < l->nr; i++)
+		if (l->at[i].sink->phase)
+			l->at[i].sink->phase(ctx, l->at[i].data, p);
 }
 
 /*
@@ -227,36 +239,41 @@ void report_phase(struct scrub_ctx *ctx, const struct phase_record *p)
  */
 void report_run_stop(struct scrub_ctx *ctx)
 {
-	for (size_t i = ctx->sinks.nr; i-- > 0;)
-		if (ctx->sinks.at[i].sink->stop)
-			ctx->sinks.at[i].sink->stop(ctx, ctx->sinks.at[i].data);
+	const struct report_sinks *l = &report_of(ctx)->sinks;
+
+	for (size_t i = l->nr; i-- > 0;)
+		if (l->at[i].sink->stop)
+			l->at[i].sink->stop(ctx, l->at[i].data);
 }
 
 int report_run_end(struct scrub_ctx *ctx, int code, bool fatal)
 {
-	for (size_t i = ctx->sinks.nr; i-- > 0;)
-		if (ctx->sinks.at[i].sink->end)
-			code = ctx->sinks.at[i].sink->end(ctx, ctx->sinks.at[i].data,
-							  code | report_exit_code(ctx), fatal);
+	const struct report_sinks *l = &report_of(ctx)->sinks;
+
+	for (size_t i = l->nr; i-- > 0;)
+		if (l->at[i].sink->end)
+			code = l->at[i].sink->end(ctx, l->at[i].data,
+						  code | report_exit_code(ctx), fatal);
 	return code | report_exit_code(ctx);
 }
 
 /* Hand a finding with its path and message made to the text report, then every sink. */
 static void deliver(struct scrub_ctx *ctx, const struct finding *f, bool print)
 {
+	struct report *r = report_of(ctx);
 	struct strbuf line = STRBUF_INIT;
 
 	if (print)
 		format_text(ctx, f, &line);
-	pthread_mutex_lock(&ctx->report_lock);
+	pthread_mutex_lock(&r->lock);
 	if (print) {
 		sinks_text_line(ctx);
-		emit_line(ctx, &line);
+		emit_line(r, &line);
 	}
-	for (size_t i = 0; i < ctx->sinks.nr; i++)
-		if (ctx->sinks.at[i].sink->finding)
-			ctx->sinks.at[i].sink->finding(ctx, ctx->sinks.at[i].data, f);
-	pthread_mutex_unlock(&ctx->report_lock);
+	for (size_t i = 0; i < r->sinks.nr; i++)
+		if (r->sinks.at[i].sink->finding)
+			r->sinks.at[i].sink->finding(ctx, r->sinks.at[i].data, f);
+	pthread_mutex_unlock(&r->lock);
 	strbuf_release(&line);
 }
 
@@ -264,10 +281,10 @@ static void vreport(struct scrub_ctx *ctx, struct finding *f, const struct dir_n
 		    const char *name, const char *fmt, va_list ap)
 {
 	struct strbuf path = STRBUF_INIT, msg = STRBUF_INIT;
-	bool print = count_finding(ctx, f);
+	bool print = count_finding(report_of(ctx), f);
 
 	/* Text gets infos only with -v; some sinks (JSON, the history) get every finding. */
-	if (!print && !sinks_want_every_finding(ctx))
+	if (!print && !sinks_want_every_finding(&report_of(ctx)->sinks))
 		return;
 	report_path(ctx, &path, dir, name);
 	finding_subvol(ctx, dir, f);
@@ -281,7 +298,7 @@ static void vreport(struct scrub_ctx *ctx, struct finding *f, const struct dir_n
 
 void report_replay(struct scrub_ctx *ctx, const struct finding *f)
 {
-	deliver(ctx, f, count_finding(ctx, f));
+	deliver(ctx, f, count_finding(report_of(ctx), f));
 }
 
 void report_at(struct scrub_ctx *ctx, enum severity sev, const char *check,
@@ -332,10 +349,11 @@ void report_range_at(struct scrub_ctx *ctx, enum severity sev, const char *check
 void report_operational(struct scrub_ctx *ctx, const struct dir_node *dir,
 			const char *name, int err, const char *fmt, ...)
 {
+	struct report *r = report_of(ctx);
 	struct strbuf sb = STRBUF_INIT;
 	va_list ap;
 
-	atomic_fetch_add(&ctx->nr_operational, 1);
+	atomic_fetch_add(&r->nr_operational, 1);
 	strbuf_addstr(&sb, "fscrub: ");
 	report_path(ctx, &sb, dir, name);
 	strbuf_addstr(&sb, ": ");
@@ -345,22 +363,23 @@ void report_operational(struct scrub_ctx *ctx, const struct dir_node *dir,
 	if (err)
 		strbuf_addf(&sb, ": %s", strerror(err));
 	strbuf_addch(&sb, '\n');
-	pthread_mutex_lock(&ctx->report_lock);
+	pthread_mutex_lock(&r->lock);
 	fputs(sb.buf, stderr);
-	pthread_mutex_unlock(&ctx->report_lock);
+	pthread_mutex_unlock(&r->lock);
 	strbuf_release(&sb);
 }
 
 static void vreport_text(struct scrub_ctx *ctx, const char *fmt, va_list ap)
 {
+	struct report *r = report_of(ctx);
 	struct strbuf sb = STRBUF_INIT;
 
 	strbuf_vaddf(&sb, fmt, ap);
 	strbuf_addch(&sb, '\n');
-	pthread_mutex_lock(&ctx->report_lock);
+	pthread_mutex_lock(&r->lock);
 	sinks_text_line(ctx);
-	emit_line(ctx, &sb);
-	pthread_mutex_unlock(&ctx->report_lock);
+	emit_line(r, &sb);
+	pthread_mutex_unlock(&r->lock);
 	strbuf_release(&sb);
 }
 
@@ -377,7 +396,7 @@ void report_verbose(struct scrub_ctx *ctx, const char *fmt, ...)
 {
 	va_list ap;
 
-	if (!ctx->opt.verbose)
+	if (!report_of(ctx)->verbose)
 		return;
 	va_start(ap, fmt);
 	vreport_text(ctx, fmt, ap);
@@ -392,13 +411,14 @@ void report_limit(void *ctx, const char *line)
 
 int report_exit_code(const struct scrub_ctx *ctx)
 {
+	const struct report *r = report_of_const(ctx);
 	int code = EXIT_CLEAN;
 
-	if (atomic_load(&ctx->nr_errors))
+	if (atomic_load(&r->nr_errors))
 		code |= EXIT_UNCORRECTED;
-	else if (atomic_load(&ctx->nr_repaired))
+	else if (atomic_load(&r->nr_repaired))
 		code |= EXIT_CORRECTED;
-	if (atomic_load(&ctx->nr_operational) || ctx->output_failed || ctx->state_failed)
+	if (atomic_load(&r->nr_operational) || r->output_failed || r->record_failed)
 		code |= EXIT_OPERATIONAL;
 	if (scrub_cancelled)
 		code |= EXIT_CANCELLED;
@@ -407,5 +427,5 @@ int report_exit_code(const struct scrub_ctx *ctx)
 
 bool scrub_should_stop(const struct scrub_ctx *ctx)
 {
-	return scrub_cancelled || atomic_load(&ctx->aborted);
+	return scrub_cancelled || atomic_load(&report_of_const(ctx)->aborted);
 }

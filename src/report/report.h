@@ -18,10 +18,14 @@
 #ifndef FSCRUB_REPORT_H
 #define FSCRUB_REPORT_H
 
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "lib/exitcode.h"
 
@@ -199,6 +203,70 @@ struct report_sinks {
 	} at[REPORT_MAX_SINKS];
 };
 
+struct strbuf;
+struct advice_fs;
+
+/*
+ * Where a finding is: the report core knows neither the walk's directory
+ * nodes nor the mount; the context tells it (scrub_ctx_init() sets these,
+ * scan/context.c).
+ */
+struct report_where {
+	/* The printable (escaped) path of dir/name, appended to out. */
+	void (*path)(const struct scrub_ctx *ctx, struct strbuf *out,
+		     const struct dir_node *dir, const char *name);
+	/* f->has_subvol and f->subvol for a finding in dir (NULL: the mount root). */
+	void (*subvol)(const struct scrub_ctx *ctx, const struct dir_node *dir,
+		       struct finding *f);
+	/* The filesystem the advice is about (advice.h): its type, whether it is /. */
+	void (*advice_fs)(const struct scrub_ctx *ctx, struct advice_fs *fs);
+};
+
+/*
+ * The report core's state: struct scrub_ctx's first member (context.h), so
+ * that the core reaches it from the context it is handed and includes
+ * nothing of the scan.  Counters are atomic (every thread makes findings);
+ * output and the sinks' list are under lock.
+ */
+struct report {
+	pthread_mutex_t lock;
+	struct report_sinks sinks;	/* the outputs besides the text report */
+	FILE *text_out;			/* the text report: stdout, or stderr with --json - */
+	const struct report_where *where;
+	/* From the options, before phase 1 (report_configure()). */
+	bool verbose;			/* -v: infos and advice are printed */
+	bool debug;			/* -d: file:line after each finding */
+	unsigned long long max_errors;	/* -a: stop after so many errors; 0 never */
+
+	atomic_ullong nr_errors, nr_warnings, nr_infos, nr_operational, nr_repaired;
+	atomic_uint advice_actions;	/* 1u << each advice_action of a finding (advice.h) */
+	atomic_ullong nr_unconfirmed;	/* of nr_infos: changed while being checked */
+	atomic_bool aborted;		/* -a reached */
+	bool output_failed;		/* the text report could not be written */
+	bool record_failed;		/* the run could not be recorded (history.h) */
+};
+
+/* Set by the SIGINT/SIGTERM handler. */
+extern volatile sig_atomic_t scrub_cancelled;
+
+/* The context's report (its first member). */
+static inline struct report *report_of(struct scrub_ctx *ctx)
+{
+	return (struct report *)(void *)ctx;
+}
+
+static inline const struct report *report_of_const(const struct scrub_ctx *ctx)
+{
+	return (const struct report *)(const void *)ctx;
+}
+
+/* Before any finding: text on stdout, where from where, nothing counted. */
+void report_init(struct report *r, const struct report_where *where);
+void report_release(struct report *r);
+/* The options that change what is printed, once parsed. */
+void report_configure(struct scrub_ctx *ctx, bool verbose, bool debug,
+		      unsigned long long max_errors);
+
 /* Register sink with data (aborts past REPORT_MAX_SINKS: a programming error). */
 void report_add_sink(struct scrub_ctx *ctx, const struct report_sink *sink, void *data);
 /* Unregister sink (nothing if it is not registered). */
@@ -214,12 +282,10 @@ void report_run_stop(struct scrub_ctx *ctx);
 int report_run_end(struct scrub_ctx *ctx, int code, bool fatal);
 
 /* Build the printable (escaped) path of dir/name into out. */
-struct strbuf;
 void report_path(struct scrub_ctx *ctx, struct strbuf *out,
 		 const struct dir_node *dir, const char *name);
 
 /* The filesystem the advice is about (advice.h): its type, whether it is /. */
-struct advice_fs;
 struct advice_fs report_advice_fs(const struct scrub_ctx *ctx);
 
 /*

@@ -174,6 +174,12 @@ struct dotdot_suspect {
 };
 
 struct scrub_ctx {
+	/*
+	 * First, always: the report core reaches its state from the context
+	 * it is handed (report_of(), report.h); context.c checks it.
+	 */
+	struct report report;
+
 	struct scrub_options opt;
 
 	/* Phase 1: what is being scrubbed. */
@@ -194,6 +200,7 @@ struct scrub_ctx {
 	uint64_t dev_size;	/* bytes; 0 if FIEMAP offsets are not device offsets */
 	const struct scrub_ops *ops;
 	void *backend;		/* the backend's private state */
+	bool not_scanned;	/* phase 1 gave up: nothing was checked */
 
 	/* Shared walk state. */
 	struct dircache dcache;
@@ -234,7 +241,6 @@ struct scrub_ctx {
 	struct progress *progress;	/* -C / -v status (progress.c) */
 	atomic_ullong progress_done;	/* work done in the current phase */
 	atomic_ullong progress_base;	/* ... by the runs a resumed one continues */
-	FILE *text_out;			/* the text report: stdout, or stderr with --json - */
 	struct state *state;		/* the run history (history.h), NULL if not recorded */
 	char *fs_uuid;			/* its key there, fs_identity() */
 	int64_t run_id;			/* this run's row in it, 0 before phase 1 ends */
@@ -247,21 +253,7 @@ struct scrub_ctx {
 	uint64_t budget_end_ns;		/* --time-budget: CLOCK_MONOTONIC end of the run, 0 none */
 	atomic_bool budget_spent;	/* ... reached: phase 5 stopped reading (regions.h) */
 	struct checkpoint *checkpoint;	/* resumable runs (checkpoint.h), NULL if not recorded */
-
-	/* Report state (report.c). */
-	pthread_mutex_t report_lock;
-	struct report_sinks sinks;	/* the outputs besides the text report */
-	atomic_ullong nr_errors, nr_warnings, nr_infos, nr_operational, nr_repaired;
-	atomic_uint advice_actions;	/* 1u << each advice_action of a finding (advice.h) */
-	atomic_ullong nr_unconfirmed;	/* of nr_infos: changed while being checked */
-	atomic_bool aborted;		/* -a reached */
-	bool not_scanned;		/* phase 1 gave up: nothing was checked */
-	bool output_failed;		/* stdout could not be written */
-	bool state_failed;		/* the run could not be recorded (history.h) */
 };
-
-/* Set by the SIGINT/SIGTERM handler. */
-extern volatile sig_atomic_t scrub_cancelled;
 
 /*
  * Did this inode change since shortly before the scan began (its ctime at

@@ -39,7 +39,7 @@ static void history_failed(struct scrub_ctx *ctx, const struct strbuf *why)
 {
 	fprintf(stderr, "fscrub: cannot record the run: %s; the scan goes on unrecorded "
 		"(--no-state: do not record)\n", why->buf);
-	ctx->state_failed = true;
+	ctx->report.record_failed = true;
 	report_remove_sink(ctx, &history_sink);
 	state_close(ctx->state);
 	ctx->state = NULL;
@@ -211,11 +211,11 @@ static const char *run_status(const struct scrub_ctx *ctx, bool fatal)
 {
 	if (scrub_cancelled)
 		return "cancelled";
-	if (atomic_load(&ctx->aborted))
+	if (atomic_load(&ctx->report.aborted))
 		return "stopped";
 	if (fatal)
 		return "failed";
-	return atomic_load(&ctx->nr_operational) ? "incomplete" : "complete";
+	return atomic_load(&ctx->report.nr_operational) ? "incomplete" : "complete";
 }
 
 /* After the summary, before the metrics (which read the store). */
@@ -230,11 +230,11 @@ static int history_end(struct scrub_ctx *ctx, void *data, int exit_code, bool fa
 	r = (struct state_run){
 		.id = ctx->run_id, .ended = unix_now(), .status = (char *)run_status(ctx, fatal),
 		.exit_code = exit_code, .backend = ctx->ops ? (char *)ctx->ops->name : NULL,
-		.errors = atomic_load(&ctx->nr_errors), .warnings = atomic_load(&ctx->nr_warnings),
-		.infos = atomic_load(&ctx->nr_infos), .repaired = atomic_load(&ctx->nr_repaired),
-		.operational = atomic_load(&ctx->nr_operational), .inodes = ctx->stats.inodes,
+		.errors = atomic_load(&ctx->report.nr_errors), .warnings = atomic_load(&ctx->report.nr_warnings),
+		.infos = atomic_load(&ctx->report.nr_infos), .repaired = atomic_load(&ctx->report.nr_repaired),
+		.operational = atomic_load(&ctx->report.nr_operational), .inodes = ctx->stats.inodes,
 		.bytes_verified = ctx->stats.bytes_read,
-		.unconfirmed = atomic_load(&ctx->nr_unconfirmed),
+		.unconfirmed = atomic_load(&ctx->report.nr_unconfirmed),
 	};
 	if (regions_record(ctx, &err) || checkpoint_end(ctx, r.status, &err) ||
 	    state_run_end(ctx->state, &r, &err))

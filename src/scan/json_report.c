@@ -74,7 +74,7 @@ int json_report_open(struct scrub_ctx *ctx)
 	}
 	j->f = j->out.f;
 	if (outfile_is_stdout(&j->out))
-		ctx->text_out = stderr;	/* standard output is the JSON's alone */
+		ctx->report.text_out = stderr;	/* standard output is the JSON's alone */
 	j->phases = json_object_new_array();
 	iso8601_now(j->started, sizeof(j->started));
 	report_add_sink(ctx, &json_report_sink, j);
@@ -168,14 +168,14 @@ static json_object *counts_object(const struct scrub_ctx *ctx)
 {
 	json_object *o = json_object_new_object();
 
-	json_object_object_add(o, "errors", json_object_new_int64((int64_t)ctx->nr_errors));
-	json_object_object_add(o, "warnings", json_object_new_int64((int64_t)ctx->nr_warnings));
-	json_object_object_add(o, "infos", json_object_new_int64((int64_t)ctx->nr_infos));
+	json_object_object_add(o, "errors", json_object_new_int64((int64_t)ctx->report.nr_errors));
+	json_object_object_add(o, "warnings", json_object_new_int64((int64_t)ctx->report.nr_warnings));
+	json_object_object_add(o, "infos", json_object_new_int64((int64_t)ctx->report.nr_infos));
 	json_object_object_add(o, "unconfirmed",
-			       json_object_new_int64((int64_t)ctx->nr_unconfirmed));
+			       json_object_new_int64((int64_t)ctx->report.nr_unconfirmed));
 	json_object_object_add(o, "operational",
-			       json_object_new_int64((int64_t)ctx->nr_operational));
-	json_object_object_add(o, "repaired", json_object_new_int64((int64_t)ctx->nr_repaired));
+			       json_object_new_int64((int64_t)ctx->report.nr_operational));
+	json_object_object_add(o, "repaired", json_object_new_int64((int64_t)ctx->report.nr_repaired));
 	return o;
 }
 
@@ -225,7 +225,7 @@ static json_object *regions_object(struct scrub_ctx *ctx)
 /* The run's most serious action and the summary's advice (null: nothing to do). */
 static void put_action(struct scrub_ctx *ctx, struct json_report *j)
 {
-	unsigned actions = atomic_load(&ctx->advice_actions);
+	unsigned actions = atomic_load(&ctx->report.advice_actions);
 	struct advice_fs fs = report_advice_fs(ctx);
 	struct strbuf sb = STRBUF_INIT;
 

@@ -156,18 +156,18 @@ static int metrics_write(struct scrub_ctx *ctx, int exit_code, double duration)
 		   "8 operational, "
 		   "32 cancelled).", exit_code);
 	add_metric(&body, labels.buf, "last_run_errors", "Errors found by the last scrub.",
-		   (double)ctx->nr_errors);
+		   (double)ctx->report.nr_errors);
 	add_metric(&body, labels.buf, "last_run_warnings", "Warnings found by the last scrub.",
-		   (double)ctx->nr_warnings);
+		   (double)ctx->report.nr_warnings);
 	add_metric(&body, labels.buf, "last_run_repaired", "Problems the last scrub repaired.",
-		   (double)ctx->nr_repaired);
+		   (double)ctx->report.nr_repaired);
 	add_metric(&body, labels.buf, "last_run_operational_errors",
-		   "Things the last scrub could not check.", (double)ctx->nr_operational);
+		   "Things the last scrub could not check.", (double)ctx->report.nr_operational);
 	add_metric(&body, labels.buf, "last_run_inodes_checked",
 		   "Inodes the last scrub checked.", (double)s->inodes);
 	add_metric(&body, labels.buf, "last_run_bytes_checked",
 		   "File data bytes the last scrub read back (-x).", (double)s->bytes_read);
-	add_actions(&body, labels.buf, atomic_load(&ctx->advice_actions));
+	add_actions(&body, labels.buf, atomic_load(&ctx->report.advice_actions));
 
 	add_history(ctx, &body, labels.buf, now);
 

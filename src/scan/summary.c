@@ -47,7 +47,7 @@ static void summary_regions(struct scrub_ctx *ctx, struct strbuf *sb)
  */
 static void summary_unconfirmed(struct scrub_ctx *ctx, struct strbuf *sb)
 {
-	unsigned long long n = atomic_load(&ctx->nr_unconfirmed);
+	unsigned long long n = atomic_load(&ctx->report.nr_unconfirmed);
 
 	if (n)
 		strbuf_addf(sb, " %llu %s not be confirmed: the filesystem kept changing%s.", n,
@@ -58,10 +58,10 @@ static void summary_unconfirmed(struct scrub_ctx *ctx, struct strbuf *sb)
 void summary_print(struct scrub_ctx *ctx)
 {
 	struct strbuf sb = STRBUF_INIT;
-	unsigned long long errors = atomic_load(&ctx->nr_errors);
-	unsigned long long warnings = atomic_load(&ctx->nr_warnings);
-	unsigned long long operr = atomic_load(&ctx->nr_operational);
-	unsigned long long repaired = atomic_load(&ctx->nr_repaired);
+	unsigned long long errors = atomic_load(&ctx->report.nr_errors);
+	unsigned long long warnings = atomic_load(&ctx->report.nr_warnings);
+	unsigned long long operr = atomic_load(&ctx->report.nr_operational);
+	unsigned long long repaired = atomic_load(&ctx->report.nr_repaired);
 	struct advice_fs fs = report_advice_fs(ctx);
 
 	names_escape(&sb, ctx->mntpoint ? ctx->mntpoint : ctx->opt.target,
@@ -74,7 +74,7 @@ void summary_print(struct scrub_ctx *ctx)
 	}
 	if (scrub_cancelled)
 		strbuf_addstr(&sb, "scan cancelled; so far ");
-	else if (atomic_load(&ctx->aborted))
+	else if (atomic_load(&ctx->report.aborted))
 		strbuf_addf(&sb, "stopped after %llu %s (-a); so far ",
 			    ctx->opt.max_errors, plural(ctx->opt.max_errors, "error", "errors"));
 	strbuf_addf(&sb, "%llu %s and %llu %s found.", errors,
@@ -83,7 +83,7 @@ void summary_print(struct scrub_ctx *ctx)
 	if (repaired)
 		strbuf_addf(&sb, " %llu %s repaired.", repaired,
 			    plural(repaired, "problem", "problems"));
-	advice_summary(&sb, atomic_load(&ctx->advice_actions), &fs);
+	advice_summary(&sb, atomic_load(&ctx->report.advice_actions), &fs);
 	if (ctx->stats.xattr_unlisted)
 		strbuf_addf(&sb, " %llu %s more attribute names than the VFS can list: "
 			    "not checked.", ctx->stats.xattr_unlisted,
@@ -96,8 +96,8 @@ void summary_print(struct scrub_ctx *ctx)
 		summary_regions(ctx, &sb);
 	summary_unconfirmed(ctx, &sb);
 	if (ctx->opt.verbose)
-		strbuf_addf(&sb, " (%llu %s)", atomic_load(&ctx->nr_infos),
-			    plural(atomic_load(&ctx->nr_infos), "info", "infos"));
+		strbuf_addf(&sb, " (%llu %s)", atomic_load(&ctx->report.nr_infos),
+			    plural(atomic_load(&ctx->report.nr_infos), "info", "infos"));
 	if (operr)
 		strbuf_addf(&sb, " %llu operational %s: the scan is incomplete.",
 			    operr, plural(operr, "error", "errors"));

@@ -62,6 +62,12 @@ static void setup_ctx(struct scrub_ctx *ctx)
 	sub = dir_node_new(root, "d\tir", 4, 1, 129);
 }
 
+/* The options changed: tell the report core, as main() does after parsing them. */
+static void configure(struct scrub_ctx *ctx)
+{
+	report_configure(ctx, ctx->opt.verbose, ctx->opt.debug, ctx->opt.max_errors);
+}
+
 static void release_ctx(struct scrub_ctx *ctx)
 {
 	dircache_init(&ctx->dcache, 4);
@@ -80,6 +86,7 @@ static void test_error_line(void **state)
 			    "Error: /mnt/d\\tir/bad\\nname (inode 42): link count is 3 [nlink.count]\n");
 	assert_int_equal(report_exit_code(&ctx), 4);
 	ctx.opt.debug = true;
+	configure(&ctx);
 	char *out = capture(emit_error, &ctx);
 	assert_true(strstr(out, "[nlink.count] [") && strstr(out, "test_report.c:"));
 	release_ctx(&ctx);
@@ -92,9 +99,10 @@ static void test_info_only_verbose(void **state)
 	(void)state;
 	setup_ctx(&ctx);
 	assert_string_equal(capture(emit_info, &ctx), "");
-	assert_int_equal(ctx.nr_infos, 1);
+	assert_int_equal(ctx.report.nr_infos, 1);
 	assert_int_equal(report_exit_code(&ctx), 0);
 	ctx.opt.verbose = true;
+	configure(&ctx);
 	assert_string_equal(capture(emit_info, &ctx),
 			    "Info: /mnt/d\\tir/x (inode 7): changed while being checked: "
 			    "directory entry [dirent.ino]\n");
@@ -109,7 +117,7 @@ static void test_summary_not_scanned(void **state)
 	(void)state;
 	setup_ctx(&ctx);
 	ctx.not_scanned = true;
-	atomic_store(&ctx.nr_operational, 1);
+	atomic_store(&ctx.report.nr_operational, 1);
 	assert_string_equal(capture(summary_print, &ctx),
 			    "/mnt: the scan did not run: nothing was checked.\n");
 	assert_int_equal(report_exit_code(&ctx), 8);
@@ -127,7 +135,7 @@ static void test_summary_and_codes(void **state)
 	assert_string_equal(capture(summary_print, &ctx),
 			    "/mnt: 1 error and 0 warnings found. Unmount and run fsck -n, then fsck "
 			    "to repair.\n");
-	atomic_store(&ctx.nr_operational, 1);
+	atomic_store(&ctx.report.nr_operational, 1);
 	assert_int_equal(report_exit_code(&ctx), 4 | 8);
 	scrub_cancelled = 1;
 	assert_int_equal(report_exit_code(&ctx), 4 | 8 | 32);
@@ -143,6 +151,7 @@ static void test_max_errors(void **state)
 	(void)state;
 	setup_ctx(&ctx);
 	ctx.opt.max_errors = 2;
+	configure(&ctx);
 	capture(emit_error, &ctx);
 	assert_false(scrub_should_stop(&ctx));
 	capture(emit_error, &ctx);
@@ -183,6 +192,7 @@ static void test_summary_advice(void **state)
 			    "e2fsck -f to repair. Then restore the damaged files from a backup "
 			    "(fscrub status lists them).\n");
 	ctx.opt.verbose = true;
+	configure(&ctx);
 	assert_string_equal(capture(emit_unreadable_data, &ctx),
 			    "Error: /mnt/d\\tir/f (inode 8): cannot read: EIO [data.read]\n"
 			    "    Advice: Restore this file from a backup.\n");
