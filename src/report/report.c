@@ -205,6 +205,16 @@ void report_remove_sink(struct scrub_ctx *ctx, const struct report_sink *sink)
 	pthread_mutex_unlock(&r->lock);
 }
 
+void *report_sink_data(struct scrub_ctx *ctx, const struct report_sink *sink)
+{
+	const struct report_sinks *l = &report_of(ctx)->sinks;
+
+	for (size_t i = 0; i < l->nr; i++)
+		if (l->at[i].sink == sink)
+			return l->at[i].data;
+	return NULL;
+}
+
 /* Some sink wants the findings the text report leaves out. */
 static bool sinks_want_every_finding(const struct report_sinks *l)
 {

@@ -269,6 +269,8 @@ void report_configure(struct scrub_ctx *ctx, bool verbose, bool debug,
 
 /* Register sink with data (aborts past REPORT_MAX_SINKS: a programming error). */
 void report_add_sink(struct scrub_ctx *ctx, const struct report_sink *sink, void *data);
+/* What sink registered with, NULL if it is not registered (between phases). */
+void *report_sink_data(struct scrub_ctx *ctx, const struct report_sink *sink);
 /* Unregister sink (nothing if it is not registered). */
 void report_remove_sink(struct scrub_ctx *ctx, const struct report_sink *sink);
 /* Hand a finished phase's figures to every sink. */

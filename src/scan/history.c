@@ -53,12 +53,15 @@ static double unix_now(void)
 	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
+/* When history_open() was called (Unix time): the run's start, in its row. */
+static double run_started;
+
 void history_open(struct scrub_ctx *ctx)
 {
 	const char *dir = history_dir(ctx);
 	struct strbuf err = STRBUF_INIT;
 
-	ctx->run_started = unix_now();
+	run_started = unix_now();
 	if (!dir)
 		return;
 	if (!state_open_write(&ctx->state, dir, !ctx->opt.state_dir, &err)) {
@@ -168,7 +171,7 @@ void history_begin(struct scrub_ctx *ctx)
 		.uuid = uuid, .fsroot = ctx->fsroot, .mountpoint = ctx->mntpoint, .source = ctx->source,
 		.fstype = ctx->fstype, .backend = ctx->ops ? (char *)ctx->ops->name : NULL,
 		.options = options_json(ctx), .version = FSCRUB_VERSION,
-		.started = ctx->run_started, .verify_data = ctx->opt.verify_data,
+		.started = run_started, .verify_data = ctx->opt.verify_data,
 		.rescan = ctx->opt.rescan_errors, .since = ctx->opt.since != NULL,
 		.portion = regions_mode(&ctx->opt),
 	};

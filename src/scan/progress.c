@@ -226,7 +226,6 @@ int progress_start(struct scrub_ctx *ctx)
 		free(p);
 		return -err;
 	}
-	ctx->progress = p;
 	report_add_sink(ctx, &progress_sink, p);
 	return 0;
 }
@@ -234,7 +233,7 @@ int progress_start(struct scrub_ctx *ctx)
 void progress_phase(struct scrub_ctx *ctx, int phase, const char *title,
 		    unsigned long long total, const char *unit)
 {
-	struct progress *p = ctx->progress;
+	struct progress *p = report_sink_data(ctx, &progress_sink);
 
 	atomic_store(&ctx->progress_done, 0);
 	if (!p)
@@ -252,7 +251,7 @@ void progress_phase(struct scrub_ctx *ctx, int phase, const char *title,
 
 void progress_phase_end(struct scrub_ctx *ctx)
 {
-	struct progress *p = ctx->progress;
+	struct progress *p = report_sink_data(ctx, &progress_sink);
 
 	if (!p)
 		return;
@@ -294,7 +293,6 @@ static void progress_stop(struct scrub_ctx *ctx, void *data)
 	pthread_mutex_destroy(&p->lock);
 	report_remove_sink(ctx, &progress_sink);
 	free(p);
-	ctx->progress = NULL;
 }
 
 static const struct report_sink progress_sink = {
