@@ -234,6 +234,14 @@ static void sinks_text_line(struct scrub_ctx *ctx)
 			l->at[i].sink->text_line(ctx, l->at[i].data);
 }
 
+int report_output_end(int exit_code, int err, const char *what, const char *path)
+{
+	if (!err)
+		return exit_code;
+	fprintf(stderr, "fscrub: cannot write the %s '%s': %s\n", what, path, strerror(err));
+	return exit_code | EXIT_OPERATIONAL;
+}
+
 void report_phase(struct scrub_ctx *ctx, const struct phase_record *p)
 {
 	const struct report_sinks *l = &report_of(ctx)->sinks;

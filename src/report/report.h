@@ -273,6 +273,12 @@ void report_add_sink(struct scrub_ctx *ctx, const struct report_sink *sink, void
 void *report_sink_data(struct scrub_ctx *ctx, const struct report_sink *sink);
 /* Unregister sink (nothing if it is not registered). */
 void report_remove_sink(struct scrub_ctx *ctx, const struct report_sink *sink);
+/*
+ * For a sink's end: exit_code as it is if err (a positive errno) is 0;
+ * else "fscrub: cannot write the WHAT 'PATH': ..." on stderr, and
+ * EXIT_OPERATIONAL added.
+ */
+int report_output_end(int exit_code, int err, const char *what, const char *path);
 /* Hand a finished phase's figures to every sink. */
 void report_phase(struct scrub_ctx *ctx, const struct phase_record *p);
 /* The scan is over: every sink's stop, the last registered first. */

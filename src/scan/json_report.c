@@ -268,11 +268,7 @@ static int json_report_end(struct scrub_ctx *ctx, void *data, int exit_code, boo
 	(void)fatal;
 	report_remove_sink(ctx, &json_report_sink);
 	free(j);
-	if (!err)
-		return exit_code;
-	fprintf(stderr, "fscrub: cannot write the JSON report '%s': %s\n",
-		ctx->opt.json_path, strerror(err));
-	return exit_code | EXIT_OPERATIONAL;
+	return report_output_end(exit_code, err, "JSON report", ctx->opt.json_path);
 }
 
 static const struct report_sink json_report_sink = {

@@ -193,11 +193,7 @@ static int metrics_end(struct scrub_ctx *ctx, void *data, int exit_code, bool fa
 	int err = metrics_write(ctx, exit_code, elapsed_since(data));
 
 	(void)fatal;
-	if (!err)
-		return exit_code;
-	fprintf(stderr, "fscrub: cannot write the metrics file '%s': %s\n",
-		ctx->opt.metrics_path, strerror(err));
-	return exit_code | EXIT_OPERATIONAL;
+	return report_output_end(exit_code, err, "metrics file", ctx->opt.metrics_path);
 }
 
 static const struct report_sink metrics_sink = {
