@@ -2,9 +2,9 @@
  * context: life cycle of struct scrub_ctx, and the rules that read it
  * (stx_changed_during_scan(), errno_is_inode_damage()); how a finding's
  * place is told to the report core (report_where: the path from the
- * walk's directory nodes, the subvolume, the filesystem for the advice).  What the phases make for each
- * other is not released here but by phases_release() (phases.h): the
- * context knows no phase's products.
+ * walk's directory nodes, the subvolume, the filesystem for the advice).
+ * What the phases make for each other is not released here but by
+ * phases_release() (phases.h): the context knows no phase's products.
  */
 #include "scan/context.h"
 

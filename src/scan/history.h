@@ -15,14 +15,13 @@
  * deletes it after a complete one (checkpoint_end()).
  *
  * A store that cannot be opened or written is said once on standard error
- * ("fscrub: cannot record the run: ...") and sets ctx->report.record_failed, which
- * gives the exit code bit 8 like an output that could not be written; the
- * scan goes on and reports as it would without the store.
+ * ("fscrub: cannot record the run: ...") and sets the report's
+ * record_failed, which gives the exit code bit 8 like an output that could
+ * not be written; the scan goes on and reports as it would without the
+ * store.
  */
 #ifndef FSCRUB_HISTORY_H
 #define FSCRUB_HISTORY_H
-
-#include <stdbool.h>
 
 struct scrub_ctx;
 

@@ -10,11 +10,12 @@
  * full); only when one collides is the directory read again to find,
  * compare and name both entries (at most UNICRASH_MAX_MEMBERS of them).
  *
- * Phase 3 decides once whether names are checked (name_check_setup():
- * ICU loaded, and not FSCRUB_DEBUG_NO_NAME_CHECKS) and whether every
- * directory is taken as casefolded (FSCRUB_DEBUG_CASEFOLD).  Counts every name it checks in the walk
- * thread's stats.names (-v prints the total).  Threading: one struct
- * name_check per walk thread; the functions take it and never share it.
+ * Phase 3 decides once whether names are checked (name_check_setup(): ICU
+ * loaded, and not FSCRUB_DEBUG_NO_NAME_CHECKS) and whether every directory
+ * is taken as casefolded (FSCRUB_DEBUG_CASEFOLD).  Counts every name it
+ * checks in the walk thread's stats.names (-v prints the total).
+ * Threading: one struct name_check per walk thread; the functions take it
+ * and never share it.
  */
 #ifndef FSCRUB_NAME_CHECK_H
 #define FSCRUB_NAME_CHECK_H
