@@ -224,6 +224,90 @@ static void test_repaired(void **state)
 	release_ctx(&ctx);
 }
 
+/* What the sinks saw, in order: one letter per event, the sink's name first. */
+static char sink_log[256];
+
+static void log_event(void *data, char what)
+{
+	size_t n = strlen(sink_log);
+
+	if (n + 3 < sizeof(sink_log)) {
+		sink_log[n] = *(const char *)data;
+		sink_log[n + 1] = what;
+		sink_log[n + 2] = '\0';
+	}
+}
+
+static void sink_finding(struct scrub_ctx *ctx, void *data, const struct finding *f)
+{
+	(void)ctx;
+	log_event(data, f->severity == SEV_INFO ? 'i' : 'f');
+}
+
+static void sink_text_line(struct scrub_ctx *ctx, void *data)
+{
+	(void)ctx;
+	log_event(data, 't');
+}
+
+static void sink_phase(struct scrub_ctx *ctx, void *data, const struct phase_record *p)
+{
+	(void)ctx;
+	log_event(data, (char)('0' + p->number));
+}
+
+/* Sink "a" fails to write its output at the end. */
+static int sink_end(struct scrub_ctx *ctx, void *data, int code, bool fatal)
+{
+	(void)ctx;
+	(void)fatal;
+	log_event(data, 'e');
+	return *(const char *)data == 'a' ? code | EXIT_OPERATIONAL : code;
+}
+
+static const struct report_sink sink_all = {
+	.name = "all", .every_finding = true, .finding = sink_finding,
+	.text_line = sink_text_line, .phase = sink_phase, .end = sink_end,
+};
+static const struct report_sink sink_printed = {
+	.name = "printed", .finding = sink_finding, .end = sink_end,
+};
+
+/*
+ * Sinks see each finding in the order they registered (the history before
+ * the checkpoint); an info without -v goes out only if some sink asks for
+ * every finding, and then to all of them (as it did before sinks); the end
+ * of the run goes the other way and gathers their exit bits.
+ */
+static void test_sinks(void **state)
+{
+	static char a[] = "a", b[] = "b";
+	struct scrub_ctx ctx;
+
+	(void)state;
+	setup_ctx(&ctx);
+	sink_log[0] = '\0';
+	report_add_sink(&ctx, &sink_all, a);
+	report_add_sink(&ctx, &sink_printed, b);
+	assert_ptr_equal(report_sink_data(&ctx, &sink_printed), b);
+	capture(emit_error, &ctx);
+	capture(emit_info, &ctx);
+	report_phase(&ctx, &(struct phase_record){ .number = 3, .title = "t", .unit = "" });
+	assert_string_equal(sink_log, "atafbfaibia3");
+	sink_log[0] = '\0';
+	assert_int_equal(report_run_end(&ctx, 0, false), 4 | 8);
+	assert_string_equal(sink_log, "beae");
+	report_remove_sink(&ctx, &sink_all);
+	assert_null(report_sink_data(&ctx, &sink_all));
+	sink_log[0] = '\0';
+	/* Without a sink that wants every finding, an info without -v goes nowhere. */
+	capture(emit_info, &ctx);
+	assert_string_equal(sink_log, "");
+	capture(emit_error, &ctx);
+	assert_string_equal(sink_log, "bf");
+	release_ctx(&ctx);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -234,6 +318,7 @@ int main(void)
 		cmocka_unit_test(test_max_errors),
 		cmocka_unit_test(test_repaired),
 		cmocka_unit_test(test_summary_advice),
+		cmocka_unit_test(test_sinks),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
