@@ -19,10 +19,10 @@
 #include "scan/cli.h"
 #include "scan/context.h"
 #include "scan/history.h"
-#include "report/json_report.h"
-#include "report/metrics.h"
+#include "scan/json_report.h"
+#include "scan/metrics.h"
 #include "scan/phases.h"
-#include "report/progress.h"
+#include "scan/summary.h"
 #include "report/report.h"
 #include "cmd/subcmd.h"
 
@@ -59,32 +59,6 @@ static void go_background(void)
 		fprintf(stderr, "fscrub: cannot set the idle I/O class: %s\n", strerror(errno));
 	if (setpriority(PRIO_PROCESS, 0, 19) < 0)
 		fprintf(stderr, "fscrub: cannot set nice 19: %s\n", strerror(errno));
-}
-
-static double elapsed_since(const struct timespec *t)
-{
-	struct timespec now;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (double)(now.tv_sec - t->tv_sec) + (double)(now.tv_nsec - t->tv_nsec) / 1e9;
-}
-
-/* The JSON report and the metrics, after the text summary. */
-static int write_outputs(struct scrub_ctx *ctx, int code, const struct timespec *start)
-{
-	int err;
-
-	if (ctx->opt.metrics_path && (err = metrics_write(ctx, code, elapsed_since(start)))) {
-		fprintf(stderr, "fscrub: cannot write the metrics file '%s': %s\n",
-			ctx->opt.metrics_path, strerror(err));
-		code |= EXIT_OPERATIONAL;
-	}
-	if (ctx->json && (err = json_report_finish(ctx, code))) {
-		fprintf(stderr, "fscrub: cannot write the JSON report '%s': %s\n",
-			ctx->opt.json_path, strerror(err));
-		code |= EXIT_OPERATIONAL;
-	}
-	return code;
 }
 
 /*
@@ -132,11 +106,14 @@ int main(int argc, char **argv)
 	ret = cli_parse(argc, argv, &ctx.opt);
 	if (ret >= 0)
 		return ret;
+	report_configure(&ctx, ctx.opt.verbose, ctx.opt.debug, ctx.opt.max_errors);
 	if (ctx.opt.json_path && (err = json_report_open(&ctx))) {
 		fprintf(stderr, "fscrub: cannot write the JSON report '%s': %s\n",
 			ctx.opt.json_path, strerror(err));
 		return EXIT_USAGE;
 	}
+	if (ctx.opt.metrics_path)
+		metrics_register(&ctx, &start);
 	setup_signals();
 	/* --time-budget counts from here: the run's wall time, metadata phases included. */
 	if (ctx.opt.time_budget)
@@ -147,13 +124,12 @@ int main(int argc, char **argv)
 		go_background();
 
 	ret = phases_run(&ctx);
-	progress_stop(&ctx);
+	report_run_stop(&ctx);
 	/* Failing to find the filesystem needs no summary: the message said it. */
 	if (!(ret == EXIT_USAGE || (ret && ctx.mnt_fd < 0)))
-		report_summary(&ctx);
-	/* Recorded before the metrics, which read the store; a failure adds bit 8. */
-	history_end(&ctx, ret | report_exit_code(&ctx), ret != 0);
-	ret = write_outputs(&ctx, ret | report_exit_code(&ctx), &start);
+		summary_print(&ctx);
+	/* The history, the metrics, the JSON report (report.h); a failure adds bit 8. */
+	ret = report_run_end(&ctx, ret, ret != 0);
 	scrub_ctx_release(&ctx);
 	return ret;
 }

@@ -72,7 +72,7 @@
 #include "report/checks.h"
 #include "lib/fserror.h"
 #include "lib/fsmounts.h"
-#include "report/metrics.h"
+#include "scan/metrics.h"
 #include "lib/mountpoint.h"
 #include "lib/names.h"
 #include "lib/outfile.h"

@@ -615,11 +615,11 @@ void checkpoint_tick(struct scrub_ctx *ctx)
 	if (pthread_mutex_trylock(&cp->save_lock))
 		return;			/* another thread is saving */
 	atomic_store(&cp->next_due_ms, now + cp->interval_ms);
-	pthread_mutex_lock(&ctx->report_lock);
+	pthread_mutex_lock(&ctx->report.lock);
 	if (ctx->state && save(ctx, NULL))
 		fprintf(stderr, "fscrub: cannot save the checkpoint in '%s'; the scan goes on\n",
 			state_path(ctx->state));
-	pthread_mutex_unlock(&ctx->report_lock);
+	pthread_mutex_unlock(&ctx->report.lock);
 	pthread_mutex_unlock(&cp->save_lock);
 }
 
@@ -815,6 +815,18 @@ static long long interval_ms(void)
 	return knob && atoll(knob) > 0 ? atoll(knob) : CHECKPOINT_INTERVAL_MS;
 }
 
+static void note_finding(struct scrub_ctx *ctx, void *data, const struct finding *f)
+{
+	(void)ctx;
+	checkpoint_note_finding(data, f);
+}
+
+/* After the history's in the report core's list: it takes what that took. */
+static const struct report_sink checkpoint_sink = {
+	.name = "checkpoint",
+	.finding = note_finding,
+};
+
 void checkpoint_begin(struct scrub_ctx *ctx)
 {
 	struct checkpoint *cp;
@@ -833,6 +845,7 @@ void checkpoint_begin(struct scrub_ctx *ctx)
 	cp->root_dev = ino_key_of(&ctx->root_stx).dev;
 	atomic_store(&cp->next_due_ms, now_ms() + cp->interval_ms);
 	ctx->checkpoint = cp;
+	report_add_sink(ctx, &checkpoint_sink, cp);
 	if (ctx->opt.resume)
 		resume(ctx, cp);
 }

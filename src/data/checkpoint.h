@@ -38,9 +38,9 @@
  * under report.c's lock.  A save takes report.c's lock (the state store is
  * not thread-safe), then the checkpoint's.
  *
- * Layering: called by history.c (begin, end), phases.c (the phase), the
- * readers and report.c; uses state.h and the context, reports through
- * report.h only.
+ * Layering: called by history.c (begin, end), phases.c (the phase) and
+ * the readers; a sink of the report core (report.h), which hands it the
+ * findings; uses state.h and the context, reports through report.h only.
  */
 #ifndef FSCRUB_CHECKPOINT_H
 #define FSCRUB_CHECKPOINT_H
@@ -140,7 +140,11 @@ void checkpoint_dev_end(struct checkpoint *cp);
 bool checkpoint_file_skip(const struct checkpoint *cp, struct ino_key id);
 /* This file was read to its end (bytes: its data read). */
 void checkpoint_file_done(struct checkpoint *cp, struct ino_key id, uint64_t bytes);
-/* report.c, under its lock: keep a content finding of a file for the checkpoint. */
+/*
+ * A finding, as the report core hands it to the checkpoint's sink
+ * (report.h; registered by checkpoint_begin()), under the report lock:
+ * keep a content finding of a file for the checkpoint.
+ */
 void checkpoint_note_finding(struct checkpoint *cp, const struct finding *f);
 
 #endif

@@ -15,7 +15,6 @@
 #include "scan/context.h"
 #include "lib/inoset.h"
 #include "data/ledger.h"
-#include "report/progress.h"
 #include "data/ratelimit.h"
 #include "data/regions.h"
 #include "report/report.h"

@@ -24,7 +24,6 @@
 #include "lib/ioengine.h"
 #include "data/ledger.h"
 #include "data/mediamap.h"
-#include "report/progress.h"
 #include "data/ratelimit.h"
 #include "data/regions.h"
 #include "report/report.h"
@@ -80,6 +79,13 @@ struct devread {
 	int early_ret;			/* the pass's read_list(): 0, or a negative errno */
 	unsigned long long early_bytes;	/* read by it */
 };
+
+/*
+ * Why devverify_start() did not start the reads alongside the walk (a
+ * static string), for phase 5's -v line; NULL if it did or was not asked.
+ * One scan per process: this is the run's.
+ */
+static const char *overlap_refused;
 
 static uint64_t round_down(uint64_t x, uint64_t a)
 {
@@ -637,9 +643,9 @@ static int run_sequential(struct scrub_ctx *ctx, unsigned long long *bytes, cons
 	resume_cursor(ctx, false);
 	add_saved_bad(ctx, &dr);
 	reads = plan_reads(ctx, &nr_reads, &data, true);
-	if (ctx->no_overlap)
+	if (overlap_refused)
 		report_verbose(ctx, "Phase 5: the reads did not overlap phases 3 and 4: %s",
-			       ctx->no_overlap);
+			       overlap_refused);
 	ret = read_list(&dr, reads, nr_reads, false);
 	report_verbose(ctx, "Phase 5: read %s in device order: %zu reads of up to %u MiB, "
 		       "%u in flight (%s), %llu bytes of file data in %llu bytes read",
@@ -777,7 +783,7 @@ int devverify_start(struct scrub_ctx *ctx)
 		devread_release(dr);
 		free(dr);
 	}
-	ctx->no_overlap = why;
+	overlap_refused = why;
 	return -EOPNOTSUPP;
 }
 

@@ -67,8 +67,8 @@ int devverify_run(struct scrub_ctx *ctx, unsigned long long *bytes, const char *
 /*
  * Phase 3, before the walk (-x): start reading the device alongside
  * phases 3 and 4, if the run can (see above); sets ctx->devread and
- * ctx->data_began.  Returns 0, or -EOPNOTSUPP with ctx->no_overlap saying
- * why (phase 5 then reads as it always did, and says why under -v).
+ * ctx->data_began.  Returns 0, or -EOPNOTSUPP, and keeps why (phase 5
+ * then reads as it always did, and says why under -v).
  */
 int devverify_start(struct scrub_ctx *ctx);
 /* The walk ended: the reads alongside it may take their full depth. */

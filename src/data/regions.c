@@ -450,7 +450,7 @@ int regions_record(struct scrub_ctx *ctx, struct strbuf *err)
 	struct timespec now;
 	bool any = false;
 
-	if (!p || !ctx->state || atomic_load(&ctx->aborted))
+	if (!p || !ctx->state || atomic_load(&ctx->report.aborted))
 		return 0;
 	for (size_t i = 0; i < p->nr && !any; i++)
 		any = p->done[i] || (p->read_to && p->read_to[i]);

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/exitcode.h"
 #include "lib/mountpoint.h"
-#include "report/report.h"
 #include "lib/strbuf.h"
 
 static bool listed(const struct fsmount_list *list, dev_t devno)

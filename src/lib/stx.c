@@ -7,7 +7,6 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "scan/context.h"
 #include "lib/inokey.h"
 
 #ifndef EFSCORRUPTED
@@ -27,20 +26,6 @@ bool errno_is_corruption(int err)
 	return err == EIO || err == EFSCORRUPTED || err == EFSBADCRC;
 }
 
-bool errno_is_inode_damage(const struct scrub_ctx *ctx, int err)
-{
-	if (errno_is_corruption(err))
-		return true;
-	return !(ctx->quirks & QUIRK_ERRORS_RELAYED) &&
-	       (err == EINVAL || err == ENODATA || (err == EPERM && geteuid() == 0));
-}
-
-bool errno_is_stat_damage(const struct scrub_ctx *ctx, int err)
-{
-	return errno_is_inode_damage(ctx, err) ||
-	       (err == ELOOP && !(ctx->quirks & QUIRK_ERRORS_RELAYED));
-}
-
 int stx_get(int dirfd, const char *name, struct statx *stx)
 {
 	int flags = AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | AT_STATX_SYNC_AS_STAT;
@@ -58,11 +43,6 @@ bool stx_unchanged(const struct statx *a, const struct statx *b)
 	       a->stx_size == b->stx_size && a->stx_mode == b->stx_mode &&
 	       stx_ns(&a->stx_ctime) == stx_ns(&b->stx_ctime) &&
 	       stx_ns(&a->stx_mtime) == stx_ns(&b->stx_mtime);
-}
-
-bool stx_changed_during_scan(const struct scrub_ctx *ctx, const struct statx *stx)
-{
-	return stx_ns(&stx->stx_ctime) >= ctx->changed_since_ns;
 }
 
 const char *inode_mode_name(unsigned mode)

@@ -1,10 +1,11 @@
 /*
  * stx: the statx() fscrub uses everywhere, and the rules built on it that
  * the core and the backends share: has an inode changed between two
- * looks, did it change during the scan, does an errno mean damage.
+ * looks, does an errno mean media or metadata damage.
  *
- * Layering: a small utility.  It reads ctx->changed_since_ns and nothing
- * else of the context, and calls nothing of fscrub's.
+ * Layering: a small utility; it calls nothing of fscrub's.  The rules
+ * that depend on the scan (did an inode change during it, does an errno
+ * mean damage on this filesystem) are the context's (scan/context.h).
  */
 #ifndef FSCRUB_STX_H
 #define FSCRUB_STX_H
@@ -14,8 +15,6 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/sysmacros.h>
-
-struct scrub_ctx;
 
 /*
  * statx() name relative to dirfd (name NULL or "": dirfd itself), never
@@ -27,30 +26,8 @@ int stx_get(int dirfd, const char *name, struct statx *stx);
 /* True if the inode looks the same in both snapshots (no change seen). */
 bool stx_unchanged(const struct statx *a, const struct statx *b);
 
-/*
- * Did this inode change since shortly before the scan began (its ctime at
- * or after ctx->changed_since_ns, set by phase 3)?  Such an inode's
- * oddities are races, never errors.
- */
-bool stx_changed_during_scan(const struct scrub_ctx *ctx, const struct statx *stx);
-
 /* True for the errno values that mean media or metadata damage. */
 bool errno_is_corruption(int err);
-/*
- * True for what a look-up, stat or open of one inode by name returns when
- * the filesystem refuses that inode as damaged: errno_is_corruption(), and
- * EINVAL, ENODATA and (to root, whom permissions do not stop) EPERM --
- * ext4 for a bad or missing encryption context or one that differs from
- * its directory's -- but where a daemon or a server says so
- * (QUIRK_ERRORS_RELAYED).  Only where the call's own arguments cannot be
- * the cause (a valid name and flags); ELOOP is the caller's to judge.
- */
-bool errno_is_inode_damage(const struct scrub_ctx *ctx, int err);
-/*
- * The same for a statx of one name that never follows it: ELOOP too, the
- * kernel refused the inode (ext4: a directory linked again below itself).
- */
-bool errno_is_stat_damage(const struct scrub_ctx *ctx, int err);
 
 /* "regular file", "directory", ... for a mode's S_IFMT bits (for messages). */
 const char *inode_mode_name(unsigned mode);

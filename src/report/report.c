@@ -1,9 +1,13 @@
 /*
  * report: classify, count and print findings; compute the exit code.
  *
- * Paths are built only here, only when something is printed, from the
- * directory node chain: the walk itself never holds a full path.  Every
- * component is escaped (names.h) so a hostile name cannot forge a line.
+ * Paths are built only when something is printed, from the directory
+ * node chain (report_where, which the context supplies): the walk itself
+ * never holds a full path.  Every component is escaped (names.h) so a
+ * hostile name cannot forge a line.
+ *
+ * The core's state is struct report, the context's first member
+ * (report_of()): this file includes nothing above report/ and lib/.
  */
 #include "report/report.h"
 
@@ -13,18 +17,11 @@
 #include <string.h>
 
 #include "report/advice.h"
-#include "backends/backend.h"
-#include "data/checkpoint.h"
 #include "report/checks.h"
-#include "scan/context.h"
-#include "tree/dircache.h"
-#include "lib/inokey.h"
-#include "report/json_report.h"
 #include "lib/names.h"
-#include "report/progress.h"
-#include "data/regions.h"
-#include "store/state.h"
 #include "lib/strbuf.h"
+
+volatile sig_atomic_t scrub_cancelled;
 
 static const char *severity_label[] = {
 	[SEV_INFO] = "Info",
@@ -33,33 +30,39 @@ static const char *severity_label[] = {
 	[SEV_REPAIRED] = "Repaired",
 };
 
+void report_init(struct report *r, const struct report_where *where)
+{
+	memset(r, 0, sizeof(*r));
+	pthread_mutex_init(&r->lock, NULL);
+	r->text_out = stdout;
+	r->where = where;
+}
+
+void report_release(struct report *r)
+{
+	pthread_mutex_destroy(&r->lock);
+}
+
+void report_configure(struct scrub_ctx *ctx, bool verbose, bool debug,
+		      unsigned long long max_errors)
+{
+	struct report *r = report_of(ctx);
+
+	r->verbose = verbose;
+	r->debug = debug;
+	r->max_errors = max_errors;
+}
+
+/* Without a report_where (a fuzzer's bare context): the name alone. */
 void report_path(struct scrub_ctx *ctx, struct strbuf *out,
 		 const struct dir_node *dir, const char *name)
 {
-	const char *mnt = ctx->mntpoint ? ctx->mntpoint : "";
-	size_t depth = 0;
+	const struct report *r = report_of(ctx);
 
-	names_escape(out, mnt, strlen(mnt));
-	for (const struct dir_node *n = dir; n && n->parent; n = n->parent)
-		depth++;
-	if (depth) {
-		const struct dir_node **chain = xmalloc(depth * sizeof(*chain));
-		size_t i = depth;
-
-		for (const struct dir_node *n = dir; n && n->parent; n = n->parent)
-			chain[--i] = n;
-		for (i = 0; i < depth; i++) {
-			if (out->len == 0 || out->buf[out->len - 1] != '/')
-				strbuf_addch(out, '/');
-			names_escape(out, chain[i]->name, chain[i]->namelen);
-		}
-		free(chain);
-	}
-	if (name) {
-		if (out->len == 0 || out->buf[out->len - 1] != '/')
-			strbuf_addch(out, '/');
+	if (r->where)
+		r->where->path(ctx, out, dir, name);
+	else if (name)
 		names_escape(out, name, strlen(name));
-	}
 }
 
 /* "src/tree/walk.c" -> "tree/walk.c", "src/backends/generic.c" -> "backends/generic.c" */
@@ -71,13 +74,13 @@ static const char *source_name(const char *file)
 }
 
 /* Write one line to stdout; remember a failure so the exit code shows it. */
-static void emit_line(struct scrub_ctx *ctx, const struct strbuf *line)
+static void emit_line(struct report *r, const struct strbuf *line)
 {
-	if (ctx->output_failed)
+	if (r->output_failed)
 		return;
-	if (fwrite(line->buf, 1, line->len, ctx->text_out) != line->len ||
-	    fflush(ctx->text_out) != 0) {
-		ctx->output_failed = true;
+	if (fwrite(line->buf, 1, line->len, r->text_out) != line->len ||
+	    fflush(r->text_out) != 0) {
+		r->output_failed = true;
 		fprintf(stderr, "fscrub: unable to write the report: %s\n", strerror(errno));
 	}
 }
@@ -93,30 +96,30 @@ bool check_is_content(const char *check)
 }
 
 /* Count a finding; false if it is not to be printed (an info without -v). */
-static bool count_finding(struct scrub_ctx *ctx, const struct finding *f)
+static bool count_finding(struct report *r, const struct finding *f)
 {
 	enum severity sev = f->severity;
 	const char *check = f->check;
 
 	if (f->unconfirmed)
-		atomic_fetch_add(&ctx->nr_unconfirmed, 1);
-	atomic_fetch_or(&ctx->advice_actions, 1u << advice_action(check, sev));
+		atomic_fetch_add(&r->nr_unconfirmed, 1);
+	atomic_fetch_or(&r->advice_actions, 1u << advice_action(check, sev));
 	switch (sev) {
 	case SEV_ERROR: {
-		unsigned long long n = atomic_fetch_add(&ctx->nr_errors, 1) + 1;
+		unsigned long long n = atomic_fetch_add(&r->nr_errors, 1) + 1;
 
-		if (ctx->opt.max_errors && n >= ctx->opt.max_errors)
-			atomic_store(&ctx->aborted, true);
+		if (r->max_errors && n >= r->max_errors)
+			atomic_store(&r->aborted, true);
 		return true;
 	}
 	case SEV_WARNING:
-		atomic_fetch_add(&ctx->nr_warnings, 1);
+		atomic_fetch_add(&r->nr_warnings, 1);
 		return true;
 	case SEV_INFO:
-		atomic_fetch_add(&ctx->nr_infos, 1);
-		return ctx->opt.verbose;
+		atomic_fetch_add(&r->nr_infos, 1);
+		return r->verbose;
 	case SEV_REPAIRED:
-		atomic_fetch_add(&ctx->nr_repaired, 1);
+		atomic_fetch_add(&r->nr_repaired, 1);
 		return true;
 	}
 	return true;
@@ -124,9 +127,12 @@ static bool count_finding(struct scrub_ctx *ctx, const struct finding *f)
 
 struct advice_fs report_advice_fs(const struct scrub_ctx *ctx)
 {
-	return (struct advice_fs){
-		.fstype = ctx->fstype, .root = ctx->mntpoint && !strcmp(ctx->mntpoint, "/"),
-	};
+	const struct report *r = report_of_const(ctx);
+	struct advice_fs fs = { .fstype = NULL, .root = false };
+
+	if (r->where)
+		r->where->advice_fs(ctx, &fs);
+	return fs;
 }
 
 /* -v: what to do about a finding, on the line after it (nothing for an info). */
@@ -134,7 +140,7 @@ static void format_advice(struct scrub_ctx *ctx, const struct finding *f, struct
 {
 	struct advice_fs fs = report_advice_fs(ctx);
 
-	if (!ctx->opt.verbose || advice_action(f->check, f->severity) == ADVICE_NONE)
+	if (!report_of(ctx)->verbose || advice_action(f->check, f->severity) == ADVICE_NONE)
 		return;
 	strbuf_addstr(sb, "    Advice: ");
 	advice_text(sb, f->check, f->severity, &fs);
@@ -151,7 +157,7 @@ static void format_text(struct scrub_ctx *ctx, const struct finding *f, struct s
 	strbuf_addstr(sb, ": ");
 	strbuf_addstr(sb, f->message);
 	strbuf_addf(sb, " [%s]", f->check);
-	if (ctx->opt.debug)
+	if (report_of(ctx)->debug)
 		strbuf_addf(sb, " [%s:%d]", source_name(f->file), f->line);
 	strbuf_addch(sb, '\n');
 	format_advice(ctx, f, sb);
@@ -161,36 +167,131 @@ static void format_text(struct scrub_ctx *ctx, const struct finding *f, struct s
 static void finding_subvol(const struct scrub_ctx *ctx, const struct dir_node *dir,
 			   struct finding *f)
 {
-	uint64_t root_dev = makedev(ctx->root_stx.stx_dev_major, ctx->root_stx.stx_dev_minor);
+	const struct report *r = report_of_const(ctx);
 
-	if (!dir) {
-		f->has_subvol = true;
-		if (!stx_subvol(&ctx->root_stx, &f->subvol))
-			f->subvol = 0;
-		return;
-	}
-	f->has_subvol = dir->has_subvol || dir->dev == root_dev;
-	f->subvol = dir->has_subvol ? dir->subvol : 0;
+	if (r->where)
+		r->where->subvol(ctx, dir, f);
 }
 
-/* Hand a finding with its path and message made to every sink. */
+void report_add_sink(struct scrub_ctx *ctx, const struct report_sink *sink, void *data)
+{
+	struct report *r = report_of(ctx);
+	struct report_sinks *l = &r->sinks;
+
+	if (l->nr == REPORT_MAX_SINKS) {
+		fprintf(stderr, "fscrub: too many report sinks (adding '%s')\n", sink->name);
+		abort();
+	}
+	pthread_mutex_lock(&r->lock);
+	l->at[l->nr].sink = sink;
+	l->at[l->nr].data = data;
+	l->nr++;
+	pthread_mutex_unlock(&r->lock);
+}
+
+void report_remove_sink(struct scrub_ctx *ctx, const struct report_sink *sink)
+{
+	struct report *r = report_of(ctx);
+	struct report_sinks *l = &r->sinks;
+
+	pthread_mutex_lock(&r->lock);
+	for (size_t i = 0; i < l->nr; i++) {
+		if (l->at[i].sink != sink)
+			continue;
+		memmove(&l->at[i], &l->at[i + 1], (l->nr - i - 1) * sizeof(l->at[0]));
+		l->nr--;
+		break;
+	}
+	pthread_mutex_unlock(&r->lock);
+}
+
+void *report_sink_data(struct scrub_ctx *ctx, const struct report_sink *sink)
+{
+	const struct report_sinks *l = &report_of(ctx)->sinks;
+
+	for (size_t i = 0; i < l->nr; i++)
+		if (l->at[i].sink == sink)
+			return l->at[i].data;
+	return NULL;
+}
+
+/* Some sink wants the findings the text report leaves out. */
+static bool sinks_want_every_finding(const struct report_sinks *l)
+{
+	for (size_t i = 0; i < l->nr; i++)
+		if (l->at[i].sink->every_finding)
+			return true;
+	return false;
+}
+
+/* A line of the text report follows (report lock held). */
+static void sinks_text_line(struct scrub_ctx *ctx)
+{
+	const struct report_sinks *l = &report_of(ctx)->sinks;
+
+	for (size_t i = 0; i < l->nr; i++)
+		if (l->at[i].sink->text_line)
+			l->at[i].sink->text_line(ctx, l->at[i].data);
+}
+
+int report_output_end(int exit_code, int err, const char *what, const char *path)
+{
+	if (!err)
+		return exit_code;
+	fprintf(stderr, "fscrub: cannot write the %s '%s': %s\n", what, path, strerror(err));
+	return exit_code | EXIT_OPERATIONAL;
+}
+
+void report_phase(struct scrub_ctx *ctx, const struct phase_record *p)
+{
+	const struct report_sinks *l = &report_of(ctx)->sinks;
+
+	for (size_t i = 0; i < l->nr; i++)
+		if (l->at[i].sink->phase)
+			l->at[i].sink->phase(ctx, l->at[i].data, p);
+}
+
+/*
+ * The last registered first; a hook may remove its own sink (at i), which
+ * moves only the ones already called.
+ */
+void report_run_stop(struct scrub_ctx *ctx)
+{
+	const struct report_sinks *l = &report_of(ctx)->sinks;
+
+	for (size_t i = l->nr; i-- > 0;)
+		if (l->at[i].sink->stop)
+			l->at[i].sink->stop(ctx, l->at[i].data);
+}
+
+int report_run_end(struct scrub_ctx *ctx, int code, bool fatal)
+{
+	const struct report_sinks *l = &report_of(ctx)->sinks;
+
+	for (size_t i = l->nr; i-- > 0;)
+		if (l->at[i].sink->end)
+			code = l->at[i].sink->end(ctx, l->at[i].data,
+						  code | report_exit_code(ctx), fatal);
+	return code | report_exit_code(ctx);
+}
+
+/* Hand a finding with its path and message made to the text report, then every sink. */
 static void deliver(struct scrub_ctx *ctx, const struct finding *f, bool print)
 {
+	struct report *r = report_of(ctx);
 	struct strbuf line = STRBUF_INIT;
 
 	if (print)
 		format_text(ctx, f, &line);
-	pthread_mutex_lock(&ctx->report_lock);
+	pthread_mutex_lock(&r->lock);
 	if (print) {
-		progress_clear_line(ctx);
-		emit_line(ctx, &line);
+		sinks_text_line(ctx);
+		emit_line(r, &line);
 	}
-	if (ctx->json)
-		json_report_finding(ctx, f);
-	if (ctx->state)
-		state_add_finding(ctx->state, f, check_is_content(f->check));
-	checkpoint_note_finding(ctx->checkpoint, f);
-	pthread_mutex_unlock(&ctx->report_lock);
+	for (size_t i = 0; i < r->sinks.nr; i++)
+		if (r->sinks.at[i].sink->finding)
+			r->sinks.at[i].sink->finding(ctx, r->sinks.at[i].data, f);
+	pthread_mutex_unlock(&r->lock);
 	strbuf_release(&line);
 }
 
@@ -198,10 +299,10 @@ static void vreport(struct scrub_ctx *ctx, struct finding *f, const struct dir_n
 		    const char *name, const char *fmt, va_list ap)
 {
 	struct strbuf path = STRBUF_INIT, msg = STRBUF_INIT;
-	bool print = count_finding(ctx, f);
+	bool print = count_finding(report_of(ctx), f);
 
-	/* JSON and the state get every finding, infos too; text gets infos only with -v. */
-	if (!print && !ctx->json && !ctx->state)
+	/* Text gets infos only with -v; some sinks (JSON, the history) get every finding. */
+	if (!print && !sinks_want_every_finding(&report_of(ctx)->sinks))
 		return;
 	report_path(ctx, &path, dir, name);
 	finding_subvol(ctx, dir, f);
@@ -215,7 +316,7 @@ static void vreport(struct scrub_ctx *ctx, struct finding *f, const struct dir_n
 
 void report_replay(struct scrub_ctx *ctx, const struct finding *f)
 {
-	deliver(ctx, f, count_finding(ctx, f));
+	deliver(ctx, f, count_finding(report_of(ctx), f));
 }
 
 void report_at(struct scrub_ctx *ctx, enum severity sev, const char *check,
@@ -266,10 +367,11 @@ void report_range_at(struct scrub_ctx *ctx, enum severity sev, const char *check
 void report_operational(struct scrub_ctx *ctx, const struct dir_node *dir,
 			const char *name, int err, const char *fmt, ...)
 {
+	struct report *r = report_of(ctx);
 	struct strbuf sb = STRBUF_INIT;
 	va_list ap;
 
-	atomic_fetch_add(&ctx->nr_operational, 1);
+	atomic_fetch_add(&r->nr_operational, 1);
 	strbuf_addstr(&sb, "fscrub: ");
 	report_path(ctx, &sb, dir, name);
 	strbuf_addstr(&sb, ": ");
@@ -279,22 +381,23 @@ void report_operational(struct scrub_ctx *ctx, const struct dir_node *dir,
 	if (err)
 		strbuf_addf(&sb, ": %s", strerror(err));
 	strbuf_addch(&sb, '\n');
-	pthread_mutex_lock(&ctx->report_lock);
+	pthread_mutex_lock(&r->lock);
 	fputs(sb.buf, stderr);
-	pthread_mutex_unlock(&ctx->report_lock);
+	pthread_mutex_unlock(&r->lock);
 	strbuf_release(&sb);
 }
 
 static void vreport_text(struct scrub_ctx *ctx, const char *fmt, va_list ap)
 {
+	struct report *r = report_of(ctx);
 	struct strbuf sb = STRBUF_INIT;
 
 	strbuf_vaddf(&sb, fmt, ap);
 	strbuf_addch(&sb, '\n');
-	pthread_mutex_lock(&ctx->report_lock);
-	progress_clear_line(ctx);
-	emit_line(ctx, &sb);
-	pthread_mutex_unlock(&ctx->report_lock);
+	pthread_mutex_lock(&r->lock);
+	sinks_text_line(ctx);
+	emit_line(r, &sb);
+	pthread_mutex_unlock(&r->lock);
 	strbuf_release(&sb);
 }
 
@@ -311,7 +414,7 @@ void report_verbose(struct scrub_ctx *ctx, const char *fmt, ...)
 {
 	va_list ap;
 
-	if (!ctx->opt.verbose)
+	if (!report_of(ctx)->verbose)
 		return;
 	va_start(ap, fmt);
 	vreport_text(ctx, fmt, ap);
@@ -324,108 +427,16 @@ void report_limit(void *ctx, const char *line)
 	report_verbose(ctx, "Phase 5: %s", line);
 }
 
-static const char *plural(unsigned long long n, const char *one, const char *many)
-{
-	return n == 1 ? one : many;
-}
-
-/* --portion, --time-budget: how much of the file data phase 5 covered. */
-static void summary_regions(struct scrub_ctx *ctx, struct strbuf *sb)
-{
-	struct region_coverage c;
-
-	if (!ctx->regions)
-		return;
-	regions_coverage(ctx->regions, &c);
-	strbuf_addf(sb, " %zu of %zu %s with file data verified (%llu of %llu bytes).", c.done,
-		    c.regions, ctx->regions->size ? plural(c.regions, "region", "regions") :
-		    plural(c.regions, "bucket of files", "buckets of files"),
-		    (unsigned long long)c.done_bytes, (unsigned long long)c.bytes);
-	if (atomic_load(&ctx->budget_spent))
-		strbuf_addstr(sb, " The time budget ended the data scan.");
-	if (c.partial)
-		strbuf_addf(sb, " %zu %s read in part: the next run goes on from there.", c.partial,
-			    plural(c.partial, "region", "regions"));
-}
-
-/*
- * Findings that changed while being checked, neither errors nor cleared:
- * never hidden behind a quiet "0 errors" (the infos themselves print with -v).
- */
-static void summary_unconfirmed(struct scrub_ctx *ctx, struct strbuf *sb)
-{
-	unsigned long long n = atomic_load(&ctx->nr_unconfirmed);
-
-	if (n)
-		strbuf_addf(sb, " %llu %s not be confirmed: the filesystem kept changing%s.", n,
-			    plural(n, "finding could", "findings could"),
-			    ctx->opt.verbose ? "" : " (-v lists them)");
-}
-
-void report_summary(struct scrub_ctx *ctx)
-{
-	struct strbuf sb = STRBUF_INIT;
-	unsigned long long errors = atomic_load(&ctx->nr_errors);
-	unsigned long long warnings = atomic_load(&ctx->nr_warnings);
-	unsigned long long operr = atomic_load(&ctx->nr_operational);
-	unsigned long long repaired = atomic_load(&ctx->nr_repaired);
-	struct advice_fs fs = report_advice_fs(ctx);
-
-	names_escape(&sb, ctx->mntpoint ? ctx->mntpoint : ctx->opt.target,
-		     strlen(ctx->mntpoint ? ctx->mntpoint : ctx->opt.target));
-	strbuf_addstr(&sb, ": ");
-	/* Phase 1 gave up (-t names another type, ...): "0 errors found" would be a lie. */
-	if (ctx->not_scanned && !scrub_cancelled) {
-		strbuf_addstr(&sb, "the scan did not run: nothing was checked.");
-		goto emit;
-	}
-	if (scrub_cancelled)
-		strbuf_addstr(&sb, "scan cancelled; so far ");
-	else if (atomic_load(&ctx->aborted))
-		strbuf_addf(&sb, "stopped after %llu %s (-a); so far ",
-			    ctx->opt.max_errors, plural(ctx->opt.max_errors, "error", "errors"));
-	strbuf_addf(&sb, "%llu %s and %llu %s found.", errors,
-		    plural(errors, "error", "errors"), warnings,
-		    plural(warnings, "warning", "warnings"));
-	if (repaired)
-		strbuf_addf(&sb, " %llu %s repaired.", repaired,
-			    plural(repaired, "problem", "problems"));
-	advice_summary(&sb, atomic_load(&ctx->advice_actions), &fs);
-	if (ctx->stats.xattr_unlisted)
-		strbuf_addf(&sb, " %llu %s more attribute names than the VFS can list: "
-			    "not checked.", ctx->stats.xattr_unlisted,
-			    plural(ctx->stats.xattr_unlisted, "inode has", "inodes have"));
-	if (ctx->opt.since && !ctx->ops->scan_data)
-		strbuf_addf(&sb, " --since %s: %llu bytes read, %llu unchanged %s not read.",
-			    ctx->opt.since, ctx->stats.bytes_read, ctx->stats.since_skipped,
-			    plural(ctx->stats.since_skipped, "file", "files"));
-	if (regions_mode(&ctx->opt))
-		summary_regions(ctx, &sb);
-	summary_unconfirmed(ctx, &sb);
-	if (ctx->opt.verbose)
-		strbuf_addf(&sb, " (%llu %s)", atomic_load(&ctx->nr_infos),
-			    plural(atomic_load(&ctx->nr_infos), "info", "infos"));
-	if (operr)
-		strbuf_addf(&sb, " %llu operational %s: the scan is incomplete.",
-			    operr, plural(operr, "error", "errors"));
-emit:
-	strbuf_addch(&sb, '\n');
-	pthread_mutex_lock(&ctx->report_lock);
-	progress_clear_line(ctx);
-	emit_line(ctx, &sb);
-	pthread_mutex_unlock(&ctx->report_lock);
-	strbuf_release(&sb);
-}
-
 int report_exit_code(const struct scrub_ctx *ctx)
 {
+	const struct report *r = report_of_const(ctx);
 	int code = EXIT_CLEAN;
 
-	if (atomic_load(&ctx->nr_errors))
+	if (atomic_load(&r->nr_errors))
 		code |= EXIT_UNCORRECTED;
-	else if (atomic_load(&ctx->nr_repaired))
+	else if (atomic_load(&r->nr_repaired))
 		code |= EXIT_CORRECTED;
-	if (atomic_load(&ctx->nr_operational) || ctx->output_failed || ctx->state_failed)
+	if (atomic_load(&r->nr_operational) || r->output_failed || r->record_failed)
 		code |= EXIT_OPERATIONAL;
 	if (scrub_cancelled)
 		code |= EXIT_CANCELLED;
@@ -434,5 +445,5 @@ int report_exit_code(const struct scrub_ctx *ctx)
 
 bool scrub_should_stop(const struct scrub_ctx *ctx)
 {
-	return scrub_cancelled || atomic_load(&ctx->aborted);
+	return scrub_cancelled || atomic_load(&report_of_const(ctx)->aborted);
 }

@@ -1,9 +1,12 @@
 /*
  * context: struct scrub_ctx, the one object every phase and check takes
- * first.  It carries the options, what phase 1 found out about the mount,
- * the shared walk state and the report counters.  Fields are written by
- * phase 1 (single-threaded) and read-only afterwards, except the atomics
- * and the structures that document their own locking.
+ * first.  It carries what the phases share: the options, what phase 1
+ * found out about the mount, the run history, the state the threads of a
+ * phase share, what one phase makes for the next, and the report core's
+ * state.  Its fields are grouped, as xfs_scrub's are, by who may write
+ * them when: immutable after phase 1; mutable (atomic, or under the lock
+ * named); set by a phase before its threads start.  State only one module
+ * uses lives in that module, not here.
  */
 #ifndef FSCRUB_CONTEXT_H
 #define FSCRUB_CONTEXT_H
@@ -19,13 +22,13 @@
 #include <sys/statvfs.h>
 #include <time.h>
 
+#include "report/report.h"
 #include "tree/dircache.h"
 
 struct scrub_ops;
 struct linktable;
 struct inoset;
 struct progress;
-struct json_report;
 struct ledger;
 struct xlink_list;
 struct state;
@@ -174,9 +177,19 @@ struct dotdot_suspect {
 };
 
 struct scrub_ctx {
-	struct scrub_options opt;
+	/*
+	 * First, always: the report core reaches its state from the context
+	 * it is handed (report_of(), report.h); context.c checks it.  Its
+	 * counters are atomic, its output under its own lock.
+	 */
+	struct report report;
 
-	/* Phase 1: what is being scrubbed. */
+	/*
+	 * Immutable after phase 1: the options (cli.c, before phase 1; phase 1
+	 * may lower nr_threads) and what phase 1 finds out about the mount.
+	 * Written by one thread before any other starts; read without a lock.
+	 */
+	struct scrub_options opt;
 	char *mntpoint;		/* mount point as resolved from the table */
 	char *source;		/* mount source (device) */
 	char *fstype;		/* type from the mount table */
@@ -184,33 +197,54 @@ struct scrub_ctx {
 	int table_mnt_id;	/* its id in the kernel's mount table, 0 if unknown */
 	int mnt_fd;		/* the visible mount root, held so umount says EBUSY */
 	int walk_fd;		/* root of the tree walked: a private clone or mnt_fd */
-	bool walk_is_clone;	/* walk_fd is a detached clone: no submounts in it */
-	bool walk_is_readonly;	/* ... made read-only and noatime */
+	bool walk_is_readonly;	/* ... a clone made read-only and noatime */
 	uint64_t walk_mnt_id;	/* statx mount id of walk_fd, if known */
 	bool have_mnt_id;
 	struct statx root_stx;
 	struct statfs sfs;
 	struct statvfs svfs;
 	uint64_t dev_size;	/* bytes; 0 if FIEMAP offsets are not device offsets */
-	const struct scrub_ops *ops;
-	void *backend;		/* the backend's private state */
+	const struct scrub_ops *ops;	/* stays after phases_release(): reports name it */
+	void *backend;		/* the backend's private state (its own locking) */
+	unsigned quirks;	/* enum fs_quirks, set by the backend in phase 1 */
+	bool proc_fd_ok;	/* /proc/self/fd works: xattrs of non-files by path */
+	bool no_fiemap;		/* FSCRUB_DEBUG_NO_FIEMAP: always FIBMAP */
+	bool not_scanned;	/* phase 1 gave up: nothing was checked (phases.c) */
+	uint64_t budget_end_ns;	/* --time-budget: CLOCK_MONOTONIC end of the run, 0 none (main) */
 
-	/* Shared walk state. */
-	struct dircache dcache;
+	/*
+	 * The run history (history.c): set by history_open() and
+	 * history_begin() (end of phase 1), read-only after; state is written
+	 * under the report lock (state.h), the checkpoint under its own.
+	 */
+	struct state *state;		/* the store, NULL if the run is not recorded */
+	char *fs_uuid;			/* the filesystem's key there, fs_identity() */
+	int64_t run_id;			/* this run's row in it, 0 before phase 1 ends */
+	struct ino_key *rescan;		/* --rescan-errors: the files to read, sorted */
+	size_t nr_rescan;
+	struct subvol_ino *rescan_sv;	/* ... those of other subvolumes, by subvolume id */
+	size_t nr_rescan_sv;
+	struct checkpoint *checkpoint;	/* resumable runs (checkpoint.h), NULL if not recorded */
+
+	/*
+	 * Mutable, shared by the threads of a phase: atomics, or under the
+	 * lock named.  A flag is only ever set, never cleared, during a phase.
+	 */
+	struct dircache dcache;		/* its own lock (dircache.h); made by phase 1 */
 	pthread_mutex_t suspects_lock;	/* dotdot_suspects, added by walk threads */
 	atomic_bool names_hidden;	/* a name may be invisible (covered mount point) */
 	atomic_bool dirs_changed;	/* a directory changed during the scan */
 	atomic_bool links_share_ino;	/* two names of a multiply-linked inode were found */
-	bool no_fiemap;			/* FSCRUB_DEBUG_NO_FIEMAP: always FIBMAP */
-	atomic_bool fiemap_missing_said;	/* "no FIEMAP" was reported */
-	atomic_bool fibmap_broken;	/* FIBMAP failed once: not tried again */
-	atomic_bool fiemap_xattr_broken;	/* FIEMAP_FLAG_XATTR refused once */
-	unsigned fd_budget;
-	uint64_t changed_since_ns;	/* ctime at or after this: changed during the scan */
-	unsigned quirks;	/* enum fs_quirks, set by the backend in phase 1 */
-	bool name_checks;	/* look-alike names are checked (name_check.h) */
-	bool all_casefold;	/* FSCRUB_DEBUG_CASEFOLD: every directory is casefolded */
-	bool proc_fd_ok;	/* /proc/self/fd works: xattrs of non-files by path */
+	atomic_bool budget_spent;	/* --time-budget reached: phase 5 stopped reading */
+	atomic_ullong progress_done;	/* work done in the current phase (progress.h) */
+	atomic_ullong progress_base;	/* ... by the runs a resumed one continues */
+
+	/*
+	 * Per phase: set by a phase before its threads start, read-only while
+	 * they run.
+	 */
+	uint64_t changed_since_ns;	/* phase 3: ctime at or after this: changed during the scan */
+	struct region_plan *regions;	/* phase 5: its device regions (regions.h), or NULL */
 
 	/*
 	 * Products: what one phase makes for later ones.  Each is made by the
@@ -218,50 +252,48 @@ struct scrub_ctx {
 	 * never by the context; phase3.c says what each holds.
 	 */
 	struct linktable *links;	/* phase 3 -> 4: multiply-linked inodes */
-	struct dotdot_suspect *dotdot_suspects;	/* phase 3 -> 4 */
+	struct dotdot_suspect *dotdot_suspects;	/* phase 3 -> 4 (suspects_lock) */
 	struct inoset *reached;		/* phase 3: every inode the walk reached (walk.h) */
 	struct inoset *dirs_unopened;	/* phase 3 -> 5: directories a walk could not open */
 	struct xlink_list *xlinks;	/* phase 3 -> 4 -> 5: data extents (crosslink.h) */
 	struct ledger *ledger;		/* phase 3 -> 5, -x: the checksum ledger (ledger.h) */
 	struct devread *devread;	/* phase 3 -> 5, -x: reads alongside the walk (devverify.h) */
 	struct timespec data_began;	/* ... their start, CLOCK_MONOTONIC; 0: none */
-	const char *no_overlap;		/* ... or why there are none (static) */
 
-	/* Totals, summed from the threads after each phase. */
+	/* Totals, summed from the threads' own after each phase (no atomics). */
 	struct scrub_stats stats;
-
-	/* Output besides the text report. */
-	struct progress *progress;	/* -C / -v status (progress.c) */
-	atomic_ullong progress_done;	/* work done in the current phase */
-	atomic_ullong progress_base;	/* ... by the runs a resumed one continues */
-	struct json_report *json;	/* --json (json_report.c) */
-	FILE *text_out;			/* the text report: stdout, or stderr with --json - */
-	struct state *state;		/* the run history (history.h), NULL if not recorded */
-	char *fs_uuid;			/* its key there, fs_identity() */
-	int64_t run_id;			/* this run's row in it, 0 before phase 1 ends */
-	double run_started;		/* Unix time */
-	struct ino_key *rescan;		/* --rescan-errors: the files to read, sorted (history.h) */
-	size_t nr_rescan;
-	struct subvol_ino *rescan_sv;	/* ... those of other subvolumes, by subvolume id */
-	size_t nr_rescan_sv;
-	struct region_plan *regions;	/* the device regions of phase 5 (regions.h), or NULL */
-	uint64_t budget_end_ns;		/* --time-budget: CLOCK_MONOTONIC end of the run, 0 none */
-	atomic_bool budget_spent;	/* ... reached: phase 5 stopped reading (regions.h) */
-	struct checkpoint *checkpoint;	/* resumable runs (checkpoint.h), NULL if not recorded */
-
-	/* Report state (report.c). */
-	pthread_mutex_t report_lock;
-	atomic_ullong nr_errors, nr_warnings, nr_infos, nr_operational, nr_repaired;
-	atomic_uint advice_actions;	/* 1u << each advice_action of a finding (advice.h) */
-	atomic_ullong nr_unconfirmed;	/* of nr_infos: changed while being checked */
-	atomic_bool aborted;		/* -a reached */
-	bool not_scanned;		/* phase 1 gave up: nothing was checked */
-	bool output_failed;		/* stdout could not be written */
-	bool state_failed;		/* the run could not be recorded (history.h) */
 };
 
-/* Set by the SIGINT/SIGTERM handler. */
-extern volatile sig_atomic_t scrub_cancelled;
+/*
+ * Did this inode change since shortly before the scan began (its ctime at
+ * or after ctx->changed_since_ns, set by phase 3)?  Such an inode's
+ * oddities are races, never errors.
+ */
+bool stx_changed_during_scan(const struct scrub_ctx *ctx, const struct statx *stx);
+/*
+ * True for what a look-up, stat or open of one inode by name returns when
+ * the filesystem refuses that inode as damaged: errno_is_corruption()
+ * (stx.h), and EINVAL, ENODATA and (to root, whom permissions do not stop)
+ * EPERM -- ext4 for a bad or missing encryption context or one that differs
+ * from its directory's -- but where a daemon or a server says so
+ * (QUIRK_ERRORS_RELAYED).  Only where the call's own arguments cannot be
+ * the cause (a valid name and flags); ELOOP is the caller's to judge.
+ */
+bool errno_is_inode_damage(const struct scrub_ctx *ctx, int err);
+/*
+ * The same for a statx of one name that never follows it: ELOOP too, the
+ * kernel refused the inode (ext4: a directory linked again below itself).
+ */
+bool errno_is_stat_damage(const struct scrub_ctx *ctx, int err);
+
+/*
+ * Count work done in the current phase, ctx->progress_done (cheap;
+ * callable from any thread): what the progress reporter shows (progress.h).
+ */
+static inline void progress_add(atomic_ullong *counter, unsigned long long n)
+{
+	atomic_fetch_add_explicit(counter, n, memory_order_relaxed);
+}
 
 void scrub_ctx_init(struct scrub_ctx *ctx);
 void scrub_ctx_release(struct scrub_ctx *ctx);

@@ -32,11 +32,15 @@ const char *history_dir(const struct scrub_ctx *ctx)
 	return geteuid() == 0 ? state_default_dir() : NULL;
 }
 
+/* The report core's handle on the run history (report.h), defined below. */
+static const struct report_sink history_sink;
+
 static void history_failed(struct scrub_ctx *ctx, const struct strbuf *why)
 {
 	fprintf(stderr, "fscrub: cannot record the run: %s; the scan goes on unrecorded "
 		"(--no-state: do not record)\n", why->buf);
-	ctx->state_failed = true;
+	ctx->report.record_failed = true;
+	report_remove_sink(ctx, &history_sink);
 	state_close(ctx->state);
 	ctx->state = NULL;
 }
@@ -49,16 +53,21 @@ static double unix_now(void)
 	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
+/* When history_open() was called (Unix time): the run's start, in its row. */
+static double run_started;
+
 void history_open(struct scrub_ctx *ctx)
 {
 	const char *dir = history_dir(ctx);
 	struct strbuf err = STRBUF_INIT;
 
-	ctx->run_started = unix_now();
+	run_started = unix_now();
 	if (!dir)
 		return;
-	if (!state_open_write(&ctx->state, dir, !ctx->opt.state_dir, &err))
+	if (!state_open_write(&ctx->state, dir, !ctx->opt.state_dir, &err)) {
+		report_add_sink(ctx, &history_sink, NULL);
 		return;
+	}
 	history_failed(ctx, &err);
 	strbuf_release(&err);
 }
@@ -162,7 +171,7 @@ void history_begin(struct scrub_ctx *ctx)
 		.uuid = uuid, .fsroot = ctx->fsroot, .mountpoint = ctx->mntpoint, .source = ctx->source,
 		.fstype = ctx->fstype, .backend = ctx->ops ? (char *)ctx->ops->name : NULL,
 		.options = options_json(ctx), .version = FSCRUB_VERSION,
-		.started = ctx->run_started, .verify_data = ctx->opt.verify_data,
+		.started = run_started, .verify_data = ctx->opt.verify_data,
 		.rescan = ctx->opt.rescan_errors, .since = ctx->opt.since != NULL,
 		.portion = regions_mode(&ctx->opt),
 	};
@@ -181,11 +190,17 @@ void history_begin(struct scrub_ctx *ctx)
 	strbuf_release(&err);
 }
 
-void history_phase(struct scrub_ctx *ctx, int phase, const char *title, double wall,
-		   double user, double sys, unsigned long long items)
+/* Every finding, infos too, under the report lock. */
+static void history_finding(struct scrub_ctx *ctx, void *data, const struct finding *f)
 {
-	if (ctx->state)
-		state_add_phase(ctx->state, phase, title, wall, user, sys, items);
+	(void)data;
+	state_add_finding(ctx->state, f, check_is_content(f->check));
+}
+
+static void history_phase(struct scrub_ctx *ctx, void *data, const struct phase_record *p)
+{
+	(void)data;
+	state_add_phase(ctx->state, p->number, p->title, p->wall, p->user, p->sys, p->items);
 }
 
 /*
@@ -199,31 +214,42 @@ static const char *run_status(const struct scrub_ctx *ctx, bool fatal)
 {
 	if (scrub_cancelled)
 		return "cancelled";
-	if (atomic_load(&ctx->aborted))
+	if (atomic_load(&ctx->report.aborted))
 		return "stopped";
 	if (fatal)
 		return "failed";
-	return atomic_load(&ctx->nr_operational) ? "incomplete" : "complete";
+	return atomic_load(&ctx->report.nr_operational) ? "incomplete" : "complete";
 }
 
-void history_end(struct scrub_ctx *ctx, int exit_code, bool fatal)
+/* After the summary, before the metrics (which read the store). */
+static int history_end(struct scrub_ctx *ctx, void *data, int exit_code, bool fatal)
 {
 	struct strbuf err = STRBUF_INIT;
 	struct state_run r;
 
-	if (!ctx->state || !ctx->run_id)
-		return;
+	(void)data;
+	if (!ctx->run_id)
+		return exit_code;
 	r = (struct state_run){
 		.id = ctx->run_id, .ended = unix_now(), .status = (char *)run_status(ctx, fatal),
 		.exit_code = exit_code, .backend = ctx->ops ? (char *)ctx->ops->name : NULL,
-		.errors = atomic_load(&ctx->nr_errors), .warnings = atomic_load(&ctx->nr_warnings),
-		.infos = atomic_load(&ctx->nr_infos), .repaired = atomic_load(&ctx->nr_repaired),
-		.operational = atomic_load(&ctx->nr_operational), .inodes = ctx->stats.inodes,
+		.errors = atomic_load(&ctx->report.nr_errors), .warnings = atomic_load(&ctx->report.nr_warnings),
+		.infos = atomic_load(&ctx->report.nr_infos), .repaired = atomic_load(&ctx->report.nr_repaired),
+		.operational = atomic_load(&ctx->report.nr_operational), .inodes = ctx->stats.inodes,
 		.bytes_verified = ctx->stats.bytes_read,
-		.unconfirmed = atomic_load(&ctx->nr_unconfirmed),
+		.unconfirmed = atomic_load(&ctx->report.nr_unconfirmed),
 	};
 	if (regions_record(ctx, &err) || checkpoint_end(ctx, r.status, &err) ||
 	    state_run_end(ctx->state, &r, &err))
 		history_failed(ctx, &err);
 	strbuf_release(&err);
+	return exit_code;
 }
+
+static const struct report_sink history_sink = {
+	.name = "history",
+	.every_finding = true,
+	.finding = history_finding,
+	.phase = history_phase,
+	.end = history_end,
+};

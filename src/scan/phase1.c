@@ -114,10 +114,8 @@ static void open_walk_root(struct scrub_ctx *ctx)
 		restrict_clone(ctx, tree);
 		ctx->walk_fd = open_dir_noatime(tree, ".");
 		close(tree);
-		if (ctx->walk_fd >= 0) {
-			ctx->walk_is_clone = true;
+		if (ctx->walk_fd >= 0)
 			return;
-		}
 	}
 	report_verbose(ctx, "Phase 1: cannot clone the mount (%s): submounts are skipped "
 		       "and the directories under them are not seen", strerror(errno));
@@ -169,8 +167,7 @@ static int set_fd_budget(struct scrub_ctx *ctx)
 		return EXIT_OPERATIONAL;
 	}
 	avail -= ctx->opt.nr_threads;
-	ctx->fd_budget = avail > FD_BUDGET_MAX ? FD_BUDGET_MAX : (unsigned)avail;
-	dircache_init(&ctx->dcache, ctx->fd_budget);
+	dircache_init(&ctx->dcache, avail > FD_BUDGET_MAX ? FD_BUDGET_MAX : (unsigned)avail);
 	return 0;
 }
 
@@ -254,7 +251,6 @@ static int open_covered(struct scrub_ctx *ctx, const struct mount_info *mi)
 			mi->target, strerror(errno));
 		return EXIT_OPERATIONAL;
 	}
-	ctx->walk_is_clone = true;
 	ctx->walk_is_readonly = readonly;
 	fprintf(stderr, "fscrub: %s is mounted on %s, which another mount covers: scrubbing "
 		"it through a private clone of its mount\n", ctx->opt.target, mi->target);
@@ -382,14 +378,15 @@ int phase1_find_fs(struct scrub_ctx *ctx, unsigned long long *items)
 	report_verbose(ctx, "Phase 1: scrubbing %s (%s) with %s backend", ctx->mntpoint,
 		       ctx->fstype, ctx->ops->name);
 	report_verbose(ctx, "Phase 1: source %s, %u threads, %u directory descriptors%s",
-		       ctx->source, ctx->opt.nr_threads, ctx->fd_budget,
+		       ctx->source, ctx->opt.nr_threads, ctx->dcache.budget,
 		       ctx->opt.check_only ? ", check only (-n)" : "");
 	if (strcmp(ctx->fsroot, "/")) {
 		report_verbose(ctx, "Phase 1: the mount shows only %s of the filesystem: "
 			       "link counts are checked against the names under it", ctx->fsroot);
 		atomic_store(&ctx->names_hidden, true);
 	}
-	if (ctx->walk_is_clone)
+	/* A clone (open_walk_root(), open_covered()) is a descriptor of its own. */
+	if (ctx->walk_fd != ctx->mnt_fd)
 		report_verbose(ctx, "Phase 1: walking a private%s clone of the mount: "
 			       "submounts are not entered, covered directories are seen",
 			       ctx->walk_is_readonly ? " read-only, noatime" : "");

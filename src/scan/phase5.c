@@ -170,14 +170,14 @@ static int since_files(struct scrub_ctx *ctx, unsigned long long *items)
 static bool read_buckets(struct scrub_ctx *ctx, const bool *take, atomic_ullong *count,
 			 struct scrub_stats *stats)
 {
-	unsigned long long operr = atomic_load(&ctx->nr_operational);
+	unsigned long long operr = atomic_load(&ctx->report.nr_operational);
 	struct dataverify_args more = { .buckets = take, .bucket_bytes = count,
 					.budget = ctx->opt.time_budget != 0 };
 
 	if (read_files(ctx, NULL, 0, &more, stats) < 0)
 		return false;
 	return !scrub_should_stop(ctx) && !regions_budget_spent(ctx) &&
-	       atomic_load(&ctx->nr_operational) == operr;
+	       atomic_load(&ctx->report.nr_operational) == operr;
 }
 
 /*

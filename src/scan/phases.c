@@ -21,12 +21,11 @@
 #include "tree/dircache.h"
 #include "scan/history.h"
 #include "lib/inoset.h"
-#include "report/json_report.h"
 #include "data/ledger.h"
 #include "tree/linktable.h"
 #include "lib/mountpoint.h"
 #include "scan/phase.h"
-#include "report/progress.h"
+#include "scan/progress.h"
 #include "report/report.h"
 
 /* A backend hook's failure is operational; the run goes on. */
@@ -117,8 +116,10 @@ static void account_phase(struct scrub_ctx *ctx, int n, const struct phase *p,
 	const char *early = began != &a->wall ? " (from its first reads, during phase 3)" : "";
 	double peak;
 
-	json_report_phase(ctx, n, p->title, ts_sec(run, began), wall, user, sys, items, p->unit);
-	history_phase(ctx, n, p->title, wall, user, sys, items);
+	report_phase(ctx, &(struct phase_record){
+		.number = n, .title = p->title, .began = ts_sec(run, began), .wall = wall,
+		.user = user, .sys = sys, .items = items, .unit = p->unit,
+	});
 	if (!ctx->opt.timing)
 		return;
 	peak = peak_rss_mib(&b->ru);	/* a high-water mark: now is the phase's end */

@@ -75,7 +75,8 @@
  *
  * Library code: it reports nothing itself; errors come back as negative
  * errno with a message in err.  Not thread-safe: the caller serialises
- * (report.c calls state_add_finding() under its report lock).
+ * (the history, a sink of report.c, calls state_add_finding() under the
+ * report lock).
  */
 #ifndef FSCRUB_STATE_H
 #define FSCRUB_STATE_H

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <linux/fs.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -31,6 +32,14 @@
 
 /* Extents whose physical offset means nothing on the device. */
 #define EXTENT_PHYS_UNKNOWN (FIEMAP_EXTENT_UNKNOWN | FIEMAP_EXTENT_DELALLOC)
+
+/*
+ * What the walk learned about the filesystem's mapping ioctls, once for
+ * the run (fscrub scans one filesystem per process), by any walk thread:
+ * FIEMAP missing (said once), FIBMAP refused, FIEMAP_FLAG_XATTR refused
+ * (not tried again).
+ */
+static atomic_bool fiemap_missing_said, fibmap_broken, fiemap_xattr_broken;
 
 /*
  * Is extent x past the end of the device?  An encoded extent's length is
@@ -268,7 +277,7 @@ static void check_fibmap(struct walk_thread *t, const struct walk_dir *d,
 	struct scrub_ctx *ctx = t->ctx;
 	int bsz = 0;
 
-	if (atomic_load(&ctx->fibmap_broken))
+	if (atomic_load(&fibmap_broken))
 		return;
 	if (ioctl(fd, FIGETBSZ, &bsz) < 0 || bsz <= 0)
 		goto broken;
@@ -296,7 +305,7 @@ static void check_fibmap(struct walk_thread *t, const struct walk_dir *d,
 	return;
 broken:
 	/* No bmap, or no CAP_SYS_RAWIO: say so once and stop trying. */
-	if (!atomic_exchange(&ctx->fibmap_broken, true))
+	if (!atomic_exchange(&fibmap_broken, true))
 		str_info(ctx, CHECK_EXTENT_UNSUPPORTED, NULL, NULL, 0,
 			 "FIBMAP fails too (%s): those extent maps are not checked",
 			 strerror(errno));
@@ -380,12 +389,12 @@ void extents_check_file(struct walk_thread *t, struct extent_buf *eb,
 			crosslink_unmapped(eb->collect, ino_key_of(&e->stx));
 		if (mapped) {
 			if (attr_fork_may_own_blocks(eb, e) &&
-			    !atomic_load(&ctx->fiemap_xattr_broken) &&
+			    !atomic_load(&fiemap_xattr_broken) &&
 			    !check_fork(t, eb, d, e, fd, FIEMAP_FLAG_XATTR, "attribute fork"))
-				atomic_store(&ctx->fiemap_xattr_broken, true);
+				atomic_store(&fiemap_xattr_broken, true);
 			return;
 		}
-		if (!atomic_exchange(&ctx->fiemap_missing_said, true))
+		if (!atomic_exchange(&fiemap_missing_said, true))
 			str_info(ctx, CHECK_EXTENT_UNSUPPORTED, d->node, e->name, e->stx.stx_ino,
 				 "FIEMAP is not supported here: extent maps are checked with "
 				 "FIBMAP where possible");

@@ -22,7 +22,6 @@
 #include "tree/linktable.h"
 #include "tree/name_check.h"
 #include "lib/names.h"
-#include "report/progress.h"
 #include "report/report.h"
 #include "lib/strbuf.h"
 #include "tree/xattrs.h"

@@ -21,6 +21,14 @@
 #define FS_CASEFOLD_FL 0x40000000	/* linux/fs.h since 5.4 */
 #endif
 
+/*
+ * Set by name_check_setup() in phase 3, before the walk threads start,
+ * and only read after: look-alike names are checked (ICU loaded, not
+ * FSCRUB_DEBUG_NO_NAME_CHECKS); every directory is taken as casefolded
+ * (FSCRUB_DEBUG_CASEFOLD).  One scan per process: these are the run's.
+ */
+static bool checks_on, all_casefold;
+
 void name_check_init(struct name_check *nc)
 {
 	memset(nc, 0, sizeof(*nc));
@@ -37,7 +45,7 @@ void name_check_release(struct name_check *nc)
 
 void name_check_setup(struct scrub_ctx *ctx)
 {
-	ctx->name_checks = false;
+	checks_on = all_casefold = false;
 	if (getenv("FSCRUB_DEBUG_NO_NAME_CHECKS")) {
 		report_verbose(ctx, "Phase 3: look-alike names not checked "
 			       "(FSCRUB_DEBUG_NO_NAME_CHECKS)");
@@ -48,9 +56,9 @@ void name_check_setup(struct scrub_ctx *ctx)
 				   "look-alike names are not checked");
 		return;
 	}
-	ctx->name_checks = true;
+	checks_on = true;
 	/* Fault injection: casefold twins where the kernel has no casefolding. */
-	ctx->all_casefold = getenv("FSCRUB_DEBUG_CASEFOLD") != NULL;
+	all_casefold = getenv("FSCRUB_DEBUG_CASEFOLD") != NULL;
 }
 
 /* Only these filesystems have casefolded directories (chattr +F). */
@@ -64,7 +72,7 @@ static bool dir_casefolded(const struct scrub_ctx *ctx, int fd)
 {
 	int attr = 0;	/* FS_IOC_GETFLAGS passes an int, whatever its type says */
 
-	if (ctx->all_casefold)
+	if (all_casefold)
 		return true;
 	return may_casefold(ctx) && ioctl(fd, FS_IOC_GETFLAGS, &attr) == 0 &&
 	       (attr & FS_CASEFOLD_FL);
@@ -73,7 +81,7 @@ static bool dir_casefolded(const struct scrub_ctx *ctx, int fd)
 void name_check_dir_begin(struct walk_thread *t, struct name_check *nc,
 			  const struct walk_dir *d)
 {
-	if (!t->ctx->name_checks)
+	if (!checks_on)
 		return;
 	/*
 	 * The no-key names of a locked encrypted directory are base64url of
@@ -122,7 +130,7 @@ void name_check_entry(struct walk_thread *t, struct name_check *nc, const struct
 	struct scrub_ctx *ctx = t->ctx;
 	uint64_t keys[UNICRASH_NR_KEYS];
 
-	if (!ctx->name_checks || nc->skip_dir || (flags & (NAME_EMPTY | NAME_SLASH)))
+	if (!checks_on || nc->skip_dir || (flags & (NAME_EMPTY | NAME_SLASH)))
 		return;
 	t->stats.names++;
 	if (flags & NAME_OPTION)
@@ -255,7 +263,7 @@ void name_check_dir_end(struct walk_thread *t, struct name_check *nc, struct wal
 	struct pair_report pr = { .ctx = ctx, .dir = d->node, .what = "name" };
 	struct statx after;
 
-	if (!ctx->name_checks || !nc->collided || d->locked)
+	if (!checks_on || !nc->collided || d->locked)
 		return;		/* locked: v1 no-key names, known only now */
 	/* Second read: the names behind the keys that collided. */
 	if (dirent_iterate(d->fd, t->dents, t->dents_size, regather_entry, &rg) < 0) {
@@ -281,7 +289,7 @@ void name_check_xattrs(struct walk_thread *t, struct name_check *nc,
 	uint64_t keys[UNICRASH_NR_KEYS];
 	bool collided = false;
 
-	if (!ctx->name_checks || n == 0)
+	if (!checks_on || n == 0)
 		return;
 	unicrash_set_reset(&nc->xattrs, false);
 	for (size_t off = 0; off < n; off += strlen(list + off) + 1) {
@@ -315,7 +323,7 @@ void name_check_label(struct scrub_ctx *ctx, int fd)
 	size_t len;
 	unsigned flags;
 
-	if (!ctx->name_checks || ioctl(fd, FS_IOC_GETFSLABEL, label) < 0)
+	if (!checks_on || ioctl(fd, FS_IOC_GETFSLABEL, label) < 0)
 		return;		/* no label, or no such ioctl on this filesystem */
 	label[FSLABEL_MAX] = '\0';
 	len = strlen(label);

@@ -10,11 +10,12 @@
  * full); only when one collides is the directory read again to find,
  * compare and name both entries (at most UNICRASH_MAX_MEMBERS of them).
  *
- * Reads ctx->name_checks (phase 3 sets it: ICU loaded, and not
- * FSCRUB_DEBUG_NO_NAME_CHECKS) and ctx->all_casefold
- * (FSCRUB_DEBUG_CASEFOLD).  Counts every name it checks in the walk
- * thread's stats.names (-v prints the total).  Threading: one struct
- * name_check per walk thread; the functions take it and never share it.
+ * Phase 3 decides once whether names are checked (name_check_setup(): ICU
+ * loaded, and not FSCRUB_DEBUG_NO_NAME_CHECKS) and whether every directory
+ * is taken as casefolded (FSCRUB_DEBUG_CASEFOLD).  Counts every name it
+ * checks in the walk thread's stats.names (-v prints the total).
+ * Threading: one struct name_check per walk thread; the functions take it
+ * and never share it.
  */
 #ifndef FSCRUB_NAME_CHECK_H
 #define FSCRUB_NAME_CHECK_H
@@ -41,7 +42,7 @@ struct name_check {
 void name_check_init(struct name_check *nc);
 void name_check_release(struct name_check *nc);
 
-/* Phase 3, before the walk: load ICU (once), decide ctx->name_checks. */
+/* Phase 3, before the walk: load ICU (once), decide whether names are checked. */
 void name_check_setup(struct scrub_ctx *ctx);
 
 /* The walk's hooks: a directory's start, each entry (flags: names_classify()), its end. */

@@ -22,7 +22,6 @@
 #include "lib/inoset.h"
 #include "lib/names.h"
 #include "data/ledger.h"
-#include "report/progress.h"
 #include "lib/workqueue.h"
 
 /*

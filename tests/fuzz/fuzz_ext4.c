@@ -147,7 +147,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	place(data + 1, size - 1);
 	ctx = xcalloc(1, sizeof(*ctx));
 	st = xcalloc(1, sizeof(*st));
-	ctx->text_out = devnull;
+	ctx->report.text_out = devnull;
 	if (open_fs(ctx, st)) {
 		if (!(data[0] & FLAG_NO_PHASE2)) {
 			ext4_check_superblocks(ctx);

@@ -205,8 +205,8 @@ static void test_cursor_resumed(void **unused)
 	 * other's; one it could not confirm is counted so again
 	 */
 	checkpoint_phase(&ctx, 5);
-	assert_int_equal(atomic_load(&ctx.nr_errors), 1);
-	assert_int_equal(atomic_load(&ctx.nr_unconfirmed), 1);
+	assert_int_equal(atomic_load(&ctx.report.nr_errors), 1);
+	assert_int_equal(atomic_load(&ctx.report.nr_unconfirmed), 1);
 	assert_int_equal(atomic_load(&ctx.progress_base), 28 * MIB);
 	scrub_ctx_release(&ctx);
 }

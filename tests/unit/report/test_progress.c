@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "report/progress.h"
+#include "scan/progress.h"
 
 static void test_fresh_run(void **unused)
 {

@@ -12,6 +12,7 @@
 #include "report/checks.h"
 #include "scan/context.h"
 #include "report/report.h"
+#include "scan/summary.h"
 #include "lib/strbuf.h"
 
 /* Run fn with stdout redirected, and return what it printed. */
@@ -61,6 +62,12 @@ static void setup_ctx(struct scrub_ctx *ctx)
 	sub = dir_node_new(root, "d\tir", 4, 1, 129);
 }
 
+/* The options changed: tell the report core, as main() does after parsing them. */
+static void configure(struct scrub_ctx *ctx)
+{
+	report_configure(ctx, ctx->opt.verbose, ctx->opt.debug, ctx->opt.max_errors);
+}
+
 static void release_ctx(struct scrub_ctx *ctx)
 {
 	dircache_init(&ctx->dcache, 4);
@@ -79,6 +86,7 @@ static void test_error_line(void **state)
 			    "Error: /mnt/d\\tir/bad\\nname (inode 42): link count is 3 [nlink.count]\n");
 	assert_int_equal(report_exit_code(&ctx), 4);
 	ctx.opt.debug = true;
+	configure(&ctx);
 	char *out = capture(emit_error, &ctx);
 	assert_true(strstr(out, "[nlink.count] [") && strstr(out, "test_report.c:"));
 	release_ctx(&ctx);
@@ -91,9 +99,10 @@ static void test_info_only_verbose(void **state)
 	(void)state;
 	setup_ctx(&ctx);
 	assert_string_equal(capture(emit_info, &ctx), "");
-	assert_int_equal(ctx.nr_infos, 1);
+	assert_int_equal(ctx.report.nr_infos, 1);
 	assert_int_equal(report_exit_code(&ctx), 0);
 	ctx.opt.verbose = true;
+	configure(&ctx);
 	assert_string_equal(capture(emit_info, &ctx),
 			    "Info: /mnt/d\\tir/x (inode 7): changed while being checked: "
 			    "directory entry [dirent.ino]\n");
@@ -108,8 +117,8 @@ static void test_summary_not_scanned(void **state)
 	(void)state;
 	setup_ctx(&ctx);
 	ctx.not_scanned = true;
-	atomic_store(&ctx.nr_operational, 1);
-	assert_string_equal(capture(report_summary, &ctx),
+	atomic_store(&ctx.report.nr_operational, 1);
+	assert_string_equal(capture(summary_print, &ctx),
 			    "/mnt: the scan did not run: nothing was checked.\n");
 	assert_int_equal(report_exit_code(&ctx), 8);
 	release_ctx(&ctx);
@@ -121,16 +130,16 @@ static void test_summary_and_codes(void **state)
 
 	(void)state;
 	setup_ctx(&ctx);
-	assert_string_equal(capture(report_summary, &ctx), "/mnt: 0 errors and 0 warnings found.\n");
+	assert_string_equal(capture(summary_print, &ctx), "/mnt: 0 errors and 0 warnings found.\n");
 	capture(emit_error, &ctx);
-	assert_string_equal(capture(report_summary, &ctx),
+	assert_string_equal(capture(summary_print, &ctx),
 			    "/mnt: 1 error and 0 warnings found. Unmount and run fsck -n, then fsck "
 			    "to repair.\n");
-	atomic_store(&ctx.nr_operational, 1);
+	atomic_store(&ctx.report.nr_operational, 1);
 	assert_int_equal(report_exit_code(&ctx), 4 | 8);
 	scrub_cancelled = 1;
 	assert_int_equal(report_exit_code(&ctx), 4 | 8 | 32);
-	assert_non_null(strstr(capture(report_summary, &ctx), "scan cancelled"));
+	assert_non_null(strstr(capture(summary_print, &ctx), "scan cancelled"));
 	scrub_cancelled = 0;
 	release_ctx(&ctx);
 }
@@ -142,11 +151,12 @@ static void test_max_errors(void **state)
 	(void)state;
 	setup_ctx(&ctx);
 	ctx.opt.max_errors = 2;
+	configure(&ctx);
 	capture(emit_error, &ctx);
 	assert_false(scrub_should_stop(&ctx));
 	capture(emit_error, &ctx);
 	assert_true(scrub_should_stop(&ctx));
-	assert_non_null(strstr(capture(report_summary, &ctx), "stopped after 2 errors (-a)"));
+	assert_non_null(strstr(capture(summary_print, &ctx), "stopped after 2 errors (-a)"));
 	release_ctx(&ctx);
 }
 
@@ -169,19 +179,20 @@ static void test_summary_advice(void **state)
 	setup_ctx(&ctx);
 	ctx.fstype = xstrdup("ext4");
 	capture(emit_name_warning, &ctx);
-	assert_string_equal(capture(report_summary, &ctx),
+	assert_string_equal(capture(summary_print, &ctx),
 			    "/mnt: 0 errors and 1 warning found. Nothing is damaged: rename what the "
 			    "warnings name if you want to.\n");
 	capture(emit_unreadable_data, &ctx);
-	assert_string_equal(capture(report_summary, &ctx),
+	assert_string_equal(capture(summary_print, &ctx),
 			    "/mnt: 1 error and 1 warning found. Restore the damaged files from a "
 			    "backup (fscrub status lists them).\n");
 	capture(emit_error, &ctx);
-	assert_string_equal(capture(report_summary, &ctx),
+	assert_string_equal(capture(summary_print, &ctx),
 			    "/mnt: 2 errors and 1 warning found. Unmount and run e2fsck -fn, then "
 			    "e2fsck -f to repair. Then restore the damaged files from a backup "
 			    "(fscrub status lists them).\n");
 	ctx.opt.verbose = true;
+	configure(&ctx);
 	assert_string_equal(capture(emit_unreadable_data, &ctx),
 			    "Error: /mnt/d\\tir/f (inode 8): cannot read: EIO [data.read]\n"
 			    "    Advice: Restore this file from a backup.\n");
@@ -191,7 +202,7 @@ static void test_summary_advice(void **state)
 			    "directory entry [dirent.ino]\n");
 	free(ctx.mntpoint);
 	ctx.mntpoint = xstrdup("/");
-	assert_non_null(strstr(capture(report_summary, &ctx), " Boot from rescue media (or with "
+	assert_non_null(strstr(capture(summary_print, &ctx), " Boot from rescue media (or with "
 			       "fsck.mode=force) and run e2fsck -fn on the unmounted filesystem"));
 	release_ctx(&ctx);
 }
@@ -206,10 +217,94 @@ static void test_repaired(void **state)
 	assert_string_equal(capture(emit_repaired, &ctx),
 			    "Repaired: /mnt/d\\tir/x (inode 7): link count set to 1 [nlink.count]\n");
 	assert_int_equal(report_exit_code(&ctx), 1);
-	assert_string_equal(capture(report_summary, &ctx),
+	assert_string_equal(capture(summary_print, &ctx),
 			    "/mnt: 0 errors and 0 warnings found. 1 problem repaired.\n");
 	capture(emit_error, &ctx);
 	assert_int_equal(report_exit_code(&ctx), 4);
+	release_ctx(&ctx);
+}
+
+/* What the sinks saw, in order: one letter per event, the sink's name first. */
+static char sink_log[256];
+
+static void log_event(void *data, char what)
+{
+	size_t n = strlen(sink_log);
+
+	if (n + 3 < sizeof(sink_log)) {
+		sink_log[n] = *(const char *)data;
+		sink_log[n + 1] = what;
+		sink_log[n + 2] = '\0';
+	}
+}
+
+static void sink_finding(struct scrub_ctx *ctx, void *data, const struct finding *f)
+{
+	(void)ctx;
+	log_event(data, f->severity == SEV_INFO ? 'i' : 'f');
+}
+
+static void sink_text_line(struct scrub_ctx *ctx, void *data)
+{
+	(void)ctx;
+	log_event(data, 't');
+}
+
+static void sink_phase(struct scrub_ctx *ctx, void *data, const struct phase_record *p)
+{
+	(void)ctx;
+	log_event(data, (char)('0' + p->number));
+}
+
+/* Sink "a" fails to write its output at the end. */
+static int sink_end(struct scrub_ctx *ctx, void *data, int code, bool fatal)
+{
+	(void)ctx;
+	(void)fatal;
+	log_event(data, 'e');
+	return *(const char *)data == 'a' ? code | EXIT_OPERATIONAL : code;
+}
+
+static const struct report_sink sink_all = {
+	.name = "all", .every_finding = true, .finding = sink_finding,
+	.text_line = sink_text_line, .phase = sink_phase, .end = sink_end,
+};
+static const struct report_sink sink_printed = {
+	.name = "printed", .finding = sink_finding, .end = sink_end,
+};
+
+/*
+ * Sinks see each finding in the order they registered (the history before
+ * the checkpoint); an info without -v goes out only if some sink asks for
+ * every finding, and then to all of them (as it did before sinks); the end
+ * of the run goes the other way and gathers their exit bits.
+ */
+static void test_sinks(void **state)
+{
+	static char a[] = "a", b[] = "b";
+	struct scrub_ctx ctx;
+
+	(void)state;
+	setup_ctx(&ctx);
+	sink_log[0] = '\0';
+	report_add_sink(&ctx, &sink_all, a);
+	report_add_sink(&ctx, &sink_printed, b);
+	assert_ptr_equal(report_sink_data(&ctx, &sink_printed), b);
+	capture(emit_error, &ctx);
+	capture(emit_info, &ctx);
+	report_phase(&ctx, &(struct phase_record){ .number = 3, .title = "t", .unit = "" });
+	assert_string_equal(sink_log, "atafbfaibia3");
+	sink_log[0] = '\0';
+	assert_int_equal(report_run_end(&ctx, 0, false), 4 | 8);
+	assert_string_equal(sink_log, "beae");
+	report_remove_sink(&ctx, &sink_all);
+	assert_null(report_sink_data(&ctx, &sink_all));
+	sink_log[0] = '\0';
+	/* Without a sink that wants every finding, an info without -v goes nowhere. */
+	capture(emit_info, &ctx);
+	assert_string_equal(sink_log, "");
+	capture(emit_error, &ctx);
+	assert_string_equal(sink_log, "bf");
 	release_ctx(&ctx);
 }
 
@@ -223,6 +318,7 @@ int main(void)
 		cmocka_unit_test(test_max_errors),
 		cmocka_unit_test(test_repaired),
 		cmocka_unit_test(test_summary_advice),
+		cmocka_unit_test(test_sinks),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -278,8 +278,8 @@ static int teardown(void **state)
 	f->ctx.reached = NULL;
 	inoset_free(f->ctx.dirs_unopened);	/* walk_tree()'s, freed by phases_release() */
 	f->ctx.dirs_unopened = NULL;
-	if (f->ctx.text_out && f->ctx.text_out != stdout)
-		fclose(f->ctx.text_out);
+	if (f->ctx.report.text_out && f->ctx.report.text_out != stdout)
+		fclose(f->ctx.report.text_out);
 	scrub_ctx_release(&f->ctx);
 	pthread_mutex_destroy(&rec.lock);
 	pthread_cond_destroy(&rec.cond);
@@ -295,8 +295,8 @@ static void walk(struct fixture *f, unsigned threads, unsigned budget)
 	struct timespec now;
 
 	ctx->opt.nr_threads = threads;
-	ctx->text_out = fopen("/dev/null", "we");
-	assert_non_null(ctx->text_out);
+	ctx->report.text_out = fopen("/dev/null", "we");
+	assert_non_null(ctx->report.text_out);
 	ctx->mnt_fd = open(f->top, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	assert_true(ctx->mnt_fd >= 0);
 	ctx->walk_fd = ctx->mnt_fd;
@@ -425,9 +425,9 @@ static void check_plain_walk(struct fixture *f)
 	assert_int_equal(f->stats.dirs, NR_DIRS);
 	assert_int_equal(f->items, NR_DIRS);
 	assert_int_equal(f->stats.entries, NR_ENTRIES);
-	assert_int_equal(atomic_load(&f->ctx.nr_errors), 0);
-	assert_int_equal(atomic_load(&f->ctx.nr_warnings), 0);
-	assert_int_equal(atomic_load(&f->ctx.nr_operational), 0);
+	assert_int_equal(atomic_load(&f->ctx.report.nr_errors), 0);
+	assert_int_equal(atomic_load(&f->ctx.report.nr_warnings), 0);
+	assert_int_equal(atomic_load(&f->ctx.report.nr_operational), 0);
 	/* keep_reached: every inode reached is in ctx->reached. */
 	assert_non_null(f->ctx.reached);
 	assert_true(inoset_test(f->ctx.reached, stx_devno(&f->ctx.root_stx), f0->ino));
@@ -478,8 +478,8 @@ static void check_moved_walk(struct fixture *f)
 	assert_int_equal(count_entries("/z/m/inner", NULL), 0);
 	assert_int_equal(count_entries("/a/b/hl", &ev), 1);
 	assert_false(ev->seen_before);
-	assert_int_equal(atomic_load(&f->ctx.nr_errors), 0);
-	assert_int_equal(atomic_load(&f->ctx.nr_infos), 2);
+	assert_int_equal(atomic_load(&f->ctx.report.nr_errors), 0);
+	assert_int_equal(atomic_load(&f->ctx.report.nr_infos), 2);
 	assert_true(atomic_load(&f->ctx.names_hidden));
 }
 

@@ -1,7 +1,7 @@
 /*
  * json_report: the streamed JSON report; see json_report.h.
  */
-#include "report/json_report.h"
+#include "scan/json_report.h"
 
 #include <errno.h>
 #include <json-c/json.h>
@@ -29,6 +29,9 @@ struct json_report {
 	char started[32];
 	int err;		/* first write error (errno) */
 };
+
+/* The report core's handle on the JSON report (report.h), defined at the end. */
+static const struct report_sink json_report_sink;
 
 static const char *severity_name[] = {
 	[SEV_INFO] = "info", [SEV_WARNING] = "warning", [SEV_ERROR] = "error",
@@ -71,10 +74,10 @@ int json_report_open(struct scrub_ctx *ctx)
 	}
 	j->f = j->out.f;
 	if (outfile_is_stdout(&j->out))
-		ctx->text_out = stderr;	/* standard output is the JSON's alone */
+		ctx->report.text_out = stderr;	/* standard output is the JSON's alone */
 	j->phases = json_object_new_array();
 	iso8601_now(j->started, sizeof(j->started));
-	ctx->json = j;
+	report_add_sink(ctx, &json_report_sink, j);
 	return 0;
 }
 
@@ -119,9 +122,9 @@ static void finding_advice(const struct scrub_ctx *ctx, const struct finding *f,
 	strbuf_release(&sb);
 }
 
-void json_report_finding(struct scrub_ctx *ctx, const struct finding *f)
+static void json_report_finding(struct scrub_ctx *ctx, void *data, const struct finding *f)
 {
-	struct json_report *j = ctx->json;
+	struct json_report *j = data;
 	json_object *o = json_object_new_object();
 
 	if (!j->began)
@@ -144,38 +147,35 @@ void json_report_finding(struct scrub_ctx *ctx, const struct finding *f)
 	json_object_put(o);
 }
 
-void json_report_phase(struct scrub_ctx *ctx, int number, const char *title, double began,
-		       double wall, double user, double sys, unsigned long long items,
-		       const char *unit)
+static void json_report_phase(struct scrub_ctx *ctx, void *data, const struct phase_record *p)
 {
-	json_object *o;
+	struct json_report *j = data;
+	json_object *o = json_object_new_object();
 
-	if (!ctx->json)
-		return;
-	o = json_object_new_object();
-	json_object_object_add(o, "number", json_object_new_int(number));
-	json_object_object_add(o, "title", json_object_new_string(title));
-	json_object_object_add(o, "began_seconds", json_object_new_double(began));
-	json_object_object_add(o, "wall_seconds", json_object_new_double(wall));
-	json_object_object_add(o, "user_seconds", json_object_new_double(user));
-	json_object_object_add(o, "system_seconds", json_object_new_double(sys));
-	json_object_object_add(o, "items", json_object_new_int64((int64_t)items));
-	json_object_object_add(o, "unit", json_object_new_string(unit));
-	json_object_array_add(ctx->json->phases, o);
+	(void)ctx;
+	json_object_object_add(o, "number", json_object_new_int(p->number));
+	json_object_object_add(o, "title", json_object_new_string(p->title));
+	json_object_object_add(o, "began_seconds", json_object_new_double(p->began));
+	json_object_object_add(o, "wall_seconds", json_object_new_double(p->wall));
+	json_object_object_add(o, "user_seconds", json_object_new_double(p->user));
+	json_object_object_add(o, "system_seconds", json_object_new_double(p->sys));
+	json_object_object_add(o, "items", json_object_new_int64((int64_t)p->items));
+	json_object_object_add(o, "unit", json_object_new_string(p->unit));
+	json_object_array_add(j->phases, o);
 }
 
 static json_object *counts_object(const struct scrub_ctx *ctx)
 {
 	json_object *o = json_object_new_object();
 
-	json_object_object_add(o, "errors", json_object_new_int64((int64_t)ctx->nr_errors));
-	json_object_object_add(o, "warnings", json_object_new_int64((int64_t)ctx->nr_warnings));
-	json_object_object_add(o, "infos", json_object_new_int64((int64_t)ctx->nr_infos));
+	json_object_object_add(o, "errors", json_object_new_int64((int64_t)ctx->report.nr_errors));
+	json_object_object_add(o, "warnings", json_object_new_int64((int64_t)ctx->report.nr_warnings));
+	json_object_object_add(o, "infos", json_object_new_int64((int64_t)ctx->report.nr_infos));
 	json_object_object_add(o, "unconfirmed",
-			       json_object_new_int64((int64_t)ctx->nr_unconfirmed));
+			       json_object_new_int64((int64_t)ctx->report.nr_unconfirmed));
 	json_object_object_add(o, "operational",
-			       json_object_new_int64((int64_t)ctx->nr_operational));
-	json_object_object_add(o, "repaired", json_object_new_int64((int64_t)ctx->nr_repaired));
+			       json_object_new_int64((int64_t)ctx->report.nr_operational));
+	json_object_object_add(o, "repaired", json_object_new_int64((int64_t)ctx->report.nr_repaired));
 	return o;
 }
 
@@ -225,7 +225,7 @@ static json_object *regions_object(struct scrub_ctx *ctx)
 /* The run's most serious action and the summary's advice (null: nothing to do). */
 static void put_action(struct scrub_ctx *ctx, struct json_report *j)
 {
-	unsigned actions = atomic_load(&ctx->advice_actions);
+	unsigned actions = atomic_load(&ctx->report.advice_actions);
 	struct advice_fs fs = report_advice_fs(ctx);
 	struct strbuf sb = STRBUF_INIT;
 
@@ -237,14 +237,11 @@ static void put_action(struct scrub_ctx *ctx, struct json_report *j)
 	strbuf_release(&sb);
 }
 
-int json_report_finish(struct scrub_ctx *ctx, int exit_code)
+/* Write the rest and close.  Returns 0 or a positive errno (exit bit 8). */
+static int finish(struct scrub_ctx *ctx, struct json_report *j, int exit_code)
 {
-	struct json_report *j = ctx->json;
 	char finished[32];
-	int err;
 
-	if (!j)
-		return 0;
 	if (!j->began)
 		begin(ctx, j);
 	iso8601_now(finished, sizeof(finished));
@@ -260,8 +257,24 @@ int json_report_finish(struct scrub_ctx *ctx, int exit_code)
 	put_member(j, "finished", json_object_new_string(finished), true);
 	put_member(j, "exit_code", json_object_new_int(exit_code), false);
 	put(j, "}\n");
-	err = -outfile_close(&j->out, -j->err);
-	free(j);
-	ctx->json = NULL;
-	return err;
+	return -outfile_close(&j->out, -j->err);
 }
+
+static int json_report_end(struct scrub_ctx *ctx, void *data, int exit_code, bool fatal)
+{
+	struct json_report *j = data;
+	int err = finish(ctx, j, exit_code);
+
+	(void)fatal;
+	report_remove_sink(ctx, &json_report_sink);
+	free(j);
+	return report_output_end(exit_code, err, "JSON report", ctx->opt.json_path);
+}
+
+static const struct report_sink json_report_sink = {
+	.name = "json",
+	.every_finding = true,
+	.finding = json_report_finding,
+	.phase = json_report_phase,
+	.end = json_report_end,
+};

@@ -24,7 +24,12 @@ struct strbuf;
  * for fscrub watch's --metrics.
  */
 void metrics_add_label(struct strbuf *sb, const char *key, const char *value, bool comma);
-/* Returns 0 or a positive errno (exit bit 8). */
-int metrics_write(struct scrub_ctx *ctx, int exit_code, double duration_seconds);
+/*
+ * Register the metrics with the report core (report.h): the end of the
+ * run writes them, with its duration from start (CLOCK_MONOTONIC, which
+ * must outlive the run), and adds EXIT_OPERATIONAL if that fails.
+ */
+struct timespec;
+void metrics_register(struct scrub_ctx *ctx, struct timespec *start);
 
 #endif

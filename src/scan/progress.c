@@ -2,7 +2,7 @@
  * progress: the -C lines, the terminal bar and the -v status; see
  * progress.h.
  */
-#include "report/progress.h"
+#include "scan/progress.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -202,6 +202,9 @@ static void *progress_main(void *arg)
 	return NULL;
 }
 
+/* The report core's handle on the reporter (report.h), defined at the end. */
+static const struct report_sink progress_sink;
+
 int progress_start(struct scrub_ctx *ctx)
 {
 	struct progress *p;
@@ -223,14 +226,14 @@ int progress_start(struct scrub_ctx *ctx)
 		free(p);
 		return -err;
 	}
-	ctx->progress = p;
+	report_add_sink(ctx, &progress_sink, p);
 	return 0;
 }
 
 void progress_phase(struct scrub_ctx *ctx, int phase, const char *title,
 		    unsigned long long total, const char *unit)
 {
-	struct progress *p = ctx->progress;
+	struct progress *p = report_sink_data(ctx, &progress_sink);
 
 	atomic_store(&ctx->progress_done, 0);
 	if (!p)
@@ -248,7 +251,7 @@ void progress_phase(struct scrub_ctx *ctx, int phase, const char *title,
 
 void progress_phase_end(struct scrub_ctx *ctx)
 {
-	struct progress *p = ctx->progress;
+	struct progress *p = report_sink_data(ctx, &progress_sink);
 
 	if (!p)
 		return;
@@ -260,24 +263,25 @@ void progress_phase_end(struct scrub_ctx *ctx)
 	pthread_mutex_unlock(&p->lock);
 }
 
-void progress_clear_line(struct scrub_ctx *ctx)
+/* Findings are about to be printed on the terminal: clear the bar's line. */
+static void progress_clear_line(struct scrub_ctx *ctx, void *data)
 {
-	struct progress *p = ctx->progress;
+	struct progress *p = data;
 
+	(void)ctx;
 	/*
 	 * No lock: the reporter may hold it while printing a status line
 	 * through report.c.  A racing redraw only costs one ugly line.
 	 */
-	if (p && p->tty && p->bar_drawn && write(p->fd, "\r\033[K", 4) == 4)
+	if (p->tty && p->bar_drawn && write(p->fd, "\r\033[K", 4) == 4)
 		p->bar_drawn = false;
 }
 
-void progress_stop(struct scrub_ctx *ctx)
+/* Stop the reporter and erase the bar. */
+static void progress_stop(struct scrub_ctx *ctx, void *data)
 {
-	struct progress *p = ctx->progress;
+	struct progress *p = data;
 
-	if (!p)
-		return;
 	pthread_mutex_lock(&p->lock);
 	p->stop = true;
 	pthread_cond_signal(&p->wake);
@@ -287,6 +291,12 @@ void progress_stop(struct scrub_ctx *ctx)
 		erase_bar(p);
 	pthread_cond_destroy(&p->wake);
 	pthread_mutex_destroy(&p->lock);
+	report_remove_sink(ctx, &progress_sink);
 	free(p);
-	ctx->progress = NULL;
 }
+
+static const struct report_sink progress_sink = {
+	.name = "progress",
+	.text_line = progress_clear_line,
+	.stop = progress_stop,
+};

@@ -1,7 +1,7 @@
 /*
  * metrics: Prometheus textfile output; see metrics.h.
  */
-#include "report/metrics.h"
+#include "scan/metrics.h"
 
 #include <errno.h>
 #include <math.h>
@@ -16,6 +16,7 @@
 #include "lib/outfile.h"
 #include "store/state.h"
 #include "lib/strbuf.h"
+#include "report/report.h"
 
 void metrics_add_label(struct strbuf *sb, const char *key, const char *value, bool comma)
 {
@@ -130,7 +131,8 @@ static void add_actions(struct strbuf *body, const char *labels, unsigned action
 			    advice_action_name((enum advice_action)a), !!(actions & (1u << a)));
 }
 
-int metrics_write(struct scrub_ctx *ctx, int exit_code, double duration)
+/* Returns 0 or a positive errno. */
+static int metrics_write(struct scrub_ctx *ctx, int exit_code, double duration)
 {
 	struct strbuf labels = STRBUF_INIT, body = STRBUF_INIT;
 	struct outfile out;
@@ -154,18 +156,18 @@ int metrics_write(struct scrub_ctx *ctx, int exit_code, double duration)
 		   "8 operational, "
 		   "32 cancelled).", exit_code);
 	add_metric(&body, labels.buf, "last_run_errors", "Errors found by the last scrub.",
-		   (double)ctx->nr_errors);
+		   (double)ctx->report.nr_errors);
 	add_metric(&body, labels.buf, "last_run_warnings", "Warnings found by the last scrub.",
-		   (double)ctx->nr_warnings);
+		   (double)ctx->report.nr_warnings);
 	add_metric(&body, labels.buf, "last_run_repaired", "Problems the last scrub repaired.",
-		   (double)ctx->nr_repaired);
+		   (double)ctx->report.nr_repaired);
 	add_metric(&body, labels.buf, "last_run_operational_errors",
-		   "Things the last scrub could not check.", (double)ctx->nr_operational);
+		   "Things the last scrub could not check.", (double)ctx->report.nr_operational);
 	add_metric(&body, labels.buf, "last_run_inodes_checked",
 		   "Inodes the last scrub checked.", (double)s->inodes);
 	add_metric(&body, labels.buf, "last_run_bytes_checked",
 		   "File data bytes the last scrub read back (-x).", (double)s->bytes_read);
-	add_actions(&body, labels.buf, atomic_load(&ctx->advice_actions));
+	add_actions(&body, labels.buf, atomic_load(&ctx->report.advice_actions));
 
 	add_history(ctx, &body, labels.buf, now);
 
@@ -176,4 +178,30 @@ int metrics_write(struct scrub_ctx *ctx, int exit_code, double duration)
 	strbuf_release(&labels);
 	strbuf_release(&body);
 	return -err;
+}
+
+static double elapsed_since(const struct timespec *t)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (double)(now.tv_sec - t->tv_sec) + (double)(now.tv_nsec - t->tv_nsec) / 1e9;
+}
+
+static int metrics_end(struct scrub_ctx *ctx, void *data, int exit_code, bool fatal)
+{
+	int err = metrics_write(ctx, exit_code, elapsed_since(data));
+
+	(void)fatal;
+	return report_output_end(exit_code, err, "metrics file", ctx->opt.metrics_path);
+}
+
+static const struct report_sink metrics_sink = {
+	.name = "metrics",
+	.end = metrics_end,
+};
+
+void metrics_register(struct scrub_ctx *ctx, struct timespec *start)
+{
+	report_add_sink(ctx, &metrics_sink, start);
 }

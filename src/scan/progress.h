@@ -18,28 +18,26 @@
  * stopped and the work it need not do again.
  *
  * A background thread does the writing; the scan only adds to one atomic
- * counter (progress_add), so the walk never waits for a slow terminal.
+ * counter (progress_add(), context.h), so the walk never waits for a slow
+ * terminal.
  */
 #ifndef FSCRUB_PROGRESS_H
 #define FSCRUB_PROGRESS_H
 
-#include <stdatomic.h>
-#include <stdbool.h>
-
 struct scrub_ctx;
 
-/* Start the reporter if -C or -v asks for one (after phase 1). */
+/*
+ * Start the reporter if -C or -v asks for one (after phase 1), and
+ * register it with the report core (report.h): it clears its bar before
+ * each line of the text report, and stops (erasing the bar) when the scan
+ * is over, before the summary.
+ */
 int progress_start(struct scrub_ctx *ctx);
 /* A phase begins: its number, title, total (0: unknown) and unit. */
 void progress_phase(struct scrub_ctx *ctx, int phase, const char *title,
 		    unsigned long long total, const char *unit);
 /* The phase is over: a last line with DONE == TOTAL (how far it got if it was stopped). */
 void progress_phase_end(struct scrub_ctx *ctx);
-/* Stop the reporter and erase the bar. */
-void progress_stop(struct scrub_ctx *ctx);
-
-/* Findings are about to be printed on the terminal: clear the bar's line. */
-void progress_clear_line(struct scrub_ctx *ctx);
 
 /* What the line shows of a phase: percent of total, items/s, seconds left (< 0: unknown). */
 struct progress_figures {
@@ -52,11 +50,5 @@ struct progress_figures {
  */
 void progress_estimate(unsigned long long base, unsigned long long done,
 		       unsigned long long total, double elapsed, struct progress_figures *out);
-
-/* Count work done in the current phase (cheap; callable from any thread). */
-static inline void progress_add(atomic_ullong *counter, unsigned long long n)
-{
-	atomic_fetch_add_explicit(counter, n, memory_order_relaxed);
-}
 
 #endif
