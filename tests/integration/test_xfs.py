@@ -797,8 +797,11 @@ def test_ondisk_busy(ondisk_image):
     read, scan after scan for 20 s: the disk holds what the kernel wrote
     back, torn between blocks it keeps relogging and file data written at
     once (an inode chunk freed and reused for data while the inobt on the
-    disk still has it), but nothing is an xfs.ondisk error.  (Phase 3's
-    own checks are not what this test is about.)"""
+    disk still has it), but nothing is an xfs.ondisk error -- nor an error
+    of the directory indexes read from the disk (xfs.dir_hash: the
+    directory's old map on the disk names blocks already written over with
+    file data; 26 of 49 runs had such errors before they were judged by the
+    log).  (Phase 3's own checks are not what this test is about.)"""
     mnt = ondisk_image.mount()
     stop = threading.Event()
     d = os.path.join(mnt, "busy")
@@ -829,7 +832,8 @@ def test_ondisk_busy(ondisk_image):
         t.join()
     assert len(runs) >= 2
     for r in runs:
-        assert errors_of(r, "xfs.ondisk") == [], r
+        for check in ("xfs.ondisk", "xfs.dir_hash", "xfs.dir_free", "xfs.attr_hash"):
+            assert errors_of(r, check) == [], r
         assert "primary superblock" not in r.stdout, r
 
 

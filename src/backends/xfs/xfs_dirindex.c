@@ -25,7 +25,8 @@
  * device) gives the blocks, read with O_DIRECT an extent at a time in
  * physical order, at most DI_MAX_BYTES of a fork (a bigger one is only
  * counted, under -v).  A block that fails its CRC, magic or owner is a
- * problem of its own and is not judged further.
+ * problem of its own and is not judged further; it sets the inode's map
+ * against the block, so it is judged as a problem between blocks.
  *
  * Problems go to the AG's look (xfs_ondisk.c) under the inode: the live
  * rule re-reads them fresh, and the walk names the directory or file.
@@ -300,8 +301,13 @@ static bool block_ok(struct di *di, const char *what, uint64_t blk, const uint8_
 		bad = "belongs to another inode";
 	else if (memcmp(b + uuid_off, di->od->meta_uuid, 16))
 		bad = "has another filesystem's UUID";
+	/*
+	 * Between blocks: the inode's map on the disk against the block it
+	 * names.  Under churn the disk keeps an old map (the inode relogged)
+	 * whose blocks were freed and written over with file data at once.
+	 */
 	if (bad)
-		di_problem(di, di->check, false, "%s block %llu %s", what,
+		di_problem(di, di->check, true, "%s block %llu %s", what,
 			   (unsigned long long)blk, bad);
 	return !bad;
 }
@@ -733,7 +739,8 @@ static void check_dir(struct di *di)
 		di->leaves_ok = da_block(di, leaf, -1, 0, &last);
 		free_blocks(di);
 	} else {
-		di_problem(di, di->check, false, "leaf block %llu has magic 0x%04x",
+		/* between blocks, as in block_ok(): the map names it a leaf */
+		di_problem(di, di->check, true, "leaf block %llu has magic 0x%04x",
 			   (unsigned long long)leaf, od_get16(b + DA3_MAGIC_OFF));
 	}
 	dents_referenced(di, true);
