@@ -523,11 +523,7 @@ def test_global_root_key_offset(image_factory, how, tree, name):
     img = populated_image(image_factory)
     with be.BtrfsImage(img.path) as ed:
         ed.set_key(ed.find(be.ROOT_TREE, (tree, be.ROOT_ITEM, 0)), (tree, be.ROOT_ITEM, 1 << 63))
-    mnt = mount_for(img, how)
-    try:
-        r = run_fscrub("-n", "-v", mnt)
-    finally:
-        img.offline()
+    mnt, r = scan(img, how)
     assert r.rc == 4, r
     assert [(e.check, e.path) for e in r.errors] == [("btrfs.tree", mnt)], r
     assert "ROOT_ITEM of the %s has key offset %d" % (name, 1 << 63) in r.errors[0].message, r
@@ -548,11 +544,7 @@ def test_system_chunk_length_past_the_devices(image_factory, how):
                      if struct.unpack_from("<Q", it.data, 24)[0] & 2][0]
         length = struct.unpack_from("<Q", sys_chunk.data, 0)[0]
         ed.patch(sys_chunk, 0, "<Q", length | 1 << 44)
-    mnt = mount_for(img, how)
-    try:
-        r = run_fscrub("-n", mnt)
-    finally:
-        img.offline()
+    _, r = scan(img, how)
     assert r.rc == 4, r
     assert {e.check for e in r.errors} == {"btrfs.chunk"}, r
     assert any("chunk at logical %d: %d bytes" % (sys_chunk.key[2], length | 1 << 44)
