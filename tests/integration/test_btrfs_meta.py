@@ -59,6 +59,26 @@ def test_one_bad_copy_found_without_x(btrfs_factory, ndev, how, n):
     one_bad_copy(btrfs_factory(ndev=ndev), how, n)
 
 
+@pytest.mark.parametrize("ndev", [1, 2], ids=["dup", "raid1"])
+@pytest.mark.parametrize("how", MOUNTS)
+def test_second_copy_bad_found_with_n(btrfs_factory, ndev, how):
+    """Only the second copy damaged: on DUP it is read beside phase 3 (the
+    kernel reads a DUP block's first copy, which is good) and judged after
+    the walk; on RAID1 in phase 2.  An error with -n, on every mount."""
+    fs = btrfs_factory(ndev=ndev)
+    bytenr = damaged_leaf(fs, 1, skip=1)
+    mount_as(fs, how)
+    r = run_fscrub("-n", "-v", fs.mnt)
+    assert r.rc == 4, r
+    bad = tree_findings(r, "Error", bytenr)
+    assert len(bad) == 1, r
+    assert re.search(r"copy 2 on devid \d+ /dev/loop\d+ at \d+: bad checksum",
+                     bad[0].message), r
+    assert "a good copy exists, not repaired (-n)" in bad[0].message, r
+    if ndev == 1:
+        assert "second copies of DUP tree blocks read beside phase 3" in r.stdout, r
+
+
 @pytest.mark.parametrize("how", MOUNTS)
 def test_no_good_copy_is_an_error(btrfs_factory, how):
     fs = btrfs_factory()
