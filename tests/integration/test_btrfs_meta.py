@@ -26,6 +26,18 @@ def tree_findings(r, severity, bytenr):
     return [f for f in r.of(severity, "btrfs.tree") if "logical %d " % bytenr in f.message]
 
 
+def assert_copy_not_repaired(r, bytenr, copy, why):
+    """Exit 4 and one error: copy `copy` of the leaf at bytenr has a bad
+    checksum, a good copy exists, not repaired (why)."""
+    assert r.rc == 4, r
+    bad = tree_findings(r, "Error", bytenr)
+    assert len(bad) == 1, r
+    assert re.search(r"copy %d on devid \d+ /dev/loop\d+ at \d+: bad checksum" % copy,
+                     bad[0].message), r
+    assert "subvolume 256" in bad[0].message, r
+    assert "a good copy exists, not repaired (%s)" % why in bad[0].message, r
+
+
 def one_bad_copy(fs, how, n):
     """Damage one copy of a leaf, mount as how, scan without -x (with -n if
     n): an error where nothing may be repaired, else Repaired and a clean
@@ -36,14 +48,7 @@ def one_bad_copy(fs, how, n):
     mount_as(fs, how)
     r = run_fscrub(*(["-n"] if n else []), fs.mnt)
     if n or how == "ro":
-        assert r.rc == 4, r
-        bad = tree_findings(r, "Error", bytenr)
-        assert len(bad) == 1, r
-        assert re.search(r"copy 1 on devid \d+ /dev/loop\d+ at \d+: bad checksum",
-                         bad[0].message), r
-        assert "subvolume 256" in bad[0].message, r
-        assert "a good copy exists, not repaired (%s)" % (
-            "-n" if n else "read-only mount") in bad[0].message, r
+        assert_copy_not_repaired(r, bytenr, 1, "-n" if n else "read-only mount")
         return
     assert r.rc == 1, r
     assert r.errors == [], r
@@ -69,12 +74,7 @@ def test_second_copy_bad_found_with_n(btrfs_factory, ndev, how):
     bytenr = damaged_leaf(fs, 1, skip=1)
     mount_as(fs, how)
     r = run_fscrub("-n", "-v", fs.mnt)
-    assert r.rc == 4, r
-    bad = tree_findings(r, "Error", bytenr)
-    assert len(bad) == 1, r
-    assert re.search(r"copy 2 on devid \d+ /dev/loop\d+ at \d+: bad checksum",
-                     bad[0].message), r
-    assert "a good copy exists, not repaired (-n)" in bad[0].message, r
+    assert_copy_not_repaired(r, bytenr, 2, "-n")
     if ndev == 1:
         assert "second copies of DUP tree blocks read beside phase 3" in r.stdout, r
 
