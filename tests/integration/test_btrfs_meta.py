@@ -38,23 +38,26 @@ def assert_copy_not_repaired(r, bytenr, copy, why):
     assert "a good copy exists, not repaired (%s)" % why in bad[0].message, r
 
 
-def one_bad_copy(fs, how, n):
-    """Damage one copy of a leaf, mount as how, scan without -x (with -n if
-    n): an error where nothing may be repaired, else Repaired and a clean
-    second run.  (A run with -n, then one without, on the same mount would
-    not do: the kernel's own read of the leaf in phase 3 repairs the copy on
-    a writable mount, -n or not.)"""
-    bytenr = damaged_leaf(fs, 1)
+def one_bad_copy(fs, how, n, skip=0):
+    """Damage one copy of a leaf (the first, or the one after `skip`),
+    mount as how, scan without -x (with -n if n): an error where nothing
+    may be repaired, else Repaired and a clean second run.  (A run with -n,
+    then one without, on the same mount would not do: the kernel's own read
+    of the leaf in phase 3 repairs the copy on a writable mount, -n or
+    not.)  Returns the first run."""
+    bytenr = damaged_leaf(fs, 1, skip=skip)
     mount_as(fs, how)
-    r = run_fscrub(*(["-n"] if n else []), fs.mnt)
+    r = run_fscrub(*(["-n"] if n else []), "-v", fs.mnt)
     if n or how == "ro":
-        assert_copy_not_repaired(r, bytenr, 1, "-n" if n else "read-only mount")
-        return
+        assert_copy_not_repaired(r, bytenr, skip + 1, "-n" if n else "read-only mount")
+        return r
     assert r.rc == 1, r
     assert r.errors == [], r
     fixed = tree_findings(r, "Repaired", bytenr)
     assert len(fixed) == 1 and "corrected from a good copy" in fixed[0].message, r
+    assert "copy %d on devid" % (skip + 1) in fixed[0].message, r
     assert_clean(run_fscrub("-v", "-n", fs.mnt))
+    return r
 
 
 @pytest.mark.parametrize("ndev", [1, 2], ids=["dup", "raid1"])
@@ -66,15 +69,12 @@ def test_one_bad_copy_found_without_x(btrfs_factory, ndev, how, n):
 
 @pytest.mark.parametrize("ndev", [1, 2], ids=["dup", "raid1"])
 @pytest.mark.parametrize("how", MOUNTS)
-def test_second_copy_bad_found_with_n(btrfs_factory, ndev, how):
+@pytest.mark.parametrize("n", [True, False], ids=["n", "repair"])
+def test_second_copy_bad_found_without_x(btrfs_factory, ndev, how, n):
     """Only the second copy damaged: on DUP it is read beside phase 3 (the
     kernel reads a DUP block's first copy, which is good) and judged after
-    the walk; on RAID1 in phase 2.  An error with -n, on every mount."""
-    fs = btrfs_factory(ndev=ndev)
-    bytenr = damaged_leaf(fs, 1, skip=1)
-    mount_as(fs, how)
-    r = run_fscrub("-n", "-v", fs.mnt)
-    assert_copy_not_repaired(r, bytenr, 2, "-n")
+    the walk; on RAID1 in phase 2.  Found as the first copy is."""
+    r = one_bad_copy(btrfs_factory(ndev=ndev), how, n, skip=1)
     if ndev == 1:
         assert "second copies of DUP tree blocks read beside phase 3" in r.stdout, r
 
