@@ -15,6 +15,8 @@
 # of, each after `sync; echo 3 > /proc/sys/vm/drop_caches`:
 #   find     find MNT -xdev -printf '%i %n\n'
 #   n        fscrub --no-state -n MNT
+#   base     $BASELINE --no-state -n MNT, if BASELINE names another fscrub
+#            binary (the build before a change, in the same rounds)
 # with the sectors the loop device read during each fscrub run (its sysfs
 # stat).  Then DATA_MIB of random data in DATA_FILES (4) files is added,
 # sync, umount + mount, and the same rounds again.
@@ -34,6 +36,7 @@ KEEP=${KEEP:-0}
 TARGET_N=${TARGET_N:-1.5}
 TARGET_DATA=${TARGET_DATA:-1.10}
 TARBALL=${TARBALL:-}
+BASELINE=${BASELINE:-}
 
 me=btrfs_meta.sh
 BIN_NAME=bin-btrfs-meta
@@ -48,6 +51,12 @@ command -v mkfs.btrfs >/dev/null || need_pkg btrfs-progs
 command -v xz >/dev/null || need_pkg xz-utils
 TARBALL=$(find_tarball)
 mkdir -p "$BENCH_DIR/logs"
+if [ -n "$BASELINE" ]; then
+	[ -x "$BASELINE" ] || die "BASELINE=$BASELINE is not an executable"
+	cp -p "$BASELINE" "$BIN/fscrub-baseline"
+	BASELINE_SRC=$BASELINE
+	BASELINE=$BIN/fscrub-baseline
+fi
 private_fscrub
 
 img=$BENCH_DIR/btrfs-meta.img
@@ -69,6 +78,7 @@ mount "$dev" "$mnt"
 
 echo "btrfs_meta.sh  $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
 machine_line
+[ -n "$BASELINE" ] && echo "baseline: $BASELINE_SRC (sha256 $(sha256sum "$BASELINE" | cut -c1-12))"
 echo "tree: $TARBALL, $(find "$mnt" -xdev | wc -l) entries; then + $DATA_MIB MiB in $DATA_FILES files"
 echo "reps: $REPS, cold cache (sync; drop_caches=3 before every run), loop --direct-io=on"
 echo
@@ -94,6 +104,7 @@ run_variant() {	# NAME SET
 	case $1 in
 	find) timed "$log" find "$mnt" -xdev -printf '%i %n\n' || rc=$?;;
 	n) timed "$log" "$FSCRUB" --no-state -n "$mnt" || rc=$?;;
+	base) timed "$log" "$BASELINE" --no-state -n "$mnt" || rc=$?;;
 	esac
 	[ "$rc" -eq 0 ] || { cat "$log" >&2; die "$1 exited $rc"; }
 	T[$1-$2]+=" $ELAPSED"
@@ -103,8 +114,9 @@ rounds() {	# SET
 	for ((r = 1; r <= REPS; r++)); do
 		run_variant find "$1"
 		run_variant n "$1"
+		[ -n "$BASELINE" ] && run_variant base "$1"
 		say "$1 round $r: find ${T[find-$1]##* } s, fscrub -n ${T[n-$1]##* } s" \
-		    "(${B[n-$1]##* } bytes read)"
+		    "(${B[n-$1]##* } bytes read)${BASELINE:+, baseline ${T[base-$1]##* } s}"
 	done
 }
 rounds tree
@@ -117,7 +129,9 @@ umount "$mnt"
 mount "$dev" "$mnt"
 rounds data
 declare -A M=()
-for k in find-tree n-tree find-data n-data; do
+KEYS="find-tree n-tree find-data n-data"
+[ -n "$BASELINE" ] && KEYS+=" base-tree base-data"
+for k in $KEYS; do
 	M[$k]=$(echo "${T[$k]}" | median 3)
 	M[$k-bytes]=$(echo "${B[$k]}" | median 0)
 done
@@ -126,6 +140,9 @@ printf '%-40s %10s %14s\n' "find, tree" "${M[find-tree]}" "${M[find-tree-bytes]}
 	"fscrub -n, tree" "${M[n-tree]}" "${M[n-tree-bytes]}" \
 	"find, tree + $DATA_MIB MiB" "${M[find-data]}" "${M[find-data-bytes]}" \
 	"fscrub -n, tree + $DATA_MIB MiB" "${M[n-data]}" "${M[n-data-bytes]}"
+[ -n "$BASELINE" ] && printf '%-40s %10s %14s\n' "baseline -n, tree" "${M[base-tree]}" \
+	"${M[base-tree-bytes]}" "baseline -n, tree + $DATA_MIB MiB" "${M[base-data]}" \
+	"${M[base-data-bytes]}"
 echo
 drop_caches
 "$FSCRUB" --no-state -n -v "$mnt" 2>&1 | grep -E '^Phase 2: [0-9]+ tree blocks' || true
@@ -140,4 +157,6 @@ verdict "$(awk -v r="$rn" -v t="$TARGET_N" 'BEGIN { print (r >= t) }')" \
 	"find / fscrub -n = $rn on the tree (target >= $TARGET_N)"
 verdict "$(awk -v r="$rd" -v t="$TARGET_DATA" 'BEGIN { print (r <= t) }')" \
 	"fscrub -n with $DATA_MIB MiB more data = $rd x without (target <= $TARGET_DATA)"
+[ -n "$BASELINE" ] && echo "INFO: find / baseline -n = $(awk -v a="${M[find-tree]}" \
+	-v b="${M[base-tree]}" 'BEGIN { printf "%.2f", a / b }') on the tree"
 exit "$fail"

@@ -527,11 +527,12 @@ def test_missing_device_named_not_blank(btrfs_factory):
     assert not re.search(r"devid \d+ [,:]|devid \d+  |on , | on \)", out), r
 
 
-def damaged_leaf(fs, copies, copies_expected=2):
+def damaged_leaf(fs, copies, copies_expected=2, skip=0):
     """A subvolume (tree 256) of several leaves, none read by the mount
     (mounting reads and repairs the blocks of the top-level tree it
-    touches, never a subvolume's); a byte of its last leaf flipped in the
-    first `copies` copies.  Returns the leaf's logical address."""
+    touches, never a subvolume's); a byte of its last leaf flipped in
+    `copies` copies, the first `skip` copies left alone.  Returns the
+    leaf's logical address."""
     mnt = fs.mount()
     run(["btrfs", "subvolume", "create", os.path.join(mnt, "sv")])
     for i in range(1500):
@@ -545,7 +546,7 @@ def damaged_leaf(fs, copies, copies_expected=2):
     where = fs.locate(bytenr)
     fs.offline()
     assert len(where) == copies_expected, where  # DUP or RAID1: two copies
-    for path, off in where[:copies]:
+    for path, off in where[skip:skip + copies]:
         flip(path, off + 200)                    # past the header: a bad checksum
     return bytenr
 

@@ -26,30 +26,38 @@ def tree_findings(r, severity, bytenr):
     return [f for f in r.of(severity, "btrfs.tree") if "logical %d " % bytenr in f.message]
 
 
-def one_bad_copy(fs, how, n):
-    """Damage one copy of a leaf, mount as how, scan without -x (with -n if
-    n): an error where nothing may be repaired, else Repaired and a clean
-    second run.  (A run with -n, then one without, on the same mount would
-    not do: the kernel's own read of the leaf in phase 3 repairs the copy on
-    a writable mount, -n or not.)"""
-    bytenr = damaged_leaf(fs, 1)
+def assert_copy_not_repaired(r, bytenr, copy, why):
+    """Exit 4 and one error: copy `copy` of the leaf at bytenr has a bad
+    checksum, a good copy exists, not repaired (why)."""
+    assert r.rc == 4, r
+    bad = tree_findings(r, "Error", bytenr)
+    assert len(bad) == 1, r
+    assert re.search(r"copy %d on devid \d+ /dev/loop\d+ at \d+: bad checksum" % copy,
+                     bad[0].message), r
+    assert "subvolume 256" in bad[0].message, r
+    assert "a good copy exists, not repaired (%s)" % why in bad[0].message, r
+
+
+def one_bad_copy(fs, how, n, skip=0):
+    """Damage one copy of a leaf (the first, or the one after `skip`),
+    mount as how, scan without -x (with -n if n): an error where nothing
+    may be repaired, else Repaired and a clean second run.  (A run with -n,
+    then one without, on the same mount would not do: the kernel's own read
+    of the leaf in phase 3 repairs the copy on a writable mount, -n or
+    not.)  Returns the first run."""
+    bytenr = damaged_leaf(fs, 1, skip=skip)
     mount_as(fs, how)
-    r = run_fscrub(*(["-n"] if n else []), fs.mnt)
+    r = run_fscrub(*(["-n"] if n else []), "-v", fs.mnt)
     if n or how == "ro":
-        assert r.rc == 4, r
-        bad = tree_findings(r, "Error", bytenr)
-        assert len(bad) == 1, r
-        assert re.search(r"copy 1 on devid \d+ /dev/loop\d+ at \d+: bad checksum",
-                         bad[0].message), r
-        assert "subvolume 256" in bad[0].message, r
-        assert "a good copy exists, not repaired (%s)" % (
-            "-n" if n else "read-only mount") in bad[0].message, r
-        return
+        assert_copy_not_repaired(r, bytenr, skip + 1, "-n" if n else "read-only mount")
+        return r
     assert r.rc == 1, r
     assert r.errors == [], r
     fixed = tree_findings(r, "Repaired", bytenr)
     assert len(fixed) == 1 and "corrected from a good copy" in fixed[0].message, r
+    assert "copy %d on devid" % (skip + 1) in fixed[0].message, r
     assert_clean(run_fscrub("-v", "-n", fs.mnt))
+    return r
 
 
 @pytest.mark.parametrize("ndev", [1, 2], ids=["dup", "raid1"])
@@ -57,6 +65,18 @@ def one_bad_copy(fs, how, n):
 @pytest.mark.parametrize("n", [True, False], ids=["n", "repair"])
 def test_one_bad_copy_found_without_x(btrfs_factory, ndev, how, n):
     one_bad_copy(btrfs_factory(ndev=ndev), how, n)
+
+
+@pytest.mark.parametrize("ndev", [1, 2], ids=["dup", "raid1"])
+@pytest.mark.parametrize("how", MOUNTS)
+@pytest.mark.parametrize("n", [True, False], ids=["n", "repair"])
+def test_second_copy_bad_found_without_x(btrfs_factory, ndev, how, n):
+    """Only the second copy damaged: on DUP it is read beside phase 3 (the
+    kernel reads a DUP block's first copy, which is good) and judged after
+    the walk; on RAID1 in phase 2.  Found as the first copy is."""
+    r = one_bad_copy(btrfs_factory(ndev=ndev), how, n, skip=1)
+    if ndev == 1:
+        assert "second copies of DUP tree blocks read beside phase 3" in r.stdout, r
 
 
 @pytest.mark.parametrize("how", MOUNTS)

@@ -139,6 +139,7 @@ struct btrfs_state {
 	uint64_t mnt_root;		/* the tree id of the mounted subvolume */
 	struct btrfs_bulk *bulk;	/* the walk's bulk records (NULL: none) */
 	struct btrfs_tree_check *tcheck;	/* the tree check's first pass, reading beside the walk */
+	struct btrfs_meta *meta;	/* phase 2's DUP second copies, reading beside phase 3 */
 	bool scrub_whole;		/* phase 2 scrubbed every device to its end */
 	struct btrfs_unsummed unsummed;	/* phase 3: the files without data checksums */
 	/* files the scrub found damaged: under -n phase 5 does not read them (read repair) */
@@ -1147,7 +1148,7 @@ static int verify_tree_blocks(struct scrub_ctx *ctx, struct btrfs_state *st)
 	if (st->readonly)
 		report_verbose(ctx, "Phase 2: tree blocks read-only (%s): nothing is repaired",
 			       ctx->opt.check_only ? "-n" : "read-only mount");
-	ret = btrfs_meta_verify(ctx, md, st->nr_devs, st->readonly);
+	ret = btrfs_meta_verify(ctx, md, st->nr_devs, st->readonly, &st->meta);
 	free(md);
 	return ret;
 }
@@ -1354,6 +1355,8 @@ static int btrfs_scan_inodes(struct scrub_ctx *ctx)
 	struct btrfs_tree_check *c = st->tcheck;
 
 	st->tcheck = NULL;	/* btrfs_check_trees() frees it */
+	btrfs_meta_finish(st->meta);	/* phase 2's verdicts before the tree check's */
+	st->meta = NULL;
 	btrfs_bulk_report(ctx, btrfs_bulk_of(ctx));
 	return btrfs_check_trees(ctx, c);
 }
@@ -1365,6 +1368,7 @@ static void btrfs_cleanup(struct scrub_ctx *ctx)
 	if (!st)
 		return;
 	btrfs_check_trees_stop(st->tcheck);
+	btrfs_meta_stop(st->meta);
 	btrfs_bulk_free(st->bulk);
 	btrfs_unsummed_release(&st->unsummed);
 	free(st->damaged);

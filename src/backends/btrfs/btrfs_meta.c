@@ -34,6 +34,18 @@
  * running now are not on the disk yet: those newer than the superblock's
  * generation, read after the extent tree, are left out.
  *
+ * When: the kernel's own reads in phase 3 (the walk, the tree check)
+ * repair a bad copy from a good one on a writable mount, -n or not, so a
+ * copy the kernel may read must be read here first.  Every copy is read
+ * and judged in phase 2 but the second copy of a DUP block group's blocks:
+ * the kernel reads a DUP block's first copy and the second only when the
+ * first fails, so where the first read good here, nobody else reads the
+ * second; those are read in a thread of their own beside phase 3 (about
+ * half of phase 2's bytes on a single device) and judged after the walk,
+ * before the tree check says what it found (btrfs_meta_finish()).  A
+ * block whose first copy read bad has its second read at once, and is
+ * judged in phase 2 as before.
+ *
  * On a read-only rescue= mount that left the extent tree unloaded, the
  * extent tree is read from the devices (btrfs_devtree.h).
  *
@@ -45,12 +57,13 @@
  *
  * Memory: META_SLOT bytes per sector of each metadata block group (an
  * array per block group, 2 MiB per GiB of metadata at 4 KiB sectors), and
- * the reads of one stripe at a time.
+ * the reads of one stripe at a time (two while the later copies read).
  */
 #include "backends/btrfs/btrfs_meta.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <linux/btrfs.h>
 #include <linux/btrfs_tree.h>
 #include <stdatomic.h>
@@ -69,6 +82,7 @@
 #include "lib/mountpoint.h"
 #include "report/report.h"
 #include "lib/strbuf.h"
+#include "lib/thread.h"
 
 /*
  * 1 MiB reads: large enough that a device streams (merged neighbouring
@@ -96,7 +110,11 @@
 #define SB_OFFSET 65536
 #define SB_GENERATION 72
 
-enum { SLOT_USED = 1, SLOT_REPAIR = 2 };
+/*
+ * SLOT_JUDGED: its bad copies were confirmed and reported in phase 2; the
+ * second read of its DUP copy beside phase 3 is not judged again.
+ */
+enum { SLOT_USED = 1, SLOT_REPAIR = 2, SLOT_JUDGED = 4 };
 
 /*
  * A sector of a metadata block group, where a tree block may start.  The
@@ -130,9 +148,9 @@ static const char *const why_text[] = {
 	[META_OWNER] = "another owner than its extent item's",
 };
 
-struct meta {
+struct btrfs_meta {
 	struct scrub_ctx *ctx;
-	const struct btrfs_meta_dev *devs;
+	struct btrfs_meta_dev *devs;	/* a copy: the reads beside phase 3 outlive the caller's */
 	unsigned nr_devs;
 	bool readonly;
 	uint32_t nodesize, sectorsize;
@@ -152,7 +170,11 @@ struct meta {
 	unsigned long long blocks, unwritten, scrubbed;
 	unsigned long long scrub_tree, scrub_data;	/* bytes the kernel's scrubs read */
 	int fd;
+	bool later;			/* reading the DUP copies left for beside phase 3 */
+	bool started;			/* the thread reading them */
+	pthread_t thread;
 };
+
 
 /* ---- the chunk tree and the extent tree ---- */
 
@@ -167,7 +189,7 @@ struct meta {
  */
 #define META_CHUNK_MAX (64ULL << 30)
 
-static bool chunk_len_believable(const struct meta *m, const struct btrfs_cmap_chunk *g)
+static bool chunk_len_believable(const struct btrfs_meta *m, const struct btrfs_cmap_chunk *g)
 {
 	uint64_t devices = 0;
 
@@ -176,7 +198,7 @@ static bool chunk_len_believable(const struct meta *m, const struct btrfs_cmap_c
 	return g->len <= META_CHUNK_MAX && (!devices || g->len <= devices);
 }
 
-static int chunk_item(struct meta *m, const struct btrfs_tree_item *it)
+static int chunk_item(struct btrfs_meta *m, const struct btrfs_tree_item *it)
 {
 	struct meta_chunk *c;
 	int ret;
@@ -198,7 +220,7 @@ static int chunk_item(struct meta *m, const struct btrfs_tree_item *it)
 	return 0;
 }
 
-static int read_chunks(struct meta *m)
+static int read_chunks(struct btrfs_meta *m)
 {
 	const struct btrfs_tkey min = { BTRFS_FIRST_CHUNK_TREE_OBJECTID, BTRFS_CHUNK_ITEM_KEY, 0 };
 	const struct btrfs_tkey max = { BTRFS_FIRST_CHUNK_TREE_OBJECTID, BTRFS_CHUNK_ITEM_KEY,
@@ -233,7 +255,8 @@ static uint8_t sole_owner(const unsigned char *d, uint32_t len, size_t off)
 }
 
 /* An extent item of a tree block in c: its slot filled.  Data extents are skipped. */
-static void extent_item(struct meta *m, struct meta_chunk *c, const struct btrfs_tree_item *it)
+static void extent_item(struct btrfs_meta *m, struct meta_chunk *c,
+			const struct btrfs_tree_item *it)
 {
 	const unsigned char *d = it->data;
 	uint64_t bytenr = it->key.objectid;
@@ -265,7 +288,7 @@ static void extent_item(struct meta *m, struct meta_chunk *c, const struct btrfs
 	m->blocks++;
 }
 
-static int read_extents(struct meta *m, struct btrfs_tree_reader *r, struct meta_chunk *c)
+static int read_extents(struct btrfs_meta *m, struct btrfs_tree_reader *r, struct meta_chunk *c)
 {
 	const struct btrfs_tkey min = { c->g.start, 0, 0 };
 	const struct btrfs_tkey max = { c->g.start + c->g.len - 1, UINT8_MAX, UINT64_MAX };
@@ -284,7 +307,7 @@ static int read_extents(struct meta *m, struct btrfs_tree_reader *r, struct meta
  * devices (btrfs_devtree.h says why only there; its bad blocks are phase
  * 3's findings, which reads it again).
  */
-static int read_all_extents(struct meta *m)
+static int read_all_extents(struct btrfs_meta *m)
 {
 	const struct btrfs_tkey zero = { 0, 0, 0 };
 	struct btrfs_devtree_log log = { 0 };
@@ -303,8 +326,9 @@ static int read_all_extents(struct meta *m)
 
 /* ---- reading and checking the copies ---- */
 
-static enum meta_why check_block(const struct meta *m, const unsigned char *b, uint64_t logical,
-				 const uint8_t *fsid, const struct meta_slot *s)
+static enum meta_why check_block(const struct btrfs_meta *m, const unsigned char *b,
+				 uint64_t logical, const uint8_t *fsid,
+				 const struct meta_slot *s)
 {
 	enum meta_why why = (enum meta_why)btrfs_block_header(b, m->nodesize, logical, fsid);
 
@@ -319,7 +343,7 @@ static enum meta_why check_block(const struct meta *m, const unsigned char *b, u
 	return META_OK;
 }
 
-static struct meta_slot *slot_of(const struct meta *m, const struct meta_chunk *c,
+static struct meta_slot *slot_of(const struct btrfs_meta *m, const struct meta_chunk *c,
 				 uint64_t logical)
 {
 	return &c->slots[(logical - c->g.start) / m->sectorsize];
@@ -328,7 +352,7 @@ static struct meta_slot *slot_of(const struct meta *m, const struct meta_chunk *
 /* ioengine's done(): check each block of a read of the current stripe. */
 static void read_done(void *arg, const struct io_range *r, char *buf, int64_t res)
 {
-	struct meta *m = arg;
+	struct btrfs_meta *m = arg;
 	uint64_t logical = m->logicals[r - m->ranges];
 
 	atomic_fetch_add(&m->bytes, res > 0 ? (unsigned long long)res : 0);
@@ -349,20 +373,20 @@ static void read_done(void *arg, const struct io_range *r, char *buf, int64_t re
 
 static bool admit(void *arg, uint64_t len)
 {
-	const struct meta *m = arg;
+	const struct btrfs_meta *m = arg;
 
 	(void)len;
 	return !scrub_should_stop(m->ctx);
 }
 
 /* Is this block on the disk yet?  Not if the running transaction wrote it. */
-static bool written(const struct meta *m, const struct meta_slot *s)
+static bool written(const struct btrfs_meta *m, const struct meta_slot *s)
 {
 	return s->gen <= (uint32_t)m->committed;
 }
 
 /* Add the block at logical (at phys) to the reads: merged with the last if it continues it. */
-static int add_read(struct meta *m, uint64_t logical, uint64_t phys)
+static int add_read(struct btrfs_meta *m, uint64_t logical, uint64_t phys)
 {
 	struct io_range *last = m->nr_ranges ? &m->ranges[m->nr_ranges - 1] : NULL;
 	bool striped = m->cur->g.type & (BTRFS_BLOCK_GROUP_RAID0 | BTRFS_BLOCK_GROUP_RAID10);
@@ -384,7 +408,7 @@ static int add_read(struct meta *m, uint64_t logical, uint64_t phys)
 }
 
 /* Read stripe i of chunk c (on the device open as m->fd). */
-static int read_stripe(struct meta *m, const struct meta_chunk *c, unsigned i,
+static int read_stripe(struct btrfs_meta *m, const struct meta_chunk *c, unsigned i,
 		       const uint8_t *fsid)
 {
 	size_t nslots = c->g.len / m->sectorsize;
@@ -403,7 +427,7 @@ static int read_stripe(struct meta *m, const struct meta_chunk *c, unsigned i,
 		uint64_t logical = c->g.start + k * m->sectorsize, phys;
 		unsigned copy;
 
-		if (!(c->slots[k].flags & SLOT_USED) ||
+		if (!(c->slots[k].flags & SLOT_USED) || (c->slots[k].flags & SLOT_JUDGED) ||
 		    !btrfs_cmap_on_stripe(&c->g, i, logical, &phys, &copy))
 			continue;
 		if (written(m, &c->slots[k]))
@@ -419,7 +443,7 @@ static int read_stripe(struct meta *m, const struct meta_chunk *c, unsigned i,
 }
 
 /* The fsid the blocks on device d carry. */
-static const uint8_t *dev_fsid(const struct meta *m, const struct btrfs_meta_dev *d)
+static const uint8_t *dev_fsid(const struct btrfs_meta *m, const struct btrfs_meta_dev *d)
 {
 	return d->seed ? d->fsid : m->metadata_uuid;
 }
@@ -438,15 +462,35 @@ static int cmp_dev_stripe(const void *a, const void *b)
 	return x->offset < y->offset ? -1 : x->offset > y->offset;
 }
 
-/* The stripes of checked block groups on device d, in device order (*out: caller frees). */
-static int dev_stripes(const struct meta *m, uint64_t devid, struct dev_stripe **out, size_t *nr)
+/*
+ * Is stripe j of c read beside phase 3?  A DUP block group's second copy:
+ * the kernel reads a DUP block's first copy, and its second only when the
+ * first fails (and then rewrites the first from it on a writable mount,
+ * -n or not).  So the second copy of a block whose first is good is read
+ * by nobody but fscrub, and may wait; every other copy is read before the
+ * kernel may read it in phase 3, to be found bad before it is repaired.
+ * (RAID1's kernel chooses a mirror by the reading thread: all its copies
+ * are read in phase 2.)
+ */
+static bool later_copy(const struct meta_chunk *c, unsigned j)
+{
+	return (c->g.type & BTRFS_BLOCK_GROUP_DUP) && j > 0;
+}
+
+/*
+ * The stripes of checked block groups on device d that this pass reads
+ * (m->later: the later copies, else the others), in device order (*out:
+ * caller frees).
+ */
+static int dev_stripes(const struct btrfs_meta *m, uint64_t devid, struct dev_stripe **out,
+		       size_t *nr)
 {
 	size_t n = 0, alloc = 0;
 
 	*out = NULL;
 	for (size_t i = 0; i < m->nr_c; i++)
 		for (unsigned j = 0; m->c[i].slots && j < m->c[i].g.n; j++) {
-			if (m->c[i].g.st[j].devid != devid)
+			if (m->c[i].g.st[j].devid != devid || later_copy(&m->c[i], j) != m->later)
 				continue;
 			if (btrfs_grow((void **)out, &alloc, n + 1, sizeof(**out)) < 0)
 				return -ENOMEM;
@@ -458,7 +502,7 @@ static int dev_stripes(const struct meta *m, uint64_t devid, struct dev_stripe *
 	return 0;
 }
 
-static int read_device(struct meta *m, const struct btrfs_meta_dev *d)
+static int read_device(struct btrfs_meta *m, const struct btrfs_meta_dev *d)
 {
 	struct dev_stripe *ds;
 	size_t n;
@@ -482,7 +526,7 @@ static int read_device(struct meta *m, const struct btrfs_meta_dev *d)
 
 /* ---- confirming, repairing and reporting a bad copy ---- */
 
-static const struct btrfs_meta_dev *dev_by_id(const struct meta *m, uint64_t devid)
+static const struct btrfs_meta_dev *dev_by_id(const struct btrfs_meta *m, uint64_t devid)
 {
 	for (unsigned i = 0; i < m->nr_devs; i++)
 		if (m->devs[i].devid == devid)
@@ -491,7 +535,7 @@ static const struct btrfs_meta_dev *dev_by_id(const struct meta *m, uint64_t dev
 }
 
 /* Read copy (stripe i) of the block at logical again: its verdict. */
-static enum meta_why reread(const struct meta *m, const struct meta_chunk *c, unsigned i,
+static enum meta_why reread(const struct btrfs_meta *m, const struct meta_chunk *c, unsigned i,
 			    uint64_t logical, unsigned char *buf)
 {
 	const struct btrfs_meta_dev *d = dev_by_id(m, c->g.st[i].devid);
@@ -515,7 +559,7 @@ static enum meta_why reread(const struct meta *m, const struct meta_chunk *c, un
  * gen (low 32 bits)?  If not it was freed, perhaps reused, since it was
  * listed: what read bad is not damage.
  */
-static bool still_allocated(const struct meta *m, uint64_t bytenr, uint32_t gen)
+static bool still_allocated(const struct btrfs_meta *m, uint64_t bytenr, uint32_t gen)
 {
 	const struct btrfs_tkey min = { bytenr, BTRFS_EXTENT_ITEM_KEY, 0 };
 	const struct btrfs_tkey max = { bytenr, BTRFS_METADATA_ITEM_KEY, UINT64_MAX };
@@ -538,7 +582,7 @@ static bool still_allocated(const struct meta *m, uint64_t bytenr, uint32_t gen)
  * there (a missing device's copy is neither good nor bad): a bit per copy,
  * and the stripe of each.
  */
-static unsigned copies_of(const struct meta *m, const struct meta_chunk *c, uint64_t logical,
+static unsigned copies_of(const struct btrfs_meta *m, const struct meta_chunk *c, uint64_t logical,
 			  unsigned stripe[])
 {
 	unsigned mask = 0;
@@ -562,8 +606,8 @@ static unsigned copies_of(const struct meta *m, const struct meta_chunk *c, uint
  * while being checked (an info).  Leaves in s->bad the copies bad twice,
  * and marks the block for repair where a good copy exists.
  */
-static void confirm(struct meta *m, struct meta_chunk *c, struct meta_slot *s, uint64_t logical,
-		    unsigned char *buf)
+static void confirm(struct btrfs_meta *m, struct meta_chunk *c, struct meta_slot *s,
+		    uint64_t logical, unsigned char *buf)
 {
 	unsigned stripe[BTRFS_CMAP_MAX_COPIES], all = copies_of(m, c, logical, stripe);
 	uint8_t bad = 0;
@@ -588,7 +632,7 @@ static void confirm(struct meta *m, struct meta_chunk *c, struct meta_slot *s, u
 }
 
 /* BTRFS_IOC_SCRUB of the device range [start, end) on devid: its progress counters. */
-static int scrub_range(struct meta *m, uint64_t devid, uint64_t start, uint64_t end,
+static int scrub_range(struct btrfs_meta *m, uint64_t devid, uint64_t start, uint64_t end,
 		       struct btrfs_scrub_progress *p)
 {
 	struct btrfs_ioctl_scrub_args a = {
@@ -605,7 +649,7 @@ static int scrub_range(struct meta *m, uint64_t devid, uint64_t start, uint64_t 
 }
 
 /* Repair: the kernel's scrub of each stripe of c holding a bad copy that has a good one. */
-static void repair_chunk(struct meta *m, const struct meta_chunk *c)
+static void repair_chunk(struct btrfs_meta *m, const struct meta_chunk *c)
 {
 	size_t nslots = c->g.len / m->sectorsize;
 	uint8_t stripes = 0;
@@ -635,7 +679,7 @@ static void repair_chunk(struct meta *m, const struct meta_chunk *c)
 	}
 }
 
-static void report_copy(struct meta *m, const struct meta_chunk *c, uint64_t logical,
+static void report_copy(struct btrfs_meta *m, const struct meta_chunk *c, uint64_t logical,
 			unsigned i, enum meta_why why, enum severity sev, const char *what)
 {
 	const struct btrfs_meta_dev *d = dev_by_id(m, c->g.st[i].devid);
@@ -655,8 +699,8 @@ static void report_copy(struct meta *m, const struct meta_chunk *c, uint64_t log
 }
 
 /* Report the confirmed bad copies of one block (after any repair). */
-static void report_block(struct meta *m, const struct meta_chunk *c, const struct meta_slot *s,
-			 uint64_t logical, unsigned char *buf)
+static void report_block(struct btrfs_meta *m, const struct meta_chunk *c,
+			 const struct meta_slot *s, uint64_t logical, unsigned char *buf)
 {
 	unsigned stripe[BTRFS_CMAP_MAX_COPIES];
 	bool good = s->flags & SLOT_REPAIR;
@@ -683,26 +727,53 @@ static void report_block(struct meta *m, const struct meta_chunk *c, const struc
 	}
 }
 
-static void judge_chunk(struct meta *m, struct meta_chunk *c, unsigned char *buf)
+/*
+ * Before the later copies are read (!m->later): the later copies of a
+ * block whose other copy read bad are read now, so that it is judged
+ * whole in phase 2.
+ */
+static void read_later_copies(struct btrfs_meta *m, const struct meta_chunk *c,
+			      struct meta_slot *s, uint64_t logical, unsigned char *buf)
+{
+	for (unsigned j = 0; j < c->g.n && !m->later; j++) {
+		uint64_t phys;
+		unsigned copy;
+
+		if (later_copy(c, j) && btrfs_cmap_on_stripe(&c->g, j, logical, &phys, &copy) &&
+		    reread(m, c, j, logical, buf) != META_OK)
+			s->bad |= (uint8_t)(1u << copy);
+	}
+}
+
+/* A block with a copy that read bad, not judged before. */
+static bool to_judge(const struct meta_slot *s)
+{
+	return s->bad && (s->flags & SLOT_USED) && !(s->flags & SLOT_JUDGED);
+}
+
+static void judge_chunk(struct btrfs_meta *m, struct meta_chunk *c, unsigned char *buf)
 {
 	size_t nslots = c->g.len / m->sectorsize;
 	bool repair = false;
 
 	for (size_t k = 0; k < nslots && !scrub_should_stop(m->ctx); k++)
-		if (c->slots[k].bad && c->slots[k].flags & SLOT_USED) {
+		if (to_judge(&c->slots[k])) {
+			read_later_copies(m, c, &c->slots[k], c->g.start + k * m->sectorsize, buf);
 			confirm(m, c, &c->slots[k], c->g.start + k * m->sectorsize, buf);
 			repair |= c->slots[k].flags & SLOT_REPAIR;
 		}
 	if (repair && !m->readonly)
 		repair_chunk(m, c);
 	for (size_t k = 0; k < nslots; k++)
-		if (c->slots[k].bad && c->slots[k].flags & SLOT_USED)
+		if (to_judge(&c->slots[k])) {
 			report_block(m, c, &c->slots[k], c->g.start + k * m->sectorsize, buf);
+			c->slots[k].flags |= SLOT_JUDGED;
+		}
 }
 
 /* ---- the block groups fscrub leaves to the kernel's scrub ---- */
 
-static void scrub_chunk(struct meta *m, const struct meta_chunk *c)
+static void scrub_chunk(struct btrfs_meta *m, const struct meta_chunk *c)
 {
 	for (unsigned i = 0; i < c->g.n && !scrub_should_stop(m->ctx); i++) {
 		const struct btrfs_meta_dev *d = dev_by_id(m, c->g.st[i].devid);
@@ -739,7 +810,7 @@ static void scrub_chunk(struct meta *m, const struct meta_chunk *c)
 /* ---- the whole ---- */
 
 /* Checksum type, metadata UUID, and the superblock's generation (read from the disk). */
-static int fs_facts(struct meta *m)
+static int fs_facts(struct btrfs_meta *m)
 {
 	struct btrfs_ioctl_fs_info_args fs = {
 		.flags = BTRFS_FS_INFO_FLAG_CSUM_INFO | BTRFS_FS_INFO_FLAG_METADATA_UUID,
@@ -771,7 +842,7 @@ static int fs_facts(struct meta *m)
 	return ret;
 }
 
-static void meta_release(struct meta *m)
+static void meta_free(struct btrfs_meta *m)
 {
 	for (size_t i = 0; i < m->nr_c; i++) {
 		free(m->c[i].g.st);
@@ -780,9 +851,11 @@ static void meta_release(struct meta *m)
 	free(m->c);
 	free(m->ranges);
 	free(m->logicals);
+	free(m->devs);
+	free(m);
 }
 
-static int read_devices(struct meta *m)
+static int read_devices(struct btrfs_meta *m)
 {
 	int ret = 0;
 
@@ -799,7 +872,8 @@ static int read_devices(struct meta *m)
 	return ret;
 }
 
-static void judge(struct meta *m)
+/* Confirm, repair and report what read bad and was not judged yet. */
+static void judge(struct btrfs_meta *m)
 {
 	unsigned char *buf = NULL;
 
@@ -810,45 +884,111 @@ static void judge(struct meta *m)
 	for (size_t i = 0; i < m->nr_c && !scrub_should_stop(m->ctx); i++) {
 		if (m->c[i].slots)
 			judge_chunk(m, &m->c[i], buf);
-		else
+		else if (!m->later)
 			scrub_chunk(m, &m->c[i]);
 	}
 	free(buf);
 }
 
-int btrfs_meta_verify(struct scrub_ctx *ctx, const struct btrfs_meta_dev *devs, unsigned nr,
-		      bool readonly)
+static bool any_later_copy(const struct btrfs_meta *m)
 {
-	struct meta m = { .ctx = ctx, .devs = devs, .nr_devs = nr, .readonly = readonly, .fd = -1 };
-	int ret;
+	for (size_t i = 0; i < m->nr_c; i++)
+		for (unsigned j = 0; m->c[i].slots && j < m->c[i].g.n; j++)
+			if (later_copy(&m->c[i], j))
+				return true;
+	return false;
+}
 
-	if ((ret = fs_facts(&m)) < 0 || (ret = read_chunks(&m)) < 0 ||
-	    (ret = read_all_extents(&m)) < 0 || (ret = fs_facts(&m)) < 0 ||
-	    (ret = read_devices(&m)) < 0) {
-		meta_release(&m);
-		if (ret == -EIO || ret == -EUCLEAN) {
-			report_verbose(ctx, "Phase 2: the extent tree cannot be read (%s): the tree "
-				       "blocks are not listed, and their copies are not read (phase 3 "
-				       "reports it)", strerror(-ret));
-			return 0;
-		}
-		if (ret != -ENOENT)
-			return ret;
-		/* rescue=ignorebadroots: a tree the kernel could not load is not there */
-		str_info(ctx, CHECK_BTRFS_TREE, NULL, NULL, 0,
-			 "the extent tree is not loaded on this mount: the tree blocks are not "
-			 "listed, and their copies are not read");
+static void *later_main(void *arg)
+{
+	read_devices(arg);
+	return NULL;
+}
+
+/* The later copies (later_copy()) start reading in a thread of their own. */
+static void start_later(struct btrfs_meta *m)
+{
+	m->later = true;
+	if (!any_later_copy(m))
+		return;
+	if (thread_start(&m->thread, later_main, m) == 0)
+		m->started = true;
+	else
+		read_devices(m);	/* no thread: read them now */
+	report_verbose(m->ctx, "Phase 2: the second copies of DUP tree blocks read %s",
+		       m->started ? "beside phase 3, judged after its walk" : "now");
+}
+
+/* What the extent tree that lists the blocks could not be read means. */
+static int unlisted(struct scrub_ctx *ctx, int ret)
+{
+	if (ret == -EIO || ret == -EUCLEAN) {
+		report_verbose(ctx, "Phase 2: the extent tree cannot be read (%s): the tree "
+			       "blocks are not listed, and their copies are not read (phase 3 "
+			       "reports it)", strerror(-ret));
 		return 0;
 	}
-	judge(&m);
-	report_verbose(ctx, "Phase 2: %llu tree blocks in %zu metadata block groups: %llu copies "
-		       "read (%llu bytes, no file data), %llu bad; %llu not on disk yet (newer "
-		       "than generation %llu); %llu device ranges given to the kernel's scrub (%llu "
-		       "tree bytes, %llu data bytes)",
-		       m.blocks, m.nr_c, (unsigned long long)m.copies,
-		       (unsigned long long)m.bytes, (unsigned long long)m.bad_copies,
-		       m.unwritten, (unsigned long long)m.committed, m.scrubbed, m.scrub_tree,
-		       m.scrub_data);
-	meta_release(&m);
+	if (ret != -ENOENT)
+		return ret;
+	/* rescue=ignorebadroots: a tree the kernel could not load is not there */
+	str_info(ctx, CHECK_BTRFS_TREE, NULL, NULL, 0,
+		 "the extent tree is not loaded on this mount: the tree blocks are not "
+		 "listed, and their copies are not read");
 	return 0;
+}
+
+int btrfs_meta_verify(struct scrub_ctx *ctx, const struct btrfs_meta_dev *devs, unsigned nr,
+		      bool readonly, struct btrfs_meta **later)
+{
+	struct btrfs_meta_dev *copy = calloc(nr ? nr : 1, sizeof(*devs));
+	struct btrfs_meta *m = calloc(1, sizeof(*m));
+	int ret;
+
+	*later = NULL;
+	if (!m || !copy) {
+		free(copy);
+		free(m);
+		return -ENOMEM;
+	}
+	memcpy(copy, devs, nr * sizeof(*devs));
+	*m = (struct btrfs_meta){ .ctx = ctx, .devs = copy, .nr_devs = nr, .readonly = readonly,
+				  .fd = -1 };
+	if ((ret = fs_facts(m)) < 0 || (ret = read_chunks(m)) < 0 ||
+	    (ret = read_all_extents(m)) < 0 || (ret = fs_facts(m)) < 0 ||
+	    (ret = read_devices(m)) < 0) {
+		meta_free(m);
+		return unlisted(ctx, ret);
+	}
+	judge(m);
+	start_later(m);
+	*later = m;
+	return 0;
+}
+
+void btrfs_meta_finish(struct btrfs_meta *m)
+{
+	if (!m)
+		return;
+	if (m->started)
+		pthread_join(m->thread, NULL);
+	m->started = false;
+	judge(m);
+	report_verbose(m->ctx, "Phase 2: %llu tree blocks in %zu metadata block groups: %llu "
+		       "copies read (%llu bytes, no file data), %llu bad; %llu not on disk yet "
+		       "(newer than generation %llu); %llu device ranges given to the kernel's "
+		       "scrub (%llu tree bytes, %llu data bytes)",
+		       m->blocks, m->nr_c, (unsigned long long)m->copies,
+		       (unsigned long long)m->bytes, (unsigned long long)m->bad_copies,
+		       m->unwritten, (unsigned long long)m->committed, m->scrubbed, m->scrub_tree,
+		       m->scrub_data);
+	meta_free(m);
+}
+
+void btrfs_meta_stop(struct btrfs_meta *m)
+{
+	if (!m)
+		return;
+	if (m->started)
+		pthread_join(m->thread, NULL);
+	meta_free(m);
 }
