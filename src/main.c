@@ -130,6 +130,7 @@ int main(int argc, char **argv)
 		summary_print(&ctx);
 	/* The history, the metrics, the JSON report (report.h); a failure adds bit 8. */
 	ret = report_run_end(&ctx, ret, ret != 0);
+	run_outputs_release(&ctx);
 	scrub_ctx_release(&ctx);
 	return ret;
 }

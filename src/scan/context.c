@@ -8,14 +8,11 @@
  */
 #include "scan/context.h"
 
-#include "data/checkpoint.h"
-#include "data/regions.h"
 #include "lib/inokey.h"
 #include "lib/names.h"
 #include "lib/strbuf.h"
 #include "lib/stx.h"
 #include "report/advice.h"
-#include "store/state.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -107,14 +104,9 @@ void scrub_ctx_release(struct scrub_ctx *ctx)
 	free(ctx->source);
 	free(ctx->fstype);
 	free(ctx->fsroot);
-	state_close(ctx->state);
 	free(ctx->fs_uuid);
-	region_plan_free(ctx->regions);
-	checkpoint_free(ctx->checkpoint);
-	ctx->checkpoint = NULL;
 	free(ctx->rescan);
 	free(ctx->rescan_sv);
-	ctx->state = NULL;
 	report_release(&ctx->report);
 	pthread_mutex_destroy(&ctx->suspects_lock);
 }

@@ -22,9 +22,11 @@
 #include "scan/history.h"
 #include "lib/inoset.h"
 #include "data/ledger.h"
+#include "data/regions.h"
 #include "tree/linktable.h"
 #include "lib/mountpoint.h"
 #include "scan/phase.h"
+#include "store/state.h"
 #include "scan/progress.h"
 #include "report/report.h"
 
@@ -214,6 +216,16 @@ static void put_linked_dir(struct dir_node *dir, void *arg)
 	struct scrub_ctx *ctx = arg;
 
 	dir_node_put(&ctx->dcache, dir);
+}
+
+void run_outputs_release(struct scrub_ctx *ctx)
+{
+	state_close(ctx->state);
+	ctx->state = NULL;
+	region_plan_free(ctx->regions);
+	ctx->regions = NULL;
+	checkpoint_free(ctx->checkpoint);
+	ctx->checkpoint = NULL;
 }
 
 void phases_release(struct scrub_ctx *ctx)

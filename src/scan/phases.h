@@ -32,4 +32,12 @@ int phases_run(struct scrub_ctx *ctx);
  */
 void phases_release(struct scrub_ctx *ctx);
 
+/*
+ * After report_run_end(): release what the run's outputs kept to the end
+ * -- the run history's store, the region plan, the checkpoint (the
+ * history's end records both).  Here, not in scrub_ctx_release(), so that
+ * the context knows none of their modules (each reads the context).
+ */
+void run_outputs_release(struct scrub_ctx *ctx);
+
 #endif

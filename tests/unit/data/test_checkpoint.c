@@ -23,6 +23,7 @@
 
 #include "data/checkpoint.h"
 #include "scan/context.h"
+#include "scan/phases.h"
 #include "lib/ioengine.h"
 #include "data/mediamap.h"
 #include "report/report.h"
@@ -172,6 +173,7 @@ static void stopped_run(void)
 	checkpoint_file_done(ctx.checkpoint, (struct ino_key){ 0, 12 }, 4 * MIB);
 	assert_int_equal(checkpoint_end(&ctx, "cancelled", &err), 0);
 	strbuf_release(&err);
+	run_outputs_release(&ctx);
 	scrub_ctx_release(&ctx);
 }
 
@@ -208,6 +210,7 @@ static void test_cursor_resumed(void **unused)
 	assert_int_equal(atomic_load(&ctx.report.nr_errors), 1);
 	assert_int_equal(atomic_load(&ctx.report.nr_unconfirmed), 1);
 	assert_int_equal(atomic_load(&ctx.progress_base), 28 * MIB);
+	run_outputs_release(&ctx);
 	scrub_ctx_release(&ctx);
 }
 
@@ -224,6 +227,7 @@ static void test_cursor_dropped_for_the_ledger(void **unused)
 	checkpoint_dev_begin(ctx.checkpoint, true);
 	assert_false(checkpoint_dev_verified(ctx.checkpoint, 0, &until));
 	assert_null(checkpoint_dev_saved_bad(ctx.checkpoint, &n));
+	run_outputs_release(&ctx);
 	scrub_ctx_release(&ctx);
 }
 
@@ -244,6 +248,7 @@ static void test_empty_plan(void **unused)
 	checkpoint_dev_plan(ctx.checkpoint, reads, 5, false);
 	checkpoint_dev_done(ctx.checkpoint, 0);
 	checkpoint_dev_end(ctx.checkpoint);
+	run_outputs_release(&ctx);
 	scrub_ctx_release(&ctx);
 }
 
@@ -268,6 +273,7 @@ static void test_stale(void **unused)
 	checkpoint_begin(&ctx);
 	assert_false(checkpoint_dev_verified(ctx.checkpoint, 0, &until));
 	assert_int_equal(checkpoint_covered(ctx.checkpoint), 0);
+	run_outputs_release(&ctx);
 	scrub_ctx_release(&ctx);
 	/* older than CHECKPOINT_MAX_AGE: not resumed */
 	snprintf(path, sizeof(path), "%s/%s", dir, STATE_DB_NAME);
@@ -277,6 +283,7 @@ static void test_stale(void **unused)
 	sqlite3_close(db);
 	ctx_open(&ctx, true);
 	assert_false(checkpoint_dev_verified(ctx.checkpoint, 0, &until));
+	run_outputs_release(&ctx);
 	scrub_ctx_release(&ctx);
 	/* a complete run deletes it */
 	ctx_open(&ctx, false);
@@ -287,6 +294,7 @@ static void test_stale(void **unused)
 
 		assert_int_equal(state_checkpoint_load(s, &FS1, &out), -ENOENT);
 	}
+	run_outputs_release(&ctx);
 	scrub_ctx_release(&ctx);
 }
 
