@@ -210,6 +210,15 @@ static inline int64_t ext4_time_ns(int64_t sec, int64_t nsec)
 void ext4_check_superblocks(struct scrub_ctx *ctx);
 /* What is wrong with a superblock's geometry, NULL if nothing. */
 const char *ext4_sb_insane(ext2_filsys fs, const struct ext2_super_block *sb);
+/*
+ * Does inode ino's group descriptor place its inode table inside the
+ * filesystem?  Asked before libext2fs reads an inode through the
+ * descriptors (ext2fs_read_inode(), ext2fs_block_iterate3(), ext2fs_bmap2()
+ * without the inode, ext2fs_file_open()): libext2fs 1.47.0 reads a table
+ * at block 2^64-1 through its direct-I/O bounce buffer 1 KiB before the
+ * buffer (found by fuzz_ext4).  Phase 2 reports such a descriptor.
+ */
+bool ext4_inode_placed(ext2_filsys fs, ext2_ino_t ino);
 void ext4_check_groups(struct scrub_ctx *ctx);
 
 /* ---- ext4_confirm.c ---- */

@@ -150,7 +150,8 @@ static bool blkset_has(const struct blkset *s, blk64_t b)
 /* Journal block (logical, in the journal inode) to fs block. */
 static int journal_bmap(struct ext4_state *st, blk64_t lblk, blk64_t *pblk)
 {
-	errcode_t err = ext2fs_bmap2(st->fs, st->fs->super->s_journal_inum, NULL, NULL, 0,
+	errcode_t err = !ext4_inode_placed(st->fs, st->fs->super->s_journal_inum) ||
+			ext2fs_bmap2(st->fs, st->fs->super->s_journal_inum, NULL, NULL, 0,
 				     lblk, NULL, pblk);
 
 	return err || !*pblk ? -EIO : 0;

@@ -2487,7 +2487,8 @@ static void check_orphan_list(struct scrub_ctx *ctx)
 			}
 			return;
 		}
-		if (ext2fs_read_inode_full(fs, ino, (struct ext2_inode *)&in, sizeof(in)))
+		if (!ext4_inode_placed(fs, ino) ||
+		    ext2fs_read_inode_full(fs, ino, (struct ext2_inode *)&in, sizeof(in)))
 			return;
 		prev = ino;
 		ino = in.i_dtime;

@@ -192,7 +192,9 @@ void ext4_journal_map(struct scrub_ctx *ctx, bool say)
 		return;
 	if (!st->jmapped) {
 		st->jmapped = true;
-		st->jmap_err = ext2fs_block_iterate3(st->fs, st->fs->super->s_journal_inum,
+		st->jmap_err = !ext4_inode_placed(st->fs, st->fs->super->s_journal_inum) ?
+			       EXT2_ET_GDESC_BAD_INODE_TABLE :
+			       ext2fs_block_iterate3(st->fs, st->fs->super->s_journal_inum,
 						     BLOCK_FLAG_READ_ONLY | BLOCK_FLAG_DATA_ONLY,
 						     NULL, jmap_block, &m);
 	}
@@ -428,7 +430,7 @@ void ext4_journal_check(struct scrub_ctx *ctx)
 		ext_journal_check(ctx);
 		return;
 	}
-	if (!st->journal_known || ext2fs_read_inode(fs, jino, &in))
+	if (!st->journal_known || !ext4_inode_placed(fs, jino) || ext2fs_read_inode(fs, jino, &in))
 		return;
 	nblocks = EXT2_I_SIZE(&in) / fs->blocksize;
 	if (ext2fs_bmap2(fs, jino, &in, NULL, 0, 0, NULL, &pblk) || !pblk ||

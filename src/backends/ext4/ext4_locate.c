@@ -247,7 +247,7 @@ static void inode_blocks(struct search *s, ext2_ino_t ino, struct ext2_inode_lar
 		return;
 	if (in->i_flags & EXT4_EXTENTS_FL)
 		extents_of(s, ino, in);
-	else
+	else if (ext4_inode_placed(s->fs, ino))
 		ext2fs_block_iterate3(s->fs, ino, BLOCK_FLAG_READ_ONLY, NULL, block_fn, &m);
 }
 

@@ -37,7 +37,7 @@ static void collect_list(struct ext4_state *st)
 	/* A list through every inode has as many steps as there are inodes: more is a loop. */
 	for (uint32_t steps = 0; ino && ino <= fs->super->s_inodes_count &&
 	     steps <= fs->super->s_inodes_count; steps++) {
-		if (ext2fs_fast_test_inode_bitmap2(st->orphans, ino) ||
+		if (ext2fs_fast_test_inode_bitmap2(st->orphans, ino) || !ext4_inode_placed(fs, ino) ||
 		    ext2fs_read_inode_full(fs, ino, (struct ext2_inode *)&in, sizeof(in)))
 			return;
 		ext2fs_mark_inode_bitmap2(st->orphans, ino);
@@ -80,8 +80,7 @@ static void collect_file(struct ext4_state *st)
 	ext2_ino_t ino = fs->super->s_orphan_file_inum;
 	struct orphan_file_walk w = { .st = st };
 
-	if (!ext2fs_has_feature_orphan_file(fs->super) || !ino ||
-	    ino > fs->super->s_inodes_count)
+	if (!ext2fs_has_feature_orphan_file(fs->super) || !ext4_inode_placed(fs, ino))
 		return;
 	w.buf = ext4_block_buf(st);
 	ext2fs_block_iterate3(fs, ino, BLOCK_FLAG_READ_ONLY | BLOCK_FLAG_DATA_ONLY, NULL,

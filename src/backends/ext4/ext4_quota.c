@@ -227,6 +227,8 @@ static errcode_t qfile_read(ext2_filsys fs, ext2_ino_t ino, struct qfile *q)
 
 	q->fs = fs;
 	q->ino = ino;
+	if (!ext4_inode_placed(fs, ino))
+		return EXT2_ET_GDESC_BAD_INODE_TABLE;
 	if ((err = ext2fs_file_open(fs, ino, 0, &f)))
 		return err;
 	q->size = ext2fs_file_get_size(f);
