@@ -135,6 +135,10 @@ def test_sick_inode_health_flag(xfs_image):
     health = errors_of(r, "xfs.health")
     assert [e.inode for e in health] == [ino], r
     assert "corrupt while using it: directory" in health[0].message, r
+    # and phase 2's read of the block from the disk, whatever the log holds
+    # of the directory's inode (the failed read's atime): a block that names
+    # its inode and fails its CRC is damage in itself
+    assert [e.inode for e in errors_of(r, "xfs.dir_hash")] == [ino], r
     assert r.rc == 4, r
 
 

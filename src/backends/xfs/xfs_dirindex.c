@@ -25,7 +25,8 @@
  * device) gives the blocks, read with O_DIRECT an extent at a time in
  * physical order, at most DI_MAX_BYTES of a fork (a bigger one is only
  * counted, under -v).  A block that fails its CRC, magic or owner is a
- * problem of its own and is not judged further; it sets the inode's map
+ * problem of its own and is not judged further; one that does not name the
+ * inode as its owner, or has another kind's magic, sets the inode's map
  * against the block, so it is judged as a problem between blocks.
  *
  * Problems go to the AG's look (xfs_ondisk.c) under the inode: the live
@@ -294,20 +295,24 @@ static bool block_ok(struct di *di, const char *what, uint64_t blk, const uint8_
 		     size_t crc_off, size_t owner_off, size_t uuid_off)
 {
 	const char *bad = NULL;
+	bool ours = od_get64(b + owner_off) == di->ino;
 
 	if (!od_crc_ok(b, di->blksize, crc_off))
 		bad = "fails its CRC";
-	else if (od_get64(b + owner_off) != di->ino)
+	else if (!ours)
 		bad = "belongs to another inode";
 	else if (memcmp(b + uuid_off, di->od->meta_uuid, 16))
 		bad = "has another filesystem's UUID";
 	/*
-	 * Between blocks: the inode's map on the disk against the block it
-	 * names.  Under churn the disk keeps an old map (the inode relogged)
-	 * whose blocks were freed and written over with file data at once.
+	 * A block that does not name this inode as its owner sets the inode's
+	 * map on the disk against the block: under churn the disk keeps an
+	 * old map (the inode relogged) whose blocks were freed and written
+	 * over at once (file data, another directory's block).  That is a
+	 * problem between blocks, judged by the log.  One that names it and
+	 * fails its CRC is damage in the block itself.
 	 */
 	if (bad)
-		di_problem(di, di->check, true, "%s block %llu %s", what,
+		di_problem(di, di->check, !ours, "%s block %llu %s", what,
 			   (unsigned long long)blk, bad);
 	return !bad;
 }
