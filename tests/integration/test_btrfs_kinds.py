@@ -481,6 +481,11 @@ def btrfs_fsid(img):
         "\nfsid")[1].split()[0]
 
 
+# Alone: in a rehearsal beside another worker the kernel once refused the
+# clone's mount ("bad superblock"; 0 of 14 runs here on its own or beside
+# test_btrfs_trees): another process's device scan between the clone's
+# attach and its mount is the suspect.
+@pytest.mark.alone
 @pytest.mark.parametrize("how", ["fresh", "settled"])
 def test_damage_on_a_clone_mounted_with_a_temporary_fsid(image_factory, how):
     """A copy of a mounted filesystem's only device mounts with a temporary
