@@ -15,14 +15,13 @@ import os
 import re
 import struct
 import subprocess
-import time
 
 import pytest
 
 from conftest import fsck_test_images, need_fs, run_fscrub
 import btrfs_edit as be
 from fsimage import run
-from test_btrfs_trees import SETTLE_COMMIT_S, btrfs_check, ino_of, mount_for, populate, populated_image
+from test_btrfs_trees import btrfs_check, ino_of, mount_for, populate, populated_image
 
 KiB, MiB = 1 << 10, 1 << 20
 INODE_NODATASUM = 1 << 0
@@ -477,29 +476,6 @@ def test_directory_that_never_ends(image_factory, how, bulk):
     loop_errors(r, mnt, name)
 
 
-def mount_clone(img, how):
-    """mount_for(img, how) for a clone whose fsid is mounted already: each
-    loop device it gets is first forgotten by the kernel's registry.  A
-    stale entry for the same loop device (an earlier test's unmounted
-    filesystem) could be taken for the clone's: the kernel looks a device
-    up by its number first when the fsid is mounted, and the mount may
-    fail.  That is the suspect, not confirmed, for the "bad superblock"
-    refusals in two of four full-suite passes."""
-    def mount(opts):
-        img.attach()
-        run(["btrfs", "device", "scan", "--forget", img.dev], check=False)
-        return img.mount(opts)
-    if how == "fresh":
-        mnt = mount("compress=zstd")
-        time.sleep(1.2)
-        return mnt
-    mount("compress=zstd,commit=%d" % SETTLE_COMMIT_S)
-    img.offline()
-    mnt = mount("compress=zstd,commit=%d" % SETTLE_COMMIT_S)
-    time.sleep(SETTLE_COMMIT_S * 2 + 1)
-    return mnt
-
-
 def btrfs_fsid(img):
     return run(["btrfs", "inspect-internal", "dump-super", img.path]).stdout.split(
         "\nfsid")[1].split()[0]
@@ -519,9 +495,9 @@ def test_damage_on_a_clone_mounted_with_a_temporary_fsid(image_factory, how):
     twin_mnt = twin.mount()
     try:
         try:
-            mnt = mount_clone(img, how)
+            mnt = mount_for(img, how, forget=True)
         except RuntimeError as e:
-            # not understood yet (mount_clone()): the kernel's doing, not fscrub's
+            # not understood yet (mount_for(forget=True)): the kernel's doing
             pytest.skip("the kernel refused to mount the clone beside its twin: %s"
                         % str(e).splitlines()[0])
         try:

@@ -1104,21 +1104,30 @@ def test_debug_no_btrfs_trees(image):
 SETTLE_COMMIT_S = 2
 
 
-def mount_for(img, how):
+def mount_for(img, how, forget=False):
     """Mount the damaged image: fresh (scanned at once after the mount, while
     the cleaner may still delete mkfs's unused block groups and rewrite the
     leaves that hold the damage), settled (mounted, unmounted, mounted again
-    and left past the commit interval) or read-only."""
+    and left past the commit interval) or read-only.  forget: each loop
+    device the image gets is first forgotten by the kernel's btrfs registry
+    (for a clone whose fsid is mounted: the kernel looks a device up by its
+    number first then, and a stale entry of an earlier test's filesystem on
+    the same loop device may be taken for it)."""
+    def mount(opts):
+        if forget:
+            img.attach()
+            run(["btrfs", "device", "scan", "--forget", img.dev], check=False)
+        return img.mount(opts)
     if how == "ro":
-        return img.mount("ro")
+        return mount("ro")
     if how == "fresh":
-        mnt = img.mount("compress=zstd")
+        mnt = mount("compress=zstd")
         # issue 34's measure: the cleaner's first transaction, not committed
         time.sleep(1.2)
         return mnt
-    img.mount("compress=zstd,commit=%d" % SETTLE_COMMIT_S)
+    mount("compress=zstd,commit=%d" % SETTLE_COMMIT_S)
     img.offline()
-    mnt = img.mount("compress=zstd,commit=%d" % SETTLE_COMMIT_S)
+    mnt = mount("compress=zstd,commit=%d" % SETTLE_COMMIT_S)
     time.sleep(SETTLE_COMMIT_S * 2 + 1)
     return mnt
 

@@ -326,16 +326,12 @@ static bool sb_groups_insane(ext2_filsys fs, const struct ext2_super_block *sb)
 bool ext4_inode_placed(ext2_filsys fs, ext2_ino_t ino)
 {
 	dgrp_t g;
-	blk64_t t;
 
 	if (!ino || ino > fs->super->s_inodes_count || !fs->super->s_inodes_per_group)
 		return false;
 	g = (dgrp_t)((ino - 1) / fs->super->s_inodes_per_group);
-	if (g >= fs->group_desc_count)
-		return false;
-	t = ext2fs_inode_table_loc(fs, g);
-	return t >= fs->super->s_first_data_block && t < ext2fs_blocks_count(fs->super) &&
-	       fs->inode_blocks_per_group <= ext2fs_blocks_count(fs->super) - t;
+	return g < fs->group_desc_count &&
+	       ext4_blocks_in_fs(fs, ext2fs_inode_table_loc(fs, g), fs->inode_blocks_per_group);
 }
 
 const char *ext4_sb_insane(ext2_filsys fs, const struct ext2_super_block *sb)
