@@ -1164,7 +1164,7 @@ def inject_dev_bytes_used(img, delta):
 
 @pytest.mark.parametrize("how", ["fresh", "settled", "ro"])
 @pytest.mark.parametrize("what", ["crosslink", "bg_used", "bytes_used", "fst_used_free",
-                                  "dev_bytes_used"])
+                                  "fst_count", "dev_bytes_used"])
 def test_damage_confirmed_however_mounted(image, what, how):
     """Damage that reads the same twice is an error (exit 4) on a fresh
     mount, a settled one and a read-only one alike, under -n: before, on a
@@ -1194,14 +1194,24 @@ def test_damage_confirmed_however_mounted(image, what, how):
     assert "could not be confirmed" not in r.stdout, r.stdout
 
 
-def _rewrite_leaf(path, stop):
+def _rewrite_leaf(path, stop, commit=False):
     """Until stop: set an attribute of path again and again.  An XATTR_ITEM
     goes into the fs tree at once (no delayed item), next to the file's
-    other items: their leaf is rewritten in every transaction."""
+    other items: their leaf is rewritten in every transaction.  commit:
+    and commit each time (syncfs), so that transactions end while the trees
+    are read."""
+    import ctypes
+    syncfs = ctypes.CDLL(None, use_errno=True).syncfs
     n = 0
-    while not stop.is_set():
-        n += 1
-        os.setxattr(path, "user.passing", b"%d" % n)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        while not stop.is_set():
+            n += 1
+            os.setxattr(path, "user.passing", b"%d" % n)
+            if commit:
+                syncfs(fd)
+    finally:
+        os.close(fd)
 
 
 def test_damage_in_a_leaf_rewritten_meanwhile(image):
@@ -1227,6 +1237,34 @@ def test_damage_in_a_leaf_rewritten_meanwhile(image):
     assert r.rc == 4, r.stdout + r.stderr
     assert [f for f in r.of("Error", check) if text in f.message and f.path == mnt + suffix], \
         r.stdout
+
+
+@pytest.mark.parametrize("what", ["bg_used", "fst_count", "bytes_used"])
+def test_counter_damage_while_another_leaf_is_rewritten(image, what):
+    """A counter's damage (the data block group's used bytes or its free
+    space info's count, the superblock's bytes_used) while another process
+    keeps rewriting a leaf of the fs tree and committing (an attribute set
+    over and over: every transaction allocates and frees metadata, so the superblock's
+    bytes_used and the metadata block group's items move in every one).
+    A counter read torn by a commit waits for a reading that is not, or for
+    three that agree; the damage is still an error, exit 4, and not excused
+    as "changed while being checked".  The writer commits after each
+    change, so commits end while the trees are read."""
+    import multiprocessing as mp
+    check, suffix, text = inject(image, what)
+    mnt = image.mount("compress=zstd,commit=3")
+    stop = mp.Event()
+    worker = mp.Process(target=_rewrite_leaf, args=(os.path.join(mnt, "x2"), stop, True))
+    worker.start()
+    try:
+        r = run_fscrub("-n", "-v", mnt)
+    finally:
+        stop.set()
+        worker.join(30)
+        image.offline()
+    assert r.rc == 4, r.stdout + r.stderr
+    assert [f for f in r.of("Error", check) if text in f.message], r.stdout
+    assert not [f for f in r.of("Info", check) if text in f.message], r.stdout
 
 
 def rescue_scan(img, rc):

@@ -80,7 +80,17 @@
  * that holds the finding's subject (a file extent item, a directory entry,
  * a name) is being rewritten as the second reading is judged, a file being
  * written can show the same stale reference twice for two causes, so a
- * third reading must agree.  Where the same items read differently, the
+ * third reading must agree.  A counter (a block group's used bytes, the
+ * superblock's, a free space info's count) is summed from many items read
+ * one leaf after another, so a reading that overlaps a commit can sum a
+ * torn mix of old and new items -- and a churn that repeats itself can tear
+ * the same way twice (seen: a free space info counting 1 range against 2,
+ * in two readings, both with leaves newer than the commit on disk when the
+ * reading began, but committed by the time it was judged).  A counter
+ * with an item newer than the commit on disk when its reading began
+ * therefore needs a third agreeing reading.  Not a reading with none: the
+ * items of every block group's free space share a leaf or two, which any
+ * allocation anywhere rewrites.  Where the same items read differently, the
  * trees are read again, at most MAX_PASSES times and, past the third, for
  * twice the commit interval; a finding no two readings agree on, or that
  * goes, is an info "changed while being checked", counted as not confirmed
@@ -1536,6 +1546,24 @@ static bool subject_key(const struct tfinding *f, struct btrfs_tkey *k)
 	}
 }
 
+/* Summed from many items: a block group's used bytes, the superblock's, the free space tree's. */
+static bool is_counter(const struct tfinding *f)
+{
+	return f->kind == F_BG_USED || f->kind == F_BYTES_USED || f->kind == F_FST_COUNT ||
+	       f->kind == F_FST_USED_FREE;
+}
+
+/*
+ * The commit a reading can be trusted to: the one on disk when it began
+ * (btrfs_read_super() at the start of run_pass()), or the one now if that
+ * was not read.  An item no newer than it was not rewritten while the
+ * reading went on.
+ */
+static uint64_t settled_generation(const struct pass *cur, uint64_t committed)
+{
+	return cur->sb_ok && cur->sb_generation < committed ? cur->sb_generation : committed;
+}
+
 /*
  * Is the leaf that holds (or would hold) the finding's subject newer than
  * the last commit -- being rewritten by the running transaction?  For a
@@ -1547,7 +1575,8 @@ static bool subject_key(const struct tfinding *f, struct btrfs_tkey *k)
  * item (TREE_SEARCH v1, nr_items 1): the first at or after the key, in
  * the leaf where the key sits.
  */
-static bool subject_in_flux(struct scrub_ctx *ctx, const struct tfinding *f, uint64_t committed)
+static bool subject_in_flux(struct scrub_ctx *ctx, const struct pass *cur,
+			    const struct tfinding *f, uint64_t committed)
 {
 	struct btrfs_ioctl_search_args sa;
 	struct btrfs_ioctl_search_header h;
@@ -1555,10 +1584,9 @@ static bool subject_in_flux(struct scrub_ctx *ctx, const struct tfinding *f, uin
 
 	if (!committed || (ctx->svfs.f_flag & ST_RDONLY))
 		return false;
-	/* The counters: a block group's used bytes, the superblock's, the free space tree's. */
-	if (f->kind == F_BG_USED || f->kind == F_BYTES_USED || f->kind == F_FST_COUNT ||
-	    f->kind == F_FST_USED_FREE)
-		return f->transid > committed;
+	/* A counter: were any of the items it sums rewritten while they were read? */
+	if (is_counter(f))
+		return f->transid > settled_generation(cur, committed);
 	if (!subject_key(f, &k))
 		return false;
 	memset(&sa, 0, sizeof(sa));
@@ -1691,7 +1719,8 @@ static size_t judge_reading(struct scrub_ctx *ctx, struct pass *prev, struct pas
 	 * (seen: an orphan csum range under churn).  Then every finding needs
 	 * a third agreeing reading, not only those whose subject moved.
 	 */
-	bool busy = committed && !(ctx->svfs.f_flag & ST_RDONLY) && cur->max_transid > committed;
+	bool busy = committed && !(ctx->svfs.f_flag & ST_RDONLY) &&
+		    cur->max_transid > settled_generation(cur, committed);
 	size_t moving = 0;
 
 	for (size_t i = 0; i < cur->nr_f; i++) {
@@ -1703,7 +1732,7 @@ static size_t judge_reading(struct scrub_ctx *ctx, struct pass *prev, struct pas
 		g = match(prev, f, same);
 		if (g && g->confirmed) {
 			f->confirmed = true;
-		} else if (g && !g->agreed && (busy || subject_in_flux(ctx, f, committed))) {
+		} else if (g && !g->agreed && (busy || subject_in_flux(ctx, cur, f, committed))) {
 			f->agreed = true;
 			moving++;
 		} else if (g && file_extent_still(ctx, f)) {
@@ -1733,7 +1762,9 @@ static void report_unconfirmed(struct scrub_ctx *ctx, const struct pass *last, u
 		snprintf(why, sizeof(why), "not the same in %u readings", passes);
 	for (size_t i = 0; i < last->nr_f; i++)
 		if (!last->f[i].dup && !last->f[i].confirmed)
-			btrfs_report_finding(ctx, &last->f[i], SEV_INFO, why);
+			btrfs_report_finding(ctx, &last->f[i], SEV_INFO, last->f[i].agreed ?
+					     "the same each time, but being rewritten as it was read" :
+					     why);
 	if (last->dropped)
 		str_info(ctx, CHECK_BTRFS_EXTENT_REFS, NULL, NULL, 0,
 			 "%llu more tree findings were not kept", last->dropped);
