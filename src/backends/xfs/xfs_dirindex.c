@@ -1002,13 +1002,16 @@ void xfs_dirindex_check(struct od *od, const struct xfs_dinode *d, uint64_t ino)
 void xfs_dirindex_flush(struct od *od)
 {
 	struct di_batch *b = od->dirindex;
+	bool read;
 
 	if (!b)
 		return;
 	od->dirindex = NULL;
-	batch_read(od, b);
+	/* A scan told to stop reads no more; what was read is judged until it stops. */
+	if ((read = !scrub_should_stop(od->ctx)))
+		batch_read(od, b);
 	for (size_t i = 0; i < b->n; i++) {
-		if (!scrub_should_stop(od->ctx))
+		if (read && !scrub_should_stop(od->ctx))
 			fork_judge(od, &b->fork[i]);
 		free(b->fork[i].map.v);
 		free(b->fork[i].map.data);
