@@ -12,7 +12,9 @@ xfs_repair -n, and must be found with exit code 4 at the directory's or
 file's path, on a fresh mount, a settled one (mounted past the log
 worker's period, then remounted) and a read-only one; the bulk walk and
 the per-name walk (FSCRUB_DEBUG_NO_BULK=1) find the same.  The clean
-image gives nothing."""
+image gives nothing.  Phase 2 reads the forks of many directories
+together: faults in directories read in one batch with many clean ones,
+and beside a batch's end, are all found."""
 
 import os
 import re
@@ -223,15 +225,15 @@ def attr_unsorted(img):
          r"before it \(0x%08x\)" % (h[0], h[1]))]
 
 
-def block_wrong_entry(img):
+def block_wrong_entry(img, name="small"):
     """leaf_wrong_entry() in the tail of a directory in block form: all in
     one block."""
-    ino = img.inos["small"]
+    ino = img.inos[name]
     b = "dblock 0"
     h3 = field(img, ino, b, "bleaf[3].hashval")
     edit(img, ino, b, "bleaf[3].address %d" % field(img, ino, b, "bleaf[2].address"), bad=True)
     at = r"data block 0 offset \d+"
-    return "corrupt directory block 0 for inode %d" % ino, "small", [
+    return "corrupt directory block 0 for inode %d" % ino, name, [
         ("xfs.dir_hash", r"directory block 0: hash entry 3 has hash 0x%08x, the name it "
          r"points at \(%s\) hashes to 0x[0-9a-f]{8}" % (h3, at)),
         ("xfs.dir_hash", r"the entry at %s has 2 hash entries" % at),
@@ -302,3 +304,87 @@ def test_index_clean(index_image, how):
     assert v.rc == 0, v
     m = re.search(r"name indexes of (\d+) directories and (\d+) attribute forks", v.stdout)
     assert m and int(m.group(1)) >= 3 and int(m.group(2)) >= 2, v
+
+
+# ------------------------------------------------------ forks read together
+
+# Directories in block form under dirs/: spread over the 4 AGs, more than
+# one batch of forks (xfs_dirindex.c's DI_BATCH_FORKS, 64) in an AG.
+BATCH_DIRS = 300
+BATCH_FORKS = 64
+INDEX_READS_RE = re.compile(r"Phase 2: name index blocks in (\d+) reads, (\d+) batches of them "
+                            r"in flight")
+
+
+@pytest.fixture(scope="module")
+def batch_base():
+    need_fs("xfs")
+    need_tools("xfs_db")
+    with fsimage.scratch_image("fscrub-index-batch-", "xfs", size_mb=300,
+                               mkfs_args=("-d", "agcount=4")) as img:
+        img.mkfs()
+        mnt = img.mount()
+        os.mkdir(os.path.join(mnt, "dirs"))
+        img.inos = {}
+        for d in range(BATCH_DIRS):
+            name = "dirs/d%03d" % d
+            os.mkdir(os.path.join(mnt, name))
+            for i in range(20):
+                open(os.path.join(mnt, name, "s%d" % i), "w").close()
+            img.inos[name] = fsimage.inode_of(os.path.join(mnt, name))
+        img.offline()
+        yield img
+
+
+def batch_victims(img):
+    """Directories of the AG that holds the most, in inode order (the order
+    phase 2 keeps their forks): the first, those around the first batch's
+    end (the root and dirs/ may come before them) and the last."""
+    out = faults.xfs_db(img, "sb 0", "print agblklog", "print inopblog", write=False)
+    shift = sum(int(v) for v in re.findall(r"^\w+ = (\d+)", out, re.M))
+    by_ag = {}
+    for name, ino in img.inos.items():
+        by_ag.setdefault(ino >> shift, []).append((ino, name))
+    ag = sorted(by_ag.values(), key=len)[-1]
+    assert len(ag) > BATCH_FORKS + 2, by_ag.keys()
+    ag.sort()
+    return [ag[i][1] for i in (0, BATCH_FORKS - 3, BATCH_FORKS - 2, BATCH_FORKS - 1,
+                               BATCH_FORKS, BATCH_FORKS + 1, len(ag) - 1)]
+
+
+@pytest.mark.parametrize("how", MOUNTS)
+def test_index_faults_among_many_forks_read_together(batch_base, workdir, how):
+    """Seven directories of one AG damaged as block_wrong_entry() does,
+    among some 75 clean ones of that AG whose forks are read together,
+    several batches of many reads: each has its three findings at its path,
+    exit 4, the same findings as with FSCRUB_DEBUG_NO_CHUNKBATCH=1 (each
+    fork read by itself when it is checked), and as many blocks read."""
+    img = batch_base.copy(os.path.join(workdir, "batch.img"))
+    img.inos = batch_base.inos
+    try:
+        victims = batch_victims(img)
+        want = {v: block_wrong_entry(img, v)[2] for v in victims}
+        mnt = img.mount_as(how)
+        time.sleep(1.1)     # what is younger than 1 s counts as changed
+        r = run_fscrub("-n", "-v", mnt)
+        assert r.rc == 4, r
+        got = index_errors(r)
+        assert len(got) == 3 * len(victims), r
+        # The kernel's verifier refuses the blocks too (LOOKUP_CHECKS), of the victims alone.
+        assert not [e for e in r.errors if e.check not in INDEX_CHECKS + LOOKUP_CHECKS or
+                    not [v for v in victims if e.path.startswith(os.path.join(mnt, v))]], r
+        for v, pats in want.items():
+            ino = img.inos[v]
+            mine = [g for g in got if g[1] == ino and g[2] == os.path.join(mnt, v)]
+            assert len(mine) == 3, (v, r)
+            for check, pattern in pats:
+                assert [g for g in mine if g[0] == check and re.fullmatch(
+                    r"AG \d+ on disk: inode %d: %s" % (ino, pattern), g[3])], (v, pattern, r)
+        m = INDEX_READS_RE.search(r.stdout)
+        assert m and int(m.group(1)) >= BATCH_DIRS and int(m.group(2)) >= 5 and \
+            int(m.group(1)) >= 16 * int(m.group(2)), r
+        one = run_fscrub("-n", "-v", mnt, env={"FSCRUB_DEBUG_NO_CHUNKBATCH": "1"})
+        assert one.rc == 4 and index_errors(one) == got, (one, r)
+        assert INDEX_READS_RE.search(one.stdout).groups() == (m.group(1), "0"), one
+    finally:
+        img.cleanup(remove=True)

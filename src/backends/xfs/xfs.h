@@ -121,6 +121,8 @@ struct xfs_state {
 	atomic_ullong chunk_reads, chunk_batches;
 	/* Phase 2's name indexes checked (first looks): directories, attribute forks, too big. */
 	atomic_ullong index_dirs, index_attrs, index_big;
+	/* Their blocks' reads (every look), and the batches that had reads in flight. */
+	atomic_ullong index_reads, index_batches;
 	/* Phase 2's btree blocks read ahead a level at a time, and those batches. */
 	atomic_ullong bt_ahead_blocks, bt_ahead_batches;
 

@@ -1080,6 +1080,7 @@ static void check_chunks(struct od *od, uint32_t agno, uint64_t base, const stru
 	for (size_t i = 0; i < recs->n && !scrub_should_stop(od->ctx); i++)
 		check_chunk(od, agno, base, &recs->v[i], sp, b);
 	chunk_batch_flush(od, agno, b, sp);
+	xfs_dirindex_flush(od);
 	for (size_t i = 0; i < recs->n && !scrub_should_stop(od->ctx); i++)
 		if (recs->v[i].holemask)
 			check_holes(od, agno, base, &recs->v[i], sp);

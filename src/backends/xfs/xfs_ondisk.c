@@ -818,5 +818,8 @@ void xfs_ondisk_check(struct scrub_ctx *ctx)
 		       (unsigned long long)atomic_load(&xs->index_dirs),
 		       (unsigned long long)atomic_load(&xs->index_attrs),
 		       (unsigned long long)atomic_load(&xs->index_big));
+	report_verbose(ctx, "Phase 2: name index blocks in %llu reads, %llu batches of them in "
+		       "flight", (unsigned long long)atomic_load(&xs->index_reads),
+		       (unsigned long long)atomic_load(&xs->index_batches));
 	od_close(&od);
 }

@@ -99,6 +99,8 @@ struct od {
 	 * the looks' lists (xfs_defer_if_named()), is held once.
 	 */
 	bool first_look;
+	/* xfs_dirindex.c's forks kept to be read together, or NULL (none). */
+	struct di_batch *dirindex;
 };
 
 /* Add a problem to this look (at most OD_MAX_PROBLEMS are kept). */
@@ -248,8 +250,12 @@ bool xfs_refcountbt_read(struct od *od, uint32_t agno, uint64_t base, uint32_t l
  * xfs_dirindex.c: the name indexes of an inode whose core passed its
  * checks -- a directory's hash entries, best-free tables and da nodes,
  * an attribute fork's leaf hashes -- read from the device into the look.
+ * check() maps the inode's forks and keeps them in od->dirindex (a full
+ * batch is read and judged first); flush() reads and judges what is kept
+ * and leaves od->dirindex NULL: call it before the look ends.
  */
 void xfs_dirindex_check(struct od *od, const struct xfs_dinode *d, uint64_t ino);
+void xfs_dirindex_flush(struct od *od);
 
 /*
  * xfs_ondisk.c, for the checks after the walk: a reader of the device
