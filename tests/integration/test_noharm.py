@@ -161,8 +161,12 @@ def test_unprivileged_run_changes_only_the_atimes_it_cannot_keep(workdir, cleanu
 
 
 def test_lazy_unmount_during_scan(big_fs):
-    p = subprocess.Popen([FSCRUB, "-v", "-x", "-j", "1", big_fs], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+    """umount -l while phase 5 reads the data: exit 8, said.  --limit keeps
+    phase 5 at least 6 s long (768 MiB at 128 MiB/s), so that it is still
+    reading when the SIGSTOP comes (on a fast, idle disk it once finished
+    first)."""
+    p = subprocess.Popen([FSCRUB, "-v", "-x", "-j", "1", "--limit", "128M", big_fs],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     for line in p.stdout:
         if line.startswith("Phase 5: Verify file data."):
             p.send_signal(signal.SIGSTOP)
