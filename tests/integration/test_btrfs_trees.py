@@ -1214,6 +1214,23 @@ def _rewrite_leaf(path, stop, commit=False):
         os.close(fd)
 
 
+def scan_while_rewriting(image, commit):
+    """fscrub -n -v of image mounted commit=3 while _rewrite_leaf() sets an
+    attribute of x2 over and over (commit: and commits after each); the
+    mount point and the run."""
+    import multiprocessing as mp
+    mnt = image.mount("compress=zstd,commit=3")
+    stop = mp.Event()
+    worker = mp.Process(target=_rewrite_leaf, args=(os.path.join(mnt, "x2"), stop, commit))
+    worker.start()
+    try:
+        return mnt, run_fscrub("-n", "-v", mnt)
+    finally:
+        stop.set()
+        worker.join(30)
+        image.offline()
+
+
 def test_damage_in_a_leaf_rewritten_meanwhile(image):
     """x2's file extent item points at x1's extent (a crosslink) while
     another process keeps rewriting the leaf that holds it (an attribute of
@@ -1222,18 +1239,8 @@ def test_damage_in_a_leaf_rewritten_meanwhile(image):
     same every time: an error, exit 4.  Before, a finding whose items sat in
     a leaf newer than the forced commit was excused as "changed while being
     checked" (exit 0).  commit=3: -n waits for the kernel's own commit."""
-    import multiprocessing as mp
     check, suffix, text = inject(image, "crosslink")
-    mnt = image.mount("compress=zstd,commit=3")
-    stop = mp.Event()
-    worker = mp.Process(target=_rewrite_leaf, args=(os.path.join(mnt, "x2"), stop))
-    worker.start()
-    try:
-        r = run_fscrub("-n", "-v", mnt)
-    finally:
-        stop.set()
-        worker.join(30)
-        image.offline()
+    mnt, r = scan_while_rewriting(image, commit=False)
     assert r.rc == 4, r.stdout + r.stderr
     assert [f for f in r.of("Error", check) if text in f.message and f.path == mnt + suffix], \
         r.stdout
@@ -1246,22 +1253,13 @@ def test_counter_damage_while_another_leaf_is_rewritten(image, what):
     keeps rewriting a leaf of the fs tree and committing (an attribute set
     over and over: every transaction allocates and frees metadata, so the superblock's
     bytes_used and the metadata block group's items move in every one).
-    A counter read torn by a commit waits for a reading that is not, or for
-    three that agree; the damage is still an error, exit 4, and not excused
-    as "changed while being checked".  The writer commits after each
-    change, so commits end while the trees are read."""
-    import multiprocessing as mp
+    A counter read torn by a commit needs a third agreeing reading; the
+    damage is still an error, exit 4, and not excused as "changed while
+    being checked".  The writer commits after each change, so commits end
+    while the trees are read (a rule that waited for a reading with none of
+    the counter's items newer than its start never got one here)."""
     check, suffix, text = inject(image, what)
-    mnt = image.mount("compress=zstd,commit=3")
-    stop = mp.Event()
-    worker = mp.Process(target=_rewrite_leaf, args=(os.path.join(mnt, "x2"), stop, True))
-    worker.start()
-    try:
-        r = run_fscrub("-n", "-v", mnt)
-    finally:
-        stop.set()
-        worker.join(30)
-        image.offline()
+    mnt, r = scan_while_rewriting(image, commit=True)
     assert r.rc == 4, r.stdout + r.stderr
     assert [f for f in r.of("Error", check) if text in f.message], r.stdout
     assert not [f for f in r.of("Info", check) if text in f.message], r.stdout
