@@ -51,6 +51,7 @@
 
 #include "report/checks.h"
 #include "scan/context.h"
+#include "lib/sorted.h"
 #include "lib/strbuf.h"
 
 /* A fork read whole for its index: 16 MiB holds a directory of ~300 000 names. */
@@ -199,7 +200,7 @@ static int map_read(struct od *od, struct di_map *m)
 	}
 	for (size_t i = 0; i < m->n; i++)
 		order[i] = &m->v[i];
-	qsort(order, m->n, sizeof(*order), cmp_fsb);
+	sort_items(order, m->n, sizeof(*order), cmp_fsb);
 	for (size_t i = 0; i < m->n && !ret; i++) {
 		uint64_t dev = od_fsb_offset(od, order[i]->fsb);
 		uint8_t *to = m->data + order[i]->at * m->bsize;
@@ -456,11 +457,10 @@ static int cmp_dent(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* The data entries by address (none is no array: qsort() wants one). */
+/* The data entries by address. */
 static void dents_sort(struct di *di)
 {
-	if (di->ne > 1)
-		qsort(di->e, di->ne, sizeof(*di->e), cmp_dent);
+	sort_items(di->e, di->ne, sizeof(*di->e), cmp_dent);
 }
 
 /* Every data block below leaf_blk (the leaf space), dir block by dir block. */
@@ -495,7 +495,7 @@ static struct di_dent *dent_find(struct di *di, uint32_t addr)
 {
 	struct di_dent key = { .addr = addr };
 
-	return di->ne ? bsearch(&key, di->e, di->ne, sizeof(*di->e), cmp_dent) : NULL;
+	return find_item(&key, di->e, di->ne, sizeof(*di->e), cmp_dent);
 }
 
 /* One hash entry (index i of what) against the data entry it points at. */
