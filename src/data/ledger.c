@@ -880,7 +880,8 @@ static void judge_entry(struct walk_thread *t, struct walk_dir *d, const struct 
 	}
 	for (hi = lo; hi < lg->nr_sums && lg->sums[hi].ino == f->id.ino; hi++)
 		;
-	fs = (struct file_sums){ lg->sums + lo, hi - lo };
+	/* No file with a sum (all empty): sums is NULL, and NULL + 0 undefined. */
+	fs = (struct file_sums){ lg->sums ? lg->sums + lo : NULL, hi - lo };
 	judge(t, d, e, fd, f, &fs, f->hashed == f->expect);
 	close(fd);
 }

@@ -602,8 +602,9 @@ void ext4_eainode_check(struct scrub_ctx *ctx)
 				;
 		if (j > i)
 			judge_refs(ctx, e, ea->refs + i, j - i, buf);
+		/* No entry names any EA inode: refs is NULL, and NULL + 0 undefined. */
 		if (e && !ea->incomplete)
-			judge_ea_inode(ctx, e, ea->refs + i, j - i);
+			judge_ea_inode(ctx, e, ea->refs ? ea->refs + i : NULL, j - i);
 	}
 	free(buf);
 	report_verbose(ctx, "Phase 3: ext4: %zu EA inodes and the %zu extended attributes that "
