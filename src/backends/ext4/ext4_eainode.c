@@ -593,6 +593,8 @@ void ext4_eainode_check(struct scrub_ctx *ctx)
 		ext2_ino_t next_ea = k < ea->n ? ea->v[k].ino : 0;
 		ext2_ino_t next_ref = i < ea->nr_refs ? ea->refs[i].target : 0;
 		const struct ea_inode *e = NULL;
+		/* no array at all when nothing names an EA inode: NULL + 0 is undefined */
+		const struct ea_ref *refs = ea->refs ? ea->refs + i : NULL;
 
 		if (next_ea && (!next_ref || next_ea <= next_ref))
 			e = &ea->v[k++];
@@ -601,10 +603,9 @@ void ext4_eainode_check(struct scrub_ctx *ctx)
 			for (; j < ea->nr_refs && ea->refs[j].target == next_ref; j++)
 				;
 		if (j > i)
-			judge_refs(ctx, e, ea->refs + i, j - i, buf);
-		/* No entry names any EA inode: refs is NULL, and NULL + 0 undefined. */
+			judge_refs(ctx, e, refs, j - i, buf);
 		if (e && !ea->incomplete)
-			judge_ea_inode(ctx, e, ea->refs ? ea->refs + i : NULL, j - i);
+			judge_ea_inode(ctx, e, refs, j - i);
 	}
 	free(buf);
 	report_verbose(ctx, "Phase 3: ext4: %zu EA inodes and the %zu extended attributes that "
