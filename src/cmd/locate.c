@@ -35,6 +35,7 @@
 #include "lib/fsmounts.h"
 #include "cmd/owners.h"
 #include "lib/names.h"
+#include "lib/sorted.h"
 #include "report/report.h"
 #include "cmd/subcmd.h"
 
@@ -317,8 +318,7 @@ static void say_owners(struct walker *w, const char *chain, const char *name, de
 {
 	uint64_t at = off;
 
-	if (o->n)
-		qsort(o->v, o->n, sizeof(*o->v), owner_cmp);
+	sort_items(o->v, o->n, sizeof(*o->v), owner_cmp);
 	for (size_t i = 0; i < o->n; i++) {
 		if (o->v[i].off > at)
 			say_none(w, chain, name, at, o->v[i].off - at, depth, " (outside the filesystem)");

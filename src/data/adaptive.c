@@ -2,6 +2,7 @@
  * adaptive: the --limit auto controller; see adaptive.h.
  */
 #include "data/adaptive.h"
+#include "lib/sorted.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -352,7 +353,7 @@ static void warm_up(struct adaptive *a, double lat)
 	a->warm[a->ticks - 2] = lat;
 	if (a->ticks - 1 < n)
 		return;
-	qsort(a->warm, n, sizeof(*a->warm), cmp_double);
+	sort_items(a->warm, n, sizeof(*a->warm), cmp_double);
 	a->lat_base = a->warm[n / 2];
 }
 

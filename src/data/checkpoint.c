@@ -31,6 +31,7 @@
 #include "data/mediamap.h"
 #include "report/report.h"
 #include "store/state.h"
+#include "lib/sorted.h"
 #include "lib/strbuf.h"
 
 struct cp_range {
@@ -203,11 +204,6 @@ static void load_finding(struct checkpoint *cp, json_object *o)
 	add_finding(cp, &f);
 }
 
-static int key_cmp(const void *a, const void *b)
-{
-	return ino_key_cmp(a, b);
-}
-
 /* Fill cp's cursor from the saved JSON; false if it is not one of ours. */
 static bool cursor_load(struct checkpoint *cp, const char *text, uint64_t *dev_size)
 {
@@ -243,7 +239,7 @@ static bool cursor_load(struct checkpoint *cp, const char *text, uint64_t *dev_s
 
 			cp->old_files[i] = (struct ino_key){ dev ? dev : cp->root_dev, at(p, 1) };
 		}
-		qsort(cp->old_files, cp->nr_old_files, sizeof(*cp->old_files), key_cmp);
+		sort_items(cp->old_files, cp->nr_old_files, sizeof(*cp->old_files), ino_key_cmp);
 	}
 	if (json_object_object_get_ex(o, "findings", &a))
 		for (size_t i = 0; i < json_object_array_length(a); i++)
@@ -438,8 +434,8 @@ void checkpoint_dev_end(struct checkpoint *cp)
 
 bool checkpoint_file_skip(const struct checkpoint *cp, struct ino_key id)
 {
-	return cp && cp->resumed && cp->nr_old_files &&
-	       bsearch(&id, cp->old_files, cp->nr_old_files, sizeof(id), key_cmp);
+	return cp && cp->resumed &&
+	       find_item(&id, cp->old_files, cp->nr_old_files, sizeof(id), ino_key_cmp);
 }
 
 void checkpoint_file_done(struct checkpoint *cp, struct ino_key id, uint64_t bytes)
@@ -475,13 +471,6 @@ void checkpoint_note_finding(struct checkpoint *cp, const struct finding *f)
 	pthread_mutex_unlock(&cp->lock);
 }
 
-static int u64_cmp(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 /* The inode numbers of the files read to their end (by any run), sorted. */
 static uint64_t *done_inos(const struct checkpoint *cp, size_t *n)
 {
@@ -492,7 +481,7 @@ static uint64_t *done_inos(const struct checkpoint *cp, size_t *n)
 		v[(*n)++] = cp->old_files[i].ino;
 	for (size_t i = 0; i < cp->nr_new_files; i++)
 		v[(*n)++] = cp->new_files[i].ino;
-	qsort(v, *n, sizeof(*v), u64_cmp);
+	sort_items(v, *n, sizeof(*v), u64_cmp);
 	return v;
 }
 
@@ -536,7 +525,7 @@ static json_object *findings_json(const struct checkpoint *cp)
 
 	for (size_t i = 0; i < cp->nr_findings; i++)
 		if (i < cp->nr_old_findings ||
-		    bsearch(&cp->findings[i].ino, inos, n, sizeof(*inos), u64_cmp))
+		    find_item(&cp->findings[i].ino, inos, n, sizeof(*inos), u64_cmp))
 			json_object_array_add(a, finding_json(&cp->findings[i]));
 	free(inos);
 	return a;

@@ -18,6 +18,7 @@
 #include "data/ratelimit.h"
 #include "data/regions.h"
 #include "report/report.h"
+#include "lib/sorted.h"
 #include "lib/strbuf.h"
 #include "lib/stx.h"
 
@@ -227,12 +228,11 @@ static bool listed(const struct dataverify_args *args, const struct statx *stx)
 	struct ino_key id = ino_key_of(stx);
 	struct subvol_ino sv = { .ino = stx->stx_ino };
 
-	if (args->nr_only && bsearch(&id, args->only, args->nr_only, sizeof(*args->only),
-				     ino_key_cmp))
+	if (find_item(&id, args->only, args->nr_only, sizeof(*args->only), ino_key_cmp))
 		return true;
 	return args->nr_only_sv && stx_subvol(stx, &sv.subvol) &&
-	       bsearch(&sv, args->only_sv, args->nr_only_sv, sizeof(*args->only_sv),
-		       subvol_ino_cmp);
+	       find_item(&sv, args->only_sv, args->nr_only_sv, sizeof(*args->only_sv),
+			 subvol_ino_cmp);
 }
 
 /* --portion, --time-budget by file: is the file's bucket read now?  Counts its bytes. */

@@ -28,6 +28,7 @@
 #include "data/regions.h"
 #include "report/report.h"
 #include "data/spacemap.h"
+#include "lib/sorted.h"
 #include "lib/strbuf.h"
 #include "tree/walk.h"
 #include "lib/thread.h"
@@ -770,8 +771,7 @@ int devverify_start(struct scrub_ctx *ctx)
 		dr->early = true;
 		if (ctx->ops->space_not_data)
 			ctx->ops->space_not_data(ctx, add_skip, dr);
-		if (dr->nr_skip > 1)
-			qsort(dr->skip, dr->nr_skip, sizeof(*dr->skip), range_cmp);
+		sort_items(dr->skip, dr->nr_skip, sizeof(*dr->skip), range_cmp);
 		resume_cursor(ctx, true);
 		clock_gettime(CLOCK_MONOTONIC, &ctx->data_began);
 		if (!thread_start(&dr->thread, early_main, dr)) {
@@ -845,8 +845,7 @@ static size_t merge_verified(struct devread *dr)
 {
 	size_t w = 0;
 
-	if (dr->nr_verified)
-		qsort(dr->verified, dr->nr_verified, sizeof(*dr->verified), range_cmp);
+	sort_items(dr->verified, dr->nr_verified, sizeof(*dr->verified), range_cmp);
 	for (size_t i = 0; i < dr->nr_verified; i++) {
 		struct io_range *last = w ? &dr->verified[w - 1] : NULL;
 
@@ -935,8 +934,7 @@ static void keep_planned_bad(struct devread *dr, const struct io_range *plan, si
 
 	dr->bad = NULL;
 	dr->nr_bad = 0;
-	if (nr_old > 1)
-		qsort(old, nr_old, sizeof(*old), range_cmp_bad);
+	sort_items(old, nr_old, sizeof(*old), range_cmp_bad);
 	for (size_t i = 0; i < nr_old; i++) {
 		uint64_t s = old[i].off, e = old[i].off + old[i].len;
 

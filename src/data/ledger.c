@@ -28,6 +28,7 @@
 #include "data/ledger_store.h"
 #include "data/manifest.h"
 #include "report/report.h"
+#include "lib/sorted.h"
 #include "lib/strbuf.h"
 #include "lib/stx.h"
 #include "tree/walk.h"
@@ -259,14 +260,13 @@ static struct ledger_file *find_file(const struct ledger *lg, struct ino_key id)
 {
 	struct ledger_file key = { .id = id };
 
-	return lg->nr_files ? bsearch(&key, lg->files, lg->nr_files, sizeof(*lg->files),
-				      cmp_file) : NULL;
+	return find_item(&key, lg->files, lg->nr_files, sizeof(*lg->files), cmp_file);
 }
 
 bool ledger_reads_per_file(const struct ledger *lg, struct ino_key id)
 {
-	return lg && lg->nr_per_file &&
-	       bsearch(&id, lg->per_file, lg->nr_per_file, sizeof(*lg->per_file), ino_key_cmp);
+	return lg &&
+	       find_item(&id, lg->per_file, lg->nr_per_file, sizeof(*lg->per_file), ino_key_cmp);
 }
 
 const struct ino_key *ledger_per_file(const struct ledger *lg, size_t *n)
@@ -280,9 +280,7 @@ static void sort_files(struct ledger *lg)
 {
 	size_t w = 0;
 
-	if (!lg->nr_files)
-		return;
-	qsort(lg->files, lg->nr_files, sizeof(*lg->files), cmp_file);
+	sort_items(lg->files, lg->nr_files, sizeof(*lg->files), cmp_file);
 	for (size_t i = 0; i < lg->nr_files; i++)
 		if (!w || !ino_key_eq(lg->files[w - 1].id, lg->files[i].id))
 			lg->files[w++] = lg->files[i];
@@ -688,8 +686,7 @@ static bool digest_matches(const struct ledger_record *r, const struct file_sums
 
 static void sort_sums(struct chash_chunk *v, size_t n)
 {
-	if (n > 1)
-		qsort(v, n, sizeof(*v), cmp_chunk);
+	sort_items(v, n, sizeof(*v), cmp_chunk);
 }
 
 /*
@@ -863,7 +860,7 @@ static void judge_entry(struct walk_thread *t, struct walk_dir *d, const struct 
 	f = find_file(lg, ino_key_of(&e->stx));
 	/* The device reader's sums are of its list's st_dev only (crosslink.h). */
 	if (!f || f->id.dev != lg->xl->dev ||
-	    (a->nr_skip && bsearch(&f->id, a->skip, a->nr_skip, sizeof(*a->skip), ino_key_cmp)))
+	    find_item(&f->id, a->skip, a->nr_skip, sizeof(*a->skip), ino_key_cmp))
 		return;
 	if (e->stx.stx_nlink > 1 &&
 	    inoset_test_and_set(a->linked, stx_devno(&e->stx), e->stx.stx_ino))
@@ -883,7 +880,8 @@ static void judge_entry(struct walk_thread *t, struct walk_dir *d, const struct 
 	}
 	for (hi = lo; hi < lg->nr_sums && lg->sums[hi].ino == f->id.ino; hi++)
 		;
-	fs = (struct file_sums){ lg->sums + lo, hi - lo };
+	/* No file with a sum (all empty): sums is NULL, and NULL + 0 undefined. */
+	fs = (struct file_sums){ lg->sums ? lg->sums + lo : NULL, hi - lo };
 	judge(t, d, e, fd, f, &fs, f->hashed == f->expect);
 	close(fd);
 }

@@ -16,6 +16,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "lib/sorted.h"
 #include "lib/strbuf.h"
 
 static const struct {
@@ -387,8 +388,7 @@ size_t manifest_resolve(struct manifest *m, int root_fd)
 	for (size_t i = 0, j = 0; i < m->n; i++)
 		if (m->v[i].id.ino)
 			m->by_ino[j++] = &m->v[i];
-	if (m->n_found > 1)
-		qsort(m->by_ino, m->n_found, sizeof(*m->by_ino), cmp_by_ino);
+	sort_items(m->by_ino, m->n_found, sizeof(*m->by_ino), cmp_by_ino);
 	return m->n_found;
 }
 

@@ -14,6 +14,7 @@
 #include "lib/ioengine.h"
 #include "report/report.h"
 #include "store/state.h"
+#include "lib/sorted.h"
 #include "lib/strbuf.h"
 
 bool regions_mode(const struct scrub_options *opt)
@@ -97,7 +98,7 @@ static struct age *by_age(const struct region_plan *p, const double *verified, s
 	for (size_t i = 0; i < p->nr; i++)
 		if (p->allocated[i])
 			v[(*n)++] = (struct age){ .verified = verified[i], .i = i };
-	qsort(v, *n, sizeof(*v), age_cmp);
+	sort_items(v, *n, sizeof(*v), age_cmp);
 	return v;
 }
 
@@ -328,8 +329,7 @@ void regions_order_reads(struct region_plan *p, struct io_range *v, size_t n)
 		w[k] = (struct ranked_read){ .rank = p->rank[i], .r = v[k] };
 		p->planned[i]++;
 	}
-	if (n)
-		qsort(w, n, sizeof(*w), ranked_cmp);
+	sort_items(w, n, sizeof(*w), ranked_cmp);
 	for (size_t k = 0; k < n; k++)
 		v[k] = w[k].r;
 	for (size_t i = 0; i < p->nr; i++)

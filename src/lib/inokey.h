@@ -39,7 +39,7 @@ static inline bool ino_key_eq(struct ino_key a, struct ino_key b)
 	return a.dev == b.dev && a.ino == b.ino;
 }
 
-/* By st_dev, then inode number: qsort()/bsearch() of struct ino_key arrays. */
+/* By st_dev, then inode number: sort_items()/find_item() (sorted.h) of struct ino_key arrays. */
 static inline int ino_key_cmp(const void *a, const void *b)
 {
 	const struct ino_key *x = a, *y = b;
@@ -58,7 +58,7 @@ struct subvol_ino {
 	uint64_t ino;
 };
 
-/* By subvolume, then inode number: qsort()/bsearch() of struct subvol_ino arrays. */
+/* By subvolume, then inode number: sort_items()/find_item() of struct subvol_ino arrays. */
 static inline int subvol_ino_cmp(const void *a, const void *b)
 {
 	const struct subvol_ino *x = a, *y = b;

@@ -21,6 +21,7 @@
 #include "data/regions.h"
 #include "report/report.h"
 #include "store/state.h"
+#include "lib/sorted.h"
 #include "lib/strbuf.h"
 
 const char *history_dir(const struct scrub_ctx *ctx)
@@ -104,8 +105,7 @@ static size_t sort_unique(void *v, size_t n, size_t sz, int (*cmp)(const void *,
 	char *b = v;
 	size_t w = 0;
 
-	if (n)
-		qsort(v, n, sz, cmp);
+	sort_items(v, n, sz, cmp);
 	for (size_t i = 0; i < n; i++)
 		if (!w || cmp(b + (w - 1) * sz, b + i * sz))
 			memmove(b + w++ * sz, b + i * sz, sz);

@@ -26,6 +26,7 @@
 #include "tree/dircache.h"
 #include "tree/linktable.h"
 #include "report/report.h"
+#include "lib/sorted.h"
 #include "lib/strbuf.h"
 #include "tree/walk.h"
 
@@ -141,7 +142,7 @@ static void recount_entry(struct walk_thread *t, struct walk_dir *d,
 	(void)d;
 	if (e->stat_err || e->submount || S_ISDIR(e->stx.stx_mode))
 		return;
-	hit = bsearch(&kp, ls->e, ls->n, sizeof(*ls->e), link_entry_cmp);
+	hit = find_item(&kp, ls->e, ls->n, sizeof(*ls->e), link_entry_cmp);
 	if (hit)
 		atomic_fetch_add(&ls->recount[hit - ls->e], 1);
 }
@@ -161,7 +162,7 @@ static void recount_links(struct scrub_ctx *ctx, struct link_suspects *ls)
 {
 	struct scrub_stats stats = { 0 };
 
-	qsort(ls->e, ls->n, sizeof(*ls->e), link_entry_cmp);
+	sort_items(ls->e, ls->n, sizeof(*ls->e), link_entry_cmp);
 	ls->recount = xcalloc(ls->n, sizeof(*ls->recount));
 	report_verbose(ctx, "Phase 4: %zu link %s to look at again: counting names a "
 		       "second time", ls->n, ls->n == 1 ? "count" : "counts");

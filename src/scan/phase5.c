@@ -45,6 +45,7 @@
 #include "data/ratelimit.h"
 #include "data/regions.h"
 #include "report/report.h"
+#include "lib/sorted.h"
 #include "lib/strbuf.h"
 #include "tree/walk.h"
 
@@ -94,8 +95,7 @@ static struct ino_key *per_file_inodes(struct scrub_ctx *ctx, size_t *n)
 	if (nr_manifest)
 		memcpy(v + l->nr_unmapped, manifest, nr_manifest * sizeof(*v));
 	*n = l->nr_unmapped + nr_manifest;
-	if (*n)
-		qsort(v, *n, sizeof(*v), ino_key_cmp);
+	sort_items(v, *n, sizeof(*v), ino_key_cmp);
 	for (size_t i = 0; i < *n; i++)
 		if (!w || !ino_key_eq(v[w - 1], v[i]))
 			v[w++] = v[i];

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "data/ledger.h"
+#include "lib/sorted.h"
 #include "lib/stx.h"
 #include "scan/context.h"
 #include "tree/relook.h"
@@ -52,13 +53,6 @@ bool backend_extents_whole(const struct scrub_ctx *ctx)
 	return ctx->xlinks && !ctx->xlinks->overflow;
 }
 
-static int cmp_ino(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 uint64_t *backend_unmapped_inodes(const struct scrub_ctx *ctx, size_t *n)
 {
 	const struct xlink_list *l = ctx->xlinks;
@@ -68,8 +62,7 @@ uint64_t *backend_unmapped_inodes(const struct scrub_ctx *ctx, size_t *n)
 	for (size_t i = 0; l && i < l->nr_unmapped; i++)
 		if (l->unmapped[i].dev == l->dev)
 			v[(*n)++] = l->unmapped[i].ino;
-	if (*n)
-		qsort(v, *n, sizeof(*v), cmp_ino);
+	sort_items(v, *n, sizeof(*v), u64_cmp);
 	return v;
 }
 

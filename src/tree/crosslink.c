@@ -263,8 +263,7 @@ struct xlink_state {
 
 void crosslink_sort(struct scrub_ctx *ctx)
 {
-	/* qsort(NULL, 0, ...) is undefined: an empty list has no array. */
-	if (!ctx->xlinks->sorted && ctx->xlinks->n)
+	if (!ctx->xlinks->sorted)
 		crosslink_sort_extents(ctx->xlinks->v, ctx->xlinks->n);
 	ctx->xlinks->sorted = true;
 }

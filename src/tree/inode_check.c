@@ -23,6 +23,7 @@
 #include "tree/name_check.h"
 #include "lib/names.h"
 #include "report/report.h"
+#include "lib/sorted.h"
 #include "lib/strbuf.h"
 #include "tree/xattrs.h"
 
@@ -812,8 +813,7 @@ static void inode_dir_end(struct walk_thread *t, struct walk_dir *d)
 	}
 	struct reread rr = { .ct = ct, .dot_ino = d->dot_ino };
 
-	if (ct->nr_suspects)
-		qsort(ct->suspects, ct->nr_suspects, sizeof(*ct->suspects), suspect_cmp);
+	sort_items(ct->suspects, ct->nr_suspects, sizeof(*ct->suspects), suspect_cmp);
 	int ret = dirent_iterate(d->fd, t->dents, t->dents_size, reread_entry, &rr);
 	struct statx final;
 

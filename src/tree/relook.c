@@ -14,6 +14,7 @@
 #include "tree/crosslink.h"
 #include "tree/dircache.h"
 #include "report/report.h"
+#include "lib/sorted.h"
 #include "lib/strbuf.h"
 #include "tree/walk.h"
 
@@ -36,7 +37,7 @@ struct relook_file *relook_find(struct relook *rl, struct ino_key id)
 {
 	struct relook_file key = { .id = id };
 
-	return rl->nr_files ? bsearch(&key, rl->files, rl->nr_files, sizeof(key), by_key) : NULL;
+	return find_item(&key, rl->files, rl->nr_files, sizeof(key), by_key);
 }
 
 /* The first name the walk finds is the one reported (under rl->lock). */
@@ -93,8 +94,7 @@ int relook_walk(struct relook *rl)
 	size_t n = 0;
 	int ret;
 
-	if (rl->nr_files)	/* qsort of a NULL array is undefined, even empty */
-		qsort(rl->files, rl->nr_files, sizeof(*rl->files), by_key);
+	sort_items(rl->files, rl->nr_files, sizeof(*rl->files), by_key);
 	for (size_t i = 0; i < rl->nr_files; i++)
 		if (!n || !ino_key_eq(rl->files[n - 1].id, rl->files[i].id))
 			rl->files[n++] = rl->files[i];

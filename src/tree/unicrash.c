@@ -15,6 +15,7 @@
 #include <unicode/ustring.h>
 #include <unicode/utf16.h>
 
+#include "lib/sorted.h"
 #include "lib/strbuf.h"
 
 /*
@@ -366,7 +367,7 @@ static enum unicrash_key key_of(enum unicrash_kind kind)
 
 void unicrash_report(struct unicrash_members *m, bool casefold, unicrash_fn fn, void *arg)
 {
-	qsort(m->v, m->nr, sizeof(*m->v), member_cmp);
+	sort_items(m->v, m->nr, sizeof(*m->v), member_cmp);
 	for (size_t first = 0, i = 1; i < m->nr; i++) {
 		const struct unicrash_member *a = &m->v[first], *b = &m->v[i];
 		enum unicrash_kind kind;

@@ -18,6 +18,7 @@
 #include "report/checks.h"
 #include "lib/inokey.h"
 #include "report/report.h"
+#include "lib/sorted.h"
 #include "lib/strbuf.h"
 #include "lib/inoset.h"
 #include "lib/names.h"
@@ -284,13 +285,6 @@ static void second_dir_name(struct scrub_ctx *ctx, struct walk_dir *d,
 			  "directory was already reached by another name");
 }
 
-static int u64_cmp(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 /*
  * Before a getdents buffer's entries are visited: the backend's records
  * of the inodes of its non-directory entries (directories are stat'ed:
@@ -314,7 +308,7 @@ static void bulk_fetch(void *arg, const char *buf, long n)
 	}
 	if (!k || scrub_should_stop(ctx))
 		return;
-	qsort(t->bulk_inos, k, sizeof(*t->bulk_inos), u64_cmp);
+	sort_items(t->bulk_inos, k, sizeof(*t->bulk_inos), u64_cmp);
 	for (size_t i = 0; i < k; i++)
 		if (!u || t->bulk_inos[u - 1] != t->bulk_inos[i])
 			t->bulk_inos[u++] = t->bulk_inos[i];

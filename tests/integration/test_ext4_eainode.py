@@ -156,6 +156,45 @@ def test_unattached(eai_img, mode):
              "count 1) is in use, but no extended attribute names it" % ea)
 
 
+@pytest.fixture
+def lone_img(image_factory):
+    """A 64 MiB ext4 with ea_inode and one file, /lone, whose one value
+    lives in an EA inode named from its body: the only EA inode and the
+    only entry that names one.  img.ea and img.owner: their inodes."""
+    img = image_factory("ext4", size_mb=64, mkfs_args=("-O", "ea_inode", "-I", "256"))
+    img.mkfs()
+    path = os.path.join(img.mount(), "lone")
+    with open(path, "wb") as fh:
+        fh.write(b"data\n")
+    os.setxattr(path, "user.big", b"l" * BIG)
+    img.offline()
+    img.ea = ea_inodes(img)["ibody"]
+    img.owner = ino_of(img, "/lone")
+    return img
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("damaged", [False, True])
+def test_lone_unattached(lone_img, mode, damaged):
+    """The only entry naming an EA inode dropped (as test_unattached): no
+    entry is left to name any, and the EA inode, in use, is reported (the
+    check once judged it with a NULL + 0 list of entries, undefined
+    behaviour clang's UBSan stops at); the image left whole scrubs clean."""
+    if not damaged:
+        assert e2fsck(lone_img).returncode == 0
+        mnt, r = scrub_in(lone_img, mode)
+        assert r.rc == 0 and r.errors == [] and r.warnings == [], r
+        assert "1 EA inodes and the 1 extended attributes" in r.stdout, r.stdout
+        return
+    _patch(lone_img.path, inode_offset(lone_img, lone_img.owner) + GOOD_OLD_INODE_SIZE +
+           EXTRA_ISIZE, b"\0" * 4)
+    debugfs(lone_img, "sif <%d> checksum calc" % lone_img.owner, write=True)
+    r = scrub_damaged(lone_img, mode, ["Unattached inode %d" % lone_img.ea])
+    error_of(r, "ext4.ea_inode", lone_img.ea, "EA inode %d (an extended attribute's value, "
+             "reference count 1) is in use, but no extended attribute names it" % lone_img.ea)
+    assert "1 EA inodes and the 0 extended attributes" in r.stdout, r.stdout
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_flag_missing(eai_img, mode):
     """The twins' EA inode without EA_INODE_FL: each owner's entry names

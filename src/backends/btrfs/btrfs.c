@@ -82,6 +82,7 @@
 #include "lib/inokey.h"
 #include "lib/mountpoint.h"
 #include "report/report.h"
+#include "lib/sorted.h"
 #include "lib/strbuf.h"
 #include "lib/thread.h"
 
@@ -1239,11 +1240,10 @@ static void drop_damaged(struct btrfs_state *st, struct subvol_ino *v, size_t *n
 {
 	size_t kept = 0;
 
-	if (st->nr_damaged)
-		qsort(st->damaged, st->nr_damaged, sizeof(*st->damaged), subvol_ino_cmp);
+	sort_items(st->damaged, st->nr_damaged, sizeof(*st->damaged), subvol_ino_cmp);
 	for (size_t i = 0; i < *nr; i++)
-		if (!st->nr_damaged || !bsearch(&v[i], st->damaged, st->nr_damaged,
-						sizeof(*st->damaged), subvol_ino_cmp))
+		if (!find_item(&v[i], st->damaged, st->nr_damaged, sizeof(*st->damaged),
+			       subvol_ino_cmp))
 			v[kept++] = v[i];
 	*nr = kept;
 }

@@ -133,6 +133,7 @@
 #include "lib/inokey.h"
 #include "lib/mountpoint.h"
 #include "report/report.h"
+#include "lib/sorted.h"
 #include "lib/strbuf.h"
 #include "lib/thread.h"
 
@@ -733,8 +734,7 @@ static const struct data_ref *ref_for(const struct pass *p, uint64_t root, uint6
 	if (!any_root) {
 		struct data_ref key = { .root = root, .ino = ino, .off = off };
 
-		return p->nr_refs ? bsearch(&key, p->refs, p->nr_refs, sizeof(*p->refs), ref_cmp)
-				  : NULL;
+		return find_item(&key, p->refs, p->nr_refs, sizeof(*p->refs), ref_cmp);
 	}
 	for (size_t i = 0; i < p->nr_refs; i++) {
 		const struct data_ref *r = &p->refs[i];
@@ -784,7 +784,7 @@ static void check_unused_ref(struct pass *p, const struct data_ref *r, size_t en
 	if ((root && root->dead) || !is_fs_tree(r->root))
 		return;
 	if (end > p->fe_pos &&
-	    bsearch(&key, p->fe + p->fe_pos, end - p->fe_pos, sizeof(*p->fe), fe_cmp))
+	    find_item(&key, p->fe + p->fe_pos, end - p->fe_pos, sizeof(*p->fe), fe_cmp))
 		return;
 	btrfs_add_finding(p, &(struct tfinding){
 		.kind = root ? F_REF_COUNT : F_REF_NO_ROOT, .root = r->root, .ino = r->ino,
@@ -822,8 +822,7 @@ static void data_extent_done(struct pass *p)
 	p->in_data = false;
 	p->data_extents++;
 	skip_to(p, p->d_bytenr);
-	if (p->nr_refs)
-		qsort(p->refs, p->nr_refs, sizeof(*p->refs), ref_cmp);
+	sort_items(p->refs, p->nr_refs, sizeof(*p->refs), ref_cmp);
 	for (size_t i = 0; i < p->nr_refs; i++) {
 		sum += p->refs[i].count;
 		has_shared |= p->refs[i].shared;
@@ -1309,8 +1308,7 @@ static int run_pass(struct scrub_ctx *ctx, struct pass *p)
 		ret = btrfs_v1_open(p);
 	if (ret < 0)
 		return ret;
-	if (p->nr_fe)	/* qsort and bsearch take no NULL array, even empty */
-		qsort(p->fe, p->nr_fe, sizeof(*p->fe), fe_cmp);
+	sort_items(p->fe, p->nr_fe, sizeof(*p->fe), fe_cmp);
 	if ((ret = btrfs_qgroup_open(p)) < 0 || (ret = read_extents(p)) < 0)
 		return ret;
 	p->csum_items = p->csr.items;

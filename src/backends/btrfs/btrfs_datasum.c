@@ -38,6 +38,7 @@
 #include "backends/backend.h"
 #include "backends/btrfs/btrfs_check_int.h"
 #include "lib/inokey.h"
+#include "lib/sorted.h"
 #include "lib/stx.h"
 
 /*
@@ -151,7 +152,7 @@ bool btrfs_unsummed_take(struct btrfs_unsummed *u, struct subvol_ino **out, size
 		memcpy(v, u->v, u->nr * sizeof(*v));
 	if (u->nr_recent)
 		memcpy(v + u->nr, u->recent, u->nr_recent * sizeof(*v));
-	qsort(v, n, sizeof(*v), subvol_ino_cmp);
+	sort_items(v, n, sizeof(*v), subvol_ino_cmp);
 	for (size_t i = 0; i < n; i++)
 		if (!w || subvol_ino_cmp(&v[w - 1], &v[i]))
 			v[w++] = v[i];

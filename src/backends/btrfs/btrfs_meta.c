@@ -81,6 +81,7 @@
 #include "lib/ioengine.h"
 #include "lib/mountpoint.h"
 #include "report/report.h"
+#include "lib/sorted.h"
 #include "lib/strbuf.h"
 #include "lib/thread.h"
 
@@ -496,8 +497,7 @@ static int dev_stripes(const struct btrfs_meta *m, uint64_t devid, struct dev_st
 				return -ENOMEM;
 			(*out)[n++] = (struct dev_stripe){ m->c[i].g.st[j].offset, i, j };
 		}
-	if (n)
-		qsort(*out, n, sizeof(**out), cmp_dev_stripe);
+	sort_items(*out, n, sizeof(**out), cmp_dev_stripe);
 	*nr = n;
 	return 0;
 }

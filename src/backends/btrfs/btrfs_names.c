@@ -34,6 +34,7 @@
 
 #include "backends/btrfs/btrfs_check_int.h"
 #include "backends/btrfs/btrfs_trees.h"
+#include "lib/sorted.h"
 
 /* Layout of a dir item entry: location key, transid, data_len, name_len, type. */
 #define DI_LOC_TYPE 8
@@ -378,8 +379,7 @@ static int istamp_cmp(const void *a, const void *b)
 static uint64_t stamp_of(const struct collect *c, uint64_t ino)
 {
 	struct istamp key = { .ino = ino };
-	const struct istamp *s = c->nr_st ? bsearch(&key, c->st, c->nr_st, sizeof(*c->st),
-						     istamp_cmp) : NULL;
+	const struct istamp *s = find_item(&key, c->st, c->nr_st, sizeof(*c->st), istamp_cmp);
 
 	return s ? s->stamp : 0;
 }
@@ -423,8 +423,7 @@ static int name_differences(struct btrfs_names *n, struct pass *p, int fd)
 	if (ret == 0)
 		ret = c.err;
 	if (ret == 0) {
-		if (c.nr)
-			qsort(c.v, c.nr, sizeof(*c.v), erec_cmp);
+		sort_items(c.v, c.nr, sizeof(*c.v), erec_cmp);
 		for (size_t i = 0; i < c.nr; i++) {
 			if (i + 1 < c.nr && !c.v[i].is_ref && c.v[i + 1].is_ref &&
 			    erec_cmp(&c.v[i], &c.v[i + 1]) < 0 && c.v[i].dir == c.v[i + 1].dir &&

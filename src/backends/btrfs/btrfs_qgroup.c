@@ -41,6 +41,7 @@
 #include <string.h>
 
 #include "backends/btrfs/btrfs_check_int.h"
+#include "lib/sorted.h"
 
 /* btrfs_qgroup_status_item: version, generation, flags, rescan. */
 #define QSTATUS_FLAGS 16
@@ -404,8 +405,8 @@ static int cmp_rel(const void *a, const void *b)
 static size_t info_index(const struct qgroups *q, uint64_t id)
 {
 	const struct qg_info key = { .id = id };
-	const struct qg_info *qi = q->nr_info ? bsearch(&key, q->info, q->nr_info,
-							sizeof(*q->info), cmp_info) : NULL;
+	const struct qg_info *qi = find_item(&key, q->info, q->nr_info, sizeof(*q->info),
+					     cmp_info);
 
 	return qi ? (size_t)(qi - q->info) : SIZE_MAX;
 }
@@ -466,11 +467,8 @@ static int build_ancestors(struct qgroups *q)
 {
 	int ret;
 
-	/* (qsort() wants an array, even of none) */
-	if (q->nr_info)
-		qsort(q->info, q->nr_info, sizeof(*q->info), cmp_info);
-	if (q->nr_rel)
-		qsort(q->rel, q->nr_rel, sizeof(*q->rel), cmp_rel);
+	sort_items(q->info, q->nr_info, sizeof(*q->info), cmp_info);
+	sort_items(q->rel, q->nr_rel, sizeof(*q->rel), cmp_rel);
 	for (size_t i = 0; i < q->nr_info; i++) {
 		size_t from = q->nr_anc;
 

@@ -43,6 +43,7 @@
 
 #include "backends/btrfs/btrfs_check_int.h"
 #include "lib/crc32c.h"
+#include "lib/sorted.h"
 
 /* The kernel's page size, the cache's unit (x86, arm64 with 4 KiB pages). */
 #define CACHE_PAGE 4096
@@ -220,7 +221,7 @@ int btrfs_v1_open(struct pass *p)
 		p->v1_stale = v->nr_h;
 		return 0;
 	}
-	qsort(v->h, v->nr_h, sizeof(*v->h), hdr_cmp);
+	sort_items(v->h, v->nr_h, sizeof(*v->h), hdr_cmp);
 	return read_chunks(p, v);
 }
 
@@ -428,8 +429,7 @@ static int load(struct pass *p, struct v1cache *v, const struct v1_header *h)
 		return ret < 0 ? ret : 0;
 	}
 	p->v1_loaded++;
-	if (v->nr_r)
-		qsort(v->r, v->nr_r, sizeof(*v->r), range_cmp);
+	sort_items(v->r, v->nr_r, sizeof(*v->r), range_cmp);
 	return 0;
 }
 

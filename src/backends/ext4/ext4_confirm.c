@@ -52,6 +52,7 @@
 #include "report/checks.h"
 #include "lib/mountpoint.h"
 #include "report/report.h"
+#include "lib/sorted.h"
 #include "lib/strbuf.h"
 #include "lib/stx.h"
 
@@ -144,7 +145,7 @@ static int blk_cmp(const void *a, const void *b)
 
 static bool blkset_has(const struct blkset *s, blk64_t b)
 {
-	return s->n && bsearch(&b, s->b, s->n, sizeof(*s->b), blk_cmp);
+	return find_item(&b, s->b, s->n, sizeof(*s->b), blk_cmp);
 }
 
 /* Journal block (logical, in the journal inode) to fs block. */
@@ -303,8 +304,7 @@ static int journal_recent(struct ext4_state *st, struct blkset *out)
 	}
 done:
 	free(b);
-	if (out->n)
-		qsort(out->b, out->n, sizeof(*out->b), blk_cmp);
+	sort_items(out->b, out->n, sizeof(*out->b), blk_cmp);
 	return ret;
 }
 
@@ -398,7 +398,7 @@ static void blkset_compact(struct blkset *s)
 {
 	size_t m = 0;
 
-	qsort(s->b, s->n, sizeof(*s->b), blk_cmp);
+	sort_items(s->b, s->n, sizeof(*s->b), blk_cmp);
 	for (size_t i = 0; i < s->n; i++)
 		if (!m || s->b[m - 1] != s->b[i])
 			s->b[m++] = s->b[i];
@@ -432,7 +432,7 @@ static size_t next_batch(struct ext4_suspect *const *open, size_t n, struct blks
 
 static size_t block_index(const struct batch_blocks *bb, blk64_t b)
 {
-	const blk64_t *p = bsearch(&b, bb->set.b, bb->set.n, sizeof(b), blk_cmp);
+	const blk64_t *p = find_item(&b, bb->set.b, bb->set.n, sizeof(b), blk_cmp);
 
 	return (size_t)(p - bb->set.b);
 }

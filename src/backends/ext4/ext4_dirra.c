@@ -57,6 +57,7 @@
 
 #include "scan/context.h"
 #include "report/report.h"
+#include "lib/sorted.h"
 #include "lib/strbuf.h"
 #include "lib/thread.h"
 
@@ -107,7 +108,7 @@ static void dirra_issue(struct ext4_dirra *ra)
 
 	if (!ra->nr_runs)
 		return;
-	qsort(ra->runs, ra->nr_runs, sizeof(*ra->runs), run_cmp);
+	sort_items(ra->runs, ra->nr_runs, sizeof(*ra->runs), run_cmp);
 	for (size_t i = 1; i < ra->nr_runs; i++) {
 		struct ext4_run *last = &ra->runs[n];
 

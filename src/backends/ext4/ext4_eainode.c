@@ -46,6 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/sorted.h"
 #include "lib/strbuf.h"
 #include "report/checks.h"
 #include "report/report.h"
@@ -585,11 +586,8 @@ void ext4_eainode_check(struct scrub_ctx *ctx)
 
 	if (!ea)
 		return;
-	/* qsort() of no elements may still not be given NULL (C11 7.22.5) */
-	if (ea->n)
-		qsort(ea->v, ea->n, sizeof(*ea->v), ea_cmp);
-	if (ea->nr_refs)
-		qsort(ea->refs, ea->nr_refs, sizeof(*ea->refs), ref_cmp);
+	sort_items(ea->v, ea->n, sizeof(*ea->v), ea_cmp);
+	sort_items(ea->refs, ea->nr_refs, sizeof(*ea->refs), ref_cmp);
 	buf = ext4_block_buf(st);
 	for (size_t k = 0; k < ea->n || i < ea->nr_refs; i = j) {
 		ext2_ino_t next_ea = k < ea->n ? ea->v[k].ino : 0;

@@ -35,6 +35,7 @@
 
 #include "backends/ext4/ext4.h"
 #include "lib/fsmap.h"
+#include "lib/sorted.h"
 #include "cmd/owners.h"
 
 /* At most this many blocks are looked for in the inode tables per range: 4 MiB of flags. */
@@ -394,8 +395,7 @@ static void build_index(struct search *s)
 	ext2fs_inode_scan_flags(scan, EXT2_SF_SKIP_MISSING_ITABLE | EXT2_SF_DO_LAZY, 0);
 	scan_groups(&all, scan, 0, s->fs->group_desc_count);
 	ext2fs_close_inode_scan(scan);
-	if (cache.idx.n)
-		qsort(cache.idx.v, cache.idx.n, sizeof(*cache.idx.v), rec_cmp);
+	sort_items(cache.idx.v, cache.idx.n, sizeof(*cache.idx.v), rec_cmp);
 	cache.indexed = true;
 }
 

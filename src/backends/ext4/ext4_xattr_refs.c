@@ -45,6 +45,7 @@
 
 #include "report/checks.h"
 #include "report/report.h"
+#include "lib/sorted.h"
 #include "lib/strbuf.h"
 
 /* Inodes named in a message: the first few say enough. */
@@ -346,7 +347,7 @@ void ext4_xattr_refs_check(struct scrub_ctx *ctx)
 
 	if (!n)
 		return;
-	qsort(v, n, sizeof(*v), ref_cmp);
+	sort_items(v, n, sizeof(*v), ref_cmp);
 	buf = ext4_block_buf(st);
 	for (size_t i = 0, j; i < n && !scrub_should_stop(ctx); i = j) {
 		for (j = i + 1; j < n && v[j].blk == v[i].blk; j++)

@@ -49,6 +49,7 @@
 
 #include "report/checks.h"
 #include "lib/ioengine.h"
+#include "lib/sorted.h"
 #include "lib/strbuf.h"
 
 /* Deeper than any btree of an AG of at most 2^31 blocks can grow. */
@@ -601,13 +602,6 @@ static void bt_block(struct bt_walk *w, const struct bt_ptr *p, const struct bt_
 	}
 }
 
-static int cmp_agbno(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 static void bt_ahead_done(void *arg, const struct io_range *r, char *buf, int64_t res)
 {
 	struct bt_ahead *a = arg;
@@ -703,8 +697,7 @@ static void bt_walk(struct od *od, struct ag_sums *sums, int type, uint32_t agno
 	if (w.ahead)
 		free(w.ahead->data);
 	free(w.ahead);
-	if (w.nseen > 1)
-		qsort(w.seen, w.nseen, sizeof(*w.seen), cmp_agbno);
+	sort_items(w.seen, w.nseen, sizeof(*w.seen), u32_cmp);
 	for (size_t i = 1; i < w.nseen; i++)
 		if (w.seen[i] == w.seen[i - 1] && (i < 2 || w.seen[i - 2] != w.seen[i]))
 			bt_problem(&w, true, "block %u is reached more than once", w.seen[i]);

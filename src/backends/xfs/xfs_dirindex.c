@@ -53,6 +53,7 @@
 #include "report/checks.h"
 #include "scan/context.h"
 #include "lib/ioengine.h"
+#include "lib/sorted.h"
 #include "lib/strbuf.h"
 
 /* A fork read whole for its index: 16 MiB holds a directory of ~300 000 names. */
@@ -423,11 +424,10 @@ static int cmp_dent(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* The data entries by address (none is no array: qsort() wants one). */
+/* The data entries by address. */
 static void dents_sort(struct di *di)
 {
-	if (di->ne > 1)
-		qsort(di->e, di->ne, sizeof(*di->e), cmp_dent);
+	sort_items(di->e, di->ne, sizeof(*di->e), cmp_dent);
 }
 
 /* Every data block below leaf_blk (the leaf space), dir block by dir block. */
@@ -462,7 +462,7 @@ static struct di_dent *dent_find(struct di *di, uint32_t addr)
 {
 	struct di_dent key = { .addr = addr };
 
-	return di->ne ? bsearch(&key, di->e, di->ne, sizeof(*di->e), cmp_dent) : NULL;
+	return find_item(&key, di->e, di->ne, sizeof(*di->e), cmp_dent);
 }
 
 /* One hash entry (index i of what) against the data entry it points at. */
@@ -900,7 +900,7 @@ static void batch_read(struct od *od, struct di_batch *b)
 		if (!b->fork[i].ret)
 			pieces_add(&ps, od, &b->fork[i]);
 	if (ps.n) {
-		qsort(ps.v, ps.n, sizeof(*ps.v), cmp_dev);
+		sort_items(ps.v, ps.n, sizeof(*ps.v), cmp_dev);
 		pieces_read(od, &ps, b->single);
 	}
 	for (size_t i = 0; i < ps.n; i++)

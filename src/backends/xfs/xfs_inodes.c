@@ -79,6 +79,7 @@
 #include "lib/fsmap.h"
 #include "lib/inoset.h"
 #include "report/report.h"
+#include "lib/sorted.h"
 #include "lib/strbuf.h"
 #include "lib/stx.h"
 
@@ -123,8 +124,7 @@ void xfs_names_finish(struct xfs_names *nl)
 {
 	size_t out = 0;
 
-	if (nl->n)
-		qsort(nl->v, nl->n, sizeof(*nl->v), named_cmp);
+	sort_items(nl->v, nl->n, sizeof(*nl->v), named_cmp);
 	for (size_t i = 0; i < nl->n; i++)
 		if (!out || nl->v[out - 1].ino != nl->v[i].ino)
 			nl->v[out++] = nl->v[i];
@@ -136,9 +136,9 @@ struct xfs_named *xfs_names_find(struct xfs_names *nl, uint64_t ino)
 {
 	struct xfs_named key = { .ino = ino };
 
-	if (!nl->sorted || !nl->n)
+	if (!nl->sorted)
 		return NULL;
-	return bsearch(&key, nl->v, nl->n, sizeof(key), named_cmp);
+	return find_item(&key, nl->v, nl->n, sizeof(key), named_cmp);
 }
 
 void xfs_names_note(struct xfs_names *nl, struct dir_node *dir, const char *name,
@@ -255,8 +255,7 @@ static int deferred_cmp(const void *a, const void *b)
 static void report_deferred(struct scrub_ctx *ctx, struct xfs_state *xs)
 {
 	/* By inode: the findings about one file come together. */
-	if (xs->nr_deferred)
-		qsort(xs->deferred, xs->nr_deferred, sizeof(*xs->deferred), deferred_cmp);
+	sort_items(xs->deferred, xs->nr_deferred, sizeof(*xs->deferred), deferred_cmp);
 	for (size_t i = 0; i < xs->nr_deferred; i++) {
 		const struct xfs_deferred *d = &xs->deferred[i];
 		const struct xfs_named *n = xfs_names_find(&xs->named, d->ino);
@@ -1353,8 +1352,7 @@ static bool rmap_collect(struct scrub_ctx *ctx, struct xfs_state *xs, struct rma
 	if (ret == -EXDEV)
 		ret = sweep_range(ctx, xs, rmapbt, rc, 0, n, 0, UINT64_MAX);
 	/* Reported by kind, then inode and file offset, whatever the device order. */
-	if (rc->nr_sus)
-		qsort(rc->sus, rc->nr_sus, sizeof(*rc->sus), suspect_cmp);
+	sort_items(rc->sus, rc->nr_sus, sizeof(*rc->sus), suspect_cmp);
 	if (ret < 0) {
 		rmap_refused(ctx, rc, ret);
 		return false;

@@ -49,6 +49,7 @@
 #include "report/checks.h"
 #include "scan/context.h"
 #include "report/report.h"
+#include "lib/sorted.h"
 #include "lib/strbuf.h"
 #include "lib/stx.h"
 
@@ -576,7 +577,7 @@ void xfs_kscrub_all(struct scrub_ctx *ctx)
 	ks_check_scope(&r, KS_SUMMARY, 0);
 
 	if (r.nr_repairs) {
-		qsort(r.repairs, r.nr_repairs, sizeof(*r.repairs), by_order);
+		sort_items(r.repairs, r.nr_repairs, sizeof(*r.repairs), by_order);
 		report_verbose(ctx, "Phase 2: %zu metadata %s to repair or to look at again",
 			       r.nr_repairs, r.nr_repairs == 1 ? "object" : "objects");
 	}

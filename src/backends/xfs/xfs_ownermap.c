@@ -69,6 +69,7 @@
 #include "lib/crc32c.h"
 #include "lib/fsmap.h"
 #include "report/report.h"
+#include "lib/sorted.h"
 #include "lib/strbuf.h"
 #include "lib/thread.h"
 
@@ -606,10 +607,8 @@ static bool om_ready(struct scrub_ctx *ctx, struct xfs_state *xs, struct xfs_own
 		for (uint32_t ag = 0; ag < om->nags; ag++) {
 			struct om_ag *a = &om->ags[ag];
 
-			if (a->n)
-				qsort(a->v, a->n, sizeof(*a->v), digest_cmp);
-			if (a->nna)
-				qsort(a->na, a->nna, sizeof(*a->na), digest_cmp);
+			sort_items(a->v, a->n, sizeof(*a->v), digest_cmp);
+			sort_items(a->na, a->nna, sizeof(*a->na), digest_cmp);
 		}
 		om->ok = om_get(ctx, xs, om);
 		om_judge(om);

@@ -46,6 +46,7 @@
 #include "report/checks.h"
 #include "scan/context.h"
 #include "report/report.h"
+#include "lib/sorted.h"
 #include "lib/strbuf.h"
 
 #ifndef PRJQUOTA
@@ -364,7 +365,7 @@ static void report_round2(struct quota_run *r)
 		struct qtable *t = &r->t[qt];
 
 		if (t->v)	/* by id: the report does not depend on the hash */
-			qsort(t->v, t->mask + 1, sizeof(*t->v), qent_cmp);
+			sort_items(t->v, t->mask + 1, sizeof(*t->v), qent_cmp);
 		for (size_t i = 0; i < t->n && !scrub_should_stop(ctx); i++) {
 			const struct qent *e = &t->v[i];
 			const struct qfig *q = &e->after, *w = &e->walk;

@@ -63,6 +63,7 @@
 #include "scan/context.h"
 #include "lib/inoset.h"
 #include "report/report.h"
+#include "lib/sorted.h"
 #include "lib/strbuf.h"
 
 /* Differences per AG, and in all: the first say enough. */
@@ -110,17 +111,9 @@ struct refc_check {
 	size_t max_ag_extents;	/* the most extents one AG held */
 };
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 static bool unmapped(const struct refc_check *rc, uint64_t ino)
 {
-	return rc->nr_unmapped &&
-	       bsearch(&ino, rc->unmapped, rc->nr_unmapped, sizeof(ino), cmp_u64);
+	return find_item(&ino, rc->unmapped, rc->nr_unmapped, sizeof(ino), u64_cmp);
 }
 
 /* The file's whole map is in the walk's list, and it did not change. */
@@ -170,8 +163,7 @@ static uint64_t *owners_of(const struct xref_exts *refs, uint32_t start, uint32_
 		}
 		v[k++] = e->owner;
 	}
-	if (k)
-		qsort(v, k, sizeof(*v), cmp_u64);
+	sort_items(v, k, sizeof(*v), u64_cmp);
 	for (size_t i = 0; i < k; i++)
 		if (!out || v[out - 1] != v[i])
 			v[out++] = v[i];

@@ -65,6 +65,7 @@
 #include "report/checks.h"
 #include "scan/context.h"
 #include "report/report.h"
+#include "lib/sorted.h"
 #include "lib/strbuf.h"
 #include "lib/stx.h"
 
@@ -225,7 +226,7 @@ void xfs_walkstat_flush(struct scrub_ctx *ctx, const struct backend_dir *d)
 	struct xfs_walkstat *w = &xs->walkstat[d->thread];
 
 	if (w->dir == d->node && !scrub_should_stop(ctx)) {
-		qsort(w->v, w->n, sizeof(*w->v), entry_cmp);
+		sort_items(w->v, w->n, sizeof(*w->v), entry_cmp);
 		for (size_t i = 0, j; i < w->n; i = j + 1) {
 			for (j = i; j + 1 < w->n &&
 			     w->v[j + 1].stx.stx_ino - w->v[i].stx.stx_ino < XFS_WALKSTAT_WINDOW;)

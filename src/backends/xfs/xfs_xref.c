@@ -52,6 +52,7 @@
 
 #include "report/checks.h"
 #include "scan/context.h"
+#include "lib/sorted.h"
 #include "lib/strbuf.h"
 
 /* Problems of one kind per AG: the first few say enough. */
@@ -343,13 +344,6 @@ static bool ino_allocated(const struct ino_rec *recs, size_t n, uint32_t agino)
 	       !((r->free >> k) & 1);
 }
 
-static int cmp_u32(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 struct unl_walk {
 	struct od *od;
 	uint32_t agno, length;
@@ -462,8 +456,7 @@ void xref_unlinked(struct od *od, uint32_t agno, uint64_t base, uint32_t length,
 
 	for (unsigned b = 0; b < XFS_AGI_UNLINKED_BUCKETS; b++)
 		unl_bucket(&u, b, be32toh(agi->agi_unlinked[b]));
-	if (u.nseen)
-		qsort(u.seen, u.nseen, sizeof(*u.seen), cmp_u32);
+	sort_items(u.seen, u.nseen, sizeof(*u.seen), u32_cmp);
 	for (size_t i = 1; i < u.nseen && said < XREF_MAX_SAID; i++)
 		if (u.seen[i] == u.seen[i - 1] && (i < 2 || u.seen[i - 2] != u.seen[i])) {
 			od_problem_id(od, CHECK_XFS_UNLINKED, unl_ino(&u, u.seen[i]), true,
@@ -520,8 +513,7 @@ static void check_bno_cnt(struct od *od, struct xref_space *sp)
 {
 	struct xref_exts *bno = &sp->bno, *cnt = &sp->cnt;
 
-	if (cnt->n)
-		qsort(cnt->v, cnt->n, sizeof(*cnt->v), cmp_ext);
+	sort_items(cnt->v, cnt->n, sizeof(*cnt->v), cmp_ext);
 	for (size_t i = 0; i < bno->n || i < cnt->n; i++) {
 		const struct xref_ext *b = i < bno->n ? &bno->v[i] : NULL;
 		const struct xref_ext *c = i < cnt->n ? &cnt->v[i] : NULL;
@@ -668,8 +660,7 @@ void xref_space_check(struct od *od, uint32_t agno, uint32_t length, struct xref
 	size_t said = 0;
 
 	add_static(od, agno, sp);
-	if (sp->used.n)
-		qsort(sp->used.v, sp->used.n, sizeof(*sp->used.v), cmp_ext);
+	sort_items(sp->used.v, sp->used.n, sizeof(*sp->used.v), cmp_ext);
 	check_used_twice(od, &sp->used);
 	if (!sp->bno_ok)
 		return;
@@ -737,8 +728,7 @@ static void coverage(const struct xref_exts *rmap, bool (*pick)(const struct xre
 			e[n++] = (struct ref_edge){ rmap->v[i].start, 1 };
 			e[n++] = (struct ref_edge){ rmap->v[i].start + rmap->v[i].len, -1 };
 		}
-	if (n)
-		qsort(e, n, sizeof(*e), cmp_edge);
+	sort_items(e, n, sizeof(*e), cmp_edge);
 	for (size_t i = 0; i < n; i++) {
 		count += e[i].delta;
 		if (i + 1 < n && e[i + 1].at > e[i].at && count >= min)
@@ -757,7 +747,7 @@ static void runs_of(const struct xref_exts *recs, struct xref_exts *out)
 
 	if (recs->n) {		/* recs->v may be NULL when empty: no memcpy(NULL) */
 		memcpy(v, recs->v, recs->n * sizeof(*v));
-		qsort(v, recs->n, sizeof(*v), cmp_ext);
+		sort_items(v, recs->n, sizeof(*v), cmp_ext);
 	}
 	for (size_t i = 0; i < recs->n; i++)
 		runs_add(out, v[i].start, v[i].start + v[i].len, v[i].owner);
@@ -794,8 +784,7 @@ static size_t runs_diff(const struct xref_exts *want, const struct xref_exts *ha
 			b[nb++] = lists[l]->v[i].start;
 			b[nb++] = lists[l]->v[i].start + lists[l]->v[i].len;
 		}
-	if (nb)
-		qsort(b, nb, sizeof(*b), cmp_u32);
+	sort_items(b, nb, sizeof(*b), u32_cmp);
 	for (size_t i = 0; i + 1 < nb; i++) {
 		uint64_t w, h;
 
