@@ -298,6 +298,32 @@ def test_verbose_status_line(big_fs):
     assert status, r
 
 
+def test_status_lines_after_a_long_phase(image_factory):
+    """-v's status lines are timed from each phase's start: a phase 3 held
+    for 3 s (FSCRUB_DEBUG_AFTER_BULK sleeps in it, after XFS's first bulk
+    records), then a phase 5 of about 1.5 s (160 MiB at 100 MiB/s) still
+    has its own.  Before, the time of the last status line was kept across
+    phases, and a phase shorter than a long one before it printed none
+    (seen in CI under load)."""
+    img = image_factory("xfs", size_mb=300)
+    img.mkfs()
+    mnt = img.mount()
+    os.mkdir(os.path.join(mnt, "many"))
+    for i in range(50):
+        open(os.path.join(mnt, "many", "f%d" % i), "w").close()
+    with open(os.path.join(mnt, "big"), "wb") as f:
+        for _ in range(160):
+            f.write(os.urandom(1 << 20))
+    mnt = img.remount()
+    r = run_fscrub("-v", "-x", "-j", "1", "--limit", "100M", mnt,
+                   env=dict(SEQUENTIAL, FSCRUB_DEBUG_STATUS_MS="100",
+                            FSCRUB_DEBUG_AFTER_BULK="sleep 3"))
+    assert r.rc == 0, r
+    assert re.search(r"^Phase 3: .*\d+/s", r.stdout, re.M), r.stdout
+    assert re.search(r"^Phase 5: Verify file data +\d+\.\d% \d+/\d+ bytes \d+/s",
+                     r.stdout, re.M), r.stdout
+
+
 # --- what --json and --metrics do to what their FILE already is ---
 
 OUTPUTS = ["--json", "--metrics"]
