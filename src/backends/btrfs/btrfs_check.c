@@ -1193,7 +1193,9 @@ static int read_extents(struct pass *p)
 		if (p->extent_err < 0 && !is_damage(p->extent_err))
 			return p->extent_err;
 	}
-	if ((ret == -ENOENT && p->rescue) || is_damage(ret)) {
+	/* a rescue= mount's unloaded tree, or one its ROOT_ITEM's key hides (reported) */
+	if ((ret == -ENOENT && (p->rescue || (p->bad_root_keys & 1U << tree))) ||
+	    is_damage(ret)) {
 		p->unloaded |= UNLOADED_EXTENT;
 		p->nr_bg = 0;
 		btrfs_qgroup_release(p);
@@ -1414,6 +1416,9 @@ static void report_unread_trees(struct scrub_ctx *ctx, const struct pass *p)
 		str_changed(ctx, CHECK_BTRFS_TREE, NULL, NULL, 0, "the %s tree was refused, then "
 			    "read through when read again; %s", tree_name(p->extent_err_tree),
 			    EXTENT_CHECKS);
+	else if ((p->unloaded & UNLOADED_EXTENT) && !p->rescue)
+		str_info(ctx, CHECK_BTRFS_EXTENT_REFS, NULL, NULL, 0, "the extent tree cannot be "
+			 "searched (its ROOT_ITEM's key, reported): %s", EXTENT_CHECKS);
 	else if (p->unloaded & UNLOADED_EXTENT)
 		str_info(ctx, CHECK_BTRFS_EXTENT_REFS, NULL, NULL, 0, "the extent tree%s is not "
 			 "loaded on this rescue= mount (the kernel could not read it, or was told "
