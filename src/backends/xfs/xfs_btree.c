@@ -127,13 +127,6 @@ struct bt_walk {
  */
 #define BT_AHEAD 64
 #define BT_AHEAD_MIN 2
-/*
- * Reads in flight per AG (btree blocks, inode chunks): the device's queue
- * covers its latency, another load still gets in.
- */
-#define CHUNK_DEPTH 16
-/* Buffer alignment for O_DIRECT: the largest logical sector size. */
-#define CHUNK_ALIGN 4096
 
 struct bt_ahead {
 	uint8_t *data;			/* BT_AHEAD blocks */
@@ -602,14 +595,6 @@ static void bt_block(struct bt_walk *w, const struct bt_ptr *p, const struct bt_
 	}
 }
 
-static void bt_ahead_done(void *arg, const struct io_range *r, char *buf, int64_t res)
-{
-	struct bt_ahead *a = arg;
-
-	(void)buf;		/* slot i (bt_ahead_slot()) */
-	a->res[r - a->range] = res < 0 ? (int)res : (uint64_t)res == r->len ? 0 : -EIO;
-}
-
 static char *bt_ahead_slot(void *arg, size_t i)
 {
 	struct bt_ahead *a = arg;
@@ -628,32 +613,19 @@ static void bt_read_ahead(struct bt_walk *w, const struct bt_ptr *p, size_t n)
 			return;
 		a = w->ahead = xcalloc(1, sizeof(*a));
 		a->slot = od->bsize;
-		if (posix_memalign((void **)&a->data, CHUNK_ALIGN, BT_AHEAD * a->slot))
+		if (posix_memalign((void **)&a->data, OD_READ_ALIGN, BT_AHEAD * a->slot))
 			a->data = NULL;
 	}
 	a->n = a->at = 0;
 	if (!a->data)
 		return;
 	/* Every pointer on a level is inside the AG: bt_block() and bt_walk() keep the others out. */
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < n; i++)
 		a->range[i] = (struct io_range){ w->base + (uint64_t)p[i].agbno * od->bsize,
 						 od->bsize };
-		a->res[i] = -ECANCELED;
-	}
-
-	struct io_job job = {
-		.fd = od->fd, .ranges = a->range, .nr_ranges = n,
-		.depth = od->ctx->opt.background ? 1 : CHUNK_DEPTH, .max_len = od->bsize,
-		.align = CHUNK_ALIGN, .no_uring = getenv("FSCRUB_DEBUG_NO_URING") != NULL,
-		.done = bt_ahead_done, .buffer = bt_ahead_slot, .arg = a,
-	};
-
 	atomic_fetch_add(&od->xs->bt_ahead_blocks, n);
 	atomic_fetch_add(&od->xs->bt_ahead_batches, 1);
-	if (ioengine_run(&job) < 0)
-		for (size_t i = 0; i < n; i++)	/* no engine: one after the other */
-			a->res[i] = od_pread(od, a->data + i * od->bsize, a->range[i].off,
-					     od->bsize);
+	od_read_ranges(od, a->range, n, od->bsize, bt_ahead_slot, a, a->res, false);
 	a->n = n;
 }
 
@@ -923,15 +895,6 @@ static void check_run(struct od *od, uint32_t agno, const struct chunk_run *c, c
 	}
 }
 
-static void chunk_read_done(void *arg, const struct io_range *r, char *buf, int64_t res)
-{
-	struct chunk_batch *b = arg;
-	size_t i = (size_t)(r - b->range);
-
-	(void)buf;		/* the batch's slot i (chunk_slot()) */
-	b->res[i] = res < 0 ? (int)res : (uint64_t)res == r->len ? 0 : -EIO;
-}
-
 /* Run i is read straight into its slot of the batch, checked after the batch. */
 static char *chunk_slot(void *arg, size_t i)
 {
@@ -944,25 +907,13 @@ static char *chunk_slot(void *arg, size_t i)
 static void chunk_batch_flush(struct od *od, uint32_t agno, struct chunk_batch *b,
 			      struct xref_space *sp)
 {
-	struct io_job job = {
-		.fd = od->fd, .ranges = b->range, .nr_ranges = b->n,
-		.depth = od->ctx->opt.background ? 1 : CHUNK_DEPTH, .max_len = b->slot,
-		.align = CHUNK_ALIGN, .no_uring = getenv("FSCRUB_DEBUG_NO_URING") != NULL,
-		.done = chunk_read_done, .buffer = chunk_slot, .arg = b,
-	};
-
-	for (size_t i = 0; i < b->n; i++) {
+	for (size_t i = 0; i < b->n; i++)
 		b->range[i] = (struct io_range){ b->run[i].start, b->run[i].end - b->run[i].start };
-		b->res[i] = -ECANCELED;
-	}
 	if (!b->n)
 		return;
 	atomic_fetch_add(&od->xs->chunk_reads, b->n);
 	atomic_fetch_add(&od->xs->chunk_batches, 1);
-	if (ioengine_run(&job) < 0)
-		for (size_t i = 0; i < b->n; i++)	/* no engine: one after the other */
-			b->res[i] = od_pread(od, b->data + i * b->slot, b->range[i].off,
-					     b->range[i].len);
+	od_read_ranges(od, b->range, b->n, b->slot, chunk_slot, b, b->res, false);
 	for (size_t i = 0; i < b->n && !scrub_should_stop(od->ctx); i++)
 		check_run(od, agno, &b->run[i], b->data + i * b->slot, b->res[i], sp);
 	b->n = 0;
@@ -1066,9 +1017,9 @@ static void check_chunks(struct od *od, uint32_t agno, uint64_t base, const stru
 {
 	struct chunk_batch *b = xcalloc(1, sizeof(*b));
 
-	b->slot = (od->ibuf_len + CHUNK_ALIGN - 1) & ~(size_t)(CHUNK_ALIGN - 1);
+	b->slot = (od->ibuf_len + OD_READ_ALIGN - 1) & ~(size_t)(OD_READ_ALIGN - 1);
 	if (!getenv("FSCRUB_DEBUG_NO_CHUNKBATCH") &&
-	    posix_memalign((void **)&b->data, CHUNK_ALIGN, CHUNK_BATCH * b->slot))
+	    posix_memalign((void **)&b->data, OD_READ_ALIGN, CHUNK_BATCH * b->slot))
 		b->data = NULL;
 	for (size_t i = 0; i < recs->n && !scrub_should_stop(od->ctx); i++)
 		check_chunk(od, agno, base, &recs->v[i], sp, b);

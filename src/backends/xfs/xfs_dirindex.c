@@ -60,8 +60,6 @@
 #define DI_MAX_BYTES (16u << 20)
 /* One pread of an extent: bounded so that a big extent does not hog the device. */
 #define DI_READ_MAX (1u << 20)
-/* O_DIRECT buffer alignment (the largest logical sector size). */
-#define DI_ALIGN 4096
 /* Problems said about one fork in one look; the rest are counted in one more. */
 #define DI_MAX_SAID 8
 /* bests[] and bestfree lengths: the data block does not exist (NULLDATAOFF). */
@@ -781,14 +779,12 @@ static bool attr_leaf(struct di *di, uint64_t blk, const uint8_t *b, uint32_t *l
 /*
  * Forks kept at most: 64 directories are some 6 000 inodes of a
  * million-file set (a few of xfs_btree.c's chunk batches), enough reads
- * to keep DI_DEPTH in flight.  Their blocks: at most DI_BATCH_BYTES
+ * to keep OD_READ_DEPTH in flight.  Their blocks: at most DI_BATCH_BYTES
  * before one more fork is kept, so an AG thread holds less than
  * DI_BATCH_BYTES + DI_MAX_BYTES (one big fork kept last).
  */
 #define DI_BATCH_FORKS 64
 #define DI_BATCH_BYTES (8u << 20)
-/* Reads in flight per AG thread: as the inode chunks' (xfs_btree.c). */
-#define DI_DEPTH 16
 
 struct di_fork {
 	uint64_t ino;
@@ -848,47 +844,29 @@ static int cmp_dev(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* The job's ranges and its pieces, index for index. */
-struct di_job {
-	struct io_range *range;
-	struct di_piece *piece;
-};
-
-static void piece_done(void *arg, const struct io_range *r, char *buf, int64_t res)
-{
-	struct di_job *j = arg;
-
-	(void)buf;		/* the piece's place in its fork (piece_buf()) */
-	j->piece[r - j->range].res = res < 0 ? (int)res : (uint64_t)res == r->len ? 0 : -EIO;
-}
-
 static char *piece_buf(void *arg, size_t i)
 {
-	struct di_job *j = arg;
+	struct di_pieces *ps = arg;
 
-	return (char *)j->piece[i].to;
+	return (char *)ps->v[i].to;
 }
 
 /* Read the pieces (sorted by place): in one job, or one after the other. */
 static void pieces_read(struct od *od, struct di_pieces *ps, bool single)
 {
-	struct di_job j = { xmalloc(ps->n * sizeof(*j.range)), ps->v };
-	struct io_job job = {
-		.fd = od->fd, .ranges = j.range, .nr_ranges = ps->n,
-		.depth = od->ctx->opt.background ? 1 : DI_DEPTH, .max_len = DI_READ_MAX,
-		.align = DI_ALIGN, .no_uring = getenv("FSCRUB_DEBUG_NO_URING") != NULL,
-		.done = piece_done, .buffer = piece_buf, .arg = &j,
-	};
+	struct io_range *range = xmalloc(ps->n * sizeof(*range));
+	int *res = xmalloc(ps->n * sizeof(*res));
 
 	for (size_t i = 0; i < ps->n; i++)
-		j.range[i] = (struct io_range){ ps->v[i].dev, ps->v[i].len };
+		range[i] = (struct io_range){ ps->v[i].dev, ps->v[i].len };
 	atomic_fetch_add(&od->xs->index_reads, ps->n);
 	if (!single)
 		atomic_fetch_add(&od->xs->index_batches, 1);
-	if (single || ioengine_run(&job) < 0)
-		for (size_t i = 0; i < ps->n; i++)	/* no engine: one after the other */
-			ps->v[i].res = od_pread(od, ps->v[i].to, ps->v[i].dev, ps->v[i].len);
-	free(j.range);
+	od_read_ranges(od, range, ps->n, DI_READ_MAX, piece_buf, ps, res, single);
+	for (size_t i = 0; i < ps->n; i++)
+		ps->v[i].res = res[i];
+	free(range);
+	free(res);
 }
 
 /* Read every kept fork's blocks; a fork's error is its first failed piece's. */
@@ -956,7 +934,7 @@ static void fork_keep(struct od *od, struct di_fork *f)
 		b = od->dirindex = xcalloc(1, sizeof(*b));
 		b->single = getenv("FSCRUB_DEBUG_NO_CHUNKBATCH") != NULL;
 	}
-	if (posix_memalign((void **)&f->map.data, DI_ALIGN, bytes)) {
+	if (posix_memalign((void **)&f->map.data, OD_READ_ALIGN, bytes)) {
 		f->map.data = NULL;
 		f->ret = -ENOMEM;
 	}

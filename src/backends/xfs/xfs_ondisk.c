@@ -60,6 +60,7 @@
 
 #include "report/checks.h"
 #include "lib/crc32c.h"
+#include "lib/ioengine.h"
 #include "scan/context.h"
 #include "report/report.h"
 #include "lib/strbuf.h"
@@ -93,6 +94,46 @@ int od_pread(struct od *od, void *buf, uint64_t off, size_t len)
 	if (n < 0)
 		return -errno;
 	return (size_t)n == len ? 0 : -EIO;
+}
+
+struct od_reads {
+	const struct io_range *range;
+	char *(*buf)(void *arg, size_t i);
+	void *arg;
+	int *res;
+};
+
+static void od_read_done(void *arg, const struct io_range *r, char *buf, int64_t res)
+{
+	struct od_reads *j = arg;
+
+	(void)buf;		/* range i's own (od_read_buf()) */
+	j->res[r - j->range] = res < 0 ? (int)res : (uint64_t)res == r->len ? 0 : -EIO;
+}
+
+static char *od_read_buf(void *arg, size_t i)
+{
+	struct od_reads *j = arg;
+
+	return j->buf(j->arg, i);
+}
+
+void od_read_ranges(struct od *od, const struct io_range *range, size_t n, size_t max_len,
+		    char *(*buf)(void *arg, size_t i), void *arg, int *res, bool single)
+{
+	struct od_reads j = { range, buf, arg, res };
+	struct io_job job = {
+		.fd = od->fd, .ranges = range, .nr_ranges = n,
+		.depth = od->ctx->opt.background ? 1 : OD_READ_DEPTH, .max_len = max_len,
+		.align = OD_READ_ALIGN, .no_uring = getenv("FSCRUB_DEBUG_NO_URING") != NULL,
+		.done = od_read_done, .buffer = od_read_buf, .arg = &j,
+	};
+
+	for (size_t i = 0; i < n; i++)
+		res[i] = -ECANCELED;
+	if (single || ioengine_run(&job) < 0)
+		for (size_t i = 0; i < n; i++)	/* no engine: one after the other */
+			res[i] = od_pread(od, buf(arg, i), range[i].off, range[i].len);
 }
 
 /* Add blocks blk[0..n) to p: NULLAGBLOCK ones and repeats left out. */
