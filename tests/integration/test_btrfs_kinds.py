@@ -536,6 +536,9 @@ def test_global_root_key_offset(image_factory, how, tree, name):
     assert r.rc == 4, r
     assert [(e.check, e.path) for e in r.errors] == [("btrfs.tree", mnt)], r
     assert "ROOT_ITEM of the %s has key offset %d" % (name, 1 << 63) in r.errors[0].message, r
+    if tree == 2:
+        assert any("the extent tree cannot be searched" in f.message
+                   for f in r.of("Info", "btrfs.extent_refs")), r
 
 
 @pytest.mark.parametrize("how", ["fresh", "settled", "ro"])

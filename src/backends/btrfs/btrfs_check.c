@@ -1197,6 +1197,8 @@ static int read_extents(struct pass *p)
 	if ((ret == -ENOENT && (p->rescue || (p->bad_root_keys & 1U << tree))) ||
 	    is_damage(ret)) {
 		p->unloaded |= UNLOADED_EXTENT;
+		if (ret == -ENOENT && !p->rescue)
+			p->hidden_tree = tree;
 		p->nr_bg = 0;
 		btrfs_qgroup_release(p);
 		return 0;
@@ -1417,8 +1419,9 @@ static void report_unread_trees(struct scrub_ctx *ctx, const struct pass *p)
 			    "read through when read again; %s", tree_name(p->extent_err_tree),
 			    EXTENT_CHECKS);
 	else if ((p->unloaded & UNLOADED_EXTENT) && !p->rescue)
-		str_info(ctx, CHECK_BTRFS_EXTENT_REFS, NULL, NULL, 0, "the extent tree cannot be "
-			 "searched (its ROOT_ITEM's key, reported): %s", EXTENT_CHECKS);
+		str_info(ctx, CHECK_BTRFS_EXTENT_REFS, NULL, NULL, 0, "the %s tree cannot be "
+			 "searched (its ROOT_ITEM's key, reported): %s", tree_name(p->hidden_tree),
+			 EXTENT_CHECKS);
 	else if (p->unloaded & UNLOADED_EXTENT)
 		str_info(ctx, CHECK_BTRFS_EXTENT_REFS, NULL, NULL, 0, "the extent tree%s is not "
 			 "loaded on this rescue= mount (the kernel could not read it, or was told "

@@ -231,6 +231,8 @@ struct pass {
 	 * -EIO/-EUCLEAN read twice, -EAGAIN read through the second time */
 	int extent_err;
 	uint64_t extent_err_tree;
+	/* the extent or block group tree its ROOT_ITEM's key hides (ENOENT), or 0 */
+	uint64_t hidden_tree;
 	uint32_t nodesize;
 	struct fs_root *roots;
 	size_t nr_roots, alloc_roots;
