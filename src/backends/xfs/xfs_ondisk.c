@@ -442,8 +442,13 @@ static int od_log_read(void *arg, uint8_t *buf, uint64_t bb, uint32_t n)
 			(size_t)n * 512);
 }
 
-/* A log written while it was read does not make sense for a moment. */
+/*
+ * A log written while it was read does not make sense for a moment: read
+ * again after 50 ms, then twice as long each time, OD_LOG_ATTEMPTS in all
+ * (0.75 s of pauses at most, only while it makes no sense).
+ */
 #define OD_LOG_RETRY_NS 50000000L
+#define OD_LOG_ATTEMPTS 5
 
 /* The log's view, read once for the verdicts of a look (see xfs_logview.h). */
 struct od_logcheck {
@@ -469,10 +474,11 @@ static void od_logcheck_read(struct od *od, struct od_logcheck *lc)
 	lc->lv = (struct logview){ 0 };
 	if (!g->logstart)
 		return;		/* an external log */
-	for (int attempt = 0; attempt < 2; attempt++) {
+	for (int attempt = 0; attempt < OD_LOG_ATTEMPTS; attempt++) {
 		if (attempt) {
 			logview_release(&lc->lv);
 			nanosleep(&pause, NULL);
+			pause.tv_nsec *= 2;
 		}
 		lc->ret = logview_read(&src, &lc->lv);
 		if (lc->ret != -EUCLEAN)
@@ -676,15 +682,29 @@ static void check_pending(struct od *od, struct od_pending *pend, size_t n)
 		syncfs(od->ctx->mnt_fd);
 	for (size_t i = 0; i < n; i++)
 		look(od, pend[i].first.ag, &last[i]);
-	if (guessed < n)
+	if (guessed < n) {
 		od_logcheck_read(od, &lc);
+		if (getenv("FSCRUB_DEBUG_THIRD_LOG_UNREADABLE")) {
+			logview_release(&lc.lv);
+			lc = (struct od_logcheck){ .ret = -EUCLEAN };
+		}
+		if (!od_logcheck_judges(&lc))
+			report_verbose(od->ctx, "Phase 2: the log cannot be read for the third "
+				       "look (%s): the AGs' counters judge", strerror(-lc.ret));
+	}
 	for (size_t i = 0; i < n; i++) {
 		struct od_look *first = &pend[i].first;
-		bool q_ag = !pend[i].by_log && quiet(&pend[i].k0, first, &last[i]);
+		/*
+		 * The log judged the second look; a log that cannot be read
+		 * now says nothing (it does not name the blocks): the AG's
+		 * counters and LSNs judge, as where there is no log to read.
+		 */
+		bool by_log = pend[i].by_log && od_logcheck_judges(&lc);
+		bool q_ag = !by_log && quiet(&pend[i].k0, first, &last[i]);
 
 		for (size_t j = 0; j < first->pn; j++) {
 			const struct od_problem *p = &first->pv[j];
-			bool q = pend[i].by_log ? !problem_in_log(od, first->ag, &lc, p) : q_ag;
+			bool q = by_log ? !problem_in_log(od, first->ag, &lc, p) : q_ag;
 
 			verdict(od, first, p, look_find(&last[i], p->msg) && q);
 		}
