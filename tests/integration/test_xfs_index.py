@@ -323,6 +323,26 @@ def test_fault_found_when_the_log_cannot_be_read_again(index_image, how):
 
 
 @pytest.mark.parametrize("how", MOUNTS)
+def test_missing_attribute_found_when_the_list_cannot_be_read_again(index_image, how):
+    """attr_hash_path's fault leaves an attribute that listxattr names and
+    getxattr cannot find (xattr.missing).  Before it is said, the list is
+    read again, to tell an attribute removed meanwhile; a list that cannot
+    be had then (FSCRUB_DEBUG_RELIST_FAILS) says nothing about that, and
+    the inode's statx decides.  Before, it counted as "removed", and the
+    damage was dropped without a word."""
+    img = index_image
+    _, victim, _ = attr_hash_path(img)
+    mnt = img.mount_as(how)
+    time.sleep(1.1)
+    r = run_fscrub("-n", mnt, env={"FSCRUB_DEBUG_RELIST_FAILS": "1"})
+    assert r.rc == 4, r
+    missing = r.of("Error", "xattr.missing")
+    assert [(f.inode, f.path) for f in missing] == \
+        [(img.inos[victim], os.path.join(mnt, victim))], r
+    assert "is listed but cannot be read" in missing[0].message, r
+
+
+@pytest.mark.parametrize("how", MOUNTS)
 def test_index_clean(index_image, how):
     """The clean image: nothing, and the indexes were read."""
     mnt, bulk, per_name = scan(index_image, how)
