@@ -80,6 +80,21 @@ def test_second_copy_bad_found_without_x(btrfs_factory, ndev, how, n):
 
 
 @pytest.mark.parametrize("how", MOUNTS)
+def test_bad_copy_found_when_the_extent_tree_cannot_be_searched(btrfs_factory, how):
+    """A copy that reads bad is asked about in the extent tree before it is
+    said (a block freed since it was listed is no damage).  A search that
+    fails there (FSCRUB_DEBUG_EXTENT_SEARCH_FAILS; the extent tree's own
+    damage on the way to the block) cannot tell, and the reads judge: one
+    bad copy of a DUP leaf is still an error with -n.  Before, a failed
+    search counted as "freed", and the damage was an info."""
+    fs = btrfs_factory()
+    bytenr = damaged_leaf(fs, 1)
+    mount_as(fs, how)
+    r = run_fscrub("-n", "-v", fs.mnt, env={"FSCRUB_DEBUG_EXTENT_SEARCH_FAILS": "1"})
+    assert_copy_not_repaired(r, bytenr, 1, "-n")
+
+
+@pytest.mark.parametrize("how", MOUNTS)
 def test_no_good_copy_is_an_error(btrfs_factory, how):
     fs = btrfs_factory()
     bytenr = damaged_leaf(fs, 2)
