@@ -80,6 +80,13 @@ struct backend_entry {
 	int fd;				/* an open regular file, or -1 */
 	bool bulk;			/* stx is from a bulk_inodes record */
 	/*
+	 * With bulk false: the bulk_inodes record the walk took the entry
+	 * from before it opened the file (stx is then the open file's
+	 * statx), or NULL.  The backend may compare the two instead of
+	 * asking for its own view again.
+	 */
+	const struct backend_inode *opened_from;
+	/*
 	 * A regular file its bulk record says maps no data blocks: not
 	 * opened, its (empty) extent map is known all the same.
 	 */

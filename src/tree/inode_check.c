@@ -366,6 +366,7 @@ static void backend_check_inode(struct walk_thread *t, const struct walk_dir *d,
 	if (vfs && e->bulk) {
 		be.stx = vfs;
 		be.bulk = false;
+		be.opened_from = e->bulk;
 	}
 	if ((fd >= 0 || bulk_map) && ct->extents.whole_ok) {
 		be.map = ct->extents.whole;

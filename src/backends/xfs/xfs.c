@@ -340,8 +340,13 @@ static void xfs_check_inode(struct scrub_ctx *ctx, const struct backend_dir *d,
 	/* Its health flags as its bulk record had them, before the walk read it. */
 	if (xs->walk_health)
 		xfs_walkstat_health(ctx, d, e->name, e->stx->stx_ino);
-	/* An inode from a bulk record is that BULKSTAT: nothing to compare. */
-	if (!e->bulk)
+	/*
+	 * An inode from a bulk record is that BULKSTAT: nothing to compare;
+	 * opened since, the open file against that record.
+	 */
+	if (e->opened_from)
+		xfs_walkstat_opened(ctx, d, e->name, e->stx, e->opened_from);
+	else if (!e->bulk)
 		xfs_walkstat_add(ctx, d, e->name, e->stx);
 	/* Its map is collected: opened, none by its bulk record, or GETFSMAP's. */
 	if ((e->fd >= 0 || e->no_extents || e->bulk_map) && S_ISREG(e->stx->stx_mode) &&

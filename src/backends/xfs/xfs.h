@@ -134,6 +134,7 @@ struct xfs_state {
 	struct xfs_walkstat *walkstat;	/* per walk thread */
 	unsigned nr_walkstat;
 	atomic_ullong walkstat_inodes, walkstat_requests;
+	atomic_ullong walkstat_opened;	/* of those: opened files against their records */
 	atomic_ullong bulk_records, bulk_requests;	/* the walk's bulk_inodes */
 	struct xfs_ownermap *ownermap;	/* xfs_ownermap.c; NULL after the walk */
 };
@@ -160,6 +161,13 @@ void xfs_walkstat_free(struct xfs_walkstat *w, unsigned nr_threads);
 void xfs_walkstat_add(struct scrub_ctx *ctx, const struct backend_dir *d, const char *name,
 		      const struct statx *stx);
 void xfs_walkstat_flush(struct scrub_ctx *ctx, const struct backend_dir *d);
+/*
+ * An opened file (stx: its open descriptor's statx) against rec, the
+ * BULKSTAT record the walk took it from: add()ed only if they disagree.
+ */
+struct backend_inode;
+void xfs_walkstat_opened(struct scrub_ctx *ctx, const struct backend_dir *d, const char *name,
+			 const struct statx *stx, const struct backend_inode *rec);
 /*
  * In check_dir: d against the record of itself its bulk requests brought
  * (see xfs_walkstat.c).  False: no such record, or it disagrees: add()
