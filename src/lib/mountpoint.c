@@ -155,6 +155,24 @@ bool mount_sb_readonly_in(struct libmnt_table *tb, dev_t devno)
 	return ro;
 }
 
+bool mount_sb_readonly_by_id(int id)
+{
+	int err = 0;
+	struct libmnt_table *tb = id ? mount_table_load(NULL, &err) : NULL;
+	struct libmnt_iter *it = tb ? mnt_new_iter(MNT_ITER_FORWARD) : NULL;
+	struct libmnt_fs *fs;
+	bool ro = false;
+
+	while (it && mnt_table_next_fs(tb, it, &fs) == 0)
+		if (mnt_fs_get_id(fs) == id) {
+			ro = mnt_optstr_get_option(mnt_fs_get_fs_options(fs), "ro", NULL, NULL) == 0;
+			break;
+		}
+	mnt_free_iter(it);
+	mount_table_free(tb);
+	return ro;
+}
+
 bool mount_sb_readonly(dev_t devno)
 {
 	int err = 0;

@@ -71,6 +71,12 @@ unsigned mount_find_by_devno(struct libmnt_table *tb, dev_t devno, struct mount_
  * read or does not show it.
  */
 bool mount_sb_readonly(dev_t devno);
+/*
+ * Is the filesystem of the mount with this id (the kernel's mount table)
+ * read-only as a whole, by its superblock's options?  A read-only mount
+ * of a filesystem mounted writable elsewhere is not; an unknown id is not.
+ */
+bool mount_sb_readonly_by_id(int id);
 
 /* The id of the mount that path shows now (statx), or a negative errno. */
 int mount_shown_id(const char *path);

@@ -195,6 +195,12 @@ struct scrub_ctx {
 	char *fstype;		/* type from the mount table */
 	char *fsroot;		/* root of the mount within the fs ("/" normally) */
 	int table_mnt_id;	/* its id in the kernel's mount table, 0 if unknown */
+	/*
+	 * The filesystem is read-only as a whole (its superblock), so not in
+	 * flux; not for a read-only mount of a filesystem written elsewhere
+	 * (a read-only bind), nor where the mount table does not say.
+	 */
+	bool fs_readonly;
 	int mnt_fd;		/* the visible mount root, held so umount says EBUSY */
 	int walk_fd;		/* root of the tree walked: a private clone or mnt_fd */
 	bool walk_is_readonly;	/* ... a clone made read-only and noatime */

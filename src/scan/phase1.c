@@ -332,6 +332,7 @@ int phase1_find_fs(struct scrub_ctx *ctx, unsigned long long *items)
 	ctx->fstype = mi.fstype;
 	ctx->fsroot = mi.fsroot;
 	ctx->table_mnt_id = ctx->opt.mtab ? 0 : mi.id;
+	ctx->fs_readonly = mount_sb_readonly_by_id(ctx->table_mnt_id);
 	if (mi.nr_mounts > 1)
 		fprintf(stderr, "fscrub: %s is mounted in %u places; scrubbing %s\n",
 			ctx->opt.target, mi.nr_mounts, ctx->mntpoint);

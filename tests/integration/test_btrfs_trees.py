@@ -821,6 +821,48 @@ def test_no_false_alarms_under_btrfs_churn(image_factory, mkfs_args, options, ne
     assert rc == 0, out
 
 
+def test_no_false_alarms_on_a_read_only_bind_of_a_churning_btrfs(image_factory, workdir):
+    """A read-only bind mount of a btrfs that is written through its other
+    mount is still in flux: fscrub -n of the bind, three times while the
+    workload runs, finds no error.  Before, the bind's read-only flag
+    (statvfs) was taken for a read-only filesystem, every finding seen the
+    same twice was an error at once, without a commit waited for, and torn
+    readings that agreed became false alarms (the old binary: 1 of 2 runs,
+    "inode nlink 1, it has 2 names" of a file being hard-linked)."""
+    import multiprocessing as mp
+    need_fs("btrfs")
+    img = image_factory("btrfs", size_mb=1024)
+    img.mkfs()
+    mnt = img.mount("compress=zstd")
+    run(["btrfs", "subvolume", "create", os.path.join(mnt, "work")])
+    os.mkdir(os.path.join(mnt, "snaps"))
+    bind = os.path.join(workdir, "robind")
+    os.mkdir(bind)
+    run(["mount", "--bind", mnt, bind])
+    try:
+        run(["mount", "-o", "remount,bind,ro", bind])
+        stop, counter = mp.Event(), mp.Value("l", 0)
+        worker = mp.Process(target=_btrfs_churn, args=(mnt, stop, counter, 11))
+        worker.start()
+        try:
+            while counter.value < 300:
+                worker.join(0.1)
+                assert worker.is_alive()
+            for _ in range(3):
+                r = run_fscrub("-n", "-v", bind)
+                bad = [f for f in r.findings if f.severity in ("Error", "Warning")]
+                assert r.rc == 0 and not bad, r.stdout + r.stderr
+                assert "btrfs trees (first pass)" in r.stdout, r
+        finally:
+            stop.set()
+            worker.join(60)
+    finally:
+        run(["umount", bind])
+        img.offline()
+    rc, out = btrfs_check(img.path)
+    assert rc == 0, out
+
+
 def test_shared_leaf_reported_once(image_factory):
     """An item in a leaf that a snapshot still shares with its source is read
     through both trees: one error (the source's path), naming the snapshot,

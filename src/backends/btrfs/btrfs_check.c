@@ -71,8 +71,9 @@
  * forced (BTRFS_IOC_SYNC); with -n nothing may be written, so the kernel's
  * own commit is waited for (the disk superblock's generation reaching the
  * newest leaf the pass read; at most the commit interval and a margin), and
- * not at all when everything read was committed already.  A read-only mount
- * is not in flux: it is read again at once.  A finding whose items -- keys
+ * not at all when everything read was committed already.  A filesystem
+ * read-only as a whole (ctx->fs_readonly: its superblock, not a read-only
+ * bind of one written elsewhere) is not in flux: it is read again at once.  A finding whose items -- keys
  * and the fields it compares -- read the same in both passes is an error,
  * whatever the generation of the leaves that hold them (a background
  * transaction, the cleaner deleting an unused block group, rewrites leaves
@@ -1588,7 +1589,7 @@ static bool subject_in_flux(struct scrub_ctx *ctx, const struct pass *cur,
 	struct btrfs_ioctl_search_header h;
 	struct btrfs_tkey k;
 
-	if (!committed || (ctx->svfs.f_flag & ST_RDONLY))
+	if (!committed || ctx->fs_readonly)
 		return false;
 	/* A counter: were any of the items it sums rewritten while they were read? */
 	if (is_counter(f))
@@ -1665,16 +1666,17 @@ static bool wait_for_commit(struct scrub_ctx *ctx, uint64_t want, unsigned commi
 /*
  * Before a finding is read again, what the reading before saw must be
  * committed: btrfs applies back references and block group counters at
- * commit, so until then a tree disagrees with itself.  A read-only mount
+ * commit, so until then a tree disagrees with itself.  A read-only filesystem
  * does not change: nothing to wait for.  Without -n a commit is forced
  * (BTRFS_IOC_SYNC); with -n the kernel's own is waited for, when the
  * reading saw a transaction that was not committed yet.
  */
 static bool commit_before_look(struct scrub_ctx *ctx, const struct pass *p, unsigned commit_s)
 {
-	if (ctx->svfs.f_flag & ST_RDONLY)
+	if (ctx->fs_readonly)
 		return true;
-	if (!ctx->opt.check_only)
+	/* (a read-only bind of a filesystem written elsewhere: its commits are waited for) */
+	if (!ctx->opt.check_only && !(ctx->svfs.f_flag & ST_RDONLY))
 		return ioctl(ctx->mnt_fd, BTRFS_IOC_SYNC, NULL) == 0;
 	return committed_generation(ctx) >= p->max_transid ||
 	       wait_for_commit(ctx, p->max_transid, commit_s);
@@ -1725,7 +1727,7 @@ static size_t judge_reading(struct scrub_ctx *ctx, struct pass *prev, struct pas
 	 * (seen: an orphan csum range under churn).  Then every finding needs
 	 * a third agreeing reading, not only those whose subject moved.
 	 */
-	bool busy = committed && !(ctx->svfs.f_flag & ST_RDONLY) &&
+	bool busy = committed && !ctx->fs_readonly &&
 		    cur->max_transid > settled_generation(cur, committed);
 	size_t moving = 0;
 
