@@ -155,24 +155,6 @@ bool mount_sb_readonly_in(struct libmnt_table *tb, dev_t devno)
 	return ro;
 }
 
-bool mount_sb_readonly_by_id(int id)
-{
-	int err = 0;
-	struct libmnt_table *tb = id ? mount_table_load(NULL, &err) : NULL;
-	struct libmnt_iter *it = tb ? mnt_new_iter(MNT_ITER_FORWARD) : NULL;
-	struct libmnt_fs *fs;
-	bool ro = false;
-
-	while (it && mnt_table_next_fs(tb, it, &fs) == 0)
-		if (mnt_fs_get_id(fs) == id) {
-			ro = mnt_optstr_get_option(mnt_fs_get_fs_options(fs), "ro", NULL, NULL) == 0;
-			break;
-		}
-	mnt_free_iter(it);
-	mount_table_free(tb);
-	return ro;
-}
-
 bool mount_sb_readonly(dev_t devno)
 {
 	int err = 0;
@@ -235,36 +217,35 @@ int mount_find_same(struct libmnt_table *tb, const struct mount_info *mi)
 	return id;
 }
 
+/* The entry of tb with mount id id, or NULL (none, or no memory to look). */
+static struct libmnt_fs *fs_of_id(struct libmnt_table *tb, int id)
+{
+	struct libmnt_iter *it = tb ? mnt_new_iter(MNT_ITER_FORWARD) : NULL;
+	struct libmnt_fs *fs, *found = NULL;
+
+	while (it && !found && mnt_table_next_fs(tb, it, &fs) == 0)
+		if (mnt_fs_get_id(fs) == id)
+			found = fs;
+	mnt_free_iter(it);
+	return found;
+}
+
 const char *mount_target_of(struct libmnt_table *tb, int id)
 {
-	struct libmnt_iter *it = mnt_new_iter(MNT_ITER_FORWARD);
-	struct libmnt_fs *fs;
-	const char *target = NULL;
+	struct libmnt_fs *fs = fs_of_id(tb, id);
 
-	while (it && !target && mnt_table_next_fs(tb, it, &fs) == 0)
-		if (mnt_fs_get_id(fs) == id)
-			target = mnt_fs_get_target(fs);
-	mnt_free_iter(it);
-	return target;
+	return fs ? mnt_fs_get_target(fs) : NULL;
 }
 
 bool mount_id_is_device(int id, dev_t devno)
 {
 	int err;
 	struct libmnt_table *tb = mount_table_load(NULL, &err);
-	struct libmnt_iter *it = tb ? mnt_new_iter(MNT_ITER_FORWARD) : NULL;
-	struct libmnt_fs *fs;
-	bool found = false, is = false;
+	struct libmnt_fs *fs = fs_of_id(tb, id);
+	bool is = !fs || fs_is_device(fs, devno);
 
-	while (it && !found && mnt_table_next_fs(tb, it, &fs) == 0)
-		if (mnt_fs_get_id(fs) == id) {
-			found = true;
-			is = fs_is_device(fs, devno);
-		}
-	mnt_free_iter(it);
-	if (tb)
-		mount_table_free(tb);
-	return found ? is : true;
+	mount_table_free(tb);
+	return is;
 }
 
 bool mount_id_attached(int id)
@@ -289,26 +270,26 @@ bool mount_option(int id, const char *name, struct strbuf *value)
 {
 	int err;
 	struct libmnt_table *tb = mount_table_load(NULL, &err);
-	struct libmnt_iter *it;
-	struct libmnt_fs *fs;
+	struct libmnt_fs *fs = fs_of_id(tb, id);
 	char *v = NULL;
 	size_t len = 0;
-	bool found = false;
+	bool found = fs && mnt_fs_get_option(fs, name, &v, &len) == 0;
 
-	if (!tb)
-		return false;
-	it = mnt_new_iter(MNT_ITER_FORWARD);
-	while (it && mnt_table_next_fs(tb, it, &fs) == 0) {
-		if (mnt_fs_get_id(fs) == id) {
-			found = mnt_fs_get_option(fs, name, &v, &len) == 0;
-			break;
-		}
-	}
-	mnt_free_iter(it);
 	if (found && value && v)
 		strbuf_add(value, v, len);
 	mount_table_free(tb);
 	return found;
+}
+
+bool mount_sb_readonly_by_id(int id)
+{
+	int err = 0;
+	struct libmnt_table *tb = id ? mount_table_load(NULL, &err) : NULL;
+	struct libmnt_fs *fs = fs_of_id(tb, id);
+	bool ro = fs && mnt_optstr_get_option(mnt_fs_get_fs_options(fs), "ro", NULL, NULL) == 0;
+
+	mount_table_free(tb);
+	return ro;
 }
 
 void mount_for_each_child(struct libmnt_table *tb, int id,

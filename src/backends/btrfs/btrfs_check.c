@@ -73,11 +73,12 @@
  * newest leaf the pass read; at most the commit interval and a margin), and
  * not at all when everything read was committed already.  A filesystem
  * read-only as a whole (ctx->fs_readonly: its superblock, not a read-only
- * bind of one written elsewhere) is not in flux: it is read again at once.  A finding whose items -- keys
- * and the fields it compares -- read the same in both passes is an error,
- * whatever the generation of the leaves that hold them (a background
- * transaction, the cleaner deleting an unused block group, rewrites leaves
- * and leaves the damage in them as it was).  One exception: when the leaf
+ * bind of one written elsewhere) is not in flux: it is read again at once.
+ * A finding whose items -- keys and the fields it compares -- read the
+ * same in both passes is an error, whatever the generation of the leaves
+ * that hold them (a background transaction, the cleaner deleting an unused
+ * block group, rewrites leaves and leaves the damage in them as it was).
+ * One exception: when the leaf
  * that holds the finding's subject (a file extent item, a directory entry,
  * a name) is being rewritten as the second reading is judged, a file being
  * written can show the same stale reference twice for two causes, so a

@@ -121,6 +121,8 @@ void od_problem_between(struct od *od, const uint32_t *blk, unsigned n, const ch
 int od_pread(struct od *od, void *buf, uint64_t off, size_t len);
 /* The alignment of od_read_ranges()'s buffers: O_DIRECT's largest logical sector. */
 #define OD_READ_ALIGN 4096
+/* Reads in flight: the device's queue covers its latency, another load still gets in. */
+#define OD_READ_DEPTH 16
 /*
  * Read the n ranges, each at most max_len bytes, into buf(arg, i) (aligned
  * to OD_READ_ALIGN): OD_READ_DEPTH reads in flight through the I/O engine
@@ -128,8 +130,6 @@ int od_pread(struct od *od, void *buf, uint64_t off, size_t len);
  * 0, a negative errno, or -EIO for a short read.  single, or no engine:
  * one od_pread() after the other.
  */
-/* Reads in flight: the device's queue covers its latency, another load still gets in. */
-#define OD_READ_DEPTH 16
 struct io_range;
 void od_read_ranges(struct od *od, const struct io_range *range, size_t n, size_t max_len,
 		    char *(*buf)(void *arg, size_t i), void *arg, int *res, bool single);

@@ -144,10 +144,14 @@ void xfs_walkstat_free(struct xfs_walkstat *w, unsigned nr_threads)
  * BULKSTAT gives the size on disk, which lags behind writes still in the
  * page cache: only a BULKSTAT size above the file's size is a mismatch.
  */
+static bool agrees(uint32_t nlink, uint16_t mode, uint64_t size, const struct statx *s)
+{
+	return nlink == s->stx_nlink && mode == s->stx_mode && size <= s->stx_size;
+}
+
 static bool bs_agrees(const struct xfs_bulkstat *bs, const struct statx *s)
 {
-	return bs->bs_nlink == s->stx_nlink && bs->bs_mode == s->stx_mode &&
-	       bs->bs_size <= s->stx_size;
+	return agrees(bs->bs_nlink, bs->bs_mode, bs->bs_size, s);
 }
 
 /*
@@ -263,8 +267,7 @@ void xfs_walkstat_opened(struct scrub_ctx *ctx, const struct backend_dir *d, con
 {
 	struct xfs_state *xs = xfs_state(ctx);
 
-	if (rec->ino != stx->stx_ino || rec->nlink != stx->stx_nlink ||
-	    rec->mode != stx->stx_mode || rec->size > stx->stx_size) {
+	if (rec->ino != stx->stx_ino || !agrees(rec->nlink, rec->mode, rec->size, stx)) {
 		xfs_walkstat_add(ctx, d, name, stx);
 		return;
 	}
