@@ -280,6 +280,28 @@ def xfs_crosslink(img):
 def test_crosslinked_extent(xfs_image):
     f = xfs_crosslink(xfs_image)
     mnt, r = scrub(xfs_image, "-v")
+    assert_crosslink_found(r, mnt, f)
+
+
+@pytest.mark.parametrize("how", fsimage.Image.MOUNT_KINDS)
+def test_crosslink_found_when_getfsmap_fails_at_the_second_look(xfs_image, how):
+    """The reverse mappings a file's extents disagree with are looked up
+    again before they are reported.  A GETFSMAP that fails then (a damaged
+    btree on the way; FSCRUB_DEBUG_FRESH_FSMAP_FAILS makes every such query
+    fail) tells nothing about them: the first reading stands, so the record
+    that gives the file a block it does not map is still an error.  It was
+    "changed while being checked" before, fresh, settled and read-only."""
+    f = xfs_crosslink(xfs_image)
+    mnt = xfs_image.mount_as(how)
+    time.sleep(1.1)     # past the ctime margin of the victims
+    r = run_fscrub("-v", mnt, env={"FSCRUB_DEBUG_FRESH_FSMAP_FAILS": "1"})
+    assert_crosslink_found(r, mnt, f)
+    assert "GETFSMAP failed at the second look" in r.stdout, r
+
+
+def assert_crosslink_found(r, mnt, f):
+    """xfs_crosslink()'s findings: the crosslink, and the reverse mappings
+    that disagree with a's new map, both ways."""
     assert r.rc == 4, r
     a, b = escaped(os.path.join(mnt, f["a"])), escaped(os.path.join(mnt, f["b"]))
     xl = errors_of(r, "extent.crosslinked")

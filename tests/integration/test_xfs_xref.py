@@ -480,17 +480,30 @@ def file_block_owner_bmap(img):
     return paths, lambda ag, b: blocks.get((ag, b))
 
 
-def test_free_extent_over_file_data(xref_image):
+@pytest.mark.parametrize("how", ["plain"] + ["fsmap_fails_" + k
+                                             for k in fsimage.Image.MOUNT_KINDS])
+def test_free_extent_over_file_data(xref_image, how):
     """A free extent grows over the block of a file's extent next to it, in
     both free space btrees and the AGF's counters: used space recorded as
     free, named by the owner's inode and path.  With the rmapbt the disk's
     btrees tell (xfs_xref.c); without it the file's FIEMAP extents against
-    GETFSMAP's free space after the walk (xfs_inodes.c)."""
+    GETFSMAP's free space after the walk (xfs_inodes.c), looked up again
+    before it is reported.  fsmap_fails_*: that second GETFSMAP fails
+    (FSCRUB_DEBUG_FRESH_FSMAP_FAILS), which tells nothing, so the first
+    reading stands (it was "changed while being checked" before), fresh,
+    settled and read-only."""
     img = xref_image
     paths, owned = file_block_owner(img) if img.rmap else file_block_owner_bmap(img)
     ag, victim, first, last, (ino, fblock) = free_extent_over(img, owned)
     assert re.search(r"data fork in ino %d claims free block" % ino, repair_n(img))
-    mnt, r = scrub(img)
+    if how == "plain":
+        mnt, r = scrub(img)
+    else:
+        mnt = img.mount_as(how[len("fsmap_fails_"):])
+        time.sleep(1.1)     # victims younger than 1 s count as changed
+        r = run_fscrub("-n", "-v", mnt, env={"FSCRUB_DEBUG_FRESH_FSMAP_FAILS": "1"})
+        if not img.rmap:
+            assert "GETFSMAP failed at the second look" in r.stdout, r
     assert r.rc == 4, r
     if img.rmap:
         want = "AG %d on disk: block %d is free in the bnobt (free extent %d-%d) but used " \
