@@ -199,3 +199,20 @@ def test_journal_unreadable(image_factory, how):
         assert csum == [("Info", gone)], r
         assert "the journal cannot be read to tell old from recent" in \
             r.of("Info", "ext4.inode_csum")[0].message, r
+
+
+@pytest.mark.parametrize("how", MOUNTS)
+def test_unused_inode_checksum_when_its_block_cannot_be_read_again(image_factory, how):
+    """test_unused_inode_checksum's fault, every confirming read of its
+    block failing (FSCRUB_DEBUG_CONFIRM_READ_FAILS; a block that has gone
+    bad on the medium meanwhile does that).  A read that fails is no sign
+    of a change: it says nothing, and the first reading stands, an error
+    (it was "changed while being checked" before)."""
+    img, gone = make_image(image_factory)
+    break_unused_inode(img, gone)
+    mnt = mount_as(img, how)
+    r = run_fscrub("-v", "-n", mnt, env={"FSCRUB_DEBUG_CONFIRM_READ_FAILS": "1"})
+    assert r.rc == 4, r
+    assert [f.inode for f in errors_of(r, "ext4.inode_csum")] == [gone], r
+    assert re.search(r"ext4\.inode_csum: a block of .* cannot be read again \(second read\)",
+                     r.stdout), r

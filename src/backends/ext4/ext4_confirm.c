@@ -384,13 +384,14 @@ static void sleep_ms(unsigned ms)
 /*
  * A batch's blocks, each read once a round however many suspects hold it
  * (thousands of suspects may share a few inode-table blocks): set, sorted
- * and distinct; buf[round][i] the bytes of set.b[i]; unreadable[i] and
- * changed[i] what the rounds found of it.
+ * and distinct; buf[round][i] the bytes of set.b[i]; unreadable[round][i]
+ * and changed[i] (the two rounds read different bytes) what the rounds
+ * found of it.
  */
 struct batch_blocks {
 	struct blkset set;
 	unsigned char **buf[2];
-	bool *unreadable, *changed;
+	bool *unreadable[2], *changed;
 };
 
 /* Sort and deduplicate s in place. */
@@ -442,34 +443,49 @@ static void read_round(struct scrub_ctx *ctx, struct batch_blocks *bb, int round
 {
 	struct ext4_state *st = ext4_state(ctx);
 
+	/* FSCRUB_DEBUG_CONFIRM_READ_FAILS: every read fails (for the tests). */
+	bool fail = getenv("FSCRUB_DEBUG_CONFIRM_READ_FAILS") != NULL;
+
 	if (syncfs(ctx->mnt_fd) < 0)
 		report_verbose(ctx, "ext4: syncfs failed (%s)", strerror(errno));
 	for (size_t i = 0; i < bb->set.n; i++) {
-		if (ext4_read_direct(st, bb->set.b[i], bb->buf[round][i]) < 0)
-			bb->unreadable[i] = true;
-		else if (round && memcmp(bb->buf[0][i], bb->buf[1][i], st->fs->blocksize))
+		if (fail || ext4_read_direct(st, bb->set.b[i], bb->buf[round][i]) < 0)
+			bb->unreadable[round][i] = true;
+		else if (round && !bb->unreadable[0][i] &&
+			 memcmp(bb->buf[0][i], bb->buf[1][i], st->fs->blocksize))
 			bb->changed[i] = true;
 	}
 }
 
-/* One round's judgement of each suspect, on the round's copies of its blocks. */
+/*
+ * One round's judgement of each suspect, on the round's copies of its
+ * blocks.  A block that cannot be read in a round says nothing in it: a
+ * read that fails is no sign of a change (it was taken for one, and the
+ * damage of a block that reads bad and then not at all was an info).
+ * Where neither round could read a block, the first reading stands.
+ */
 static void judge_round(struct scrub_ctx *ctx, struct ext4_suspect *const *batch, size_t n,
 			const struct batch_blocks *bb, int round)
 {
 	for (size_t i = 0; i < n; i++) {
 		struct ext4_suspect *s = batch[i];
 		unsigned char *now[EXT4_SUSPECT_BLOCKS];
+		bool unread = false;
 
 		for (unsigned k = 0; k < s->nr_blocks && !s->cleared; k++) {
 			size_t j = block_index(bb, s->blocks[k]);
 
-			if (bb->unreadable[j])
-				s->cleared = "a block it involves cannot be read again";
+			if (bb->unreadable[round][j])
+				unread = true;
 			else if (bb->changed[j])
 				s->cleared = "its blocks changed on the disk";
 			now[k] = bb->buf[round][j];
 		}
-		if (!s->cleared && !s->still_bad(ctx, s, now))
+		if (unread && !s->cleared)
+			report_verbose(ctx, "ext4: %s: a block of \"%s\" cannot be read again (%s "
+				       "read): that read says nothing", s->check, s->msg,
+				       round ? "third" : "second");
+		else if (!s->cleared && !s->still_bad(ctx, s, now))
 			s->cleared = round ? "it was right on the third read" :
 					     "it was right when read again";
 	}
@@ -484,7 +500,8 @@ static void batch_blocks_alloc(const struct ext4_state *st, struct batch_blocks 
 		for (size_t i = 0; i < m; i++)
 			bb->buf[r][i] = ext4_block_buf(st);
 	}
-	bb->unreadable = xcalloc(m ? m : 1, sizeof(bool));
+	for (int r = 0; r < 2; r++)
+		bb->unreadable[r] = xcalloc(m ? m : 1, sizeof(bool));
 	bb->changed = xcalloc(m ? m : 1, sizeof(bool));
 }
 
@@ -495,7 +512,8 @@ static void batch_blocks_release(struct batch_blocks *bb)
 			free(bb->buf[r][i]);
 		free(bb->buf[r]);
 	}
-	free(bb->unreadable);
+	free(bb->unreadable[0]);
+	free(bb->unreadable[1]);
 	free(bb->changed);
 }
 
